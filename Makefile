@@ -1,0 +1,45 @@
+# tensorfem: the two commands a user types are `make run` and `make test`.
+#
+# Both first run scripts/install-deps.sh: on Debian/Ubuntu as root it installs what is
+# missing (HDF5, OpenMPI, libclang, pkg-config, hdf5-tools; h5py, numpy, matplotlib); on a
+# cluster without root it uses what `module load` provides (HDF5_DIR, mpicc on PATH) and
+# names anything missing instead of installing.
+
+SHELL := /bin/bash
+CARGO ?= cargo
+BIN := target/release/tensorfem
+CONFIG ?= inputs/quickstart.toml
+
+# OpenMPI refuses to run as root without these (containers, CI); harmless otherwise.
+export OMPI_ALLOW_RUN_AS_ROOT ?= 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM ?= 1
+
+.PHONY: all deps build run test lint fmt clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(CARGO) build --release
+
+## run: the main job on the quickstart config (or CONFIG=path/to/config.toml)
+run: build
+	$(BIN) run $(CONFIG)
+
+## test: formatting, lints, and the whole test suite in the release profile (unit,
+## integration, CLI under mpirun -n 2, HDF5 read back by h5dump and h5py)
+test: deps lint
+	$(CARGO) test --release
+
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --release --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt
+
+clean:
+	$(CARGO) clean
+	rm -rf out

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Installs what tensorfem needs to build, test and post-process, where it is missing.
+#
+# Debian/Ubuntu with root (or passwordless sudo): apt-get installs the missing packages.
+# Elsewhere (a cluster with `module load hdf5 openmpi`): nothing is installed; the script
+# checks what the environment provides and says exactly what is missing, then fails.
+set -euo pipefail
+
+debian_packages=(libhdf5-dev libopenmpi-dev openmpi-bin libclang-dev pkg-config hdf5-tools)
+python_modules=(h5py numpy matplotlib)
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+missing_system=()
+# HDF5: either HDF5_DIR from a module, or pkg-config / Debian's serial layout.
+if [[ -z "${HDF5_DIR:-}" ]] && ! pkg-config --exists hdf5 2>/dev/null \
+    && [[ ! -e /usr/include/hdf5/serial/hdf5.h ]]; then
+  missing_system+=("HDF5 development files (libhdf5-dev, or set HDF5_DIR / module load hdf5)")
+fi
+if ! have mpicc || ! have mpirun; then
+  missing_system+=("MPI compiler wrapper and launcher: mpicc and mpirun (libopenmpi-dev openmpi-bin, or module load openmpi)")
+fi
+# libclang itself (libclang.so / libclang-14.so.1), not libclang-cpp, which is a different library.
+if [[ -z "${LIBCLANG_PATH:-}" ]] && ! compgen -G "/usr/lib/llvm-*/lib/libclang.so*" >/dev/null \
+    && ! compgen -G "/usr/lib/*/libclang-[0-9]*.so*" >/dev/null; then
+  missing_system+=("libclang for bindgen (libclang-dev, or set LIBCLANG_PATH)")
+fi
+if ! have pkg-config; then
+  missing_system+=("pkg-config")
+fi
+if ! have h5dump; then
+  missing_system+=("h5dump (hdf5-tools), used by the tests to check files independently")
+fi
+
+if ((${#missing_system[@]})); then
+  if have apt-get && { [[ $(id -u) -eq 0 ]] || sudo -n true 2>/dev/null; }; then
+    sudo_cmd=""; [[ $(id -u) -eq 0 ]] || sudo_cmd="sudo -n"
+    echo "install-deps: installing Debian packages: ${debian_packages[*]}"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends \
+      "${debian_packages[@]}" >/dev/null
+  else
+    echo "install-deps: missing, and no apt-get with root to install it:" >&2
+    printf '  - %s\n' "${missing_system[@]}" >&2
+    exit 1
+  fi
+fi
+
+missing_python=()
+for m in "${python_modules[@]}"; do
+  python3 -c "import $m" 2>/dev/null || missing_python+=("$m")
+done
+if ((${#missing_python[@]})); then
+  echo "install-deps: installing Python modules: ${missing_python[*]}"
+  if ! python3 -m pip install --quiet "${missing_python[@]}" 2>/dev/null \
+      && ! python3 -m pip install --quiet --user "${missing_python[@]}" 2>/dev/null; then
+    # Debian's own python3 is "externally managed": use its packages instead.
+    if have apt-get && [[ $(id -u) -eq 0 ]] && [[ $(command -v python3) == /usr/bin/python3 ]]; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        python3-h5py python3-numpy python3-matplotlib >/dev/null
+    else
+      echo "install-deps: could not install ${missing_python[*]} for $(command -v python3); install them in your Python environment" >&2
+      exit 1
+    fi
+  fi
+fi
+echo "install-deps: all present"

@@ -1,0 +1,134 @@
+//! Communication between ranks: a serial implementation (tests, single process) and the
+//! MPI one (rsmpi over the system MPI). Code that needs a communicator takes `&dyn Comm`.
+
+use mpi::topology::{Communicator, SimpleCommunicator};
+use mpi::traits::*;
+
+use crate::error::{Error, Result};
+
+/// Bytes each rank contributes to [`Comm::gather_strings`]; longer strings are cut.
+const GATHER_BYTES: usize = 512;
+
+pub trait Comm {
+    fn rank(&self) -> usize;
+    fn size(&self) -> usize;
+    /// Rank among the processes on this host (for GPU binding).
+    fn local_rank(&self) -> usize;
+    fn local_size(&self) -> usize;
+    fn barrier(&self);
+    /// Gathers one string per rank on rank 0 (in rank order); `None` on the other ranks.
+    fn gather_strings(&self, s: &str) -> Option<Vec<String>>;
+    /// The MPI library, or "serial".
+    fn library(&self) -> String;
+
+    fn is_root(&self) -> bool {
+        self.rank() == 0
+    }
+}
+
+/// One process, no MPI.
+pub struct SerialComm;
+
+impl Comm for SerialComm {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn size(&self) -> usize {
+        1
+    }
+    fn local_rank(&self) -> usize {
+        0
+    }
+    fn local_size(&self) -> usize {
+        1
+    }
+    fn barrier(&self) {}
+    fn gather_strings(&self, s: &str) -> Option<Vec<String>> {
+        Some(vec![s.to_string()])
+    }
+    fn library(&self) -> String {
+        "serial".to_string()
+    }
+}
+
+/// MPI_COMM_WORLD, with the host-local split (MPI_COMM_TYPE_SHARED) for the local rank.
+pub struct MpiComm {
+    world: SimpleCommunicator,
+    local_rank: usize,
+    local_size: usize,
+    // Finalises MPI when dropped: declared last so the communicators go first.
+    _universe: mpi::environment::Universe,
+}
+
+impl MpiComm {
+    /// Initialises MPI (once per process).
+    pub fn init() -> Result<Self> {
+        let universe = mpi::initialize()
+            .ok_or_else(|| Error::Mpi("MPI was already initialised in this process".into()))?;
+        let world = universe.world();
+        let local = world.split_shared(world.rank());
+        Ok(MpiComm {
+            local_rank: local.rank() as usize,
+            local_size: local.size() as usize,
+            world,
+            _universe: universe,
+        })
+    }
+}
+
+impl Comm for MpiComm {
+    fn rank(&self) -> usize {
+        self.world.rank() as usize
+    }
+    fn size(&self) -> usize {
+        self.world.size() as usize
+    }
+    fn local_rank(&self) -> usize {
+        self.local_rank
+    }
+    fn local_size(&self) -> usize {
+        self.local_size
+    }
+    fn barrier(&self) {
+        self.world.barrier();
+    }
+    fn gather_strings(&self, s: &str) -> Option<Vec<String>> {
+        let mut mine = [0u8; GATHER_BYTES];
+        let mut len = s.len().min(GATHER_BYTES);
+        while !s.is_char_boundary(len) {
+            len -= 1;
+        }
+        mine[..len].copy_from_slice(&s.as_bytes()[..len]);
+        let root = self.world.process_at_rank(0);
+        if self.is_root() {
+            let mut all = vec![0u8; GATHER_BYTES * self.size()];
+            root.gather_into_root(&mine[..], &mut all[..]);
+            Some(
+                all.chunks(GATHER_BYTES)
+                    .map(|c| {
+                        let end = c.iter().position(|&b| b == 0).unwrap_or(c.len());
+                        String::from_utf8_lossy(&c[..end]).into_owned()
+                    })
+                    .collect(),
+            )
+        } else {
+            root.gather_into(&mine[..]);
+            None
+        }
+    }
+    fn library(&self) -> String {
+        mpi::environment::library_version()
+            .map(|v| v.lines().next().unwrap_or("").trim().to_string())
+            .unwrap_or_else(|_| "unknown MPI".into())
+    }
+}
+
+/// This host's name (Linux: from the kernel; works with or without MPI).
+pub fn hostname() -> String {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown-host".into())
+}

@@ -1,0 +1,630 @@
+//! The run config (TOML). Parsing is two-step: the file is read section by section into
+//! raw structs (serde, unknown keys denied), then [`RawConfig::validate`] turns it into a
+//! [`RunConfig`] or reports *every* problem at once, each naming its key and the allowed
+//! values. Nothing is allocated for the solve before the whole config is valid.
+//!
+//! ```toml
+//! backend = "auto"            # auto | cpu | cuda
+//! [mesh]
+//! kind = "unit-square"        # unit-square | unit-cube
+//! element = "q1"              # q1 | p1 (unit-square); q1 (unit-cube)
+//! n = 64                      # cells per direction, or h = 0.015625 (one of them)
+//! h0 = 0.25                   # optional coarse mesh width: n = (1/h0)·2^j
+//! [problem]
+//! k = 1                       # manufactured solution sin(kπx)sin(kπy)(sin(kπz))
+//! [solver]
+//! method = "cholesky"         # cholesky (faer sparse Cholesky, the f64 reference)
+//! precision = "f64"           # f16 | f32 | f64
+//! [output]
+//! path = "out/run.h5"
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_aux::serde_introspection::serde_introspect;
+
+use crate::backend::BackendChoice;
+use crate::error::{ConfigProblem, Error, Result};
+use crate::mesh::Element;
+use crate::precision::Precision;
+
+/// The quickstart config, embedded so `tensorfem run` works without any file.
+pub const QUICKSTART: &str = include_str!("../inputs/quickstart.toml");
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMesh {
+    pub kind: Option<String>,
+    pub element: Option<String>,
+    pub n: Option<i64>,
+    pub h: Option<f64>,
+    pub h0: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProblem {
+    pub k: Option<i64>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSolver {
+    pub method: Option<String>,
+    pub precision: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOutput {
+    pub path: Option<String>,
+}
+
+/// The config as written, before validation.
+#[derive(Clone, Debug, Default)]
+pub struct RawConfig {
+    pub backend: Option<String>,
+    pub mesh: RawMesh,
+    pub problem: RawProblem,
+    pub solver: RawSolver,
+    pub output: RawOutput,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MeshKind {
+    UnitSquare,
+    UnitCube,
+}
+
+impl MeshKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            MeshKind::UnitSquare => "unit-square",
+            MeshKind::UnitCube => "unit-cube",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MeshSpec {
+    pub kind: MeshKind,
+    pub element: Element,
+    /// Cells per direction.
+    pub n: usize,
+    /// Coarse cells per direction (1/h0) and refinements, when h0 is given.
+    pub coarse: Option<(usize, usize)>,
+}
+
+impl MeshSpec {
+    pub fn dim(&self) -> usize {
+        self.element.dim()
+    }
+
+    /// Interior unknowns: (n-1)^d.
+    pub fn unknowns(&self) -> usize {
+        (self.n - 1).pow(self.dim() as u32)
+    }
+
+    pub fn nodes(&self) -> usize {
+        (self.n + 1).pow(self.dim() as u32)
+    }
+
+    pub fn cells(&self) -> usize {
+        let squares = self.n.pow(self.dim() as u32);
+        match self.element {
+            Element::P1 => 2 * squares,
+            _ => squares,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// faer's sparse Cholesky in f64: the reference solver.
+    Cholesky,
+}
+
+impl Method {
+    pub const NAMES: &'static str = "cholesky";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Cholesky => "cholesky",
+        }
+    }
+
+    pub fn has_cuda(self) -> bool {
+        match self {
+            Method::Cholesky => false,
+        }
+    }
+}
+
+/// A validated config.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunConfig {
+    pub backend: BackendChoice,
+    pub mesh: MeshSpec,
+    /// Wave number of the manufactured solution.
+    pub k: u32,
+    pub method: Method,
+    pub precision: Precision,
+    pub output: PathBuf,
+    /// The config text as given, echoed into output files.
+    pub source: String,
+}
+
+const SECTIONS: [&str; 4] = ["mesh", "problem", "solver", "output"];
+
+/// Largest supported wave number: beyond it no affordable mesh resolves the solution.
+const MAX_K: i64 = 100_000;
+
+fn problem(key: &str, message: impl Into<String>) -> ConfigProblem {
+    ConfigProblem {
+        key: key.to_string(),
+        message: message.into(),
+    }
+}
+
+/// Reads and validates a config file.
+pub fn load(path: &Path) -> Result<RunConfig> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text, &path.display().to_string())
+}
+
+/// Parses and validates config text; `origin` names it in errors.
+pub fn parse(text: &str, origin: &str) -> Result<RunConfig> {
+    let fail = |problems: Vec<ConfigProblem>| Error::Config {
+        path: origin.to_string(),
+        problems,
+    };
+    let (raw, mut problems) = parse_raw(text).map_err(|p| fail(vec![p]))?;
+    match raw.validate(text) {
+        Ok(config) if problems.is_empty() => Ok(config),
+        Ok(_) => Err(fail(problems)),
+        Err(more) => {
+            // A key already reported as mistyped was dropped; don't report it missing too.
+            let more: Vec<ConfigProblem> = more
+                .into_iter()
+                .filter(|p| !problems.iter().any(|q| q.key == p.key))
+                .collect();
+            problems.extend(more);
+            Err(fail(problems))
+        }
+    }
+}
+
+/// Reads the TOML into raw sections. Unknown keys and type errors are collected (every
+/// section is read even when another has a problem); a TOML syntax error ends parsing.
+fn parse_raw(text: &str) -> Result<(RawConfig, Vec<ConfigProblem>), ConfigProblem> {
+    let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        problem(
+            "(syntax)",
+            e.message().to_string() + &location(text, e.span()),
+        )
+    })?;
+    let mut problems = Vec::new();
+    let mut raw = RawConfig::default();
+
+    let top_keys: Vec<String> = table.keys().cloned().collect();
+    for key in top_keys {
+        if key == "backend" || SECTIONS.contains(&key.as_str()) {
+            continue;
+        }
+        problems.push(problem(
+            &key,
+            format!(
+                "unknown key (allowed at the top level: backend, [{}])",
+                SECTIONS.join("], [")
+            ),
+        ));
+        table.remove(&key);
+    }
+    if let Some(value) = table.remove("backend") {
+        match value {
+            toml::Value::String(s) => raw.backend = Some(s),
+            other => problems.push(problem(
+                "backend",
+                format!("expected a string, found {}", other.type_str()),
+            )),
+        }
+    }
+
+    fn section<T: for<'de> Deserialize<'de> + Default>(
+        table: &mut toml::Table,
+        name: &str,
+        problems: &mut Vec<ConfigProblem>,
+    ) -> T {
+        let Some(value) = table.remove(name) else {
+            return T::default();
+        };
+        let toml::Value::Table(mut fields) = value else {
+            problems.push(problem(name, "expected a table [".to_string() + name + "]"));
+            return T::default();
+        };
+        let allowed = serde_introspect::<T>();
+        let unknown: Vec<String> = fields
+            .keys()
+            .filter(|k| !allowed.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        for key in unknown {
+            problems.push(problem(
+                &format!("{name}.{key}"),
+                format!("unknown key (allowed in [{name}]: {})", allowed.join(", ")),
+            ));
+            fields.remove(&key);
+        }
+        // Find the keys whose values have the wrong type, one key at a time, so each is
+        // named and the rest of the section is still read and validated.
+        let mistyped: Vec<String> = fields
+            .iter()
+            .filter_map(|(key, value)| {
+                let single = toml::Table::from_iter([(key.clone(), value.clone())]);
+                T::deserialize(toml::Value::Table(single)).err().map(|e| {
+                    problems.push(problem(&format!("{name}.{key}"), e.message().to_string()));
+                    key.clone()
+                })
+            })
+            .collect();
+        for key in mistyped {
+            fields.remove(&key);
+        }
+        T::deserialize(toml::Value::Table(fields)).unwrap_or_else(|e| {
+            problems.push(problem(name, e.message().to_string()));
+            T::default()
+        })
+    }
+    raw.mesh = section(&mut table, "mesh", &mut problems);
+    raw.problem = section(&mut table, "problem", &mut problems);
+    raw.solver = section(&mut table, "solver", &mut problems);
+    raw.output = section(&mut table, "output", &mut problems);
+    Ok((raw, problems))
+}
+
+/// " (line L, column C)" for a byte span, when toml gives one.
+fn location(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    span.map(|s| {
+        let before = &text[..s.start.min(text.len())];
+        let line = before.matches('\n').count() + 1;
+        let column = before.len() - before.rfind('\n').map_or(0, |p| p + 1) + 1;
+        format!(" (line {line}, column {column})")
+    })
+    .unwrap_or_default()
+}
+
+/// 1/w as an integer, when w is the reciprocal of one (to 1e-9 relative).
+fn reciprocal_integer(w: f64) -> Option<usize> {
+    if !(w.is_finite() && w > 0.0) {
+        return None;
+    }
+    let r = (1.0 / w).round();
+    ((r * w - 1.0).abs() < 1e-9 && (1.0..1e9).contains(&r)).then_some(r as usize)
+}
+
+impl RawConfig {
+    /// Checks every value; returns all problems found, or the validated config.
+    pub fn validate(&self, source: &str) -> Result<RunConfig, Vec<ConfigProblem>> {
+        let mut problems = Vec::new();
+
+        let backend = match self
+            .backend
+            .as_deref()
+            .unwrap_or("auto")
+            .parse::<BackendChoice>()
+        {
+            Ok(b) => Some(b),
+            Err(e) => {
+                problems.push(problem("backend", e));
+                None
+            }
+        };
+
+        let kind = match self.mesh.kind.as_deref().unwrap_or("unit-square") {
+            "unit-square" => Some(MeshKind::UnitSquare),
+            "unit-cube" => Some(MeshKind::UnitCube),
+            other => {
+                problems.push(problem(
+                    "mesh.kind",
+                    format!("unknown mesh kind '{other}' (allowed: unit-square, unit-cube)"),
+                ));
+                None
+            }
+        };
+        let element = match (kind, self.mesh.element.as_deref().unwrap_or("q1")) {
+            (Some(MeshKind::UnitCube), "q1") => Some(Element::Q1Hex),
+            (Some(MeshKind::UnitCube), other) => {
+                problems.push(problem(
+                    "mesh.element",
+                    format!("'{other}' on unit-cube (allowed: q1)"),
+                ));
+                None
+            }
+            (_, "q1") => Some(Element::Q1),
+            (_, "p1") => Some(Element::P1),
+            (_, other) => {
+                problems.push(problem(
+                    "mesh.element",
+                    format!("unknown element '{other}' (allowed: q1, p1)"),
+                ));
+                None
+            }
+        };
+
+        let n = match (self.mesh.n, self.mesh.h) {
+            (Some(_), Some(_)) => {
+                problems.push(problem("mesh.n", "give either mesh.n or mesh.h, not both"));
+                None
+            }
+            (None, None) => {
+                problems.push(problem("mesh.n", "missing: give the cells per direction mesh.n (≥ 2) or the mesh width mesh.h = 1/n"));
+                None
+            }
+            (Some(n), None) if n < 2 => {
+                problems.push(problem(
+                    "mesh.n",
+                    format!("{n} cells per direction leave no interior unknown (allowed: n ≥ 2)"),
+                ));
+                None
+            }
+            (Some(n), None) => Some(n as usize),
+            (None, Some(h)) => match reciprocal_integer(h) {
+                Some(n) if n >= 2 => Some(n),
+                _ => {
+                    problems.push(problem(
+                        "mesh.h",
+                        format!("{h} is not 1/n for an integer n ≥ 2 (e.g. 0.015625 = 1/64)"),
+                    ));
+                    None
+                }
+            },
+        };
+        // Node indices are u32: refuse sizes that cannot be represented, naming the limit.
+        let n = n.filter(|&n| {
+            let dim = if kind == Some(MeshKind::UnitCube) {
+                3
+            } else {
+                2
+            };
+            let nodes = (n as f64 + 1.0).powi(dim);
+            if nodes > crate::mesh::MAX_NODES as f64 {
+                problems.push(problem(
+                    "mesh.n",
+                    format!(
+                        "n = {n} gives {nodes:.3e} nodes; at most {} are supported",
+                        crate::mesh::MAX_NODES
+                    ),
+                ));
+                false
+            } else {
+                true
+            }
+        });
+
+        let coarse = match (self.mesh.h0, kind) {
+            (None, _) => None,
+            (Some(_), Some(MeshKind::UnitCube)) => {
+                problems.push(problem(
+                    "mesh.h0",
+                    "a coarse mesh width applies to unit-square meshes only",
+                ));
+                None
+            }
+            (Some(h0), _) => {
+                match (reciprocal_integer(h0), n) {
+                    (None, _) => {
+                        problems.push(problem(
+                            "mesh.h0",
+                            format!("{h0} is not 1/n0 for an integer n0 ≥ 1 (e.g. 0.25)"),
+                        ));
+                        None
+                    }
+                    (Some(n0), Some(n)) => {
+                        let ratio = n / n0;
+                        if n % n0 != 0 || !ratio.is_power_of_two() {
+                            problems.push(problem(
+                            "mesh.h0",
+                            format!("h = 1/{n} is not h0 = 1/{n0} refined uniformly (need n = n0·2^j)"),
+                        ));
+                            None
+                        } else {
+                            Some((n0, ratio.trailing_zeros() as usize))
+                        }
+                    }
+                    (Some(_), None) => None,
+                }
+            }
+        };
+
+        let k = match self.problem.k.unwrap_or(1) {
+            k if (1..=MAX_K).contains(&k) => Some(k as u32),
+            k => {
+                problems.push(problem("problem.k", format!("{k} is out of range (allowed: integers 1 ..= {MAX_K}; u = 0 on the boundary needs an integer k)")));
+                None
+            }
+        };
+
+        let method = match self.solver.method.as_deref().unwrap_or("cholesky") {
+            "cholesky" => Some(Method::Cholesky),
+            other => {
+                problems.push(problem(
+                    "solver.method",
+                    format!("unknown method '{other}' (allowed: {})", Method::NAMES),
+                ));
+                None
+            }
+        };
+        let precision = match self
+            .solver
+            .precision
+            .as_deref()
+            .unwrap_or("f64")
+            .parse::<Precision>()
+        {
+            Ok(p) => Some(p),
+            Err(e) => {
+                problems.push(problem("solver.precision", e));
+                None
+            }
+        };
+        if method == Some(Method::Cholesky) && precision.is_some_and(|p| p != Precision::F64) {
+            problems.push(problem(
+                "solver.precision",
+                "method cholesky is the f64 reference (allowed: f64)",
+            ));
+        }
+
+        let output = match self.output.path.as_deref() {
+            None => {
+                problems.push(problem(
+                    "output.path",
+                    "missing: the HDF5 file to write, e.g. path = \"out/run.h5\"",
+                ));
+                None
+            }
+            Some("") => {
+                problems.push(problem("output.path", "is empty"));
+                None
+            }
+            Some(p) if p.ends_with('/') => {
+                problems.push(problem(
+                    "output.path",
+                    format!("'{p}' is a directory; name the HDF5 file"),
+                ));
+                None
+            }
+            Some(p) => Some(PathBuf::from(p)),
+        };
+
+        match (backend, kind, element, n, k, method, precision, output) {
+            (
+                Some(backend),
+                Some(kind),
+                Some(element),
+                Some(n),
+                Some(k),
+                Some(method),
+                Some(precision),
+                Some(output),
+            ) if problems.is_empty() => Ok(RunConfig {
+                backend,
+                mesh: MeshSpec {
+                    kind,
+                    element,
+                    n,
+                    coarse,
+                },
+                k,
+                method,
+                precision,
+                output,
+                source: source.to_string(),
+            }),
+            _ => Err(problems),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quickstart_is_valid() {
+        let c = parse(QUICKSTART, "quickstart").unwrap();
+        assert_eq!(c.method, Method::Cholesky);
+        assert_eq!(c.source, QUICKSTART);
+    }
+
+    #[test]
+    fn full_config() {
+        let c = parse(
+            "backend = \"cpu\"\n[mesh]\nkind = \"unit-square\"\nelement = \"p1\"\nh = 0.0078125\nh0 = 0.25\n\
+             [problem]\nk = 20\n[solver]\nmethod = \"cholesky\"\nprecision = \"f64\"\n[output]\npath = \"a/b.h5\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.backend, BackendChoice::Cpu);
+        assert_eq!(
+            c.mesh,
+            MeshSpec {
+                kind: MeshKind::UnitSquare,
+                element: Element::P1,
+                n: 128,
+                coarse: Some((4, 5))
+            }
+        );
+        assert_eq!(c.k, 20);
+        assert_eq!(c.output, PathBuf::from("a/b.h5"));
+    }
+
+    fn problems(text: &str) -> Vec<ConfigProblem> {
+        match parse(text, "t") {
+            Err(Error::Config { problems, .. }) => problems,
+            other => panic!("expected config problems, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn three_mistakes_are_all_reported() {
+        let p = problems(
+            "[mesh]\nn = 64\nelemnt = \"q1\"\n[solver]\nmethod = \"lu\"\n[output]\npath = \"x.h5\"\n[problem]\nk = 0\n",
+        );
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["mesh.elemnt", "problem.k", "solver.method"], "{p:?}");
+        assert!(
+            p[0].message
+                .contains("allowed in [mesh]: kind, element, n, h, h0"),
+            "{}",
+            p[0].message
+        );
+        assert!(p[2].message.contains("allowed: cholesky"));
+    }
+
+    #[test]
+    fn type_errors_in_two_sections_are_both_reported() {
+        let p = problems("[mesh]\nn = \"big\"\nelement = \"q2\"\n[output]\npath = 3\n");
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["mesh.n", "output.path", "mesh.element"], "{p:?}");
+        assert!(p[0].message.contains("expected i64"), "{}", p[0].message);
+    }
+
+    #[test]
+    fn value_checks() {
+        let base = "[output]\npath = \"x.h5\"\n[mesh]\n";
+        let one = |extra: &str| problems(&format!("{base}{extra}"));
+        assert_eq!(one("n = 1\n")[0].key, "mesh.n");
+        assert_eq!(one("n = 8\nh = 0.125\n")[0].key, "mesh.n");
+        assert_eq!(one("h = 0.3\n")[0].key, "mesh.h");
+        assert_eq!(one("n = 24\nh0 = 0.25\n")[0].key, "mesh.h0");
+        assert_eq!(one("n = 64\nh0 = 0.3\n")[0].key, "mesh.h0");
+        assert_eq!(
+            one("n = 8\nkind = \"unit-cube\"\nelement = \"p1\"\n")[0].key,
+            "mesh.element"
+        );
+        assert_eq!(
+            one("n = 8\nkind = \"unit-cube\"\nh0 = 0.5\n")[0].key,
+            "mesh.h0"
+        );
+        assert_eq!(one("n = 70000\n")[0].key, "mesh.n");
+        assert!(problems("[mesh]\nn = 8\n")[0].key == "output.path");
+        let p = problems("backend = \"gpu\"\n[mesh]\nn = 8\n[output]\npath = \"x.h5\"\n[solver]\nprecision = \"f16\"\n");
+        assert_eq!(
+            p.iter().map(|p| p.key.as_str()).collect::<Vec<_>>(),
+            ["backend", "solver.precision"]
+        );
+        let p = problems("bogus = 1\n[mesh]\nn = 8\n[output]\npath = \"x.h5\"\n");
+        assert_eq!(p[0].key, "bogus");
+    }
+
+    #[test]
+    fn syntax_errors_name_the_line() {
+        let p = problems("[mesh]\nn = 8\n[output\n");
+        assert_eq!(p[0].key, "(syntax)");
+        assert!(p[0].message.contains("line 3"), "{}", p[0].message);
+    }
+}

@@ -1,0 +1,14 @@
+//! Finite elements on the structured meshes: Q1/P1 (2D) and Q1 (3D) Poisson stiffness and
+//! load assembly with the Dirichlet rows and columns removed, manufactured solutions, and
+//! L2 errors.
+
+mod assembly;
+mod element;
+mod error_norms;
+mod manufactured;
+mod quadrature;
+
+pub use assembly::{assemble_poisson, Dofs, PoissonSystem};
+pub use error_norms::{l2_error, nodal_l2_error};
+pub use manufactured::Manufactured;
+pub use quadrature::QuadratureRule;

@@ -1,0 +1,396 @@
+//! HDF5 reading and writing (hdf5-metno).
+//!
+//! Files are written under a temporary name in the destination directory and renamed when
+//! complete and synced, so a crash never leaves a half-written file under the final name.
+//! Dense matrices and blocks of vectors are column-major in memory and stored with the
+//! shape `[ncols, nrows]`: in h5py, `f[name][j]` is column j (one solution per row).
+
+use std::path::{Path, PathBuf};
+
+use hdf5::types::VarLenUnicode;
+use hdf5::{Dataset, Group, H5Type, Location};
+
+use crate::error::{Error, Result};
+use crate::mesh::{Element, Hierarchy, MacroLocation, Mesh, Parents};
+
+/// Version of the layout in docs/hdf5.md, stored as the root attribute `schema_version`.
+pub const SCHEMA_VERSION: u32 = 1;
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub const GIT_REVISION: &str = env!("TENSORFEM_GIT_REVISION");
+
+fn h5_error(loc: &Location, what: impl std::fmt::Display) -> impl Fn(hdf5::Error) -> Error + '_ {
+    let what = what.to_string();
+    move |e| Error::Hdf5 {
+        path: PathBuf::from(loc.filename()),
+        message: format!("{what}: {e}"),
+    }
+}
+
+/// An HDF5 file being written: under a temporary name until [`H5Writer::commit`].
+pub struct H5Writer {
+    file: Option<hdf5::File>,
+    temporary: PathBuf,
+    destination: PathBuf,
+}
+
+impl H5Writer {
+    /// Starts writing `path` (parent directories are created).
+    pub fn create(path: &Path) -> Result<Self> {
+        let write_error = |source| Error::Write {
+            path: path.to_path_buf(),
+            source,
+        };
+        let name = path.file_name().ok_or_else(|| {
+            Error::InvalidInput(format!("output path {} has no file name", path.display()))
+        })?;
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(write_error)?;
+        let temporary = dir.join(format!(
+            ".{}.tmp-{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let file = hdf5::File::create(&temporary).map_err(|e| Error::Hdf5 {
+            path: temporary.clone(),
+            message: format!("cannot create: {e}"),
+        })?;
+        Ok(H5Writer {
+            file: Some(file),
+            temporary,
+            destination: path.to_path_buf(),
+        })
+    }
+
+    /// The root group.
+    pub fn root(&self) -> &hdf5::File {
+        self.file.as_ref().expect("file is open until commit")
+    }
+
+    /// Closes the file, syncs it to disk and renames it to its final name.
+    pub fn commit(mut self) -> Result<PathBuf> {
+        let file = self.file.take().expect("file is open until commit");
+        let hdf5_error = |e: hdf5::Error| Error::Hdf5 {
+            path: self.temporary.clone(),
+            message: e.to_string(),
+        };
+        file.flush().map_err(hdf5_error)?;
+        file.close().map_err(hdf5_error)?;
+        let write_error = |source| Error::Write {
+            path: self.destination.clone(),
+            source,
+        };
+        std::fs::File::open(&self.temporary)
+            .and_then(|f| f.sync_all())
+            .map_err(write_error)?;
+        std::fs::rename(&self.temporary, &self.destination).map_err(write_error)?;
+        if let Some(dir) = self
+            .destination
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            // Make the rename itself durable.
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(write_error)?;
+        }
+        Ok(self.destination.clone())
+    }
+}
+
+impl Drop for H5Writer {
+    /// An uncommitted file is removed: it never appears under the final name.
+    fn drop(&mut self) {
+        if let Some(file) = self.file.take() {
+            drop(file);
+            let _ = std::fs::remove_file(&self.temporary);
+        }
+    }
+}
+
+/// Opens an existing file for reading.
+pub fn open(path: &Path) -> Result<hdf5::File> {
+    if !path.exists() {
+        return Err(Error::Read {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+        });
+    }
+    hdf5::File::open(path).map_err(|e| Error::Hdf5 {
+        path: path.to_path_buf(),
+        message: format!("cannot open: {e}"),
+    })
+}
+
+/// Writes a 1-D dataset.
+pub fn write_vector<T: H5Type>(group: &Group, name: &str, data: &[T]) -> Result<Dataset> {
+    let err = h5_error(group, format!("writing dataset {name}"));
+    let ds = group
+        .new_dataset::<T>()
+        .shape([data.len()])
+        .create(name)
+        .map_err(&err)?;
+    ds.write_raw(data).map_err(&err)?;
+    Ok(ds)
+}
+
+/// Opens a dataset, checking that it holds `T` (no silent conversion) with `rank` axes.
+fn open_typed<T: H5Type>(group: &Group, name: &str, rank: usize) -> Result<Dataset> {
+    let ds = group
+        .dataset(name)
+        .map_err(h5_error(group, format!("dataset {name}")))?;
+    let stored = ds
+        .dtype()
+        .and_then(|t| t.to_descriptor())
+        .map_err(h5_error(group, format!("type of dataset {name}")))?;
+    let wanted = T::type_descriptor();
+    if stored != wanted {
+        return Err(Error::Hdf5 {
+            path: PathBuf::from(group.filename()),
+            message: format!("dataset {name} holds {stored}, expected {wanted}"),
+        });
+    }
+    if ds.ndim() != rank {
+        return Err(Error::Hdf5 {
+            path: PathBuf::from(group.filename()),
+            message: format!(
+                "dataset {name} has shape {:?}, expected {rank} axes",
+                ds.shape()
+            ),
+        });
+    }
+    Ok(ds)
+}
+
+/// Reads a 1-D dataset of exactly type `T`.
+pub fn read_vector<T: H5Type>(group: &Group, name: &str) -> Result<Vec<T>> {
+    let ds = open_typed::<T>(group, name, 1)?;
+    ds.read_raw()
+        .map_err(h5_error(group, format!("reading dataset {name}")))
+}
+
+/// Writes a column-major `nrows × ncols` matrix as the dataset shape `[ncols, nrows]`.
+pub fn write_dense<T: H5Type>(
+    group: &Group,
+    name: &str,
+    nrows: usize,
+    ncols: usize,
+    col_major: &[T],
+) -> Result<Dataset> {
+    assert_eq!(
+        col_major.len(),
+        nrows * ncols,
+        "write_dense: data length is not nrows × ncols"
+    );
+    let err = h5_error(group, format!("writing dataset {name}"));
+    let ds = group
+        .new_dataset::<T>()
+        .shape([ncols, nrows])
+        .create(name)
+        .map_err(&err)?;
+    ds.write_raw(col_major).map_err(&err)?;
+    Ok(ds)
+}
+
+/// Reads a matrix written by [`write_dense`]: (nrows, ncols, column-major data).
+pub fn read_dense<T: H5Type>(group: &Group, name: &str) -> Result<(usize, usize, Vec<T>)> {
+    let ds = open_typed::<T>(group, name, 2)?;
+    let shape = ds.shape();
+    let data = ds
+        .read_raw()
+        .map_err(h5_error(group, format!("reading dataset {name}")))?;
+    Ok((shape[1], shape[0], data))
+}
+
+pub fn write_str_attr(loc: &Location, name: &str, value: &str) -> Result<()> {
+    let err = h5_error(loc, format!("writing attribute {name}"));
+    let v: VarLenUnicode = value
+        .parse()
+        .map_err(|_| Error::InvalidInput(format!("attribute {name}: text contains a NUL byte")))?;
+    loc.new_attr::<VarLenUnicode>()
+        .create(name)
+        .map_err(&err)?
+        .write_scalar(&v)
+        .map_err(&err)
+}
+
+pub fn read_str_attr(loc: &Location, name: &str) -> Result<String> {
+    let err = h5_error(loc, format!("reading attribute {name}"));
+    let v: VarLenUnicode = loc.attr(name).map_err(&err)?.read_scalar().map_err(&err)?;
+    Ok(v.as_str().to_string())
+}
+
+pub fn write_scalar_attr<T: H5Type>(loc: &Location, name: &str, value: T) -> Result<()> {
+    let err = h5_error(loc, format!("writing attribute {name}"));
+    loc.new_attr::<T>()
+        .create(name)
+        .map_err(&err)?
+        .write_scalar(&value)
+        .map_err(&err)
+}
+
+pub fn read_scalar_attr<T: H5Type>(loc: &Location, name: &str) -> Result<T> {
+    let err = h5_error(loc, format!("reading attribute {name}"));
+    loc.attr(name).map_err(&err)?.read_scalar().map_err(&err)
+}
+
+/// Root attributes every file carries: what wrote it, from which config, when.
+pub fn write_provenance(file: &hdf5::File, config: Option<&str>) -> Result<()> {
+    write_scalar_attr(file, "schema_version", SCHEMA_VERSION)?;
+    write_str_attr(file, "tensorfem_version", VERSION)?;
+    write_str_attr(file, "git_revision", GIT_REVISION)?;
+    write_str_attr(file, "host", &crate::comm::hostname())?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    write_scalar_attr(file, "created_unix_seconds", now)?;
+    if let Some(config) = config {
+        write_str_attr(file, "config", config)?;
+    }
+    Ok(())
+}
+
+const NO_PARENT: i64 = -1;
+
+/// Writes a mesh into `group` (layout in docs/hdf5.md).
+pub fn write_mesh<const D: usize>(group: &Group, mesh: &Mesh<D>) -> Result<()> {
+    let k = mesh.element.nodes_per_cell();
+    let coords: Vec<f64> = mesh.coords.iter().flatten().copied().collect();
+    write_dense(group, "coordinates", D, mesh.num_nodes(), &coords)?;
+    write_dense(group, "cells", k, mesh.num_cells(), &mesh.cells)?;
+    let boundary: Vec<u8> = mesh.on_boundary.iter().map(|&b| u8::from(b)).collect();
+    write_vector(group, "on_boundary", &boundary)?;
+    write_str_attr(group, "element", mesh.element.name())?;
+    write_scalar_attr(group, "cells_per_direction", mesh.n as u64)?;
+    if let Some(h) = &mesh.hierarchy {
+        let hg = group
+            .create_group("hierarchy")
+            .map_err(h5_error(group, "creating group hierarchy"))?;
+        write_scalar_attr(&hg, "coarse_cells_per_direction", h.n0 as u64)?;
+        write_scalar_attr(&hg, "levels", h.levels as u64)?;
+        write_vector(&hg, "level", &h.level)?;
+        let parents: Vec<i64> = h
+            .parents
+            .iter()
+            .flat_map(|p| {
+                let mut row = [NO_PARENT; 4];
+                match p {
+                    Parents::None => {}
+                    Parents::Edge(e) => row[..2].copy_from_slice(&[e[0] as i64, e[1] as i64]),
+                    Parents::Cell(c) => row = c.map(|v| v as i64),
+                }
+                row
+            })
+            .collect();
+        write_dense(&hg, "parents", 4, mesh.num_nodes(), &parents)?;
+        let (kinds, indices): (Vec<u8>, Vec<u32>) = h
+            .location
+            .iter()
+            .map(|l| match *l {
+                MacroLocation::Vertex(i) => (0, i),
+                MacroLocation::Edge(i) => (1, i),
+                MacroLocation::Interior(i) => (2, i),
+            })
+            .unzip();
+        write_vector(&hg, "location_kind", &kinds)?;
+        write_vector(&hg, "location_index", &indices)?;
+        write_vector(&hg, "cell_macro", &h.cell_macro)?;
+    }
+    Ok(())
+}
+
+/// Reads a mesh written by [`write_mesh`], checking its consistency.
+pub fn read_mesh<const D: usize>(group: &Group) -> Result<Mesh<D>> {
+    let bad = |message: String| Error::Hdf5 {
+        path: PathBuf::from(group.filename()),
+        message,
+    };
+    let element = match read_str_attr(group, "element")?.as_str() {
+        "q1" => Element::Q1,
+        "p1" => Element::P1,
+        "q1-hex" => Element::Q1Hex,
+        other => return Err(bad(format!("unknown mesh element '{other}'"))),
+    };
+    if element.dim() != D {
+        return Err(bad(format!(
+            "mesh is {}-dimensional, expected {D}",
+            element.dim()
+        )));
+    }
+    let n = read_scalar_attr::<u64>(group, "cells_per_direction")? as usize;
+    let (dim, nnodes, coords) = read_dense::<f64>(group, "coordinates")?;
+    let (k, ncells, cells) = read_dense::<u32>(group, "cells")?;
+    let boundary = read_vector::<u8>(group, "on_boundary")?;
+    if dim != D || k != element.nodes_per_cell() || boundary.len() != nnodes {
+        return Err(bad(format!(
+            "mesh arrays disagree: coordinates {nnodes}×{dim}, cells {ncells}×{k}, on_boundary {}",
+            boundary.len()
+        )));
+    }
+    if cells.iter().any(|&v| v as usize >= nnodes) {
+        return Err(bad("mesh cells refer to nodes that do not exist".into()));
+    }
+    let hierarchy = if group.link_exists("hierarchy") {
+        let hg = group
+            .group("hierarchy")
+            .map_err(h5_error(group, "group hierarchy"))?;
+        let level = read_vector::<u8>(&hg, "level")?;
+        let (_, _, parents) = read_dense::<i64>(&hg, "parents")?;
+        let kinds = read_vector::<u8>(&hg, "location_kind")?;
+        let indices = read_vector::<u32>(&hg, "location_index")?;
+        let cell_macro = read_vector::<u32>(&hg, "cell_macro")?;
+        if [level.len(), kinds.len(), indices.len(), parents.len() / 4] != [nnodes; 4]
+            || cell_macro.len() != ncells
+        {
+            return Err(bad("mesh hierarchy arrays do not match the mesh".into()));
+        }
+        let parents = parents
+            .chunks(4)
+            .map(|p| match p.iter().filter(|&&v| v != NO_PARENT).count() {
+                0 => Ok(Parents::None),
+                2 => Ok(Parents::Edge([p[0] as u32, p[1] as u32])),
+                4 => Ok(Parents::Cell([
+                    p[0] as u32,
+                    p[1] as u32,
+                    p[2] as u32,
+                    p[3] as u32,
+                ])),
+                _ => Err(bad("a hierarchy node has neither 0, 2 nor 4 parents".into())),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let location = kinds
+            .iter()
+            .zip(&indices)
+            .map(|(&kind, &i)| match kind {
+                0 => Ok(MacroLocation::Vertex(i)),
+                1 => Ok(MacroLocation::Edge(i)),
+                2 => Ok(MacroLocation::Interior(i)),
+                _ => Err(bad(format!("unknown location kind {kind}"))),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Some(Hierarchy {
+            n0: read_scalar_attr::<u64>(&hg, "coarse_cells_per_direction")? as usize,
+            levels: read_scalar_attr::<u64>(&hg, "levels")? as usize,
+            level,
+            parents,
+            location,
+            cell_macro,
+        })
+    } else {
+        None
+    };
+    Ok(Mesh {
+        element,
+        n,
+        coords: coords
+            .chunks(D)
+            .map(|c| std::array::from_fn(|d| c[d]))
+            .collect(),
+        cells,
+        on_boundary: boundary.iter().map(|&b| b != 0).collect(),
+        hierarchy,
+    })
+}

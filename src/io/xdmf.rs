@@ -1,0 +1,64 @@
+//! XDMF sidecars: a small XML file next to an HDF5 file that tells ParaView/VisIt where the
+//! mesh and the nodal fields are, so the output opens directly.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::mesh::Element;
+
+/// A nodal field stored in the HDF5 file: a 1-D dataset of `f64` (one value per node).
+pub struct NodalField<'a> {
+    pub name: &'a str,
+    /// Dataset path inside the HDF5 file, e.g. "/solution/u".
+    pub dataset: &'a str,
+}
+
+/// Writes `<h5 stem>.xdmf` next to `h5_path` for a mesh stored under `/mesh` (docs/hdf5.md).
+pub fn write_sidecar(
+    h5_path: &Path,
+    element: Element,
+    num_nodes: usize,
+    num_cells: usize,
+    fields: &[NodalField<'_>],
+) -> Result<PathBuf> {
+    let h5_name = h5_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| Error::InvalidInput(format!("{} has no file name", h5_path.display())))?;
+    let xdmf_path = h5_path.with_extension("xdmf");
+    let k = element.nodes_per_cell();
+    let (geometry, dim) = if element.dim() == 3 {
+        ("XYZ", 3)
+    } else {
+        ("XY", 2)
+    };
+    let mut xml = String::new();
+    xml.push_str("<?xml version=\"1.0\" ?>\n<Xdmf Version=\"3.0\">\n <Domain>\n  <Grid Name=\"mesh\" GridType=\"Uniform\">\n");
+    xml.push_str(&format!(
+        "   <Topology TopologyType=\"{}\" NumberOfElements=\"{num_cells}\">\n    <DataItem Dimensions=\"{num_cells} {k}\" NumberType=\"UInt\" Precision=\"4\" Format=\"HDF\">{h5_name}:/mesh/cells</DataItem>\n   </Topology>\n",
+        element.xdmf_topology()
+    ));
+    xml.push_str(&format!(
+        "   <Geometry GeometryType=\"{geometry}\">\n    <DataItem Dimensions=\"{num_nodes} {dim}\" NumberType=\"Float\" Precision=\"8\" Format=\"HDF\">{h5_name}:/mesh/coordinates</DataItem>\n   </Geometry>\n"
+    ));
+    for field in fields {
+        xml.push_str(&format!(
+            "   <Attribute Name=\"{}\" AttributeType=\"Scalar\" Center=\"Node\">\n    <DataItem Dimensions=\"{num_nodes}\" NumberType=\"Float\" Precision=\"8\" Format=\"HDF\">{h5_name}:{}</DataItem>\n   </Attribute>\n",
+            field.name, field.dataset
+        ));
+    }
+    xml.push_str("  </Grid>\n </Domain>\n</Xdmf>\n");
+
+    let write_error = |source| Error::Write {
+        path: xdmf_path.clone(),
+        source,
+    };
+    let temporary = xdmf_path.with_extension(format!("xdmf.tmp-{}", std::process::id()));
+    let mut file = std::fs::File::create(&temporary).map_err(write_error)?;
+    file.write_all(xml.as_bytes())
+        .and_then(|_| file.sync_all())
+        .map_err(write_error)?;
+    std::fs::rename(&temporary, &xdmf_path).map_err(write_error)?;
+    Ok(xdmf_path)
+}

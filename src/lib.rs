@@ -1,0 +1,26 @@
+//! tensorfem: finite-element Poisson (and later Stokes) solvers for many right-hand sides at
+//! once, for HPC clusters (MPI, one rank per GPU) and plain CPU machines alike.
+//!
+//! The mathematics is in SPEC.md, the architecture in DESIGN.md; user documentation under
+//! docs/. Module map:
+//! - [`config`]: the TOML run config and its validation
+//! - [`mesh`], [`fem`]: structured meshes with refinement hierarchy; Q1/P1/Q1-hex assembly
+//! - [`sparse`], [`backend`]: storage in f64/f32/f16 and the kernels that apply it
+//! - [`reference`]: faer's sparse Cholesky, the independent reference solver
+//! - [`io`]: HDF5 output written atomically, XDMF sidecars
+//! - [`comm`]: serial and MPI communicators
+//! - [`job`]: one configured solve, verified and written
+
+pub mod backend;
+pub mod comm;
+pub mod config;
+pub mod error;
+pub mod fem;
+pub mod io;
+pub mod job;
+pub mod mesh;
+pub mod precision;
+pub mod reference;
+pub mod sparse;
+
+pub use error::{Error, Result};

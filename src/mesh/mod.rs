@@ -1,0 +1,117 @@
+//! Structured meshes of the unit square (Q1 quads, P1 right triangles) and the unit cube
+//! (Q1 hexahedra), with the refinement hierarchy the PSC method needs: for every fine node
+//! the level it first appears on, its hierarchical-basis parents, and the coarse macro
+//! element (or coarse edge or vertex) it lies in.
+//!
+//! Nodes are numbered lexicographically (x fastest), so node `(i, j)` of an n×n square mesh
+//! is `i + j (n + 1)` at `(i h, j h)` with `h = 1/n`.
+
+mod cube;
+mod square;
+
+pub use cube::unit_cube;
+pub use square::{unit_square, unit_square_refined, Hierarchy, MacroLocation, Parents};
+
+use crate::error::{Error, Result};
+
+/// The finite element a mesh carries; fixes the cell shape and the nodes per cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Element {
+    /// Bilinear quadrilateral, nodes counterclockwise from the lower-left corner.
+    Q1,
+    /// Linear triangle: every square cell split by its lower-left to upper-right diagonal.
+    P1,
+    /// Trilinear hexahedron, nodes lexicographic in (x, y, z) within the cell.
+    Q1Hex,
+}
+
+impl Element {
+    pub fn nodes_per_cell(self) -> usize {
+        match self {
+            Element::Q1 => 4,
+            Element::P1 => 3,
+            Element::Q1Hex => 8,
+        }
+    }
+
+    pub fn dim(self) -> usize {
+        match self {
+            Element::Q1 | Element::P1 => 2,
+            Element::Q1Hex => 3,
+        }
+    }
+
+    /// The name used in configs, HDF5 attributes and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Element::Q1 => "q1",
+            Element::P1 => "p1",
+            Element::Q1Hex => "q1-hex",
+        }
+    }
+
+    /// XDMF topology name of the cell shape.
+    pub fn xdmf_topology(self) -> &'static str {
+        match self {
+            Element::Q1 => "Quadrilateral",
+            Element::P1 => "Triangle",
+            Element::Q1Hex => "Hexahedron",
+        }
+    }
+}
+
+/// An unstructured view of a (structured) mesh in `D` dimensions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mesh<const D: usize> {
+    pub element: Element,
+    /// Cells per direction of the uniform mesh (h = 1/n).
+    pub n: usize,
+    pub coords: Vec<[f64; D]>,
+    /// `nodes_per_cell` node indices per cell, cell after cell.
+    pub cells: Vec<u32>,
+    /// Dirichlet nodes (the whole boundary of the unit square or cube).
+    pub on_boundary: Vec<bool>,
+    /// The refinement hierarchy, for meshes refined from a coarse mesh.
+    pub hierarchy: Option<Hierarchy>,
+}
+
+pub type Mesh2d = Mesh<2>;
+pub type Mesh3d = Mesh<3>;
+
+impl<const D: usize> Mesh<D> {
+    pub fn num_nodes(&self) -> usize {
+        self.coords.len()
+    }
+
+    pub fn num_cells(&self) -> usize {
+        self.cells.len() / self.element.nodes_per_cell()
+    }
+
+    pub fn cell(&self, c: usize) -> &[u32] {
+        let k = self.element.nodes_per_cell();
+        &self.cells[c * k..(c + 1) * k]
+    }
+
+    /// Mesh width h = 1/n.
+    pub fn h(&self) -> f64 {
+        1.0 / self.n as f64
+    }
+
+    /// Number of interior (unknown) nodes.
+    pub fn num_interior(&self) -> usize {
+        self.on_boundary.iter().filter(|b| !**b).count()
+    }
+}
+
+/// The largest node count a mesh may have: node indices are stored as u32.
+pub const MAX_NODES: usize = u32::MAX as usize - 1;
+
+/// Refuses meshes whose node indices would not fit in u32.
+fn check_node_count(nodes: usize, what: &str) -> Result<()> {
+    if nodes > MAX_NODES {
+        return Err(Error::InvalidInput(format!(
+            "{what} would have {nodes} nodes; at most {MAX_NODES} are supported"
+        )));
+    }
+    Ok(())
+}

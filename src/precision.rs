@@ -1,0 +1,292 @@
+//! Floating-point precisions: what a value is *stored* in and what it is *computed* in.
+//!
+//! f16 is a storage format only on the CPU: values are stored in IEEE binary16 (via `half`)
+//! and every arithmetic operation on them runs in f32. f32 and f64 are computed in themselves.
+
+use std::fmt;
+use std::iter::Sum;
+use std::str::FromStr;
+
+use half::f16;
+use num_traits::Float;
+
+/// A precision as named in configs, HDF5 attributes and performance logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Precision {
+    F16,
+    F32,
+    F64,
+}
+
+impl Precision {
+    pub const ALL: [Precision; 3] = [Precision::F16, Precision::F32, Precision::F64];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F16 => "f16",
+            Precision::F32 => "f32",
+            Precision::F64 => "f64",
+        }
+    }
+
+    /// Bytes one stored value takes.
+    pub fn bytes(self) -> usize {
+        match self {
+            Precision::F16 => 2,
+            Precision::F32 => 4,
+            Precision::F64 => 8,
+        }
+    }
+
+    /// The precision arithmetic on stored values runs in on the CPU.
+    pub fn compute(self) -> Precision {
+        match self {
+            Precision::F16 | Precision::F32 => Precision::F32,
+            Precision::F64 => Precision::F64,
+        }
+    }
+
+    /// Largest finite value of the storage format.
+    pub fn max_finite(self) -> f64 {
+        match self {
+            Precision::F16 => f16::MAX.to_f64(),
+            Precision::F32 => f32::MAX as f64,
+            Precision::F64 => f64::MAX,
+        }
+    }
+
+    /// Unit roundoff u = 2^-p (half the machine epsilon) of the storage format.
+    pub fn unit_roundoff(self) -> f64 {
+        match self {
+            Precision::F16 => f16::EPSILON.to_f64() / 2.0,
+            Precision::F32 => f32::EPSILON as f64 / 2.0,
+            Precision::F64 => f64::EPSILON / 2.0,
+        }
+    }
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Precision {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Precision::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("unknown precision '{s}' (allowed: f16, f32, f64)"))
+    }
+}
+
+/// A type arithmetic is done in: f32 or f64.
+pub trait Real: Float + Sum + Send + Sync + fmt::Debug + fmt::Display + Default + 'static {
+    const PRECISION: Precision;
+    fn from_f64(v: f64) -> Self;
+    fn to_f64(self) -> f64;
+}
+
+impl Real for f32 {
+    const PRECISION: Precision = Precision::F32;
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Real for f64 {
+    const PRECISION: Precision = Precision::F64;
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+}
+
+/// A type values are stored in: f16, f32 or f64, with the type its arithmetic runs in.
+pub trait Stored: Copy + Send + Sync + PartialEq + fmt::Debug + Default + 'static {
+    const PRECISION: Precision;
+    type Compute: Real;
+    fn to_compute(self) -> Self::Compute;
+    fn from_compute(v: Self::Compute) -> Self;
+    /// Round to nearest from f64.
+    fn from_f64(v: f64) -> Self;
+    fn to_f64(self) -> f64;
+}
+
+impl Stored for f16 {
+    const PRECISION: Precision = Precision::F16;
+    type Compute = f32;
+    fn to_compute(self) -> f32 {
+        self.to_f32()
+    }
+    fn from_compute(v: f32) -> Self {
+        f16::from_f32(v)
+    }
+    fn from_f64(v: f64) -> Self {
+        f16::from_f64(v)
+    }
+    fn to_f64(self) -> f64 {
+        f16::to_f64(self)
+    }
+}
+
+impl Stored for f32 {
+    const PRECISION: Precision = Precision::F32;
+    type Compute = f32;
+    fn to_compute(self) -> f32 {
+        self
+    }
+    fn from_compute(v: f32) -> Self {
+        v
+    }
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Stored for f64 {
+    const PRECISION: Precision = Precision::F64;
+    type Compute = f64;
+    fn to_compute(self) -> f64 {
+        self
+    }
+    fn from_compute(v: f64) -> Self {
+        v
+    }
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+}
+
+/// Why a value cannot be represented in a lower storage precision.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RangeProblem {
+    /// A finite value rounds to ±Inf.
+    Overflow { value: f64 },
+    /// A nonzero value rounds to zero.
+    Underflow { value: f64 },
+    /// The source value already is NaN or ±Inf.
+    NotFinite { value: f64 },
+}
+
+impl fmt::Display for RangeProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RangeProblem::Overflow { value } => write!(f, "{value:e} overflows to infinity"),
+            RangeProblem::Underflow { value } => write!(f, "{value:e} underflows to zero"),
+            RangeProblem::NotFinite { value } => write!(f, "value is {value}"),
+        }
+    }
+}
+
+/// Converts one value to storage precision `T`, refusing overflow, flush-to-zero and NaN/Inf.
+pub fn convert_checked<T: Stored>(v: f64) -> Result<T, RangeProblem> {
+    if !v.is_finite() {
+        return Err(RangeProblem::NotFinite { value: v });
+    }
+    let out = T::from_f64(v);
+    let back = out.to_f64();
+    if back.is_infinite() {
+        Err(RangeProblem::Overflow { value: v })
+    } else if back == 0.0 && v != 0.0 {
+        Err(RangeProblem::Underflow { value: v })
+    } else {
+        Ok(out)
+    }
+}
+
+/// Converts a slice to storage precision `T`; on failure returns the first bad index and why.
+pub fn convert_slice_checked<T: Stored>(src: &[f64]) -> Result<Vec<T>, (usize, RangeProblem)> {
+    src.iter()
+        .enumerate()
+        .map(|(i, &v)| convert_checked::<T>(v).map_err(|p| (i, p)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for p in Precision::ALL {
+            assert_eq!(p.name().parse::<Precision>().unwrap(), p);
+        }
+        assert!("f8".parse::<Precision>().is_err());
+    }
+
+    #[test]
+    fn unit_roundoffs() {
+        assert_eq!(Precision::F16.unit_roundoff(), 2f64.powi(-11));
+        assert_eq!(Precision::F32.unit_roundoff(), 2f64.powi(-24));
+        assert_eq!(Precision::F64.unit_roundoff(), 2f64.powi(-53));
+        assert_eq!(Precision::F16.max_finite(), 65504.0);
+    }
+
+    #[test]
+    fn checked_conversion_refuses_overflow_underflow_and_nan() {
+        assert_eq!(convert_checked::<f16>(1.5).unwrap(), f16::from_f32(1.5));
+        assert!(matches!(
+            convert_checked::<f16>(7.0e4),
+            Err(RangeProblem::Overflow { .. })
+        ));
+        assert!(matches!(
+            convert_checked::<f16>(1.0e-9),
+            Err(RangeProblem::Underflow { .. })
+        ));
+        assert!(matches!(
+            convert_checked::<f32>(f64::NAN),
+            Err(RangeProblem::NotFinite { .. })
+        ));
+        assert!(matches!(
+            convert_checked::<f32>(1.0e300),
+            Err(RangeProblem::Overflow { .. })
+        ));
+        let bad = convert_slice_checked::<f16>(&[1.0, 2.0, 1.0e6]).unwrap_err();
+        assert_eq!(bad.0, 2);
+    }
+
+    /// Every f16 value converts to f32/f64 and back exactly; f32 to f64 and back exactly.
+    #[test]
+    fn widening_round_trips_are_exact() {
+        for bits in 0..=u16::MAX {
+            let h = f16::from_bits(bits);
+            if h.is_nan() {
+                continue;
+            }
+            assert_eq!(f16::from_f64(h.to_f64()).to_bits(), bits);
+            assert_eq!(
+                <f16 as Stored>::from_compute(h.to_compute()).to_bits(),
+                bits
+            );
+        }
+        for v in [0.1f32, -3.25e-30, 1.0e30, f32::MIN_POSITIVE, f32::MAX] {
+            assert_eq!(<f32 as Stored>::from_f64(v as f64).to_bits(), v.to_bits());
+        }
+    }
+
+    /// Narrowing rounds to nearest: the error is at most the unit roundoff (relative).
+    #[test]
+    fn narrowing_error_is_bounded_by_unit_roundoff() {
+        let mut x = 0.123_456_789_f64;
+        for _ in 0..1000 {
+            x = (x * 3.7 + 0.1).fract() * 100.0 + 1.0e-3;
+            let h = <f16 as Stored>::from_f64(x).to_f64();
+            assert!(((h - x) / x).abs() <= Precision::F16.unit_roundoff());
+            let s = Stored::to_f64(<f32 as Stored>::from_f64(x));
+            assert!(((s - x) / x).abs() <= Precision::F32.unit_roundoff());
+        }
+    }
+}

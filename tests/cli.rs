@@ -1,0 +1,261 @@
+//! The `tensorfem` binary as users run it: alone and under `mpirun -n 2`, with good and bad
+//! configs; its HDF5 output read back by independent tools (h5dump, h5py).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tensorfem");
+
+fn run(args: &[&str], dir: &Path) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("tensorfem runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// mpirun as root (OpenMPI refuses without these) and on machines with fewer cores than ranks.
+fn mpirun(n: usize) -> Command {
+    let mut c = Command::new("mpirun");
+    c.args(["--oversubscribe", "-n", &n.to_string()])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    c
+}
+
+#[test]
+fn info_reports_backends() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["info"], dir.path());
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains(concat!("tensorfem ", env!("CARGO_PKG_VERSION"))));
+    assert!(stdout.contains("cores"));
+    assert!(stdout.contains("CUDA"));
+    assert!(stdout.contains("MPI    size 1"), "{stdout}");
+}
+
+#[test]
+fn info_under_mpirun_with_two_ranks() {
+    let out = mpirun(2)
+        .arg(BIN)
+        .arg("info")
+        .output()
+        .expect("mpirun runs");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("MPI    size 2"), "{stdout}");
+    assert!(
+        stdout.contains("rank    0") && stdout.contains("rank    1"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("of 2"),
+        "both ranks share this host: {stdout}"
+    );
+    assert_eq!(
+        stdout.matches("tensorfem ").count(),
+        1,
+        "rank 0 alone prints: {stdout}"
+    );
+}
+
+fn write_config(dir: &Path, body: &str) -> String {
+    let path = dir.join("case.toml");
+    std::fs::write(&path, body).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn config_with_three_mistakes_reports_all_three() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        dir.path(),
+        "[mesh]\nn = 32\nelement = \"q3\"\n[solver]\nmethod = \"lu\"\nprecison = \"f64\"\n[output]\npath = \"o.h5\"\n",
+    );
+    let out = run(&["run", &cfg], dir.path());
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("3 problem(s)"), "{stderr}");
+    for needle in [
+        "mesh.element",
+        "allowed: q1, p1",
+        "solver.method",
+        "allowed: cholesky",
+        "solver.precison",
+        "allowed in [solver]: method, precision",
+    ] {
+        assert!(stderr.contains(needle), "missing '{needle}' in: {stderr}");
+    }
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("backtrace"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("o.h5").exists());
+}
+
+#[test]
+fn config_mistakes_are_reported_once_under_mpirun() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path(), "[mesh]\nn = 1\n[output]\npath = \"o.h5\"\n");
+    let out = mpirun(2)
+        .arg(BIN)
+        .args(["run", &cfg])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.matches("mesh.n").count(), 1, "{stderr}");
+}
+
+#[test]
+fn missing_config_file_and_cuda_without_driver_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["run", "no/such.toml"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("cannot read no/such.toml"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let cfg = write_config(
+        dir.path(),
+        "backend = \"cuda\"\n[mesh]\nn = 8\n[output]\npath = \"o.h5\"\n",
+    );
+    let out = run(&["run", &cfg], dir.path());
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    // Either no driver here, or a driver and a method without CUDA kernels: both named.
+    assert!(
+        stderr.contains("no CUDA driver") || stderr.contains("no CUDA implementation"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("o.h5").exists());
+}
+
+#[test]
+fn unwritable_output_is_an_error_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("blocker"),
+        "a file where a directory should be",
+    )
+    .unwrap();
+    let cfg = write_config(
+        dir.path(),
+        "[mesh]\nn = 8\n[output]\npath = \"blocker/o.h5\"\n",
+    );
+    let out = run(&["run", &cfg], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("cannot write blocker/o.h5"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn too_large_problems_are_refused_before_allocating() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        dir.path(),
+        "[mesh]\nkind = \"unit-cube\"\nn = 1600\n[output]\npath = \"o.h5\"\n",
+    );
+    let out = run(&["run", &cfg], dir.path());
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("GiB of memory"), "{stderr}");
+}
+
+/// The run's file is read by h5dump (HDF5's own tool) and by h5py, and its numbers agree
+/// with the printed summary.
+#[test]
+fn run_writes_a_file_h5dump_and_h5py_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        dir.path(),
+        "[mesh]\nelement = \"p1\"\nn = 32\nh0 = 0.25\n[problem]\nk = 2\n[output]\npath = \"results/p1.h5\"\n",
+    );
+    let out = run(&["run", &cfg], dir.path());
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for needle in [
+        "unknowns            961",
+        "L2 error",
+        "relative residual",
+        "time [s]",
+        "results/p1.h5",
+    ] {
+        assert!(stdout.contains(needle), "missing '{needle}' in: {stdout}");
+    }
+    let h5 = dir.path().join("results/p1.h5");
+    assert!(dir.path().join("results/p1.xdmf").exists());
+
+    let dump = Command::new("h5dump")
+        .arg("-H")
+        .arg(&h5)
+        .output()
+        .expect("h5dump (hdf5-tools) is installed");
+    let header = text(&dump.stdout);
+    assert!(dump.status.success(), "{header}");
+    for needle in [
+        "GROUP \"mesh\"",
+        "DATASET \"coordinates\"",
+        "GROUP \"hierarchy\"",
+        "DATASET \"u\"",
+        "ATTRIBUTE \"git_revision\"",
+    ] {
+        assert!(
+            header.contains(needle),
+            "missing {needle} in h5dump -H output"
+        );
+    }
+
+    let script = r#"
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as f:
+    xy = f["mesh/coordinates"][...]
+    u = f["solution/u"][...]
+    exact = np.sin(2 * np.pi * xy[:, 0]) * np.sin(2 * np.pi * xy[:, 1])
+    assert xy.shape == (33 * 33, 2) and f["mesh/cells"].shape == (2 * 32 * 32, 3)
+    assert np.allclose(f["solution/exact"][...], exact, atol=1e-14)
+    assert np.abs(u - exact).max() < 1e-2
+    assert f["solution"].attrs["relative_residual"] < 1e-12
+    assert "[mesh]" in f.attrs["config"]
+    print("h5py ok", f["solution"].attrs["l2_error"])
+"#;
+    let py = Command::new("python3")
+        .args(["-c", script])
+        .arg(&h5)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        py.status.success(),
+        "{}{}",
+        text(&py.stdout),
+        text(&py.stderr)
+    );
+    let l2_from_h5py: f64 = text(&py.stdout)
+        .trim()
+        .trim_start_matches("h5py ok ")
+        .parse()
+        .unwrap();
+    let printed = stdout.lines().find(|l| l.contains("  L2 error")).unwrap();
+    let printed: f64 = printed.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert!((l2_from_h5py - printed).abs() <= 1e-6 * printed);
+}
+
+#[test]
+fn run_without_config_uses_the_embedded_quickstart() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["run"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("unknowns            65025"));
+    assert!(dir.path().join("out/quickstart.h5").exists());
+}
