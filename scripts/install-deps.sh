@@ -11,6 +11,11 @@ python_modules=(h5py numpy matplotlib)
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
+if ! have cargo; then
+  echo "install-deps: cargo is missing: install the Rust toolchain (rustup, stable >= 1.85) first" >&2
+  exit 1
+fi
+
 missing_system=()
 # HDF5: either HDF5_DIR from a module, or pkg-config / Debian's serial layout.
 if [[ -z "${HDF5_DIR:-}" ]] && ! pkg-config --exists hdf5 2>/dev/null \

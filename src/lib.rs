@@ -18,8 +18,10 @@ pub mod error;
 pub mod fem;
 pub mod io;
 pub mod job;
+pub mod krylov;
 pub mod mesh;
 pub mod precision;
+pub mod psc;
 pub mod reference;
 pub mod sparse;
 

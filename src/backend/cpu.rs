@@ -130,6 +130,89 @@ pub fn spmv_block<S: Stored>(
     });
 }
 
+/// A dense matrix operand for [`gemm`]: entry (i, j) at `data[i * row_stride + j * col_stride]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Operand<'a, S> {
+    pub data: &'a [S],
+    pub row_stride: usize,
+    pub col_stride: usize,
+}
+
+impl<'a, S> Operand<'a, S> {
+    /// A column-major matrix with leading dimension `ld`.
+    pub fn col_major(data: &'a [S], ld: usize) -> Self {
+        Operand {
+            data,
+            row_stride: 1,
+            col_stride: ld,
+        }
+    }
+
+    /// The transpose of a column-major matrix with leading dimension `ld`.
+    pub fn transposed(data: &'a [S], ld: usize) -> Self {
+        Operand {
+            data,
+            row_stride: ld,
+            col_stride: 1,
+        }
+    }
+
+    fn check(&self, rows: usize, cols: usize, what: &str) {
+        if rows > 0 && cols > 0 {
+            let last = (rows - 1) * self.row_stride + (cols - 1) * self.col_stride;
+            assert!(
+                last < self.data.len(),
+                "GEMM: {what} ({rows}×{cols}) exceeds its buffer"
+            );
+        }
+    }
+}
+
+/// D = A·B (m×k times k×n into column-major D with leading dimension `ldd`), all operands
+/// in the storage precision S (the `gemm` crate: f64 and f32 natively; f16 operands are
+/// multiplied in f32 and the result rounded to f16).
+pub fn gemm<S: Stored>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: &mut [S],
+    ldd: usize,
+    lhs: Operand<'_, S>,
+    rhs: Operand<'_, S>,
+) {
+    lhs.check(m, k, "left operand");
+    rhs.check(k, n, "right operand");
+    Operand::col_major(&*dst, ldd).check(m, n, "destination");
+    if m == 0 || n == 0 {
+        return;
+    }
+    // SAFETY: every index the product touches lies inside the buffers (checked above), and
+    // `dst` does not alias the operands (it is borrowed mutably).
+    unsafe {
+        ::gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            ldd as isize,
+            1,
+            false,
+            lhs.data.as_ptr(),
+            lhs.col_stride as isize,
+            lhs.row_stride as isize,
+            rhs.data.as_ptr(),
+            rhs.col_stride as isize,
+            rhs.row_stride as isize,
+            S::from_f64(0.0),
+            S::from_f64(1.0),
+            false,
+            false,
+            false,
+            ::gemm::Parallelism::Rayon(rayon::current_num_threads()),
+        );
+    }
+}
+
 /// x · y, reproducible across thread counts.
 pub fn dot<T: Real>(x: &[T], y: &[T]) -> T {
     assert_eq!(x.len(), y.len(), "dot: lengths differ");
@@ -252,6 +335,71 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn gemm_matches_naive_products_in_every_precision() {
+        let (m, n, k) = (37, 5, 23);
+        let a: Vec<f64> = (0..m * k).map(|i| ((i * 13) % 7) as f64 - 3.0).collect();
+        let b: Vec<f64> = (0..k * n).map(|i| ((i * 5) % 11) as f64 - 5.0).collect();
+        let naive = |i: usize, j: usize, transposed: bool| -> f64 {
+            (0..k)
+                .map(|l| if transposed { a[l + i * k] } else { a[i + l * m] } * b[l + j * k])
+                .sum()
+        };
+        let mut d = vec![0.0; m * n];
+        gemm(
+            m,
+            n,
+            k,
+            &mut d,
+            m,
+            Operand::col_major(&a, m),
+            Operand::col_major(&b, k),
+        );
+        for j in 0..n {
+            for i in 0..m {
+                assert_eq!(d[i + j * m], naive(i, j, false));
+            }
+        }
+        // Aᵀ with A stored k×m: same data read transposed.
+        gemm(
+            m,
+            n,
+            k,
+            &mut d,
+            m,
+            Operand::transposed(&a, k),
+            Operand::col_major(&b, k),
+        );
+        assert_eq!(d[3 + 2 * m], naive(3, 2, true));
+        // Small integers are exact in f16 and f32, and so are these products' sums.
+        let a16: Vec<f16> = a.iter().map(|&v| f16::from_f64(v)).collect();
+        let b16: Vec<f16> = b.iter().map(|&v| f16::from_f64(v)).collect();
+        let mut d16 = vec![f16::ZERO; m * n];
+        gemm(
+            m,
+            n,
+            k,
+            &mut d16,
+            m,
+            Operand::col_major(&a16, m),
+            Operand::col_major(&b16, k),
+        );
+        assert_eq!(d16[4 + m].to_f64(), naive(4, 1, false));
+        let a32: Vec<f32> = a.iter().map(|&v| v as f32).collect();
+        let b32: Vec<f32> = b.iter().map(|&v| v as f32).collect();
+        let mut d32 = vec![0.0f32; m * n];
+        gemm(
+            m,
+            n,
+            k,
+            &mut d32,
+            m,
+            Operand::col_major(&a32, m),
+            Operand::col_major(&b32, k),
+        );
+        assert_eq!(d32[36 + 4 * m] as f64, naive(36, 4, false));
     }
 
     #[test]

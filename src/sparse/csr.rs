@@ -154,6 +154,36 @@ impl<S: Stored> Csr<S> {
         }
     }
 
+    /// The transpose, in CSR.
+    pub fn transpose(&self) -> Csr<S> {
+        let mut row_ptr = vec![0usize; self.ncols + 1];
+        for &c in &self.col_idx {
+            row_ptr[c as usize + 1] += 1;
+        }
+        for c in 0..self.ncols {
+            row_ptr[c + 1] += row_ptr[c];
+        }
+        let mut fill = row_ptr.clone();
+        let mut col_idx = vec![0u32; self.nnz()];
+        let mut values = vec![S::default(); self.nnz()];
+        for r in 0..self.nrows {
+            let (cols, vals) = self.row(r);
+            for (&c, &v) in cols.iter().zip(vals) {
+                let slot = &mut fill[c as usize];
+                col_idx[*slot] = r as u32;
+                values[*slot] = v;
+                *slot += 1;
+            }
+        }
+        Csr {
+            nrows: self.ncols,
+            ncols: self.nrows,
+            row_ptr,
+            col_idx,
+            values,
+        }
+    }
+
     /// Dense column-major copy, for checks on small matrices.
     pub fn to_dense_f64(&self) -> Vec<f64> {
         let mut dense = vec![0.0; self.nrows * self.ncols];
@@ -165,6 +195,62 @@ impl<S: Stored> Csr<S> {
         }
         dense
     }
+}
+
+/// The sparse product A·B (f64), row by row in parallel (Gustavson's algorithm with a
+/// dense accumulator per task). Exact zeros produced by cancellation are kept.
+pub fn spgemm(a: &Csr<f64>, b: &Csr<f64>) -> Result<Csr<f64>> {
+    use rayon::prelude::*;
+    if a.ncols != b.nrows {
+        return Err(Error::InvalidInput(format!(
+            "sparse product of {}×{} and {}×{} matrices",
+            a.nrows, a.ncols, b.nrows, b.ncols
+        )));
+    }
+    const UNSET: usize = usize::MAX;
+    let rows: Vec<(Vec<u32>, Vec<f64>)> = (0..a.nrows)
+        .into_par_iter()
+        .map_init(
+            || (vec![UNSET; b.ncols], Vec::<u32>::new()),
+            |(slot_of_col, touched), r| {
+                let mut vals: Vec<f64> = Vec::new();
+                touched.clear();
+                let (acols, avals) = a.row(r);
+                for (&k, &av) in acols.iter().zip(avals) {
+                    let (bcols, bvals) = b.row(k as usize);
+                    for (&c, &bv) in bcols.iter().zip(bvals) {
+                        let slot = &mut slot_of_col[c as usize];
+                        if *slot == UNSET {
+                            *slot = vals.len();
+                            touched.push(c);
+                            vals.push(av * bv);
+                        } else {
+                            vals[*slot] += av * bv;
+                        }
+                    }
+                }
+                let mut entries: Vec<(u32, f64)> = touched
+                    .iter()
+                    .map(|&c| (c, vals[slot_of_col[c as usize]]))
+                    .collect();
+                for &c in touched.iter() {
+                    slot_of_col[c as usize] = UNSET;
+                }
+                entries.sort_unstable_by_key(|e| e.0);
+                entries.into_iter().unzip()
+            },
+        )
+        .collect();
+    let mut row_ptr = Vec::with_capacity(a.nrows + 1);
+    row_ptr.push(0);
+    let nnz = rows.iter().map(|r| r.0.len()).sum();
+    let (mut col_idx, mut values) = (Vec::with_capacity(nnz), Vec::with_capacity(nnz));
+    for (cols, vals) in rows {
+        col_idx.extend_from_slice(&cols);
+        values.extend_from_slice(&vals);
+        row_ptr.push(col_idx.len());
+    }
+    Csr::new(a.nrows, b.ncols, row_ptr, col_idx, values)
 }
 
 impl<S: Stored> SparseRows<S> for Csr<S> {
@@ -208,6 +294,12 @@ mod tests {
         .unwrap()
     }
 
+    fn big_err() -> String {
+        let mut big = example();
+        big.values[4] = 1.0e5;
+        big.convert::<f16>().unwrap_err().to_string()
+    }
+
     #[test]
     fn structure_is_checked() {
         assert!(Csr::<f64>::new(2, 2, vec![0, 1], vec![0], vec![1.0]).is_err());
@@ -238,6 +330,18 @@ mod tests {
         let mut big = example();
         big.values[4] = 1.0e5;
         let err = big.convert::<f16>().unwrap_err().to_string();
+        assert!(err.contains("entry 4"), "{err}");
+    }
+
+    #[test]
+    fn transpose_and_product_match_dense() {
+        let a = Csr::new(2, 3, vec![0, 2, 3], vec![0, 2, 1], vec![1.0, 2.0, 3.0]).unwrap();
+        let at = a.transpose();
+        assert_eq!(at.to_dense_f64(), vec![1.0, 0.0, 2.0, 0.0, 3.0, 0.0]);
+        let p = spgemm(&a, &at).unwrap(); // [[5, 0], [0, 9]]
+        assert_eq!(p.to_dense_f64(), vec![5.0, 0.0, 0.0, 9.0]);
+        assert!(spgemm(&a, &a).is_err());
+        let err = big_err();
         assert!(
             err.contains("entry 4") && err.contains("f16") && err.contains("overflow"),
             "{err}"

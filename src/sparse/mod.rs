@@ -6,7 +6,7 @@
 mod csr;
 mod ell;
 
-pub use csr::Csr;
+pub use csr::{spgemm, Csr};
 pub use ell::Ell;
 
 use crate::precision::Stored;

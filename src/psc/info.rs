@@ -1,0 +1,172 @@
+//! The figures of SPEC §2.6 (Table 1) for a PSC set-up: class sizes, condition numbers of
+//! the blocks, storage relative to the FEM matrix; optionally the whole-matrix condition
+//! numbers of A, SᵀAS and the prehandled matrix.
+
+use faer::Side;
+
+use super::PscSetup;
+use crate::backend::cpu;
+use crate::error::{Error, Result};
+use crate::krylov::{extreme_eigenvalues, LanczosParams};
+use crate::reference::CholeskySolver;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PscInfo {
+    pub n: usize,
+    pub n0: usize,
+    pub element: &'static str,
+    pub c: usize,
+    pub e: usize,
+    pub i: usize,
+    pub groups: usize,
+    /// Largest κ(C_g) over the groups.
+    pub kappa_ci: f64,
+    pub kappa_pi: f64,
+    /// Σ_g NNZ(C_g⁻¹) / NNZ_FEM and NNZ(Π⁻¹) / NNZ_FEM (numerical nonzeros).
+    pub nnz_ci_inv_over_fem: f64,
+    pub nnz_pi_inv_over_fem: f64,
+    pub whole: Option<WholeConditionNumbers>,
+}
+
+/// Spectral condition numbers of the whole matrices (SPEC §2.6, below Table 1).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WholeConditionNumbers {
+    pub kappa_a: f64,
+    pub kappa_hb: f64,
+    pub kappa_prehandled: f64,
+}
+
+fn dense_condition_number(m: &faer::Mat<f64>) -> Result<f64> {
+    let ev = m
+        .self_adjoint_eigenvalues(Side::Lower)
+        .map_err(|e| Error::Solver(format!("eigenvalues: {e:?}")))?;
+    Ok(ev[ev.len() - 1] / ev[0])
+}
+
+fn numerical_nnz(m: &faer::Mat<f64>) -> usize {
+    (0..m.ncols())
+        .map(|j| m.col(j).iter().filter(|v| **v != 0.0).count())
+        .sum()
+}
+
+impl PscInfo {
+    pub fn compute(setup: &PscSetup, whole: bool) -> Result<Self> {
+        let fem = setup.stiffness.numerical_nnz() as f64;
+        let mut kappa_ci = 0.0f64;
+        let mut nnz_ci = 0usize;
+        for g in &setup.groups {
+            kappa_ci = kappa_ci.max(dense_condition_number(&g.block)?);
+            nnz_ci += numerical_nnz(&g.inverse);
+        }
+        // κ(Π) = κ(Π⁻¹): Lanczos on the stored inverse (|E| can be large).
+        let pi_inv = setup.pi_inv.as_ref();
+        let ne = pi_inv.nrows();
+        let lanczos = extreme_eigenvalues(ne, LanczosParams::default(), |x, y| {
+            let xv = faer::ColRef::from_slice(x);
+            let yv = pi_inv * xv;
+            y.iter_mut().zip(yv.iter()).for_each(|(a, b)| *a = *b);
+        })?;
+        Ok(PscInfo {
+            n: setup.n,
+            n0: setup.n0,
+            element: setup.element.name(),
+            c: setup.c_dofs.len(),
+            e: setup.e_dofs.len(),
+            i: setup.i_dofs.len(),
+            groups: setup.groups.len(),
+            kappa_ci,
+            kappa_pi: lanczos.largest / lanczos.smallest,
+            nnz_ci_inv_over_fem: nnz_ci as f64 / fem,
+            nnz_pi_inv_over_fem: numerical_nnz(&setup.pi_inv) as f64 / fem,
+            whole: if whole {
+                Some(whole_condition_numbers(setup)?)
+            } else {
+                None
+            },
+        })
+    }
+}
+
+/// κ of the standard stiffness matrix A (λmin through Lanczos on A⁻¹ by sparse Cholesky:
+/// κ(A) grows like h⁻², too slow for plain Lanczos), of SᵀAS and of the prehandled
+/// L⁻¹SᵀASL⁻ᵀ (both well conditioned: plain Lanczos).
+fn whole_condition_numbers(setup: &PscSetup) -> Result<WholeConditionNumbers> {
+    let a = &setup.stiffness;
+    let n = a.row_ptr().len() - 1;
+    let params = LanczosParams::default();
+    let top = extreme_eigenvalues(n, params, |x, y| cpu::spmv(a, x, y))?;
+    let cholesky = CholeskySolver::factor(a)?;
+    let inverse = extreme_eigenvalues(n, params, |x, y| y.copy_from_slice(&cholesky.solve(x)))?;
+    let kappa_a = top.largest * inverse.largest;
+
+    let hb = &setup.hb;
+    let mut work = vec![0.0; n];
+    let hb_info = extreme_eigenvalues(n, params, |x, y| {
+        work.copy_from_slice(x);
+        hb.apply(&mut work);
+        cpu::spmv(a, &work, y);
+        hb.apply_transpose(y);
+    })?;
+
+    // Prehandled: x ↦ L⁻¹ Sᵀ A S L⁻ᵀ x with L = blockdiag(L_C, diag^{1/2}).
+    let scale = prehandling_scale(setup, n);
+    let (lc_inv, c_pos) = (&setup.l_c_inv, &setup.c_dofs);
+    let nc = c_pos.len();
+    let mut work2 = vec![0.0; n];
+    let pre = extreme_eigenvalues(n, params, |x, y| {
+        // work = L⁻ᵀ x
+        work.iter_mut()
+            .zip(x)
+            .zip(&scale)
+            .for_each(|((w, xi), s)| *w = xi * s);
+        for (k, &d) in c_pos.iter().enumerate() {
+            work[d as usize] = (0..nc).map(|l| lc_inv[(l, k)] * x[c_pos[l] as usize]).sum();
+        }
+        hb.apply(&mut work);
+        cpu::spmv(a, &work, &mut work2);
+        hb.apply_transpose(&mut work2);
+        // y = L⁻¹ work2
+        y.iter_mut()
+            .zip(&work2)
+            .zip(&scale)
+            .for_each(|((yi, w), s)| *yi = w * s);
+        for (k, &d) in c_pos.iter().enumerate() {
+            y[d as usize] = (0..nc)
+                .map(|l| lc_inv[(k, l)] * work2[c_pos[l] as usize])
+                .sum();
+        }
+    })?;
+    Ok(WholeConditionNumbers {
+        kappa_a,
+        kappa_hb: hb_info.largest / hb_info.smallest,
+        kappa_prehandled: pre.largest / pre.smallest,
+    })
+}
+
+/// diag^{-1/2} at every E and I unknown (lexicographic); C entries are handled by L_C.
+fn prehandling_scale(setup: &PscSetup, n: usize) -> Vec<f64> {
+    let mut scale = vec![0.0; n];
+    for (&d, &s) in setup.e_dofs.iter().zip(&setup.scale_e) {
+        scale[d as usize] = s;
+    }
+    for (&d, &s) in setup.i_dofs.iter().zip(&setup.scale_i) {
+        scale[d as usize] = s;
+    }
+    scale
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mesh::Element;
+
+    #[test]
+    fn small_case_runs() {
+        let setup = PscSetup::new(Element::Q1, 4, 3).unwrap();
+        let info = PscInfo::compute(&setup, true).unwrap();
+        assert_eq!((info.c, info.e, info.i), (9, 2 * 3 * 28, 28 * 28));
+        assert_eq!(info.groups, 1);
+        let whole = info.whole.unwrap();
+        assert!(whole.kappa_prehandled < whole.kappa_hb && whole.kappa_hb < whole.kappa_a);
+    }
+}

@@ -1,0 +1,447 @@
+//! The PSC set-up in f64 (SPEC §2.2–2.4): Ã = SᵀAS, the node classes C, E, I with I
+//! numbered macro element by macro element in one geometric order, groups of identical
+//! macro-element blocks (detected, not assumed), the partial Cholesky scaling, the blocks
+//! B = A_CE, E = A_EE, D = A_EI, the inverses C_g⁻¹, Λ = E − D C⁻¹ Dᵀ, Π = Λ − BᵀB and Π⁻¹.
+
+use faer::linalg::solvers::DenseSolveCore;
+use faer::{Accum, Mat, Par, Side};
+use rayon::prelude::*;
+
+use super::HierarchicalBasis;
+use crate::error::{Error, Result};
+use crate::fem::assemble_poisson;
+use crate::mesh::{unit_square_refined, Element, MacroLocation, Mesh2d};
+use crate::sparse::{spgemm, Csr};
+
+/// Relative size below which an entry that must vanish (A_CI, couplings between
+/// different macro elements) counts as zero, and two blocks count as identical.
+const ZERO_TOLERANCE: f64 = 1e-12;
+
+/// One group of identical macro-element blocks.
+#[derive(Clone, Debug)]
+pub struct Group {
+    /// Macro elements (coarse cells) of the group, in I order.
+    pub macros: Vec<u32>,
+    /// C_g (scaled I-block of every member) and its inverse.
+    pub block: Mat<f64>,
+    pub inverse: Mat<f64>,
+}
+
+impl Group {
+    pub fn block_size(&self) -> usize {
+        self.block.nrows()
+    }
+}
+
+/// Everything M1 needs, in f64. Unknown vectors in the C/E/I numbering are
+/// `[x_C; x_E; x_I]` with I grouped (group by group, macro by macro, local order).
+pub struct PscSetup {
+    pub element: Element,
+    pub n: usize,
+    pub n0: usize,
+    pub levels: usize,
+    pub hb: HierarchicalBasis,
+    /// The nodal stiffness matrix (interior unknowns, lexicographic).
+    pub stiffness: Csr<f64>,
+    /// Unknown (lexicographic) of each C, E and I entry.
+    pub c_dofs: Vec<u32>,
+    pub e_dofs: Vec<u32>,
+    pub i_dofs: Vec<u32>,
+    /// Cholesky factor of Ã_CC (lower) and its inverse.
+    pub l_c: Mat<f64>,
+    pub l_c_inv: Mat<f64>,
+    /// diag(Ã)^{-1/2} on E and I.
+    pub scale_e: Vec<f64>,
+    pub scale_i: Vec<f64>,
+    /// B = L_C⁻¹ Ã_CE diag^{-1/2}: |C| × |E|.
+    pub b: Mat<f64>,
+    /// D = A_EI (scaled), |E| × |I|, and its transpose.
+    pub d: Csr<f64>,
+    pub dt: Csr<f64>,
+    pub groups: Vec<Group>,
+    pub pi_inv: Mat<f64>,
+    /// Largest |Ã_CI| relative to max |diag Ã| (checked to vanish).
+    pub a_ci_relative: f64,
+}
+
+/// Local index of a fine node inside its macro element, in one geometric order shared by
+/// all similar macro elements. Q1: lexicographic in the cell. P1: the upper triangle is the
+/// lower one mirrored in the diagonal, so mirrored coordinates give both the same order.
+fn local_index(element: Element, ratio: usize, ri: usize, rj: usize) -> usize {
+    match element {
+        Element::P1 => {
+            let (a, b) = if ri > rj { (ri, rj) } else { (rj, ri) };
+            // pairs (b, a), 1 ≤ b < a ≤ ratio-1, ordered by b then a
+            (b - 1) * (ratio - 1) - (b - 1) * b / 2 + (a - b - 1)
+        }
+        _ => (ri - 1) + (rj - 1) * (ratio - 1),
+    }
+}
+
+/// Interior fine nodes per macro element.
+fn nodes_per_macro(element: Element, ratio: usize) -> usize {
+    match element {
+        Element::P1 => (ratio - 1) * (ratio.saturating_sub(2)) / 2,
+        _ => (ratio - 1) * (ratio - 1),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    C(u32),
+    E(u32),
+    /// macro element and local index
+    I(u32, u32),
+}
+
+impl PscSetup {
+    /// Builds the operators for the unit square refined `levels` times from `n0`×`n0`.
+    pub fn new(element: Element, n0: usize, levels: usize) -> Result<Self> {
+        if element == Element::Q1Hex {
+            return Err(Error::InvalidInput(
+                "PSC works on 2D meshes (q1, p1)".into(),
+            ));
+        }
+        if levels == 0 || n0 < 2 {
+            return Err(Error::InvalidInput(format!(
+                "PSC needs a coarse mesh with interior nodes (n0 ≥ 2, got {n0}) refined at least once (got {levels})"
+            )));
+        }
+        let mesh = unit_square_refined(n0, levels, element)?;
+        let hb = HierarchicalBasis::new(&mesh)?;
+        let sys = assemble_poisson(&mesh, |_| 0.0)?;
+        let stiffness = sys.matrix;
+        let s = hb.matrix();
+        let a_hb = spgemm(&s.transpose(), &spgemm(&stiffness, &s)?)?;
+        log::debug!("SᵀAS: {} nonzeros", a_hb.nnz());
+        Self::from_hierarchical(mesh, hb, stiffness, &a_hb, &sys.dofs.node_of_dof)
+    }
+
+    fn from_hierarchical(
+        mesh: Mesh2d,
+        hb: HierarchicalBasis,
+        stiffness: Csr<f64>,
+        a_hb: &Csr<f64>,
+        node_of_dof: &[u32],
+    ) -> Result<Self> {
+        let hierarchy = mesh.hierarchy.as_ref().expect("refined mesh");
+        let (element, n, n0, levels) = (mesh.element, mesh.n, hierarchy.n0, hierarchy.levels);
+        let ratio = 1usize << levels;
+        let per_macro = nodes_per_macro(element, ratio);
+        let num_macros = hierarchy.num_coarse_cells(element);
+
+        // Classes in lexicographic order; I sorted later by group.
+        let mut c_dofs = Vec::new();
+        let mut e_dofs = Vec::new();
+        let mut macro_dofs = vec![vec![u32::MAX; per_macro]; num_macros];
+        for (dof, &node) in node_of_dof.iter().enumerate() {
+            match hierarchy.location[node as usize] {
+                MacroLocation::Vertex(_) => c_dofs.push(dof as u32),
+                MacroLocation::Edge(_) => e_dofs.push(dof as u32),
+                MacroLocation::Interior(m) => {
+                    let node = node as usize;
+                    let (ri, rj) = ((node % (n + 1)) % ratio, (node / (n + 1)) % ratio);
+                    macro_dofs[m as usize][local_index(element, ratio, ri, rj)] = dof as u32;
+                }
+            }
+        }
+        if macro_dofs.iter().flatten().any(|&d| d == u32::MAX) {
+            return Err(Error::InvalidInput(
+                "macro elements do not all have the same interior nodes".into(),
+            ));
+        }
+        let mut class = vec![Class::C(0); node_of_dof.len()];
+        for (k, &d) in c_dofs.iter().enumerate() {
+            class[d as usize] = Class::C(k as u32);
+        }
+        for (k, &d) in e_dofs.iter().enumerate() {
+            class[d as usize] = Class::E(k as u32);
+        }
+        for (m, dofs) in macro_dofs.iter().enumerate() {
+            for (l, &d) in dofs.iter().enumerate() {
+                class[d as usize] = Class::I(m as u32, l as u32);
+            }
+        }
+
+        let diag = a_hb.diagonal();
+        let max_diag = diag.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
+        if diag.iter().any(|&v| v <= 0.0) {
+            return Err(Error::Solver(
+                "SᵀAS has a non-positive diagonal entry".into(),
+            ));
+        }
+        let inv_sqrt = |d: u32| 1.0 / diag[d as usize].sqrt();
+        let scale_e: Vec<f64> = e_dofs.iter().map(|&d| inv_sqrt(d)).collect();
+        let (nc, ne) = (c_dofs.len(), e_dofs.len());
+
+        // Per macro element: the scaled I-block (checking that I couples only inside its
+        // macro element and not at all with C) and the scaled couplings to E.
+        struct MacroBlocks {
+            block: Mat<f64>,
+            /// (local I row, E index, scaled value)
+            ie: Vec<(u32, u32, f64)>,
+            a_ci: f64,
+            foreign: f64,
+        }
+        let blocks: Vec<MacroBlocks> = macro_dofs
+            .par_iter()
+            .enumerate()
+            .map(|(m, dofs)| {
+                let mut block = Mat::<f64>::zeros(per_macro, per_macro);
+                let (mut ie, mut a_ci, mut foreign) = (Vec::new(), 0.0f64, 0.0f64);
+                for (l, &d) in dofs.iter().enumerate() {
+                    let (cols, vals) = a_hb.row(d as usize);
+                    for (&c, &v) in cols.iter().zip(vals) {
+                        let scaled = v * inv_sqrt(d) * inv_sqrt(c);
+                        match class[c as usize] {
+                            Class::I(mm, ll) if mm as usize == m => {
+                                block[(l, ll as usize)] = scaled
+                            }
+                            Class::I(..) => foreign = foreign.max(v.abs()),
+                            Class::C(_) => a_ci = a_ci.max(v.abs()),
+                            // Entries at rounding level are couplings that cancel exactly.
+                            Class::E(e) if v.abs() > ZERO_TOLERANCE * max_diag => {
+                                ie.push((l as u32, e, scaled))
+                            }
+                            Class::E(_) => {}
+                        }
+                    }
+                }
+                MacroBlocks {
+                    block,
+                    ie,
+                    a_ci,
+                    foreign,
+                }
+            })
+            .collect();
+        let a_ci_relative = blocks.iter().fold(0.0f64, |a, b| a.max(b.a_ci)) / max_diag;
+        let foreign = blocks.iter().fold(0.0f64, |a, b| a.max(b.foreign)) / max_diag;
+        if a_ci_relative > ZERO_TOLERANCE || foreign > ZERO_TOLERANCE {
+            return Err(Error::Solver(format!(
+                "the prehandled matrix lacks the PSC structure: max |A_CI| = {a_ci_relative:.2e}, max coupling between macro elements = {foreign:.2e} (relative)"
+            )));
+        }
+
+        // Groups of identical blocks.
+        let mut group_of_macro = vec![0usize; num_macros];
+        let mut representatives: Vec<usize> = Vec::new();
+        for m in 0..num_macros {
+            let block = &blocks[m].block;
+            let scale = block.norm_max();
+            let found = representatives.iter().position(|&r| {
+                let diff = (block - &blocks[r].block).norm_max();
+                diff <= ZERO_TOLERANCE * scale
+            });
+            group_of_macro[m] = found.unwrap_or_else(|| {
+                representatives.push(m);
+                representatives.len() - 1
+            });
+        }
+        log::info!("PSC: |C| = {nc}, |E| = {ne}, {num_macros} macro elements in {} group(s) of identical blocks", representatives.len());
+        let mut groups: Vec<Group> = representatives
+            .par_iter()
+            .map(|&r| {
+                let block = blocks[r].block.clone();
+                let inverse = block
+                    .llt(Side::Lower)
+                    .map_err(|e| {
+                        Error::Solver(format!("Cholesky of a macro-element block failed: {e:?}"))
+                    })?
+                    .inverse();
+                Ok(Group {
+                    macros: Vec::new(),
+                    block,
+                    inverse,
+                })
+            })
+            .collect::<Result<_>>()?;
+        for m in 0..num_macros {
+            groups[group_of_macro[m]].macros.push(m as u32);
+        }
+        let i_dofs: Vec<u32> = groups
+            .iter()
+            .flat_map(|g| {
+                g.macros
+                    .iter()
+                    .flat_map(|&m| macro_dofs[m as usize].iter().copied())
+            })
+            .collect();
+        let scale_i: Vec<f64> = i_dofs.iter().map(|&d| inv_sqrt(d)).collect();
+        // Position of each macro element's first I entry in the grouped order.
+        let mut macro_offset = vec![0usize; num_macros];
+        let mut offset = 0;
+        for g in &groups {
+            for &m in &g.macros {
+                macro_offset[m as usize] = offset;
+                offset += per_macro;
+            }
+        }
+
+        // Dᵀ (|I| × |E|) from the macro blocks' E couplings, and D.
+        let mut triplets: Vec<(u32, u32, f64)> = blocks
+            .iter()
+            .enumerate()
+            .flat_map(|(m, b)| {
+                let offset = macro_offset[m];
+                b.ie.iter()
+                    .map(move |&(l, e, v)| ((offset + l as usize) as u32, e, v))
+            })
+            .collect();
+        triplets.sort_unstable_by_key(|t| (t.0, t.1));
+        let mut row_ptr = vec![0usize; i_dofs.len() + 1];
+        for t in &triplets {
+            row_ptr[t.0 as usize + 1] += 1;
+        }
+        for r in 0..i_dofs.len() {
+            row_ptr[r + 1] += row_ptr[r];
+        }
+        let dt = Csr::new(
+            i_dofs.len(),
+            ne,
+            row_ptr,
+            triplets.iter().map(|t| t.1).collect(),
+            triplets.iter().map(|t| t.2).collect(),
+        )?;
+        let d = dt.transpose();
+
+        // Partial Cholesky on C: Ã_CC = L_C L_Cᵀ.
+        let mut a_cc = Mat::<f64>::zeros(nc, nc);
+        let mut b = Mat::<f64>::zeros(nc, ne);
+        let mut lambda = Mat::<f64>::zeros(ne, ne);
+        for (k, &dof) in c_dofs.iter().enumerate() {
+            let (cols, vals) = a_hb.row(dof as usize);
+            for (&c, &v) in cols.iter().zip(vals) {
+                match class[c as usize] {
+                    Class::C(kk) => a_cc[(k, kk as usize)] = v,
+                    Class::E(e) => b[(k, e as usize)] = v * inv_sqrt(c),
+                    Class::I(..) => {}
+                }
+            }
+        }
+        for (e, &dof) in e_dofs.iter().enumerate() {
+            let (cols, vals) = a_hb.row(dof as usize);
+            for (&c, &v) in cols.iter().zip(vals) {
+                if let Class::E(ee) = class[c as usize] {
+                    lambda[(e, ee as usize)] = v * inv_sqrt(dof) * inv_sqrt(c);
+                }
+            }
+        }
+        let l_c = a_cc
+            .llt(Side::Lower)
+            .map_err(|e| Error::Solver(format!("Cholesky of the coarse block Ã_CC failed: {e:?}")))?
+            .L()
+            .to_owned();
+        let l_c_inv = {
+            let mut inv = Mat::<f64>::identity(nc, nc);
+            faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+                l_c.as_ref(),
+                inv.as_mut(),
+                Par::rayon(0),
+            );
+            inv
+        };
+        faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+            l_c.as_ref(),
+            b.as_mut(),
+            Par::rayon(0),
+        );
+
+        // Λ = E − Σ_m D_m C_g⁻¹ D_mᵀ, one dense product per macro element.
+        let products: Vec<(Vec<u32>, Mat<f64>)> = (0..num_macros)
+            .into_par_iter()
+            .map(|m| {
+                let ie = &blocks[m].ie;
+                let mut e_local: Vec<u32> = ie.iter().map(|t| t.1).collect();
+                e_local.sort_unstable();
+                e_local.dedup();
+                let mut dm_t = Mat::<f64>::zeros(per_macro, e_local.len());
+                for &(l, e, v) in ie {
+                    let col = e_local.binary_search(&e).expect("listed");
+                    dm_t[(l as usize, col)] = v;
+                }
+                let inverse = &groups[group_of_macro[m]].inverse;
+                let w = inverse * &dm_t;
+                (e_local, dm_t.transpose() * &w)
+            })
+            .collect();
+        for (e_local, product) in products {
+            for (a, &ea) in e_local.iter().enumerate() {
+                for (bb, &eb) in e_local.iter().enumerate() {
+                    lambda[(ea as usize, eb as usize)] -= product[(a, bb)];
+                }
+            }
+        }
+        // Π = Λ − BᵀB, then Π⁻¹.
+        let mut pi = lambda;
+        faer::linalg::matmul::matmul(
+            pi.as_mut(),
+            Accum::Add,
+            b.transpose(),
+            b.as_ref(),
+            -1.0,
+            Par::rayon(0),
+        );
+        let pi_inv = pi
+            .llt(Side::Lower)
+            .map_err(|e| Error::Solver(format!("Cholesky of Π (|E| = {ne}) failed: {e:?}")))?
+            .inverse();
+
+        Ok(PscSetup {
+            element,
+            n,
+            n0,
+            levels,
+            hb,
+            stiffness,
+            c_dofs,
+            e_dofs,
+            i_dofs,
+            l_c,
+            l_c_inv,
+            scale_e,
+            scale_i,
+            b,
+            d,
+            dt,
+            groups,
+            pi_inv,
+            a_ci_relative,
+        })
+    }
+
+    pub fn num_unknowns(&self) -> usize {
+        self.hb.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_indices_are_a_bijection() {
+        for (element, ratio) in [(Element::Q1, 8), (Element::P1, 8), (Element::P1, 4)] {
+            let mut seen = vec![false; nodes_per_macro(element, ratio)];
+            for rj in 1..ratio {
+                for ri in 1..ratio {
+                    if element == Element::P1 && ri == rj {
+                        continue;
+                    }
+                    let l = local_index(element, ratio, ri, rj);
+                    if element == Element::P1 && ri < rj {
+                        assert_eq!(
+                            l,
+                            local_index(element, ratio, rj, ri),
+                            "mirror images share an index"
+                        );
+                        continue;
+                    }
+                    assert!(!seen[l]);
+                    seen[l] = true;
+                }
+            }
+            assert!(seen.iter().all(|&s| s));
+        }
+    }
+}
