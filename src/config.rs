@@ -42,10 +42,18 @@ pub struct RawMesh {
     pub h0: Option<f64>,
 }
 
+/// One wave number or a list of them.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawWaveNumbers {
+    One(i64),
+    Many(Vec<i64>),
+}
+
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawProblem {
-    pub k: Option<i64>,
+    pub k: Option<RawWaveNumbers>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -53,6 +61,12 @@ pub struct RawProblem {
 pub struct RawSolver {
     pub method: Option<String>,
     pub precision: Option<String>,
+    pub refine: Option<bool>,
+    pub nrhs: Option<i64>,
+    pub tolerance: Option<f64>,
+    pub max_iterations: Option<i64>,
+    pub cache: Option<bool>,
+    pub cache_dir: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -123,22 +137,39 @@ impl MeshSpec {
 pub enum Method {
     /// faer's sparse Cholesky in f64: the reference solver.
     Cholesky,
+    /// The PSC direct method M1 (SPEC §2.4), optionally inside f64 refinement (PSC-IR).
+    PscM1,
 }
 
 impl Method {
-    pub const NAMES: &'static str = "cholesky";
+    pub const NAMES: &'static str = "cholesky, psc-m1";
 
     pub fn name(self) -> &'static str {
         match self {
             Method::Cholesky => "cholesky",
+            Method::PscM1 => "psc-m1",
         }
     }
 
     pub fn has_cuda(self) -> bool {
         match self {
-            Method::Cholesky => false,
+            Method::Cholesky | Method::PscM1 => false,
         }
     }
+}
+
+/// Settings of the solver section that apply to PSC-M1.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SolverSpec {
+    pub method: Method,
+    pub precision: Precision,
+    /// f64 iterative refinement around the M1 solve (PSC-IR).
+    pub refine: bool,
+    /// Relative residual ‖b − Ax‖₂/‖b‖₂ PSC-IR stops at, and its iteration limit.
+    pub tolerance: f64,
+    pub max_iterations: usize,
+    /// Where PSC set-ups are cached (None: no cache).
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// A validated config.
@@ -146,10 +177,10 @@ impl Method {
 pub struct RunConfig {
     pub backend: BackendChoice,
     pub mesh: MeshSpec,
-    /// Wave number of the manufactured solution.
-    pub k: u32,
-    pub method: Method,
-    pub precision: Precision,
+    /// Wave number of the manufactured solution of each right-hand side (the block's
+    /// columns, Nrhs of them).
+    pub ks: Vec<u32>,
+    pub solver: SolverSpec,
     pub output: PathBuf,
     /// The config text as given, echoed into output files.
     pub source: String,
@@ -159,6 +190,8 @@ const SECTIONS: [&str; 4] = ["mesh", "problem", "solver", "output"];
 
 /// Largest supported wave number: beyond it no affordable mesh resolves the solution.
 const MAX_K: i64 = 100_000;
+/// Largest block of right-hand sides one run solves.
+const MAX_NRHS: i64 = 1_000_000;
 
 fn problem(key: &str, message: impl Into<String>) -> ConfigProblem {
     ConfigProblem {
@@ -440,16 +473,39 @@ impl RawConfig {
             }
         };
 
-        let k = match self.problem.k.unwrap_or(1) {
-            k if (1..=MAX_K).contains(&k) => Some(k as u32),
-            k => {
-                problems.push(problem("problem.k", format!("{k} is out of range (allowed: integers 1 ..= {MAX_K}; u = 0 on the boundary needs an integer k)")));
+        let k_values: Vec<i64> = match &self.problem.k {
+            None => vec![1],
+            Some(RawWaveNumbers::One(k)) => vec![*k],
+            Some(RawWaveNumbers::Many(ks)) => ks.clone(),
+        };
+        let ks: Option<Vec<u32>> = if k_values.is_empty() {
+            problems.push(problem(
+                "problem.k",
+                "the list is empty (give at least one wave number)",
+            ));
+            None
+        } else if let Some(bad) = k_values.iter().find(|k| !(1..=MAX_K).contains(*k)) {
+            problems.push(problem("problem.k", format!("{bad} is out of range (allowed: integers 1 ..= {MAX_K}; u = 0 on the boundary needs an integer k)")));
+            None
+        } else {
+            Some(k_values.iter().map(|&k| k as u32).collect())
+        };
+        let nrhs = match self.solver.nrhs {
+            None => Some(k_values.len().max(1)),
+            Some(r) if (1..=MAX_NRHS).contains(&r) => Some(r as usize),
+            Some(r) => {
+                problems.push(problem("solver.nrhs", format!("{r} right-hand sides (allowed: 1 ..= {MAX_NRHS}; column c uses problem.k[c mod len])")));
                 None
             }
         };
+        // Column c solves for k[c mod len(k)].
+        let ks = ks
+            .zip(nrhs)
+            .map(|(ks, nrhs)| (0..nrhs).map(|c| ks[c % ks.len()]).collect::<Vec<u32>>());
 
         let method = match self.solver.method.as_deref().unwrap_or("cholesky") {
             "cholesky" => Some(Method::Cholesky),
+            "psc-m1" => Some(Method::PscM1),
             other => {
                 problems.push(problem(
                     "solver.method",
@@ -471,11 +527,61 @@ impl RawConfig {
                 None
             }
         };
-        if method == Some(Method::Cholesky) && precision.is_some_and(|p| p != Precision::F64) {
+        match method {
+            Some(Method::Cholesky) => {
+                if precision.is_some_and(|p| p != Precision::F64) {
+                    problems.push(problem(
+                        "solver.precision",
+                        "method cholesky is the f64 reference (allowed: f64)",
+                    ));
+                }
+                for (key, given) in [
+                    ("solver.refine", self.solver.refine.is_some()),
+                    ("solver.tolerance", self.solver.tolerance.is_some()),
+                    (
+                        "solver.max_iterations",
+                        self.solver.max_iterations.is_some(),
+                    ),
+                    ("solver.cache", self.solver.cache.is_some()),
+                    ("solver.cache_dir", self.solver.cache_dir.is_some()),
+                ] {
+                    if given {
+                        problems.push(problem(key, "applies to method psc-m1 only"));
+                    }
+                }
+            }
+            Some(Method::PscM1) => {
+                if kind == Some(MeshKind::UnitCube) {
+                    problems.push(problem(
+                        "solver.method",
+                        "psc-m1 solves on unit-square meshes (allowed mesh.kind: unit-square)",
+                    ));
+                } else if self.mesh.h0.is_none() {
+                    problems.push(problem("mesh.h0", "missing: psc-m1 needs the coarse mesh width h0 (n = (1/h0)·2^j, j ≥ 1; flop-optimal: h0 ≈ √h)"));
+                } else if let Some((n0, levels)) = coarse {
+                    if n0 < 2 || levels == 0 {
+                        problems.push(problem("mesh.h0", format!("psc-m1 needs coarse interior nodes and at least one refinement (h0 ≤ 1/2 and h < h0; got h0 = 1/{n0}, {levels} refinements)")));
+                    }
+                }
+            }
+            None => {}
+        }
+        let tolerance = self.solver.tolerance.unwrap_or(1e-12);
+        if !(tolerance > 0.0 && tolerance < 1.0) {
             problems.push(problem(
-                "solver.precision",
-                "method cholesky is the f64 reference (allowed: f64)",
+                "solver.tolerance",
+                format!("{tolerance} (allowed: 0 < tolerance < 1, a relative residual)"),
             ));
+        }
+        let max_iterations = self.solver.max_iterations.unwrap_or(30);
+        if !(1..=1000).contains(&max_iterations) {
+            problems.push(problem(
+                "solver.max_iterations",
+                format!("{max_iterations} (allowed: 1 ..= 1000)"),
+            ));
+        }
+        if self.solver.cache_dir.as_deref() == Some("") {
+            problems.push(problem("solver.cache_dir", "is empty"));
         }
 
         let output = match self.output.path.as_deref() {
@@ -500,30 +606,50 @@ impl RawConfig {
             Some(p) => Some(PathBuf::from(p)),
         };
 
-        match (backend, kind, element, n, k, method, precision, output) {
+        match (backend, kind, element, n, ks, method, precision, output) {
             (
                 Some(backend),
                 Some(kind),
                 Some(element),
                 Some(n),
-                Some(k),
+                Some(ks),
                 Some(method),
                 Some(precision),
                 Some(output),
-            ) if problems.is_empty() => Ok(RunConfig {
-                backend,
-                mesh: MeshSpec {
-                    kind,
-                    element,
-                    n,
-                    coarse,
-                },
-                k,
-                method,
-                precision,
-                output,
-                source: source.to_string(),
-            }),
+            ) if problems.is_empty() => {
+                let cache_dir = match (method, self.solver.cache.unwrap_or(true)) {
+                    (Method::PscM1, true) => Some(
+                        self.solver
+                            .cache_dir
+                            .as_ref()
+                            .map(PathBuf::from)
+                            .unwrap_or_else(|| {
+                                output.parent().unwrap_or(Path::new("")).join("psc-cache")
+                            }),
+                    ),
+                    _ => None,
+                };
+                Ok(RunConfig {
+                    backend,
+                    mesh: MeshSpec {
+                        kind,
+                        element,
+                        n,
+                        coarse,
+                    },
+                    ks,
+                    solver: SolverSpec {
+                        method,
+                        precision,
+                        refine: self.solver.refine.unwrap_or(precision != Precision::F64),
+                        tolerance,
+                        max_iterations: max_iterations as usize,
+                        cache_dir,
+                    },
+                    output,
+                    source: source.to_string(),
+                })
+            }
             _ => Err(problems),
         }
     }
@@ -536,7 +662,11 @@ mod tests {
     #[test]
     fn quickstart_is_valid() {
         let c = parse(QUICKSTART, "quickstart").unwrap();
-        assert_eq!(c.method, Method::Cholesky);
+        assert_eq!(c.solver.method, Method::PscM1);
+        assert!(
+            c.ks.len() > 1,
+            "the quickstart solves a block of right-hand sides"
+        );
         assert_eq!(c.source, QUICKSTART);
     }
 
@@ -558,8 +688,17 @@ mod tests {
                 coarse: Some((4, 5))
             }
         );
-        assert_eq!(c.k, 20);
+        assert_eq!(c.ks, vec![20]);
+        assert_eq!(c.solver.cache_dir, None);
         assert_eq!(c.output, PathBuf::from("a/b.h5"));
+        let c = parse(
+            "[mesh]\nn = 64\nh0 = 0.125\n[problem]\nk = [1, 4]\n[solver]\nmethod = \"psc-m1\"\nprecision = \"f16\"\nnrhs = 5\n[output]\npath = \"r/x.h5\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.ks, vec![1, 4, 1, 4, 1]);
+        assert!(c.solver.refine, "low precisions refine by default");
+        assert_eq!(c.solver.cache_dir, Some(PathBuf::from("r/psc-cache")));
     }
 
     fn problems(text: &str) -> Vec<ConfigProblem> {
@@ -619,6 +758,29 @@ mod tests {
         );
         let p = problems("bogus = 1\n[mesh]\nn = 8\n[output]\npath = \"x.h5\"\n");
         assert_eq!(p[0].key, "bogus");
+        let psc = |extra: &str| {
+            problems(&format!(
+                "[output]\npath = \"x.h5\"\n[solver]\nmethod = \"psc-m1\"\n{extra}"
+            ))
+        };
+        assert_eq!(psc("[mesh]\nn = 64\n")[0].key, "mesh.h0");
+        assert_eq!(psc("[mesh]\nn = 64\nh0 = 1.0\n")[0].key, "mesh.h0");
+        assert_eq!(
+            psc("nrhs = 0\n[mesh]\nn = 64\nh0 = 0.25\n")[0].key,
+            "solver.nrhs"
+        );
+        assert_eq!(
+            psc("tolerance = 2.0\n[mesh]\nn = 64\nh0 = 0.25\n")[0].key,
+            "solver.tolerance"
+        );
+        assert_eq!(
+            problems("[mesh]\nn = 8\n[problem]\nk = []\n[output]\npath = \"x.h5\"\n")[0].key,
+            "problem.k"
+        );
+        assert_eq!(
+            problems("[mesh]\nn = 8\n[solver]\nrefine = true\n[output]\npath = \"x.h5\"\n")[0].key,
+            "solver.refine"
+        );
     }
 
     #[test]

@@ -1,30 +1,48 @@
-//! One configured solve, start to finish: mesh, assembly, solve, verification (f64
-//! residual of the nodal system, L2 error against the manufactured solution), HDF5 output.
+//! One configured run, start to finish: mesh, assembly of the stiffness matrix and of a
+//! block of manufactured right-hand sides, set-up, block solve, verification of every
+//! column (f64 residual of the nodal system, L2 error against the exact solution), HDF5
+//! output with an XDMF sidecar.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use half::f16;
+
 use crate::backend::{cpu, cuda, Backend};
 use crate::comm::Comm;
 use crate::config::{MeshKind, Method, RunConfig};
 use crate::error::{Error, Result};
-use crate::fem::{assemble_poisson, l2_error, nodal_l2_error, Manufactured, PoissonSystem};
+use crate::fem::{assemble_loads, assemble_poisson, l2_error, nodal_l2_error, Manufactured};
 use crate::io::{h5, xdmf};
-use crate::mesh::{unit_cube, unit_square, unit_square_refined, Mesh};
+use crate::mesh::{unit_cube, unit_square, unit_square_refined, Element, Mesh};
+use crate::precision::{Precision, Real, Stored};
+use crate::psc::{CacheOutcome, OperatorCache, PscSetup, RefineParams, M1};
 use crate::reference::CholeskySolver;
+use crate::sparse::Csr;
 
-/// What a solve produced, for the printed summary.
+/// The verification of one right-hand side.
+#[derive(Clone, Copy, Debug)]
+pub struct ColumnReport {
+    pub k: u32,
+    pub l2_error: f64,
+    pub relative_l2_error: f64,
+    pub nodal_l2_error: f64,
+    pub relative_residual: f64,
+}
+
+/// What a run produced, for the printed summary.
 #[derive(Clone, Debug)]
 pub struct JobSummary {
     pub description: String,
     pub backend: String,
     pub unknowns: usize,
     pub nonzeros: usize,
-    pub l2_error: f64,
-    pub relative_l2_error: f64,
-    pub nodal_l2_error: f64,
-    pub relative_residual: f64,
+    pub columns: Vec<ColumnReport>,
+    /// How the set-up was obtained (cache loaded/built), if there was one to cache.
+    pub setup_note: Option<String>,
+    /// PSC-IR iterations, when refinement ran.
+    pub refine_iterations: Option<usize>,
     pub seconds: StageSeconds,
     pub output: PathBuf,
     pub xdmf: PathBuf,
@@ -34,7 +52,7 @@ pub struct JobSummary {
 pub struct StageSeconds {
     pub mesh: f64,
     pub assembly: f64,
-    pub factor: f64,
+    pub setup: f64,
     pub solve: f64,
     pub verify: f64,
     pub write: f64,
@@ -42,38 +60,64 @@ pub struct StageSeconds {
 
 impl StageSeconds {
     pub fn total(&self) -> f64 {
-        self.mesh + self.assembly + self.factor + self.solve + self.verify + self.write
+        self.mesh + self.assembly + self.setup + self.solve + self.verify + self.write
     }
 }
+
+/// Columns listed in the printed summary; the HDF5 file has all of them.
+const PRINTED_COLUMNS: usize = 12;
 
 impl fmt::Display for JobSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.seconds;
+        let nrhs = self.columns.len();
         writeln!(f, "tensorfem run: {}", self.description)?;
         writeln!(f, "  backend             {}", self.backend)?;
-        writeln!(f, "  unknowns            {}", self.unknowns)?;
+        writeln!(
+            f,
+            "  unknowns            {} × {nrhs} right-hand side(s)",
+            self.unknowns
+        )?;
         writeln!(f, "  nonzeros            {}", self.nonzeros)?;
+        if let Some(note) = &self.setup_note {
+            writeln!(f, "  set-up              {note}")?;
+        }
+        if let Some(it) = self.refine_iterations {
+            writeln!(f, "  PSC-IR              {it} refinement step(s)")?;
+        }
         writeln!(
             f,
-            "  L2 error            {:.6e} (relative {:.6e})",
-            self.l2_error, self.relative_l2_error
+            "  column      k     L2 error    rel. L2 error  nodal L2 error  rel. residual (f64)"
         )?;
-        writeln!(f, "  nodal L2 error      {:.6e}", self.nodal_l2_error)?;
+        for (c, r) in self.columns.iter().enumerate().take(PRINTED_COLUMNS) {
+            writeln!(
+                f,
+                "  {c:>6} {:>6}  {:>11.4e}  {:>13.4e}  {:>14.4e}  {:>13.3e}",
+                r.k, r.l2_error, r.relative_l2_error, r.nodal_l2_error, r.relative_residual
+            )?;
+        }
+        if nrhs > PRINTED_COLUMNS {
+            writeln!(
+                f,
+                "  … {} more column(s) in the output file",
+                nrhs - PRINTED_COLUMNS
+            )?;
+        }
         writeln!(
             f,
-            "  relative residual   {:.3e} (f64, ‖b - Ax‖₂ / ‖b‖₂)",
-            self.relative_residual
-        )?;
-        writeln!(
-            f,
-            "  time [s]            total {:.3}: mesh {:.3}, assembly {:.3}, factor {:.3}, solve {:.3}, verify {:.3}, write {:.3}",
+            "  time [s]            total {:.3}: mesh {:.3}, assembly {:.3}, set-up {:.3}, solve {:.3}, verify {:.3}, write {:.3}",
             s.total(),
             s.mesh,
             s.assembly,
-            s.factor,
+            s.setup,
             s.solve,
             s.verify,
             s.write
+        )?;
+        writeln!(
+            f,
+            "  throughput          {:.2} MDof/s (unknowns × right-hand sides / solve seconds)",
+            (self.unknowns * nrhs) as f64 / s.solve.max(1e-12) / 1e6
         )?;
         write!(
             f,
@@ -92,21 +136,40 @@ fn available_memory() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// A generous estimate of the bytes a Cholesky solve of this size needs: element
-/// matrices, the CSR matrix and its assembly rows, and the sparse factor (nested-dissection
-/// fill: about 10 N log2 N entries in 2D, 10 N^{4/3} in 3D).
-fn cholesky_bytes(config: &RunConfig) -> f64 {
+/// A generous estimate of the bytes a run needs: assembly, the block of right-hand sides
+/// and solutions, and the solver (sparse Cholesky factor with nested-dissection fill of
+/// about 10 N log2 N entries in 2D and 10 N^{4/3} in 3D; PSC: Λ, Π, Π⁻¹ and the
+/// factorisation workspace, about four dense |E|×|E| f64 matrices, plus SᵀAS).
+fn estimated_bytes(config: &RunConfig) -> f64 {
     let m = &config.mesh;
     let unknowns = m.unknowns() as f64;
     let k = m.element.nodes_per_cell() as f64;
+    let nrhs = config.ks.len() as f64;
     let assembly =
         m.cells() as f64 * (k * k + k) * 8.0 + unknowns * 27.0 * 40.0 + m.nodes() as f64 * 80.0;
-    let factor_entries = if m.dim() == 2 {
-        10.0 * unknowns * unknowns.log2().max(1.0)
-    } else {
-        10.0 * unknowns.powf(4.0 / 3.0)
+    let block = nrhs * (unknowns * 8.0 * 6.0 + m.nodes() as f64 * 8.0 * 2.0);
+    let solver = match config.solver.method {
+        Method::Cholesky => {
+            let entries = if m.dim() == 2 {
+                10.0 * unknowns * unknowns.log2().max(1.0)
+            } else {
+                10.0 * unknowns.powf(4.0 / 3.0)
+            };
+            entries * 16.0
+        }
+        Method::PscM1 => {
+            let (n, n0) = (m.n as f64, m.coarse.map_or(1, |c| c.0) as f64);
+            let e = match m.element {
+                Element::P1 => (3.0 * n0 - 2.0) * (n - n0),
+                _ => 2.0 * (n0 - 1.0) * (n - n0),
+            };
+            let levels = m.coarse.map_or(1, |c| c.1) as f64;
+            4.0 * 8.0 * e * e
+                + unknowns * (40.0 * levels + 40.0) * 12.0
+                + nrhs * unknowns * 8.0 * 10.0
+        }
     };
-    assembly + factor_entries * 16.0
+    assembly + block + solver
 }
 
 fn describe(config: &RunConfig) -> String {
@@ -115,82 +178,172 @@ fn describe(config: &RunConfig) -> String {
         .coarse
         .map(|(n0, levels)| format!(", refined {levels}× from h0 = 1/{n0}"))
         .unwrap_or_default();
+    let s = &config.solver;
+    let refine = if s.method == Method::PscM1 && s.refine {
+        " inside f64 refinement (PSC-IR)"
+    } else {
+        ""
+    };
     format!(
-        "{} {} mesh, h = 1/{}{coarse}; u = sin({k}πx)·…; method {} ({})",
+        "{} {} mesh, h = 1/{}{coarse}; u = sin(kπx)·… for {} right-hand side(s); method {} in {}{refine}",
         m.element.name(),
         m.kind.name(),
         m.n,
-        config.method.name(),
-        config.precision,
-        k = config.k,
+        config.ks.len(),
+        s.method.name(),
+        s.precision,
     )
 }
 
-/// Runs the configured solve. The single solve runs on rank 0; other ranks have no work
-/// and return `None` (campaigns spread work over ranks).
+/// Runs the configured job. The block runs on rank 0; other ranks have no work and return
+/// `None` (campaigns spread work over ranks).
 pub fn run(config: &RunConfig, comm: &dyn Comm) -> Result<Option<JobSummary>> {
+    let method = config.solver.method;
     let backend = Backend::select(
         config.backend,
         &cuda::probe(),
-        config.method.name(),
-        config.method.has_cuda(),
+        method.name(),
+        method.has_cuda(),
         comm.local_rank(),
     )?;
     if !comm.is_root() {
-        log::info!("a single solve runs on rank 0; this rank has no work");
+        log::info!("a single run executes on rank 0; this rank has no work");
         return Ok(None);
     }
     log::info!("backend: {backend}");
-
-    let needed = match config.method {
-        Method::Cholesky => cholesky_bytes(config),
-    };
     if let Some(available) = available_memory() {
+        let needed = estimated_bytes(config);
         if needed > available as f64 {
             return Err(Error::InvalidInput(format!(
-                "this problem ({} unknowns) needs about {:.1} GiB of memory, but only {:.1} GiB are available; use a smaller mesh.n",
+                "this problem ({} unknowns × {} right-hand sides, method {}) needs about {:.1} GiB of memory, but only {:.1} GiB are available; use a smaller mesh.n, solver.nrhs{}",
                 config.mesh.unknowns(),
+                config.ks.len(),
+                method.name(),
                 needed / 2f64.powi(30),
-                available as f64 / 2f64.powi(30)
+                available as f64 / 2f64.powi(30),
+                if method == Method::PscM1 { " or a larger mesh.h0" } else { "" }
             )));
         }
     }
 
-    let manufactured = Manufactured::new(config.k, config.mesh.dim());
-    let summary = match config.mesh.kind {
+    let t = Instant::now();
+    match config.mesh.kind {
         MeshKind::UnitSquare => {
-            let t = Instant::now();
             let mesh = match config.mesh.coarse {
                 Some((n0, levels)) => unit_square_refined(n0, levels, config.mesh.element)?,
                 None => unit_square(config.mesh.n, config.mesh.element)?,
             };
-            solve_and_write(
-                config,
-                &mesh,
-                manufactured,
-                t.elapsed().as_secs_f64(),
-                &backend,
-            )?
+            solve_and_write(config, &mesh, t.elapsed().as_secs_f64(), &backend).map(Some)
         }
         MeshKind::UnitCube => {
-            let t = Instant::now();
             let mesh = unit_cube(config.mesh.n)?;
-            solve_and_write(
-                config,
-                &mesh,
-                manufactured,
-                t.elapsed().as_secs_f64(),
-                &backend,
-            )?
+            solve_and_write(config, &mesh, t.elapsed().as_secs_f64(), &backend).map(Some)
         }
+    }
+}
+
+/// The solver of a run, set up.
+enum BlockSolver {
+    Cholesky(CholeskySolver),
+    Psc64(M1<f64>),
+    Psc32(M1<f32>),
+    Psc16(M1<f16>),
+}
+
+/// Solves the column-major block `b` (N × nrhs): the solution block and, for PSC-IR, the
+/// refinement steps taken.
+fn psc_solve<S: Stored>(
+    m1: &M1<S>,
+    a: &Csr<f64>,
+    b: &[f64],
+    nrhs: usize,
+    refine: Option<RefineParams>,
+) -> Result<(Vec<f64>, Option<usize>)> {
+    match refine {
+        Some(params) => {
+            let mut x = vec![0.0; b.len()];
+            let info = m1.solve_refined(a, b, &mut x, &mut m1.refine_workspace(nrhs), params)?;
+            Ok((x, Some(info.iterations)))
+        }
+        None => {
+            let low: Vec<S::Compute> = b.iter().map(|&v| S::Compute::from_f64(v)).collect();
+            let mut x = low.clone();
+            m1.solve(&low, &mut x, &mut m1.workspace(nrhs))?;
+            Ok((x.iter().map(|v| v.to_f64()).collect(), None))
+        }
+    }
+}
+
+impl BlockSolver {
+    fn solve(
+        &self,
+        a: &Csr<f64>,
+        b: &[f64],
+        nrhs: usize,
+        refine: Option<RefineParams>,
+    ) -> Result<(Vec<f64>, Option<usize>)> {
+        match self {
+            BlockSolver::Cholesky(c) => {
+                let n = c.dim();
+                let mut x = faer::Mat::from_fn(n, nrhs, |i, j| b[i + j * n]);
+                c.solve_in_place(x.as_mut());
+                Ok((
+                    (0..nrhs)
+                        .flat_map(|j| x.col(j).iter().copied().collect::<Vec<_>>())
+                        .collect(),
+                    None,
+                ))
+            }
+            BlockSolver::Psc64(m) => psc_solve(m, a, b, nrhs, refine),
+            BlockSolver::Psc32(m) => psc_solve(m, a, b, nrhs, refine),
+            BlockSolver::Psc16(m) => psc_solve(m, a, b, nrhs, refine),
+        }
+    }
+}
+
+/// Sets up PSC (through the operator cache when enabled) and converts to the precision.
+fn psc_setup(config: &RunConfig) -> Result<(BlockSolver, String)> {
+    let (n0, levels) = config.mesh.coarse.expect("validated: psc-m1 has h0");
+    let element = config.mesh.element;
+    let (setup, note) = match &config.solver.cache_dir {
+        Some(dir) => {
+            let (setup, outcome) = OperatorCache::new(dir).load_or_build(element, n0, levels)?;
+            let note = match outcome {
+                CacheOutcome::Loaded(p) => {
+                    format!("loaded from the operator cache {}", p.display())
+                }
+                CacheOutcome::Built(p) => {
+                    format!("computed and saved to the operator cache {}", p.display())
+                }
+                CacheOutcome::Rebuilt { path, reason } => {
+                    format!("recomputed ({reason}) and saved to {}", path.display())
+                }
+            };
+            (setup, note)
+        }
+        None => (
+            PscSetup::new(element, n0, levels)?,
+            "computed (operator cache disabled)".to_string(),
+        ),
     };
-    Ok(Some(summary))
+    let note = format!(
+        "{note}; |C| = {}, |E| = {}, |I| = {}, {} group(s)",
+        setup.c_dofs.len(),
+        setup.e_dofs.len(),
+        setup.i_dofs.len(),
+        setup.groups.len()
+    );
+    let solver = match config.solver.precision {
+        Precision::F64 => BlockSolver::Psc64(M1::new(&setup)?),
+        Precision::F32 => BlockSolver::Psc32(M1::new(&setup)?),
+        Precision::F16 => BlockSolver::Psc16(M1::new(&setup)?),
+    };
+    Ok((solver, note))
 }
 
 fn solve_and_write<const D: usize>(
     config: &RunConfig,
     mesh: &Mesh<D>,
-    manufactured: Manufactured,
     mesh_seconds: f64,
     backend: &Backend,
 ) -> Result<JobSummary> {
@@ -198,108 +351,206 @@ fn solve_and_write<const D: usize>(
         mesh: mesh_seconds,
         ..Default::default()
     };
+    let nrhs = config.ks.len();
+    let exact: Vec<Manufactured> = config.ks.iter().map(|&k| Manufactured::new(k, D)).collect();
 
     let t = Instant::now();
-    let PoissonSystem { matrix, rhs, dofs } = assemble_poisson(mesh, |x| manufactured.f(x))?;
+    let sys = assemble_poisson(mesh, |_| 0.0)?;
+    let (matrix, dofs) = (sys.matrix, sys.dofs);
+    let loads: Vec<_> = exact.iter().map(|m| move |x: &[f64]| m.f(x)).collect();
+    let rhs = assemble_loads(mesh, &dofs, &loads);
+    let n = dofs.len();
     seconds.assembly = t.elapsed().as_secs_f64();
     log::info!(
-        "assembled {} unknowns, {} nonzeros in {:.3} s",
-        dofs.len(),
+        "assembled {n} unknowns, {} nonzeros, {nrhs} right-hand side(s) in {:.3} s",
         matrix.nnz(),
         seconds.assembly
     );
 
     let t = Instant::now();
-    let solver = match config.method {
-        Method::Cholesky => CholeskySolver::factor(&matrix)?,
+    let (solver, setup_note) = match config.solver.method {
+        Method::Cholesky => (
+            BlockSolver::Cholesky(CholeskySolver::factor(&matrix)?),
+            None,
+        ),
+        Method::PscM1 => {
+            let (solver, note) = psc_setup(config)?;
+            (solver, Some(note))
+        }
     };
-    seconds.factor = t.elapsed().as_secs_f64();
+    seconds.setup = t.elapsed().as_secs_f64();
+
     let t = Instant::now();
-    let u = solver.solve(&rhs);
+    let refine = config.solver.refine.then_some(RefineParams {
+        relative_tolerance: config.solver.tolerance,
+        max_iterations: config.solver.max_iterations,
+    });
+    let (u, refine_iterations) = solver.solve(&matrix, &rhs, nrhs, refine)?;
     seconds.solve = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    let mut residual = vec![0.0; rhs.len()];
-    cpu::residual(&matrix, &rhs, &u, &mut residual);
-    let relative_residual = cpu::nrm2(&residual) / cpu::nrm2(&rhs);
-    let exact = |x: &[f64]| manufactured.u(x);
-    let l2 = l2_error(mesh, &dofs, &u, exact);
-    let nodal = nodal_l2_error(mesh, &dofs, &u, exact);
+    let mut residual = vec![0.0; n];
+    let columns: Vec<ColumnReport> = (0..nrhs)
+        .map(|c| {
+            let (b, x) = (&rhs[c * n..(c + 1) * n], &u[c * n..(c + 1) * n]);
+            cpu::residual(&matrix, b, x, &mut residual);
+            let m = exact[c];
+            let l2 = l2_error(mesh, &dofs, x, |p| m.u(p));
+            ColumnReport {
+                k: config.ks[c],
+                l2_error: l2,
+                relative_l2_error: l2 / m.l2_norm(),
+                nodal_l2_error: nodal_l2_error(mesh, &dofs, x, |p| m.u(p)),
+                relative_residual: cpu::nrm2(&residual) / cpu::nrm2(b),
+            }
+        })
+        .collect();
     seconds.verify = t.elapsed().as_secs_f64();
-    if !relative_residual.is_finite() || !l2.is_finite() {
+    if let Some((c, r)) = columns
+        .iter()
+        .enumerate()
+        .find(|(_, r)| !(r.relative_residual.is_finite() && r.l2_error.is_finite()))
+    {
         return Err(Error::Solver(format!(
-            "the solution is not finite (relative residual {relative_residual}, L2 error {l2})"
+            "the solution of right-hand side {c} is not finite (relative residual {}, L2 error {})",
+            r.relative_residual, r.l2_error
         )));
     }
 
     let t = Instant::now();
-    let writer = h5::H5Writer::create(&config.output)?;
-    let root = writer.root();
-    h5::write_provenance(root, Some(&config.source))?;
-    let mesh_group = root.create_group("mesh").map_err(|e| Error::Hdf5 {
-        path: config.output.clone(),
-        message: format!("creating group mesh: {e}"),
-    })?;
-    h5::write_mesh(&mesh_group, mesh)?;
-    let solution = root.create_group("solution").map_err(|e| Error::Hdf5 {
-        path: config.output.clone(),
-        message: format!("creating group solution: {e}"),
-    })?;
-    h5::write_vector(&solution, "u", &dofs.to_nodal(&u))?;
-    let exact_nodal: Vec<f64> = mesh.coords.iter().map(|x| exact(x)).collect();
-    h5::write_vector(&solution, "exact", &exact_nodal)?;
-    h5::write_vector(&solution, "node_of_unknown", &dofs.node_of_dof)?;
-    h5::write_scalar_attr(&solution, "k", config.k)?;
-    h5::write_str_attr(&solution, "method", config.method.name())?;
-    h5::write_str_attr(&solution, "precision", config.precision.name())?;
-    h5::write_str_attr(&solution, "backend", &backend.to_string())?;
-    h5::write_scalar_attr(&solution, "l2_error", l2)?;
-    h5::write_scalar_attr(&solution, "relative_l2_error", l2 / manufactured.l2_norm())?;
-    h5::write_scalar_attr(&solution, "nodal_l2_error", nodal)?;
-    h5::write_scalar_attr(&solution, "relative_residual", relative_residual)?;
-    h5::write_scalar_attr(&solution, "unknowns", dofs.len() as u64)?;
-    h5::write_scalar_attr(&solution, "nonzeros", matrix.nnz() as u64)?;
-    for (name, value) in [
-        ("mesh_seconds", seconds.mesh),
-        ("assembly_seconds", seconds.assembly),
-        ("factor_seconds", seconds.factor),
-        ("solve_seconds", seconds.solve),
-        ("verify_seconds", seconds.verify),
-    ] {
-        h5::write_scalar_attr(&solution, name, value)?;
-    }
-    drop(mesh_group);
-    drop(solution);
-    let output = writer.commit()?;
-    let xdmf = xdmf::write_sidecar(
-        &output,
-        mesh.element,
-        mesh.num_nodes(),
-        mesh.num_cells(),
-        &[
-            xdmf::NodalField {
-                name: "u",
-                dataset: "/solution/u",
-            },
-            xdmf::NodalField {
-                name: "exact",
-                dataset: "/solution/exact",
-            },
-        ],
+    let (output, xdmf) = write_output(
+        config,
+        mesh,
+        &dofs.to_nodal_block(&u),
+        &exact,
+        &columns,
+        &seconds,
+        backend,
+        matrix.nnz(),
+        refine_iterations,
     )?;
     seconds.write = t.elapsed().as_secs_f64();
 
     Ok(JobSummary {
         description: describe(config),
         backend: backend.to_string(),
-        unknowns: dofs.len(),
+        unknowns: n,
         nonzeros: matrix.nnz(),
-        l2_error: l2,
-        relative_l2_error: l2 / manufactured.l2_norm(),
-        nodal_l2_error: nodal,
-        relative_residual,
+        columns,
+        setup_note,
+        refine_iterations,
         seconds,
         output,
         xdmf,
     })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_output<const D: usize>(
+    config: &RunConfig,
+    mesh: &Mesh<D>,
+    nodal: &[f64],
+    exact: &[Manufactured],
+    columns: &[ColumnReport],
+    seconds: &StageSeconds,
+    backend: &Backend,
+    nonzeros: usize,
+    refine_iterations: Option<usize>,
+) -> Result<(PathBuf, PathBuf)> {
+    let nodes = mesh.num_nodes();
+    let nrhs = columns.len();
+    let hdf5_error = |what: &str| {
+        let what = what.to_string();
+        move |e: hdf5::Error| Error::Hdf5 {
+            path: config.output.clone(),
+            message: format!("{what}: {e}"),
+        }
+    };
+    let writer = h5::H5Writer::create(&config.output)?;
+    let root = writer.root();
+    h5::write_provenance(root, Some(&config.source))?;
+    {
+        let mesh_group = root
+            .create_group("mesh")
+            .map_err(hdf5_error("creating group mesh"))?;
+        h5::write_mesh(&mesh_group, mesh)?;
+        let solution = root
+            .create_group("solution")
+            .map_err(hdf5_error("creating group solution"))?;
+        h5::write_dense(&solution, "u", nodes, nrhs, nodal)?;
+        let exact_nodal: Vec<f64> = exact
+            .iter()
+            .flat_map(|m| mesh.coords.iter().map(move |x| m.u(x)))
+            .collect();
+        h5::write_dense(&solution, "exact", nodes, nrhs, &exact_nodal)?;
+        h5::write_vector(
+            &solution,
+            "k",
+            &columns.iter().map(|c| c.k).collect::<Vec<_>>(),
+        )?;
+        h5::write_vector(
+            &solution,
+            "l2_error",
+            &columns.iter().map(|c| c.l2_error).collect::<Vec<_>>(),
+        )?;
+        h5::write_vector(
+            &solution,
+            "relative_l2_error",
+            &columns
+                .iter()
+                .map(|c| c.relative_l2_error)
+                .collect::<Vec<_>>(),
+        )?;
+        h5::write_vector(
+            &solution,
+            "nodal_l2_error",
+            &columns.iter().map(|c| c.nodal_l2_error).collect::<Vec<_>>(),
+        )?;
+        h5::write_vector(
+            &solution,
+            "relative_residual",
+            &columns
+                .iter()
+                .map(|c| c.relative_residual)
+                .collect::<Vec<_>>(),
+        )?;
+        h5::write_str_attr(&solution, "method", config.solver.method.name())?;
+        h5::write_str_attr(&solution, "precision", config.solver.precision.name())?;
+        h5::write_str_attr(&solution, "backend", &backend.to_string())?;
+        h5::write_scalar_attr(
+            &solution,
+            "refine_iterations",
+            refine_iterations.map_or(-1, |i| i as i64),
+        )?;
+        h5::write_scalar_attr(&solution, "unknowns", mesh.num_interior() as u64)?;
+        h5::write_scalar_attr(&solution, "nonzeros", nonzeros as u64)?;
+        for (name, value) in [
+            ("mesh_seconds", seconds.mesh),
+            ("assembly_seconds", seconds.assembly),
+            ("setup_seconds", seconds.setup),
+            ("solve_seconds", seconds.solve),
+            ("verify_seconds", seconds.verify),
+        ] {
+            h5::write_scalar_attr(&solution, name, value)?;
+        }
+    }
+    let output = writer.commit()?;
+    let names: Vec<(String, usize)> = (0..nrhs)
+        .flat_map(|c| [(format!("u_{c}"), c), (format!("exact_{c}"), c)])
+        .collect();
+    let fields: Vec<xdmf::NodalField<'_>> = names
+        .iter()
+        .map(|(name, c)| xdmf::NodalField {
+            name,
+            dataset: if name.starts_with('u') {
+                "/solution/u"
+            } else {
+                "/solution/exact"
+            },
+            column: *c,
+            columns: nrhs,
+        })
+        .collect();
+    let xdmf = xdmf::write_sidecar(&output, mesh.element, nodes, mesh.num_cells(), &fields)?;
+    Ok((output, xdmf))
 }

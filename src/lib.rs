@@ -12,6 +12,7 @@
 //! - [`job`]: one configured solve, verified and written
 
 pub mod backend;
+pub mod bench;
 pub mod comm;
 pub mod config;
 pub mod error;

@@ -7,9 +7,13 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use tensorfem::backend::cuda;
+use tensorfem::bench::{self, PscBenchParams, PscBenchResult};
 use tensorfem::comm::{hostname, Comm, MpiComm};
 use tensorfem::config;
 use tensorfem::io::h5::{GIT_REVISION, VERSION};
+use tensorfem::mesh::Element;
+use tensorfem::precision::Precision;
+use tensorfem::psc::{PscInfo, PscSetup};
 use tensorfem::{job, Error};
 
 #[derive(Parser)]
@@ -36,6 +40,87 @@ enum Command {
     },
     /// Print the version and the backends found: CPU cores, CUDA driver and devices, MPI.
     Info,
+    /// PSC figures of SPEC §2.6 for the unit square: |C|, |E|, |I|, κ(C_i), κ(Π), storage
+    /// of C_i⁻¹ and Π⁻¹ relative to the FEM matrix (and whole-matrix κ with --whole).
+    PscInfo {
+        /// Cells per direction of the fine mesh (h = 1/n).
+        #[arg(long)]
+        n: usize,
+        /// Cells per direction of the coarse mesh (h0 = 1/n0); n = n0·2^j.
+        #[arg(long)]
+        n0: usize,
+        #[arg(long, value_enum, default_value_t = ElementArg::Q1)]
+        element: ElementArg,
+        /// Also the spectral condition numbers of A, SᵀAS and the prehandled matrix (Lanczos).
+        #[arg(long)]
+        whole: bool,
+        /// Print one JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Benchmarks: measure, print a table (or JSON with --json).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// This machine's ceilings: triad bandwidth and GEMM peak in f64, f32 and f16.
+    Machine {
+        #[arg(long)]
+        json: bool,
+    },
+    /// PSC-M1 on a block of right-hand sides: set-up and solve time, MDof/s, GFLOP/s and
+    /// fractions of the machine's ceilings measured in the same run, accuracy.
+    Psc {
+        #[arg(long)]
+        n: usize,
+        #[arg(long)]
+        n0: usize,
+        #[arg(long, default_value_t = 1)]
+        nrhs: usize,
+        #[arg(long, value_enum, default_value_t = PrecisionArg::F32)]
+        precision: PrecisionArg,
+        #[arg(long, value_enum, default_value_t = ElementArg::Q1)]
+        element: ElementArg,
+        /// Load (or fill) the operator cache here instead of timing a fresh set-up.
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ElementArg {
+    Q1,
+    P1,
+}
+
+impl ElementArg {
+    fn element(self) -> Element {
+        match self {
+            ElementArg::Q1 => Element::Q1,
+            ElementArg::P1 => Element::P1,
+        }
+    }
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum PrecisionArg {
+    F16,
+    F32,
+    F64,
+}
+
+impl PrecisionArg {
+    fn precision(self) -> Precision {
+        match self {
+            PrecisionArg::F16 => Precision::F16,
+            PrecisionArg::F32 => Precision::F32,
+            PrecisionArg::F64 => Precision::F64,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -56,6 +141,36 @@ fn main() -> ExitCode {
             info(&comm);
             Ok(())
         }
+        // Single-process tools: under mpirun, rank 0 alone runs them.
+        _ if !comm.is_root() => Ok(()),
+        Command::PscInfo {
+            n,
+            n0,
+            element,
+            whole,
+            json,
+        } => psc_info(n, n0, element.element(), whole, json),
+        Command::Bench(BenchCommand::Machine { json }) => {
+            bench_machine(json);
+            Ok(())
+        }
+        Command::Bench(BenchCommand::Psc {
+            n,
+            n0,
+            nrhs,
+            precision,
+            element,
+            cache_dir,
+            json,
+        }) => bench::bench_psc(&PscBenchParams {
+            element: element.element(),
+            n,
+            n0,
+            nrhs,
+            precision: precision.precision(),
+            cache_dir,
+        })
+        .map(|r| print_psc_bench(&r, json)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -121,6 +236,127 @@ fn info(comm: &dyn Comm) {
             let _ = writeln!(out, "       {l}");
         }
     }
+}
+
+fn psc_info(
+    n: usize,
+    n0: usize,
+    element: Element,
+    whole: bool,
+    json: bool,
+) -> tensorfem::Result<()> {
+    let ratio = n / n0.max(1);
+    if n0 < 2 || n % n0 != 0 || !ratio.is_power_of_two() || ratio < 2 {
+        return Err(Error::InvalidInput(format!(
+            "--n {n} --n0 {n0}: need n = n0·2^j with n0 ≥ 2 and j ≥ 1"
+        )));
+    }
+    let setup = PscSetup::new(element, n0, ratio.trailing_zeros() as usize)?;
+    let info = PscInfo::compute(&setup, whole)?;
+    if json {
+        let mut object = serde_json::json!({
+            "n": info.n, "n0": info.n0, "element": info.element,
+            "C": info.c, "E": info.e, "I": info.i, "groups": info.groups,
+            "kappa_Ci": info.kappa_ci, "kappa_Pi": info.kappa_pi,
+            "nnz_Ci_inv_over_fem": info.nnz_ci_inv_over_fem,
+            "nnz_Pi_inv_over_fem": info.nnz_pi_inv_over_fem,
+        });
+        if let Some(w) = info.whole {
+            object["kappa_A"] = w.kappa_a.into();
+            object["kappa_hb"] = w.kappa_hb.into();
+            object["kappa_prehandled"] = w.kappa_prehandled.into();
+        }
+        println!("{object}");
+    } else {
+        println!(
+            "PSC on the unit square, {}, h = 1/{}, h0 = 1/{}",
+            info.element, info.n, info.n0
+        );
+        println!(
+            "  |C| = {}, |E| = {}, |I| = {}, {} group(s) of identical macro elements",
+            info.c, info.e, info.i, info.groups
+        );
+        println!("  κ(C_i) (max over groups)      {:.1}", info.kappa_ci);
+        println!("  κ(Π)                          {:.1}", info.kappa_pi);
+        println!(
+            "  NNZ(C_i⁻¹)/NNZ_FEM (summed)   {:.3}",
+            info.nnz_ci_inv_over_fem
+        );
+        println!(
+            "  NNZ(Π⁻¹)/NNZ_FEM              {:.2}",
+            info.nnz_pi_inv_over_fem
+        );
+        if let Some(w) = info.whole {
+            println!(
+                "  κ(A), κ(SᵀAS), κ(prehandled)  {:.0}, {:.1}, {:.1}",
+                w.kappa_a, w.kappa_hb, w.kappa_prehandled
+            );
+        }
+    }
+    Ok(())
+}
+
+fn bench_machine(json: bool) {
+    let m = bench::measure_machine();
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&m).expect("plain numbers serialise")
+        );
+    } else {
+        println!("machine ceilings ({} threads)", m.threads);
+        println!("  triad bandwidth       {:8.1} GB/s", m.triad_gbs);
+        println!("  GEMM f64              {:8.1} GFLOP/s", m.gemm_gflops_f64);
+        println!("  GEMM f32              {:8.1} GFLOP/s", m.gemm_gflops_f32);
+        println!(
+            "  GEMM f16 operands     {:8.1} GFLOP/s (f32 arithmetic)",
+            m.gemm_gflops_f16
+        );
+    }
+}
+
+fn print_psc_bench(r: &PscBenchResult, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(r).expect("plain numbers serialise")
+        );
+        return;
+    }
+    println!(
+        "PSC-M1 {} h = 1/{}, h0 = 1/{}, {} right-hand side(s), {}",
+        r.element, r.n, r.n0, r.nrhs, r.precision
+    );
+    let source = if r.setup_from_cache {
+        "loaded from cache"
+    } else {
+        "computed"
+    };
+    println!("  set-up            {:.3} s ({source})", r.setup_seconds);
+    println!(
+        "  solve             {:.4} s best, {:.4} s median",
+        r.solve_seconds, r.solve_seconds_median
+    );
+    println!("  throughput        {:.2} MDof/s", r.mdofs);
+    println!(
+        "  GFLOP/s           {:.1} by the SPEC §2.5 formula, {:.1} counted",
+        r.gflops, r.gflops_counted
+    );
+    println!(
+        "  GEMM peak         {:.1} GFLOP/s measured: {:.0}% of it",
+        r.gemm_peak_gflops,
+        100.0 * r.gemm_peak_fraction
+    );
+    println!(
+        "  operator reads    {:.1} GB/s: {:.0}% of the {:.1} GB/s triad",
+        r.operator_gbs,
+        100.0 * r.triad_fraction,
+        r.triad_gbs
+    );
+    println!(
+        "  accuracy          relative residual {:.2e} (f64), relative L2 error {:.2e}",
+        r.relative_residual, r.l2_error
+    );
 }
 
 /// Log lines carry the rank when there are several.

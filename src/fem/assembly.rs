@@ -50,6 +50,14 @@ impl Dofs {
         self.node_of_dof.is_empty()
     }
 
+    /// Nodal block (nodes × columns, column-major) from a block of unknowns, Dirichlet
+    /// values (zero) filled in.
+    pub fn to_nodal_block(&self, u: &[f64]) -> Vec<f64> {
+        u.chunks(self.len().max(1))
+            .flat_map(|column| self.to_nodal(column))
+            .collect()
+    }
+
     /// Nodal vector from unknowns, with the (homogeneous) Dirichlet values filled in.
     pub fn to_nodal(&self, u: &[f64]) -> Vec<f64> {
         assert_eq!(
@@ -72,10 +80,12 @@ pub struct PoissonSystem {
     pub dofs: Dofs,
 }
 
-/// Element stiffness matrices (row-major, k×k per cell) and load vectors (k per cell).
+/// Element load vectors (k per cell) and, when `with_stiffness`, element stiffness
+/// matrices (row-major, k×k per cell; empty otherwise).
 fn element_systems<const D: usize>(
     mesh: &Mesh<D>,
     f: &(impl Fn(&[f64]) -> f64 + Sync),
+    with_stiffness: bool,
 ) -> (Vec<f64>, Vec<f64>) {
     let element = mesh.element;
     let (k, dim) = (element.nodes_per_cell(), element.dim());
@@ -90,33 +100,30 @@ fn element_systems<const D: usize>(
             &mut ref_grads[q * k * dim..(q + 1) * k * dim],
         );
     }
-    let ncells = mesh.num_cells();
-    let mut stiffness = vec![0.0; ncells * k * k];
-    let mut load = vec![0.0; ncells * k];
-    stiffness
-        .par_chunks_mut(k * k)
-        .zip(load.par_chunks_mut(k))
-        .enumerate()
-        .for_each(|(c, (ke, fe))| {
-            let mut x = [0.0; 24];
-            for (a, &node) in mesh.cell(c).iter().enumerate() {
-                x[a * dim..(a + 1) * dim].copy_from_slice(&mesh.coords[node as usize]);
-            }
-            let mut grad = [0.0; 24];
-            for q in 0..rule.len() {
-                let dn = &ref_grads[q * k * dim..(q + 1) * k * dim];
-                let det = physical_gradients(dim, k, &x, dn, &mut grad);
-                let w = rule.weights[q] * det;
-                let n = &shapes[q * k..(q + 1) * k];
-                let mut xq = [0.0; 3];
-                for a in 0..k {
-                    for d in 0..dim {
-                        xq[d] += n[a] * x[a * dim + d];
-                    }
+    // Integrates one cell: its load vector, and its stiffness matrix when asked for.
+    let cell_system = |c: usize, fe: &mut [f64], mut ke: Option<&mut [f64]>| {
+        let mut x = [0.0; 24];
+        for (a, &node) in mesh.cell(c).iter().enumerate() {
+            x[a * dim..(a + 1) * dim].copy_from_slice(&mesh.coords[node as usize]);
+        }
+        let mut grad = [0.0; 24];
+        for q in 0..rule.len() {
+            let dn = &ref_grads[q * k * dim..(q + 1) * k * dim];
+            let det = physical_gradients(dim, k, &x, dn, &mut grad);
+            let w = rule.weights[q] * det;
+            let n = &shapes[q * k..(q + 1) * k];
+            let mut xq = [0.0; 3];
+            for a in 0..k {
+                for d in 0..dim {
+                    xq[d] += n[a] * x[a * dim + d];
                 }
-                let fq = f(&xq[..dim]);
+            }
+            let fq = f(&xq[..dim]);
+            for a in 0..k {
+                fe[a] += w * fq * n[a];
+            }
+            if let Some(ke) = ke.as_deref_mut() {
                 for a in 0..k {
-                    fe[a] += w * fq * n[a];
                     for b in 0..k {
                         let g: f64 = (0..dim)
                             .map(|d| grad[a * dim + d] * grad[b * dim + d])
@@ -125,7 +132,23 @@ fn element_systems<const D: usize>(
                     }
                 }
             }
-        });
+        }
+    };
+    let ncells = mesh.num_cells();
+    let mut load = vec![0.0; ncells * k];
+    let mut stiffness = Vec::new();
+    if with_stiffness {
+        stiffness = vec![0.0; ncells * k * k];
+        stiffness
+            .par_chunks_mut(k * k)
+            .zip(load.par_chunks_mut(k))
+            .enumerate()
+            .for_each(|(c, (ke, fe))| cell_system(c, fe, Some(ke)));
+    } else {
+        load.par_chunks_mut(k)
+            .enumerate()
+            .for_each(|(c, fe)| cell_system(c, fe, None));
+    }
     (stiffness, load)
 }
 
@@ -164,7 +187,7 @@ pub fn assemble_poisson<const D: usize>(
     }
     let k = mesh.element.nodes_per_cell();
     let dofs = Dofs::from_boundary(&mesh.on_boundary);
-    let (stiffness, load) = element_systems(mesh, &f);
+    let (stiffness, load) = element_systems(mesh, &f, true);
     let (start, slots) = node_incidence(mesh);
 
     let rows: Vec<(Vec<u32>, Vec<f64>, f64)> = dofs
@@ -217,6 +240,32 @@ pub fn assemble_poisson<const D: usize>(
     let n = dofs.len();
     let matrix = Csr::new(n, n, row_ptr, col_idx, values)?;
     Ok(PoissonSystem { matrix, rhs, dofs })
+}
+
+/// Load vectors of several right-hand sides on the unknowns of `dofs`, as a column-major
+/// block (one column per function), identical to the loads [`assemble_poisson`] gives.
+pub fn assemble_loads<const D: usize, F: Fn(&[f64]) -> f64 + Sync>(
+    mesh: &Mesh<D>,
+    dofs: &Dofs,
+    fs: &[F],
+) -> Vec<f64> {
+    let k = mesh.element.nodes_per_cell();
+    let (start, slots) = node_incidence(mesh);
+    let mut block = vec![0.0; dofs.len() * fs.len()];
+    for (f, column) in fs.iter().zip(block.chunks_mut(dofs.len().max(1))) {
+        let (_, load) = element_systems(mesh, f, false);
+        column
+            .par_iter_mut()
+            .zip(&dofs.node_of_dof)
+            .for_each(|(b, &node)| {
+                *b = slots[start[node as usize]..start[node as usize + 1]]
+                    .iter()
+                    .fold(0.0, |sum, &slot| {
+                        sum + load[(slot as usize / k) * k + slot as usize % k]
+                    });
+            });
+    }
+    block
 }
 
 #[cfg(test)]
@@ -295,6 +344,21 @@ mod tests {
                 "offsets {off}: {v} vs {expected}"
             );
         }
+    }
+
+    #[test]
+    fn loads_match_the_full_assembly() {
+        let mesh = unit_square(12, Element::P1).unwrap();
+        let f1 = |x: &[f64]| x[0] * x[1].sin();
+        let f2 = |x: &[f64]| 1.0 + x[1];
+        let block = assemble_loads(
+            &mesh,
+            &Dofs::from_boundary(&mesh.on_boundary),
+            &[&f1 as &(dyn Fn(&[f64]) -> f64 + Sync), &f2],
+        );
+        let n = (12 - 1) * (12 - 1);
+        assert_eq!(block[..n], assemble_poisson(&mesh, f1).unwrap().rhs[..]);
+        assert_eq!(block[n..], assemble_poisson(&mesh, f2).unwrap().rhs[..]);
     }
 
     /// The load of f = 1 sums to the area of the interior nodes' supports.

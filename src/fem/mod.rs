@@ -8,7 +8,7 @@ mod error_norms;
 mod manufactured;
 mod quadrature;
 
-pub use assembly::{assemble_poisson, Dofs, PoissonSystem};
+pub use assembly::{assemble_loads, assemble_poisson, Dofs, PoissonSystem};
 pub use error_norms::{l2_error, nodal_l2_error};
 pub use manufactured::Manufactured;
 pub use quadrature::QuadratureRule;

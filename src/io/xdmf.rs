@@ -7,11 +7,14 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::mesh::Element;
 
-/// A nodal field stored in the HDF5 file: a 1-D dataset of `f64` (one value per node).
+/// A nodal field stored in the HDF5 file: column `column` of a `[columns, nodes]` f64
+/// dataset (a block of nodal vectors as written by `h5::write_dense`).
 pub struct NodalField<'a> {
     pub name: &'a str,
     /// Dataset path inside the HDF5 file, e.g. "/solution/u".
     pub dataset: &'a str,
+    pub column: usize,
+    pub columns: usize,
 }
 
 /// Writes `<h5 stem>.xdmf` next to `h5_path` for a mesh stored under `/mesh` (docs/hdf5.md).
@@ -43,9 +46,10 @@ pub fn write_sidecar(
         "   <Geometry GeometryType=\"{geometry}\">\n    <DataItem Dimensions=\"{num_nodes} {dim}\" NumberType=\"Float\" Precision=\"8\" Format=\"HDF\">{h5_name}:/mesh/coordinates</DataItem>\n   </Geometry>\n"
     ));
     for field in fields {
+        // A hyperslab picks row `column` of the [columns, nodes] dataset.
         xml.push_str(&format!(
-            "   <Attribute Name=\"{}\" AttributeType=\"Scalar\" Center=\"Node\">\n    <DataItem Dimensions=\"{num_nodes}\" NumberType=\"Float\" Precision=\"8\" Format=\"HDF\">{h5_name}:{}</DataItem>\n   </Attribute>\n",
-            field.name, field.dataset
+            "   <Attribute Name=\"{}\" AttributeType=\"Scalar\" Center=\"Node\">\n    <DataItem ItemType=\"HyperSlab\" Dimensions=\"1 {num_nodes}\" Type=\"HyperSlab\">\n     <DataItem Dimensions=\"3 2\" Format=\"XML\">{} 0 1 1 1 {num_nodes}</DataItem>\n     <DataItem Dimensions=\"{} {num_nodes}\" NumberType=\"Float\" Precision=\"8\" Format=\"HDF\">{h5_name}:{}</DataItem>\n    </DataItem>\n   </Attribute>\n",
+            field.name, field.column, field.columns, field.dataset
         ));
     }
     xml.push_str("  </Grid>\n </Domain>\n</Xdmf>\n");

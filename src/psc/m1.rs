@@ -9,6 +9,7 @@
 //! precision. The workspace is allocated once per block width: the apply allocates nothing.
 
 use num_traits::{One, Zero};
+use rayon::prelude::*;
 
 use super::PscSetup;
 use crate::backend::cpu::{self, Operand};
@@ -61,16 +62,37 @@ pub struct M1Workspace<S: Stored> {
     i_low2: Vec<S>,
 }
 
+/// Entries per rayon task in the element-wise passes between GEMMs.
+const CHUNK: usize = 1 << 14;
+
 fn to_storage<S: Stored>(src: &[S::Compute], dst: &mut [S]) {
-    dst.iter_mut()
-        .zip(src)
-        .for_each(|(d, &s)| *d = S::from_compute(s));
+    dst.par_chunks_mut(CHUNK)
+        .zip(src.par_chunks(CHUNK))
+        .for_each(|(d, s)| {
+            d.iter_mut()
+                .zip(s)
+                .for_each(|(d, &s)| *d = S::from_compute(s));
+        });
 }
 
 fn to_compute<S: Stored>(src: &[S], dst: &mut [S::Compute]) {
-    dst.iter_mut()
-        .zip(src)
-        .for_each(|(d, &s)| *d = s.to_compute());
+    dst.par_chunks_mut(CHUNK)
+        .zip(src.par_chunks(CHUNK))
+        .for_each(|(d, s)| {
+            d.iter_mut().zip(s).for_each(|(d, &s)| *d = s.to_compute());
+        });
+}
+
+/// out = a − b − out (b widened), element-wise in parallel.
+fn minus_minus<S: Stored>(a: &[S::Compute], b: &[S], out: &mut [S::Compute]) {
+    out.par_chunks_mut(CHUNK)
+        .zip(a.par_chunks(CHUNK))
+        .zip(b.par_chunks(CHUNK))
+        .for_each(|((o, a), b)| {
+            for ((o, &a), &b) in o.iter_mut().zip(a).zip(b) {
+                *o = a - b.to_compute() - *o;
+            }
+        });
 }
 
 /// Converts a dense f64 operator to S. Entries below S's resolution relative to the
@@ -247,41 +269,45 @@ impl<S: Stored> M1<S> {
         // b̃ = Sᵀ b, then L⁻¹ into the C/E/I numbering.
         ws.nodal.copy_from_slice(b);
         self.hb.apply_transpose(&mut ws.nodal);
-        for c in 0..k {
-            let col = &ws.nodal[c * n..(c + 1) * n];
-            for (kk, out) in ws.bc[c * nc..(c + 1) * nc].iter_mut().enumerate() {
-                let mut s = zero;
-                for (l, &d) in self.c_dofs.iter().enumerate().take(kk + 1) {
-                    s = s + self.l_c_inv[kk + l * nc] * col[d as usize];
+        ws.nodal
+            .par_chunks(n)
+            .zip(ws.bc.par_chunks_mut(nc.max(1)))
+            .zip(ws.be.par_chunks_mut(ne))
+            .zip(ws.bi.par_chunks_mut(ni))
+            .zip(ws.column_scale.par_iter_mut())
+            .for_each(|((((col, bc), be), bi), column_scale)| {
+                for (kk, out) in bc.iter_mut().enumerate().take(nc) {
+                    let mut s = zero;
+                    for (l, &d) in self.c_dofs.iter().enumerate().take(kk + 1) {
+                        s = s + self.l_c_inv[kk + l * nc] * col[d as usize];
+                    }
+                    *out = s;
                 }
-                *out = s;
-            }
-            for (e, out) in ws.be[c * ne..(c + 1) * ne].iter_mut().enumerate() {
-                *out = col[self.e_dofs[e] as usize] * self.scale_e[e];
-            }
-            for (i, out) in ws.bi[c * ni..(c + 1) * ni].iter_mut().enumerate() {
-                *out = col[self.i_dofs[i] as usize] * self.scale_i[i];
-            }
-            // Scale each column to max-norm 1, so f16 operands stay in range.
-            let max = [
-                &ws.bc[c * nc..(c + 1) * nc],
-                &ws.be[c * ne..(c + 1) * ne],
-                &ws.bi[c * ni..(c + 1) * ni],
-            ]
-            .iter()
-            .flat_map(|s| s.iter())
-            .fold(zero, |m, v| m.max(v.abs()));
-            let scale = if max > zero { max } else { S::Compute::one() };
-            ws.column_scale[c] = scale;
-            let inv = S::Compute::one() / scale;
-            for v in ws.bc[c * nc..(c + 1) * nc]
-                .iter_mut()
-                .chain(&mut ws.be[c * ne..(c + 1) * ne])
-                .chain(&mut ws.bi[c * ni..(c + 1) * ni])
-            {
-                *v = *v * inv;
-            }
-        }
+                for ((out, &d), &scale) in be.iter_mut().zip(&self.e_dofs).zip(&self.scale_e) {
+                    *out = col[d as usize] * scale;
+                }
+                for ((out, &d), &scale) in bi.iter_mut().zip(&self.i_dofs).zip(&self.scale_i) {
+                    *out = col[d as usize] * scale;
+                }
+                // Scale each column to max-norm 1, so f16 operands stay in range.
+                let max = bc
+                    .iter()
+                    .take(nc)
+                    .chain(be.iter())
+                    .chain(bi.iter())
+                    .fold(zero, |m, v| m.max(v.abs()));
+                let scale = if max > zero { max } else { S::Compute::one() };
+                *column_scale = scale;
+                let inv = S::Compute::one() / scale;
+                for v in bc
+                    .iter_mut()
+                    .take(nc)
+                    .chain(be.iter_mut())
+                    .chain(bi.iter_mut())
+                {
+                    *v = *v * inv;
+                }
+            });
 
         // t_I = C⁻¹ b_I; r_E = b_E − Bᵀ b_C − D t_I.
         to_storage(&ws.bi, &mut ws.i_low);
@@ -302,9 +328,7 @@ impl<S: Stored> M1<S> {
             Operand::transposed(&self.b, nc),
             Operand::col_major(&ws.c_low, nc),
         );
-        for ((t, &bt), &be) in ws.te.iter_mut().zip(&ws.e_low).zip(&ws.be) {
-            *t = be - bt.to_compute() - *t;
-        }
+        minus_minus(&ws.be, &ws.e_low, &mut ws.te);
 
         // x_E = Π⁻¹ r_E.
         to_storage(&ws.te, &mut ws.e_low2);
@@ -330,7 +354,7 @@ impl<S: Stored> M1<S> {
             Operand::col_major(&ws.e_low, ne),
         );
         for (bc, &t) in ws.bc.iter_mut().zip(&ws.c_low) {
-            *bc = *bc - t.to_compute();
+            *bc = *bc - t.to_compute(); // |C| × Nrhs: small
         }
 
         // x_I = C⁻¹ (b_I − Dᵀ x_E) (into ti).
@@ -339,32 +363,38 @@ impl<S: Stored> M1<S> {
             faer::MatRef::from_column_major_slice(&ws.te, ne, k),
             faer::MatMut::from_column_major_slice_mut(&mut ws.ti, ni, k),
         );
-        for (t, &bi) in ws.ti.iter_mut().zip(&ws.bi) {
-            *t = bi - *t;
-        }
+        ws.ti
+            .par_chunks_mut(CHUNK)
+            .zip(ws.bi.par_chunks(CHUNK))
+            .for_each(|(t, b)| {
+                t.iter_mut().zip(b).for_each(|(t, &b)| *t = b - *t);
+            });
         to_storage(&ws.ti, &mut ws.i_low);
         self.apply_c_inv(k, &ws.i_low, &mut ws.i_low2);
         to_compute(&ws.i_low2, &mut ws.ti);
 
         // L⁻ᵀ back to the lexicographic numbering, then S, and undo the column scaling.
-        for c in 0..k {
-            let scale = ws.column_scale[c];
-            let col = &mut ws.nodal[c * n..(c + 1) * n];
-            let xc = &ws.bc[c * nc..(c + 1) * nc];
-            for (l, &d) in self.c_dofs.iter().enumerate() {
-                let mut s = zero;
-                for (kk, &v) in xc.iter().enumerate().skip(l) {
-                    s = s + self.l_c_inv[kk + l * nc] * v;
+        ws.nodal
+            .par_chunks_mut(n)
+            .zip(ws.bc.par_chunks(nc.max(1)))
+            .zip(ws.te.par_chunks(ne))
+            .zip(ws.ti.par_chunks(ni))
+            .zip(ws.column_scale.par_iter())
+            .for_each(|((((col, xc), xe), xi), &scale)| {
+                for (l, &d) in self.c_dofs.iter().enumerate() {
+                    let mut s = zero;
+                    for (kk, &v) in xc.iter().enumerate().take(nc).skip(l) {
+                        s = s + self.l_c_inv[kk + l * nc] * v;
+                    }
+                    col[d as usize] = s * scale;
                 }
-                col[d as usize] = s * scale;
-            }
-            for (e, &d) in self.e_dofs.iter().enumerate() {
-                col[d as usize] = ws.te[c * ne + e] * self.scale_e[e] * scale;
-            }
-            for (i, &d) in self.i_dofs.iter().enumerate() {
-                col[d as usize] = ws.ti[c * ni + i] * self.scale_i[i] * scale;
-            }
-        }
+                for ((&d, &x), &s) in self.e_dofs.iter().zip(xe).zip(&self.scale_e) {
+                    col[d as usize] = x * s * scale;
+                }
+                for ((&d, &x), &s) in self.i_dofs.iter().zip(xi).zip(&self.scale_i) {
+                    col[d as usize] = x * s * scale;
+                }
+            });
         self.hb.apply(&mut ws.nodal);
         x.copy_from_slice(&ws.nodal);
         if let Some(bad) = x.iter().position(|v| !v.is_finite()) {

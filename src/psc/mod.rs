@@ -2,12 +2,14 @@
 //! Cholesky, node classes C/E/I, the M1 solve on blocks of right-hand sides in f64, f32 or
 //! f16, and PSC-IR (f64 iterative refinement around a low-precision M1).
 
+mod cache;
 mod hierarchical;
 mod info;
 mod m1;
 mod refine;
 mod setup;
 
+pub use cache::{CacheOutcome, OperatorCache};
 pub use hierarchical::HierarchicalBasis;
 pub use info::{PscInfo, WholeConditionNumbers};
 pub use m1::{M1Workspace, M1};

@@ -1,0 +1,28 @@
+//! Benchmarks: commands that measure, print a table, and (with `--json`) one JSON object.
+//! Tests never assert on time; these do the measuring.
+
+mod machine;
+mod psc;
+
+pub use machine::{gemm_gflops, measure_machine, triad_gbs, MachineCeilings};
+pub use psc::{bench_psc, PscBenchParams, PscBenchResult};
+
+use std::time::Instant;
+
+/// Best (smallest) and median seconds of `f` over at least `min_runs` runs, running until
+/// `min_seconds` have passed (after one untimed warm-up run).
+pub fn time_runs(min_runs: usize, min_seconds: f64, mut f: impl FnMut()) -> (f64, f64) {
+    f();
+    let start = Instant::now();
+    let mut times = Vec::new();
+    while times.len() < min_runs || start.elapsed().as_secs_f64() < min_seconds {
+        let t = Instant::now();
+        f();
+        times.push(t.elapsed().as_secs_f64());
+        if times.len() >= 1000 {
+            break;
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    (times[0], times[times.len() / 2])
+}

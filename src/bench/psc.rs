@@ -1,0 +1,178 @@
+//! `tensorfem bench psc`: set-up and M1 solve times for a block of right-hand sides, in
+//! MDof/s and GFLOP/s, with the fractions of this machine's GEMM peak and triad bandwidth
+//! measured in the same run, and the accuracy achieved.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use half::f16;
+use serde::Serialize;
+
+use super::{gemm_gflops, time_runs, triad_gbs};
+use crate::backend::cpu;
+use crate::error::{Error, Result};
+use crate::fem::{assemble_loads, l2_error, Dofs, Manufactured};
+use crate::mesh::{unit_square_refined, Element};
+use crate::precision::{Precision, Real, Stored};
+use crate::psc::{OperatorCache, PscSetup, M1};
+
+#[derive(Clone, Debug)]
+pub struct PscBenchParams {
+    pub element: Element,
+    pub n: usize,
+    pub n0: usize,
+    pub nrhs: usize,
+    pub precision: Precision,
+    /// Reuse (or fill) an operator cache instead of timing a fresh set-up.
+    pub cache_dir: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PscBenchResult {
+    pub element: &'static str,
+    pub n: usize,
+    pub n0: usize,
+    pub nrhs: usize,
+    pub precision: &'static str,
+    pub unknowns: usize,
+    /// Set-up (or cache load) seconds, and which of the two it was.
+    pub setup_seconds: f64,
+    pub setup_from_cache: bool,
+    /// Best and median seconds of one M1 apply on the whole block.
+    pub solve_seconds: f64,
+    pub solve_seconds_median: f64,
+    pub mdofs: f64,
+    /// GFLOP/s by the formula of SPEC §2.5, (8/4^l + 4·4^l)·N^{3/2} per right-hand side
+    /// with N = 1/h² and h0 = 2^l √h (Q1).
+    pub gflops: f64,
+    /// GFLOP/s counting the operations M1 performs (GEMMs 2mnk, sparse products 2 nnz).
+    pub gflops_counted: f64,
+    pub gemm_peak_gflops: f64,
+    /// gflops_counted / the measured GEMM peak of this precision.
+    pub gemm_peak_fraction: f64,
+    /// Stored operator bytes read per apply / seconds, and its fraction of the triad.
+    pub operator_gbs: f64,
+    pub triad_gbs: f64,
+    pub triad_fraction: f64,
+    /// Worst column: f64 ‖b − Ax‖₂/‖b‖₂ of the M1 solution and its relative L2 error.
+    pub relative_residual: f64,
+    pub l2_error: f64,
+}
+
+/// Distinct wave numbers in the block (columns cycle through them).
+const DISTINCT_K: u32 = 8;
+
+fn run<S: Stored>(
+    params: &PscBenchParams,
+    setup: &PscSetup,
+    setup_seconds: f64,
+    from_cache: bool,
+) -> Result<PscBenchResult> {
+    let m1 = M1::<S>::new(setup)?;
+    let n_unknowns = setup.num_unknowns();
+    let nrhs = params.nrhs;
+    let mesh = unit_square_refined(params.n0, setup.levels, params.element)?;
+    let dofs = Dofs::from_boundary(&mesh.on_boundary);
+    let distinct = (nrhs as u32).min(DISTINCT_K);
+    let exact: Vec<Manufactured> = (1..=distinct).map(|k| Manufactured::new(k, 2)).collect();
+    let loads: Vec<_> = exact.iter().map(|m| move |x: &[f64]| m.f(x)).collect();
+    let distinct_rhs = assemble_loads(&mesh, &dofs, &loads);
+    let rhs: Vec<f64> = (0..nrhs)
+        .flat_map(|c| {
+            let d = c % distinct as usize;
+            distinct_rhs[d * n_unknowns..(d + 1) * n_unknowns]
+                .iter()
+                .copied()
+        })
+        .collect();
+    let b: Vec<S::Compute> = rhs.iter().map(|&v| S::Compute::from_f64(v)).collect();
+    let mut x = vec![S::Compute::from_f64(0.0); b.len()];
+    let mut ws = m1.workspace(nrhs);
+    let mut failure = None;
+    let (best, median) = time_runs(3, 2.0, || {
+        if let Err(e) = m1.solve(&b, &mut x, &mut ws) {
+            failure = Some(e);
+        }
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+
+    let x64: Vec<f64> = x.iter().map(|v| v.to_f64()).collect();
+    let mut residual = vec![0.0; n_unknowns];
+    let mut worst_residual = 0.0f64;
+    let mut worst_l2 = 0.0f64;
+    for (c, (b, x)) in rhs
+        .chunks(n_unknowns)
+        .zip(x64.chunks(n_unknowns))
+        .enumerate()
+    {
+        cpu::residual(&setup.stiffness, b, x, &mut residual);
+        worst_residual = worst_residual.max(cpu::nrm2(&residual) / cpu::nrm2(b));
+        if let Some(m) = exact.get(c) {
+            worst_l2 = worst_l2.max(l2_error(&mesh, &dofs, x, |p| m.u(p)) / m.l2_norm());
+        }
+    }
+
+    let (n, n0) = (params.n as f64, params.n0 as f64);
+    let l = (n.sqrt() / n0).log2();
+    let formula_flops = (8.0 / 4f64.powf(l) + 4.0 * 4f64.powf(l)) * (n * n).powf(1.5) * nrhs as f64;
+    let counted_flops = m1.flops_per_rhs() * nrhs as f64;
+    let peak = gemm_gflops(S::PRECISION);
+    let triad = triad_gbs();
+    let operator_gbs = m1.operator_bytes() as f64 / best / 1e9;
+    Ok(PscBenchResult {
+        element: params.element.name(),
+        n: params.n,
+        n0: params.n0,
+        nrhs,
+        precision: S::PRECISION.name(),
+        unknowns: n_unknowns,
+        setup_seconds,
+        setup_from_cache: from_cache,
+        solve_seconds: best,
+        solve_seconds_median: median,
+        mdofs: (n_unknowns * nrhs) as f64 / best / 1e6,
+        gflops: formula_flops / best / 1e9,
+        gflops_counted: counted_flops / best / 1e9,
+        gemm_peak_gflops: peak,
+        gemm_peak_fraction: counted_flops / best / 1e9 / peak,
+        operator_gbs,
+        triad_gbs: triad,
+        triad_fraction: operator_gbs / triad,
+        relative_residual: worst_residual,
+        l2_error: worst_l2,
+    })
+}
+
+pub fn bench_psc(params: &PscBenchParams) -> Result<PscBenchResult> {
+    let ratio = params.n / params.n0.max(1);
+    if params.n0 < 2 || params.n % params.n0 != 0 || !ratio.is_power_of_two() || ratio < 2 {
+        return Err(Error::InvalidInput(format!(
+            "--n {} --n0 {}: need n = n0·2^j with n0 ≥ 2 and j ≥ 1",
+            params.n, params.n0
+        )));
+    }
+    if params.nrhs == 0 {
+        return Err(Error::InvalidInput("--nrhs must be at least 1".into()));
+    }
+    let levels = ratio.trailing_zeros() as usize;
+    let t = Instant::now();
+    let (setup, from_cache) = match &params.cache_dir {
+        Some(dir) => {
+            let (setup, outcome) =
+                OperatorCache::new(dir).load_or_build(params.element, params.n0, levels)?;
+            (
+                setup,
+                matches!(outcome, crate::psc::CacheOutcome::Loaded(_)),
+            )
+        }
+        None => (PscSetup::new(params.element, params.n0, levels)?, false),
+    };
+    let setup_seconds = t.elapsed().as_secs_f64();
+    match params.precision {
+        Precision::F64 => run::<f64>(params, &setup, setup_seconds, from_cache),
+        Precision::F32 => run::<f32>(params, &setup, setup_seconds, from_cache),
+        Precision::F16 => run::<f16>(params, &setup, setup_seconds, from_cache),
+    }
+}
