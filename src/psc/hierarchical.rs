@@ -95,36 +95,94 @@ impl HierarchicalBasis {
         }
     }
 
-    /// x ← S x, one column.
+    /// Value of the unknown at grid point (i, j), zero on the boundary.
+    #[inline]
+    fn at<T: Real>(&self, x: &[T], i: usize, j: usize) -> T {
+        match self.dof(i, j) {
+            Some(d) => x[d],
+            None => T::zero(),
+        }
+    }
+
+    /// Adds `v` to the unknown at (i, j) unless it is a Dirichlet node.
+    #[inline]
+    fn add<T: Real>(&self, x: &mut [T], i: usize, j: usize, v: T) {
+        if let Some(d) = self.dof(i, j) {
+            x[d] = x[d] + v;
+        }
+    }
+
+    /// x ← S x, one column: level by level, each new node adds the weighted values of its
+    /// parents. New nodes of level k (spacing s) are the horizontal edge midpoints (i odd,
+    /// j even multiples of s), the vertical ones (i even, j odd) and the cell midpoints
+    /// (both odd; parents: Q1 the 4 corners, P1 the ends of the "/" diagonal).
     fn apply_column<T: Real>(&self, x: &mut [T]) {
-        let mut parents = Vec::with_capacity(4);
+        let (n, half, quarter) = (self.n, T::from_f64(EDGE_WEIGHT), T::from_f64(CELL_WEIGHT));
         for k in 1..=self.levels {
             let s = 1 << (self.levels - k);
-            self.for_each_new_node(s, |i, j| {
-                self.parents(i, j, s, &mut parents);
-                let d = self.dof(i, j).expect("interior node");
-                let mut v = x[d];
-                for &(p, w) in &parents {
-                    v = v + T::from_f64(w) * x[p];
+            let s2 = 2 * s;
+            for j in (s2..n).step_by(s2) {
+                for i in (s..n).step_by(s2) {
+                    let v = half * (self.at(x, i - s, j) + self.at(x, i + s, j));
+                    self.add(x, i, j, v);
                 }
-                x[d] = v;
-            });
+            }
+            for j in (s..n).step_by(s2) {
+                for i in (s2..n).step_by(s2) {
+                    let v = half * (self.at(x, i, j - s) + self.at(x, i, j + s));
+                    self.add(x, i, j, v);
+                }
+                for i in (s..n).step_by(s2) {
+                    let v = match self.element {
+                        Element::P1 => half * (self.at(x, i - s, j - s) + self.at(x, i + s, j + s)),
+                        _ => {
+                            quarter
+                                * (self.at(x, i - s, j - s)
+                                    + self.at(x, i + s, j - s)
+                                    + self.at(x, i - s, j + s)
+                                    + self.at(x, i + s, j + s))
+                        }
+                    };
+                    self.add(x, i, j, v);
+                }
+            }
         }
     }
 
     /// y ← Sᵀ y, one column: levels in reverse, each new node adds its weighted value to
     /// its parents.
     fn apply_transpose_column<T: Real>(&self, y: &mut [T]) {
-        let mut parents = Vec::with_capacity(4);
+        let (n, half, quarter) = (self.n, T::from_f64(EDGE_WEIGHT), T::from_f64(CELL_WEIGHT));
         for k in (1..=self.levels).rev() {
             let s = 1 << (self.levels - k);
-            self.for_each_new_node(s, |i, j| {
-                self.parents(i, j, s, &mut parents);
-                let v = y[self.dof(i, j).expect("interior node")];
-                for &(p, w) in &parents {
-                    y[p] = y[p] + T::from_f64(w) * v;
+            let s2 = 2 * s;
+            for j in (s2..n).step_by(s2) {
+                for i in (s..n).step_by(s2) {
+                    let v = half * self.at(y, i, j);
+                    self.add(y, i - s, j, v);
+                    self.add(y, i + s, j, v);
                 }
-            });
+            }
+            for j in (s..n).step_by(s2) {
+                for i in (s2..n).step_by(s2) {
+                    let v = half * self.at(y, i, j);
+                    self.add(y, i, j - s, v);
+                    self.add(y, i, j + s, v);
+                }
+                for i in (s..n).step_by(s2) {
+                    if self.element == Element::P1 {
+                        let v = half * self.at(y, i, j);
+                        self.add(y, i - s, j - s, v);
+                        self.add(y, i + s, j + s, v);
+                    } else {
+                        let v = quarter * self.at(y, i, j);
+                        self.add(y, i - s, j - s, v);
+                        self.add(y, i + s, j - s, v);
+                        self.add(y, i - s, j + s, v);
+                        self.add(y, i + s, j + s, v);
+                    }
+                }
+            }
         }
     }
 
