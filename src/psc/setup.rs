@@ -94,6 +94,43 @@ enum Class {
     I(u32, u32),
 }
 
+/// Progress of a set-up on the terminal (indicatif draws only on an attended terminal):
+/// shown for set-ups big enough to take more than a few seconds.
+struct Progress(indicatif::ProgressBar);
+
+/// |E| above which a set-up takes seconds on a workstation.
+const PROGRESS_MIN_E: usize = 3000;
+
+impl Progress {
+    const STAGES: u64 = 4;
+
+    fn new(estimated_e: usize) -> Self {
+        if estimated_e < PROGRESS_MIN_E {
+            return Progress(indicatif::ProgressBar::hidden());
+        }
+        let bar = indicatif::ProgressBar::new(Self::STAGES);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "PSC set-up [{bar:20}] {pos}/{len} {msg} ({elapsed})",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        Progress(bar)
+    }
+
+    fn stage(&self, what: &str) {
+        self.0.set_message(what.to_string());
+        self.0.inc(1);
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.0.finish_and_clear();
+    }
+}
+
 impl PscSetup {
     /// Builds the operators for the unit square refined `levels` times from `n0`×`n0`.
     pub fn new(element: Element, n0: usize, levels: usize) -> Result<Self> {
@@ -108,13 +145,16 @@ impl PscSetup {
             )));
         }
         let mesh = unit_square_refined(n0, levels, element)?;
+        let progress = Progress::new(2 * (n0 << levels) * n0);
+        progress.stage("assembling SᵀAS");
         let hb = HierarchicalBasis::new(&mesh)?;
         let sys = assemble_poisson(&mesh, |_| 0.0)?;
         let stiffness = sys.matrix;
         let s = hb.matrix();
         let a_hb = spgemm(&s.transpose(), &spgemm(&stiffness, &s)?)?;
         log::debug!("SᵀAS: {} nonzeros", a_hb.nnz());
-        Self::from_hierarchical(mesh, hb, stiffness, &a_hb, &sys.dofs.node_of_dof)
+        progress.stage("macro-element blocks and C_g⁻¹");
+        Self::from_hierarchical(mesh, hb, stiffness, &a_hb, &sys.dofs.node_of_dof, &progress)
     }
 
     fn from_hierarchical(
@@ -123,6 +163,7 @@ impl PscSetup {
         stiffness: Csr<f64>,
         a_hb: &Csr<f64>,
         node_of_dof: &[u32],
+        progress: &Progress,
     ) -> Result<Self> {
         let hierarchy = mesh.hierarchy.as_ref().expect("refined mesh");
         let (element, n, n0, levels) = (mesh.element, mesh.n, hierarchy.n0, hierarchy.levels);
@@ -347,6 +388,7 @@ impl PscSetup {
             Par::rayon(0),
         );
 
+        progress.stage("Λ = E − D C⁻¹ Dᵀ");
         // Λ = E − Σ_m D_m C_g⁻¹ D_mᵀ, one dense product per macro element.
         let products: Vec<(Vec<u32>, Mat<f64>)> = (0..num_macros)
             .into_par_iter()
@@ -372,6 +414,7 @@ impl PscSetup {
                 }
             }
         }
+        progress.stage(&format!("Π⁻¹ (|E| = {ne})"));
         // Π = Λ − BᵀB, then Π⁻¹.
         let mut pi = lambda;
         faer::linalg::matmul::matmul(
