@@ -329,3 +329,116 @@ fn psc_runs_use_and_repair_the_operator_cache() {
         text(&run(&["run", &cfg], dir.path()).stdout).contains("loaded from the operator cache")
     );
 }
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    serde_json::from_str(text(&out.stdout).trim()).expect("one JSON object")
+}
+
+#[test]
+fn psc_info_prints_the_spec_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = json(&run(
+        &["psc-info", "--n", "32", "--n0", "4", "--whole", "--json"],
+        dir.path(),
+    ));
+    for key in [
+        "n",
+        "n0",
+        "element",
+        "C",
+        "E",
+        "I",
+        "kappa_Ci",
+        "kappa_Pi",
+        "nnz_Ci_inv_over_fem",
+        "nnz_Pi_inv_over_fem",
+        "kappa_A",
+        "kappa_hb",
+        "kappa_prehandled",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key} in {v}");
+    }
+    // SPEC §2.3 counts for h = 1/32, h0 = 1/4.
+    assert_eq!(
+        (v["C"].as_u64(), v["E"].as_u64(), v["I"].as_u64()),
+        (Some(9), Some(168), Some(784))
+    );
+    let p1 = json(&run(
+        &[
+            "psc-info",
+            "--n",
+            "32",
+            "--n0",
+            "4",
+            "--element",
+            "p1",
+            "--json",
+        ],
+        dir.path(),
+    ));
+    assert_eq!(p1["E"].as_u64(), Some((3 * 4 - 2) * (32 - 4)));
+
+    let bad = run(&["psc-info", "--n", "30", "--n0", "4"], dir.path());
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("n = n0·2^j"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
+
+#[test]
+fn bench_commands_print_their_json_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = json(&run(&["bench", "machine", "--json"], dir.path()));
+    for key in [
+        "triad_gbs",
+        "gemm_gflops_f64",
+        "gemm_gflops_f32",
+        "gemm_gflops_f16",
+    ] {
+        assert!(m[key].as_f64().is_some_and(|v| v > 0.0), "{key} in {m}");
+    }
+    let p = json(&run(
+        &[
+            "bench",
+            "psc",
+            "--n",
+            "64",
+            "--n0",
+            "8",
+            "--nrhs",
+            "4",
+            "--precision",
+            "f64",
+            "--json",
+        ],
+        dir.path(),
+    ));
+    for key in [
+        "n",
+        "n0",
+        "nrhs",
+        "precision",
+        "setup_seconds",
+        "solve_seconds",
+        "mdofs",
+        "gflops",
+        "gemm_peak_fraction",
+        "relative_residual",
+        "l2_error",
+    ] {
+        assert!(p.get(key).is_some(), "missing {key} in {p}");
+    }
+    assert!(
+        p["relative_residual"].as_f64().unwrap() < 1e-10,
+        "f64 M1 is a direct solve: {p}"
+    );
+    assert!(p["l2_error"].as_f64().unwrap() < 1e-2, "{p}");
+}
