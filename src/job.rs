@@ -301,13 +301,15 @@ impl BlockSolver {
     }
 }
 
-/// Sets up PSC (through the operator cache when enabled) and converts to the precision.
-fn psc_setup(config: &RunConfig) -> Result<(BlockSolver, String)> {
+/// M1 in precision S through the operator cache when enabled, with a note on where its
+/// set-up came from.
+fn psc_m1<S: Stored + hdf5::H5Type>(config: &RunConfig) -> Result<(M1<S>, String)> {
     let (n0, levels) = config.mesh.coarse.expect("validated: psc-m1 has h0");
     let element = config.mesh.element;
-    let (setup, note) = match &config.solver.cache_dir {
+    let (m1, note) = match &config.solver.cache_dir {
         Some(dir) => {
-            let (setup, outcome) = OperatorCache::new(dir).load_or_build(element, n0, levels)?;
+            let (m1, outcome) =
+                OperatorCache::new(dir).load_or_build_m1::<S>(element, n0, levels)?;
             let note = match outcome {
                 CacheOutcome::Loaded(p) => {
                     format!("loaded from the operator cache {}", p.display())
@@ -319,26 +321,36 @@ fn psc_setup(config: &RunConfig) -> Result<(BlockSolver, String)> {
                     format!("recomputed ({reason}) and saved to {}", path.display())
                 }
             };
-            (setup, note)
+            (m1, note)
         }
         None => (
-            PscSetup::new(element, n0, levels)?,
+            M1::new(&PscSetup::new(element, n0, levels)?)?,
             "computed (operator cache disabled)".to_string(),
         ),
     };
-    let note = format!(
-        "{note}; |C| = {}, |E| = {}, |I| = {}, {} group(s)",
-        setup.c_dofs.len(),
-        setup.e_dofs.len(),
-        setup.i_dofs.len(),
-        setup.groups.len()
-    );
-    let solver = match config.solver.precision {
-        Precision::F64 => BlockSolver::Psc64(M1::new(&setup)?),
-        Precision::F32 => BlockSolver::Psc32(M1::new(&setup)?),
-        Precision::F16 => BlockSolver::Psc16(M1::new(&setup)?),
-    };
-    Ok((solver, note))
+    let (c, e, i, groups) = m1.class_sizes();
+    Ok((
+        m1,
+        format!("{note}; |C| = {c}, |E| = {e}, |I| = {i}, {groups} group(s)"),
+    ))
+}
+
+/// Sets up PSC in the configured precision.
+fn psc_setup(config: &RunConfig) -> Result<(BlockSolver, String)> {
+    Ok(match config.solver.precision {
+        Precision::F64 => {
+            let (m1, note) = psc_m1::<f64>(config)?;
+            (BlockSolver::Psc64(m1), note)
+        }
+        Precision::F32 => {
+            let (m1, note) = psc_m1::<f32>(config)?;
+            (BlockSolver::Psc32(m1), note)
+        }
+        Precision::F16 => {
+            let (m1, note) = psc_m1::<f16>(config)?;
+            (BlockSolver::Psc16(m1), note)
+        }
+    })
 }
 
 fn solve_and_write<const D: usize>(

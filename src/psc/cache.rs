@@ -2,19 +2,26 @@
 //! depends on, with a checksum over its arrays. A run with the same key loads it (and says
 //! so); an unreadable, corrupted or mismatching file is rebuilt, never used.
 //!
-//! Only f64 is stored: the working-precision operators are converted on load (one pass
-//! over Π⁻¹), so one file serves f64, f32 and f16 runs alike.
+//! Besides the f64 set-up, the file holds the M1 operators (Π⁻¹, B, C_g⁻¹, Dᵀ) in the
+//! working precision of the run that wrote it, under `working/<precision>` with their own
+//! checksum: a run in that precision reads only those (an f16 run reads a quarter of the
+//! bytes of the f64 Π⁻¹). A run in another precision converts from f64 and rewrites the
+//! file with its own copies.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use faer::Mat;
 
-use super::{Group, HierarchicalBasis, PscSetup};
+use hdf5::H5Type;
+
+use super::m1::{dense_col_major, M1Parts};
+use super::{Group, HierarchicalBasis, PscSetup, M1};
 use crate::error::{Error, Result};
 use crate::fem::assemble_poisson;
 use crate::io::h5;
 use crate::mesh::{unit_square_refined, Element};
+use crate::precision::Stored;
 use crate::sparse::Csr;
 
 /// Version of the set-up algorithm and of this file layout: bump when either changes.
@@ -55,6 +62,10 @@ impl Fnv {
         v.iter().for_each(|x| self.word(x.to_bits()));
         self.word(v.len() as u64);
     }
+    fn stored<S: Stored>(&mut self, v: &[S]) {
+        v.iter().for_each(|x| self.word(x.to_f64().to_bits()));
+        self.word(v.len() as u64);
+    }
     fn u32s(&mut self, v: &[u32]) {
         v.iter().for_each(|&x| self.word(x as u64));
         self.word(v.len() as u64);
@@ -72,19 +83,13 @@ fn cache_key(element: Element, n0: usize, levels: usize) -> (String, u64) {
     (key, h.0)
 }
 
-fn col_major(m: &Mat<f64>) -> Vec<f64> {
-    (0..m.ncols())
-        .flat_map(|j| m.col(j).iter().copied().collect::<Vec<_>>())
-        .collect()
-}
-
 fn checksum(s: &PscSetup) -> u64 {
     let mut h = Fnv::new();
     for v in [&s.c_dofs, &s.e_dofs, &s.i_dofs] {
         h.u32s(v);
     }
     for m in [&s.l_c, &s.l_c_inv, &s.b, &s.pi_inv] {
-        h.f64s(&col_major(m));
+        h.f64s(&dense_col_major(m));
     }
     h.f64s(&s.scale_e);
     h.f64s(&s.scale_i);
@@ -92,8 +97,8 @@ fn checksum(s: &PscSetup) -> u64 {
     h.f64s(s.dt.values());
     for g in &s.groups {
         h.u32s(&g.macros);
-        h.f64s(&col_major(&g.block));
-        h.f64s(&col_major(&g.inverse));
+        h.f64s(&dense_col_major(&g.block));
+        h.f64s(&dense_col_major(&g.inverse));
     }
     h.0
 }
@@ -119,7 +124,45 @@ impl OperatorCache {
         ))
     }
 
-    /// The set-up from the cache, or built (and saved) when the cache has no usable copy.
+    /// Reads the f64 set-up at `path`; on failure, why (logged), and nothing.
+    fn try_load(
+        path: &Path,
+        element: Element,
+        n0: usize,
+        levels: usize,
+    ) -> (Option<PscSetup>, Option<String>) {
+        if !path.exists() {
+            return (None, None);
+        }
+        let t = Instant::now();
+        match load(path, element, n0, levels) {
+            Ok(setup) => {
+                log::info!(
+                    "PSC set-up loaded from the cache {} in {:.2} s",
+                    path.display(),
+                    t.elapsed().as_secs_f64()
+                );
+                (Some(setup), None)
+            }
+            Err(e) => {
+                log::warn!(
+                    "PSC cache {} is unusable ({e}); rebuilding it",
+                    path.display()
+                );
+                (None, Some(e.to_string()))
+            }
+        }
+    }
+
+    fn outcome(path: PathBuf, loaded: bool, reason: Option<String>) -> CacheOutcome {
+        match (loaded, reason) {
+            (true, _) => CacheOutcome::Loaded(path),
+            (false, Some(reason)) => CacheOutcome::Rebuilt { path, reason },
+            (false, None) => CacheOutcome::Built(path),
+        }
+    }
+
+    /// The f64 set-up from the cache, or built (and saved) when the cache has no usable copy.
     pub fn load_or_build(
         &self,
         element: Element,
@@ -127,39 +170,94 @@ impl OperatorCache {
         levels: usize,
     ) -> Result<(PscSetup, CacheOutcome)> {
         let path = self.path_for(element, n0, levels);
-        let mut reason = None;
+        let (loaded, reason) = Self::try_load(&path, element, n0, levels);
+        if let Some(setup) = loaded {
+            return Ok((setup, CacheOutcome::Loaded(path)));
+        }
+        let setup = PscSetup::new(element, n0, levels)?;
+        save::<f64>(&path, &setup, None)?;
+        log::info!("PSC set-up saved to the cache {}", path.display());
+        Ok((setup, Self::outcome(path, false, reason)))
+    }
+
+    /// M1 in precision S: straight from the cache's copies in S when it has them; else from
+    /// its f64 set-up, or computed; in both cases the file is (re)written with copies in S.
+    pub fn load_or_build_m1<S: Stored + H5Type>(
+        &self,
+        element: Element,
+        n0: usize,
+        levels: usize,
+    ) -> Result<(M1<S>, CacheOutcome)> {
+        let path = self.path_for(element, n0, levels);
         if path.exists() {
             let t = Instant::now();
-            match load(&path, element, n0, levels) {
-                Ok(setup) => {
+            match load_m1::<S>(&path, element, n0, levels) {
+                Ok(Some(m1)) => {
                     log::info!(
-                        "PSC set-up loaded from the cache {} in {:.2} s",
+                        "PSC operators in {} loaded from the cache {} in {:.2} s",
+                        S::PRECISION,
                         path.display(),
                         t.elapsed().as_secs_f64()
                     );
-                    return Ok((setup, CacheOutcome::Loaded(path)));
+                    return Ok((m1, CacheOutcome::Loaded(path)));
                 }
-                Err(e) => {
-                    log::warn!(
-                        "PSC cache {} is unusable ({e}); rebuilding it",
-                        path.display()
-                    );
-                    reason = Some(e.to_string());
-                }
+                Ok(None) => log::info!(
+                    "the cache {} has no {} operators: converting from f64",
+                    path.display(),
+                    S::PRECISION
+                ),
+                Err(e) => log::warn!(
+                    "the {} operators in the cache {} are unusable ({e})",
+                    S::PRECISION,
+                    path.display()
+                ),
             }
         }
-        let setup = PscSetup::new(element, n0, levels)?;
-        save(&path, &setup)?;
-        log::info!("PSC set-up saved to the cache {}", path.display());
-        Ok(match reason {
-            Some(reason) => (setup, CacheOutcome::Rebuilt { path, reason }),
-            None => (setup, CacheOutcome::Built(path)),
-        })
+        let (loaded, reason) = Self::try_load(&path, element, n0, levels);
+        let was_loaded = loaded.is_some();
+        let setup = match loaded {
+            Some(setup) => setup,
+            None => PscSetup::new(element, n0, levels)?,
+        };
+        let m1 = M1::<S>::new(&setup)?;
+        save(&path, &setup, Some(&m1))?;
+        log::info!(
+            "PSC set-up and its {} operators saved to the cache {}",
+            S::PRECISION,
+            path.display()
+        );
+        Ok((m1, Self::outcome(path, was_loaded, reason)))
     }
 }
 
+/// Checksum over everything [`load_m1`] reads.
+fn working_checksum<S: Stored>(
+    s: &PscSetup,
+    pi_inv: &[S],
+    b: &[S],
+    c_inv: &[Vec<S>],
+    dt_values: &[S],
+) -> u64 {
+    let mut h = Fnv::new();
+    for v in [&s.c_dofs, &s.e_dofs, &s.i_dofs] {
+        h.u32s(v);
+    }
+    h.f64s(&dense_col_major(&s.l_c_inv));
+    h.f64s(&s.scale_e);
+    h.f64s(&s.scale_i);
+    h.u32s(s.dt.col_idx());
+    for g in &s.groups {
+        h.word(g.macros.len() as u64);
+    }
+    h.stored(pi_inv);
+    h.stored(b);
+    c_inv.iter().for_each(|c| h.stored(c));
+    h.stored(dt_values);
+    h.0
+}
+
 fn write_mat(group: &hdf5::Group, name: &str, m: &Mat<f64>) -> Result<()> {
-    h5::write_dense(group, name, m.nrows(), m.ncols(), &col_major(m)).map(|_| ())
+    h5::write_dense(group, name, m.nrows(), m.ncols(), &dense_col_major(m)).map(|_| ())
 }
 
 fn read_mat(group: &hdf5::Group, name: &str) -> Result<Mat<f64>> {
@@ -167,8 +265,9 @@ fn read_mat(group: &hdf5::Group, name: &str) -> Result<Mat<f64>> {
     Ok(Mat::from_fn(r, c, |i, j| data[i + j * r]))
 }
 
-/// Writes a set-up (atomically: a crash leaves no half-written cache file).
-pub fn save(path: &Path, s: &PscSetup) -> Result<()> {
+/// Writes a set-up, and M1's operators in its precision when given (atomically: a crash
+/// leaves no half-written cache file).
+pub fn save<S: Stored + H5Type>(path: &Path, s: &PscSetup, working: Option<&M1<S>>) -> Result<()> {
     let (key, _) = cache_key(s.element, s.n0, s.levels);
     let w = h5::H5Writer::create(path)?;
     let root = w.root();
@@ -201,8 +300,150 @@ pub fn save(path: &Path, s: &PscSetup) -> Result<()> {
         write_mat(&gg, "block", &g.block)?;
         write_mat(&gg, "inverse", &g.inverse)?;
     }
+    if let Some(m1) = working {
+        let super::m1::StoredOperators {
+            pi_inv,
+            b,
+            c_inv,
+            dt,
+        } = m1.stored_operators();
+        let wg = root
+            .create_group(&format!("working/{}", S::PRECISION))
+            .map_err(|e| Error::Hdf5 {
+                path: path.to_path_buf(),
+                message: format!("creating group working: {e}"),
+            })?;
+        let checksum = working_checksum(s, pi_inv, b, c_inv, dt.values());
+        h5::write_str_attr(&wg, "checksum", &format!("{checksum:016x}"))?;
+        h5::write_dense(&wg, "pi_inv", s.e_dofs.len(), s.e_dofs.len(), pi_inv)?;
+        h5::write_dense(&wg, "b", s.c_dofs.len(), s.e_dofs.len(), b)?;
+        for (k, c) in c_inv.iter().enumerate() {
+            let size = s.groups[k].block_size();
+            h5::write_dense(&wg, &format!("c_inv_{k}"), size, size, c)?;
+        }
+        h5::write_vector(&wg, "dt_values", dt.values())?;
+    }
     w.commit()?;
     Ok(())
+}
+
+/// Reads M1 in precision S from the cache's `working/<precision>` copies: None when the
+/// file has none; an error when it is unusable (key, checksum or shapes).
+pub fn load_m1<S: Stored + H5Type>(
+    path: &Path,
+    element: Element,
+    n0: usize,
+    levels: usize,
+) -> Result<Option<M1<S>>> {
+    let bad = |message: String| Error::Hdf5 {
+        path: path.to_path_buf(),
+        message,
+    };
+    let f = h5::open(path)?;
+    let (key, _) = cache_key(element, n0, levels);
+    if h5::read_str_attr(&f, "psc_key")? != key {
+        return Err(bad("the cache was built for another problem".into()));
+    }
+    let Ok(wg) = f.group(&format!("working/{}", S::PRECISION)) else {
+        return Ok(None);
+    };
+    // The small f64 parts (numbering, scalings, L_C⁻¹) come from the f64 set-up.
+    let ngroups = h5::read_scalar_attr::<u64>(&f, "groups")? as usize;
+    let mut macros = Vec::with_capacity(ngroups);
+    let mut c_inv = Vec::with_capacity(ngroups);
+    let mut group_sizes = Vec::with_capacity(ngroups);
+    for k in 0..ngroups {
+        let members: Vec<u32> = h5::read_vector(
+            &f.group(&format!("group_{k}"))
+                .map_err(|e| bad(format!("group_{k}: {e}")))?,
+            "macros",
+        )?;
+        let (size, cols, inverse) = h5::read_dense::<S>(&wg, &format!("c_inv_{k}"))?;
+        if size != cols {
+            return Err(bad(format!("c_inv_{k} is not square")));
+        }
+        group_sizes.push((size, members.len()));
+        macros.push(members);
+        c_inv.push(inverse);
+    }
+    let c_dofs: Vec<u32> = h5::read_vector(&f, "c_dofs")?;
+    let e_dofs: Vec<u32> = h5::read_vector(&f, "e_dofs")?;
+    let i_dofs: Vec<u32> = h5::read_vector(&f, "i_dofs")?;
+    let (nc, ne, ni) = (c_dofs.len(), e_dofs.len(), i_dofs.len());
+    let (_, _, pi_inv) = h5::read_dense::<S>(&wg, "pi_inv")?;
+    let (_, _, b) = h5::read_dense::<S>(&wg, "b")?;
+    let row_ptr: Vec<usize> = h5::read_vector::<u64>(&f, "dt_row_ptr")?
+        .iter()
+        .map(|&p| p as usize)
+        .collect();
+    let dt_values: Vec<S> = h5::read_vector(&wg, "dt_values")?;
+    let dt = Csr::new(
+        ni,
+        ne,
+        row_ptr,
+        h5::read_vector(&f, "dt_col_idx")?,
+        dt_values,
+    )?;
+    let l_c_inv = read_mat(&f, "l_c_inv")?;
+    let mesh = unit_square_refined(n0, levels, element)?;
+    if pi_inv.len() != ne * ne
+        || b.len() != nc * ne
+        || l_c_inv.nrows() != nc
+        || nc + ne + ni != (mesh.n - 1) * (mesh.n - 1)
+    {
+        return Err(bad("array sizes do not fit the mesh".into()));
+    }
+    // Verify with the same checksum the writer computed (over what M1 is built from).
+    let probe = PscSetup {
+        element,
+        n: mesh.n,
+        n0,
+        levels,
+        hb: HierarchicalBasis::new(&mesh)?,
+        stiffness: Csr::new(0, 0, vec![0], vec![], vec![])?,
+        c_dofs,
+        e_dofs,
+        i_dofs,
+        l_c: Mat::zeros(0, 0),
+        l_c_inv,
+        scale_e: h5::read_vector(&f, "scale_e")?,
+        scale_i: h5::read_vector(&f, "scale_i")?,
+        b: Mat::zeros(0, 0),
+        d: Csr::new(0, 0, vec![0], vec![], vec![])?,
+        dt: dt.to_f64(),
+        groups: macros
+            .into_iter()
+            .map(|m| Group {
+                macros: m,
+                block: Mat::zeros(0, 0),
+                inverse: Mat::zeros(0, 0),
+            })
+            .collect(),
+        pi_inv: Mat::zeros(0, 0),
+        a_ci_relative: 0.0,
+    };
+    let stored = h5::read_str_attr(&wg, "checksum")?;
+    let actual = format!(
+        "{:016x}",
+        working_checksum(&probe, &pi_inv, &b, &c_inv, dt.values())
+    );
+    if stored != actual {
+        return Err(bad(format!(
+            "checksum of the {} operators does not match: the file is corrupted",
+            S::PRECISION
+        )));
+    }
+    let parts = M1Parts {
+        hb: probe.hb,
+        l_c_inv: dense_col_major(&probe.l_c_inv),
+        c_dofs: probe.c_dofs,
+        e_dofs: probe.e_dofs,
+        i_dofs: probe.i_dofs,
+        scale_e: probe.scale_e,
+        scale_i: probe.scale_i,
+        group_sizes,
+    };
+    Ok(Some(M1::from_parts(parts, pi_inv, b, c_inv, dt)))
 }
 
 /// Reads a set-up, checking its key and checksum.
@@ -283,4 +524,84 @@ pub fn load(path: &Path, element: Element, n0: usize, levels: usize) -> Result<P
         return Err(bad("array sizes do not fit the mesh".into()));
     }
     Ok(setup)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::f16;
+
+    /// Overwrites entry `index` of a dataset with `value`, in place.
+    fn corrupt<T: H5Type + Copy>(path: &Path, dataset: &str, index: usize, value: T) {
+        let f = hdf5::File::open_rw(path).unwrap();
+        let ds = f.dataset(dataset).unwrap();
+        let mut data: Vec<T> = ds.read_raw().unwrap();
+        data[index] = value;
+        ds.write_raw(&data).unwrap();
+    }
+
+    #[test]
+    fn copies_load_and_corruption_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = OperatorCache::new(dir.path());
+        let (element, n0, levels) = (Element::Q1, 4, 2);
+        let (built, outcome) = cache.load_or_build_m1::<f16>(element, n0, levels).unwrap();
+        assert!(matches!(outcome, CacheOutcome::Built(_)));
+        let path = cache.path_for(element, n0, levels);
+
+        // The f16 copies load as they were built.
+        let loaded = load_m1::<f16>(&path, element, n0, levels)
+            .unwrap()
+            .expect("f16 copies stored");
+        assert_eq!(
+            loaded.stored_operators().pi_inv,
+            built.stored_operators().pi_inv
+        );
+        assert_eq!(loaded.stored_operators().dt, built.stored_operators().dt);
+        assert!(
+            load_m1::<f32>(&path, element, n0, levels)
+                .unwrap()
+                .is_none(),
+            "no f32 copies yet"
+        );
+        let (_, outcome) = cache.load_or_build_m1::<f16>(element, n0, levels).unwrap();
+        assert!(matches!(outcome, CacheOutcome::Loaded(_)));
+
+        // An f32 run converts from f64 and rewrites the file with its own copies.
+        let (_, outcome) = cache.load_or_build_m1::<f32>(element, n0, levels).unwrap();
+        assert!(matches!(outcome, CacheOutcome::Loaded(_)));
+        assert!(load_m1::<f32>(&path, element, n0, levels)
+            .unwrap()
+            .is_some());
+
+        // A changed working copy fails its checksum, and the run rebuilds from f64.
+        corrupt(&path, "working/f32/pi_inv", 3, 0.5f32);
+        assert!(load_m1::<f32>(&path, element, n0, levels).is_err());
+        let (_, outcome) = cache.load_or_build_m1::<f32>(element, n0, levels).unwrap();
+        assert!(
+            matches!(outcome, CacheOutcome::Loaded(_)),
+            "the f64 set-up was intact"
+        );
+        assert!(load_m1::<f32>(&path, element, n0, levels)
+            .unwrap()
+            .is_some());
+
+        // A changed f64 array fails the set-up checksum: recomputed, never used.
+        corrupt(&path, "pi_inv", 7, 123.0f64);
+        assert!(load(&path, element, n0, levels).is_err());
+        let (setup, outcome) = cache.load_or_build(element, n0, levels).unwrap();
+        assert!(
+            matches!(outcome, CacheOutcome::Rebuilt { .. }),
+            "{outcome:?}"
+        );
+        assert_ne!(
+            setup.pi_inv[(7 % setup.pi_inv.nrows(), 7 / setup.pi_inv.nrows())],
+            123.0
+        );
+        assert!(load(&path, element, n0, levels).is_ok());
+
+        // A cache file of another problem under this name is refused.
+        std::fs::copy(&path, cache.path_for(element, 8, 1)).unwrap();
+        assert!(load(&cache.path_for(element, 8, 1), element, 8, 1).is_err());
+    }
 }

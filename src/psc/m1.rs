@@ -45,6 +45,35 @@ pub struct M1<S: Stored> {
     dt: Csr<S>,
 }
 
+/// What M1 takes from the set-up besides the operators it stores in its precision.
+pub(super) struct M1Parts {
+    pub hb: super::HierarchicalBasis,
+    pub c_dofs: Vec<u32>,
+    pub e_dofs: Vec<u32>,
+    pub i_dofs: Vec<u32>,
+    /// L_C⁻¹, column-major, f64.
+    pub l_c_inv: Vec<f64>,
+    pub scale_e: Vec<f64>,
+    pub scale_i: Vec<f64>,
+    /// (block size, members) per group.
+    pub group_sizes: Vec<(usize, usize)>,
+}
+
+/// M1's operators in its storage precision: Π⁻¹ and B column-major, one C_g⁻¹ per group, Dᵀ.
+pub(super) struct StoredOperators<'a, S> {
+    pub pi_inv: &'a [S],
+    pub b: &'a [S],
+    pub c_inv: &'a [Vec<S>],
+    pub dt: &'a Csr<S>,
+}
+
+/// A dense matrix as a column-major vector.
+pub(super) fn dense_col_major(m: &faer::Mat<f64>) -> Vec<f64> {
+    (0..m.ncols())
+        .flat_map(|j| m.col(j).iter().copied().collect::<Vec<_>>())
+        .collect()
+}
+
 /// Buffers for one block width.
 pub struct M1Workspace<S: Stored> {
     nrhs: usize,
@@ -100,9 +129,7 @@ fn minus_minus<S: Stored>(a: &[S::Compute], b: &[S], out: &mut [S::Compute]) {
 /// represent next to that entry anyway. Overflow, non-finite values and the flush of a
 /// larger entry are errors naming the operator.
 fn convert_dense<S: Stored>(what: &str, m: &faer::Mat<f64>) -> Result<Vec<S>> {
-    let data: Vec<f64> = (0..m.ncols())
-        .flat_map(|j| m.col(j).iter().copied().collect::<Vec<_>>())
-        .collect();
+    let data = dense_col_major(m);
     let negligible = S::PRECISION.unit_roundoff() * data.iter().fold(0.0f64, |a, v| a.max(v.abs()));
     data.iter()
         .enumerate()
@@ -125,6 +152,42 @@ impl<S: Stored> M1<S> {
     /// Converts the f64 set-up to storage precision S; values out of S's range are an error
     /// naming the operator.
     pub fn new(setup: &PscSetup) -> Result<Self> {
+        let parts = M1Parts {
+            hb: setup.hb,
+            c_dofs: setup.c_dofs.clone(),
+            e_dofs: setup.e_dofs.clone(),
+            i_dofs: setup.i_dofs.clone(),
+            l_c_inv: dense_col_major(&setup.l_c_inv),
+            scale_e: setup.scale_e.clone(),
+            scale_i: setup.scale_i.clone(),
+            group_sizes: setup
+                .groups
+                .iter()
+                .map(|g| (g.block_size(), g.macros.len()))
+                .collect(),
+        };
+        Ok(M1::from_parts(
+            parts,
+            convert_dense("Π⁻¹", &setup.pi_inv)?,
+            convert_dense("B", &setup.b)?,
+            setup
+                .groups
+                .iter()
+                .map(|g| convert_dense("C⁻¹", &g.inverse))
+                .collect::<Result<_>>()?,
+            setup.dt.convert()?,
+        ))
+    }
+
+    /// Assembles M1 from its parts and operators already in precision S (Π⁻¹ and B
+    /// column-major, one C_g⁻¹ per group, Dᵀ).
+    pub(super) fn from_parts(
+        parts: M1Parts,
+        pi_inv: Vec<S>,
+        b: Vec<S>,
+        c_inv: Vec<Vec<S>>,
+        dt: Csr<S>,
+    ) -> Self {
         let compute = |v: &[f64]| {
             v.iter()
                 .map(|&x| S::Compute::from_f64(x))
@@ -132,38 +195,40 @@ impl<S: Stored> M1<S> {
         };
         let mut groups = Vec::new();
         let mut offset = 0;
-        for g in &setup.groups {
-            let layout = GroupLayout {
+        for &(size, count) in &parts.group_sizes {
+            groups.push(GroupLayout {
                 offset,
-                size: g.block_size(),
-                count: g.macros.len(),
-            };
-            offset += layout.size * layout.count;
-            groups.push(layout);
+                size,
+                count,
+            });
+            offset += size * count;
         }
-        let l_c_inv: Vec<f64> = (0..setup.l_c_inv.ncols())
-            .flat_map(|j| setup.l_c_inv.col(j).iter().copied().collect::<Vec<_>>())
-            .collect();
-        Ok(M1 {
-            setup_n: setup.num_unknowns(),
-            hb: setup.hb,
-            c_dofs: setup.c_dofs.clone(),
-            e_dofs: setup.e_dofs.clone(),
-            i_dofs: setup.i_dofs.clone(),
-            l_c_inv: compute(&l_c_inv),
-            scale_e: compute(&setup.scale_e),
-            scale_i: compute(&setup.scale_i),
-            pi_inv: convert_dense("Π⁻¹", &setup.pi_inv)?,
-            b: convert_dense("B", &setup.b)?,
-            c_inv: setup
-                .groups
-                .iter()
-                .map(|g| convert_dense("C⁻¹", &g.inverse))
-                .collect::<Result<_>>()?,
+        M1 {
+            setup_n: parts.c_dofs.len() + parts.e_dofs.len() + parts.i_dofs.len(),
+            hb: parts.hb,
+            l_c_inv: compute(&parts.l_c_inv),
+            scale_e: compute(&parts.scale_e),
+            scale_i: compute(&parts.scale_i),
+            c_dofs: parts.c_dofs,
+            e_dofs: parts.e_dofs,
+            i_dofs: parts.i_dofs,
+            pi_inv,
+            b,
+            c_inv,
             groups,
-            d: setup.d.convert()?,
-            dt: setup.dt.convert()?,
-        })
+            d: dt.transpose(),
+            dt,
+        }
+    }
+
+    /// The operators stored in precision S (for the cache).
+    pub(super) fn stored_operators(&self) -> StoredOperators<'_, S> {
+        StoredOperators {
+            pi_inv: &self.pi_inv,
+            b: &self.b,
+            c_inv: &self.c_inv,
+            dt: &self.dt,
+        }
     }
 
     pub fn precision(&self) -> Precision {
@@ -172,6 +237,16 @@ impl<S: Stored> M1<S> {
 
     pub fn num_unknowns(&self) -> usize {
         self.setup_n
+    }
+
+    /// |C|, |E|, |I| and the number of groups of identical macro elements.
+    pub fn class_sizes(&self) -> (usize, usize, usize, usize) {
+        (
+            self.c_dofs.len(),
+            self.e_dofs.len(),
+            self.i_dofs.len(),
+            self.groups.len(),
+        )
     }
 
     /// Bytes of the stored operators (what one apply must read at least once).
