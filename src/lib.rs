@@ -1,5 +1,5 @@
-//! tensorfem: finite-element Poisson (and later Stokes) solvers for many right-hand sides at
-//! once, for HPC clusters (MPI, one rank per GPU) and plain CPU machines alike.
+//! tensorfem: finite-element Poisson solvers for many right-hand sides at once, for HPC
+//! clusters (MPI, one rank per GPU) and plain CPU machines alike.
 //!
 //! The mathematics is in SPEC.md, the architecture in DESIGN.md; user documentation under
 //! docs/. Module map:
@@ -7,9 +7,12 @@
 //! - [`mesh`], [`fem`]: structured meshes with refinement hierarchy; Q1/P1/Q1-hex assembly
 //! - [`sparse`], [`backend`]: storage in f64/f32/f16 and the kernels that apply it
 //! - [`reference`]: faer's sparse Cholesky, the independent reference solver
+//! - [`psc`]: the Prehandling-Schur-Complement direct solver M1, PSC-IR, operator cache
+//! - [`krylov`]: Krylov methods: Lanczos, for condition numbers
+//! - [`bench`]: machine ceilings and solver benchmarks
 //! - [`io`]: HDF5 output written atomically, XDMF sidecars
 //! - [`comm`]: serial and MPI communicators
-//! - [`job`]: one configured solve, verified and written
+//! - [`job`]: one configured run (a block of right-hand sides), verified and written
 
 pub mod backend;
 pub mod bench;

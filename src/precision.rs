@@ -117,6 +117,14 @@ pub trait Stored: Copy + Send + Sync + PartialEq + fmt::Debug + Default + 'stati
     /// Round to nearest from f64.
     fn from_f64(v: f64) -> Self;
     fn to_f64(self) -> f64;
+    /// dst[i] = src[i] widened to the compute precision (f16: vectorised where the CPU can).
+    fn widen_slice(src: &[Self], dst: &mut [Self::Compute]) {
+        dst.iter_mut()
+            .zip(src)
+            .for_each(|(d, s)| *d = s.to_compute());
+    }
+    /// The slice itself when storage and compute precision are the same type.
+    fn as_compute(src: &[Self]) -> Option<&[Self::Compute]>;
 }
 
 impl Stored for f16 {
@@ -133,6 +141,13 @@ impl Stored for f16 {
     }
     fn to_f64(self) -> f64 {
         f16::to_f64(self)
+    }
+    fn widen_slice(src: &[f16], dst: &mut [f32]) {
+        use half::slice::HalfFloatSliceExt;
+        src.convert_to_f32_slice(dst);
+    }
+    fn as_compute(_: &[f16]) -> Option<&[f32]> {
+        None
     }
 }
 
@@ -151,6 +166,9 @@ impl Stored for f32 {
     fn to_f64(self) -> f64 {
         self as f64
     }
+    fn as_compute(src: &[f32]) -> Option<&[f32]> {
+        Some(src)
+    }
 }
 
 impl Stored for f64 {
@@ -167,6 +185,9 @@ impl Stored for f64 {
     }
     fn to_f64(self) -> f64 {
         self
+    }
+    fn as_compute(src: &[f64]) -> Option<&[f64]> {
+        Some(src)
     }
 }
 

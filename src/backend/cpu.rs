@@ -213,6 +213,67 @@ pub fn gemm<S: Stored>(
     }
 }
 
+/// Rows of the matrix one rayon task owns in [`gemv`].
+const GEMV_ROWS: usize = 1024;
+
+/// y = A x for a column-major m×n matrix A (leading dimension `ld`) stored in S, with x
+/// and y in S's compute precision. Each task owns a block of rows and streams the matching
+/// segment of every column once: a bandwidth-bound kernel for one right-hand side, where a
+/// GEMM would pack its operands first.
+pub fn gemv<S: Stored>(
+    m: usize,
+    n: usize,
+    a: &[S],
+    ld: usize,
+    x: &[S::Compute],
+    y: &mut [S::Compute],
+) {
+    Operand::col_major(a, ld).check(m, n, "GEMV matrix");
+    assert!(
+        x.len() >= n && y.len() >= m,
+        "GEMV: vectors shorter than the matrix"
+    );
+    const COLUMNS: usize = 4;
+    y[..m]
+        .par_chunks_mut(GEMV_ROWS)
+        .enumerate()
+        .for_each(|(task, yb)| {
+            let (first, rows) = (task * GEMV_ROWS, yb.len());
+            let mut buffers = [[S::Compute::zero(); GEMV_ROWS]; COLUMNS];
+            yb.iter_mut().for_each(|v| *v = S::Compute::zero());
+            for j0 in (0..n).step_by(COLUMNS) {
+                let width = COLUMNS.min(n - j0);
+                // The segments of columns j0..j0+width for these rows, in the compute precision.
+                let mut segments: [&[S::Compute]; COLUMNS] = [&[]; COLUMNS];
+                for (c, buffer) in buffers.iter_mut().enumerate().take(width) {
+                    let start = first + (j0 + c) * ld;
+                    let stored = &a[start..start + rows];
+                    segments[c] = match S::as_compute(stored) {
+                        Some(same) => same,
+                        None => {
+                            S::widen_slice(stored, &mut buffer[..rows]);
+                            &buffer[..rows]
+                        }
+                    };
+                }
+                if width == COLUMNS {
+                    let (x0, x1, x2, x3) = (x[j0], x[j0 + 1], x[j0 + 2], x[j0 + 3]);
+                    let [s0, s1, s2, s3] = segments;
+                    for i in 0..rows {
+                        yb[i] = yb[i] + s0[i] * x0 + s1[i] * x1 + s2[i] * x2 + s3[i] * x3;
+                    }
+                } else {
+                    for (c, segment) in segments.iter().enumerate().take(width) {
+                        let xc = x[j0 + c];
+                        yb.iter_mut()
+                            .zip(segment.iter())
+                            .for_each(|(yi, &aij)| *yi = *yi + aij * xc);
+                    }
+                }
+            }
+        });
+}
+
 /// x · y, reproducible across thread counts.
 pub fn dot<T: Real>(x: &[T], y: &[T]) -> T {
     assert_eq!(x.len(), y.len(), "dot: lengths differ");
@@ -400,6 +461,34 @@ mod tests {
             Operand::col_major(&b32, k),
         );
         assert_eq!(d32[36 + 4 * m] as f64, naive(36, 4, false));
+    }
+
+    #[test]
+    fn gemv_matches_gemm_in_every_precision() {
+        let (m, n) = (2500, 37);
+        let a: Vec<f64> = (0..m * n).map(|i| ((i * 7) % 13) as f64 - 6.0).collect();
+        let x: Vec<f64> = (0..n).map(|i| (i % 5) as f64 - 2.0).collect();
+        let mut expected = vec![0.0; m];
+        gemm(
+            m,
+            1,
+            n,
+            &mut expected,
+            m,
+            Operand::col_major(&a, m),
+            Operand::col_major(&x, n),
+        );
+        let mut y = vec![0.0; m];
+        gemv(m, n, &a, m, &x, &mut y);
+        assert_eq!(y, expected);
+        let a16: Vec<f16> = a.iter().map(|&v| f16::from_f64(v)).collect();
+        let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+        let mut y32 = vec![0.0f32; m];
+        gemv(m, n, &a16, m, &x32, &mut y32);
+        assert!(
+            y32.iter().zip(&expected).all(|(u, v)| *u as f64 == *v),
+            "small integers are exact"
+        );
     }
 
     #[test]

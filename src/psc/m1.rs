@@ -4,9 +4,11 @@
 //!   x_I = C⁻¹(b_I − Dᵀx_E) ↦ L⁻ᵀ ↦ S.
 //!
 //! Every dense product is one GEMM over the whole block (C⁻¹ group-wise, with the I part
-//! of a group reshaped to one column per macro element and right-hand side). Operators are
-//! stored in the working precision S; vectors between the GEMMs are in S's compute
-//! precision. The workspace is allocated once per block width: the apply allocates nothing.
+//! of a group reshaped to one column per macro element and right-hand side); for a single
+//! right-hand side in f32/f64 the Π⁻¹ product is a streaming GEMV instead. Operators are stored in the
+//! working precision S; vectors between the GEMMs are in S's compute precision. The
+//! workspace is allocated once per block width: the apply allocates nothing of its own
+//! (the `gemm` crate manages its packing buffers).
 
 use num_traits::{One, Zero};
 use rayon::prelude::*;
@@ -405,18 +407,25 @@ impl<S: Stored> M1<S> {
         );
         minus_minus(&ws.be, &ws.e_low, &mut ws.te);
 
-        // x_E = Π⁻¹ r_E.
-        to_storage(&ws.te, &mut ws.e_low2);
-        cpu::gemm(
-            ne,
-            k,
-            ne,
-            &mut ws.e_low,
-            ne,
-            Operand::col_major(&self.pi_inv, ne),
-            Operand::col_major(&ws.e_low2, ne),
-        );
-        to_compute(&ws.e_low, &mut ws.te); // te = x_E
+        // x_E = Π⁻¹ r_E: a GEMM on blocks; for one right-hand side in f32/f64 a streaming
+        // GEMV (faster there than the GEMM; for f16 operands the GEMM widens them faster).
+        if k == 1 && S::as_compute(&self.pi_inv).is_some() {
+            cpu::gemv(ne, ne, &self.pi_inv, ne, &ws.te, &mut ws.be); // b_E is no longer needed
+            std::mem::swap(&mut ws.te, &mut ws.be);
+            to_storage(&ws.te, &mut ws.e_low);
+        } else {
+            to_storage(&ws.te, &mut ws.e_low2);
+            cpu::gemm(
+                ne,
+                k,
+                ne,
+                &mut ws.e_low,
+                ne,
+                Operand::col_major(&self.pi_inv, ne),
+                Operand::col_major(&ws.e_low2, ne),
+            );
+            to_compute(&ws.e_low, &mut ws.te); // te = x_E
+        }
 
         // x_C = b_C − B x_E (into bc).
         cpu::gemm(

@@ -294,12 +294,6 @@ mod tests {
         .unwrap()
     }
 
-    fn big_err() -> String {
-        let mut big = example();
-        big.values[4] = 1.0e5;
-        big.convert::<f16>().unwrap_err().to_string()
-    }
-
     #[test]
     fn structure_is_checked() {
         assert!(Csr::<f64>::new(2, 2, vec![0, 1], vec![0], vec![1.0]).is_err());
@@ -330,7 +324,10 @@ mod tests {
         let mut big = example();
         big.values[4] = 1.0e5;
         let err = big.convert::<f16>().unwrap_err().to_string();
-        assert!(err.contains("entry 4"), "{err}");
+        assert!(
+            err.contains("entry 4") && err.contains("f16") && err.contains("overflow"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -341,10 +338,5 @@ mod tests {
         let p = spgemm(&a, &at).unwrap(); // [[5, 0], [0, 9]]
         assert_eq!(p.to_dense_f64(), vec![5.0, 0.0, 0.0, 9.0]);
         assert!(spgemm(&a, &a).is_err());
-        let err = big_err();
-        assert!(
-            err.contains("entry 4") && err.contains("f16") && err.contains("overflow"),
-            "{err}"
-        );
     }
 }
