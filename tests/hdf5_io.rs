@@ -163,4 +163,26 @@ fn writes_are_atomic() {
     );
 
     assert!(h5::open(&dir.path().join("absent.h5")).is_err());
+
+    // A destination that cannot be replaced (a directory) fails the commit and leaves
+    // neither a temporary file nor a change behind.
+    let blocked = dir.path().join("blocked");
+    std::fs::create_dir_all(blocked.join("x.h5")).unwrap();
+    std::fs::write(blocked.join("x.h5").join("keep"), "kept").unwrap();
+    let w = h5::H5Writer::create(&blocked.join("x.h5")).unwrap();
+    h5::write_vector(w.root(), "x", &[1.0f64]).unwrap();
+    assert!(w.commit().is_err());
+    let left: Vec<_> = std::fs::read_dir(&blocked)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("x.h5")],
+        "only the directory remains"
+    );
+    assert_eq!(
+        std::fs::read_to_string(blocked.join("x.h5").join("keep")).unwrap(),
+        "kept"
+    );
 }

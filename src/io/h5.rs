@@ -69,9 +69,18 @@ impl H5Writer {
         self.file.as_ref().expect("file is open until commit")
     }
 
-    /// Closes the file, syncs it to disk and renames it to its final name.
+    /// Closes the file, syncs it to disk and renames it to its final name. On failure the
+    /// temporary file is removed and the destination is left as it was.
     pub fn commit(mut self) -> Result<PathBuf> {
         let file = self.file.take().expect("file is open until commit");
+        let result = self.finish(file);
+        if result.is_err() {
+            let _ = std::fs::remove_file(&self.temporary);
+        }
+        result
+    }
+
+    fn finish(&self, file: hdf5::File) -> Result<PathBuf> {
         let hdf5_error = |e: hdf5::Error| Error::Hdf5 {
             path: self.temporary.clone(),
             message: e.to_string(),
