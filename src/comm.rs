@@ -15,7 +15,6 @@ pub trait Comm {
     /// Rank among the processes on this host (for GPU binding).
     fn local_rank(&self) -> usize;
     fn local_size(&self) -> usize;
-    fn barrier(&self);
     /// Gathers one string per rank on rank 0 (in rank order); `None` on the other ranks.
     fn gather_strings(&self, s: &str) -> Option<Vec<String>>;
     /// The MPI library, or "serial".
@@ -42,7 +41,6 @@ impl Comm for SerialComm {
     fn local_size(&self) -> usize {
         1
     }
-    fn barrier(&self) {}
     fn gather_strings(&self, s: &str) -> Option<Vec<String>> {
         Some(vec![s.to_string()])
     }
@@ -88,9 +86,6 @@ impl Comm for MpiComm {
     }
     fn local_size(&self) -> usize {
         self.local_size
-    }
-    fn barrier(&self) {
-        self.world.barrier();
     }
     fn gather_strings(&self, s: &str) -> Option<Vec<String>> {
         let mut mine = [0u8; GATHER_BYTES];

@@ -38,23 +38,6 @@ impl Precision {
         }
     }
 
-    /// The precision arithmetic on stored values runs in on the CPU.
-    pub fn compute(self) -> Precision {
-        match self {
-            Precision::F16 | Precision::F32 => Precision::F32,
-            Precision::F64 => Precision::F64,
-        }
-    }
-
-    /// Largest finite value of the storage format.
-    pub fn max_finite(self) -> f64 {
-        match self {
-            Precision::F16 => f16::MAX.to_f64(),
-            Precision::F32 => f32::MAX as f64,
-            Precision::F64 => f64::MAX,
-        }
-    }
-
     /// Unit roundoff u = 2^-p (half the machine epsilon) of the storage format.
     pub fn unit_roundoff(self) -> f64 {
         match self {
@@ -253,7 +236,6 @@ mod tests {
         assert_eq!(Precision::F16.unit_roundoff(), 2f64.powi(-11));
         assert_eq!(Precision::F32.unit_roundoff(), 2f64.powi(-24));
         assert_eq!(Precision::F64.unit_roundoff(), 2f64.powi(-53));
-        assert_eq!(Precision::F16.max_finite(), 65504.0);
     }
 
     #[test]

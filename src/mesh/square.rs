@@ -44,11 +44,6 @@ pub struct Hierarchy {
 }
 
 impl Hierarchy {
-    /// Fine cells per coarse cell side: 2^levels.
-    pub fn ratio(&self) -> usize {
-        1 << self.levels
-    }
-
     pub fn num_coarse_cells(&self, element: Element) -> usize {
         let squares = self.n0 * self.n0;
         match element {

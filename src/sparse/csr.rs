@@ -269,10 +269,6 @@ impl<S: Stored> SparseRows<S> for Csr<S> {
             f(c as usize, v);
         }
     }
-
-    fn stored_entries(&self) -> usize {
-        self.nnz()
-    }
 }
 
 #[cfg(test)]

@@ -93,10 +93,6 @@ impl<S: Stored> SparseRows<S> for Ell<S> {
             f(self.col_idx[k] as usize, self.values[k]);
         }
     }
-
-    fn stored_entries(&self) -> usize {
-        self.values.len()
-    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,4 @@ pub trait SparseRows<S: Stored>: Sync {
     fn ncols(&self) -> usize;
     /// Calls `f(column, value)` for every stored entry of row `r`, in storage order.
     fn for_each_in_row(&self, r: usize, f: impl FnMut(usize, S));
-    /// Stored values (padding included), for byte counts in benchmarks.
-    fn stored_entries(&self) -> usize;
 }
