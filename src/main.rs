@@ -13,7 +13,7 @@ use tensorfem::config;
 use tensorfem::io::h5::{GIT_REVISION, VERSION};
 use tensorfem::mesh::Element;
 use tensorfem::precision::Precision;
-use tensorfem::psc::{PscInfo, PscSetup};
+use tensorfem::psc::{refinement_levels, PscInfo, PscSetup};
 use tensorfem::{job, Error};
 
 #[derive(Parser)]
@@ -252,13 +252,7 @@ fn psc_info(
     whole: bool,
     json: bool,
 ) -> tensorfem::Result<()> {
-    let ratio = n / n0.max(1);
-    if n0 < 2 || n % n0 != 0 || !ratio.is_power_of_two() || ratio < 2 {
-        return Err(Error::InvalidInput(format!(
-            "--n {n} --n0 {n0}: need n = n0·2^j with n0 ≥ 2 and j ≥ 1"
-        )));
-    }
-    let setup = PscSetup::new(element, n0, ratio.trailing_zeros() as usize)?;
+    let setup = PscSetup::new(element, n0, refinement_levels(n, n0)?)?;
     let info = PscInfo::compute(&setup, whole)?;
     if json {
         let mut object = serde_json::json!({

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::fem::{assemble_loads, l2_error, Dofs, Manufactured};
 use crate::mesh::{unit_square_refined, Element};
 use crate::precision::{Precision, Real, Stored};
-use crate::psc::{OperatorCache, PscSetup, M1};
+use crate::psc::{refinement_levels, OperatorCache, PscSetup, M1};
 
 #[derive(Clone, Debug)]
 pub struct PscBenchParams {
@@ -154,17 +154,10 @@ fn run<S: Stored>(
 }
 
 pub fn bench_psc(params: &PscBenchParams) -> Result<PscBenchResult> {
-    let ratio = params.n / params.n0.max(1);
-    if params.n0 < 2 || params.n % params.n0 != 0 || !ratio.is_power_of_two() || ratio < 2 {
-        return Err(Error::InvalidInput(format!(
-            "--n {} --n0 {}: need n = n0·2^j with n0 ≥ 2 and j ≥ 1",
-            params.n, params.n0
-        )));
-    }
+    let levels = refinement_levels(params.n, params.n0)?;
     if params.nrhs == 0 {
         return Err(Error::InvalidInput("--nrhs must be at least 1".into()));
     }
-    let levels = ratio.trailing_zeros() as usize;
     let t = Instant::now();
     let (setup, from_cache) = match &params.cache_dir {
         Some(dir) => {

@@ -14,4 +14,4 @@ pub use hierarchical::HierarchicalBasis;
 pub use info::{PscInfo, WholeConditionNumbers};
 pub use m1::{M1Workspace, M1};
 pub use refine::{RefineInfo, RefineParams, RefineWorkspace};
-pub use setup::{Group, PscSetup};
+pub use setup::{refinement_levels, Group, PscSetup};

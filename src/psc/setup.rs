@@ -131,6 +131,18 @@ impl Drop for Progress {
     }
 }
 
+/// The refinements j with n = n0·2^j, for command-line sizes; n0 ≥ 2 and j ≥ 1 so the
+/// coarse mesh has interior nodes and there is something to prehandle.
+pub fn refinement_levels(n: usize, n0: usize) -> Result<usize> {
+    let ratio = n / n0.max(1);
+    if n0 < 2 || n % n0 != 0 || !ratio.is_power_of_two() || ratio < 2 {
+        return Err(Error::InvalidInput(format!(
+            "--n {n} --n0 {n0}: need n = n0·2^j with n0 ≥ 2 and j ≥ 1"
+        )));
+    }
+    Ok(ratio.trailing_zeros() as usize)
+}
+
 impl PscSetup {
     /// Builds the operators for the unit square refined `levels` times from `n0`×`n0`.
     pub fn new(element: Element, n0: usize, levels: usize) -> Result<Self> {
