@@ -29,6 +29,7 @@ use serde_aux::serde_introspection::serde_introspect;
 use crate::backend::BackendChoice;
 use crate::error::{ConfigProblem, Error, Result};
 use crate::mesh::Element;
+use crate::mg::{check_levels, default_levels, Smoother, Variant};
 use crate::precision::Precision;
 
 /// The quickstart config, embedded so `tensorfem run` works without any file.
@@ -63,6 +64,12 @@ pub struct RawProblem {
 pub struct RawSolver {
     pub method: Option<String>,
     pub precision: Option<String>,
+    pub variant: Option<String>,
+    pub schedule: Option<Vec<String>>,
+    pub smoother: Option<String>,
+    pub levels: Option<i64>,
+    pub residual_scaling: Option<bool>,
+    pub seed: Option<i64>,
     pub refine: Option<bool>,
     pub nrhs: Option<i64>,
     pub tolerance: Option<f64>,
@@ -141,23 +148,40 @@ pub enum Method {
     Cholesky,
     /// The PSC direct method M1 (SPEC §2.4), optionally inside f64 refinement (PSC-IR).
     PscM1,
+    /// Geometric multigrid with a precision per level inside f64 refinement (SPEC §3).
+    Mg,
 }
 
 impl Method {
-    pub const NAMES: &'static str = "cholesky, psc-m1";
+    pub const NAMES: &'static str = "cholesky, psc-m1, mg";
 
     pub fn name(self) -> &'static str {
         match self {
             Method::Cholesky => "cholesky",
             Method::PscM1 => "psc-m1",
+            Method::Mg => "mg",
         }
     }
 
     pub fn has_cuda(self) -> bool {
         match self {
-            Method::Cholesky | Method::PscM1 => false,
+            Method::Cholesky | Method::PscM1 | Method::Mg => false,
         }
     }
+}
+
+/// Settings of the solver section that apply to multigrid.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MgSpec {
+    /// Precision per level, finest first (its length is the number of levels).
+    pub schedule: Vec<Precision>,
+    /// The preset the schedule came from, if any.
+    pub variant: Option<Variant>,
+    pub smoother: Smoother,
+    pub smoother_name: String,
+    pub residual_scaling: bool,
+    /// Seed of the random initial guess (SPEC §3.2).
+    pub seed: u64,
 }
 
 /// Settings of the solver section that apply to PSC-M1.
@@ -172,6 +196,8 @@ pub struct SolverSpec {
     pub max_iterations: usize,
     /// Where PSC set-ups are cached (None: no cache).
     pub cache_dir: Option<PathBuf>,
+    /// Multigrid settings (method mg only).
+    pub mg: Option<MgSpec>,
 }
 
 /// A validated config.
@@ -342,6 +368,100 @@ fn reciprocal_integer(w: f64) -> Option<usize> {
 }
 
 impl RawConfig {
+    /// The multigrid settings: mesh, levels, schedule (a preset or a list), smoother.
+    fn validate_mg(
+        &self,
+        element: Option<Element>,
+        n: Option<usize>,
+        problems: &mut Vec<ConfigProblem>,
+    ) -> Option<MgSpec> {
+        let solver = &self.solver;
+        if element == Some(Element::P1) {
+            problems.push(problem(
+                "mesh.element",
+                "method mg solves Q1 problems (allowed: q1)",
+            ));
+        }
+        let levels = match (solver.levels, n) {
+            (Some(l), Some(n)) => match check_levels(n, l.max(0) as usize) {
+                Ok(()) if l >= 1 => Some(l as usize),
+                _ => {
+                    problems.push(problem("solver.levels", format!("{l} levels on n = {n} cells per direction: n must be divisible by 2^(levels−1) leaving at least 2 cells on the coarsest level")));
+                    None
+                }
+            },
+            (None, Some(n)) => Some(default_levels(n)),
+            (_, None) => None,
+        };
+        let variant = match solver.variant.as_deref().map(str::parse::<Variant>) {
+            Some(Err(e)) => {
+                problems.push(problem("solver.variant", e));
+                None
+            }
+            Some(Ok(v)) => Some(v),
+            None => None,
+        };
+        let schedule = match (&solver.schedule, variant, levels) {
+            (Some(_), Some(_), _) => {
+                problems.push(problem(
+                    "solver.schedule",
+                    "give solver.variant or solver.schedule, not both",
+                ));
+                None
+            }
+            (Some(list), None, levels) => {
+                let parsed: Result<Vec<Precision>, String> =
+                    list.iter().map(|p| p.parse()).collect();
+                match (parsed, levels) {
+                    (Err(e), _) => {
+                        problems.push(problem("solver.schedule", e));
+                        None
+                    }
+                    (Ok(s), Some(l)) if s.len() != l => {
+                        problems.push(problem("solver.schedule", format!("{} precisions for {l} levels (one per level, finest first; set solver.levels to change the level count)", s.len())));
+                        None
+                    }
+                    (Ok(s), _) => Some(s),
+                }
+            }
+            (None, v, Some(l)) => Some(v.unwrap_or(Variant::DMg).schedule(l)),
+            (None, _, None) => None,
+        };
+        let smoother_name = solver.smoother.clone().unwrap_or_else(|| "jacobi".into());
+        let smoother = match Smoother::by_name(&smoother_name) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                problems.push(problem("solver.smoother", e));
+                None
+            }
+        };
+        if solver.refine == Some(false)
+            && schedule
+                .as_ref()
+                .is_some_and(|s| s.iter().any(|&p| p != Precision::F64))
+        {
+            problems.push(problem("solver.refine", "false (stand-alone multigrid) needs f64 on every level (solver.variant = \"D_MG\")"));
+        }
+        let seed = match solver.seed {
+            Some(s) if s < 0 => {
+                problems.push(problem(
+                    "solver.seed",
+                    format!("{s} (allowed: integers ≥ 0)"),
+                ));
+                None
+            }
+            s => Some(s.unwrap_or(0) as u64),
+        };
+        Some(MgSpec {
+            schedule: schedule?,
+            variant: variant.or((solver.schedule.is_none()).then_some(Variant::DMg)),
+            smoother: smoother?,
+            smoother_name,
+            residual_scaling: solver.residual_scaling.unwrap_or(true),
+            seed: seed?,
+        })
+    }
+
     /// Checks every value; returns all problems found, or the validated config.
     pub fn validate(&self, source: &str) -> Result<RunConfig, Vec<ConfigProblem>> {
         let mut problems = Vec::new();
@@ -508,6 +628,7 @@ impl RawConfig {
         let method = match self.solver.method.as_deref().unwrap_or("cholesky") {
             "cholesky" => Some(Method::Cholesky),
             "psc-m1" => Some(Method::PscM1),
+            "mg" => Some(Method::Mg),
             other => {
                 problems.push(problem(
                     "solver.method",
@@ -529,7 +650,44 @@ impl RawConfig {
                 None
             }
         };
+        let mg_keys = [
+            ("solver.variant", self.solver.variant.is_some()),
+            ("solver.schedule", self.solver.schedule.is_some()),
+            ("solver.smoother", self.solver.smoother.is_some()),
+            ("solver.levels", self.solver.levels.is_some()),
+            (
+                "solver.residual_scaling",
+                self.solver.residual_scaling.is_some(),
+            ),
+            ("solver.seed", self.solver.seed.is_some()),
+        ];
+        if method != Some(Method::Mg) {
+            for (key, given) in mg_keys {
+                if given {
+                    problems.push(problem(key, "applies to method mg only"));
+                }
+            }
+        }
+        let mut mg = None;
         match method {
+            Some(Method::Mg) => {
+                mg = self.validate_mg(element, n, &mut problems);
+                if self.solver.precision.is_some() {
+                    problems.push(problem(
+                        "solver.precision",
+                        "method mg takes a precision per level: give solver.variant or solver.schedule",
+                    ));
+                }
+                for (key, given) in [
+                    ("solver.cache", self.solver.cache.is_some()),
+                    ("solver.cache_dir", self.solver.cache_dir.is_some()),
+                    ("mesh.h0", self.mesh.h0.is_some()),
+                ] {
+                    if given && !problems.iter().any(|p| p.key == key) {
+                        problems.push(problem(key, "applies to method psc-m1 only (mg coarsens the mesh itself: solver.levels)"));
+                    }
+                }
+            }
             Some(Method::Cholesky) => {
                 if precision.is_some_and(|p| p != Precision::F64) {
                     problems.push(problem(
@@ -568,14 +726,21 @@ impl RawConfig {
             }
             None => {}
         }
-        let tolerance = self.solver.tolerance.unwrap_or(1e-12);
+        let (default_tolerance, meaning) = match method {
+            Some(Method::Mg) => (1e-9, "an absolute ‖b − Au‖₂"),
+            _ => (1e-12, "a relative residual"),
+        };
+        let tolerance = self.solver.tolerance.unwrap_or(default_tolerance);
         if !(tolerance > 0.0 && tolerance < 1.0) {
             problems.push(problem(
                 "solver.tolerance",
-                format!("{tolerance} (allowed: 0 < tolerance < 1, a relative residual)"),
+                format!("{tolerance} (allowed: 0 < tolerance < 1, {meaning})"),
             ));
         }
-        let max_iterations = self.solver.max_iterations.unwrap_or(30);
+        let max_iterations = self
+            .solver
+            .max_iterations
+            .unwrap_or(if method == Some(Method::Mg) { 100 } else { 30 });
         if !(1..=1000).contains(&max_iterations) {
             problems.push(problem(
                 "solver.max_iterations",
@@ -643,10 +808,14 @@ impl RawConfig {
                     solver: SolverSpec {
                         method,
                         precision,
-                        refine: self.solver.refine.unwrap_or(precision != Precision::F64),
+                        refine: self
+                            .solver
+                            .refine
+                            .unwrap_or(precision != Precision::F64 || method == Method::Mg),
                         tolerance,
                         max_iterations: max_iterations as usize,
                         cache_dir,
+                        mg,
                     },
                     output,
                     source: source.to_string(),

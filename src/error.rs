@@ -60,6 +60,17 @@ pub enum Error {
         problem: RangeProblem,
     },
 
+    /// A value left the range of a multigrid level's precision (overflow, NaN/Inf, or a
+    /// nonzero column flushed to zero).
+    #[error("multigrid level {level} of {levels} (0 = coarsest; {precision}, {unknowns} unknowns): {what}")]
+    MultigridRange {
+        level: usize,
+        levels: usize,
+        precision: Precision,
+        unknowns: usize,
+        what: String,
+    },
+
     #[error("backend: {0}")]
     Backend(String),
 

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::fem::{assemble_loads, assemble_poisson, l2_error, nodal_l2_error, Manufactured};
 use crate::io::{h5, xdmf};
 use crate::mesh::{unit_cube, unit_square, unit_square_refined, Element, Mesh};
+use crate::mg::{random_initial_guess, MgParams, Multigrid, StopParams};
 use crate::precision::{Precision, Real, Stored};
 use crate::psc::{CacheOutcome, OperatorCache, PscSetup, RefineParams, M1};
 use crate::reference::CholeskySolver;
@@ -41,7 +42,8 @@ pub struct JobSummary {
     pub columns: Vec<ColumnReport>,
     /// How the set-up was obtained (cache loaded/built), if there was one to cache.
     pub setup_note: Option<String>,
-    /// PSC-IR iterations, when refinement ran.
+    /// Refinement steps (PSC-IR) or V-cycles (multigrid) of the slowest column, when the
+    /// method iterates.
     pub refine_iterations: Option<usize>,
     pub seconds: StageSeconds,
     pub output: PathBuf,
@@ -83,7 +85,7 @@ impl fmt::Display for JobSummary {
             writeln!(f, "  set-up              {note}")?;
         }
         if let Some(it) = self.refine_iterations {
-            writeln!(f, "  PSC-IR              {it} refinement step(s)")?;
+            writeln!(f, "  iterations          {it} (slowest column)")?;
         }
         writeln!(
             f,
@@ -157,6 +159,12 @@ fn estimated_bytes(config: &RunConfig) -> f64 {
             };
             entries * 16.0
         }
+        Method::Mg => {
+            // Levels: 4/3 (2D) or 8/7 (3D) of the finest; ELLPACK with 12 bytes per entry
+            // in f64, three block vectors per level, the f64 refinement state.
+            let width = if m.dim() == 2 { 9.0 } else { 27.0 };
+            unknowns * 1.5 * (width * 12.0 * 2.0 + nrhs * 8.0 * 6.0)
+        }
         Method::PscM1 => {
             let (n, n0) = (m.n as f64, m.coarse.map_or(1, |c| c.0) as f64);
             let e = match m.element {
@@ -179,19 +187,29 @@ fn describe(config: &RunConfig) -> String {
         .map(|(n0, levels)| format!(", refined {levels}× from h0 = 1/{n0}"))
         .unwrap_or_default();
     let s = &config.solver;
-    let refine = if s.method == Method::PscM1 && s.refine {
-        " inside f64 refinement (PSC-IR)"
-    } else {
-        ""
+    let precision = match (&s.mg, s.method == Method::PscM1 && s.refine) {
+        (Some(mg), _) => format!(
+            "{} levels {} ({}), smoother {}{}",
+            mg.schedule.len(),
+            mg.variant.map_or("custom schedule", |v| v.name()),
+            crate::mg::schedule_name(&mg.schedule),
+            mg.smoother_name,
+            if s.refine {
+                ", inside f64 refinement"
+            } else {
+                ", stand-alone in f64"
+            }
+        ),
+        (None, true) => format!("{} inside f64 refinement (PSC-IR)", s.precision),
+        (None, false) => s.precision.to_string(),
     };
     format!(
-        "{} {} mesh, h = 1/{}{coarse}; u = sin(kπx)·… for {} right-hand side(s); method {} in {}{refine}",
+        "{} {} mesh, h = 1/{}{coarse}; u = sin(kπx)·… for {} right-hand side(s); method {} in {precision}",
         m.element.name(),
         m.kind.name(),
         m.n,
         config.ks.len(),
         s.method.name(),
-        s.precision,
     )
 }
 
@@ -245,6 +263,12 @@ pub fn run(config: &RunConfig, comm: &dyn Comm) -> Result<Option<JobSummary>> {
 /// The solver of a run, set up.
 enum BlockSolver {
     Cholesky(CholeskySolver),
+    Multigrid {
+        mg: Box<Multigrid>,
+        refine: bool,
+        stop: StopParams,
+        seed: u64,
+    },
     Psc64(M1<f64>),
     Psc32(M1<f32>),
     Psc16(M1<f16>),
@@ -276,7 +300,7 @@ fn psc_solve<S: Stored>(
 
 impl BlockSolver {
     fn solve(
-        &self,
+        &mut self,
         a: &Csr<f64>,
         b: &[f64],
         nrhs: usize,
@@ -293,6 +317,23 @@ impl BlockSolver {
                         .collect(),
                     None,
                 ))
+            }
+            BlockSolver::Multigrid {
+                mg,
+                refine,
+                stop,
+                seed,
+            } => {
+                let n = mg.unknowns();
+                let mut u: Vec<f64> = (0..nrhs)
+                    .flat_map(|c| random_initial_guess(n, *seed + c as u64))
+                    .collect();
+                let info = if *refine {
+                    mg.solve_refined(b, &mut u, nrhs, *stop)?
+                } else {
+                    mg.solve_plain(b, &mut u, nrhs, *stop)?
+                };
+                Ok((u, Some(info.max_iterations())))
             }
             BlockSolver::Psc64(m) => psc_solve(m, a, b, nrhs, refine),
             BlockSolver::Psc32(m) => psc_solve(m, a, b, nrhs, refine),
@@ -380,7 +421,42 @@ fn solve_and_write<const D: usize>(
     );
 
     let t = Instant::now();
-    let (solver, setup_note) = match config.solver.method {
+    let (mut solver, setup_note) = match config.solver.method {
+        Method::Mg => {
+            let spec = config
+                .solver
+                .mg
+                .as_ref()
+                .expect("validated: mg has its settings");
+            let mg = Multigrid::new(
+                D,
+                config.mesh.n,
+                &matrix,
+                MgParams {
+                    schedule: spec.schedule.clone(),
+                    smoother: spec.smoother,
+                    base_tolerance: 1e-4,
+                    residual_scaling: spec.residual_scaling,
+                },
+            )?;
+            let note = format!(
+                "{} levels, matrices {:.1} MiB (ELLPACK, each level in its precision)",
+                spec.schedule.len(),
+                mg.operator_bytes() / 1048576.0
+            );
+            (
+                BlockSolver::Multigrid {
+                    mg: Box::new(mg),
+                    refine: config.solver.refine,
+                    stop: StopParams {
+                        tolerance: config.solver.tolerance,
+                        max_iterations: config.solver.max_iterations,
+                    },
+                    seed: spec.seed,
+                },
+                Some(note),
+            )
+        }
         Method::Cholesky => (
             BlockSolver::Cholesky(CholeskySolver::factor(&matrix)?),
             None,
@@ -527,7 +603,14 @@ fn write_output<const D: usize>(
                 .collect::<Vec<_>>(),
         )?;
         h5::write_str_attr(&solution, "method", config.solver.method.name())?;
-        h5::write_str_attr(&solution, "precision", config.solver.precision.name())?;
+        match &config.solver.mg {
+            // Multigrid: the precision of every level, finest first.
+            Some(mg) => {
+                let names: Vec<&str> = mg.schedule.iter().map(|p| p.name()).collect();
+                h5::write_str_attr(&solution, "precision", &names.join(","))?;
+            }
+            None => h5::write_str_attr(&solution, "precision", config.solver.precision.name())?,
+        }
         h5::write_str_attr(&solution, "backend", &backend.to_string())?;
         h5::write_scalar_attr(
             &solution,

@@ -8,6 +8,7 @@
 //! - [`sparse`], [`backend`]: storage in f64/f32/f16 and the kernels that apply it
 //! - [`reference`]: faer's sparse Cholesky, the independent reference solver
 //! - [`psc`]: the Prehandling-Schur-Complement direct solver M1, PSC-IR, operator cache
+//! - [`mg`]: mixed-precision geometric multigrid in f64 iterative refinement (2D, 3D)
 //! - [`krylov`]: Krylov methods: Lanczos, for condition numbers
 //! - [`bench`]: machine ceilings and solver benchmarks
 //! - [`io`]: HDF5 output written atomically, XDMF sidecars
@@ -24,6 +25,7 @@ pub mod io;
 pub mod job;
 pub mod krylov;
 pub mod mesh;
+pub mod mg;
 pub mod precision;
 pub mod psc;
 pub mod reference;

@@ -7,11 +7,14 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use tensorfem::backend::cuda;
-use tensorfem::bench::{self, PscBenchParams, PscBenchResult};
+use tensorfem::bench::{
+    self, MgBenchParams, MgBenchResult, MgBenchSolver, PscBenchParams, PscBenchResult,
+};
 use tensorfem::comm::{hostname, Comm, MpiComm};
 use tensorfem::config;
 use tensorfem::io::h5::{GIT_REVISION, VERSION};
 use tensorfem::mesh::Element;
+use tensorfem::mg::Smoother;
 use tensorfem::precision::Precision;
 use tensorfem::psc::{refinement_levels, PscInfo, PscSetup};
 use tensorfem::{job, Error};
@@ -93,6 +96,42 @@ enum BenchCommand {
         cache_dir: Option<PathBuf>,
         /// Print one JSON object (keys n, n0, nrhs, precision, setup_seconds, solve_seconds,
         /// mdofs, gflops, gemm_peak_fraction, relative_residual, l2_error, and more).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Mixed-precision multigrid (SPEC §3) side by side in one process: IR iterations, time
+    /// to solution, time per iteration, MDof/s, GB/s moved (fraction of the triad measured in
+    /// the same run), speedup over D_MG, f64 residual and L2 error.
+    Mg {
+        /// 2 (unit square) or 3 (unit cube).
+        #[arg(long, default_value_t = 2)]
+        dim: usize,
+        /// Cells per direction of the finest mesh (4096 → 4097² nodes).
+        #[arg(long)]
+        n: usize,
+        /// D_MG, H_MG, DSH_MG, HSD_MG, F64_MG (stand-alone f64 multigrid, no refinement), or all.
+        #[arg(long, default_value = "all")]
+        variant: String,
+        /// Wave number of the manufactured solution.
+        #[arg(long, default_value_t = 1)]
+        k: u32,
+        /// Right-hand sides solved together.
+        #[arg(long, default_value_t = 1)]
+        nrhs: usize,
+        /// jacobi (ω = 2/3, 3+3 steps) or richardson (ω = 0.3, 4+4 steps).
+        #[arg(long, default_value = "jacobi")]
+        smoother: String,
+        /// Levels (default: coarsen to 8 cells per direction).
+        #[arg(long)]
+        levels: Option<usize>,
+        /// Cast residuals into low precision without scaling them (to see them fail).
+        #[arg(long)]
+        no_residual_scaling: bool,
+        /// Timed solves per variant; the fastest counts.
+        #[arg(long, default_value_t = 1)]
+        repeats: usize,
+        /// One JSON object per variant, one per line (keys iterations, seconds,
+        /// seconds_per_iteration, mdofs, gbs, residual, l2_error, variant, n, dim, and more).
         #[arg(long)]
         json: bool,
     },
@@ -178,6 +217,29 @@ fn main() -> ExitCode {
             cache_dir,
         })
         .map(|r| print_psc_bench(&r, json)),
+        Command::Bench(BenchCommand::Mg {
+            dim,
+            n,
+            variant,
+            k,
+            nrhs,
+            smoother,
+            levels,
+            no_residual_scaling,
+            repeats,
+            json,
+        }) => bench_mg(
+            dim,
+            n,
+            &variant,
+            k,
+            nrhs,
+            &smoother,
+            levels,
+            !no_residual_scaling,
+            repeats,
+            json,
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -358,6 +420,103 @@ fn print_psc_bench(r: &PscBenchResult, json: bool) {
         "  accuracy          relative residual {:.2e} (f64), relative L2 error {:.2e}",
         r.relative_residual, r.l2_error
     );
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bench_mg(
+    dim: usize,
+    n: usize,
+    variant: &str,
+    k: u32,
+    nrhs: usize,
+    smoother: &str,
+    levels: Option<usize>,
+    residual_scaling: bool,
+    repeats: usize,
+    json: bool,
+) -> tensorfem::Result<()> {
+    let solvers = MgBenchSolver::parse_list(variant).map_err(Error::InvalidInput)?;
+    let smoother_params = Smoother::by_name(smoother).map_err(Error::InvalidInput)?;
+    if k == 0 {
+        return Err(Error::InvalidInput(
+            "--k 0: the wave number must be ≥ 1".into(),
+        ));
+    }
+    let results = bench::bench_mg(&MgBenchParams {
+        dim,
+        n,
+        solvers,
+        k,
+        nrhs,
+        smoother: smoother_params,
+        smoother_name: smoother.to_string(),
+        levels,
+        residual_scaling,
+        repeats,
+    })?;
+    print_mg_bench(&results, json);
+    Ok(())
+}
+
+fn print_mg_bench(results: &[MgBenchResult], json: bool) {
+    if json {
+        for r in results {
+            println!(
+                "{}",
+                serde_json::to_string(r).expect("plain numbers serialise")
+            );
+        }
+        return;
+    }
+    let Some(first) = results.first() else { return };
+    println!(
+        "multigrid, {}D Q1, n = {} ({} unknowns), {} levels, {} right-hand side(s), k = {}, smoother {}",
+        first.dim, first.n, first.unknowns, first.levels, first.nrhs, first.k, first.smoother
+    );
+    println!(
+        "  {:<8} {:>5} {:>9} {:>9} {:>9} {:>8} {:>7} {:>8} {:>10} {:>10}  schedule (fine → coarse)",
+        "variant",
+        "iter",
+        "time [s]",
+        "s/iter",
+        "MDof/s",
+        "GB/s",
+        "triad",
+        "speedup",
+        "residual",
+        "L2 error"
+    );
+    for r in results {
+        let speedup = r
+            .speedup_vs_d_mg
+            .map_or("-".to_string(), |s| format!("{s:.2}×"));
+        println!(
+            "  {:<8} {:>5} {:>9.3} {:>9.4} {:>9.2} {:>8.2} {:>6.0}% {:>8} {:>10.2e} {:>10.3e}  {}",
+            r.variant,
+            r.iterations,
+            r.seconds,
+            r.seconds_per_iteration,
+            r.mdofs,
+            r.gbs,
+            100.0 * r.triad_fraction,
+            speedup,
+            r.residual,
+            r.l2_error,
+            r.schedule
+        );
+    }
+    println!(
+        "  triad bandwidth {:.1} GB/s (best of the measurements in this run); set-up [s]: {}",
+        first.triad_gbs,
+        results
+            .iter()
+            .map(|r| format!("{} {:.2}", r.variant, r.setup_seconds))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if results.iter().any(|r| !r.note.is_empty()) {
+        println!("  note: f16 levels store f16 and compute in f32 on the CPU");
+    }
 }
 
 /// Log lines carry the rank when there are several.

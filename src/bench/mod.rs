@@ -2,9 +2,11 @@
 //! Tests never assert on time; these do the measuring.
 
 mod machine;
+mod mg;
 mod psc;
 
 pub use machine::{gemm_gflops, measure_machine, triad_gbs, MachineCeilings};
+pub use mg::{bench_mg, MgBenchParams, MgBenchResult, MgBenchSolver};
 pub use psc::{bench_psc, PscBenchParams, PscBenchResult};
 
 use std::time::Instant;

@@ -7,7 +7,7 @@ mod csr;
 mod ell;
 
 pub use csr::{spgemm, Csr};
-pub use ell::Ell;
+pub use ell::{Ell, EllLayout};
 
 use crate::precision::Stored;
 

@@ -3,6 +3,9 @@
 //! Reductions are split into fixed-size chunks whose partial sums are added in order, so
 //! results are bitwise reproducible whatever the number of threads.
 
+pub mod block_ell;
+pub mod grid_transfer;
+
 use faer::{MatMut, MatRef};
 use num_traits::Zero;
 use rayon::prelude::*;

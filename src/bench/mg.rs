@@ -1,0 +1,229 @@
+//! `tensorfem bench mg`: mixed-precision multigrid solves side by side in one process —
+//! refinement iterations, time to solution, MDof/s, the bytes the kernels moved as GB/s and
+//! as a fraction of the triad bandwidth measured in the same run, and the f64 residual and
+//! L2 error of the answer.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::triad_gbs;
+use crate::backend::cpu;
+use crate::error::{Error, Result};
+use crate::fem::{assemble_loads, assemble_poisson, l2_error, Manufactured, PoissonSystem};
+use crate::mesh::{unit_cube, unit_square, Element, Mesh};
+use crate::mg::{
+    check_levels, default_levels, random_initial_guess, schedule_name, MgInfo, MgParams, Multigrid,
+    Smoother, StopParams, Variant,
+};
+use crate::precision::Precision;
+
+/// One solver of the comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MgBenchSolver {
+    /// A precision schedule inside f64 iterative refinement.
+    Refined(Variant),
+    /// V-cycles on the f64 system itself, no refinement: the baseline.
+    PlainF64,
+}
+
+impl MgBenchSolver {
+    pub const NAMES: &'static str =
+        "D_MG, H_MG, DSH_MG, HSD_MG, F64_MG (stand-alone f64 multigrid), all";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MgBenchSolver::Refined(v) => v.name(),
+            MgBenchSolver::PlainF64 => "F64_MG",
+        }
+    }
+
+    /// One name, or "all" for every solver (D_MG first: the others are compared with it).
+    pub fn parse_list(s: &str) -> Result<Vec<MgBenchSolver>, String> {
+        if s.eq_ignore_ascii_case("all") {
+            let mut all: Vec<_> = Variant::ALL
+                .into_iter()
+                .map(MgBenchSolver::Refined)
+                .collect();
+            all.push(MgBenchSolver::PlainF64);
+            return Ok(all);
+        }
+        if s.eq_ignore_ascii_case("F64_MG") {
+            return Ok(vec![MgBenchSolver::PlainF64]);
+        }
+        s.parse::<Variant>()
+            .map(|v| vec![MgBenchSolver::Refined(v)])
+            .map_err(|_| format!("unknown variant '{s}' (allowed: {})", Self::NAMES))
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct MgBenchParams {
+    pub dim: usize,
+    /// Cells per direction of the finest mesh.
+    pub n: usize,
+    pub solvers: Vec<MgBenchSolver>,
+    pub k: u32,
+    pub nrhs: usize,
+    pub smoother: Smoother,
+    pub smoother_name: String,
+    /// None: [`default_levels`].
+    pub levels: Option<usize>,
+    pub residual_scaling: bool,
+    /// Timed solves per solver; the fastest counts.
+    pub repeats: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MgBenchResult {
+    pub variant: &'static str,
+    /// Precisions finest → coarsest.
+    pub schedule: String,
+    pub dim: usize,
+    pub n: usize,
+    pub levels: usize,
+    pub nrhs: usize,
+    pub k: u32,
+    pub smoother: String,
+    pub unknowns: usize,
+    /// Refinement steps (V-cycles) of the slowest column.
+    pub iterations: usize,
+    pub setup_seconds: f64,
+    /// Time to solution (best of the repeats), from the initial residual to the last update.
+    pub seconds: f64,
+    pub seconds_per_iteration: f64,
+    pub mdofs: f64,
+    /// Bytes of stored matrices and vectors the kernels read and wrote, per solve.
+    pub bytes: f64,
+    pub gbs: f64,
+    pub triad_gbs: f64,
+    pub triad_fraction: f64,
+    /// D_MG's time to solution / this one's, when D_MG ran in the same process.
+    pub speedup_vs_d_mg: Option<f64>,
+    /// Largest f64 ‖b − A u‖₂ over the columns (the true residual, recomputed).
+    pub residual: f64,
+    /// Largest L2 error ‖u − u_h‖ over the columns.
+    pub l2_error: f64,
+    /// How f16 is computed on this machine.
+    pub note: &'static str,
+}
+
+const F16_NOTE: &str = "f16 levels store f16 and compute in f32 (CPU)";
+const SEED: u64 = 20;
+
+/// Runs every solver of `params` on one assembled problem, in order.
+pub fn bench_mg(params: &MgBenchParams) -> Result<Vec<MgBenchResult>> {
+    if params.nrhs == 0 || params.repeats == 0 {
+        return Err(Error::InvalidInput(
+            "bench mg needs nrhs ≥ 1 and repeats ≥ 1".into(),
+        ));
+    }
+    let levels = params.levels.unwrap_or_else(|| default_levels(params.n));
+    check_levels(params.n, levels)?;
+    match params.dim {
+        2 => run(params, levels, &unit_square(params.n, Element::Q1)?),
+        3 => run(params, levels, &unit_cube(params.n)?),
+        d => Err(Error::InvalidInput(format!(
+            "bench mg: --dim {d} (allowed: 2, 3)"
+        ))),
+    }
+}
+
+fn run<const D: usize>(
+    params: &MgBenchParams,
+    levels: usize,
+    mesh: &Mesh<D>,
+) -> Result<Vec<MgBenchResult>> {
+    let exact = Manufactured::new(params.k, D);
+    let PoissonSystem { matrix, dofs, .. } = assemble_poisson(mesh, |_| 0.0)?;
+    let n = dofs.len();
+    let column = assemble_loads(mesh, &dofs, &[|x: &[f64]| exact.f(x)]);
+    let b: Vec<f64> = (0..params.nrhs)
+        .flat_map(|_| column.iter().copied())
+        .collect();
+    let initial: Vec<f64> = (0..params.nrhs)
+        .flat_map(|c| random_initial_guess(n, SEED + c as u64))
+        .collect();
+    let stop = StopParams {
+        tolerance: 1e-9,
+        max_iterations: 100,
+    };
+    let mut triad = triad_gbs();
+    let mut results: Vec<MgBenchResult> = Vec::new();
+    for &solver in &params.solvers {
+        let schedule = match solver {
+            MgBenchSolver::Refined(v) => v.schedule(levels),
+            MgBenchSolver::PlainF64 => vec![Precision::F64; levels],
+        };
+        let mg_params = MgParams {
+            schedule: schedule.clone(),
+            smoother: params.smoother,
+            base_tolerance: 1e-4,
+            residual_scaling: params.residual_scaling,
+        };
+        let t = Instant::now();
+        let mut mg = Multigrid::new(D, params.n, &matrix, mg_params)?;
+        let setup_seconds = t.elapsed().as_secs_f64();
+        let mut best: Option<(f64, MgInfo, Vec<f64>)> = None;
+        for _ in 0..params.repeats {
+            let mut u = initial.clone();
+            let t = Instant::now();
+            let info = match solver {
+                MgBenchSolver::Refined(_) => mg.solve_refined(&b, &mut u, params.nrhs, stop)?,
+                MgBenchSolver::PlainF64 => mg.solve_plain(&b, &mut u, params.nrhs, stop)?,
+            };
+            let seconds = t.elapsed().as_secs_f64();
+            if best.as_ref().is_none_or(|(s, _, _)| seconds < *s) {
+                best = Some((seconds, info, u));
+            }
+        }
+        let (seconds, info, u) = best.expect("repeats ≥ 1");
+        drop(mg);
+        let mut r = vec![0.0; n];
+        let (mut residual, mut l2) = (0.0f64, 0.0f64);
+        for c in 0..params.nrhs {
+            let x = &u[c * n..(c + 1) * n];
+            cpu::residual(&matrix, &b[c * n..(c + 1) * n], x, &mut r);
+            residual = residual.max(cpu::nrm2(&r));
+            l2 = l2.max(l2_error(mesh, &dofs, x, |p| exact.u(p)));
+        }
+        let iterations = info.max_iterations();
+        let gbs = info.bytes / seconds / 1e9;
+        triad = triad.max(triad_gbs());
+        let has_f16 = schedule.contains(&Precision::F16);
+        results.push(MgBenchResult {
+            variant: solver.name(),
+            schedule: schedule_name(&schedule),
+            dim: D,
+            n: params.n,
+            levels,
+            nrhs: params.nrhs,
+            k: params.k,
+            smoother: params.smoother_name.clone(),
+            unknowns: n,
+            iterations,
+            setup_seconds,
+            seconds,
+            seconds_per_iteration: seconds / iterations.max(1) as f64,
+            mdofs: (n * params.nrhs) as f64 / seconds / 1e6,
+            bytes: info.bytes,
+            gbs,
+            triad_gbs: 0.0,
+            triad_fraction: 0.0,
+            speedup_vs_d_mg: None,
+            residual,
+            l2_error: l2,
+            note: if has_f16 { F16_NOTE } else { "" },
+        });
+    }
+    let d_mg = results
+        .iter()
+        .find(|r| r.variant == Variant::DMg.name())
+        .map(|r| r.seconds);
+    for r in &mut results {
+        r.triad_gbs = triad;
+        r.triad_fraction = r.gbs / triad;
+        r.speedup_vs_d_mg = d_mg.map(|d| d / r.seconds);
+    }
+    Ok(results)
+}

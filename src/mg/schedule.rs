@@ -1,0 +1,173 @@
+//! What a multigrid solve is configured with: the precision of every level (a list, with
+//! the variants of SPEC §3.3 as presets), the smoother, the number of levels.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
+use crate::precision::Precision;
+
+/// The named precision schedules of SPEC §3.3.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// Every level and the base solve in f64.
+    DMg,
+    /// Every level and the base solve in f16.
+    HMg,
+    /// Base solve and level 1 in f16, level 2 in f32, the finer levels in f64.
+    DshMg,
+    /// Base solve and level 1 in f64, level 2 in f32, the finer levels in f16.
+    HsdMg,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 4] = [Variant::DMg, Variant::HMg, Variant::DshMg, Variant::HsdMg];
+    pub const NAMES: &'static str = "D_MG, H_MG, DSH_MG, HSD_MG";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::DMg => "D_MG",
+            Variant::HMg => "H_MG",
+            Variant::DshMg => "DSH_MG",
+            Variant::HsdMg => "HSD_MG",
+        }
+    }
+
+    /// The precision of each of `levels` levels, finest first (the last is the base solve's).
+    pub fn schedule(self, levels: usize) -> Vec<Precision> {
+        use Precision::*;
+        let of_level = |l: usize| match (self, l) {
+            (Variant::DMg, _) => F64,
+            (Variant::HMg, _) => F16,
+            (Variant::DshMg, 0 | 1) => F16,
+            (Variant::HsdMg, 0 | 1) => F64,
+            (_, 2) => F32,
+            (Variant::DshMg, _) => F64,
+            (Variant::HsdMg, _) => F16,
+        };
+        (0..levels).rev().map(of_level).collect()
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Variant {
+    type Err = String;
+    /// Case-insensitive: "h_mg" and "H_MG" are the same variant.
+    fn from_str(s: &str) -> Result<Self, String> {
+        Variant::ALL
+            .into_iter()
+            .find(|v| v.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown variant '{s}' (allowed: {})", Variant::NAMES))
+    }
+}
+
+/// A schedule written finest → coarsest, e.g. "f16 f16 f32 f64".
+pub fn schedule_name(schedule: &[Precision]) -> String {
+    schedule
+        .iter()
+        .map(|p| p.name())
+        .collect::<Vec<_>>()
+        .join(" → ")
+}
+
+/// Damped Jacobi smoothing x += ω D⁻¹ (b − A x): `pre` steps before the coarse-grid
+/// correction and `post` after.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Smoother {
+    pub omega: f64,
+    pub pre: usize,
+    pub post: usize,
+}
+
+impl Smoother {
+    /// The MP-MG smoother (SPEC §3.1): ω = 2/3, 3 + 3 steps.
+    pub const JACOBI: Smoother = Smoother {
+        omega: 2.0 / 3.0,
+        pre: 3,
+        post: 3,
+    };
+    /// The PSC paper's comparison multigrid (SPEC §2.7): "Richardson" x += 0.3 D⁻¹(b − Ax),
+    /// 4 + 4 steps.
+    pub const RICHARDSON: Smoother = Smoother {
+        omega: 0.3,
+        pre: 4,
+        post: 4,
+    };
+    pub const NAMES: &'static str = "jacobi, richardson";
+
+    pub fn by_name(name: &str) -> Result<Smoother, String> {
+        match name {
+            "jacobi" => Ok(Smoother::JACOBI),
+            "richardson" => Ok(Smoother::RICHARDSON),
+            other => Err(format!(
+                "unknown smoother '{other}' (allowed: {})",
+                Smoother::NAMES
+            )),
+        }
+    }
+}
+
+/// Coarsest cells per direction the default hierarchy stops at (SPEC §3.4: 4096² cells
+/// over 10 levels leaves 8² coarse cells).
+pub const DEFAULT_COARSEST_CELLS: usize = 8;
+
+/// Levels of the default hierarchy on n cells per direction: halve while n stays even and
+/// the coarser mesh keeps at least [`DEFAULT_COARSEST_CELLS`] cells per direction.
+pub fn default_levels(n: usize) -> usize {
+    let (mut levels, mut m) = (1, n);
+    while m % 2 == 0 && m / 2 >= DEFAULT_COARSEST_CELLS {
+        m /= 2;
+        levels += 1;
+    }
+    levels
+}
+
+/// Checks that n cells per direction can be coarsened `levels − 1` times, leaving at least
+/// 2 cells (one interior unknown per direction) on the coarsest level.
+pub fn check_levels(n: usize, levels: usize) -> Result<()> {
+    let factor = 1usize.checked_shl(levels.saturating_sub(1) as u32);
+    match factor {
+        Some(f) if levels >= 1 && n % f == 0 && n / f >= 2 => Ok(()),
+        _ => Err(Error::InvalidInput(format!(
+            "{levels} multigrid levels need n = {n} cells per direction divisible by 2^{} with at least 2 cells left on the coarsest level",
+            levels.saturating_sub(1)
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Precision::*;
+
+    #[test]
+    fn presets_follow_spec() {
+        assert_eq!(Variant::DMg.schedule(4), vec![F64; 4]);
+        assert_eq!(Variant::HMg.schedule(3), vec![F16; 3]);
+        assert_eq!(Variant::DshMg.schedule(5), vec![F64, F64, F32, F16, F16]);
+        assert_eq!(Variant::HsdMg.schedule(5), vec![F16, F16, F32, F64, F64]);
+        assert_eq!(Variant::HsdMg.schedule(2), vec![F64, F64]);
+        assert_eq!("dsh_mg".parse::<Variant>().unwrap(), Variant::DshMg);
+        assert!("X_MG".parse::<Variant>().is_err());
+        assert_eq!(schedule_name(&[F64, F16]), "f64 → f16");
+    }
+
+    #[test]
+    fn level_counts() {
+        assert_eq!(default_levels(4096), 10);
+        assert_eq!(default_levels(1024), 8);
+        assert_eq!(default_levels(128), 5);
+        assert_eq!(default_levels(6), 1);
+        assert!(check_levels(4096, 10).is_ok());
+        assert!(check_levels(12, 2).is_ok());
+        assert!(check_levels(12, 3).is_ok());
+        assert!(check_levels(12, 4).is_err());
+        assert!(check_levels(10, 3).is_err());
+        assert!(check_levels(8, 0).is_err());
+    }
+}

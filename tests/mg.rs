@@ -1,0 +1,423 @@
+//! Mixed-precision multigrid (SPEC §3): convergence of every precision schedule in 2D and
+//! 3D, iteration counts against the published ones, O(h²) errors, agreement with the f64
+//! Cholesky reference, range failures named by level, blocks equal to single columns, the
+//! Galerkin identity of the rediscretised coarse operators, the stand-alone f64 baseline.
+
+use tensorfem::backend::cpu;
+use tensorfem::backend::cpu::grid_transfer::{prolongate_add, GridShape};
+use tensorfem::fem::{assemble_loads, assemble_poisson, l2_error, Manufactured, PoissonSystem};
+use tensorfem::mesh::{unit_cube, unit_square, Element, Mesh};
+use tensorfem::mg::{
+    assemble_level, default_levels, random_initial_guess, MgInfo, MgParams, Multigrid, Smoother,
+    StopParams, Variant,
+};
+use tensorfem::precision::Precision;
+use tensorfem::reference::CholeskySolver;
+use tensorfem::Error;
+
+const STOP: StopParams = StopParams {
+    tolerance: 1e-9,
+    max_iterations: 60,
+};
+
+fn params(schedule: Vec<Precision>) -> MgParams {
+    MgParams {
+        schedule,
+        smoother: Smoother::JACOBI,
+        base_tolerance: 1e-4,
+        residual_scaling: true,
+    }
+}
+
+/// A manufactured problem: the mesh, its system, one load column per wave number.
+struct Problem<const D: usize> {
+    n: usize,
+    mesh: Mesh<D>,
+    sys: PoissonSystem,
+    exact: Vec<Manufactured>,
+    b: Vec<f64>,
+}
+
+impl Problem<2> {
+    fn new(n: usize, ks: &[u32]) -> Self {
+        Self::from_mesh(n, unit_square(n, Element::Q1).unwrap(), ks)
+    }
+}
+
+impl Problem<3> {
+    fn new(n: usize, ks: &[u32]) -> Self {
+        Self::from_mesh(n, unit_cube(n).unwrap(), ks)
+    }
+}
+
+impl<const D: usize> Problem<D> {
+    fn from_mesh(n: usize, mesh: Mesh<D>, ks: &[u32]) -> Self {
+        let sys = assemble_poisson(&mesh, |_| 0.0).unwrap();
+        let exact: Vec<Manufactured> = ks.iter().map(|&k| Manufactured::new(k, D)).collect();
+        let loads: Vec<_> = exact.iter().map(|m| move |x: &[f64]| m.f(x)).collect();
+        let b = assemble_loads(&mesh, &sys.dofs, &loads);
+        Problem {
+            n,
+            mesh,
+            sys,
+            exact,
+            b,
+        }
+    }
+
+    fn unknowns(&self) -> usize {
+        self.sys.dofs.len()
+    }
+
+    fn nrhs(&self) -> usize {
+        self.exact.len()
+    }
+
+    fn initial_guess(&self) -> Vec<f64> {
+        (0..self.nrhs())
+            .flat_map(|c| random_initial_guess(self.unknowns(), 7 + c as u64))
+            .collect()
+    }
+
+    fn multigrid(&self, schedule: Vec<Precision>) -> Multigrid {
+        Multigrid::new(D, self.n, &self.sys.matrix, params(schedule)).unwrap()
+    }
+
+    fn solve(&self, variant: Variant, stop: StopParams) -> (MgInfo, Vec<f64>) {
+        let mut mg = self.multigrid(variant.schedule(default_levels(self.n)));
+        let mut u = self.initial_guess();
+        let info = mg
+            .solve_refined(&self.b, &mut u, self.nrhs(), stop)
+            .unwrap();
+        (info, u)
+    }
+
+    /// The f64 ‖b − A u‖₂ of every column, recomputed from the CSR matrix.
+    fn residuals(&self, u: &[f64]) -> Vec<f64> {
+        let n = self.unknowns();
+        let mut r = vec![0.0; n];
+        (0..self.nrhs())
+            .map(|c| {
+                let range = c * n..(c + 1) * n;
+                cpu::residual(&self.sys.matrix, &self.b[range.clone()], &u[range], &mut r);
+                cpu::nrm2(&r)
+            })
+            .collect()
+    }
+
+    fn l2_errors(&self, u: &[f64]) -> Vec<f64> {
+        let n = self.unknowns();
+        self.exact
+            .iter()
+            .enumerate()
+            .map(|(c, m)| {
+                l2_error(&self.mesh, &self.sys.dofs, &u[c * n..(c + 1) * n], |p| {
+                    m.u(p)
+                })
+            })
+            .collect()
+    }
+}
+
+/// SPEC §3.4 on 1025² nodes (8 levels), k = 1, 20, 400 as one block: every variant reaches
+/// ‖r‖₂ < 1e-9 (the f64 residual recomputed from the matrix), and the f16 variants need at
+/// most 3 more refinement steps than D_MG.
+///
+/// The absolute tolerance depends on how the system is scaled. With the FE scaling of SPEC
+/// §1 (stencil 8/3, −1/3, h-independent) the initial residual of the random guess is ~1e3
+/// and D_MG needs 9 steps (contraction ≈ 0.065 per V(3,3) cycle). The published 13 are the
+/// count for the 1/h²-scaled (finite-difference) system, whose residuals are ours / h²:
+/// stopping at ‖r‖₂ < 1e-9·h² reproduces them (13 ± 2).
+#[test]
+fn variants_converge_in_2d_with_published_iteration_counts() {
+    let problem = Problem::<2>::new(1024, &[1, 20, 400]);
+    let n = problem.n as f64;
+    let scaled = StopParams {
+        tolerance: 1e-9 / (n * n),
+        max_iterations: 60,
+    };
+    for (stop, d_mg_range) in [(STOP, 8..=10), (scaled, 11..=15)] {
+        let mut d_mg = vec![];
+        for variant in Variant::ALL {
+            let (info, u) = problem.solve(variant, stop);
+            let residuals = problem.residuals(&u);
+            println!(
+                "tolerance {:.1e} {variant}: iterations {:?}, f64 residuals {residuals:?}",
+                stop.tolerance, info.iterations
+            );
+            if stop.tolerance == STOP.tolerance {
+                assert!(
+                    residuals.iter().all(|&r| r < 1e-9),
+                    "{variant}: {residuals:?}"
+                );
+            }
+            if variant == Variant::DMg {
+                assert!(
+                    info.iterations.iter().all(|i| d_mg_range.contains(i)),
+                    "D_MG iterations {:?} outside {d_mg_range:?}",
+                    info.iterations
+                );
+                d_mg = info.iterations.clone();
+            } else {
+                for (c, (&it, &d)) in info.iterations.iter().zip(&d_mg).enumerate() {
+                    assert!(it <= d + 3, "{variant} column {c}: {it} steps, D_MG {d}");
+                }
+            }
+        }
+    }
+}
+
+/// 65³ nodes (4 levels), k = 1, 20, 400: every variant converges, f16 variants within 3
+/// steps of D_MG (the published 3D counts are 9.5–16.3 on 193³…289³).
+#[test]
+fn variants_converge_in_3d() {
+    let problem = Problem::<3>::new(64, &[1, 20, 400]);
+    let mut d_mg = vec![];
+    for variant in Variant::ALL {
+        let (info, u) = problem.solve(variant, STOP);
+        let residuals = problem.residuals(&u);
+        println!(
+            "3D {variant}: iterations {:?}, f64 residuals {residuals:?}",
+            info.iterations
+        );
+        assert!(
+            residuals.iter().all(|&r| r < 1e-9),
+            "{variant}: {residuals:?}"
+        );
+        if variant == Variant::DMg {
+            assert!(info.iterations.iter().all(|&i| (6..=12).contains(&i)));
+            d_mg = info.iterations.clone();
+        } else {
+            for (&it, &d) in info.iterations.iter().zip(&d_mg) {
+                assert!(it <= d + 3, "{variant}: {it} steps, D_MG {d}");
+            }
+        }
+    }
+}
+
+/// L2 errors of the multigrid solutions converge as O(h²) (2D and 3D), and the solution
+/// agrees with faer's sparse Cholesky to the accuracy the residual allows.
+#[test]
+fn errors_are_second_order_and_match_cholesky() {
+    let tight = StopParams {
+        tolerance: 1e-12,
+        max_iterations: 60,
+    };
+    for variant in [Variant::DMg, Variant::HMg] {
+        let errors: Vec<f64> = [32, 64, 128]
+            .iter()
+            .map(|&n| {
+                let problem = Problem::<2>::new(n, &[1]);
+                let (_, u) = problem.solve(variant, tight);
+                let reference = CholeskySolver::factor(&problem.sys.matrix)
+                    .unwrap()
+                    .solve(&problem.b);
+                let difference = u
+                    .iter()
+                    .zip(&reference)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0, f64::max);
+                assert!(
+                    difference < 1e-9,
+                    "{variant} n = {n}: |u − u_chol| = {difference:e}"
+                );
+                problem.l2_errors(&u)[0]
+            })
+            .collect();
+        for pair in errors.windows(2) {
+            let rate = (pair[0] / pair[1]).log2();
+            println!("2D {variant}: L2 rate {rate:.3}");
+            assert!((rate - 2.0).abs() < 0.05, "2D {variant}: rate {rate}");
+        }
+    }
+    let errors: Vec<f64> = [8, 16, 32]
+        .iter()
+        .map(|&n| {
+            let problem = Problem::<3>::new(n, &[1]);
+            let mut mg = problem.multigrid(Variant::HsdMg.schedule(3));
+            let mut u = problem.initial_guess();
+            mg.solve_refined(&problem.b, &mut u, 1, tight).unwrap();
+            problem.l2_errors(&u)[0]
+        })
+        .collect();
+    for pair in errors.windows(2) {
+        let rate = (pair[0] / pair[1]).log2();
+        println!("3D HSD_MG: L2 rate {rate:.3}");
+        assert!((rate - 2.0).abs() < 0.15, "3D: rate {rate}");
+    }
+}
+
+/// A right-hand side scaled far beyond f16 range: without residual scaling an f16 level
+/// overflows and the error names it; with scaling every variant succeeds. A tiny one
+/// underflows instead, also named.
+#[test]
+fn f16_range_failures_are_loud_and_residual_scaling_prevents_them() {
+    let mut problem = Problem::<2>::new(64, &[3]);
+    problem.b.iter_mut().for_each(|v| *v *= 1e7);
+    let levels = default_levels(64);
+    let mut unscaled = params(Variant::HMg.schedule(levels));
+    unscaled.residual_scaling = false;
+    for (variant, failing_level) in [(Variant::HMg, levels - 1), (Variant::DshMg, 1)] {
+        let mut p = params(variant.schedule(levels));
+        p.residual_scaling = false;
+        let mut mg = Multigrid::new(2, 64, &problem.sys.matrix, p).unwrap();
+        let mut u = problem.initial_guess();
+        match mg.solve_refined(&problem.b, &mut u, 1, STOP) {
+            Err(
+                e @ Error::MultigridRange {
+                    level, precision, ..
+                },
+            ) => {
+                println!("{variant} without scaling: {e}");
+                assert_eq!((level, precision), (failing_level, Precision::F16), "{e}");
+                assert!(e.to_string().contains("residual_scaling"), "{e}");
+            }
+            other => panic!("{variant} without scaling: expected a range error, got {other:?}"),
+        }
+        let mut mg = problem.multigrid(variant.schedule(levels));
+        let mut u = problem.initial_guess();
+        let info = mg.solve_refined(&problem.b, &mut u, 1, STOP).unwrap();
+        println!("{variant} with scaling: {:?} steps", info.iterations);
+    }
+
+    let mut tiny = Problem::<2>::new(64, &[3]);
+    tiny.b.iter_mut().for_each(|v| *v *= 1e-12);
+    let mut mg = Multigrid::new(2, 64, &tiny.sys.matrix, unscaled).unwrap();
+    let mut u = vec![0.0; tiny.unknowns()];
+    let error = mg.solve_refined(
+        &tiny.b,
+        &mut u,
+        1,
+        StopParams {
+            tolerance: 1e-20,
+            ..STOP
+        },
+    );
+    match error {
+        Err(e @ Error::MultigridRange { .. }) => {
+            println!("tiny right-hand side without scaling: {e}");
+            assert!(e.to_string().contains("flushed to zero"), "{e}");
+        }
+        other => panic!("expected an underflow error, got {other:?}"),
+    }
+}
+
+/// One block of three columns gives bit for bit the solutions and step counts of three
+/// single-column solves (per-column arithmetic does not depend on the block).
+#[test]
+fn blocks_equal_single_columns() {
+    let ks = [1, 20, 3];
+    let block = Problem::<2>::new(64, &ks);
+    let schedule = Variant::DshMg.schedule(default_levels(64));
+    let mut mg = block.multigrid(schedule.clone());
+    let mut u = block.initial_guess();
+    let info = mg.solve_refined(&block.b, &mut u, 3, STOP).unwrap();
+    let n = block.unknowns();
+    for (c, &k) in ks.iter().enumerate() {
+        let single = Problem::<2>::new(64, &[k]);
+        let mut mg = single.multigrid(schedule.clone());
+        let mut v = random_initial_guess(n, 7 + c as u64);
+        let single_info = mg.solve_refined(&single.b, &mut v, 1, STOP).unwrap();
+        assert_eq!(single_info.iterations[0], info.iterations[c]);
+        assert!(
+            v == u[c * n..(c + 1) * n],
+            "column {c} differs from its single solve"
+        );
+    }
+}
+
+/// The rediscretised coarse matrix equals the Galerkin product PᵀAP (nested Q1 spaces),
+/// in 2D and 3D, with P the prolongation the cycle uses.
+#[test]
+fn rediscretised_coarse_operators_are_galerkin() {
+    for dim in [2, 3] {
+        let n = 8;
+        let fine = GridShape { dim, m: n - 1 };
+        let coarse = fine.coarse();
+        let a_fine = assemble_level(dim, n).unwrap().to_dense_f64();
+        let a_coarse = assemble_level(dim, n / 2).unwrap().to_dense_f64();
+        let (nf, nc) = (fine.points(), coarse.points());
+        // Columns of P: the prolongation of each coarse unit vector.
+        let p: Vec<Vec<f64>> = (0..nc)
+            .map(|j| {
+                let mut e = vec![0.0; nc];
+                e[j] = 1.0;
+                let mut column = vec![0.0; nf];
+                let mut partials = vec![0.0; fine.partials_len(1)];
+                prolongate_add(&e, coarse, &mut column, fine, 1, &[1.0], &mut partials);
+                column
+            })
+            .collect();
+        let a = |i: usize, j: usize| a_fine[i + j * nf];
+        for i in 0..nc {
+            for j in 0..nc {
+                let galerkin: f64 = (0..nf)
+                    .flat_map(|r| (0..nf).map(move |s| (r, s)))
+                    .filter(|&(r, s)| p[i][r] != 0.0 && p[j][s] != 0.0)
+                    .map(|(r, s)| p[i][r] * a(r, s) * p[j][s])
+                    .sum();
+                let direct = a_coarse[i + j * nc];
+                assert!(
+                    (galerkin - direct).abs() < 1e-13,
+                    "{dim}D entry ({i}, {j}): PᵀAP = {galerkin}, rediscretised {direct}"
+                );
+            }
+        }
+    }
+}
+
+/// The stand-alone f64 multigrid (V-cycles on the system, no refinement) converges with
+/// both smoothers to the refinement's answer; it refuses a schedule with low precisions.
+#[test]
+fn standalone_f64_multigrid_converges_with_both_smoothers() {
+    let problem = Problem::<2>::new(256, &[2]);
+    let (_, refined) = problem.solve(Variant::DMg, STOP);
+    let levels = default_levels(256);
+    for (name, smoother) in [
+        ("jacobi", Smoother::JACOBI),
+        ("richardson", Smoother::RICHARDSON),
+    ] {
+        let mut p = params(vec![Precision::F64; levels]);
+        p.smoother = smoother;
+        let mut mg = Multigrid::new(2, 256, &problem.sys.matrix, p).unwrap();
+        let mut u = problem.initial_guess();
+        let info = mg.solve_plain(&problem.b, &mut u, 1, STOP).unwrap();
+        let residual = problem.residuals(&u)[0];
+        println!(
+            "stand-alone {name}: {:?} cycles, residual {residual:.2e}",
+            info.iterations
+        );
+        assert!(residual < 1e-9);
+        assert!(info.iterations[0] <= 20, "{name}: {:?}", info.iterations);
+        let difference = u
+            .iter()
+            .zip(&refined)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        assert!(
+            difference < 1e-7,
+            "{name}: differs from the refined solution by {difference:e}"
+        );
+    }
+    let mut mg = problem.multigrid(Variant::HMg.schedule(levels));
+    let mut u = problem.initial_guess();
+    assert!(matches!(
+        mg.solve_plain(&problem.b, &mut u, 1, STOP),
+        Err(Error::InvalidInput(_))
+    ));
+}
+
+/// Any list of precisions is a schedule, not only the four presets.
+#[test]
+fn custom_schedules_converge() {
+    use Precision::*;
+    let problem = Problem::<2>::new(128, &[1, 5]);
+    for schedule in [vec![F32, F16, F64, F32, F16], vec![F16, F64, F16, F64, F32]] {
+        let mut mg = problem.multigrid(schedule.clone());
+        let mut u = problem.initial_guess();
+        let info = mg.solve_refined(&problem.b, &mut u, 2, STOP).unwrap();
+        println!("{schedule:?}: {:?}", info.iterations);
+        assert!(problem.residuals(&u).iter().all(|&r| r < 1e-9));
+        assert!(info.iterations.iter().all(|&i| i <= 12));
+    }
+}
