@@ -872,6 +872,58 @@ mod tests {
         assert_eq!(c.solver.cache_dir, Some(PathBuf::from("r/psc-cache")));
     }
 
+    #[test]
+    fn example_inputs_are_valid() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/inputs");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            }
+        }
+    }
+
+    #[test]
+    fn multigrid_settings() {
+        let c = parse(
+            "[mesh]\nn = 4096\n[solver]\nmethod = \"mg\"\n[output]\npath = \"m.h5\"\n",
+            "t",
+        )
+        .unwrap();
+        let mg = c.solver.mg.unwrap();
+        assert_eq!(mg.schedule, vec![Precision::F64; 10]);
+        assert_eq!(mg.variant, Some(Variant::DMg));
+        assert!(c.solver.refine && mg.residual_scaling);
+        assert_eq!((c.solver.tolerance, c.solver.max_iterations), (1e-9, 100));
+        let c = parse(
+            "[mesh]\nkind = \"unit-cube\"\nn = 32\n[solver]\nmethod = \"mg\"\nschedule = [\"f16\", \"f32\", \"f64\"]\nlevels = 3\nsmoother = \"richardson\"\nseed = 5\n[output]\npath = \"m.h5\"\n",
+            "t",
+        )
+        .unwrap();
+        let mg = c.solver.mg.unwrap();
+        assert_eq!(
+            mg.schedule,
+            vec![Precision::F16, Precision::F32, Precision::F64]
+        );
+        assert_eq!(
+            (mg.variant, mg.smoother, mg.seed),
+            (None, Smoother::RICHARDSON, 5)
+        );
+        let p = problems(
+            "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\nschedule = [\"f16\", \"f32\"]\nresidual_scaling = \"yes\"\n[output]\npath = \"m.h5\"\n",
+        );
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["solver.residual_scaling", "solver.schedule"],
+            "{p:?}"
+        );
+        let p = problems(
+            "[mesh]\nn = 64\n[solver]\nmethod = \"cholesky\"\nvariant = \"H_MG\"\n[output]\npath = \"m.h5\"\n",
+        );
+        assert_eq!(p[0].key, "solver.variant");
+    }
+
     fn problems(text: &str) -> Vec<ConfigProblem> {
         match parse(text, "t") {
             Err(Error::Config { problems, .. }) => problems,

@@ -438,3 +438,131 @@ fn bench_commands_print_their_json_keys() {
     );
     assert!(p["l2_error"].as_f64().unwrap() < 1e-2, "{p}");
 }
+
+#[test]
+fn bench_mg_prints_its_json_keys_and_refuses_bad_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        &[
+            "bench",
+            "mg",
+            "--dim",
+            "2",
+            "--n",
+            "64",
+            "--variant",
+            "H_MG",
+            "--nrhs",
+            "2",
+            "--json",
+        ],
+        dir.path(),
+    );
+    let v = json(&out);
+    for key in [
+        "iterations",
+        "seconds",
+        "seconds_per_iteration",
+        "mdofs",
+        "gbs",
+        "residual",
+        "l2_error",
+        "variant",
+        "n",
+        "dim",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key} in {v}");
+    }
+    assert_eq!(v["variant"], "H_MG");
+    assert!(v["residual"].as_f64().unwrap() < 1e-9, "{v}");
+    assert!(v["l2_error"].as_f64().unwrap() < 1e-3, "{v}");
+    let all = run(
+        &["bench", "mg", "--dim", "3", "--n", "16", "--json"],
+        dir.path(),
+    );
+    assert!(all.status.success(), "{}", text(&all.stderr));
+    let lines: Vec<serde_json::Value> = text(&all.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        5,
+        "four variants and the stand-alone f64 multigrid"
+    );
+    assert!(lines
+        .iter()
+        .all(|l| l["speedup_vs_d_mg"].as_f64().is_some()));
+    for bad in [
+        vec!["bench", "mg", "--n", "64", "--variant", "Q_MG"],
+        vec!["bench", "mg", "--n", "63", "--levels", "3"],
+        vec!["bench", "mg", "--n", "64", "--dim", "4"],
+        vec!["bench", "mg", "--n", "64", "--smoother", "sor"],
+    ] {
+        let out = run(&bad, dir.path());
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("error:"), "{bad:?}");
+    }
+}
+
+/// `method = "mg"` runs: a 2D block with a preset, a 3D custom schedule; the output file
+/// records the schedule; config mistakes specific to mg are all named.
+#[test]
+fn mg_runs_from_configs() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        dir.path(),
+        "[mesh]\nn = 128\n[problem]\nk = [1, 20, 400]\n[solver]\nmethod = \"mg\"\nvariant = \"DSH_MG\"\n[output]\npath = \"mg.h5\"\n",
+    );
+    let out = run(&["run", &cfg], dir.path());
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("DSH_MG") && stdout.contains("iterations"),
+        "{stdout}"
+    );
+    let dump = Command::new("h5dump")
+        .args(["-a", "/solution/precision", "mg.h5"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        text(&dump.stdout).contains("f64,f64,f32,f16,f16"),
+        "{}",
+        text(&dump.stdout)
+    );
+    let cube = write_config(
+        dir.path(),
+        "[mesh]\nkind = \"unit-cube\"\nn = 16\n[solver]\nmethod = \"mg\"\nschedule = [\"f16\", \"f32\"]\nlevels = 2\n[output]\npath = \"cube.h5\"\n",
+    );
+    let out = run(&["run", &cube], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let bad = write_config(
+        dir.path(),
+        "[mesh]\nn = 96\nelement = \"p1\"\n[solver]\nmethod = \"mg\"\nschedule = [\"f16\", \"f64\"]\nvariant = \"H_MG\"\nlevels = 7\nrefine = false\nprecision = \"f32\"\n[output]\npath = \"x.h5\"\n",
+    );
+    let out = run(&["run", &bad], dir.path());
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for key in [
+        "mesh.element",
+        "solver.levels",
+        "solver.schedule",
+        "solver.precision",
+    ] {
+        assert!(stderr.contains(key), "{key} not named: {stderr}");
+    }
+    assert!(!dir.path().join("x.h5").exists());
+    let f16_standalone = write_config(
+        dir.path(),
+        "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\nvariant = \"H_MG\"\nrefine = false\n[output]\npath = \"y.h5\"\n",
+    );
+    let out = run(&["run", &f16_standalone], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("solver.refine"),
+        "{}",
+        text(&out.stderr)
+    );
+}
