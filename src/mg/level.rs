@@ -265,19 +265,10 @@ impl<S: Stored> Level<S> {
             rr = rr_new;
             bytes += matrix_bytes + 10.0 * vector_bytes;
         }
-        let mut stats = BlockStats {
-            sumsq: vec![0.0; nrhs],
-            max_abs: vec![0.0; nrhs],
-            in_range: true,
-        };
-        for row in self.x.chunks_exact(nrhs) {
-            for (c, v) in row.iter().enumerate() {
-                let a = v.to_f64().abs();
-                stats.in_range &= a <= S::MAX;
-                stats.sumsq[c] += a * a;
-                stats.max_abs[c] = stats.max_abs[c].max(a);
-            }
-        }
+        let wide: Vec<f64> = self.x.iter().map(|v| v.to_f64()).collect();
+        let mut part = vec![0.0; block_ell::stats_len(nrhs)];
+        block_ell::record_stats(&mut part, &wide, nrhs, S::MAX);
+        let stats = block_ell::reduce_stats(&part, nrhs);
         self.check(&stats, "the base solver's solution")?;
         self.x_stats = stats;
         Ok(bytes)

@@ -186,6 +186,14 @@ pub(crate) fn record_stats<T: Real>(part: &mut [f64], values: &[T], nrhs: usize,
     }
 }
 
+/// 1/s per column; a zero scale (an inactive column) gives zero.
+pub(crate) fn inverse_scales(scale: &[f64]) -> Vec<f64> {
+    scale
+        .iter()
+        .map(|&s| if s > 0.0 { 1.0 / s } else { 0.0 })
+        .collect()
+}
+
 /// Sums chunk statistics in chunk order.
 pub(crate) fn reduce_stats(partials: &[f64], nrhs: usize) -> BlockStats {
     let mut stats = BlockStats {
@@ -533,10 +541,7 @@ pub fn scale_into<X: Stored>(
     assert_eq!(r.len(), out.len(), "scale_into: r and out differ in length");
     assert_eq!(scale.len(), nrhs, "scale_into: one scale per column");
     partials.fill(0.0);
-    let inverse: Vec<f64> = scale
-        .iter()
-        .map(|&s| if s > 0.0 { 1.0 / s } else { 0.0 })
-        .collect();
+    let inverse = inverse_scales(scale);
     out.par_chunks_mut(chunk_rows * nrhs)
         .zip(r.par_chunks(chunk_rows * nrhs))
         .zip(partials.par_chunks_mut(stats_len(nrhs)))

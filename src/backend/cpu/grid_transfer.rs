@@ -11,7 +11,9 @@
 use num_traits::Zero;
 use rayon::prelude::*;
 
-use super::block_ell::{record_stats, reduce_stats, stats_len, widened, BlockStats};
+use super::block_ell::{
+    inverse_scales, record_stats, reduce_stats, stats_len, widened, BlockStats,
+};
 use crate::precision::{Real, Stored};
 
 /// A uniform grid of interior points: `m` per direction in `dim` directions.
@@ -205,10 +207,7 @@ pub fn restrict<F: Stored, C: Stored>(
     assert_eq!(scale.len(), nrhs);
     let (mf, mc) = (fine_grid.m, coarse_grid.m);
     let (plane_f, plane_c) = (fine_grid.plane() * nrhs, coarse_grid.plane() * nrhs);
-    let inverse: Vec<f64> = scale
-        .iter()
-        .map(|&s| if s > 0.0 { 1.0 / s } else { 0.0 })
-        .collect();
+    let inverse = inverse_scales(scale);
     partials.fill(0.0);
     coarse
         .par_chunks_mut(plane_c)
