@@ -9,6 +9,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 BIN := target/release/tensorfem
 CONFIG ?= inputs/quickstart.toml
+RANKS ?= 2
 
 # OpenMPI refuses to run as root without these (containers, CI); harmless otherwise.
 export OMPI_ALLOW_RUN_AS_ROOT ?= 1
@@ -24,9 +25,10 @@ deps:
 build: deps
 	$(CARGO) build --release
 
-## run: the main job on the quickstart config (or CONFIG=path/to/config.toml)
+## run: the main job, the quickstart campaign on $(RANKS) MPI ranks (or CONFIG=path/to/config.toml,
+## RANKS=n), then the report of its campaign.h5 (summary and plots, postprocess/report.py)
 run: build
-	$(BIN) run $(CONFIG)
+	jobs/run-local.sh -n $(RANKS) $(CONFIG)
 
 ## test: formatting, lints, and the whole test suite in the release profile (unit,
 ## integration, CLI under mpirun -n 2, HDF5 read back by h5dump and h5py)

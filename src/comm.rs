@@ -19,6 +19,14 @@ pub trait Comm {
     fn gather_strings(&self, s: &str) -> Option<Vec<String>>;
     /// The MPI library, or "serial".
     fn library(&self) -> String;
+    /// Rank 0's string on every rank.
+    fn broadcast_string(&self, s: &str) -> String;
+    /// Point-to-point byte messages, usable from another thread than the one that
+    /// initialised MPI when [`Comm::threads_may_communicate`] (None for one process).
+    fn messenger(&self) -> Option<Box<dyn Messenger>>;
+    /// Whether a second thread may make MPI calls (MPI_THREAD_SERIALIZED or better), as
+    /// long as no two threads call at once.
+    fn threads_may_communicate(&self) -> bool;
 
     fn is_root(&self) -> bool {
         self.rank() == 0
@@ -47,6 +55,48 @@ impl Comm for SerialComm {
     fn library(&self) -> String {
         "serial".to_string()
     }
+    fn broadcast_string(&self, s: &str) -> String {
+        s.to_string()
+    }
+    fn messenger(&self) -> Option<Box<dyn Messenger>> {
+        None
+    }
+    fn threads_may_communicate(&self) -> bool {
+        true
+    }
+}
+
+/// Tagged byte messages between ranks of MPI_COMM_WORLD.
+pub trait Messenger: Send {
+    fn send(&self, destination: usize, tag: i32, bytes: &[u8]);
+    /// The next message with `tag` from `source` (any rank when None), if one has arrived:
+    /// (source, bytes). Never blocks, so waiting ranks poll and sleep instead of spinning
+    /// in MPI's progress engine on cores the solvers need.
+    fn try_receive(&self, source: Option<usize>, tag: i32) -> Option<(usize, Vec<u8>)>;
+}
+
+/// [`Messenger`] over MPI_COMM_WORLD (a handle to the world communicator is cheap to make
+/// in any thread).
+struct MpiMessenger;
+
+impl Messenger for MpiMessenger {
+    fn send(&self, destination: usize, tag: i32, bytes: &[u8]) {
+        SimpleCommunicator::world()
+            .process_at_rank(destination as i32)
+            .send_with_tag(bytes, tag);
+    }
+    fn try_receive(&self, source: Option<usize>, tag: i32) -> Option<(usize, Vec<u8>)> {
+        let world = SimpleCommunicator::world();
+        let status = match source {
+            Some(r) => world
+                .process_at_rank(r as i32)
+                .immediate_probe_with_tag(tag)?,
+            None => world.any_process().immediate_probe_with_tag(tag)?,
+        };
+        let from = status.source_rank();
+        let (bytes, _) = world.process_at_rank(from).receive_vec_with_tag::<u8>(tag);
+        Some((from as usize, bytes))
+    }
 }
 
 /// MPI_COMM_WORLD, with the host-local split (MPI_COMM_TYPE_SHARED) for the local rank.
@@ -54,6 +104,7 @@ pub struct MpiComm {
     world: SimpleCommunicator,
     local_rank: usize,
     local_size: usize,
+    threads_may_communicate: bool,
     // Finalises MPI when dropped: declared last so the communicators go first.
     _universe: mpi::environment::Universe,
 }
@@ -61,13 +112,14 @@ pub struct MpiComm {
 impl MpiComm {
     /// Initialises MPI (once per process).
     pub fn init() -> Result<Self> {
-        let universe = mpi::initialize()
+        let (universe, threading) = mpi::initialize_with_threading(mpi::Threading::Serialized)
             .ok_or_else(|| Error::Mpi("MPI was already initialised in this process".into()))?;
         let world = universe.world();
         let local = world.split_shared(world.rank());
         Ok(MpiComm {
             local_rank: local.rank() as usize,
             local_size: local.size() as usize,
+            threads_may_communicate: threading >= mpi::Threading::Serialized,
             world,
             _universe: universe,
         })
@@ -110,6 +162,24 @@ impl Comm for MpiComm {
             root.gather_into(&mine[..]);
             None
         }
+    }
+    fn broadcast_string(&self, s: &str) -> String {
+        let root = self.world.process_at_rank(0);
+        let mut len = s.len() as u64;
+        root.broadcast_into(&mut len);
+        let mut bytes = if self.is_root() {
+            s.as_bytes().to_vec()
+        } else {
+            vec![0u8; len as usize]
+        };
+        root.broadcast_into(&mut bytes[..]);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+    fn messenger(&self) -> Option<Box<dyn Messenger>> {
+        Some(Box::new(MpiMessenger))
+    }
+    fn threads_may_communicate(&self) -> bool {
+        self.threads_may_communicate
     }
     fn library(&self) -> String {
         mpi::environment::library_version()

@@ -27,6 +27,7 @@ use serde::Deserialize;
 use serde_aux::serde_introspection::serde_introspect;
 
 use crate::backend::BackendChoice;
+use crate::campaign::spec::{CampaignSpec, RawCampaign};
 use crate::error::{ConfigProblem, Error, Result};
 use crate::mesh::Element;
 use crate::mg::{check_levels, default_levels, Smoother, Variant};
@@ -92,6 +93,7 @@ pub struct RawConfig {
     pub problem: RawProblem,
     pub solver: RawSolver,
     pub output: RawOutput,
+    pub campaign: Option<RawCampaign>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -212,16 +214,19 @@ pub struct RunConfig {
     pub output: PathBuf,
     /// The config text as given, echoed into output files.
     pub source: String,
+    /// A campaign (`[campaign]`): the right-hand sides, batches and operators; `ks` and
+    /// `output` are then unused.
+    pub campaign: Option<CampaignSpec>,
 }
 
-const SECTIONS: [&str; 4] = ["mesh", "problem", "solver", "output"];
+const SECTIONS: [&str; 5] = ["mesh", "problem", "solver", "output", "campaign"];
 
 /// Largest supported wave number: beyond it no affordable mesh resolves the solution.
-const MAX_K: i64 = 100_000;
+pub(crate) const MAX_K: i64 = 100_000;
 /// Largest block of right-hand sides one run solves.
-const MAX_NRHS: i64 = 1_000_000;
+pub(crate) const MAX_NRHS: i64 = 1_000_000;
 
-fn problem(key: &str, message: impl Into<String>) -> ConfigProblem {
+pub(crate) fn problem(key: &str, message: impl Into<String>) -> ConfigProblem {
     ConfigProblem {
         key: key.to_string(),
         message: message.into(),
@@ -344,6 +349,9 @@ fn parse_raw(text: &str) -> Result<(RawConfig, Vec<ConfigProblem>), ConfigProble
     raw.problem = section(&mut table, "problem", &mut problems);
     raw.solver = section(&mut table, "solver", &mut problems);
     raw.output = section(&mut table, "output", &mut problems);
+    if table.contains_key("campaign") {
+        raw.campaign = Some(section(&mut table, "campaign", &mut problems));
+    }
     Ok((raw, problems))
 }
 
@@ -464,6 +472,16 @@ impl RawConfig {
 
     /// Checks every value; returns all problems found, or the validated config.
     pub fn validate(&self, source: &str) -> Result<RunConfig, Vec<ConfigProblem>> {
+        if let Some(campaign) = &self.campaign {
+            let mut problems = Vec::new();
+            return match crate::campaign::spec::validate(self, campaign, source, &mut problems) {
+                Some((spec, run)) if problems.is_empty() => Ok(RunConfig {
+                    campaign: Some(spec),
+                    ..run
+                }),
+                _ => Err(problems),
+            };
+        }
         let mut problems = Vec::new();
 
         let backend = match self
@@ -819,6 +837,7 @@ impl RawConfig {
                     },
                     output,
                     source: source.to_string(),
+                    campaign: None,
                 })
             }
             _ => Err(problems),
@@ -834,9 +853,18 @@ mod tests {
     fn quickstart_is_valid() {
         let c = parse(QUICKSTART, "quickstart").unwrap();
         assert_eq!(c.solver.method, Method::PscM1);
-        assert!(
-            c.ks.len() > 1,
-            "the quickstart solves a block of right-hand sides"
+        let campaign = c.campaign.expect("the quickstart is a campaign");
+        assert_eq!(
+            campaign.rhs,
+            crate::campaign::spec::RhsSource::TimeSeries {
+                steps: 32,
+                t_end: 1.0
+            }
+        );
+        assert_eq!(campaign.batch_size, 8);
+        assert_eq!(
+            campaign.operators[0].solver.cache_dir,
+            Some(PathBuf::from("out/quickstart/psc-cache"))
         );
         assert_eq!(c.source, QUICKSTART);
     }

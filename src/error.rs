@@ -79,6 +79,13 @@ pub enum Error {
 
     #[error("MPI: {0}")]
     Mpi(String),
+
+    #[error("campaign: {0}")]
+    Campaign(String),
+
+    /// Another rank (rank 0) found the problem and reports it; this rank only exits.
+    #[error("stopped by rank 0: {message}")]
+    Elsewhere { message: String, exit_code: u8 },
 }
 
 impl Error {
@@ -86,6 +93,7 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Config { .. } | Error::InvalidInput(_) => 2,
+            Error::Elsewhere { exit_code, .. } => *exit_code,
             _ => 1,
         }
     }

@@ -11,9 +11,11 @@ use half::f16;
 
 use crate::backend::{cpu, cuda, Backend};
 use crate::comm::Comm;
-use crate::config::{MeshKind, Method, RunConfig};
+use crate::config::{MeshKind, MeshSpec, Method, RunConfig, SolverSpec};
 use crate::error::{Error, Result};
-use crate::fem::{assemble_loads, assemble_poisson, l2_error, nodal_l2_error, Manufactured};
+use crate::fem::{
+    assemble_loads, assemble_poisson, l2_error, nodal_l2_error, Dofs, Exact, Manufactured,
+};
 use crate::io::{h5, xdmf};
 use crate::mesh::{unit_cube, unit_square, unit_square_refined, Element, Mesh};
 use crate::mg::{random_initial_guess, MgParams, Multigrid, StopParams};
@@ -25,7 +27,6 @@ use crate::sparse::Csr;
 /// The verification of one right-hand side.
 #[derive(Clone, Copy, Debug)]
 pub struct ColumnReport {
-    pub k: u32,
     pub l2_error: f64,
     pub relative_l2_error: f64,
     pub nodal_l2_error: f64,
@@ -39,6 +40,8 @@ pub struct JobSummary {
     pub backend: String,
     pub unknowns: usize,
     pub nonzeros: usize,
+    /// Wave number of each column.
+    pub ks: Vec<u32>,
     pub columns: Vec<ColumnReport>,
     /// How the set-up was obtained (cache loaded/built), if there was one to cache.
     pub setup_note: Option<String>,
@@ -91,11 +94,17 @@ impl fmt::Display for JobSummary {
             f,
             "  column      k     L2 error    rel. L2 error  nodal L2 error  rel. residual (f64)"
         )?;
-        for (c, r) in self.columns.iter().enumerate().take(PRINTED_COLUMNS) {
+        for (c, (r, k)) in self
+            .columns
+            .iter()
+            .zip(&self.ks)
+            .enumerate()
+            .take(PRINTED_COLUMNS)
+        {
             writeln!(
                 f,
-                "  {c:>6} {:>6}  {:>11.4e}  {:>13.4e}  {:>14.4e}  {:>13.3e}",
-                r.k, r.l2_error, r.relative_l2_error, r.nodal_l2_error, r.relative_residual
+                "  {c:>6} {k:>6}  {:>11.4e}  {:>13.4e}  {:>14.4e}  {:>13.3e}",
+                r.l2_error, r.relative_l2_error, r.nodal_l2_error, r.relative_residual
             )?;
         }
         if nrhs > PRINTED_COLUMNS {
@@ -142,15 +151,14 @@ fn available_memory() -> Option<u64> {
 /// and solutions, and the solver (sparse Cholesky factor with nested-dissection fill of
 /// about 10 N log2 N entries in 2D and 10 N^{4/3} in 3D; PSC: Λ, Π, Π⁻¹ and the
 /// factorisation workspace, about four dense |E|×|E| f64 matrices, plus SᵀAS).
-fn estimated_bytes(config: &RunConfig) -> f64 {
-    let m = &config.mesh;
+fn estimated_bytes(m: &MeshSpec, solver: &SolverSpec, nrhs: usize) -> f64 {
     let unknowns = m.unknowns() as f64;
     let k = m.element.nodes_per_cell() as f64;
-    let nrhs = config.ks.len() as f64;
+    let nrhs = nrhs as f64;
     let assembly =
         m.cells() as f64 * (k * k + k) * 8.0 + unknowns * 27.0 * 40.0 + m.nodes() as f64 * 80.0;
     let block = nrhs * (unknowns * 8.0 * 6.0 + m.nodes() as f64 * 8.0 * 2.0);
-    let solver = match config.solver.method {
+    let solver = match solver.method {
         Method::Cholesky => {
             let entries = if m.dim() == 2 {
                 10.0 * unknowns * unknowns.log2().max(1.0)
@@ -178,6 +186,25 @@ fn estimated_bytes(config: &RunConfig) -> f64 {
         }
     };
     assembly + block + solver
+}
+
+/// Refuses a problem this machine's memory cannot hold, naming what to change.
+pub fn check_memory(mesh: &MeshSpec, solver: &SolverSpec, nrhs: usize) -> Result<()> {
+    let Some(available) = available_memory() else {
+        return Ok(());
+    };
+    let needed = estimated_bytes(mesh, solver, nrhs);
+    if needed > available as f64 {
+        return Err(Error::InvalidInput(format!(
+            "this problem ({} unknowns × {nrhs} right-hand sides, method {}) needs about {:.1} GiB of memory, but only {:.1} GiB are available; use a smaller mesh.n or fewer right-hand sides at once{}",
+            mesh.unknowns(),
+            solver.method.name(),
+            needed / 2f64.powi(30),
+            available as f64 / 2f64.powi(30),
+            if solver.method == Method::PscM1 { " or a larger mesh.h0" } else { "" }
+        )));
+    }
+    Ok(())
 }
 
 fn describe(config: &RunConfig) -> String {
@@ -229,35 +256,60 @@ pub fn run(config: &RunConfig, comm: &dyn Comm) -> Result<Option<JobSummary>> {
         return Ok(None);
     }
     log::info!("backend: {backend}");
-    if let Some(available) = available_memory() {
-        let needed = estimated_bytes(config);
-        if needed > available as f64 {
-            return Err(Error::InvalidInput(format!(
-                "this problem ({} unknowns × {} right-hand sides, method {}) needs about {:.1} GiB of memory, but only {:.1} GiB are available; use a smaller mesh.n, solver.nrhs{}",
-                config.mesh.unknowns(),
-                config.ks.len(),
-                method.name(),
-                needed / 2f64.powi(30),
-                available as f64 / 2f64.powi(30),
-                if method == Method::PscM1 { " or a larger mesh.h0" } else { "" }
-            )));
-        }
-    }
+    check_memory(&config.mesh, &config.solver, config.ks.len())?;
 
     let t = Instant::now();
-    match config.mesh.kind {
-        MeshKind::UnitSquare => {
-            let mesh = match config.mesh.coarse {
-                Some((n0, levels)) => unit_square_refined(n0, levels, config.mesh.element)?,
-                None => unit_square(config.mesh.n, config.mesh.element)?,
-            };
-            solve_and_write(config, &mesh, t.elapsed().as_secs_f64(), &backend).map(Some)
+    match build_mesh(&config.mesh)? {
+        AnyMesh::Square(mesh) => {
+            solve_and_write(config, mesh, t.elapsed().as_secs_f64(), &backend).map(Some)
         }
-        MeshKind::UnitCube => {
-            let mesh = unit_cube(config.mesh.n)?;
-            solve_and_write(config, &mesh, t.elapsed().as_secs_f64(), &backend).map(Some)
+        AnyMesh::Cube(mesh) => {
+            solve_and_write(config, mesh, t.elapsed().as_secs_f64(), &backend).map(Some)
         }
     }
+}
+
+/// A mesh of the unit square (2D) or cube (3D).
+pub enum AnyMesh {
+    Square(Mesh<2>),
+    Cube(Mesh<3>),
+}
+
+/// The mesh a spec describes (refined from its coarse mesh when it has h0).
+pub fn build_mesh(spec: &MeshSpec) -> Result<AnyMesh> {
+    Ok(match spec.kind {
+        MeshKind::UnitSquare => AnyMesh::Square(match spec.coarse {
+            Some((n0, levels)) => unit_square_refined(n0, levels, spec.element)?,
+            None => unit_square(spec.n, spec.element)?,
+        }),
+        MeshKind::UnitCube => AnyMesh::Cube(unit_cube(spec.n)?),
+    })
+}
+
+/// An [`Operator`] in 2D or 3D.
+pub enum AnyOperator {
+    Square(Operator<2>),
+    Cube(Operator<3>),
+}
+
+impl AnyOperator {
+    pub fn new(mesh: &MeshSpec, solver: &SolverSpec) -> Result<Self> {
+        Ok(match build_mesh(mesh)? {
+            AnyMesh::Square(m) => AnyOperator::Square(Operator::new(m, mesh, solver)?),
+            AnyMesh::Cube(m) => AnyOperator::Cube(Operator::new(m, mesh, solver)?),
+        })
+    }
+}
+
+/// Runs `$body` with `$op` bound to the [`Operator`] inside an [`AnyOperator`].
+#[macro_export]
+macro_rules! with_operator {
+    ($any:expr, $op:ident => $body:expr) => {
+        match $any {
+            $crate::job::AnyOperator::Square($op) => $body,
+            $crate::job::AnyOperator::Cube($op) => $body,
+        }
+    };
 }
 
 /// The solver of a run, set up.
@@ -274,26 +326,47 @@ enum BlockSolver {
     Psc16(M1<f16>),
 }
 
-/// Solves the column-major block `b` (N × nrhs): the solution block and, for PSC-IR, the
-/// refinement steps taken.
+/// What one block solve gave.
+pub struct BlockOutcome {
+    /// The solutions, column-major (unknowns × nrhs).
+    pub u: Vec<f64>,
+    /// Refinement steps (PSC-IR) or V-cycles (multigrid) of the slowest column, when the
+    /// method iterates.
+    pub iterations: Option<usize>,
+    /// Floating-point operations counted (PSC only: GEMMs 2mnk, sparse products 2 nnz).
+    pub flops: Option<f64>,
+}
+
+/// Solves the column-major block `b` (N × nrhs) with M1 alone or inside PSC-IR.
 fn psc_solve<S: Stored>(
     m1: &M1<S>,
     a: &Csr<f64>,
     b: &[f64],
     nrhs: usize,
     refine: Option<RefineParams>,
-) -> Result<(Vec<f64>, Option<usize>)> {
+) -> Result<BlockOutcome> {
+    let per_apply = m1.flops_per_rhs() * nrhs as f64;
     match refine {
         Some(params) => {
             let mut x = vec![0.0; b.len()];
             let info = m1.solve_refined(a, b, &mut x, &mut m1.refine_workspace(nrhs), params)?;
-            Ok((x, Some(info.iterations)))
+            // Each step: one M1 apply and one f64 residual (2 nnz per column).
+            let per_step = per_apply + 2.0 * a.nnz() as f64 * nrhs as f64;
+            Ok(BlockOutcome {
+                u: x,
+                iterations: Some(info.iterations),
+                flops: Some(per_step * (info.iterations + 1) as f64),
+            })
         }
         None => {
             let low: Vec<S::Compute> = b.iter().map(|&v| S::Compute::from_f64(v)).collect();
             let mut x = low.clone();
             m1.solve(&low, &mut x, &mut m1.workspace(nrhs))?;
-            Ok((x.iter().map(|v| v.to_f64()).collect(), None))
+            Ok(BlockOutcome {
+                u: x.iter().map(|v| v.to_f64()).collect(),
+                iterations: None,
+                flops: Some(per_apply),
+            })
         }
     }
 }
@@ -305,18 +378,19 @@ impl BlockSolver {
         b: &[f64],
         nrhs: usize,
         refine: Option<RefineParams>,
-    ) -> Result<(Vec<f64>, Option<usize>)> {
+    ) -> Result<BlockOutcome> {
         match self {
             BlockSolver::Cholesky(c) => {
                 let n = c.dim();
                 let mut x = faer::Mat::from_fn(n, nrhs, |i, j| b[i + j * n]);
                 c.solve_in_place(x.as_mut());
-                Ok((
-                    (0..nrhs)
+                Ok(BlockOutcome {
+                    u: (0..nrhs)
                         .flat_map(|j| x.col(j).iter().copied().collect::<Vec<_>>())
                         .collect(),
-                    None,
-                ))
+                    iterations: None,
+                    flops: None,
+                })
             }
             BlockSolver::Multigrid {
                 mg,
@@ -333,7 +407,11 @@ impl BlockSolver {
                 } else {
                     mg.solve_plain(b, &mut u, nrhs, *stop)?
                 };
-                Ok((u, Some(info.max_iterations())))
+                Ok(BlockOutcome {
+                    u,
+                    iterations: Some(info.max_iterations()),
+                    flops: None,
+                })
             }
             BlockSolver::Psc64(m) => psc_solve(m, a, b, nrhs, refine),
             BlockSolver::Psc32(m) => psc_solve(m, a, b, nrhs, refine),
@@ -344,10 +422,13 @@ impl BlockSolver {
 
 /// M1 in precision S through the operator cache when enabled, with a note on where its
 /// set-up came from.
-fn psc_m1<S: Stored + hdf5::H5Type>(config: &RunConfig) -> Result<(M1<S>, String)> {
-    let (n0, levels) = config.mesh.coarse.expect("validated: psc-m1 has h0");
-    let element = config.mesh.element;
-    let (m1, note) = match &config.solver.cache_dir {
+fn psc_m1<S: Stored + hdf5::H5Type>(
+    mesh: &MeshSpec,
+    solver: &SolverSpec,
+) -> Result<(M1<S>, String)> {
+    let (n0, levels) = mesh.coarse.expect("validated: psc-m1 has h0");
+    let element = mesh.element;
+    let (m1, note) = match &solver.cache_dir {
         Some(dir) => {
             let (m1, outcome) =
                 OperatorCache::new(dir).load_or_build_m1::<S>(element, n0, levels)?;
@@ -377,156 +458,246 @@ fn psc_m1<S: Stored + hdf5::H5Type>(config: &RunConfig) -> Result<(M1<S>, String
 }
 
 /// Sets up PSC in the configured precision.
-fn psc_setup(config: &RunConfig) -> Result<(BlockSolver, String)> {
-    Ok(match config.solver.precision {
+fn psc_setup(mesh: &MeshSpec, solver: &SolverSpec) -> Result<(BlockSolver, String)> {
+    Ok(match solver.precision {
         Precision::F64 => {
-            let (m1, note) = psc_m1::<f64>(config)?;
+            let (m1, note) = psc_m1::<f64>(mesh, solver)?;
             (BlockSolver::Psc64(m1), note)
         }
         Precision::F32 => {
-            let (m1, note) = psc_m1::<f32>(config)?;
+            let (m1, note) = psc_m1::<f32>(mesh, solver)?;
             (BlockSolver::Psc32(m1), note)
         }
         Precision::F16 => {
-            let (m1, note) = psc_m1::<f16>(config)?;
+            let (m1, note) = psc_m1::<f16>(mesh, solver)?;
             (BlockSolver::Psc16(m1), note)
         }
     })
 }
 
+/// The cache file a PSC set-up of this mesh is read from and written to, if any: ranks that
+/// need the same file take turns (no two write it).
+pub fn operator_cache_file(mesh: &MeshSpec, solver: &SolverSpec) -> Option<PathBuf> {
+    match (solver.method, &solver.cache_dir, mesh.coarse) {
+        (Method::PscM1, Some(dir), Some((n0, levels))) => {
+            Some(OperatorCache::new(dir).path_for(mesh.element, n0, levels))
+        }
+        _ => None,
+    }
+}
+
+/// A mesh with its assembled stiffness matrix and the configured solver, set up once and
+/// applied to any number of blocks of right-hand sides.
+pub struct Operator<const D: usize> {
+    pub mesh: Mesh<D>,
+    pub matrix: Csr<f64>,
+    pub dofs: Dofs,
+    solver: BlockSolver,
+    refine: Option<RefineParams>,
+    /// How the set-up was obtained (cache loaded/built), when there is one worth saying.
+    pub setup_note: Option<String>,
+    pub assembly_seconds: f64,
+    pub setup_seconds: f64,
+}
+
+impl<const D: usize> Operator<D> {
+    /// Assembles the stiffness matrix of `mesh` and sets up the solver.
+    pub fn new(mesh: Mesh<D>, mesh_spec: &MeshSpec, solver_spec: &SolverSpec) -> Result<Self> {
+        let t = Instant::now();
+        let sys = assemble_poisson(&mesh, |_| 0.0)?;
+        let (matrix, dofs) = (sys.matrix, sys.dofs);
+        let assembly_seconds = t.elapsed().as_secs_f64();
+        log::info!(
+            "assembled {} unknowns, {} nonzeros in {assembly_seconds:.3} s",
+            dofs.len(),
+            matrix.nnz(),
+        );
+
+        let t = Instant::now();
+        let (solver, setup_note) = match solver_spec.method {
+            Method::Mg => {
+                let spec = solver_spec
+                    .mg
+                    .as_ref()
+                    .expect("validated: mg has its settings");
+                let mg = Multigrid::new(
+                    D,
+                    mesh_spec.n,
+                    &matrix,
+                    MgParams {
+                        schedule: spec.schedule.clone(),
+                        smoother: spec.smoother,
+                        base_tolerance: 1e-4,
+                        residual_scaling: spec.residual_scaling,
+                    },
+                )?;
+                let note = format!(
+                    "{} levels, matrices {:.1} MiB (ELLPACK, each level in its precision)",
+                    spec.schedule.len(),
+                    mg.operator_bytes() / 1048576.0
+                );
+                (
+                    BlockSolver::Multigrid {
+                        mg: Box::new(mg),
+                        refine: solver_spec.refine,
+                        stop: StopParams {
+                            tolerance: solver_spec.tolerance,
+                            max_iterations: solver_spec.max_iterations,
+                        },
+                        seed: spec.seed,
+                    },
+                    Some(note),
+                )
+            }
+            Method::Cholesky => (
+                BlockSolver::Cholesky(CholeskySolver::factor(&matrix)?),
+                None,
+            ),
+            Method::PscM1 => {
+                let (solver, note) = psc_setup(mesh_spec, solver_spec)?;
+                (solver, Some(note))
+            }
+        };
+        let setup_seconds = t.elapsed().as_secs_f64();
+        let refine =
+            (solver_spec.refine && solver_spec.method == Method::PscM1).then_some(RefineParams {
+                relative_tolerance: solver_spec.tolerance,
+                max_iterations: solver_spec.max_iterations,
+            });
+        Ok(Operator {
+            mesh,
+            matrix,
+            dofs,
+            solver,
+            refine,
+            setup_note,
+            assembly_seconds,
+            setup_seconds,
+        })
+    }
+
+    pub fn unknowns(&self) -> usize {
+        self.dofs.len()
+    }
+
+    /// Load vectors of the exact solutions' f, column-major (unknowns × len).
+    pub fn loads(&self, exact: &[Exact]) -> Vec<f64> {
+        let loads: Vec<_> = exact.iter().map(|m| move |x: &[f64]| m.f(x)).collect();
+        assemble_loads(&self.mesh, &self.dofs, &loads)
+    }
+
+    /// Solves the column-major block `rhs` (unknowns × nrhs).
+    pub fn solve(&mut self, rhs: &[f64], nrhs: usize) -> Result<BlockOutcome> {
+        self.solver.solve(&self.matrix, rhs, nrhs, self.refine)
+    }
+
+    /// The f64 residual of every column and, where its exact solution is known, the L2
+    /// errors; a column that is not finite is an error.
+    pub fn verify(
+        &self,
+        rhs: &[f64],
+        u: &[f64],
+        exact: &[Option<Exact>],
+    ) -> Result<Vec<ColumnReport>> {
+        let n = self.unknowns();
+        let mut residual = vec![0.0; n];
+        let columns: Vec<ColumnReport> = exact
+            .iter()
+            .enumerate()
+            .map(|(c, exact)| {
+                let (b, x) = (&rhs[c * n..(c + 1) * n], &u[c * n..(c + 1) * n]);
+                cpu::residual(&self.matrix, b, x, &mut residual);
+                let b_norm = cpu::nrm2(b);
+                let relative_residual = if b_norm > 0.0 {
+                    cpu::nrm2(&residual) / b_norm
+                } else {
+                    cpu::nrm2(&residual)
+                };
+                match exact {
+                    Some(m) => {
+                        let l2 = l2_error(&self.mesh, &self.dofs, x, |p| m.u(p));
+                        ColumnReport {
+                            l2_error: l2,
+                            relative_l2_error: l2 / m.l2_norm(),
+                            nodal_l2_error: nodal_l2_error(&self.mesh, &self.dofs, x, |p| m.u(p)),
+                            relative_residual,
+                        }
+                    }
+                    None => ColumnReport {
+                        l2_error: f64::NAN,
+                        relative_l2_error: f64::NAN,
+                        nodal_l2_error: f64::NAN,
+                        relative_residual,
+                    },
+                }
+            })
+            .collect();
+        if let Some((c, r)) = columns.iter().enumerate().find(|(c, r)| {
+            !(r.relative_residual.is_finite() && (exact[*c].is_none() || r.l2_error.is_finite()))
+        }) {
+            return Err(Error::Solver(format!(
+                "the solution of right-hand side {c} is not finite (relative residual {}, L2 error {})",
+                r.relative_residual, r.l2_error
+            )));
+        }
+        Ok(columns)
+    }
+}
+
 fn solve_and_write<const D: usize>(
     config: &RunConfig,
-    mesh: &Mesh<D>,
+    mesh: Mesh<D>,
     mesh_seconds: f64,
     backend: &Backend,
 ) -> Result<JobSummary> {
+    let nrhs = config.ks.len();
+    let exact: Vec<Exact> = config
+        .ks
+        .iter()
+        .map(|&k| Exact::Wave(Manufactured::new(k, D)))
+        .collect();
+    let mut op = Operator::new(mesh, &config.mesh, &config.solver)?;
+    let t = Instant::now();
+    let rhs = op.loads(&exact);
     let mut seconds = StageSeconds {
         mesh: mesh_seconds,
+        assembly: op.assembly_seconds + t.elapsed().as_secs_f64(),
+        setup: op.setup_seconds,
         ..Default::default()
     };
-    let nrhs = config.ks.len();
-    let exact: Vec<Manufactured> = config.ks.iter().map(|&k| Manufactured::new(k, D)).collect();
 
     let t = Instant::now();
-    let sys = assemble_poisson(mesh, |_| 0.0)?;
-    let (matrix, dofs) = (sys.matrix, sys.dofs);
-    let loads: Vec<_> = exact.iter().map(|m| move |x: &[f64]| m.f(x)).collect();
-    let rhs = assemble_loads(mesh, &dofs, &loads);
-    let n = dofs.len();
-    seconds.assembly = t.elapsed().as_secs_f64();
-    log::info!(
-        "assembled {n} unknowns, {} nonzeros, {nrhs} right-hand side(s) in {:.3} s",
-        matrix.nnz(),
-        seconds.assembly
-    );
-
-    let t = Instant::now();
-    let (mut solver, setup_note) = match config.solver.method {
-        Method::Mg => {
-            let spec = config
-                .solver
-                .mg
-                .as_ref()
-                .expect("validated: mg has its settings");
-            let mg = Multigrid::new(
-                D,
-                config.mesh.n,
-                &matrix,
-                MgParams {
-                    schedule: spec.schedule.clone(),
-                    smoother: spec.smoother,
-                    base_tolerance: 1e-4,
-                    residual_scaling: spec.residual_scaling,
-                },
-            )?;
-            let note = format!(
-                "{} levels, matrices {:.1} MiB (ELLPACK, each level in its precision)",
-                spec.schedule.len(),
-                mg.operator_bytes() / 1048576.0
-            );
-            (
-                BlockSolver::Multigrid {
-                    mg: Box::new(mg),
-                    refine: config.solver.refine,
-                    stop: StopParams {
-                        tolerance: config.solver.tolerance,
-                        max_iterations: config.solver.max_iterations,
-                    },
-                    seed: spec.seed,
-                },
-                Some(note),
-            )
-        }
-        Method::Cholesky => (
-            BlockSolver::Cholesky(CholeskySolver::factor(&matrix)?),
-            None,
-        ),
-        Method::PscM1 => {
-            let (solver, note) = psc_setup(config)?;
-            (solver, Some(note))
-        }
-    };
-    seconds.setup = t.elapsed().as_secs_f64();
-
-    let t = Instant::now();
-    let refine = config.solver.refine.then_some(RefineParams {
-        relative_tolerance: config.solver.tolerance,
-        max_iterations: config.solver.max_iterations,
-    });
-    let (u, refine_iterations) = solver.solve(&matrix, &rhs, nrhs, refine)?;
+    let outcome = op.solve(&rhs, nrhs)?;
     seconds.solve = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    let mut residual = vec![0.0; n];
-    let columns: Vec<ColumnReport> = (0..nrhs)
-        .map(|c| {
-            let (b, x) = (&rhs[c * n..(c + 1) * n], &u[c * n..(c + 1) * n]);
-            cpu::residual(&matrix, b, x, &mut residual);
-            let m = exact[c];
-            let l2 = l2_error(mesh, &dofs, x, |p| m.u(p));
-            ColumnReport {
-                k: config.ks[c],
-                l2_error: l2,
-                relative_l2_error: l2 / m.l2_norm(),
-                nodal_l2_error: nodal_l2_error(mesh, &dofs, x, |p| m.u(p)),
-                relative_residual: cpu::nrm2(&residual) / cpu::nrm2(b),
-            }
-        })
-        .collect();
+    let known: Vec<Option<Exact>> = exact.iter().copied().map(Some).collect();
+    let columns = op.verify(&rhs, &outcome.u, &known)?;
     seconds.verify = t.elapsed().as_secs_f64();
-    if let Some((c, r)) = columns
-        .iter()
-        .enumerate()
-        .find(|(_, r)| !(r.relative_residual.is_finite() && r.l2_error.is_finite()))
-    {
-        return Err(Error::Solver(format!(
-            "the solution of right-hand side {c} is not finite (relative residual {}, L2 error {})",
-            r.relative_residual, r.l2_error
-        )));
-    }
 
     let t = Instant::now();
     let (output, xdmf) = write_output(
         config,
-        mesh,
-        &dofs.to_nodal_block(&u),
+        &op.mesh,
+        &op.dofs.to_nodal_block(&outcome.u),
         &exact,
         &columns,
         &seconds,
         backend,
-        matrix.nnz(),
-        refine_iterations,
+        op.matrix.nnz(),
+        outcome.iterations,
     )?;
     seconds.write = t.elapsed().as_secs_f64();
 
     Ok(JobSummary {
         description: describe(config),
         backend: backend.to_string(),
-        unknowns: n,
-        nonzeros: matrix.nnz(),
+        unknowns: op.unknowns(),
+        nonzeros: op.matrix.nnz(),
+        ks: config.ks.clone(),
         columns,
-        setup_note,
-        refine_iterations,
+        setup_note: op.setup_note.clone(),
+        refine_iterations: outcome.iterations,
         seconds,
         output,
         xdmf,
@@ -538,7 +709,7 @@ fn write_output<const D: usize>(
     config: &RunConfig,
     mesh: &Mesh<D>,
     nodal: &[f64],
-    exact: &[Manufactured],
+    exact: &[Exact],
     columns: &[ColumnReport],
     seconds: &StageSeconds,
     backend: &Backend,
@@ -571,11 +742,7 @@ fn write_output<const D: usize>(
             .flat_map(|m| mesh.coords.iter().map(move |x| m.u(x)))
             .collect();
         h5::write_dense(&solution, "exact", nodes, nrhs, &exact_nodal)?;
-        h5::write_vector(
-            &solution,
-            "k",
-            &columns.iter().map(|c| c.k).collect::<Vec<_>>(),
-        )?;
+        h5::write_vector(&solution, "k", &config.ks)?;
         h5::write_vector(
             &solution,
             "l2_error",

@@ -17,6 +17,7 @@
 
 pub mod backend;
 pub mod bench;
+pub mod campaign;
 pub mod comm;
 pub mod config;
 pub mod error;

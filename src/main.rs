@@ -17,7 +17,7 @@ use tensorfem::mesh::Element;
 use tensorfem::mg::Smoother;
 use tensorfem::precision::Precision;
 use tensorfem::psc::{refinement_levels, PscInfo, PscSetup};
-use tensorfem::{job, Error};
+use tensorfem::{campaign, job, Error};
 
 #[derive(Parser)]
 #[command(
@@ -36,10 +36,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the job a config describes (the embedded quickstart when no CONFIG is given).
+    /// Run the job a config describes (the embedded quickstart when no CONFIG is given). A
+    /// config with [campaign] resumes from its journal unless --fresh.
     Run {
         /// TOML config (see docs/configuration.md and inputs/).
         config: Option<PathBuf>,
+        /// Campaigns: discard the journal, batch files and campaign.h5 of an earlier run in
+        /// campaign.directory and start over (the operator cache stays).
+        #[arg(long)]
+        fresh: bool,
     },
     /// Print the version and the backends found: CPU cores, CUDA driver and devices, MPI.
     Info,
@@ -182,7 +187,7 @@ fn main() -> ExitCode {
     set_threads_per_rank(&comm);
 
     let result = match cli.command {
-        Command::Run { config } => run(config, &comm),
+        Command::Run { config, fresh } => run(config, fresh, &comm),
         Command::Info => {
             info(&comm);
             Ok(())
@@ -245,7 +250,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Config mistakes are the same on every rank: say them once.
-            if comm.is_root() || !matches!(e, Error::Config { .. }) {
+            if comm.is_root() || !matches!(e, Error::Config { .. } | Error::Elsewhere { .. }) {
                 let prefix = if comm.size() > 1 {
                     format!("[rank {}] ", comm.rank())
                 } else {
@@ -258,7 +263,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(path: Option<PathBuf>, comm: &dyn Comm) -> tensorfem::Result<()> {
+fn run(path: Option<PathBuf>, fresh: bool, comm: &dyn Comm) -> tensorfem::Result<()> {
     let config = match &path {
         Some(p) => config::load(p)?,
         None => {
@@ -266,6 +271,15 @@ fn run(path: Option<PathBuf>, comm: &dyn Comm) -> tensorfem::Result<()> {
             config::parse(config::QUICKSTART, "embedded quickstart")?
         }
     };
+    if config.campaign.is_some() {
+        if let Some(summary) = campaign::run(&config, comm, fresh)? {
+            println!("{summary}");
+        }
+        return Ok(());
+    }
+    if fresh {
+        log::info!("--fresh applies to campaigns only (this config has no [campaign])");
+    }
     if let Some(summary) = job::run(&config, comm)? {
         println!("{summary}");
     }

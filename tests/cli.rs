@@ -1,31 +1,12 @@
 //! The `tensorfem` binary as users run it: alone and under `mpirun -n 2`, with good and bad
 //! configs; its HDF5 output read back by independent tools (h5dump, h5py).
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_tensorfem");
-
-fn run(args: &[&str], dir: &Path) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("tensorfem runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// mpirun as root (OpenMPI refuses without these) and on machines with fewer cores than ranks.
-fn mpirun(n: usize) -> Command {
-    let mut c = Command::new("mpirun");
-    c.args(["--oversubscribe", "-n", &n.to_string()])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-    c
-}
+use common::{mpirun, run, text, BIN};
 
 #[test]
 fn info_reports_backends() {
@@ -266,9 +247,31 @@ fn run_without_config_uses_the_embedded_quickstart() {
     let out = run(&["run"], dir.path());
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(stdout.contains("unknowns            65025 × 6"), "{stdout}");
-    assert!(stdout.contains("saved to the operator cache"), "{stdout}");
-    assert!(dir.path().join("out/quickstart.h5").exists());
+    assert!(
+        stdout.contains("32 columns in 4 batches of ≤ 8 over 1 operator(s), 1 rank(s)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("max relative residual (f64)"), "{stdout}");
+    let campaign = dir.path().join("out/quickstart/campaign.h5");
+    assert!(campaign.exists());
+
+    // The post-processing script reads it: summary table and plots.
+    let report = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/postprocess/report.py"
+        ))
+        .arg(&campaign)
+        .output()
+        .expect("python3 runs");
+    let printed = text(&report.stdout);
+    assert!(report.status.success(), "{printed}{}", text(&report.stderr));
+    assert!(printed.contains("32 columns"), "{printed}");
+    for png in ["throughput.png", "accuracy.png", "solution.png"] {
+        let path = dir.path().join("out/quickstart/report").join(png);
+        let bytes = std::fs::read(&path).unwrap_or_else(|_| panic!("{} written", path.display()));
+        assert!(bytes.starts_with(b"\x89PNG"), "{png} is a PNG");
+    }
 }
 
 /// A PSC block solve in f16 with refinement: every column reaches the f64 tolerance; the

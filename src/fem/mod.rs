@@ -10,5 +10,5 @@ mod quadrature;
 
 pub use assembly::{assemble_loads, assemble_poisson, Dofs, PoissonSystem};
 pub use error_norms::{l2_error, nodal_l2_error};
-pub use manufactured::Manufactured;
+pub use manufactured::{Exact, Manufactured, PressureSeries};
 pub use quadrature::QuadratureRule;

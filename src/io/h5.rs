@@ -225,6 +225,19 @@ pub fn write_str_attr(loc: &Location, name: &str, value: &str) -> Result<()> {
         .map_err(&err)
 }
 
+/// Writes a 1-D dataset of variable-length UTF-8 strings.
+pub fn write_strings(group: &Group, name: &str, values: &[String]) -> Result<Dataset> {
+    let v: Vec<VarLenUnicode> = values
+        .iter()
+        .map(|s| {
+            s.parse().map_err(|_| {
+                Error::InvalidInput(format!("dataset {name}: text contains a NUL byte"))
+            })
+        })
+        .collect::<Result<_>>()?;
+    write_vector(group, name, &v)
+}
+
 pub fn read_str_attr(loc: &Location, name: &str) -> Result<String> {
     let err = h5_error(loc, format!("reading attribute {name}"));
     let v: VarLenUnicode = loc.attr(name).map_err(&err)?.read_scalar().map_err(&err)?;

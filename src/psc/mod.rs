@@ -2,7 +2,7 @@
 //! Cholesky, node classes C/E/I, the M1 solve on blocks of right-hand sides in f64, f32 or
 //! f16, and PSC-IR (f64 iterative refinement around a low-precision M1).
 
-mod cache;
+pub(crate) mod cache;
 mod hierarchical;
 mod info;
 mod m1;

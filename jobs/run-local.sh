@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Local launcher: a campaign on P MPI ranks of this machine (oversubscribed when P exceeds
+# the cores), then the report of its campaign.h5.
+#
+#   jobs/run-local.sh [-n P] [CONFIG] [--fresh]      (default: -n 2 inputs/quickstart.toml)
+#
+# Threads per rank: the cores divided by the ranks (RAYON_NUM_THREADS overrides).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ranks=2
+if [[ "${1:-}" == "-n" ]]; then ranks="$2"; shift 2; fi
+config="${1:-inputs/quickstart.toml}"
+shift || true
+bin=target/release/tensorfem
+[[ -x "$bin" ]] || { echo "error: $bin is missing: run 'make build' first" >&2; exit 1; }
+# OpenMPI refuses to run as root without these (containers, CI); harmless otherwise.
+export OMPI_ALLOW_RUN_AS_ROOT="${OMPI_ALLOW_RUN_AS_ROOT:-1}"
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
+mpirun --oversubscribe -n "$ranks" "$bin" run "$config" "$@"
+# The report, when the config is a campaign that completed.
+dir=$(python3 - "$config" <<'PY'
+import sys, tomllib
+with open(sys.argv[1], "rb") as f:
+    print(tomllib.load(f).get("campaign", {}).get("directory", ""))
+PY
+)
+if [[ -n "$dir" && -f "$dir/campaign.h5" ]]; then
+    python3 postprocess/report.py "$dir/campaign.h5"
+fi

@@ -1,0 +1,94 @@
+//! Right-hand sides from a user's HDF5 file: a dataset of shape [columns, unknowns] (h5py:
+//! `f["rhs"][j]` is column j), float64 or float32, every entry finite. It is checked whole
+//! before any work starts; batches then read only their own rows.
+
+use std::path::{Path, PathBuf};
+
+use hdf5::types::{FloatSize, TypeDescriptor};
+
+use crate::error::{Error, Result};
+
+/// Rows read at a time while checking the whole dataset.
+const CHECK_ROWS: usize = 64;
+
+pub struct InputColumns {
+    path: PathBuf,
+    dataset: String,
+    pub columns: usize,
+    unknowns: usize,
+}
+
+fn hdf5_error(path: &Path, what: String) -> impl Fn(hdf5::Error) -> Error + '_ {
+    move |e| Error::Hdf5 {
+        path: path.to_path_buf(),
+        message: format!("{what}: {e}"),
+    }
+}
+
+impl InputColumns {
+    /// Opens and checks the dataset: type, shape against the mesh's unknowns, finiteness.
+    pub fn check(path: &Path, dataset: &str, unknowns: usize) -> Result<InputColumns> {
+        let file = crate::io::h5::open(path)?;
+        let ds = file.dataset(dataset).map_err(|_| {
+            Error::InvalidInput(format!(
+                "{}: no dataset '{dataset}' (campaign.input.dataset)",
+                path.display()
+            ))
+        })?;
+        let dtype = ds
+            .dtype()
+            .and_then(|t| t.to_descriptor())
+            .map_err(hdf5_error(path, format!("type of {dataset}")))?;
+        if !matches!(dtype, TypeDescriptor::Float(FloatSize::U8 | FloatSize::U4)) {
+            return Err(Error::InvalidInput(format!(
+                "{}: dataset '{dataset}' holds {dtype}; right-hand sides must be float64 or float32",
+                path.display()
+            )));
+        }
+        let shape = ds.shape();
+        if shape.len() != 2 || shape[1] != unknowns || shape[0] == 0 {
+            return Err(Error::InvalidInput(format!(
+                "{}: dataset '{dataset}' has shape {shape:?}; expected [columns ≥ 1, {unknowns}] (one load vector of the mesh's {unknowns} interior unknowns per row)",
+                path.display()
+            )));
+        }
+        let input = InputColumns {
+            path: path.to_path_buf(),
+            dataset: dataset.to_string(),
+            columns: shape[0],
+            unknowns,
+        };
+        let mut start = 0;
+        while start < input.columns {
+            let end = (start + CHECK_ROWS).min(input.columns);
+            let block = input.read(start..end)?;
+            if let Some(i) = block.iter().position(|v| !v.is_finite()) {
+                return Err(Error::InvalidInput(format!(
+                    "{}: dataset '{dataset}' column {} entry {} is {} (right-hand sides must be finite)",
+                    path.display(),
+                    start + i / unknowns,
+                    i % unknowns,
+                    block[i]
+                )));
+            }
+            start = end;
+        }
+        Ok(input)
+    }
+
+    /// Columns `range`, column-major (unknowns × len), in f64.
+    pub fn read(&self, range: std::ops::Range<usize>) -> Result<Vec<f64>> {
+        let file = crate::io::h5::open(&self.path)?;
+        let ds = file
+            .dataset(&self.dataset)
+            .map_err(hdf5_error(&self.path, format!("dataset {}", self.dataset)))?;
+        let rows = ds
+            .read_slice_2d::<f64, _>(ndarray::s![range.clone(), ..])
+            .map_err(hdf5_error(
+                &self.path,
+                format!("reading columns {range:?} of {}", self.dataset),
+            ))?;
+        debug_assert_eq!(rows.ncols(), self.unknowns);
+        Ok(rows.iter().copied().collect())
+    }
+}

@@ -1,0 +1,493 @@
+//! The main job: a campaign of right-hand-side batches over MPI ranks (DESIGN.md "The main
+//! job"). Every rank validates the config and derives the same [`plan::Plan`]; rank 0 checks
+//! the input and the output directory, reads the journal and hands out batches
+//! ([`queue`]); each rank sets up the operators it is given (reusing the one it holds),
+//! solves, verifies and writes each batch to its own file; rank 0 journals it. At the end
+//! rank 0 merges everything into `campaign.h5` and prints a -log_view-style summary.
+
+mod input;
+mod journal;
+mod output;
+mod perf;
+mod plan;
+mod queue;
+mod signals;
+pub mod spec;
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
+
+use crate::backend::{cuda, Backend};
+use crate::comm::{hostname, Comm};
+use crate::config::RunConfig;
+use crate::error::{Error, Result};
+use crate::job::{check_memory, operator_cache_file, AnyOperator};
+use crate::with_operator;
+use input::InputColumns;
+use journal::Journal;
+use perf::{now, BatchRecord, StageTotals};
+use plan::{ColumnSource, Plan};
+use queue::{Dispatch, LocalDispatch, Order, Queue, RemoteDispatch};
+use spec::{CampaignSpec, RhsSource};
+
+/// Files a campaign owns in its directory (removed by --fresh; the operator cache stays).
+fn owned_paths(directory: &Path) -> [std::path::PathBuf; 4] {
+    [
+        Journal::path_in(directory),
+        output::batches_dir(directory),
+        directory.join("campaign.h5"),
+        directory.join("campaign.xdmf"),
+    ]
+}
+
+/// Rank 0's checks before any work: the input dataset, the memory, the directory (and
+/// what a previous run left in it). Returns the input's column count and the journal's
+/// done batches. Nothing is removed or written until every check has passed.
+fn preflight(
+    spec: &CampaignSpec,
+    fresh: bool,
+) -> Result<(Option<InputColumns>, Option<journal::JournalState>, usize)> {
+    let input = match &spec.rhs {
+        RhsSource::Hdf5 { path, dataset } => Some(InputColumns::check(
+            path,
+            dataset,
+            spec.operators[0].mesh.unknowns(),
+        )?),
+        _ => None,
+    };
+    for op in &spec.operators {
+        check_memory(&op.mesh, &op.solver, spec.batch_size)?;
+    }
+    let dir = &spec.directory;
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::InvalidInput(format!(
+            "campaign.directory {} exists and is not a directory",
+            dir.display()
+        )));
+    }
+    std::fs::create_dir_all(output::batches_dir(dir)).map_err(|source| Error::Write {
+        path: output::batches_dir(dir),
+        source,
+    })?;
+    let probe = dir.join(format!(".tensorfem-write-test-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|source| Error::Write {
+        path: dir.clone(),
+        source,
+    })?;
+    let _ = std::fs::remove_file(&probe);
+
+    let columns = input.as_ref().map_or(0, |i| i.columns);
+    let plan = Plan::new(spec, columns);
+    let state = if fresh || !spec.checkpoint {
+        if !fresh && (Journal::path_in(dir).exists() || spec.output_file().exists()) {
+            return Err(Error::InvalidInput(format!(
+                "{} already holds a campaign and campaign.checkpoint = \"none\" cannot resume it: run with --fresh to overwrite it, or choose another campaign.directory",
+                dir.display()
+            )));
+        }
+        None
+    } else {
+        let state = Journal::read(dir, plan.fingerprint, plan.batches.len())?;
+        if state.is_none() && spec.output_file().exists() {
+            return Err(Error::InvalidInput(format!(
+                "{} holds a campaign.h5 but no journal to resume from: run with --fresh to overwrite it, or choose another campaign.directory",
+                dir.display()
+            )));
+        }
+        state
+    };
+    if fresh {
+        for path in owned_paths(dir) {
+            let removed = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            if let Err(e) = removed {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(Error::Write { path, source: e });
+                }
+            }
+        }
+        std::fs::create_dir_all(output::batches_dir(dir)).map_err(|source| Error::Write {
+            path: output::batches_dir(dir),
+            source,
+        })?;
+    }
+    Ok((input, state, columns))
+}
+
+/// Everything a worker needs, the same on every rank.
+struct WorkContext<'a> {
+    spec: &'a CampaignSpec,
+    plan: &'a Plan,
+    input: Option<&'a InputColumns>,
+    rank: usize,
+    host: String,
+    device: String,
+}
+
+/// Solves batches until told to stop or signalled; returns where the time went.
+fn work(ctx: &WorkContext<'_>, dispatch: &mut dyn Dispatch) -> Result<StageTotals> {
+    let start = Instant::now();
+    let mut totals = StageTotals::default();
+    let mut held: Option<(usize, AnyOperator)> = None;
+    while !signals::stop_requested() {
+        let t = Instant::now();
+        let order = dispatch.next(held.as_ref().map(|h| h.0))?;
+        totals.idle += t.elapsed().as_secs_f64();
+        let Order::Solve { batch, lock } = order else {
+            break;
+        };
+        if signals::stop_requested() {
+            dispatch.abandon(batch);
+            break;
+        }
+        match solve_batch(ctx, batch, lock, &mut held, &mut totals, dispatch) {
+            Ok(record) => dispatch.done(record)?,
+            Err(e) => {
+                dispatch.failed(format!("batch {batch}: {e}"));
+                return Err(e);
+            }
+        }
+    }
+    totals.wall = start.elapsed().as_secs_f64();
+    Ok(totals)
+}
+
+fn solve_batch(
+    ctx: &WorkContext<'_>,
+    index: usize,
+    lock: bool,
+    held: &mut Option<(usize, AnyOperator)>,
+    totals: &mut StageTotals,
+    dispatch: &mut dyn Dispatch,
+) -> Result<BatchRecord> {
+    let start = now();
+    let batch = &ctx.plan.batches[index];
+    let spec = &ctx.spec.operators[batch.operator];
+    let mut setup_seconds = 0.0;
+    if held.as_ref().map(|h| h.0) != Some(batch.operator) {
+        *held = None; // free the old operator first
+        let t = Instant::now();
+        let op = AnyOperator::new(&spec.mesh, &spec.solver)?;
+        setup_seconds = t.elapsed().as_secs_f64();
+        log::info!("operator {} set up in {setup_seconds:.3} s", batch.operator);
+        *held = Some((batch.operator, op));
+    }
+    if lock {
+        dispatch.cache_ready(batch.operator)?;
+    }
+    let op = &mut held.as_mut().expect("set up above").1;
+    let nrhs = batch.columns.len();
+    let dim = spec.mesh.dim();
+    let columns = &ctx.plan.columns[batch.columns.clone()];
+    let exact: Vec<_> = columns.iter().map(|c| c.source.exact(dim)).collect();
+
+    let (rhs_seconds, solve_seconds, verify_seconds, outcome, reports, nodal, unknowns) = with_operator!(op, op => {
+        let t = Instant::now();
+        let rhs = match (ctx.input, columns[0].source) {
+            (Some(input), ColumnSource::Input { index }) => input.read(index..index + nrhs)?,
+            _ => op.loads(&exact.iter().map(|e| e.expect("manufactured columns")).collect::<Vec<_>>()),
+        };
+        let rhs_seconds = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let outcome = op.solve(&rhs, nrhs)?;
+        let solve_seconds = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let reports = op.verify(&rhs, &outcome.u, &exact)?;
+        let nodal = op.dofs.to_nodal_block(&outcome.u);
+        (rhs_seconds, solve_seconds, t.elapsed().as_secs_f64(), outcome, reports, nodal, op.unknowns())
+    });
+    let nodes = nodal.len() / nrhs;
+    let max = |v: &mut dyn Iterator<Item = f64>| v.fold(0.0, f64::max);
+    let mut record = BatchRecord {
+        batch: index,
+        operator: batch.operator,
+        rank: ctx.rank,
+        host: ctx.host.clone(),
+        device: ctx.device.clone(),
+        method: spec.solver.method.name().into(),
+        precision: match &spec.solver.mg {
+            Some(mg) => crate::mg::schedule_name(&mg.schedule),
+            None => spec.solver.precision.name().into(),
+        },
+        nrhs,
+        unknowns,
+        setup_seconds,
+        rhs_seconds,
+        solve_seconds,
+        verify_seconds,
+        write_seconds: 0.0,
+        mdofs: (unknowns * nrhs) as f64 / solve_seconds.max(1e-12) / 1e6,
+        gflops: outcome.flops.map(|f| f / solve_seconds.max(1e-12) / 1e9),
+        iterations: outcome.iterations,
+        max_relative_residual: max(&mut reports.iter().map(|r| r.relative_residual)),
+        max_relative_l2_error: exact[0]
+            .is_some()
+            .then(|| max(&mut reports.iter().map(|r| r.relative_l2_error))),
+        start,
+        end: 0.0,
+    };
+    let t = Instant::now();
+    record.end = now();
+    output::write_batch(
+        &output::batch_path(&ctx.spec.directory, index),
+        ctx.plan.fingerprint,
+        &record,
+        nodes,
+        &nodal,
+        &reports,
+    )?;
+    record.write_seconds = t.elapsed().as_secs_f64();
+    totals.setup += setup_seconds;
+    totals.rhs += rhs_seconds;
+    totals.solve += solve_seconds;
+    totals.verify += verify_seconds;
+    totals.io += record.write_seconds;
+    totals.batches += 1;
+    totals.columns += nrhs;
+    log::info!(
+        "batch {index} ({nrhs} columns, operator {}) solved in {solve_seconds:.3} s, max relative residual {:.2e}",
+        batch.operator,
+        record.max_relative_residual
+    );
+    Ok(record)
+}
+
+/// Runs the campaign of `config` (which has a `[campaign]`). Rank 0 returns the printed
+/// summary; the other ranks return None.
+pub fn run(config: &RunConfig, comm: &dyn Comm, fresh: bool) -> Result<Option<String>> {
+    let spec = config.campaign.as_ref().expect("a campaign config");
+    signals::install().map_err(|e| Error::Campaign(format!("installing signal handlers: {e}")))?;
+    let first = &spec.operators[0].solver.method;
+    let backend = Backend::select(
+        config.backend,
+        &cuda::probe(),
+        first.name(),
+        spec.operators.iter().all(|o| o.solver.method.has_cuda()),
+        comm.local_rank(),
+    )?;
+    log::info!(
+        "rank {} (local rank {} of {} on {}) bound to {backend}",
+        comm.rank(),
+        comm.local_rank(),
+        comm.local_size(),
+        hostname()
+    );
+
+    // Rank 0 checks; everyone learns the outcome (and the input's column count).
+    let checked = if comm.is_root() {
+        Some(preflight(spec, fresh))
+    } else {
+        None
+    };
+    let verdict = match &checked {
+        Some(Ok((_, _, columns))) => format!("ok {columns}"),
+        Some(Err(e)) => format!("error {} {e}", e.exit_code()),
+        None => String::new(),
+    };
+    let verdict = comm.broadcast_string(&verdict);
+    let (input, state, columns) = match checked {
+        Some(result) => result?,
+        None => {
+            if let Some(rest) = verdict.strip_prefix("error ") {
+                let (code, message) = rest.split_once(' ').unwrap_or(("1", rest));
+                return Err(Error::Elsewhere {
+                    message: message.to_string(),
+                    exit_code: code.parse().unwrap_or(1),
+                });
+            }
+            let columns = verdict
+                .strip_prefix("ok ")
+                .and_then(|c| c.parse().ok())
+                .ok_or_else(|| Error::Mpi(format!("unexpected word from rank 0: {verdict}")))?;
+            let input = match &spec.rhs {
+                RhsSource::Hdf5 { path, dataset } => Some(InputColumns::check(
+                    path,
+                    dataset,
+                    spec.operators[0].mesh.unknowns(),
+                )?),
+                _ => None,
+            };
+            (input, None, columns)
+        }
+    };
+    let plan = Plan::new(spec, columns);
+    let ctx = WorkContext {
+        spec,
+        plan: &plan,
+        input: input.as_ref(),
+        rank: comm.rank(),
+        host: hostname(),
+        device: backend.to_string(),
+    };
+
+    if !comm.is_root() {
+        let mut dispatch = RemoteDispatch(comm.messenger().expect("MPI with several ranks"));
+        let totals = work(&ctx, &mut dispatch);
+        dispatch.leave(
+            ctx.host.clone(),
+            totals.as_ref().copied().unwrap_or_default(),
+        );
+        totals?;
+        return Ok(None);
+    }
+
+    // Rank 0: the queue, the dispatcher thread, its own worker.
+    let mut done: BTreeSet<usize> = state.as_ref().map(|s| s.done.clone()).unwrap_or_default();
+    done.retain(|&b| {
+        let ok = output::batch_path(&spec.directory, b).exists();
+        if !ok {
+            log::warn!("batch {b} is journaled but its file is missing: solving it again");
+        }
+        ok
+    });
+    let resumed = done.len();
+    let journal = if spec.checkpoint {
+        Some(Journal::open(
+            &spec.directory,
+            plan.fingerprint,
+            plan.batches.len(),
+            state.as_ref(),
+        )?)
+    } else {
+        None
+    };
+    if resumed > 0 {
+        log::info!(
+            "resuming: {resumed} of {} batches are done (journal {})",
+            plan.batches.len(),
+            Journal::path_in(&spec.directory).display()
+        );
+    }
+    let queue: queue::Shared = Arc::new((
+        Mutex::new(Queue::new(
+            plan.batches.iter().map(|b| b.operator).collect(),
+            spec.operators
+                .iter()
+                .map(|o| operator_cache_file(&o.mesh, &o.solver))
+                .collect(),
+            &done,
+            journal,
+        )),
+        Condvar::new(),
+    ));
+    let remote = comm.size() - 1;
+    let wall = Instant::now();
+    let local_result = std::thread::scope(|scope| {
+        let server = comm.messenger().filter(|_| remote > 0).map(|messenger| {
+            let queue = Arc::clone(&queue);
+            scope.spawn(move || queue::serve(queue, messenger, remote))
+        });
+        let mut local = LocalDispatch(Arc::clone(&queue));
+        let result = if comm.threads_may_communicate() || remote == 0 {
+            work(&ctx, &mut local)
+        } else {
+            log::warn!("MPI gives no thread support: rank 0 hands out work and solves nothing");
+            Ok(StageTotals::default())
+        };
+        local.leave(
+            ctx.host.clone(),
+            result.as_ref().copied().unwrap_or_default(),
+        );
+        if let Err(e) = &result {
+            local.failed(e.to_string());
+        }
+        if let Some(server) = server {
+            server.join().expect("the dispatcher thread does not panic");
+        }
+        result
+    });
+    let wall = wall.elapsed().as_secs_f64();
+    local_result?;
+    let (lock, _) = &*queue;
+    let mut queue = lock.lock().expect("queue lock");
+    if let Some(failure) = queue.failure() {
+        return Err(Error::Campaign(failure.to_string()));
+    }
+    let mut ranks = std::mem::take(&mut queue.left);
+    ranks.sort_by_key(|r| r.0);
+    let done_now = std::mem::take(&mut queue.done_now);
+    drop(queue);
+    let complete = done.len() + done_now.len() == plan.batches.len();
+
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "tensorfem campaign ({}): {} columns in {} batches of ≤ {} over {} operator(s), {} rank(s)",
+        spec.rhs.name(),
+        plan.columns.len(),
+        plan.batches.len(),
+        spec.batch_size,
+        spec.operators.len(),
+        comm.size()
+    );
+    if resumed > 0 {
+        let _ = writeln!(
+            out,
+            "  resumed             {resumed} batch(es) were done before (journal)"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  this run            {} batch(es) in {wall:.3} s on {}",
+        done_now.len(),
+        ctx.device
+    );
+    out.push_str(&perf::summary_table(&ranks));
+    if !complete {
+        let _ =
+            write!(
+            out,
+            "  stopped             {} of {} batches done; run the same command again to resume{}",
+            done.len() + done_now.len(),
+            plan.batches.len(),
+            if signals::stop_requested() { " (stop requested by a signal)" } else { "" }
+        );
+        return Ok(Some(out));
+    }
+    let t = Instant::now();
+    let merged = output::write_campaign(config, spec, &plan, comm.size(), &ranks)?;
+    let merge_seconds = t.elapsed().as_secs_f64();
+    let worst_residual = merged
+        .reports
+        .iter()
+        .map(|r| r.relative_residual)
+        .fold(0.0, f64::max);
+    let worst_error = merged
+        .reports
+        .iter()
+        .map(|r| r.relative_l2_error)
+        .filter(|e| e.is_finite())
+        .fold(f64::NAN, f64::max);
+    let dofs: f64 = done_now.iter().map(|r| (r.unknowns * r.nrhs) as f64).sum();
+    let solve: f64 = done_now.iter().map(|r| r.solve_seconds).sum();
+    if solve > 0.0 {
+        let _ = writeln!(
+            out,
+            "  throughput          {:.2} MDof/s per rank while solving, {:.2} MDof/s over the run's wall time",
+            dofs / solve / 1e6,
+            dofs / wall.max(1e-12) / 1e6
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  accuracy            max relative residual (f64) {worst_residual:.3e}{}",
+        if worst_error.is_finite() {
+            format!(", max relative L2 error {worst_error:.3e}")
+        } else {
+            String::new()
+        }
+    );
+    let _ = write!(
+        out,
+        "  output              {} (merged in {merge_seconds:.3} s; ParaView: {})",
+        spec.output_file().display(),
+        merged.xdmf.display()
+    );
+    Ok(Some(out))
+}

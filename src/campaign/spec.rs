@@ -1,0 +1,426 @@
+//! The `[campaign]` section of a config: where the right-hand sides come from, how they are
+//! cut into batches, where the output goes, and the checkpoint policy. A parameter study is
+//! expanded here into one validated operator (mesh + solver) per combination, so every
+//! mistake of every combination is reported before any rank allocates anything.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::config::{problem, MeshSpec, Method, RawConfig, SolverSpec, MAX_NRHS};
+use crate::error::ConfigProblem;
+use crate::precision::Precision;
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTimeSeries {
+    pub steps: Option<i64>,
+    pub t_end: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStudy {
+    pub k: Option<Vec<i64>>,
+    pub n: Option<Vec<i64>>,
+    pub h0: Option<Vec<f64>>,
+    pub method: Option<Vec<String>>,
+    pub precision: Option<Vec<String>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawInput {
+    pub path: Option<String>,
+    pub dataset: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCampaign {
+    pub rhs: Option<String>,
+    pub batch_size: Option<i64>,
+    pub directory: Option<String>,
+    pub checkpoint: Option<String>,
+    pub time_series: Option<RawTimeSeries>,
+    pub study: Option<RawStudy>,
+    pub input: Option<RawInput>,
+}
+
+/// Where the right-hand sides come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RhsSource {
+    /// `steps` time steps of the manufactured pressure field (fem::PressureSeries) at
+    /// t_j = t_end·j/steps, j = 1..=steps: a projection method's pressure-Poisson equations.
+    TimeSeries { steps: usize, t_end: f64 },
+    /// The manufactured solutions sin(kπx)… for every k, on every operator of the study.
+    Study { ks: Vec<u32> },
+    /// Columns of a dataset of shape [columns, unknowns] in a user's HDF5 file: assembled
+    /// load vectors b on the interior nodes (lexicographic order, x fastest).
+    Hdf5 { path: PathBuf, dataset: String },
+}
+
+impl RhsSource {
+    pub fn name(&self) -> &'static str {
+        match self {
+            RhsSource::TimeSeries { .. } => "time-series",
+            RhsSource::Study { .. } => "study",
+            RhsSource::Hdf5 { .. } => "hdf5",
+        }
+    }
+}
+
+/// One operator of a campaign: a mesh and a solver, set up once per rank that needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OperatorSpec {
+    pub mesh: MeshSpec,
+    pub solver: SolverSpec,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CampaignSpec {
+    pub rhs: RhsSource,
+    /// Columns per batch (the last batch of an operator may be smaller).
+    pub batch_size: usize,
+    pub directory: PathBuf,
+    /// Journal every batch and resume from the journal (false: a stopped campaign starts
+    /// over).
+    pub checkpoint: bool,
+    /// The operators, in campaign order (one unless a study varies mesh or solver).
+    pub operators: Vec<OperatorSpec>,
+}
+
+impl CampaignSpec {
+    pub fn output_file(&self) -> PathBuf {
+        self.directory.join("campaign.h5")
+    }
+}
+
+const RHS_NAMES: &str = "time-series, study, hdf5";
+
+/// Validates `[campaign]` of `raw` (which has one); every problem is pushed. The base
+/// sections are validated here too (once, or once per study combination), so the caller
+/// validates nothing else.
+pub fn validate(
+    raw: &RawConfig,
+    campaign: &RawCampaign,
+    source: &str,
+    problems: &mut Vec<ConfigProblem>,
+) -> Option<(CampaignSpec, crate::config::RunConfig)> {
+    let directory = match campaign.directory.as_deref() {
+        None => {
+            problems.push(problem(
+                "campaign.directory",
+                "missing: the directory the campaign writes (one file per batch, the journal, campaign.h5)",
+            ));
+            None
+        }
+        Some("") => {
+            problems.push(problem("campaign.directory", "is empty"));
+            None
+        }
+        Some(d) => Some(PathBuf::from(d)),
+    };
+    if raw.output.path.is_some() {
+        problems.push(problem(
+            "output.path",
+            "a campaign writes into campaign.directory (campaign.h5 and one file per batch); remove [output]",
+        ));
+    }
+    for (key, given) in [
+        ("problem.k", raw.problem.k.is_some()),
+        ("solver.nrhs", raw.solver.nrhs.is_some()),
+    ] {
+        if given {
+            problems.push(problem(key, "a campaign takes its right-hand sides from campaign.rhs (the study's wave numbers: campaign.study.k)"));
+        }
+    }
+    let batch_size = match campaign.batch_size.unwrap_or(8) {
+        b if (1..=MAX_NRHS).contains(&b) => Some(b as usize),
+        b => {
+            problems.push(problem(
+                "campaign.batch_size",
+                format!("{b} (allowed: 1 ..= {MAX_NRHS} columns per batch)"),
+            ));
+            None
+        }
+    };
+    let checkpoint = match campaign.checkpoint.as_deref().unwrap_or("batch") {
+        "batch" => Some(true),
+        "none" => Some(false),
+        other => {
+            problems.push(problem(
+                "campaign.checkpoint",
+                format!("unknown policy '{other}' (allowed: batch — journal every batch and resume; none)"),
+            ));
+            None
+        }
+    };
+    let sub_tables = [
+        (
+            "time-series",
+            "campaign.time_series",
+            campaign.time_series.is_some(),
+        ),
+        ("study", "campaign.study", campaign.study.is_some()),
+        ("hdf5", "campaign.input", campaign.input.is_some()),
+    ];
+    let rhs_name = campaign.rhs.as_deref();
+    match rhs_name {
+        None => problems.push(problem(
+            "campaign.rhs",
+            format!("missing: where the right-hand sides come from (allowed: {RHS_NAMES})"),
+        )),
+        Some(name) if !sub_tables.iter().any(|(n, _, _)| *n == name) => problems.push(problem(
+            "campaign.rhs",
+            format!("unknown source '{name}' (allowed: {RHS_NAMES})"),
+        )),
+        Some(_) => {}
+    }
+    for (name, key, given) in sub_tables {
+        if given && rhs_name.is_some_and(|r| r != name) {
+            problems.push(problem(
+                key,
+                format!("applies to campaign.rhs = \"{name}\" only"),
+            ));
+        }
+    }
+
+    // The base sections, with the campaign's output file standing in for [output].
+    let mut base = raw.clone();
+    base.campaign = None;
+    base.problem.k = None;
+    base.solver.nrhs = None;
+    base.output.path = Some(
+        directory
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("campaign"))
+            .join("campaign.h5")
+            .display()
+            .to_string(),
+    );
+    let (rhs, operators, run) = match rhs_name {
+        Some("time-series") => {
+            let ts = campaign.time_series.clone().unwrap_or_default();
+            let steps = match ts.steps {
+                None => {
+                    problems.push(problem(
+                        "campaign.time_series.steps",
+                        "missing: the number of time steps (one right-hand side each)",
+                    ));
+                    None
+                }
+                Some(s) if (1..=MAX_NRHS).contains(&s) => Some(s as usize),
+                Some(s) => {
+                    problems.push(problem(
+                        "campaign.time_series.steps",
+                        format!("{s} (allowed: 1 ..= {MAX_NRHS})"),
+                    ));
+                    None
+                }
+            };
+            let t_end = ts.t_end.unwrap_or(1.0);
+            if !(t_end.is_finite() && t_end > 0.0) {
+                problems.push(problem(
+                    "campaign.time_series.t_end",
+                    format!("{t_end} (allowed: a finite time > 0)"),
+                ));
+            }
+            let run = base_operator(&base, source, problems);
+            (
+                steps.map(|steps| RhsSource::TimeSeries { steps, t_end }),
+                run.as_ref().map(|r| vec![operator_of(r)]),
+                run,
+            )
+        }
+        Some("hdf5") => {
+            let input = campaign.input.clone().unwrap_or_default();
+            let path = match input.path.as_deref() {
+                None | Some("") => {
+                    problems.push(problem(
+                        "campaign.input.path",
+                        "missing: the HDF5 file holding the right-hand sides",
+                    ));
+                    None
+                }
+                Some(p) => Some(PathBuf::from(p)),
+            };
+            let dataset = input.dataset.unwrap_or_else(|| "rhs".into());
+            let run = base_operator(&base, source, problems);
+            (
+                path.map(|path| RhsSource::Hdf5 { path, dataset }),
+                run.as_ref().map(|r| vec![operator_of(r)]),
+                run,
+            )
+        }
+        Some("study") => {
+            let study = campaign.study.clone().unwrap_or_default();
+            let ks = study.k.clone().unwrap_or_else(|| vec![1]);
+            let ks: Option<Vec<u32>> = if ks.is_empty() {
+                problems.push(problem("campaign.study.k", "the list is empty"));
+                None
+            } else if let Some(bad) = ks
+                .iter()
+                .find(|&&k| !(1..=crate::config::MAX_K).contains(&k))
+            {
+                problems.push(problem(
+                    "campaign.study.k",
+                    format!(
+                        "{bad} is out of range (allowed: integers 1 ..= {})",
+                        crate::config::MAX_K
+                    ),
+                ));
+                None
+            } else {
+                Some(ks.iter().map(|&k| k as u32).collect())
+            };
+            let (operators, run) = expand_study(&base, &study, source, problems);
+            (ks.map(|ks| RhsSource::Study { ks }), operators, run)
+        }
+        _ => (None, None, None),
+    };
+    let spec = CampaignSpec {
+        rhs: rhs?,
+        batch_size: batch_size?,
+        directory: directory?,
+        checkpoint: checkpoint?,
+        operators: operators?,
+    };
+    problems.is_empty().then_some((spec, run?))
+}
+
+fn operator_of(run: &crate::config::RunConfig) -> OperatorSpec {
+    OperatorSpec {
+        mesh: run.mesh,
+        solver: run.solver.clone(),
+    }
+}
+
+fn base_operator(
+    base: &RawConfig,
+    source: &str,
+    problems: &mut Vec<ConfigProblem>,
+) -> Option<crate::config::RunConfig> {
+    match base.validate(source) {
+        Ok(run) => Some(run),
+        Err(more) => {
+            problems.extend(more);
+            None
+        }
+    }
+}
+
+/// Every combination of the study's lists, validated as if written out by hand. Lists left
+/// out take the base sections' value; h0 applies to psc-m1 and precision to psc-m1 only
+/// (cholesky is the f64 reference, multigrid takes its schedule from [solver]), so
+/// combinations differing only there are one operator.
+fn expand_study(
+    base: &RawConfig,
+    study: &RawStudy,
+    source: &str,
+    problems: &mut Vec<ConfigProblem>,
+) -> (Option<Vec<OperatorSpec>>, Option<crate::config::RunConfig>) {
+    let mut empty = Vec::new();
+    let ns: Vec<Option<i64>> = match &study.n {
+        Some(list) if list.is_empty() => {
+            empty.push("campaign.study.n");
+            vec![]
+        }
+        Some(list) => list.iter().copied().map(Some).collect(),
+        None => vec![None],
+    };
+    let h0s: Vec<Option<f64>> = match &study.h0 {
+        Some(list) if list.is_empty() => {
+            empty.push("campaign.study.h0");
+            vec![]
+        }
+        Some(list) => list.iter().copied().map(Some).collect(),
+        None => vec![base.mesh.h0],
+    };
+    let methods: Vec<Option<String>> = match &study.method {
+        Some(list) if list.is_empty() => {
+            empty.push("campaign.study.method");
+            vec![]
+        }
+        Some(list) => list.iter().cloned().map(Some).collect(),
+        None => vec![base.solver.method.clone()],
+    };
+    let precisions: Vec<Option<String>> = match &study.precision {
+        Some(list) if list.is_empty() => {
+            empty.push("campaign.study.precision");
+            vec![]
+        }
+        Some(list) => list.iter().cloned().map(Some).collect(),
+        None => vec![base.solver.precision.clone()],
+    };
+    for key in empty {
+        problems.push(problem(
+            key,
+            "the list is empty (leave it out to use the base value)",
+        ));
+    }
+    let mut operators: Vec<OperatorSpec> = Vec::new();
+    let mut first_run = None;
+    let mut seen: Vec<String> = Vec::new();
+    for &n in &ns {
+        for &h0 in &h0s {
+            for method in &methods {
+                for precision in &precisions {
+                    let mut raw = base.clone();
+                    if let Some(n) = n {
+                        raw.mesh.n = Some(n);
+                        raw.mesh.h = None;
+                    }
+                    let is_psc = method.as_deref() == Some(Method::PscM1.name());
+                    raw.mesh.h0 = if is_psc { h0 } else { None };
+                    raw.solver.method = method.clone();
+                    raw.solver.precision = if is_psc { precision.clone() } else { None };
+                    let is_mg = raw.solver.method.as_deref() == Some(Method::Mg.name());
+                    if !is_psc {
+                        raw.solver.cache = None;
+                        raw.solver.cache_dir = None;
+                    }
+                    if !is_psc && !is_mg {
+                        raw.solver.precision = Some(Precision::F64.name().into());
+                        raw.solver.refine = None;
+                        raw.solver.tolerance = None;
+                        raw.solver.max_iterations = None;
+                    }
+                    if !is_mg {
+                        raw.solver.variant = None;
+                        raw.solver.schedule = None;
+                        raw.solver.smoother = None;
+                        raw.solver.levels = None;
+                        raw.solver.residual_scaling = None;
+                        raw.solver.seed = None;
+                    }
+                    let label = format!(
+                        "n = {}, h0 = {}, method = {}, precision = {}",
+                        raw.mesh.n.map_or("(base)".into(), |n| n.to_string()),
+                        raw.mesh.h0.map_or("-".into(), |h| h.to_string()),
+                        raw.solver.method.as_deref().unwrap_or("(base)"),
+                        raw.solver.precision.as_deref().unwrap_or("-"),
+                    );
+                    if seen.contains(&label) {
+                        continue;
+                    }
+                    seen.push(label.clone());
+                    match raw.validate(source) {
+                        Ok(run) => {
+                            operators.push(operator_of(&run));
+                            first_run.get_or_insert(run);
+                        }
+                        Err(more) => problems.extend(more.into_iter().map(|p| {
+                            problem(
+                                "campaign.study",
+                                format!("combination [{label}]: {}: {}", p.key, p.message),
+                            )
+                        })),
+                    }
+                }
+            }
+        }
+    }
+    let complete = operators.len() == seen.len() && !seen.is_empty();
+    (complete.then_some(operators), first_run)
+}

@@ -1,0 +1,332 @@
+//! Campaigns as users launch them: under mpirun on 1, 2 and 3 ranks, killed and resumed,
+//! stopped by SIGTERM, and refused on bad input before any work.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{mpirun, text};
+use tensorfem::io::h5;
+
+fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, body).unwrap();
+    path
+}
+
+/// A study over two operators (PSC-M1 in f32 with refinement, and the Cholesky reference),
+/// five wave numbers in batches of two: six batches.
+fn study(dir: &Path) -> String {
+    format!(
+        "[mesh]\nn = 64\n[solver]\nmethod = \"psc-m1\"\nprecision = \"f32\"\ntolerance = 1e-12\n\
+         [campaign]\nrhs = \"study\"\nbatch_size = 2\ndirectory = \"{}\"\n\
+         [campaign.study]\nk = [1, 2, 3, 4, 5]\nh0 = [0.125]\nmethod = [\"psc-m1\", \"cholesky\"]\n",
+        dir.display()
+    )
+}
+
+/// A time series long enough to be interrupted: 24 batches of one column.
+fn series(dir: &Path) -> String {
+    format!(
+        "[mesh]\nn = 192\n[solver]\nmethod = \"cholesky\"\n\
+         [campaign]\nrhs = \"time-series\"\nbatch_size = 1\ndirectory = \"{}\"\n\
+         [campaign.time_series]\nsteps = 24\nt_end = 0.5\n",
+        dir.display()
+    )
+}
+
+fn run_campaign(ranks: usize, config: &Path, extra: &[&str]) -> std::process::Output {
+    mpirun(ranks)
+        .arg(common::BIN)
+        .arg("run")
+        .arg(config)
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("mpirun runs")
+}
+
+/// Every dataset a user reads the results from, as raw f64 (or integer) values.
+fn results(file: &Path) -> Vec<(String, Vec<u64>)> {
+    let f = h5::open(file).unwrap();
+    let mut out = Vec::new();
+    let operators = f.group("operators").unwrap().member_names().unwrap();
+    for o in operators {
+        let g = f.group(&format!("operators/{o}")).unwrap();
+        for name in ["u", "exact"] {
+            if let Ok((_, _, v)) = h5::read_dense::<f64>(&g, name) {
+                out.push((
+                    format!("{o}/{name}"),
+                    v.iter().map(|x| x.to_bits()).collect(),
+                ));
+            }
+        }
+    }
+    let columns = f.group("columns").unwrap();
+    for name in ["relative_residual", "l2_error", "t"] {
+        let v = h5::read_vector::<f64>(&columns, name).unwrap();
+        out.push((name.into(), v.iter().map(|x| x.to_bits()).collect()));
+    }
+    out
+}
+
+fn journal_batches(dir: &Path) -> Vec<usize> {
+    let text = std::fs::read_to_string(dir.join("journal.log")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(_, json)| serde_json::from_str::<serde_json::Value>(json).ok())
+        .filter(|v| v["record"] == "done")
+        .map(|v| v["batch"].as_u64().unwrap() as usize)
+        .collect()
+}
+
+/// The rank processes of a campaign started with `config` (not mpirun itself).
+fn rank_pids(config: &Path) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if comm.trim() == "tensorfem"
+            && String::from_utf8_lossy(&cmdline).contains(&*config.to_string_lossy())
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+fn signal(pid: u32, name: &str) {
+    std::process::Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .unwrap();
+}
+
+/// Starts a campaign on 2 ranks and waits until `done` batches are journaled.
+fn start_and_wait(config: &Path, dir: &Path, done: usize) -> Child {
+    let mut child = mpirun(2)
+        .arg(common::BIN)
+        .arg("run")
+        .arg(config)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while journal_batches(dir).len() < done {
+        assert!(t.elapsed() < Duration::from_secs(120), "no progress");
+        assert!(child.try_wait().unwrap().is_none(), "finished too early");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child
+}
+
+#[test]
+fn the_same_campaign_on_1_2_and_3_ranks_gives_the_same_solutions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut reference = None;
+    for ranks in [1, 2, 3] {
+        let dir = tmp.path().join(format!("r{ranks}"));
+        let config = write(tmp.path(), &format!("study{ranks}.toml"), &study(&dir));
+        let out = run_campaign(ranks, &config, &[]);
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+        assert!(stdout.contains("10 columns in 6 batches"), "{stdout}");
+        assert!(stdout.contains(&format!("{ranks} rank(s)")), "{stdout}");
+        let file = dir.join("campaign.h5");
+        let f = h5::open(&file).unwrap();
+        let residuals =
+            h5::read_vector::<f64>(&f.group("columns").unwrap(), "relative_residual").unwrap();
+        assert_eq!(residuals.len(), 10);
+        assert!(residuals.iter().all(|&r| r < 1e-11), "{residuals:?}");
+        let errors =
+            h5::read_vector::<f64>(&f.group("columns").unwrap(), "relative_l2_error").unwrap();
+        assert!(errors.iter().all(|&e| e < 0.1), "{errors:?}");
+        let perf_ranks = h5::read_vector::<u64>(&f.group("perf").unwrap(), "rank").unwrap();
+        assert_eq!(perf_ranks.len(), 6);
+        assert!(perf_ranks.iter().all(|&r| (r as usize) < ranks));
+        assert!(dir.join("campaign.xdmf").exists());
+        let r = results(&file);
+        match &reference {
+            None => reference = Some(r),
+            Some(reference) => assert!(r == *reference, "{ranks} ranks differ from 1 rank"),
+        }
+    }
+}
+
+#[test]
+fn a_campaign_killed_with_sigkill_resumes_and_does_every_batch_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let uninterrupted = tmp.path().join("whole");
+    let config = write(tmp.path(), "whole.toml", &series(&uninterrupted));
+    let out = run_campaign(2, &config, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let dir = tmp.path().join("killed");
+    let config = write(tmp.path(), "killed.toml", &series(&dir));
+    let mut child = start_and_wait(&config, &dir, 3);
+    let pids = rank_pids(&config);
+    assert_eq!(pids.len(), 2, "two ranks running");
+    signal(pids[1], "KILL");
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "the job aborts when a rank is killed");
+    let before = journal_batches(&dir);
+    assert!(
+        before.len() < 24,
+        "killed in the middle ({} done)",
+        before.len()
+    );
+    assert!(!dir.join("campaign.h5").exists());
+
+    let out = run_campaign(2, &config, &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("were done before (journal)"), "{stdout}");
+    let mut all = journal_batches(&dir);
+    all.sort();
+    assert_eq!(
+        all,
+        (0..24).collect::<Vec<_>>(),
+        "every batch journaled exactly once"
+    );
+    assert!(
+        results(&dir.join("campaign.h5")) == results(&uninterrupted.join("campaign.h5")),
+        "the resumed campaign equals the uninterrupted one"
+    );
+}
+
+#[test]
+fn sigterm_stops_cleanly_and_the_campaign_resumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("stopped");
+    let config = write(tmp.path(), "series.toml", &series(&dir));
+    let child = start_and_wait(&config, &dir, 2);
+    let t = Instant::now();
+    for pid in rank_pids(&config) {
+        signal(pid, "TERM");
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exit 0 on SIGTERM: {stdout}{}",
+        text(&out.stderr)
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(30),
+        "stops within a batch or two"
+    );
+    assert!(
+        stdout.contains("run the same command again to resume"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("stop requested by a signal"), "{stdout}");
+    let done = journal_batches(&dir);
+    assert!(done.len() < 24);
+    for b in &done {
+        assert!(dir.join(format!("batches/batch-{b:06}.h5")).exists());
+    }
+    let out = run_campaign(1, &config, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut all = journal_batches(&dir);
+    all.sort();
+    assert_eq!(all, (0..24).collect::<Vec<_>>());
+    // --fresh starts over.
+    let out = run_campaign(1, &config, &["--fresh"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!text(&out.stdout).contains("done before"));
+    assert_eq!(journal_batches(&dir).len(), 24);
+}
+
+/// Columns of a user's HDF5 file: solved, and checked (shape, type, NaN) before any work.
+#[test]
+fn hdf5_right_hand_sides_and_bad_inputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let unknowns = 15 * 15;
+    let good: Vec<f64> = (0..3 * unknowns).map(|i| ((i % 7) as f64) - 3.0).collect();
+    let writer = h5::H5Writer::create(&tmp.path().join("rhs.h5")).unwrap();
+    h5::write_dense(writer.root(), "rhs", unknowns, 3, &good).unwrap();
+    writer.commit().unwrap();
+    let mut bad = good.clone();
+    bad[unknowns + 5] = f64::NAN;
+    let writer = h5::H5Writer::create(&tmp.path().join("nan.h5")).unwrap();
+    h5::write_dense(writer.root(), "rhs", unknowns, 3, &bad).unwrap();
+    writer.commit().unwrap();
+    let writer = h5::H5Writer::create(&tmp.path().join("shape.h5")).unwrap();
+    h5::write_dense(
+        writer.root(),
+        "rhs",
+        unknowns - 1,
+        3,
+        &good[..3 * (unknowns - 1)],
+    )
+    .unwrap();
+    writer.commit().unwrap();
+    std::fs::write(tmp.path().join("text.h5"), "not HDF5").unwrap();
+
+    let out_dir = tmp.path().join("out");
+    let config = |input: &str, extra: &str| {
+        format!(
+            "[mesh]\nn = 16\n[solver]\nmethod = \"cholesky\"\n[campaign]\nrhs = \"hdf5\"\nbatch_size = 2\ndirectory = \"{}\"\n{extra}[campaign.input]\npath = \"{}\"\n",
+            out_dir.display(),
+            tmp.path().join(input).display()
+        )
+    };
+    let good_config = write(tmp.path(), "good.toml", &config("rhs.h5", ""));
+    let out = run_campaign(2, &good_config, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let f = h5::open(&out_dir.join("campaign.h5")).unwrap();
+    let residuals =
+        h5::read_vector::<f64>(&f.group("columns").unwrap(), "relative_residual").unwrap();
+    assert_eq!(residuals.len(), 3);
+    assert!(residuals.iter().all(|&r| r < 1e-13), "{residuals:?}");
+    drop(f);
+    let before = std::fs::read(out_dir.join("campaign.h5")).unwrap();
+
+    let bad_cases: Vec<(String, &str)> = vec![
+        (config("nan.h5", ""), "column 1 entry 5 is NaN"),
+        (config("shape.h5", ""), "expected [columns ≥ 1, 225]"),
+        (config("missing.h5", ""), "missing.h5"),
+        (config("text.h5", ""), "text.h5"),
+        (
+            config("rhs.h5", "batch_size = 0\n").replace("batch_size = 2\n", ""),
+            "campaign.batch_size",
+        ),
+        (config("rhs.h5", "colour = 1\n"), "campaign.colour"),
+        (
+            study(&out_dir).replace("h0 = [0.125]", "h0 = [0.125]\nn = [64, 100]"),
+            "n = 100, h0 = 0.125, method = psc-m1",
+        ),
+        (
+            config("rhs.h5", "").replace(
+                &format!("directory = \"{}\"", out_dir.display()),
+                &format!(
+                    "directory = \"{}/sub\"",
+                    tmp.path().join("rhs.h5").display()
+                ),
+            ),
+            "rhs.h5/sub",
+        ),
+    ];
+    for (body, expected) in bad_cases {
+        let path = write(tmp.path(), "bad.toml", &body);
+        let out = run_campaign(2, &path, &[]);
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{body}");
+        assert!(
+            stderr.contains(expected),
+            "expected '{expected}' in:\n{stderr}"
+        );
+        assert_eq!(
+            std::fs::read(out_dir.join("campaign.h5")).unwrap(),
+            before,
+            "nothing existing is overwritten"
+        );
+    }
+}
