@@ -26,8 +26,9 @@ fn hdf5_error(path: &Path, what: String) -> impl Fn(hdf5::Error) -> Error + '_ {
 }
 
 impl InputColumns {
-    /// Opens and checks the dataset: type, shape against the mesh's unknowns, finiteness.
-    pub fn check(path: &Path, dataset: &str, unknowns: usize) -> Result<InputColumns> {
+    /// Opens and checks the dataset: type and shape against the mesh's unknowns; with
+    /// `scan`, also that every entry is finite (rank 0 scans; the others trust its verdict).
+    pub fn open(path: &Path, dataset: &str, unknowns: usize, scan: bool) -> Result<InputColumns> {
         let file = crate::io::h5::open(path)?;
         let ds = file.dataset(dataset).map_err(|_| {
             Error::InvalidInput(format!(
@@ -59,7 +60,7 @@ impl InputColumns {
             unknowns,
         };
         let mut start = 0;
-        while start < input.columns {
+        while scan && start < input.columns {
             let end = (start + CHECK_ROWS).min(input.columns);
             let block = input.read(start..end)?;
             if let Some(i) = block.iter().position(|v| !v.is_finite()) {

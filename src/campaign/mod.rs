@@ -43,6 +43,20 @@ fn owned_paths(directory: &Path) -> [std::path::PathBuf; 4] {
     ]
 }
 
+/// The user's right-hand-side dataset (rhs = "hdf5"), checked (and with `scan`, every
+/// entry checked finite).
+fn open_input(spec: &CampaignSpec, scan: bool) -> Result<Option<InputColumns>> {
+    match &spec.rhs {
+        RhsSource::Hdf5 { path, dataset } => Ok(Some(InputColumns::open(
+            path,
+            dataset,
+            spec.operators[0].mesh.unknowns(),
+            scan,
+        )?)),
+        _ => Ok(None),
+    }
+}
+
 /// Rank 0's checks before any work: the input dataset, the memory, the directory (and
 /// what a previous run left in it). Returns the input's column count and the journal's
 /// done batches. Nothing is removed or written until every check has passed.
@@ -50,14 +64,7 @@ fn preflight(
     spec: &CampaignSpec,
     fresh: bool,
 ) -> Result<(Option<InputColumns>, Option<journal::JournalState>, usize)> {
-    let input = match &spec.rhs {
-        RhsSource::Hdf5 { path, dataset } => Some(InputColumns::check(
-            path,
-            dataset,
-            spec.operators[0].mesh.unknowns(),
-        )?),
-        _ => None,
-    };
+    let input = open_input(spec, true)?;
     for op in &spec.operators {
         check_memory(&op.mesh, &op.solver, spec.batch_size)?;
     }
@@ -68,8 +75,8 @@ fn preflight(
             dir.display()
         )));
     }
-    std::fs::create_dir_all(output::batches_dir(dir)).map_err(|source| Error::Write {
-        path: output::batches_dir(dir),
+    std::fs::create_dir_all(dir).map_err(|source| Error::Write {
+        path: dir.clone(),
         source,
     })?;
     let probe = dir.join(format!(".tensorfem-write-test-{}", std::process::id()));
@@ -112,11 +119,11 @@ fn preflight(
                 }
             }
         }
-        std::fs::create_dir_all(output::batches_dir(dir)).map_err(|source| Error::Write {
-            path: output::batches_dir(dir),
-            source,
-        })?;
     }
+    std::fs::create_dir_all(output::batches_dir(dir)).map_err(|source| Error::Write {
+        path: output::batches_dir(dir),
+        source,
+    })?;
     Ok((input, state, columns))
 }
 
@@ -305,15 +312,7 @@ pub fn run(config: &RunConfig, comm: &dyn Comm, fresh: bool) -> Result<Option<St
                 .strip_prefix("ok ")
                 .and_then(|c| c.parse().ok())
                 .ok_or_else(|| Error::Mpi(format!("unexpected word from rank 0: {verdict}")))?;
-            let input = match &spec.rhs {
-                RhsSource::Hdf5 { path, dataset } => Some(InputColumns::check(
-                    path,
-                    dataset,
-                    spec.operators[0].mesh.unknowns(),
-                )?),
-                _ => None,
-            };
-            (input, None, columns)
+            (open_input(spec, false)?, None, columns)
         }
     };
     let plan = Plan::new(spec, columns);
