@@ -32,6 +32,7 @@ use crate::error::{ConfigProblem, Error, Result};
 use crate::mesh::Element;
 use crate::mg::{check_levels, default_levels, Smoother, Variant};
 use crate::precision::Precision;
+use crate::stokes::{Preconditioner, Relaxation, StokesSpec};
 
 /// The quickstart config, embedded so `tensorfem run` works without any file.
 pub const QUICKSTART: &str = include_str!("../inputs/quickstart.toml");
@@ -77,6 +78,13 @@ pub struct RawSolver {
     pub max_iterations: Option<i64>,
     pub cache: Option<bool>,
     pub cache_dir: Option<String>,
+    pub preconditioner: Option<String>,
+    pub relaxation: Option<String>,
+    pub restart: Option<i64>,
+    pub omega: Option<f64>,
+    pub t: Option<f64>,
+    pub jacobi_steps: Option<i64>,
+    pub jacobi_weight: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -152,22 +160,25 @@ pub enum Method {
     PscM1,
     /// Geometric multigrid with a precision per level inside f64 refinement (SPEC §3).
     Mg,
+    /// Q2-Q1 Stokes with preconditioned FGMRES (SPEC §4); configured by `RunConfig::stokes`.
+    Stokes,
 }
 
 impl Method {
-    pub const NAMES: &'static str = "cholesky, psc-m1, mg";
+    pub const NAMES: &'static str = "cholesky, psc-m1, mg, stokes";
 
     pub fn name(self) -> &'static str {
         match self {
             Method::Cholesky => "cholesky",
             Method::PscM1 => "psc-m1",
             Method::Mg => "mg",
+            Method::Stokes => STOKES,
         }
     }
 
     pub fn has_cuda(self) -> bool {
         match self {
-            Method::Cholesky | Method::PscM1 | Method::Mg => false,
+            Method::Cholesky | Method::PscM1 | Method::Mg | Method::Stokes => false,
         }
     }
 }
@@ -217,7 +228,14 @@ pub struct RunConfig {
     /// A campaign (`[campaign]`): the right-hand sides, batches and operators; `ks` and
     /// `output` are then unused.
     pub campaign: Option<CampaignSpec>,
+    /// A Stokes run (`method = "stokes"`): the solver it describes; `mesh` is then its Q1
+    /// pressure mesh (velocity is Q2 on the same cells), `solver` its precision and
+    /// tolerance, `ks` empty.
+    pub stokes: Option<StokesSpec>,
 }
+
+/// The method name of the Stokes solver (SPEC §4).
+pub const STOKES: &str = "stokes";
 
 const SECTIONS: [&str; 5] = ["mesh", "problem", "solver", "output", "campaign"];
 
@@ -470,6 +488,279 @@ impl RawConfig {
         })
     }
 
+    /// The [solver] keys only method stokes takes, and whether each is given.
+    fn stokes_keys(&self) -> [(&'static str, bool); 7] {
+        let s = &self.solver;
+        [
+            ("solver.preconditioner", s.preconditioner.is_some()),
+            ("solver.relaxation", s.relaxation.is_some()),
+            ("solver.restart", s.restart.is_some()),
+            ("solver.omega", s.omega.is_some()),
+            ("solver.t", s.t.is_some()),
+            ("solver.jacobi_steps", s.jacobi_steps.is_some()),
+            ("solver.jacobi_weight", s.jacobi_weight.is_some()),
+        ]
+    }
+
+    /// A Stokes run (SPEC §4): mesh.n (or h) on the unit square, element q2-q1, the
+    /// preconditioner with its relaxation and parameters, precision, FGMRES settings.
+    fn validate_stokes(&self, source: &str) -> Result<RunConfig, Vec<ConfigProblem>> {
+        let mut problems = Vec::new();
+        let s = &self.solver;
+        let backend = match self.backend.as_deref().unwrap_or("auto") {
+            "auto" | "cpu" => Some(BackendChoice::Cpu),
+            other => {
+                problems.push(problem(
+                    "backend",
+                    format!("'{other}': method stokes runs on the CPU (allowed: auto, cpu)"),
+                ));
+                None
+            }
+        };
+        if let Some(kind) = self.mesh.kind.as_deref().filter(|k| *k != "unit-square") {
+            problems.push(problem(
+                "mesh.kind",
+                format!("'{kind}': method stokes solves on the unit square (allowed: unit-square)"),
+            ));
+        }
+        if let Some(e) = self.mesh.element.as_deref().filter(|e| *e != "q2-q1") {
+            problems.push(problem(
+                "mesh.element",
+                format!("'{e}': method stokes uses Taylor-Hood elements (allowed: q2-q1)"),
+            ));
+        }
+        for (key, given) in [
+            ("mesh.h0", self.mesh.h0.is_some()),
+            ("problem.k", self.problem.k.is_some()),
+            ("solver.variant", s.variant.is_some()),
+            ("solver.schedule", s.schedule.is_some()),
+            ("solver.smoother", s.smoother.is_some()),
+            ("solver.levels", s.levels.is_some()),
+            ("solver.residual_scaling", s.residual_scaling.is_some()),
+            ("solver.seed", s.seed.is_some()),
+            ("solver.refine", s.refine.is_some()),
+            ("solver.nrhs", s.nrhs.is_some()),
+            ("solver.cache", s.cache.is_some()),
+            ("solver.cache_dir", s.cache_dir.is_some()),
+        ] {
+            if given {
+                problems.push(problem(key, "does not apply to method stokes (it solves the manufactured Stokes problem of SPEC §1 with FGMRES)"));
+            }
+        }
+        let n = match (self.mesh.n, self.mesh.h) {
+            (Some(_), Some(_)) => {
+                problems.push(problem("mesh.n", "give either mesh.n or mesh.h, not both"));
+                None
+            }
+            (None, None) => {
+                problems.push(problem(
+                    "mesh.n",
+                    "missing: give the cells per direction mesh.n (e.g. 256) or mesh.h = 1/n",
+                ));
+                None
+            }
+            (Some(n), None) => (n >= 2).then_some(n as usize).or_else(|| {
+                problems.push(problem(
+                    "mesh.n",
+                    format!(
+                        "{n} (allowed: n ≥ 2, n = n0·2^j with n0 ≤ {})",
+                        crate::stokes::multigrid::MAX_COARSEST
+                    ),
+                ));
+                None
+            }),
+            (None, Some(h)) => reciprocal_integer(h).filter(|&n| n >= 2).or_else(|| {
+                problems.push(problem(
+                    "mesh.h",
+                    format!("{h} is not 1/n for an integer n ≥ 2 (e.g. 0.00390625 = 1/256)"),
+                ));
+                None
+            }),
+        };
+        let n = n.filter(|&n| match crate::stokes::multigrid::mesh_hierarchy(n) {
+            Ok(_) => true,
+            Err(e) => {
+                problems.push(problem(
+                    if self.mesh.h.is_some() {
+                        "mesh.h"
+                    } else {
+                        "mesh.n"
+                    },
+                    e.to_string(),
+                ));
+                false
+            }
+        });
+        let multigrid = s.preconditioner.as_deref().unwrap_or("multigrid");
+        let relaxation_name = s.relaxation.as_deref().unwrap_or("vanka-tuned");
+        let preconditioner = match multigrid {
+            "multigrid" => match relaxation_name {
+                "block-triangular" => {
+                    problems.push(problem("solver.relaxation", "block-triangular is a preconditioner: give solver.preconditioner = \"block-triangular\""));
+                    None
+                }
+                name => match Preconditioner::by_name(name) {
+                    Ok(p) => Some(p),
+                    Err(_) => {
+                        problems.push(problem("solver.relaxation", format!("unknown relaxation '{name}' (allowed: vanka, vanka-tuned, braess-sarazin, schur-uzawa)")));
+                        None
+                    }
+                },
+            },
+            "block-triangular" => {
+                if s.relaxation.is_some() {
+                    problems.push(problem("solver.relaxation", "applies to preconditioner multigrid only (block-triangular smooths with weighted Jacobi)"));
+                }
+                Some(Preconditioner::BlockTriangular)
+            }
+            other => {
+                problems.push(problem(
+                    "solver.preconditioner",
+                    format!(
+                        "unknown preconditioner '{other}' (allowed: multigrid, block-triangular)"
+                    ),
+                ));
+                None
+            }
+        };
+        // Relaxation parameters: ω for Vanka and Braess-Sarazin; t, Jacobi steps and weight
+        // for Braess-Sarazin and Schur-Uzawa.
+        let positive = |key: &str, v: Option<f64>, max: f64, problems: &mut Vec<ConfigProblem>| {
+            if let Some(v) = v {
+                if !(v > 0.0 && v <= max) {
+                    problems.push(problem(key, format!("{v} (allowed: 0 < value ≤ {max})")));
+                }
+            }
+        };
+        positive("solver.omega", s.omega, 2.0, &mut problems);
+        positive("solver.t", s.t, 100.0, &mut problems);
+        positive("solver.jacobi_weight", s.jacobi_weight, 2.0, &mut problems);
+        if let Some(k) = s.jacobi_steps.filter(|k| !(0..=100).contains(k)) {
+            problems.push(problem(
+                "solver.jacobi_steps",
+                format!("{k} (allowed: 0 ..= 100)"),
+            ));
+        }
+        let preconditioner = preconditioner.map(|p| match p {
+            Preconditioner::Multigrid(Relaxation::Vanka { form, omega }) => {
+                for (key, given) in [("solver.t", s.t.is_some()), ("solver.jacobi_steps", s.jacobi_steps.is_some()), ("solver.jacobi_weight", s.jacobi_weight.is_some())] {
+                    if given {
+                        problems.push(problem(key, "applies to relaxations braess-sarazin and schur-uzawa only"));
+                    }
+                }
+                Preconditioner::Multigrid(Relaxation::Vanka { form, omega: s.omega.unwrap_or(omega) })
+            }
+            Preconditioner::Multigrid(Relaxation::BraessSarazin(d)) => Preconditioner::Multigrid(Relaxation::BraessSarazin(crate::stokes::SchurParams {
+                t: s.t.unwrap_or(d.t),
+                omega: s.omega.unwrap_or(d.omega),
+                jacobi_steps: s.jacobi_steps.map_or(d.jacobi_steps, |k| k as usize),
+                jacobi_weight: s.jacobi_weight.unwrap_or(d.jacobi_weight),
+            })),
+            Preconditioner::Multigrid(Relaxation::SchurUzawa(d)) => {
+                if s.omega.is_some() {
+                    problems.push(problem("solver.omega", "Schur-Uzawa takes no outer damping (SPEC §4.2); applies to vanka and braess-sarazin"));
+                }
+                Preconditioner::Multigrid(Relaxation::SchurUzawa(crate::stokes::SchurParams {
+                    t: s.t.unwrap_or(d.t),
+                    omega: 1.0,
+                    jacobi_steps: s.jacobi_steps.map_or(d.jacobi_steps, |k| k as usize),
+                    jacobi_weight: s.jacobi_weight.unwrap_or(d.jacobi_weight),
+                }))
+            }
+            Preconditioner::BlockTriangular => {
+                for (key, given) in [("solver.omega", s.omega.is_some()), ("solver.t", s.t.is_some()), ("solver.jacobi_steps", s.jacobi_steps.is_some()), ("solver.jacobi_weight", s.jacobi_weight.is_some())] {
+                    if given {
+                        problems.push(problem(key, "applies to preconditioner multigrid only (block-triangular uses the published Jacobi weights 0.6 and 1.0)"));
+                    }
+                }
+                p
+            }
+        });
+        let precision = match s.precision.as_deref().unwrap_or("f64").parse::<Precision>() {
+            Ok(p) => Some(p),
+            Err(e) => {
+                problems.push(problem(
+                    "solver.precision",
+                    format!("{e}; the preconditioner's precision (FGMRES is f64)"),
+                ));
+                None
+            }
+        };
+        let defaults = crate::stokes::FGMRES_DEFAULT;
+        let tolerance = s.tolerance.unwrap_or(defaults.tolerance);
+        if !(tolerance > 0.0 && tolerance < 1.0) {
+            problems.push(problem("solver.tolerance", format!("{tolerance} (allowed: 0 < tolerance < 1, the relative residual ‖b − Ax‖₂/‖b‖₂)")));
+        }
+        let restart = s.restart.unwrap_or(defaults.restart as i64);
+        if !(1..=1000).contains(&restart) {
+            problems.push(problem(
+                "solver.restart",
+                format!("{restart} (allowed: 1 ..= 1000 Krylov vectors per cycle)"),
+            ));
+        }
+        let max_iterations = s.max_iterations.unwrap_or(defaults.max_iterations as i64);
+        if !(1..=100_000).contains(&max_iterations) {
+            problems.push(problem(
+                "solver.max_iterations",
+                format!("{max_iterations} (allowed: 1 ..= 100000)"),
+            ));
+        }
+        let output = match self.output.path.as_deref() {
+            None => {
+                problems.push(problem(
+                    "output.path",
+                    "missing: the HDF5 file to write, e.g. path = \"out/stokes.h5\"",
+                ));
+                None
+            }
+            Some("") => {
+                problems.push(problem("output.path", "is empty"));
+                None
+            }
+            Some(p) => Some(PathBuf::from(p)),
+        };
+        match (backend, n, preconditioner, precision, output) {
+            (Some(backend), Some(n), Some(preconditioner), Some(precision), Some(output))
+                if problems.is_empty() =>
+            {
+                let fgmres = crate::krylov::FgmresParams {
+                    restart: restart as usize,
+                    tolerance,
+                    max_iterations: max_iterations as usize,
+                };
+                Ok(RunConfig {
+                    backend,
+                    mesh: MeshSpec {
+                        kind: MeshKind::UnitSquare,
+                        element: Element::Q1,
+                        n,
+                        coarse: None,
+                    },
+                    ks: Vec::new(),
+                    solver: SolverSpec {
+                        method: Method::Stokes,
+                        precision,
+                        refine: false,
+                        tolerance,
+                        max_iterations: max_iterations as usize,
+                        cache_dir: None,
+                        mg: None,
+                    },
+                    output,
+                    source: source.to_string(),
+                    campaign: None,
+                    stokes: Some(StokesSpec {
+                        n,
+                        preconditioner,
+                        precision,
+                        fgmres,
+                    }),
+                })
+            }
+            _ => Err(problems),
+        }
+    }
+
     /// Checks every value; returns all problems found, or the validated config.
     pub fn validate(&self, source: &str) -> Result<RunConfig, Vec<ConfigProblem>> {
         if let Some(campaign) = &self.campaign {
@@ -481,6 +772,9 @@ impl RawConfig {
                 }),
                 _ => Err(problems),
             };
+        }
+        if self.solver.method.as_deref() == Some(STOKES) {
+            return self.validate_stokes(source);
         }
         let mut problems = Vec::new();
 
@@ -679,6 +973,11 @@ impl RawConfig {
             ),
             ("solver.seed", self.solver.seed.is_some()),
         ];
+        for (key, given) in self.stokes_keys() {
+            if given {
+                problems.push(problem(key, "applies to method stokes only"));
+            }
+        }
         if method != Some(Method::Mg) {
             for (key, given) in mg_keys {
                 if given {
@@ -742,7 +1041,8 @@ impl RawConfig {
                     }
                 }
             }
-            None => {}
+            // Stokes configs are validated by validate_stokes before reaching here.
+            Some(Method::Stokes) | None => {}
         }
         let (default_tolerance, meaning) = match method {
             Some(Method::Mg) => (1e-9, "an absolute ‖b − Au‖₂"),
@@ -838,6 +1138,7 @@ impl RawConfig {
                     output,
                     source: source.to_string(),
                     campaign: None,
+                    stokes: None,
                 })
             }
             _ => Err(problems),

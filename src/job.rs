@@ -140,7 +140,7 @@ impl fmt::Display for JobSummary {
 }
 
 /// Bytes of memory this machine can still give (Linux MemAvailable), if known.
-fn available_memory() -> Option<u64> {
+pub(crate) fn available_memory() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -159,6 +159,8 @@ fn estimated_bytes(m: &MeshSpec, solver: &SolverSpec, nrhs: usize) -> f64 {
         m.cells() as f64 * (k * k + k) * 8.0 + unknowns * 27.0 * 40.0 + m.nodes() as f64 * 80.0;
     let block = nrhs * (unknowns * 8.0 * 6.0 + m.nodes() as f64 * 8.0 * 2.0);
     let solver = match solver.method {
+        // A Stokes run sizes itself (stokes::check_memory); it has no Poisson operator.
+        Method::Stokes => 0.0,
         Method::Cholesky => {
             let entries = if m.dim() == 2 {
                 10.0 * unknowns * unknowns.log2().max(1.0)
@@ -557,6 +559,10 @@ impl<const D: usize> Operator<D> {
                 let (solver, note) = psc_setup(mesh_spec, solver_spec)?;
                 (solver, Some(note))
             }
+            Method::Stokes => return Err(Error::InvalidInput(
+                "method stokes solves the Stokes system (stokes::solve), not a Poisson operator"
+                    .into(),
+            )),
         };
         let setup_seconds = t.elapsed().as_secs_f64();
         let refine =

@@ -9,7 +9,8 @@
 //! - [`reference`]: faer's sparse Cholesky, the independent reference solver
 //! - [`psc`]: the Prehandling-Schur-Complement direct solver M1, PSC-IR, operator cache
 //! - [`mg`]: mixed-precision geometric multigrid in f64 iterative refinement (2D, 3D)
-//! - [`krylov`]: Krylov methods: Lanczos, for condition numbers
+//! - [`stokes`]: Q2-Q1 Stokes, FGMRES with monolithic multigrid or block-triangular preconditioning
+//! - [`krylov`]: Krylov methods: Lanczos (condition numbers), FGMRES
 //! - [`bench`]: machine ceilings and solver benchmarks
 //! - [`io`]: HDF5 output written atomically, XDMF sidecars
 //! - [`comm`]: serial and MPI communicators
@@ -31,5 +32,6 @@ pub mod precision;
 pub mod psc;
 pub mod reference;
 pub mod sparse;
+pub mod stokes;
 
 pub use error::{Error, Result};

@@ -3,10 +3,9 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{mpirun, run, text, BIN};
+use common::{mpirun, run, text, write_config, BIN};
 
 #[test]
 fn info_reports_backends() {
@@ -43,12 +42,6 @@ fn info_under_mpirun_with_two_ranks() {
         1,
         "rank 0 alone prints: {stdout}"
     );
-}
-
-fn write_config(dir: &Path, body: &str) -> String {
-    let path = dir.join("case.toml");
-    std::fs::write(&path, body).unwrap();
-    path.to_string_lossy().into_owned()
 }
 
 #[test]

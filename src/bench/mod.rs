@@ -4,10 +4,12 @@
 mod machine;
 mod mg;
 mod psc;
+mod stokes;
 
 pub use machine::{gemm_gflops, measure_machine, triad_gbs, MachineCeilings};
 pub use mg::{bench_mg, MgBenchParams, MgBenchResult, MgBenchSolver};
 pub use psc::{bench_psc, PscBenchParams, PscBenchResult};
+pub use stokes::{bench_stokes, parse_preconditioners, StokesBenchParams, StokesBenchResult};
 
 use std::time::Instant;
 

@@ -107,6 +107,20 @@ pub fn validate(
     source: &str,
     problems: &mut Vec<ConfigProblem>,
 ) -> Option<(CampaignSpec, crate::config::RunConfig)> {
+    let stokes = Some(crate::config::STOKES);
+    if raw.solver.method.as_deref() == stokes
+        || campaign
+            .study
+            .as_ref()
+            .and_then(|s| s.method.as_ref())
+            .is_some_and(|m| m.iter().any(|m| Some(m.as_str()) == stokes))
+    {
+        problems.push(problem(
+            "solver.method",
+            "stokes solves one manufactured Stokes problem per run, not a campaign of right-hand sides: remove [campaign]",
+        ));
+        return None;
+    }
     let directory = match campaign.directory.as_deref() {
         None => {
             problems.push(problem(

@@ -11,4 +11,4 @@ mod quadrature;
 pub use assembly::{assemble_loads, assemble_poisson, Dofs, PoissonSystem};
 pub use error_norms::{l2_error, nodal_l2_error};
 pub use manufactured::{Exact, Manufactured, PressureSeries};
-pub use quadrature::QuadratureRule;
+pub use quadrature::{gauss_legendre_unit, QuadratureRule};

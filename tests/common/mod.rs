@@ -14,6 +14,13 @@ pub fn run(args: &[&str], dir: &Path) -> Output {
         .expect("tensorfem runs")
 }
 
+/// Writes a config into `dir` and returns its path.
+pub fn write_config(dir: &Path, body: &str) -> String {
+    let path = dir.join("case.toml");
+    std::fs::write(&path, body).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }

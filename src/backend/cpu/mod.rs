@@ -183,6 +183,34 @@ pub fn gemm<S: Stored>(
     lhs: Operand<'_, S>,
     rhs: Operand<'_, S>,
 ) {
+    gemm_checked(m, n, k, dst, ldd, lhs, rhs, S::from_f64(1.0));
+}
+
+/// [`gemm`] in a compute precision (f32 or f64).
+pub fn gemm_real<T: Real>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: &mut [T],
+    ldd: usize,
+    lhs: Operand<'_, T>,
+    rhs: Operand<'_, T>,
+) {
+    gemm_checked(m, n, k, dst, ldd, lhs, rhs, T::one());
+}
+
+/// D = A·B for any element type the `gemm` crate multiplies, after checking every index.
+#[allow(clippy::too_many_arguments)]
+fn gemm_checked<T: Copy + 'static>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: &mut [T],
+    ldd: usize,
+    lhs: Operand<'_, T>,
+    rhs: Operand<'_, T>,
+    one: T,
+) {
     lhs.check(m, k, "left operand");
     rhs.check(k, n, "right operand");
     Operand::col_major(&*dst, ldd).check(m, n, "destination");
@@ -190,7 +218,8 @@ pub fn gemm<S: Stored>(
         return;
     }
     // SAFETY: every index the product touches lies inside the buffers (checked above), and
-    // `dst` does not alias the operands (it is borrowed mutably).
+    // `dst` does not alias the operands (it is borrowed mutably). With read_dst = false
+    // the destination's old contents (and alpha) are ignored.
     unsafe {
         ::gemm::gemm(
             m,
@@ -206,8 +235,8 @@ pub fn gemm<S: Stored>(
             rhs.data.as_ptr(),
             rhs.col_stride as isize,
             rhs.row_stride as isize,
-            S::from_f64(0.0),
-            S::from_f64(1.0),
+            one,
+            one,
             false,
             false,
             false,

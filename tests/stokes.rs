@@ -1,0 +1,293 @@
+//! Stokes Q2-Q1 (SPEC §1, §4): discretization rates, every preconditioner in every
+//! precision, mesh-independent iteration counts, tuned = simple Vanka, and the CLI.
+
+mod common;
+
+use common::{run, text, write_config};
+use tensorfem::krylov::FgmresParams;
+use tensorfem::precision::Precision;
+use tensorfem::stokes::multigrid::MonolithicMg;
+use tensorfem::stokes::{solve, Preconditioner, StokesProblem, StokesSpec};
+
+fn spec(n: usize, name: &str, precision: Precision, tolerance: f64) -> StokesSpec {
+    StokesSpec {
+        n,
+        preconditioner: Preconditioner::by_name(name).unwrap(),
+        precision,
+        fgmres: FgmresParams {
+            restart: 30,
+            tolerance,
+            max_iterations: 500,
+        },
+    }
+}
+
+const ALL: [&str; 5] = [
+    "vanka",
+    "vanka-tuned",
+    "braess-sarazin",
+    "schur-uzawa",
+    "block-triangular",
+];
+
+/// Velocity L2 O(h³), pressure L2 O(h²) over three refinements, solved to 1e-12 so the
+/// algebraic error is far below the discretization error.
+#[test]
+fn discretization_errors_converge_at_the_theoretical_rates() {
+    let errors: Vec<(f64, f64)> = [8, 16, 32, 64]
+        .iter()
+        .map(|&n| {
+            let s = solve(&spec(n, "braess-sarazin", Precision::F64, 1e-12)).unwrap();
+            (s.velocity_l2_error, s.pressure_l2_error)
+        })
+        .collect();
+    for w in errors.windows(2) {
+        let velocity_rate = (w[0].0 / w[1].0).log2();
+        let pressure_rate = (w[0].1 / w[1].1).log2();
+        assert!(
+            (velocity_rate - 3.0).abs() < 0.2,
+            "velocity rate {velocity_rate}: {errors:?}"
+        );
+        assert!(
+            (pressure_rate - 2.0).abs() < 0.2,
+            "pressure rate {pressure_rate}: {errors:?}"
+        );
+    }
+    // The finest errors themselves (n = 64), as measured: the solution is the FE one.
+    assert!(errors[3].0 < 1.7e-7 && errors[3].1 < 5.8e-5, "{errors:?}");
+}
+
+/// Every preconditioner reaches the f64 relative residual 1e-8, with its preconditioner in
+/// f64, f32 and f16 storage, and the solution's errors are those of the discretization.
+/// (At 1e-8 the algebraic error may differ between preconditioners by up to κ·1e-8 with
+/// κ ~ h⁻², so solutions are compared through their errors, not entry by entry.)
+#[test]
+fn every_preconditioner_converges_in_every_precision() {
+    let n = 32;
+    let reference = solve(&spec(n, "braess-sarazin", Precision::F64, 1e-12)).unwrap();
+    for name in ALL {
+        for precision in [Precision::F64, Precision::F32, Precision::F16] {
+            let s = solve(&spec(n, name, precision, 1e-8))
+                .unwrap_or_else(|e| panic!("{name} {precision}: {e}"));
+            assert!(
+                s.info.converged && s.info.relative_residual <= 1e-8,
+                "{name} {precision}: {:?}",
+                s.info
+            );
+            assert!(
+                (s.velocity_l2_error / reference.velocity_l2_error - 1.0).abs() < 0.05,
+                "{name} {precision}: velocity error {} vs {}",
+                s.velocity_l2_error,
+                reference.velocity_l2_error
+            );
+            assert!(
+                (s.pressure_l2_error / reference.pressure_l2_error - 1.0).abs() < 0.05,
+                "{name} {precision}: pressure error {} vs {}",
+                s.pressure_l2_error,
+                reference.pressure_l2_error
+            );
+        }
+    }
+}
+
+/// FGMRES iterations of Vanka (simple and tuned) and Braess-Sarazin grow by at most 2 from
+/// 32² to 256² elements.
+#[test]
+fn vanka_and_braess_sarazin_iterations_do_not_grow_with_the_mesh() {
+    for (name, precision) in [
+        ("vanka", Precision::F32),
+        ("vanka-tuned", Precision::F64),
+        ("braess-sarazin", Precision::F64),
+    ] {
+        let counts: Vec<usize> = [32, 64, 128, 256]
+            .iter()
+            .map(|&n| {
+                solve(&spec(n, name, precision, 1e-8))
+                    .unwrap()
+                    .info
+                    .iterations
+            })
+            .collect();
+        assert!(
+            counts.iter().all(|&c| c <= counts[0] + 2),
+            "{name}: iterations {counts:?}"
+        );
+        assert!(counts[0] <= 20, "{name}: iterations {counts:?}");
+    }
+}
+
+/// The tuned Vanka (25 shared inverses) applies the same relaxation as the simple one (one
+/// inverse per patch): same cycle outputs and same FGMRES iterates, to rounding.
+#[test]
+fn tuned_and_simple_vanka_give_the_same_iterates() {
+    let n = 16;
+    let problem = StokesProblem::manufactured(n);
+    let simple = Preconditioner::by_name("vanka").unwrap();
+    let tuned = Preconditioner::by_name("vanka-tuned").unwrap();
+    let relaxation = |p: Preconditioner| match p {
+        Preconditioner::Multigrid(r) => r,
+        _ => unreachable!("both are multigrid"),
+    };
+    let mut a = MonolithicMg::<f64>::new(n, relaxation(simple)).unwrap();
+    let mut b = MonolithicMg::<f64>::new(n, relaxation(tuned)).unwrap();
+    let (mut za, mut zb) = (vec![0.0; problem.rhs.len()], vec![0.0; problem.rhs.len()]);
+    a.apply(&problem.rhs, &mut za);
+    b.apply(&problem.rhs, &mut zb);
+    let scale = za.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    for (x, y) in za.iter().zip(&zb) {
+        assert!((x - y).abs() <= 1e-12 * scale, "{x} vs {y}");
+    }
+    let sa = solve(&spec(n, "vanka", Precision::F64, 1e-10)).unwrap();
+    let sb = solve(&spec(n, "vanka-tuned", Precision::F64, 1e-10)).unwrap();
+    assert_eq!(sa.info.iterations, sb.info.iterations);
+    for (x, y) in sa.info.history.iter().zip(&sb.info.history) {
+        assert!(
+            (x / y - 1.0).abs() < 1e-8,
+            "residual histories differ: {x} vs {y}"
+        );
+    }
+    for (x, y) in sa.flow.iter().zip(&sb.flow) {
+        assert!((x - y).abs() < 1e-11, "{x} vs {y}");
+    }
+}
+
+#[test]
+fn run_writes_velocity_and_pressure_to_hdf5() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/inputs/stokes.toml"))
+        .unwrap()
+        .replace("n = 256", "n = 32");
+    let cfg = write_config(dir.path(), &body);
+    let out = run(&["run", &cfg], dir.path());
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for needle in [
+        "Stokes Q2-Q1",
+        "braess-sarazin in f32",
+        "velocity L2",
+        "out/stokes.h5",
+    ] {
+        assert!(stdout.contains(needle), "missing '{needle}' in {stdout}");
+    }
+    let file = hdf5::File::open(dir.path().join("out/stokes.h5")).unwrap();
+    let ux = file.dataset("velocity/x").unwrap();
+    assert_eq!(ux.shape(), vec![65, 65]);
+    assert_eq!(file.dataset("velocity/y").unwrap().shape(), vec![65, 65]);
+    assert_eq!(file.dataset("pressure").unwrap().shape(), vec![33, 33]);
+    let u: Vec<f64> = ux.read_raw().unwrap();
+    let coords: Vec<f64> = file
+        .dataset("mesh/lattice_coordinates")
+        .unwrap()
+        .read_raw()
+        .unwrap();
+    // Nodal values match the exact velocity to the discretization error.
+    let (i, j) = (20, 37);
+    let (x, y) = (coords[i], coords[j]);
+    let exact = x * (1.0 - x) * (2.0 * x - 1.0) * (6.0 * y * y - 6.0 * y + 1.0);
+    assert!(
+        (u[j * 65 + i] - exact).abs() < 1e-5,
+        "{} vs {exact}",
+        u[j * 65 + i]
+    );
+    let err: f64 = file
+        .attr("velocity_l2_error")
+        .unwrap()
+        .read_scalar()
+        .unwrap();
+    assert!(err > 0.0 && err < 2e-6, "{err}");
+    let p: Vec<f64> = file.dataset("pressure").unwrap().read_raw().unwrap();
+    assert!(p.iter().all(|v| v.is_finite()));
+}
+
+#[test]
+fn bench_stokes_prints_its_json_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        &[
+            "bench",
+            "stokes",
+            "--n",
+            "16",
+            "--precond",
+            "vanka-tuned,block-triangular",
+            "--json",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    for (line, name) in lines.iter().zip(["vanka-tuned", "block-triangular"]) {
+        for key in [
+            "iterations",
+            "seconds",
+            "ms_per_element",
+            "velocity_l2_error",
+            "pressure_l2_error",
+            "relative_residual",
+            "precond",
+            "n",
+        ] {
+            assert!(line.get(key).is_some(), "missing {key} in {line}");
+        }
+        assert_eq!(line["precond"], name);
+        assert_eq!(line["n"], 16);
+        assert!(line["relative_residual"].as_f64().unwrap() <= 1e-8);
+    }
+}
+
+#[test]
+fn bad_stokes_input_is_refused_with_named_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "[mesh]\nn = 100\n[solver]\nmethod = \"stokes\"\n[output]\npath = \"o.h5\"\n",
+            vec!["mesh.n", "coarsens to a 25×25 mesh"],
+        ),
+        (
+            "[mesh]\nn = 32\nelement = \"q1\"\n[solver]\nmethod = \"stokes\"\nrelaxation = \"gauss-seidel\"\nomega = 3.0\n[output]\npath = \"o.h5\"\n",
+            vec!["mesh.element", "q2-q1", "solver.relaxation", "gauss-seidel", "solver.omega"],
+        ),
+        (
+            "[mesh]\nn = 32\n[solver]\nmethod = \"stokes\"\npreconditioner = \"block-triangular\"\nt = 1.5\nnrhs = 4\n[output]\npath = \"o.h5\"\n",
+            vec!["solver.t", "solver.nrhs"],
+        ),
+        (
+            "[mesh]\nn = 32\n[solver]\nmethod = \"stokes\"\n[campaign]\ndirectory = \"c\"\n",
+            vec!["solver.method", "remove [campaign]"],
+        ),
+        (
+            "[mesh]\nn = 32\n[solver]\nmethod = \"mg\"\nrelaxation = \"vanka\"\n[output]\npath = \"o.h5\"\n",
+            vec!["solver.relaxation", "applies to method stokes only"],
+        ),
+    ];
+    for (body, needles) in cases {
+        let cfg = write_config(dir.path(), body);
+        let out = run(&["run", &cfg], dir.path());
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{body}: {stderr}");
+        for needle in needles {
+            assert!(stderr.contains(needle), "missing '{needle}' in: {stderr}");
+        }
+        assert!(!dir.path().join("o.h5").exists());
+    }
+    // Too large for this machine's memory: refused before allocating, naming the way out.
+    let out = run(
+        &["bench", "stokes", "--n", "16384", "--precond", "vanka"],
+        dir.path(),
+    );
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("GiB") && stderr.contains("vanka-tuned"),
+        "{stderr}"
+    );
+    let out = run(
+        &["bench", "stokes", "--n", "32", "--precond", "jacobi"],
+        dir.path(),
+    );
+    assert!(text(&out.stderr).contains("unknown preconditioner 'jacobi'"));
+}
