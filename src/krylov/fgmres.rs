@@ -106,7 +106,10 @@ pub fn fgmres(
             .for_each(|(r, (bi, ai))| *r = bi - ai);
         let beta = nrm2(&v[0]);
         info.relative_residual = beta / b_norm;
-        if info.relative_residual <= params.tolerance || info.iterations >= params.max_iterations {
+        if info.relative_residual <= params.tolerance
+            || info.iterations >= params.max_iterations
+            || !beta.is_finite()
+        {
             info.converged = info.relative_residual <= params.tolerance;
             return info;
         }
@@ -157,7 +160,12 @@ pub fn fgmres(
             info.iterations += 1;
             let estimate = g[j + 1].abs() / b_norm;
             info.history.push(estimate);
-            if estimate <= params.tolerance || info.iterations >= params.max_iterations || breakdown
+            // A non-finite estimate (overflow in the preconditioner) ends the cycle; the
+            // true residual computed next reports it.
+            if estimate <= params.tolerance
+                || info.iterations >= params.max_iterations
+                || breakdown
+                || !estimate.is_finite()
             {
                 break;
             }

@@ -168,6 +168,13 @@ fn assemble_full(n: usize) -> StokesOperator<f64> {
             }
         }
     }
+    // B and Bᵀ in units of h, M in units of h²: O(1) stored values at every mesh size.
+    let n = n as f64;
+    for c in 0..2 {
+        gradient[c].rescale(n);
+        divergence[c].rescale(n);
+    }
+    mass.rescale(n * n);
     StokesOperator {
         grid,
         laplacian,

@@ -67,7 +67,7 @@ impl<T: Real> ScalarMg<T> {
                     .mass
                     .coefficients
                     .chunks(9)
-                    .map(|row| T::from_f64(1.0 / row[4]))
+                    .map(|row| T::from_f64(1.0 / (row[4] * op.mass.scale)))
                     .collect(),
             };
             let len = block.len(op.grid);

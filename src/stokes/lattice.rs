@@ -106,6 +106,9 @@ fn set_extent(n: usize, odd: usize) -> usize {
 #[derive(Clone, Debug)]
 pub struct LatticeRows<S> {
     pub grid: Grid,
+    /// The unit of the stored coefficients: entry = stored · scale (B and Bᵀ are stored in
+    /// units of h, M in units of h², so f16 storage neither underflows nor loses digits).
+    pub scale: f64,
     /// Coefficients per row, per set (see [`LatticeRows::width`]).
     widths: [usize; 4],
     sets: [Vec<S>; 4],
@@ -119,7 +122,12 @@ impl<S: Stored> LatticeRows<S> {
             let rows = set_extent(grid.n, s & 1) * set_extent(grid.n, s >> 1);
             vec![S::default(); rows * widths[s]]
         });
-        LatticeRows { grid, widths, sets }
+        LatticeRows {
+            grid,
+            scale: 1.0,
+            widths,
+            sets,
+        }
     }
 
     /// The coefficients of row (I, J).
@@ -127,6 +135,19 @@ impl<S: Stored> LatticeRows<S> {
         let s = set_of(i, j);
         let r = (j >> 1) * set_extent(self.grid.n, i & 1) + (i >> 1);
         &self.sets[s][r * self.widths[s]..(r + 1) * self.widths[s]]
+    }
+
+    /// The matrix entry in slot `slot` of row (I, J).
+    pub fn entry(&self, i: usize, j: usize, slot: usize) -> f64 {
+        self.row(i, j)[slot].to_f64() * self.scale
+    }
+
+    /// Multiplies every stored coefficient by `factor` and divides the unit by it.
+    pub fn rescale(&mut self, factor: f64) {
+        for set in &mut self.sets {
+            set.iter_mut().for_each(|v| *v = S::from_f64(v.to_f64() * factor));
+        }
+        self.scale /= factor;
     }
 
     pub fn row_mut(&mut self, i: usize, j: usize) -> &mut [S] {
@@ -139,6 +160,7 @@ impl<S: Stored> LatticeRows<S> {
     pub fn convert<T: Stored>(&self) -> LatticeRows<T> {
         LatticeRows {
             grid: self.grid,
+            scale: self.scale,
             widths: self.widths,
             sets: std::array::from_fn(|s| {
                 self.sets[s]
@@ -158,6 +180,8 @@ impl<S: Stored> LatticeRows<S> {
 #[derive(Clone, Debug)]
 pub struct PressureRows<S> {
     pub grid: Grid,
+    /// The unit of the stored coefficients (see [`LatticeRows::scale`]).
+    pub scale: f64,
     pub width: usize,
     pub coefficients: Vec<S>,
 }
@@ -166,6 +190,7 @@ impl<S: Stored> PressureRows<S> {
     pub fn zeros(grid: Grid, width: usize) -> Self {
         PressureRows {
             grid,
+            scale: 1.0,
             width,
             coefficients: vec![S::default(); grid.pressure_len() * width],
         }
@@ -176,6 +201,19 @@ impl<S: Stored> PressureRows<S> {
         &self.coefficients[r * self.width..(r + 1) * self.width]
     }
 
+    /// The matrix entry in slot `slot` of row (i, j).
+    pub fn entry(&self, i: usize, j: usize, slot: usize) -> f64 {
+        self.row(i, j)[slot].to_f64() * self.scale
+    }
+
+    /// Multiplies every stored coefficient by `factor` and divides the unit by it.
+    pub fn rescale(&mut self, factor: f64) {
+        self.coefficients
+            .iter_mut()
+            .for_each(|v| *v = S::from_f64(v.to_f64() * factor));
+        self.scale /= factor;
+    }
+
     pub fn row_mut(&mut self, i: usize, j: usize) -> &mut [S] {
         let r = j * self.grid.np() + i;
         &mut self.coefficients[r * self.width..(r + 1) * self.width]
@@ -184,6 +222,7 @@ impl<S: Stored> PressureRows<S> {
     pub fn convert<T: Stored>(&self) -> PressureRows<T> {
         PressureRows {
             grid: self.grid,
+            scale: self.scale,
             width: self.width,
             coefficients: self
                 .coefficients
@@ -269,12 +308,13 @@ fn gradient_row<S: Stored>(
     let (i0, _) = pressure_window(i);
     let (j0, _) = pressure_window(j);
     let (i0, j0) = (i0 as usize, j0 as usize);
-    match set_of(i, j) {
+    let sum = match set_of(i, j) {
         0 => window_dot::<S, 3, 3>(c, p, np, i0, j0),
         1 => window_dot::<S, 2, 3>(c, p, np, i0, j0),
         2 => window_dot::<S, 3, 2>(c, p, np, i0, j0),
         _ => window_dot::<S, 2, 2>(c, p, np, i0, j0),
-    }
+    };
+    sum * S::Compute::from_f64(bt.scale)
 }
 
 /// The Stokes operator [[L, Bᵀ], [B, 0]] of one mesh, plus the pressure mass matrix M,
@@ -428,14 +468,16 @@ fn divergence_row<S: Stored>(
     let g = b[0].grid;
     let (m, np) = (g.m(), g.np());
     let (cx, cy) = (b[0].row(i, j), b[1].row(i, j));
-    if i > 0 && j > 0 && i + 1 < np && j + 1 < np {
+    let sum = if i > 0 && j > 0 && i + 1 < np && j + 1 < np {
         window_dot::<S, 5, 5>(cx, ux, m, 2 * i - 2, 2 * j - 2)
             + window_dot::<S, 5, 5>(cy, uy, m, 2 * i - 2, 2 * j - 2)
     } else {
         let wi = (2 * i as isize - 2, 5);
         let wj = (2 * j as isize - 2, 5);
         window_dot_clipped(cx, ux, m, wi, wj) + window_dot_clipped(cy, uy, m, wi, wj)
-    }
+    };
+    // Both components are stored in the same unit.
+    sum * S::Compute::from_f64(b[0].scale)
 }
 
 /// (M p) at pressure node (i, j).
@@ -443,11 +485,12 @@ fn divergence_row<S: Stored>(
 fn mass_row<S: Stored>(mass: &PressureRows<S>, p: &[S::Compute], i: usize, j: usize) -> S::Compute {
     let np = mass.grid.np();
     let c = mass.row(i, j);
-    if i > 0 && j > 0 && i + 1 < np && j + 1 < np {
+    let sum = if i > 0 && j > 0 && i + 1 < np && j + 1 < np {
         window_dot::<S, 3, 3>(c, p, np, i - 1, j - 1)
     } else {
         window_dot_clipped(c, p, np, (i as isize - 1, 3), (j as isize - 1, 3))
-    }
+    };
+    sum * S::Compute::from_f64(mass.scale)
 }
 
 /// Mean-zero projection of a pressure vector: p −= (Σ p)/len (the discrete null space of

@@ -251,6 +251,14 @@ pub fn solve(spec: &StokesSpec) -> Result<StokesSolution> {
         |v| lattice::remove_mean(&mut v[pressure_start..]),
     );
     let solve_seconds = t.elapsed().as_secs_f64();
+    if !info.relative_residual.is_finite() {
+        return Err(Error::Solver(format!(
+            "FGMRES with {} ({}) produced non-finite values after {} iterations: the preconditioner overflowed its precision; use precision f32 or f64",
+            spec.preconditioner.name(),
+            spec.precision,
+            info.iterations
+        )));
+    }
     if !info.converged {
         return Err(Error::Solver(format!(
             "FGMRES with {} ({}) did not reach the relative residual {:.1e} in {} iterations (reached {:.3e})",

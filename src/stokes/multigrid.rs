@@ -179,7 +179,9 @@ fn schur_diagonal(op: &StokesOperator<f64>, d_inv: &[f64]) -> Vec<f64> {
             let (pi, pj) = (k % np, k / np);
             let mut s = 0.0;
             for c in 0..2 {
-                for (slot, &b) in op.divergence[c].row(pi, pj).iter().enumerate() {
+                let unit = op.divergence[c].scale;
+                for (slot, &stored) in op.divergence[c].row(pi, pj).iter().enumerate() {
+                    let b = stored * unit;
                     let i = 2 * pi as isize - 2 + (slot % 5) as isize;
                     let j = 2 * pj as isize - 2 + (slot / 5) as isize;
                     if b != 0.0 {

@@ -59,16 +59,20 @@ fn patch_matrix(op: &StokesOperator<f64>, pi: usize, pj: usize) -> (Vec<f64>, [b
         }
         let gslot =
             gradient_slot(i, j, pi, pj).expect("a patch's pressure is in its velocity's window");
-        a[PRESSURE_SLOT * PATCH + s] = op.gradient[c].row(i, j)[gslot];
+        a[PRESSURE_SLOT * PATCH + s] = op.gradient[c].entry(i, j, gslot);
         let dslot =
             divergence_slot(pi, pj, i, j).expect("a patch's velocity is in its pressure's window");
-        a[s * PATCH + PRESSURE_SLOT] = op.divergence[c].row(pi, pj)[dslot];
+        a[s * PATCH + PRESSURE_SLOT] = op.divergence[c].entry(pi, pj, dslot);
     }
     (a, active)
 }
 
-/// W_i A_i⁻¹ (column-major, inactive rows and columns zero), in f64.
+/// W_i D A_i⁻¹ D (column-major, inactive rows and columns zero), in f64, with D = diag(1,
+/// …, 1, h): the pressure row and column of A_i⁻¹ grow like 1/h and 1/h², so scaled they
+/// are O(1) and fit f16 at any mesh size; the relaxation divides by h on the way in and out.
 fn weighted_inverse(op: &StokesOperator<f64>, pi: usize, pj: usize) -> Vec<f64> {
+    let h = 1.0 / op.grid.n as f64;
+    let d = |slot: usize| if slot == PRESSURE_SLOT { h } else { 1.0 };
     let (a, active) = patch_matrix(op, pi, pj);
     let inverse = faer::Mat::from_fn(PATCH, PATCH, |r, c| a[c * PATCH + r])
         .partial_piv_lu()
@@ -77,7 +81,7 @@ fn weighted_inverse(op: &StokesOperator<f64>, pi: usize, pj: usize) -> Vec<f64> 
     for c in 0..PATCH {
         for r in 0..PATCH {
             if active[r] && active[c] {
-                out[c * PATCH + r] = slot_weight(r) * inverse[(r, c)];
+                out[c * PATCH + r] = slot_weight(r) * d(r) * inverse[(r, c)] * d(c);
             }
         }
     }
@@ -149,6 +153,8 @@ pub struct Vanka<S: Stored> {
     /// Tuned: the interior inverse in the compute precision, for the GEMM.
     interior_inverse: Vec<S::Compute>,
     interior_columns: usize,
+    /// 1/h: undoes the pressure scaling D of the stored inverses.
+    pressure_scale: S::Compute,
 }
 
 impl<S: Stored> Vanka<S> {
@@ -234,6 +240,7 @@ impl<S: Stored> Vanka<S> {
             corrections: vec![zero; patches * PATCH],
             interior_inverse,
             interior_columns,
+            pressure_scale: S::Compute::from_f64(n as f64),
         }
     }
 
@@ -249,6 +256,7 @@ impl<S: Stored> Vanka<S> {
         let g = self.grid;
         let np = g.np();
         let patch_of_column = &self.patch_of_column;
+        let scale = self.pressure_scale;
         match self.form {
             VankaForm::Simple => {
                 let inverses = &self.inverses;
@@ -259,7 +267,7 @@ impl<S: Stored> Vanka<S> {
                     .for_each(|(col, (out, &k))| {
                         let k = k as usize;
                         let mut v = [S::Compute::zero(); PATCH];
-                        gather(g, r, k % np, k / np, &mut v);
+                        gather(g, r, k % np, k / np, scale, &mut v);
                         let inv = &inverses[col * PATCH * PATCH..(col + 1) * PATCH * PATCH];
                         matvec(inv, &v, out);
                     });
@@ -274,7 +282,7 @@ impl<S: Stored> Vanka<S> {
                         let v: &mut [S::Compute; PATCH] =
                             out.try_into().expect("a column holds one patch");
                         v.fill(S::Compute::zero());
-                        gather(g, r, k % np, k / np, v);
+                        gather(g, r, k % np, k / np, scale, v);
                     });
                 // The interior patches share one inverse: one GEMM relaxes all of them.
                 let ic = self.interior_columns;
@@ -336,17 +344,25 @@ impl<S: Stored> Vanka<S> {
         xp.par_chunks_mut(np).enumerate().for_each(|(pj, row)| {
             for (pi, v) in row.iter_mut().enumerate() {
                 let col = column_of[pj * np + pi] as usize;
-                *v = *v + omega * corrections[col * PATCH + PRESSURE_SLOT];
+                *v = *v + omega * self.pressure_scale * corrections[col * PATCH + PRESSURE_SLOT];
             }
         });
     }
 }
 
-/// V_i r: the residual in the 51 slots of patch (pi, pj), zero in inactive slots.
-fn gather<T: Real>(g: Grid, r: &[T], pi: usize, pj: usize, v: &mut [T; PATCH]) {
+/// D⁻¹ V_i r: the residual in the 51 slots of patch (pi, pj), zero in inactive slots, its
+/// pressure times `pressure_scale` = 1/h.
+fn gather<T: Real>(
+    g: Grid,
+    r: &[T],
+    pi: usize,
+    pj: usize,
+    pressure_scale: T,
+    v: &mut [T; PATCH],
+) {
     let m = g.m();
     let (rx, ry, rp) = split(r, g);
-    v[PRESSURE_SLOT] = rp[pj * g.np() + pi];
+    v[PRESSURE_SLOT] = pressure_scale * rp[pj * g.np() + pi];
     if pi >= 2 && pj >= 2 && pi + 2 <= g.n && pj + 2 <= g.n {
         // Interior patch: every slot active, five contiguous runs per component.
         for dj in 0..5 {

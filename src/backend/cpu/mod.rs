@@ -317,12 +317,13 @@ pub fn dot<T: Real>(x: &[T], y: &[T]) -> T {
     partials.into_iter().fold(T::zero(), |s, p| s + p)
 }
 
-/// ‖x‖₂, scaled so it neither overflows nor underflows for any finite x.
+/// ‖x‖₂, scaled so it neither overflows nor underflows for any finite x; NaN when x holds
+/// a NaN (`max` alone would skip it and report a finite norm).
 pub fn nrm2<T: Real>(x: &[T]) -> T {
     let scale = x
         .par_iter()
         .map(|v| v.abs())
-        .reduce(T::zero, |a, b| a.max(b));
+        .reduce(T::zero, |a, b| if a.is_nan() { a } else if b.is_nan() { b } else { a.max(b) });
     if scale == T::zero() || !scale.is_finite() {
         return scale;
     }
@@ -378,6 +379,15 @@ mod tests {
         (0..n)
             .map(|r| (0..n).map(|c| dense[r + c * n] * x[c]).sum())
             .collect()
+    }
+
+    #[test]
+    fn nrm2_propagates_nan() {
+        let mut x = vec![1.0f64; 10_000];
+        x[1234] = f64::NAN;
+        assert!(nrm2(&x).is_nan());
+        x[1234] = f64::INFINITY;
+        assert_eq!(nrm2(&x), f64::INFINITY);
     }
 
     #[test]
