@@ -7,21 +7,46 @@
 
 use rayon::prelude::*;
 
-use crate::backend::cpu::{axpy, nrm2};
+use crate::backend::cpu::{axpy, filled, nrm2};
+
+/// The Krylov vectors of FGMRES(restart): the basis V (restart + 1) and the preconditioned
+/// vectors Z (restart), allocated once (in set-up) and reused by every solve.
+pub struct FgmresWorkspace {
+    v: Vec<Vec<f64>>,
+    z: Vec<Vec<f64>>,
+    w: Vec<f64>,
+}
+
+impl FgmresWorkspace {
+    pub fn new(len: usize, restart: usize) -> Self {
+        FgmresWorkspace {
+            v: (0..=restart).map(|_| filled(len, 0.0)).collect(),
+            z: (0..restart).map(|_| filled(len, 0.0)).collect(),
+            w: filled(len, 0.0),
+        }
+    }
+
+    pub fn bytes(&self) -> usize {
+        (self.v.len() + self.z.len() + 1) * self.w.len() * 8
+    }
+}
 
 /// Rows per rayon task in the fused Gram-Schmidt passes.
 const CHUNK: usize = 1 << 14;
 
 /// Classical Gram-Schmidt step, fused: h += Vᵀ w, then w −= V (Vᵀ w). One pass over the
-/// basis for the products and one for the update, instead of one per basis vector.
-fn orthogonalize(basis: &[Vec<f64>], w: &mut [f64], h: &mut [f64]) {
+/// basis for the products (with ‖w‖² alongside) and one for the update (with the new
+/// ‖w‖² alongside), instead of one pass per basis vector and two per norm. Returns ‖w‖
+/// before and after.
+fn orthogonalize(basis: &[Vec<f64>], w: &mut [f64], h: &mut [f64]) -> (f64, f64) {
     let k = basis.len();
+    // Per chunk: the k products, then w·w.
     let partials: Vec<Vec<f64>> = w
         .par_chunks(CHUNK)
         .enumerate()
         .map(|(c, wc)| {
             let start = c * CHUNK;
-            basis
+            let mut out: Vec<f64> = basis
                 .iter()
                 .map(|v| {
                     v[start..start + wc.len()]
@@ -30,22 +55,31 @@ fn orthogonalize(basis: &[Vec<f64>], w: &mut [f64], h: &mut [f64]) {
                         .map(|(a, b)| a * b)
                         .sum()
                 })
-                .collect()
+                .collect();
+            out.push(wc.iter().map(|a| a * a).sum());
+            out
         })
         .collect();
-    let mut coefficients = vec![0.0; k];
+    let mut sums = vec![0.0; k + 1];
     for p in &partials {
-        coefficients.iter_mut().zip(p).for_each(|(c, v)| *c += v);
+        sums.iter_mut().zip(p).for_each(|(c, v)| *c += v);
     }
-    w.par_chunks_mut(CHUNK).enumerate().for_each(|(c, wc)| {
-        let (start, rows) = (c * CHUNK, wc.len());
-        for (v, &hc) in basis.iter().zip(&coefficients) {
-            wc.iter_mut()
-                .zip(&v[start..start + rows])
-                .for_each(|(a, b)| *a -= hc * b);
-        }
-    });
-    h.iter_mut().zip(&coefficients).for_each(|(h, c)| *h += c);
+    let coefficients = &sums[..k];
+    let squares: Vec<f64> = w
+        .par_chunks_mut(CHUNK)
+        .enumerate()
+        .map(|(c, wc)| {
+            let (start, rows) = (c * CHUNK, wc.len());
+            for (v, &hc) in basis.iter().zip(coefficients) {
+                wc.iter_mut()
+                    .zip(&v[start..start + rows])
+                    .for_each(|(a, b)| *a -= hc * b);
+            }
+            wc.iter().map(|a| a * a).sum::<f64>()
+        })
+        .collect();
+    h.iter_mut().zip(coefficients).for_each(|(h, c)| *h += c);
+    (sums[k].sqrt(), squares.iter().sum::<f64>().sqrt())
 }
 
 /// Stopping and restart settings.
@@ -69,13 +103,15 @@ pub struct FgmresInfo {
     pub converged: bool,
 }
 
-/// Solves A x = b from the initial guess in x. `apply(v, out)`: out = A v.
+/// Solves A x = b from the initial guess in x, with the vectors of `work` (grown if it was
+/// made for a shorter restart or another length). `apply(v, out)`: out = A v.
 /// `precondition(r, z)`: z ≈ A⁻¹ r. `project(v)` maps a vector into the space the solution
 /// lives in (for Stokes: pressure mean zero); it is applied to every z and to x.
 pub fn fgmres(
     params: FgmresParams,
     b: &[f64],
     x: &mut [f64],
+    work: &mut FgmresWorkspace,
     mut apply: impl FnMut(&[f64], &mut [f64]),
     mut precondition: impl FnMut(&[f64], &mut [f64]),
     project: impl Fn(&mut [f64]),
@@ -94,13 +130,13 @@ pub fn fgmres(
         info.converged = true;
         return info;
     }
-    // The basis V and the preconditioned vectors Z, allocated once.
-    let mut v: Vec<Vec<f64>> = (0..=restart).map(|_| vec![0.0; len]).collect();
-    let mut z: Vec<Vec<f64>> = (0..restart).map(|_| vec![0.0; len]).collect();
-    let mut w = vec![0.0; len];
+    if work.w.len() != len || work.z.len() < restart {
+        *work = FgmresWorkspace::new(len, restart);
+    }
+    let FgmresWorkspace { v, z, w } = work;
     loop {
         // r = b − A x, the first basis vector.
-        apply(x, &mut w);
+        apply(x, w);
         v[0].par_iter_mut()
             .zip(b.par_iter().zip(w.par_iter()))
             .for_each(|(r, (bi, ai))| *r = bi - ai);
@@ -121,16 +157,15 @@ pub fn fgmres(
         for j in 0..restart {
             precondition(&v[j], &mut z[j]);
             project(&mut z[j]);
-            apply(&z[j], &mut w);
+            apply(&z[j], w);
             // Classical Gram-Schmidt, repeated when the first pass cancelled most of w
             // (the DGKS criterion ‖w'‖ < ‖w‖/√2; "twice is enough").
             let mut h = vec![0.0; j + 2];
-            let before = nrm2(&w);
-            orthogonalize(&v[..=j], &mut w, &mut h[..=j]);
-            if nrm2(&w) < before * std::f64::consts::FRAC_1_SQRT_2 {
-                orthogonalize(&v[..=j], &mut w, &mut h[..=j]);
+            let (before, mut norm) = orthogonalize(&v[..=j], w, &mut h[..=j]);
+            if norm < before * std::f64::consts::FRAC_1_SQRT_2 {
+                norm = orthogonalize(&v[..=j], w, &mut h[..=j]).1;
             }
-            h[j + 1] = nrm2(&w);
+            h[j + 1] = norm;
             for (i, &(c, s)) in rotations.iter().enumerate() {
                 let (a, b) = (h[i], h[i + 1]);
                 h[i] = c * a + s * b;
@@ -148,9 +183,8 @@ pub fn fgmres(
             rotations.push((c, s));
             g.push(-s * g[j]);
             g[j] *= c;
-            let breakdown = w.iter().all(|&wi| wi == 0.0);
+            let breakdown = norm == 0.0;
             if !breakdown {
-                let norm = nrm2(&w);
                 v[j + 1]
                     .par_iter_mut()
                     .zip(w.par_iter())
@@ -203,6 +237,7 @@ mod tests {
         let exact: Vec<f64> = (0..n).map(|i| (i as f64 * 0.1).sin()).collect();
         let mut b = vec![0.0; n];
         apply(&exact, &mut b);
+        let mut work = FgmresWorkspace::new(n, 5);
         for restart in [5, 30] {
             let mut x = vec![0.0; n];
             let info = fgmres(
@@ -213,6 +248,7 @@ mod tests {
                 },
                 &b,
                 &mut x,
+                &mut work,
                 apply,
                 |r, z| {
                     z.iter_mut()

@@ -3,5 +3,5 @@
 mod fgmres;
 mod lanczos;
 
-pub use fgmres::{fgmres, FgmresInfo, FgmresParams};
+pub use fgmres::{fgmres, FgmresInfo, FgmresParams, FgmresWorkspace};
 pub use lanczos::{extreme_eigenvalues, LanczosInfo, LanczosParams};

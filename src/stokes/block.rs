@@ -7,6 +7,7 @@ use super::assembly::assemble;
 use super::lattice::{split, split_mut, Grid, StokesOperator};
 use super::multigrid::{laplacian_diagonal_inverse, mesh_hierarchy, DenseSolve};
 use super::transfer::{prolong_lattice, prolong_q1, restrict_lattice, restrict_q1};
+use crate::backend::cpu::filled;
 use crate::error::Result;
 use crate::precision::{Real, Stored};
 use num_traits::Zero;
@@ -73,9 +74,9 @@ impl<T: Real> ScalarMg<T> {
             let len = block.len(op.grid);
             levels.push(ScalarLevel {
                 d_inv,
-                x: vec![T::zero(); len],
-                b: vec![T::zero(); len],
-                r: vec![T::zero(); len],
+                x: filled(len, T::zero()),
+                b: filled(len, T::zero()),
+                r: filled(len, T::zero()),
             });
         }
         let coarsest = &ops[ops.len() - 1];
@@ -204,9 +205,9 @@ impl<S: Stored> BlockTriangular<S> {
             laplacian: ScalarMg::new(Block::Velocity, &ops64, LAPLACIAN_WEIGHT),
             mass: ScalarMg::new(Block::Pressure, &ops64, MASS_WEIGHT),
             ops: ops64.iter().map(|op| op.convert()).collect(),
-            r: vec![zero; g.flow_len()],
-            z: vec![zero; g.flow_len()],
-            rhs: vec![zero; g.lattice_len()],
+            r: filled(g.flow_len(), zero),
+            z: filled(g.flow_len(), zero),
+            rhs: filled(g.lattice_len(), zero),
         })
     }
 

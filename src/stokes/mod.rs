@@ -28,7 +28,7 @@ pub use multigrid::{Relaxation, SchurParams};
 pub use vanka::VankaForm;
 
 use crate::error::{Error, Result};
-use crate::krylov::{fgmres, FgmresInfo, FgmresParams};
+use crate::krylov::{fgmres, FgmresInfo, FgmresParams, FgmresWorkspace};
 use crate::precision::{Precision, Stored};
 
 /// Tuned defaults (docs/performance.md, "Stokes: tuning"): Braess-Sarazin with L ≈ t·D.
@@ -237,8 +237,9 @@ pub fn solve(spec: &StokesSpec) -> Result<StokesSolution> {
         Precision::F32 => build::<f32>(spec)?,
         Precision::F16 => build::<f16>(spec)?,
     };
-    let setup_seconds = t.elapsed().as_secs_f64();
     let grid = problem.operator.grid;
+    let mut work = FgmresWorkspace::new(grid.flow_len(), spec.fgmres.restart);
+    let setup_seconds = t.elapsed().as_secs_f64();
     let pressure_start = 2 * grid.lattice_len();
     let t = Instant::now();
     let mut x = vec![0.0; grid.flow_len()];
@@ -246,6 +247,7 @@ pub fn solve(spec: &StokesSpec) -> Result<StokesSolution> {
         spec.fgmres,
         &problem.rhs,
         &mut x,
+        &mut work,
         |v, out| problem.operator.apply(v, out),
         |r, z| precond.apply(r, z),
         |v| lattice::remove_mean(&mut v[pressure_start..]),

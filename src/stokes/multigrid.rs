@@ -14,6 +14,7 @@ use super::assembly::assemble;
 use super::lattice::{split, split_mut, StokesOperator};
 use super::transfer::{prolong_flow, restrict_flow};
 use super::vanka::{Vanka, VankaForm};
+use crate::backend::cpu::filled;
 use crate::error::{Error, Result};
 use crate::precision::{Real, Stored};
 
@@ -261,13 +262,13 @@ impl<S: Stored> MonolithicMg<S> {
             levels.push(Level {
                 op: op64.convert(),
                 smoother,
-                x: vec![zero; flow],
-                b: vec![zero; flow],
-                r: vec![zero; flow],
-                work: vec![zero; flow],
-                p1: vec![zero; pressure],
-                p2: vec![zero; pressure],
-                p3: vec![zero; pressure],
+                x: filled(flow, zero),
+                b: filled(flow, zero),
+                r: filled(flow, zero),
+                work: filled(flow, zero),
+                p1: filled(pressure, zero),
+                p2: filled(pressure, zero),
+                p3: filled(pressure, zero),
             });
         }
         Ok(MonolithicMg {

@@ -20,7 +20,7 @@ use rayon::prelude::*;
 use super::lattice::{
     divergence_slot, gradient_slot, lattice_slot, split, split_mut, Grid, StokesOperator,
 };
-use crate::backend::cpu::{gemm_real, Operand};
+use crate::backend::cpu::{filled, gemm_real, Operand};
 use crate::precision::{Real, Stored};
 
 /// Unknowns of a full patch.
@@ -233,11 +233,11 @@ impl<S: Stored> Vanka<S> {
             patch_of_column,
             class_of_column,
             gathered: if form == VankaForm::Tuned {
-                vec![zero; patches * PATCH]
+                filled(patches * PATCH, zero)
             } else {
                 Vec::new()
             },
-            corrections: vec![zero; patches * PATCH],
+            corrections: filled(patches * PATCH, zero),
             interior_inverse,
             interior_columns,
             pressure_scale: S::Compute::from_f64(n as f64),

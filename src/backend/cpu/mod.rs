@@ -306,6 +306,20 @@ pub fn gemv<S: Stored>(
         });
 }
 
+/// A vector of `len` copies of `value`, written in parallel so its pages are mapped now
+/// (in set-up) rather than on first use (inside a timed solve), by the threads that use them.
+pub fn filled<T: Copy + Send + Sync>(len: usize, value: T) -> Vec<T> {
+    let mut v = Vec::with_capacity(len);
+    v.spare_capacity_mut()
+        .par_chunks_mut(1 << 14)
+        .for_each(|c| c.iter_mut().for_each(|x| {
+            x.write(value);
+        }));
+    // SAFETY: every one of the `len` elements was initialised above.
+    unsafe { v.set_len(len) };
+    v
+}
+
 /// x · y, reproducible across thread counts.
 pub fn dot<T: Real>(x: &[T], y: &[T]) -> T {
     assert_eq!(x.len(), y.len(), "dot: lengths differ");
