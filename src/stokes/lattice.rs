@@ -145,7 +145,8 @@ impl<S: Stored> LatticeRows<S> {
     /// Multiplies every stored coefficient by `factor` and divides the unit by it.
     pub fn rescale(&mut self, factor: f64) {
         for set in &mut self.sets {
-            set.iter_mut().for_each(|v| *v = S::from_f64(v.to_f64() * factor));
+            set.iter_mut()
+                .for_each(|v| *v = S::from_f64(v.to_f64() * factor));
         }
         self.scale /= factor;
     }

@@ -352,14 +352,7 @@ impl<S: Stored> Vanka<S> {
 
 /// D⁻¹ V_i r: the residual in the 51 slots of patch (pi, pj), zero in inactive slots, its
 /// pressure times `pressure_scale` = 1/h.
-fn gather<T: Real>(
-    g: Grid,
-    r: &[T],
-    pi: usize,
-    pj: usize,
-    pressure_scale: T,
-    v: &mut [T; PATCH],
-) {
+fn gather<T: Real>(g: Grid, r: &[T], pi: usize, pj: usize, pressure_scale: T, v: &mut [T; PATCH]) {
     let m = g.m();
     let (rx, ry, rp) = split(r, g);
     v[PRESSURE_SLOT] = pressure_scale * rp[pj * g.np() + pi];

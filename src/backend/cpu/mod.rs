@@ -312,9 +312,11 @@ pub fn filled<T: Copy + Send + Sync>(len: usize, value: T) -> Vec<T> {
     let mut v = Vec::with_capacity(len);
     v.spare_capacity_mut()
         .par_chunks_mut(1 << 14)
-        .for_each(|c| c.iter_mut().for_each(|x| {
-            x.write(value);
-        }));
+        .for_each(|c| {
+            c.iter_mut().for_each(|x| {
+                x.write(value);
+            })
+        });
     // SAFETY: every one of the `len` elements was initialised above.
     unsafe { v.set_len(len) };
     v
@@ -334,10 +336,15 @@ pub fn dot<T: Real>(x: &[T], y: &[T]) -> T {
 /// ‖x‖₂, scaled so it neither overflows nor underflows for any finite x; NaN when x holds
 /// a NaN (`max` alone would skip it and report a finite norm).
 pub fn nrm2<T: Real>(x: &[T]) -> T {
-    let scale = x
-        .par_iter()
-        .map(|v| v.abs())
-        .reduce(T::zero, |a, b| if a.is_nan() { a } else if b.is_nan() { b } else { a.max(b) });
+    let scale = x.par_iter().map(|v| v.abs()).reduce(T::zero, |a, b| {
+        if a.is_nan() {
+            a
+        } else if b.is_nan() {
+            b
+        } else {
+            a.max(b)
+        }
+    });
     if scale == T::zero() || !scale.is_finite() {
         return scale;
     }
