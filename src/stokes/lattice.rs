@@ -220,6 +220,21 @@ impl<S: Stored> PressureRows<S> {
         &mut self.coefficients[r * self.width..(r + 1) * self.width]
     }
 
+    /// y = P p for a pressure → pressure operator with a square window (3×3: the mass
+    /// matrix; 5×5: the Schur complement B D⁻¹ Bᵀ of the relaxations).
+    pub fn apply(&self, p: &[S::Compute], y: &mut [S::Compute]) {
+        let np = self.grid.np();
+        y.par_chunks_mut(np).enumerate().for_each(|(j, row)| {
+            for (i, out) in row.iter_mut().enumerate() {
+                *out = match self.width {
+                    9 => pressure_row::<S, 3>(self, p, i, j),
+                    25 => pressure_row::<S, 5>(self, p, i, j),
+                    w => unreachable!("pressure stencils are 3×3 or 5×5, not {w} wide"),
+                };
+            }
+        });
+    }
+
     pub fn convert<T: Stored>(&self) -> PressureRows<T> {
         PressureRows {
             grid: self.grid,
@@ -495,12 +510,7 @@ impl<S: Stored> StokesOperator<S> {
 
     /// y = M p.
     pub fn apply_mass(&self, p: &[S::Compute], y: &mut [S::Compute]) {
-        let np = self.grid.np();
-        y.par_chunks_mut(np).enumerate().for_each(|(j, row)| {
-            for (i, out) in row.iter_mut().enumerate() {
-                *out = mass_row(&self.mass, p, i, j);
-            }
-        });
+        self.mass.apply(p, y);
     }
 }
 
@@ -528,17 +538,24 @@ fn divergence_row<S: Stored>(
     sum * S::Compute::from_f64(b[0].scale)
 }
 
-/// (M p) at pressure node (i, j).
+/// (P p) at pressure node (i, j) for a pressure operator with a W×W window centred there.
 #[inline(always)]
-fn mass_row<S: Stored>(mass: &PressureRows<S>, p: &[S::Compute], i: usize, j: usize) -> S::Compute {
-    let np = mass.grid.np();
-    let c = mass.row(i, j);
-    let sum = if i > 0 && j > 0 && i + 1 < np && j + 1 < np {
-        window_dot::<S, 3, 3>(c, p, np, i - 1, j - 1)
+fn pressure_row<S: Stored, const W: usize>(
+    rows: &PressureRows<S>,
+    p: &[S::Compute],
+    i: usize,
+    j: usize,
+) -> S::Compute {
+    let np = rows.grid.np();
+    let reach = W / 2;
+    let c = rows.row(i, j);
+    let sum = if i >= reach && j >= reach && i + reach < np && j + reach < np {
+        window_dot::<S, W, W>(c, p, np, i - reach, j - reach)
     } else {
-        window_dot_clipped(c, p, np, (i as isize - 1, 3), (j as isize - 1, 3))
+        let corner = |k: usize| (k as isize - reach as isize, W);
+        window_dot_clipped(c, p, np, corner(i), corner(j))
     };
-    sum * S::Compute::from_f64(mass.scale)
+    sum * S::Compute::from_f64(rows.scale)
 }
 
 /// Mean-zero projection of a pressure vector: p −= (Σ p)/len (the discrete null space of

@@ -11,7 +11,9 @@ use num_traits::Zero;
 use rayon::prelude::*;
 
 use super::assembly::assemble;
-use super::lattice::{split, split_mut, StokesOperator};
+use super::lattice::{
+    gradient_slot, pressure_window, split, split_mut, PressureRows, StokesOperator,
+};
 use super::transfer::{prolong_flow, restrict_flow};
 use super::vanka::{Vanka, VankaForm};
 use crate::backend::cpu::filled;
@@ -171,28 +173,43 @@ pub fn laplacian_diagonal_inverse<T: Real>(op: &StokesOperator<f64>) -> Vec<T> {
         .collect()
 }
 
-/// Σ_k B_ik² D_k⁻¹ per pressure node: the diagonal of B D⁻¹ Bᵀ.
-fn schur_diagonal(op: &StokesOperator<f64>, d_inv: &[f64]) -> Vec<f64> {
+/// Ŝ = (1/t) B D⁻¹ Bᵀ as a pressure stencil (5×5 window: B reaches the lattice nodes
+/// 2i−2..2i+2, whose Bᵀ rows reach pressure i−2..i+2), stored in units of h². One Jacobi
+/// step of the relaxations is then one pressure-sized pass instead of a gradient, two
+/// lattice scalings and a divergence.
+fn schur_stencil(op: &StokesOperator<f64>, d_inv: &[f64], t: f64) -> PressureRows<f64> {
     let g = op.grid;
     let (m, np) = (g.m(), g.np());
-    (0..g.pressure_len())
-        .map(|k| {
-            let (pi, pj) = (k % np, k / np);
-            let mut s = 0.0;
+    let mut schur = PressureRows::zeros(g, 25);
+    for pj in 0..np {
+        for pi in 0..np {
             for c in 0..2 {
-                let unit = op.divergence[c].scale;
-                for (slot, &stored) in op.divergence[c].row(pi, pj).iter().enumerate() {
-                    let b = stored * unit;
+                for slot in 0..25 {
                     let i = 2 * pi as isize - 2 + (slot % 5) as isize;
                     let j = 2 * pj as isize - 2 + (slot / 5) as isize;
-                    if b != 0.0 {
-                        s += b * b * d_inv[j as usize * m + i as usize];
+                    if i <= 0 || j <= 0 || i >= m as isize - 1 || j >= m as isize - 1 {
+                        continue;
+                    }
+                    let (i, j) = (i as usize, j as usize);
+                    let b = op.divergence[c].entry(pi, pj, slot);
+                    let bd = b * d_inv[j * m + i] / t;
+                    let ((qi0, w), (qj0, h)) = (pressure_window(i), pressure_window(j));
+                    for dq in 0..h {
+                        for di in 0..w {
+                            let (qi, qj) =
+                                ((qi0 + di as isize) as usize, (qj0 + dq as isize) as usize);
+                            let gslot = gradient_slot(i, j, qi, qj).expect("in the window");
+                            let target = (qj + 2 - pj) * 5 + (qi + 2 - pi);
+                            schur.row_mut(pi, pj)[target] += bd * op.gradient[c].entry(i, j, gslot);
+                        }
                     }
                 }
             }
-            s
-        })
-        .collect()
+        }
+    }
+    let n = g.n as f64;
+    schur.rescale(n * n);
+    schur
 }
 
 enum Smoother<S: Stored> {
@@ -201,7 +218,9 @@ enum Smoother<S: Stored> {
         params: SchurParams,
         /// D⁻¹ (lattice).
         d_inv: Vec<S::Compute>,
-        /// 1/diag(B D⁻¹ Bᵀ/t), the (positive) Schur complement's inverse diagonal.
+        /// Ŝ = (1/t) B D⁻¹ Bᵀ, the (positive) Schur complement.
+        schur: PressureRows<S>,
+        /// 1/diag(Ŝ).
         s_diag_inv: Vec<S::Compute>,
         uzawa: bool,
     },
@@ -244,13 +263,16 @@ impl<S: Stored> MonolithicMg<S> {
                     }
                     Relaxation::BraessSarazin(params) | Relaxation::SchurUzawa(params) => {
                         let d64: Vec<f64> = laplacian_diagonal_inverse(&op64);
-                        let s_diag_inv = schur_diagonal(&op64, &d64)
-                            .into_iter()
-                            .map(|s| S::Compute::from_f64(params.t / s))
+                        let schur = schur_stencil(&op64, &d64, params.t);
+                        let s_diag_inv = schur
+                            .coefficients
+                            .chunks(25)
+                            .map(|row| S::Compute::from_f64(1.0 / (row[12] * schur.scale)))
                             .collect();
                         Smoother::Schur {
                             params,
                             d_inv: d64.iter().map(|&d| S::Compute::from_f64(d)).collect(),
+                            schur: schur.convert(),
                             s_diag_inv,
                             uzawa: matches!(relaxation, Relaxation::SchurUzawa(_)),
                         }
@@ -353,12 +375,14 @@ fn relax<S: Stored>(level: &mut Level<S>, zero_guess: bool) {
         Smoother::Schur {
             params,
             d_inv,
+            schur,
             s_diag_inv,
             uzawa,
         } => schur_relax(
             op,
             params,
             d_inv,
+            schur,
             s_diag_inv,
             *uzawa,
             r,
@@ -379,6 +403,7 @@ fn schur_relax<S: Stored>(
     op: &StokesOperator<S>,
     params: &SchurParams,
     d_inv: &[S::Compute],
+    schur: &PressureRows<S>,
     s_diag_inv: &[S::Compute],
     uzawa: bool,
     r: &[S::Compute],
@@ -410,7 +435,7 @@ fn schur_relax<S: Stored>(
                 .for_each(|(d, (&b, &s))| *d = weight * s * b);
             continue;
         }
-        apply_schur(op, d_inv, inv_t, dp, work, sp);
+        schur.apply(dp, sp);
         dp.iter_mut()
             .zip(rhs.iter().zip(sp.iter().zip(s_diag_inv)))
             .for_each(|(d, (&b, (&a, &s)))| *d = *d + weight * s * (b - a));
@@ -420,11 +445,12 @@ fn schur_relax<S: Stored>(
     }
     let (xx, xy, xp) = split_mut(x, g);
     if uzawa {
-        // δu = (1/t) D⁻¹ r_u again: the Jacobi steps reused `work`.
-        for (xc, rc) in [(xx, rx), (xy, ry)] {
+        // δu = (1/t) D⁻¹ r_u, still in `work`.
+        let (wx, wy, _) = split(work, g);
+        for (xc, wc) in [(xx, wx), (xy, wy)] {
             xc.par_iter_mut()
-                .zip(rc.par_iter().zip(d_inv.par_iter()))
-                .for_each(|(xv, (&rv, &d))| *xv = *xv + inv_t * d * rv);
+                .zip(wc.par_iter())
+                .for_each(|(xv, &w)| *xv = *xv + w);
         }
         xp.iter_mut().zip(dp.iter()).for_each(|(p, &d)| *p = *p + d);
     } else {
@@ -441,26 +467,6 @@ fn schur_relax<S: Stored>(
             .zip(dp.iter())
             .for_each(|(p, &d)| *p = *p + omega * d);
     }
-}
-
-/// out = Ŝ p = (1/t) B D⁻¹ Bᵀ p (work: a flow vector).
-fn apply_schur<S: Stored>(
-    op: &StokesOperator<S>,
-    d_inv: &[S::Compute],
-    inv_t: S::Compute,
-    p: &[S::Compute],
-    work: &mut [S::Compute],
-    out: &mut [S::Compute],
-) {
-    let g = op.grid;
-    let (wx, wy, _) = split_mut(work, g);
-    op.apply_gradient(p, wx, wy);
-    for wc in [&mut *wx, &mut *wy] {
-        wc.par_iter_mut()
-            .zip(d_inv.par_iter())
-            .for_each(|(w, &d)| *w = inv_t * d * *w);
-    }
-    op.apply_divergence(wx, wy, out);
 }
 
 /// out = scale · d ∘ r.

@@ -191,13 +191,20 @@ impl<S: Stored> Vanka<S> {
         let to_store = |v: Vec<f64>| v.into_iter().map(S::from_f64).collect::<Vec<S>>();
         let (inverses, interior_inverse) = match form {
             VankaForm::Simple => {
-                let mut by_column: Vec<(u32, Vec<f64>)> = (0..patches)
-                    .into_par_iter()
-                    .map(|k| (column_of[k], weighted_inverse(op, k % np, k / np)))
-                    .collect();
-                by_column.sort_by_key(|(c, _)| *c);
-                let flat: Vec<f64> = by_column.into_iter().flat_map(|(_, inv)| inv).collect();
-                (to_store(flat), Vec::new())
+                // Each inverse goes straight into its column, in the storage precision (no
+                // f64 copy of all of them).
+                let mut stored = vec![S::default(); patches * PATCH * PATCH];
+                stored
+                    .par_chunks_mut(PATCH * PATCH)
+                    .zip(patch_of_column.par_iter())
+                    .for_each(|(out, &k)| {
+                        let k = k as usize;
+                        let inverse = weighted_inverse(op, k % np, k / np);
+                        out.iter_mut()
+                            .zip(inverse)
+                            .for_each(|(o, v)| *o = S::from_f64(v));
+                    });
+                (stored, Vec::new())
             }
             VankaForm::Tuned => {
                 // A representative patch per class: indices 0, 1, 2, n−1, n.
