@@ -181,8 +181,12 @@ fn schur_stencil(op: &StokesOperator<f64>, d_inv: &[f64], t: f64) -> PressureRow
     let g = op.grid;
     let (m, np) = (g.m(), g.np());
     let mut schur = PressureRows::zeros(g, 25);
-    for pj in 0..np {
-        for pi in 0..np {
+    schur
+        .coefficients
+        .par_chunks_mut(25)
+        .enumerate()
+        .for_each(|(k, row)| {
+            let (pi, pj) = (k % np, k / np);
             for c in 0..2 {
                 for slot in 0..25 {
                     let i = 2 * pi as isize - 2 + (slot % 5) as isize;
@@ -200,13 +204,12 @@ fn schur_stencil(op: &StokesOperator<f64>, d_inv: &[f64], t: f64) -> PressureRow
                                 ((qi0 + di as isize) as usize, (qj0 + dq as isize) as usize);
                             let gslot = gradient_slot(i, j, qi, qj).expect("in the window");
                             let target = (qj + 2 - pj) * 5 + (qi + 2 - pi);
-                            schur.row_mut(pi, pj)[target] += bd * op.gradient[c].entry(i, j, gslot);
+                            row[target] += bd * op.gradient[c].entry(i, j, gslot);
                         }
                     }
                 }
             }
-        }
-    }
+        });
     let n = g.n as f64;
     schur.rescale(n * n);
     schur
