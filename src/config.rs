@@ -488,6 +488,63 @@ impl RawConfig {
         })
     }
 
+    /// Cells per direction from mesh.n or mesh.h (exactly one of them, n ≥ 2).
+    fn cells(&self, problems: &mut Vec<ConfigProblem>) -> Option<usize> {
+        match (self.mesh.n, self.mesh.h) {
+            (Some(_), Some(_)) => {
+                problems.push(problem("mesh.n", "give either mesh.n or mesh.h, not both"));
+                None
+            }
+            (None, None) => {
+                problems.push(problem("mesh.n", "missing: give the cells per direction mesh.n (≥ 2) or the mesh width mesh.h = 1/n"));
+                None
+            }
+            (Some(n), None) if n < 2 => {
+                problems.push(problem(
+                    "mesh.n",
+                    format!("{n} cells per direction leave no interior unknown (allowed: n ≥ 2)"),
+                ));
+                None
+            }
+            (Some(n), None) => Some(n as usize),
+            (None, Some(h)) => match reciprocal_integer(h) {
+                Some(n) if n >= 2 => Some(n),
+                _ => {
+                    problems.push(problem(
+                        "mesh.h",
+                        format!("{h} is not 1/n for an integer n ≥ 2 (e.g. 0.015625 = 1/64)"),
+                    ));
+                    None
+                }
+            },
+        }
+    }
+
+    /// The HDF5 file a single run writes (output.path: a file name, not a directory).
+    fn output_path(&self, example: &str, problems: &mut Vec<ConfigProblem>) -> Option<PathBuf> {
+        match self.output.path.as_deref() {
+            None => {
+                problems.push(problem(
+                    "output.path",
+                    format!("missing: the HDF5 file to write, e.g. path = \"{example}\""),
+                ));
+                None
+            }
+            Some("") => {
+                problems.push(problem("output.path", "is empty"));
+                None
+            }
+            Some(p) if p.ends_with('/') => {
+                problems.push(problem(
+                    "output.path",
+                    format!("'{p}' is a directory; name the HDF5 file"),
+                ));
+                None
+            }
+            Some(p) => Some(PathBuf::from(p)),
+        }
+    }
+
     /// The [solver] keys only method stokes takes, and whether each is given.
     fn stokes_keys(&self) -> [(&'static str, bool); 7] {
         let s = &self.solver;
@@ -547,36 +604,7 @@ impl RawConfig {
                 problems.push(problem(key, "does not apply to method stokes (it solves the manufactured Stokes problem of SPEC §1 with FGMRES)"));
             }
         }
-        let n = match (self.mesh.n, self.mesh.h) {
-            (Some(_), Some(_)) => {
-                problems.push(problem("mesh.n", "give either mesh.n or mesh.h, not both"));
-                None
-            }
-            (None, None) => {
-                problems.push(problem(
-                    "mesh.n",
-                    "missing: give the cells per direction mesh.n (e.g. 256) or mesh.h = 1/n",
-                ));
-                None
-            }
-            (Some(n), None) => (n >= 2).then_some(n as usize).or_else(|| {
-                problems.push(problem(
-                    "mesh.n",
-                    format!(
-                        "{n} (allowed: n ≥ 2, n = n0·2^j with n0 ≤ {})",
-                        crate::stokes::multigrid::MAX_COARSEST
-                    ),
-                ));
-                None
-            }),
-            (None, Some(h)) => reciprocal_integer(h).filter(|&n| n >= 2).or_else(|| {
-                problems.push(problem(
-                    "mesh.h",
-                    format!("{h} is not 1/n for an integer n ≥ 2 (e.g. 0.00390625 = 1/256)"),
-                ));
-                None
-            }),
-        };
+        let n = self.cells(&mut problems);
         let n = n.filter(|&n| match crate::stokes::multigrid::mesh_hierarchy(n) {
             Ok(_) => true,
             Err(e) => {
@@ -705,20 +733,7 @@ impl RawConfig {
                 format!("{max_iterations} (allowed: 1 ..= 100000)"),
             ));
         }
-        let output = match self.output.path.as_deref() {
-            None => {
-                problems.push(problem(
-                    "output.path",
-                    "missing: the HDF5 file to write, e.g. path = \"out/stokes.h5\"",
-                ));
-                None
-            }
-            Some("") => {
-                problems.push(problem("output.path", "is empty"));
-                None
-            }
-            Some(p) => Some(PathBuf::from(p)),
-        };
+        let output = self.output_path("out/stokes.h5", &mut problems);
         match (backend, n, preconditioner, precision, output) {
             (Some(backend), Some(n), Some(preconditioner), Some(precision), Some(output))
                 if problems.is_empty() =>
@@ -822,34 +837,7 @@ impl RawConfig {
             }
         };
 
-        let n = match (self.mesh.n, self.mesh.h) {
-            (Some(_), Some(_)) => {
-                problems.push(problem("mesh.n", "give either mesh.n or mesh.h, not both"));
-                None
-            }
-            (None, None) => {
-                problems.push(problem("mesh.n", "missing: give the cells per direction mesh.n (≥ 2) or the mesh width mesh.h = 1/n"));
-                None
-            }
-            (Some(n), None) if n < 2 => {
-                problems.push(problem(
-                    "mesh.n",
-                    format!("{n} cells per direction leave no interior unknown (allowed: n ≥ 2)"),
-                ));
-                None
-            }
-            (Some(n), None) => Some(n as usize),
-            (None, Some(h)) => match reciprocal_integer(h) {
-                Some(n) if n >= 2 => Some(n),
-                _ => {
-                    problems.push(problem(
-                        "mesh.h",
-                        format!("{h} is not 1/n for an integer n ≥ 2 (e.g. 0.015625 = 1/64)"),
-                    ));
-                    None
-                }
-            },
-        };
+        let n = self.cells(&mut problems);
         // Node indices are u32: refuse sizes that cannot be represented, naming the limit.
         let n = n.filter(|&n| {
             let dim = if kind == Some(MeshKind::UnitCube) {
@@ -1069,27 +1057,7 @@ impl RawConfig {
             problems.push(problem("solver.cache_dir", "is empty"));
         }
 
-        let output = match self.output.path.as_deref() {
-            None => {
-                problems.push(problem(
-                    "output.path",
-                    "missing: the HDF5 file to write, e.g. path = \"out/run.h5\"",
-                ));
-                None
-            }
-            Some("") => {
-                problems.push(problem("output.path", "is empty"));
-                None
-            }
-            Some(p) if p.ends_with('/') => {
-                problems.push(problem(
-                    "output.path",
-                    format!("'{p}' is a directory; name the HDF5 file"),
-                ));
-                None
-            }
-            Some(p) => Some(PathBuf::from(p)),
-        };
+        let output = self.output_path("out/run.h5", &mut problems);
 
         match (backend, kind, element, n, ks, method, precision, output) {
             (

@@ -3,11 +3,13 @@
 //! weighted Jacobi (weight 0.6 on the pressure mass matrix M, 1.0 on the Laplacian L) and
 //! an exact coarsest solve. M stands in for the Schur complement −B L⁻¹ Bᵀ (ν = 1).
 
+use rayon::prelude::*;
+
 use super::assembly::assemble;
 use super::lattice::{split, split_mut, Grid, StokesOperator};
 use super::multigrid::{laplacian_diagonal_inverse, mesh_hierarchy, DenseSolve};
 use super::transfer::{prolong_lattice, prolong_q1, restrict_lattice, restrict_q1};
-use crate::backend::cpu::filled;
+use crate::backend::cpu::{filled, from_f64_into, to_f64_into};
 use crate::error::Result;
 use crate::precision::{Real, Stored};
 use num_traits::Zero;
@@ -56,6 +58,9 @@ struct ScalarMg<T> {
     weight: T,
     levels: Vec<ScalarLevel<T>>,
     coarse: DenseSolve,
+    /// The finest block's residual and A x between cycles (allocated once).
+    residual: Vec<T>,
+    product: Vec<T>,
 }
 
 impl<T: Real> ScalarMg<T> {
@@ -90,35 +95,39 @@ impl<T: Real> ScalarMg<T> {
         let coarse = DenseSolve::new(block.len(g), positions, None, |x, y| {
             block.apply(coarsest, x, y)
         });
+        let finest = block.len(ops[0].grid);
         ScalarMg {
             block,
             weight: T::from_f64(weight),
             levels,
             coarse,
+            residual: filled(finest, T::zero()),
+            product: filled(finest, T::zero()),
         }
     }
 
     /// x ≈ A⁻¹ b by CYCLES V-cycles from x = 0.
     fn solve<S: Stored<Compute = T>>(&mut self, ops: &[StokesOperator<S>], b: &[T], x: &mut [T]) {
-        x.iter_mut().for_each(|v| *v = T::zero());
-        let mut r = b.to_vec();
-        let mut ax = vec![T::zero(); b.len()];
+        x.par_iter_mut().for_each(|v| *v = T::zero());
+        self.residual.copy_from_slice(b);
         for cycle in 0..CYCLES {
             if cycle > 0 {
-                self.block.apply(&ops[0], x, &mut ax);
-                r.iter_mut()
-                    .zip(b.iter().zip(&ax))
+                self.block.apply(&ops[0], x, &mut self.product);
+                self.residual
+                    .par_iter_mut()
+                    .zip(b.par_iter().zip(self.product.par_iter()))
                     .for_each(|(r, (&b, &a))| *r = b - a);
             }
-            if self.levels.is_empty() {
-                self.coarse.solve(&r, &mut ax);
-                x.iter_mut().zip(&ax).for_each(|(x, &c)| *x = *x + c);
-                continue;
-            }
-            self.levels[0].b.copy_from_slice(&r);
-            self.v_cycle(0, ops);
-            x.iter_mut()
-                .zip(&self.levels[0].x)
+            let correction = if self.levels.is_empty() {
+                self.coarse.solve(&self.residual, &mut self.product);
+                &self.product
+            } else {
+                self.levels[0].b.copy_from_slice(&self.residual);
+                self.v_cycle(0, ops);
+                &self.levels[0].x
+            };
+            x.par_iter_mut()
+                .zip(correction.par_iter())
                 .for_each(|(x, &c)| *x = *x + c);
         }
     }
@@ -219,10 +228,7 @@ impl<S: Stored> BlockTriangular<S> {
     /// z ≈ P⁻¹ r.
     pub fn apply(&mut self, r: &[f64], z: &mut [f64]) {
         let g = self.ops[0].grid;
-        self.r
-            .iter_mut()
-            .zip(r)
-            .for_each(|(a, &v)| *a = S::Compute::from_f64(v));
+        from_f64_into(r, &mut self.r);
         let (rx, ry, rp) = split(&self.r, g);
         let (zx, zy, zp) = split_mut(&mut self.z, g);
         // −M δp = r_p.
@@ -232,13 +238,11 @@ impl<S: Stored> BlockTriangular<S> {
         self.ops[0].apply_gradient(zp, zx, zy);
         for (rc, zc) in [(rx, zx), (ry, zy)] {
             self.rhs
-                .iter_mut()
-                .zip(rc.iter().zip(zc.iter()))
+                .par_iter_mut()
+                .zip(rc.par_iter().zip(zc.par_iter()))
                 .for_each(|(b, (&r, &gp))| *b = r - gp);
             self.laplacian.solve(&self.ops, &self.rhs, zc);
         }
-        z.iter_mut()
-            .zip(&self.z)
-            .for_each(|(z, &v)| *z = v.to_f64());
+        to_f64_into(&self.z, z);
     }
 }

@@ -16,7 +16,7 @@ use super::lattice::{
 };
 use super::transfer::{prolong_flow, restrict_flow};
 use super::vanka::{Vanka, VankaForm};
-use crate::backend::cpu::filled;
+use crate::backend::cpu::{filled, from_f64_into, to_f64_into};
 use crate::error::{Error, Result};
 use crate::precision::{Real, Stored};
 
@@ -322,16 +322,9 @@ impl<S: Stored> MonolithicMg<S> {
 
     /// z ≈ A⁻¹ r by one V(1,1) cycle from a zero guess.
     pub fn apply(&mut self, r: &[f64], z: &mut [f64]) {
-        let finest = &mut self.levels[0];
-        finest
-            .b
-            .iter_mut()
-            .zip(r)
-            .for_each(|(b, &v)| *b = S::Compute::from_f64(v));
+        from_f64_into(r, &mut self.levels[0].b);
         cycle(&mut self.levels, &self.coarse);
-        z.iter_mut()
-            .zip(&self.levels[0].x)
-            .for_each(|(z, &v)| *z = v.to_f64());
+        to_f64_into(&self.levels[0].x, z);
     }
 }
 

@@ -11,117 +11,131 @@ use rayon::prelude::*;
 use super::lattice::{split, split_mut, Grid};
 use crate::precision::Real;
 
-/// Coarse lattice nodes and weights that fine lattice index `f` interpolates from.
-fn q2_weights(f: usize) -> ([(usize, f64); 3], usize) {
-    let e = f / 4;
+/// One output index's 1D taps: up to five (input index, weight) pairs, and how many.
+type Taps = ([(usize, f64); 5], usize);
+
+/// No upper clip (interpolation taps never leave the coarse array).
+const UNCLIPPED: usize = isize::MAX as usize;
+
+/// Taps at offsets from a centre, clipped to 0..len.
+fn clipped(centre: usize, offsets: &[(isize, f64)], len: usize) -> Taps {
+    let mut taps = [(0, 0.0); 5];
+    let mut count = 0;
+    for &(d, w) in offsets {
+        let k = centre as isize + d;
+        if k >= 0 && k < len as isize {
+            taps[count] = (k as usize, w);
+            count += 1;
+        }
+    }
+    (taps, count)
+}
+
+/// Q2 interpolation: the coarse lattice nodes fine lattice index `f` takes.
+fn q2_prolong_taps(f: usize) -> Taps {
+    let e = 2 * (f / 4);
     match f % 4 {
-        0 => ([(2 * e, 1.0), (0, 0.0), (0, 0.0)], 1),
-        2 => ([(2 * e + 1, 1.0), (0, 0.0), (0, 0.0)], 1),
-        1 => ([(2 * e, 0.375), (2 * e + 1, 0.75), (2 * e + 2, -0.125)], 3),
-        _ => ([(2 * e, -0.125), (2 * e + 1, 0.75), (2 * e + 2, 0.375)], 3),
+        0 => clipped(e, &[(0, 1.0)], UNCLIPPED),
+        2 => clipped(e, &[(1, 1.0)], UNCLIPPED),
+        1 => clipped(e, &[(0, 0.375), (1, 0.75), (2, -0.125)], UNCLIPPED),
+        _ => clipped(e, &[(0, -0.125), (1, 0.75), (2, 0.375)], UNCLIPPED),
     }
 }
 
-/// Fine lattice nodes and weights that coarse lattice index `c` restricts from (the
-/// transpose of [`q2_weights`]), clipped to the fine lattice 0..mf.
-fn q2_transpose_weights(c: usize, mf: usize) -> impl Iterator<Item = (usize, f64)> {
-    let centre = 2 * c as isize;
-    let taps: &[(isize, f64)] = if c % 2 == 0 {
-        &[(-3, -0.125), (-1, 0.375), (0, 1.0), (1, 0.375), (3, -0.125)]
+/// Q2 restriction (the transpose): the fine lattice nodes coarse index `c` takes.
+fn q2_restrict_taps(c: usize, mf: usize) -> Taps {
+    if c % 2 == 0 {
+        let offsets = [(-3, -0.125), (-1, 0.375), (0, 1.0), (1, 0.375), (3, -0.125)];
+        clipped(2 * c, &offsets, mf)
     } else {
-        &[(-1, 0.75), (0, 1.0), (1, 0.75)]
-    };
-    taps.iter().filter_map(move |&(d, w)| {
-        let f = centre + d;
-        (f >= 0 && f < mf as isize).then_some((f as usize, w))
-    })
+        clipped(2 * c, &[(-1, 0.75), (0, 1.0), (1, 0.75)], mf)
+    }
 }
 
-/// fine += P coarse for one lattice component (coarse boundary entries are zero).
-fn prolong_q2<T: Real>(coarse: &[T], fine: &mut [T], nc: usize) {
-    let (mc, mf) = (2 * nc + 1, 4 * nc + 1);
-    fine.par_chunks_mut(mf).enumerate().for_each(|(jf, row)| {
-        let (wy, ny) = q2_weights(jf);
-        for (i_f, out) in row.iter_mut().enumerate() {
-            let (wx, nx) = q2_weights(i_f);
-            let mut v = T::zero();
-            for &(cj, by) in &wy[..ny] {
-                for &(ci, bx) in &wx[..nx] {
-                    v = v + T::from_f64(bx * by) * coarse[cj * mc + ci];
-                }
-            }
-            *out = *out + v;
-        }
-    });
+/// Q1 interpolation: the coarse nodes fine index `f` takes.
+fn q1_prolong_taps(f: usize) -> Taps {
+    if f % 2 == 0 {
+        clipped(f / 2, &[(0, 1.0)], UNCLIPPED)
+    } else {
+        clipped(f / 2, &[(0, 0.5), (1, 0.5)], UNCLIPPED)
+    }
 }
 
-/// coarse = Pᵀ fine for one lattice component; coarse boundary entries set to zero.
-fn restrict_q2<T: Real>(fine: &[T], coarse: &mut [T], nc: usize) {
-    let (mc, mf) = (2 * nc + 1, 4 * nc + 1);
-    coarse.par_chunks_mut(mc).enumerate().for_each(|(jc, row)| {
-        for (ic, out) in row.iter_mut().enumerate() {
-            if ic == 0 || jc == 0 || ic + 1 == mc || jc + 1 == mc {
-                *out = T::zero();
+/// Q1 restriction (the transpose): the fine nodes coarse index `c` takes.
+fn q1_restrict_taps(c: usize, pf: usize) -> Taps {
+    clipped(2 * c, &[(-1, 0.5), (0, 1.0), (1, 0.5)], pf)
+}
+
+/// The tensor product of 1D taps, row by row: out[j][i] (+)= Σ w_y w_x input[y][x] on
+/// square arrays of side `m_in` and `m_out`. `accumulate` adds to `out` (prolongation);
+/// `zero_boundary` keeps the boundary of `out` at zero (Dirichlet lattice nodes).
+fn tensor_transfer<T: Real>(
+    input: &[T],
+    m_in: usize,
+    out: &mut [T],
+    m_out: usize,
+    taps: impl Fn(usize) -> Taps + Sync,
+    accumulate: bool,
+    zero_boundary: bool,
+) {
+    out.par_chunks_mut(m_out).enumerate().for_each(|(j, row)| {
+        let (wy, ny) = taps(j);
+        for (i, o) in row.iter_mut().enumerate() {
+            if zero_boundary && (i == 0 || j == 0 || i + 1 == m_out || j + 1 == m_out) {
+                *o = T::zero();
                 continue;
             }
+            let (wx, nx) = taps(i);
             let mut v = T::zero();
-            for (jf, by) in q2_transpose_weights(jc, mf) {
-                for (i_f, bx) in q2_transpose_weights(ic, mf) {
-                    v = v + T::from_f64(bx * by) * fine[jf * mf + i_f];
+            for &(y, by) in &wy[..ny] {
+                for &(x, bx) in &wx[..nx] {
+                    v = v + T::from_f64(bx * by) * input[y * m_in + x];
                 }
             }
-            *out = v;
+            *o = if accumulate { *o + v } else { v };
         }
     });
+}
+
+/// fine += P coarse for one velocity component on the lattice (coarse boundary entries
+/// are zero, so the fine boundary stays zero).
+pub fn prolong_lattice<T: Real>(coarse: &[T], fine: &mut [T], nc: usize) {
+    tensor_transfer(
+        coarse,
+        2 * nc + 1,
+        fine,
+        4 * nc + 1,
+        q2_prolong_taps,
+        true,
+        false,
+    );
+}
+
+/// coarse = Pᵀ fine for one velocity component; coarse boundary entries set to zero.
+pub fn restrict_lattice<T: Real>(fine: &[T], coarse: &mut [T], nc: usize) {
+    let mf = 4 * nc + 1;
+    let taps = |c| q2_restrict_taps(c, mf);
+    tensor_transfer(fine, mf, coarse, 2 * nc + 1, taps, false, true);
 }
 
 /// fine += P coarse for Q1 pressure.
 pub fn prolong_q1<T: Real>(coarse: &[T], fine: &mut [T], nc: usize) {
-    let (pc, pf) = (nc + 1, 2 * nc + 1);
-    let taps = |f: usize| -> ([(usize, f64); 2], usize) {
-        if f % 2 == 0 {
-            ([(f / 2, 1.0), (0, 0.0)], 1)
-        } else {
-            ([(f / 2, 0.5), (f / 2 + 1, 0.5)], 2)
-        }
-    };
-    fine.par_chunks_mut(pf).enumerate().for_each(|(jf, row)| {
-        let (wy, ny) = taps(jf);
-        for (i_f, out) in row.iter_mut().enumerate() {
-            let (wx, nx) = taps(i_f);
-            let mut v = T::zero();
-            for &(cj, by) in &wy[..ny] {
-                for &(ci, bx) in &wx[..nx] {
-                    v = v + T::from_f64(bx * by) * coarse[cj * pc + ci];
-                }
-            }
-            *out = *out + v;
-        }
-    });
+    tensor_transfer(
+        coarse,
+        nc + 1,
+        fine,
+        2 * nc + 1,
+        q1_prolong_taps,
+        true,
+        false,
+    );
 }
 
 /// coarse = Pᵀ fine for Q1 pressure.
 pub fn restrict_q1<T: Real>(fine: &[T], coarse: &mut [T], nc: usize) {
-    let (pc, pf) = (nc + 1, 2 * nc + 1);
-    let taps = |c: usize| {
-        [(-1isize, 0.5), (0, 1.0), (1, 0.5)]
-            .into_iter()
-            .filter_map(move |(d, w)| {
-                let f = 2 * c as isize + d;
-                (f >= 0 && f < pf as isize).then_some((f as usize, w))
-            })
-    };
-    coarse.par_chunks_mut(pc).enumerate().for_each(|(jc, row)| {
-        for (ic, out) in row.iter_mut().enumerate() {
-            let mut v = T::zero();
-            for (jf, by) in taps(jc) {
-                for (i_f, bx) in taps(ic) {
-                    v = v + T::from_f64(bx * by) * fine[jf * pf + i_f];
-                }
-            }
-            *out = v;
-        }
-    });
+    let pf = 2 * nc + 1;
+    let taps = |c| q1_restrict_taps(c, pf);
+    tensor_transfer(fine, pf, coarse, nc + 1, taps, false, false);
 }
 
 /// fine += P coarse for a flat [ux | uy | p] vector of the coarse grid `coarse_grid`.
@@ -130,8 +144,8 @@ pub fn prolong_flow<T: Real>(coarse: &[T], fine: &mut [T], coarse_grid: Grid) {
     let fine_grid = Grid { n: 2 * nc };
     let (cx, cy, cp) = split(coarse, coarse_grid);
     let (fx, fy, fp) = split_mut(fine, fine_grid);
-    prolong_q2(cx, fx, nc);
-    prolong_q2(cy, fy, nc);
+    prolong_lattice(cx, fx, nc);
+    prolong_lattice(cy, fy, nc);
     prolong_q1(cp, fp, nc);
 }
 
@@ -141,19 +155,9 @@ pub fn restrict_flow<T: Real>(fine: &[T], coarse: &mut [T], coarse_grid: Grid) {
     let fine_grid = Grid { n: 2 * nc };
     let (fx, fy, fp) = split(fine, fine_grid);
     let (cx, cy, cp) = split_mut(coarse, coarse_grid);
-    restrict_q2(fx, cx, nc);
-    restrict_q2(fy, cy, nc);
+    restrict_lattice(fx, cx, nc);
+    restrict_lattice(fy, cy, nc);
     restrict_q1(fp, cp, nc);
-}
-
-/// Scalar Q2 transfer of one velocity component (block-triangular preconditioner).
-pub fn prolong_lattice<T: Real>(coarse: &[T], fine: &mut [T], nc: usize) {
-    prolong_q2(coarse, fine, nc)
-}
-
-/// Scalar Q2 restriction of one velocity component.
-pub fn restrict_lattice<T: Real>(fine: &[T], coarse: &mut [T], nc: usize) {
-    restrict_q2(fine, coarse, nc)
 }
 
 #[cfg(test)]
@@ -175,7 +179,7 @@ mod tests {
             })
             .collect();
         let mut fine = vec![0.0; mf * mf];
-        prolong_q2(&coarse, &mut fine, nc);
+        prolong_lattice(&coarse, &mut fine, nc);
         for (k, &got) in fine.iter().enumerate() {
             let want = q(
                 (k % mf) as f64 / (mf - 1) as f64,

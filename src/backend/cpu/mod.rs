@@ -322,6 +322,22 @@ pub fn filled<T: Copy + Send + Sync>(len: usize, value: T) -> Vec<T> {
     v
 }
 
+/// dst[i] = src[i] rounded to T (the preconditioner's precision), in parallel.
+pub fn from_f64_into<T: Real>(src: &[f64], dst: &mut [T]) {
+    assert_eq!(src.len(), dst.len(), "from_f64_into: lengths differ");
+    dst.par_iter_mut()
+        .zip(src.par_iter())
+        .for_each(|(d, &s)| *d = T::from_f64(s));
+}
+
+/// dst[i] = src[i] widened to f64, in parallel.
+pub fn to_f64_into<T: Real>(src: &[T], dst: &mut [f64]) {
+    assert_eq!(src.len(), dst.len(), "to_f64_into: lengths differ");
+    dst.par_iter_mut()
+        .zip(src.par_iter())
+        .for_each(|(d, &s)| *d = s.to_f64());
+}
+
 /// x · y, reproducible across thread counts.
 pub fn dot<T: Real>(x: &[T], y: &[T]) -> T {
     assert_eq!(x.len(), y.len(), "dot: lengths differ");
