@@ -187,13 +187,3 @@ impl Comm for MpiComm {
             .unwrap_or_else(|_| "unknown MPI".into())
     }
 }
-
-/// This host's name (Linux: from the kernel; works with or without MPI).
-pub fn hostname() -> String {
-    ["/proc/sys/kernel/hostname", "/etc/hostname"]
-        .iter()
-        .find_map(|p| std::fs::read_to_string(p).ok())
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown-host".into())
-}

@@ -19,19 +19,21 @@
 pub mod backend;
 pub mod bench;
 pub mod campaign;
+pub mod cli;
 pub mod comm;
 pub mod config;
 pub mod error;
 pub mod fem;
 pub mod io;
-pub mod job;
 pub mod krylov;
 pub mod mesh;
 pub mod mg;
 pub mod precision;
 pub mod psc;
 pub mod reference;
+pub mod run;
 pub mod sparse;
 pub mod stokes;
+pub mod sys;
 
 pub use error::{Error, Result};

@@ -90,3 +90,23 @@ pub fn measure_machine() -> MachineCeilings {
         gemm_gflops_f16: gemm_gflops(Precision::F16),
     }
 }
+
+/// `tensorfem bench machine`: the ceilings as a table or one JSON object.
+pub fn report(json: bool) {
+    let m = measure_machine();
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&m).expect("plain numbers serialise")
+        );
+    } else {
+        println!("machine ceilings ({} threads)", m.threads);
+        println!("  triad bandwidth       {:8.1} GB/s", m.triad_gbs);
+        println!("  GEMM f64              {:8.1} GFLOP/s", m.gemm_gflops_f64);
+        println!("  GEMM f32              {:8.1} GFLOP/s", m.gemm_gflops_f32);
+        println!(
+            "  GEMM f16 operands     {:8.1} GFLOP/s (f32 arithmetic)",
+            m.gemm_gflops_f16
+        );
+    }
+}

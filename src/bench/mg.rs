@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::triad_gbs;
 use crate::backend::cpu;
+use crate::cli::MgBenchArgs;
 use crate::error::{Error, Result};
 use crate::fem::{assemble_loads, assemble_poisson, l2_error, Manufactured, PoissonSystem};
 use crate::mesh::{unit_cube, unit_square, Element, Mesh};
@@ -226,4 +227,91 @@ fn run<const D: usize>(
         r.speedup_vs_d_mg = d_mg.map(|d| d / r.seconds);
     }
     Ok(results)
+}
+
+/// `tensorfem bench mg`: checks the arguments, runs, prints.
+pub fn report(a: &MgBenchArgs) -> Result<()> {
+    let solvers = MgBenchSolver::parse_list(&a.variant).map_err(Error::InvalidInput)?;
+    let smoother = Smoother::by_name(&a.smoother).map_err(Error::InvalidInput)?;
+    if a.k == 0 {
+        return Err(Error::InvalidInput(
+            "--k 0: the wave number must be ≥ 1".into(),
+        ));
+    }
+    let results = bench_mg(&MgBenchParams {
+        dim: a.dim,
+        n: a.n,
+        solvers,
+        k: a.k,
+        nrhs: a.nrhs,
+        smoother,
+        smoother_name: a.smoother.clone(),
+        levels: a.levels,
+        residual_scaling: !a.no_residual_scaling,
+        repeats: a.repeats,
+    })?;
+    print(&results, a.json);
+    Ok(())
+}
+
+/// Prints the results as a table or one JSON object per line.
+pub fn print(results: &[MgBenchResult], json: bool) {
+    if json {
+        for r in results {
+            println!(
+                "{}",
+                serde_json::to_string(r).expect("plain numbers serialise")
+            );
+        }
+        return;
+    }
+    let Some(first) = results.first() else { return };
+    println!(
+        "multigrid, {}D Q1, n = {} ({} unknowns), {} levels, {} right-hand side(s), k = {}, smoother {}",
+        first.dim, first.n, first.unknowns, first.levels, first.nrhs, first.k, first.smoother
+    );
+    println!(
+        "  {:<8} {:>5} {:>9} {:>9} {:>9} {:>8} {:>7} {:>8} {:>10} {:>10}  schedule (fine → coarse)",
+        "variant",
+        "iter",
+        "time [s]",
+        "s/iter",
+        "MDof/s",
+        "GB/s",
+        "triad",
+        "speedup",
+        "residual",
+        "L2 error"
+    );
+    for r in results {
+        let speedup = r
+            .speedup_vs_d_mg
+            .map_or("-".to_string(), |s| format!("{s:.2}×"));
+        println!(
+            "  {:<8} {:>5} {:>9.3} {:>9.4} {:>9.2} {:>8.2} {:>6.0}% {:>8} {:>10.2e} {:>10.3e}  {}",
+            r.variant,
+            r.iterations,
+            r.seconds,
+            r.seconds_per_iteration,
+            r.mdofs,
+            r.gbs,
+            100.0 * r.triad_fraction,
+            speedup,
+            r.residual,
+            r.l2_error,
+            r.schedule
+        );
+    }
+    println!(
+        "  triad bandwidth {:.1} GB/s (best of the measurements in this run); set-up [s]: {}",
+        first.triad_gbs,
+        results
+            .iter()
+            .map(|r| format!("{} {:.2}", r.variant, r.setup_seconds))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if results.iter().any(|r| !r.note.is_empty()) {
+        println!("  note: f16 levels store f16 and compute in f32 on the CPU");
+    }
 }

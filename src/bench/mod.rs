@@ -13,6 +13,22 @@ pub use stokes::{bench_stokes, parse_preconditioners, StokesBenchParams, StokesB
 
 use std::time::Instant;
 
+use crate::cli::BenchCommand;
+use crate::error::Result;
+
+/// Runs a `tensorfem bench` command and prints its table (or JSON).
+pub fn dispatch(command: &BenchCommand) -> Result<()> {
+    match command {
+        BenchCommand::Machine(a) => {
+            machine::report(a.json);
+            Ok(())
+        }
+        BenchCommand::Psc(a) => psc::report(a),
+        BenchCommand::Mg(a) => mg::report(a),
+        BenchCommand::Stokes(a) => stokes::report(a),
+    }
+}
+
 /// Best (smallest) and median seconds of `f` over at least `min_runs` runs, running until
 /// `min_seconds` have passed (after one untimed warm-up run).
 pub fn time_runs(min_runs: usize, min_seconds: f64, mut f: impl FnMut()) -> (f64, f64) {

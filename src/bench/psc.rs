@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::{gemm_gflops, time_runs, triad_gbs};
 use crate::backend::cpu;
+use crate::cli::PscBenchArgs;
 use crate::error::{Error, Result};
 use crate::fem::{assemble_loads, l2_error, Dofs, Manufactured};
 use crate::mesh::{unit_square_refined, Element};
@@ -176,4 +177,63 @@ pub fn bench_psc(params: &PscBenchParams) -> Result<PscBenchResult> {
         Precision::F32 => run::<f32>(params, &setup, setup_seconds, from_cache),
         Precision::F16 => run::<f16>(params, &setup, setup_seconds, from_cache),
     }
+}
+
+/// Prints one result as a table or one JSON object.
+pub fn print(r: &PscBenchResult, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(r).expect("plain numbers serialise")
+        );
+        return;
+    }
+    println!(
+        "PSC-M1 {} h = 1/{}, h0 = 1/{}, {} right-hand side(s), {}",
+        r.element, r.n, r.n0, r.nrhs, r.precision
+    );
+    let source = if r.setup_from_cache {
+        "loaded from cache"
+    } else {
+        "computed"
+    };
+    println!("  set-up            {:.3} s ({source})", r.setup_seconds);
+    println!(
+        "  solve             {:.4} s best, {:.4} s median",
+        r.solve_seconds, r.solve_seconds_median
+    );
+    println!("  throughput        {:.2} MDof/s", r.mdofs);
+    println!(
+        "  GFLOP/s           {:.1} by the SPEC §2.5 formula, {:.1} counted",
+        r.gflops, r.gflops_counted
+    );
+    println!(
+        "  GEMM peak         {:.1} GFLOP/s measured: {:.0}% of it",
+        r.gemm_peak_gflops,
+        100.0 * r.gemm_peak_fraction
+    );
+    println!(
+        "  operator reads    {:.1} GB/s: {:.0}% of the {:.1} GB/s triad",
+        r.operator_gbs,
+        100.0 * r.triad_fraction,
+        r.triad_gbs
+    );
+    println!(
+        "  accuracy          relative residual {:.2e} (f64), relative L2 error {:.2e}",
+        r.relative_residual, r.l2_error
+    );
+}
+
+/// `tensorfem bench psc`: runs and prints.
+pub fn report(a: &PscBenchArgs) -> Result<()> {
+    let result = bench_psc(&PscBenchParams {
+        element: a.element.element(),
+        n: a.n,
+        n0: a.n0,
+        nrhs: a.nrhs,
+        precision: a.precision.precision(),
+        cache_dir: a.cache_dir.clone(),
+    })?;
+    print(&result, a.json);
+    Ok(())
 }

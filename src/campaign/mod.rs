@@ -7,12 +7,12 @@
 
 mod input;
 mod journal;
+mod operator;
 mod output;
 mod perf;
 mod plan;
 mod queue;
 mod signals;
-pub mod spec;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -20,18 +20,16 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
-use crate::backend::{cuda, Backend};
-use crate::comm::{hostname, Comm};
-use crate::config::RunConfig;
+use crate::comm::Comm;
+use crate::config::{CampaignSpec, RhsSource, RunConfig};
 use crate::error::{Error, Result};
-use crate::job::{check_memory, operator_cache_file, AnyOperator};
-use crate::with_operator;
+use crate::sys::hostname;
 use input::InputColumns;
 use journal::Journal;
+pub use operator::{BatchOperator, BlockOutcome, Operators};
 use perf::{now, BatchRecord, StageTotals};
 use plan::{ColumnSource, Plan};
 use queue::{Dispatch, LocalDispatch, Order, Queue, RemoteDispatch};
-use spec::{CampaignSpec, RhsSource};
 
 /// Files a campaign owns in its directory (removed by --fresh; the operator cache stays).
 fn owned_paths(directory: &Path) -> [std::path::PathBuf; 4] {
@@ -62,11 +60,12 @@ fn open_input(spec: &CampaignSpec, scan: bool) -> Result<Option<InputColumns>> {
 /// done batches. Nothing is removed or written until every check has passed.
 fn preflight(
     spec: &CampaignSpec,
+    operators: &dyn Operators,
     fresh: bool,
 ) -> Result<(Option<InputColumns>, Option<journal::JournalState>, usize)> {
     let input = open_input(spec, true)?;
     for op in &spec.operators {
-        check_memory(&op.mesh, &op.solver, spec.batch_size)?;
+        operators.check_memory(op, spec.batch_size)?;
     }
     let dir = &spec.directory;
     if dir.exists() && !dir.is_dir() {
@@ -130,6 +129,7 @@ fn preflight(
 /// Everything a worker needs, the same on every rank.
 struct WorkContext<'a> {
     spec: &'a CampaignSpec,
+    operators: &'a dyn Operators,
     plan: &'a Plan,
     input: Option<&'a InputColumns>,
     rank: usize,
@@ -141,7 +141,7 @@ struct WorkContext<'a> {
 fn work(ctx: &WorkContext<'_>, dispatch: &mut dyn Dispatch) -> Result<StageTotals> {
     let start = Instant::now();
     let mut totals = StageTotals::default();
-    let mut held: Option<(usize, AnyOperator)> = None;
+    let mut held: Option<(usize, Box<dyn BatchOperator>)> = None;
     while !signals::stop_requested() {
         let t = Instant::now();
         let order = dispatch.next(held.as_ref().map(|h| h.0))?;
@@ -169,7 +169,7 @@ fn solve_batch(
     ctx: &WorkContext<'_>,
     index: usize,
     lock: bool,
-    held: &mut Option<(usize, AnyOperator)>,
+    held: &mut Option<(usize, Box<dyn BatchOperator>)>,
     totals: &mut StageTotals,
     dispatch: &mut dyn Dispatch,
 ) -> Result<BatchRecord> {
@@ -180,7 +180,7 @@ fn solve_batch(
     if held.as_ref().map(|h| h.0) != Some(batch.operator) {
         *held = None; // free the old operator first
         let t = Instant::now();
-        let op = AnyOperator::new(&spec.mesh, &spec.solver)?;
+        let op = ctx.operators.set_up(spec)?;
         setup_seconds = t.elapsed().as_secs_f64();
         log::info!("operator {} set up in {setup_seconds:.3} s", batch.operator);
         *held = Some((batch.operator, op));
@@ -194,21 +194,25 @@ fn solve_batch(
     let columns = &ctx.plan.columns[batch.columns.clone()];
     let exact: Vec<_> = columns.iter().map(|c| c.source.exact(dim)).collect();
 
-    let (rhs_seconds, solve_seconds, verify_seconds, outcome, reports, nodal, unknowns) = with_operator!(op, op => {
-        let t = Instant::now();
-        let rhs = match (ctx.input, columns[0].source) {
-            (Some(input), ColumnSource::Input { index }) => input.read(index..index + nrhs)?,
-            _ => op.loads(&exact.iter().map(|e| e.expect("manufactured columns")).collect::<Vec<_>>()),
-        };
-        let rhs_seconds = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let outcome = op.solve(&rhs, nrhs)?;
-        let solve_seconds = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let reports = op.verify(&rhs, &outcome.u, &exact)?;
-        let nodal = op.dofs.to_nodal_block(&outcome.u);
-        (rhs_seconds, solve_seconds, t.elapsed().as_secs_f64(), outcome, reports, nodal, op.unknowns())
-    });
+    let t = Instant::now();
+    let rhs = match (ctx.input, columns[0].source) {
+        (Some(input), ColumnSource::Input { index }) => input.read(index..index + nrhs)?,
+        _ => op.loads(
+            &exact
+                .iter()
+                .map(|e| e.expect("manufactured columns"))
+                .collect::<Vec<_>>(),
+        ),
+    };
+    let rhs_seconds = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let outcome = op.solve(&rhs, nrhs)?;
+    let solve_seconds = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let reports = op.verify(&rhs, &outcome.u, &exact)?;
+    let nodal = op.to_nodal(&outcome.u);
+    let verify_seconds = t.elapsed().as_secs_f64();
+    let unknowns = op.unknowns();
     let nodes = nodal.len() / nrhs;
     let max = |v: &mut dyn Iterator<Item = f64>| v.fold(0.0, f64::max);
     let mut record = BatchRecord {
@@ -265,30 +269,29 @@ fn solve_batch(
     Ok(record)
 }
 
-/// Runs the campaign of `config` (which has a `[campaign]`). Rank 0 returns the printed
-/// summary; the other ranks return None.
-pub fn run(config: &RunConfig, comm: &dyn Comm, fresh: bool) -> Result<Option<String>> {
+/// Runs the campaign of `config` (which has a `[campaign]`) with the operators `operators`
+/// sets up on this rank's device. Rank 0 returns the printed summary; the other ranks
+/// return None.
+pub fn run(
+    config: &RunConfig,
+    operators: &dyn Operators,
+    comm: &dyn Comm,
+    fresh: bool,
+) -> Result<Option<String>> {
     let spec = config.campaign.as_ref().expect("a campaign config");
     signals::install().map_err(|e| Error::Campaign(format!("installing signal handlers: {e}")))?;
-    let first = &spec.operators[0].solver.method;
-    let backend = Backend::select(
-        config.backend,
-        &cuda::probe(),
-        first.name(),
-        spec.operators.iter().all(|o| o.solver.method.has_cuda()),
-        comm.local_rank(),
-    )?;
     log::info!(
-        "rank {} (local rank {} of {} on {}) bound to {backend}",
+        "rank {} (local rank {} of {} on {}) bound to {}",
         comm.rank(),
         comm.local_rank(),
         comm.local_size(),
-        hostname()
+        hostname(),
+        operators.device()
     );
 
     // Rank 0 checks; everyone learns the outcome (and the input's column count).
     let checked = if comm.is_root() {
-        Some(preflight(spec, fresh))
+        Some(preflight(spec, operators, fresh))
     } else {
         None
     };
@@ -318,11 +321,12 @@ pub fn run(config: &RunConfig, comm: &dyn Comm, fresh: bool) -> Result<Option<St
     let plan = Plan::new(spec, columns);
     let ctx = WorkContext {
         spec,
+        operators,
         plan: &plan,
         input: input.as_ref(),
         rank: comm.rank(),
         host: hostname(),
-        device: backend.to_string(),
+        device: operators.device(),
     };
 
     if !comm.is_root() {
@@ -368,7 +372,7 @@ pub fn run(config: &RunConfig, comm: &dyn Comm, fresh: bool) -> Result<Option<St
             plan.batches.iter().map(|b| b.operator).collect(),
             spec.operators
                 .iter()
-                .map(|o| operator_cache_file(&o.mesh, &o.solver))
+                .map(|o| operators.cache_file(o))
                 .collect(),
             &done,
             journal,

@@ -11,12 +11,13 @@ use ndarray::ArrayView2;
 
 use super::perf::{BatchRecord, StageTotals};
 use super::plan::{ColumnSource, Plan};
-use super::spec::CampaignSpec;
+use crate::config::CampaignSpec;
 use crate::config::RunConfig;
 use crate::error::{Error, Result};
+use crate::fem::ColumnReport;
 use crate::io::{h5, xdmf};
-use crate::job::{build_mesh, AnyMesh, ColumnReport};
 use crate::mesh::Mesh;
+use crate::mesh::{build as build_mesh, AnyMesh};
 
 pub fn batches_dir(directory: &Path) -> PathBuf {
     directory.join("batches")

@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use super::spec::{CampaignSpec, RhsSource};
+use crate::config::{CampaignSpec, RhsSource};
 use crate::fem::{Exact, Manufactured, PressureSeries};
 use crate::psc::cache::Fnv;
 

@@ -1,14 +1,16 @@
 //! Finite elements on the structured meshes: Q1/P1 (2D) and Q1 (3D) Poisson stiffness and
 //! load assembly with the Dirichlet rows and columns removed, manufactured solutions, and
-//! L2 errors.
+//! L2 errors, and the verification of solutions against them.
 
 mod assembly;
 mod element;
 mod error_norms;
 mod manufactured;
 mod quadrature;
+mod verify;
 
 pub use assembly::{assemble_loads, assemble_poisson, Dofs, PoissonSystem};
 pub use error_norms::{l2_error, nodal_l2_error};
 pub use manufactured::{Exact, Manufactured, PressureSeries};
 pub use quadrature::{gauss_legendre_unit, QuadratureRule};
+pub use verify::{relative_residual, verify, ColumnReport};

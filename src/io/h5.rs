@@ -263,7 +263,7 @@ pub fn write_provenance(file: &hdf5::File, config: Option<&str>) -> Result<()> {
     write_scalar_attr(file, "schema_version", SCHEMA_VERSION)?;
     write_str_attr(file, "tensorfem_version", VERSION)?;
     write_str_attr(file, "git_revision", GIT_REVISION)?;
-    write_str_attr(file, "host", &crate::comm::hostname())?;
+    write_str_attr(file, "host", &crate::sys::hostname())?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

@@ -7,9 +7,11 @@
 //! is `i + j (n + 1)` at `(i h, j h)` with `h = 1/n`.
 
 mod cube;
+mod spec;
 mod square;
 
 pub use cube::unit_cube;
+pub use spec::{build, AnyMesh, MeshKind, MeshSpec};
 pub use square::{unit_square, unit_square_refined, Hierarchy, MacroLocation, Parents};
 
 use crate::error::{Error, Result};

@@ -4,10 +4,11 @@
 
 use faer::Side;
 
-use super::PscSetup;
+use super::{refinement_levels, PscSetup};
 use crate::backend::cpu;
 use crate::error::{Error, Result};
 use crate::krylov::{extreme_eigenvalues, LanczosParams};
+use crate::mesh::Element;
 use crate::reference::CholeskySolver;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -153,6 +154,54 @@ fn prehandling_scale(setup: &PscSetup, n: usize) -> Vec<f64> {
         scale[d as usize] = s;
     }
     scale
+}
+
+/// `tensorfem psc-info`: the figures of the unit square refined from h0 = 1/n0 to h = 1/n,
+/// printed as a table or one JSON object.
+pub fn report(n: usize, n0: usize, element: Element, whole: bool, json: bool) -> Result<()> {
+    let setup = PscSetup::new(element, n0, refinement_levels(n, n0)?)?;
+    let info = PscInfo::compute(&setup, whole)?;
+    if json {
+        let mut object = serde_json::json!({
+            "n": info.n, "n0": info.n0, "element": info.element,
+            "C": info.c, "E": info.e, "I": info.i, "groups": info.groups,
+            "kappa_Ci": info.kappa_ci, "kappa_Pi": info.kappa_pi,
+            "nnz_Ci_inv_over_fem": info.nnz_ci_inv_over_fem,
+            "nnz_Pi_inv_over_fem": info.nnz_pi_inv_over_fem,
+        });
+        if let Some(w) = info.whole {
+            object["kappa_A"] = w.kappa_a.into();
+            object["kappa_hb"] = w.kappa_hb.into();
+            object["kappa_prehandled"] = w.kappa_prehandled.into();
+        }
+        println!("{object}");
+    } else {
+        println!(
+            "PSC on the unit square, {}, h = 1/{}, h0 = 1/{}",
+            info.element, info.n, info.n0
+        );
+        println!(
+            "  |C| = {}, |E| = {}, |I| = {}, {} group(s) of identical macro elements",
+            info.c, info.e, info.i, info.groups
+        );
+        println!("  κ(C_i) (max over groups)      {:.1}", info.kappa_ci);
+        println!("  κ(Π)                          {:.1}", info.kappa_pi);
+        println!(
+            "  NNZ(C_i⁻¹)/NNZ_FEM (summed)   {:.3}",
+            info.nnz_ci_inv_over_fem
+        );
+        println!(
+            "  NNZ(Π⁻¹)/NNZ_FEM              {:.2}",
+            info.nnz_pi_inv_over_fem
+        );
+        if let Some(w) = info.whole {
+            println!(
+                "  κ(A), κ(SᵀAS), κ(prehandled)  {:.0}, {:.1}, {:.1}",
+                w.kappa_a, w.kappa_hb, w.kappa_prehandled
+            );
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ mod setup;
 
 pub use cache::{CacheOutcome, OperatorCache};
 pub use hierarchical::HierarchicalBasis;
-pub use info::{PscInfo, WholeConditionNumbers};
+pub use info::{report as report_info, PscInfo, WholeConditionNumbers};
 pub use m1::{M1Workspace, M1};
 pub use refine::{RefineInfo, RefineParams, RefineWorkspace};
 pub use setup::{refinement_levels, Group, PscSetup};

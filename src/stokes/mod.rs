@@ -8,13 +8,11 @@
 //! - [`transfer`]: FE interpolation and restriction
 //! - [`vanka`], [`multigrid`]: the monolithic V(1,1) cycle and its relaxations
 //! - [`block`]: the block-triangular preconditioner
-//! - [`output`]: the run driver for `method = "stokes"` and its HDF5 file
 
 pub mod assembly;
 pub mod block;
 pub mod lattice;
 pub mod multigrid;
-pub mod output;
 pub mod transfer;
 pub mod vanka;
 
@@ -199,7 +197,7 @@ pub fn estimated_bytes(spec: &StokesSpec) -> f64 {
 
 /// Refuses a solve this machine's memory cannot hold, naming what to change.
 pub fn check_memory(spec: &StokesSpec) -> Result<()> {
-    let Some(available) = crate::job::available_memory() else {
+    let Some(available) = crate::sys::available_memory() else {
         return Ok(());
     };
     let needed = estimated_bytes(spec);

@@ -1,14 +1,17 @@
-//! The `[campaign]` section of a config: where the right-hand sides come from, how they are
-//! cut into batches, where the output goes, and the checkpoint policy. A parameter study is
-//! expanded here into one validated operator (mesh + solver) per combination, so every
-//! mistake of every combination is reported before any rank allocates anything.
+//! The `[campaign]` section: where the right-hand sides come from, how they are cut into
+//! batches, where the output goes, and the checkpoint policy. A parameter study is expanded
+//! here into one validated operator (mesh + solver) per combination, so every mistake of
+//! every combination is reported before any rank allocates anything.
 
 use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::config::{problem, MeshSpec, Method, RawConfig, SolverSpec, MAX_NRHS};
-use crate::error::ConfigProblem;
+use super::raw::RawConfig;
+use super::spec::{
+    CampaignSpec, Method, OperatorSpec, RhsSource, RunConfig, MAX_K, MAX_NRHS, STOKES,
+};
+use super::{problem, Problems};
 use crate::precision::Precision;
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -47,67 +50,18 @@ pub struct RawCampaign {
     pub input: Option<RawInput>,
 }
 
-/// Where the right-hand sides come from.
-#[derive(Clone, Debug, PartialEq)]
-pub enum RhsSource {
-    /// `steps` time steps of the manufactured pressure field (fem::PressureSeries) at
-    /// t_j = t_end·j/steps, j = 1..=steps: a projection method's pressure-Poisson equations.
-    TimeSeries { steps: usize, t_end: f64 },
-    /// The manufactured solutions sin(kπx)… for every k, on every operator of the study.
-    Study { ks: Vec<u32> },
-    /// Columns of a dataset of shape [columns, unknowns] in a user's HDF5 file: assembled
-    /// load vectors b on the interior nodes (lexicographic order, x fastest).
-    Hdf5 { path: PathBuf, dataset: String },
-}
-
-impl RhsSource {
-    pub fn name(&self) -> &'static str {
-        match self {
-            RhsSource::TimeSeries { .. } => "time-series",
-            RhsSource::Study { .. } => "study",
-            RhsSource::Hdf5 { .. } => "hdf5",
-        }
-    }
-}
-
-/// One operator of a campaign: a mesh and a solver, set up once per rank that needs it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct OperatorSpec {
-    pub mesh: MeshSpec,
-    pub solver: SolverSpec,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct CampaignSpec {
-    pub rhs: RhsSource,
-    /// Columns per batch (the last batch of an operator may be smaller).
-    pub batch_size: usize,
-    pub directory: PathBuf,
-    /// Journal every batch and resume from the journal (false: a stopped campaign starts
-    /// over).
-    pub checkpoint: bool,
-    /// The operators, in campaign order (one unless a study varies mesh or solver).
-    pub operators: Vec<OperatorSpec>,
-}
-
-impl CampaignSpec {
-    pub fn output_file(&self) -> PathBuf {
-        self.directory.join("campaign.h5")
-    }
-}
-
 const RHS_NAMES: &str = "time-series, study, hdf5";
 
 /// Validates `[campaign]` of `raw` (which has one); every problem is pushed. The base
 /// sections are validated here too (once, or once per study combination), so the caller
 /// validates nothing else.
-pub fn validate(
+pub(super) fn validate(
     raw: &RawConfig,
     campaign: &RawCampaign,
     source: &str,
-    problems: &mut Vec<ConfigProblem>,
-) -> Option<(CampaignSpec, crate::config::RunConfig)> {
-    let stokes = Some(crate::config::STOKES);
+    problems: &mut Problems,
+) -> Option<(CampaignSpec, RunConfig)> {
+    let stokes = Some(STOKES);
     if raw.solver.method.as_deref() == stokes
         || campaign
             .study
@@ -273,16 +227,10 @@ pub fn validate(
             let ks: Option<Vec<u32>> = if ks.is_empty() {
                 problems.push(problem("campaign.study.k", "the list is empty"));
                 None
-            } else if let Some(bad) = ks
-                .iter()
-                .find(|&&k| !(1..=crate::config::MAX_K).contains(&k))
-            {
+            } else if let Some(bad) = ks.iter().find(|&&k| !(1..=MAX_K).contains(&k)) {
                 problems.push(problem(
                     "campaign.study.k",
-                    format!(
-                        "{bad} is out of range (allowed: integers 1 ..= {})",
-                        crate::config::MAX_K
-                    ),
+                    format!("{bad} is out of range (allowed: integers 1 ..= {})", MAX_K),
                 ));
                 None
             } else {
@@ -303,19 +251,15 @@ pub fn validate(
     problems.is_empty().then_some((spec, run?))
 }
 
-fn operator_of(run: &crate::config::RunConfig) -> OperatorSpec {
+fn operator_of(run: &RunConfig) -> OperatorSpec {
     OperatorSpec {
         mesh: run.mesh,
         solver: run.solver.clone(),
     }
 }
 
-fn base_operator(
-    base: &RawConfig,
-    source: &str,
-    problems: &mut Vec<ConfigProblem>,
-) -> Option<crate::config::RunConfig> {
-    match base.validate(source) {
+fn base_operator(base: &RawConfig, source: &str, problems: &mut Problems) -> Option<RunConfig> {
+    match super::validate(base, source) {
         Ok(run) => Some(run),
         Err(more) => {
             problems.extend(more);
@@ -332,8 +276,8 @@ fn expand_study(
     base: &RawConfig,
     study: &RawStudy,
     source: &str,
-    problems: &mut Vec<ConfigProblem>,
-) -> (Option<Vec<OperatorSpec>>, Option<crate::config::RunConfig>) {
+    problems: &mut Problems,
+) -> (Option<Vec<OperatorSpec>>, Option<RunConfig>) {
     let mut empty = Vec::new();
     let ns: Vec<Option<i64>> = match &study.n {
         Some(list) if list.is_empty() => {
@@ -419,7 +363,7 @@ fn expand_study(
                         continue;
                     }
                     seen.push(label.clone());
-                    match raw.validate(source) {
+                    match super::validate(&raw, source) {
                         Ok(run) => {
                             operators.push(operator_of(&run));
                             first_run.get_or_insert(run);

@@ -1,0 +1,221 @@
+//! The command line (clap): `run`, `info`, `psc-info` and the benchmarks. Each command's
+//! arguments are a struct the module that carries it out takes.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::mesh::Element;
+use crate::precision::Precision;
+
+/// The `tensorfem` command.
+#[derive(Parser)]
+#[command(
+    name = "tensorfem",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("TENSORFEM_GIT_REVISION"), ")"),
+    about = "Finite-element Poisson solvers for many right-hand sides (PSC on Tensor Cores, mixed-precision multigrid)",
+    long_about = "Finite-element Poisson solvers for many right-hand sides at once.\n\n\
+        Launch alone or under mpirun/srun (one rank per GPU). Logging: RUST_LOG=info|debug; \
+        threads per rank: RAYON_NUM_THREADS (default: the host's cores divided by the ranks on it).\n\
+        Documentation: docs/configuration.md, docs/hdf5.md."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run the job a config describes (the embedded quickstart when no CONFIG is given). A
+    /// config with [campaign] resumes from its journal unless --fresh.
+    Run {
+        /// TOML config (see docs/configuration.md and inputs/).
+        config: Option<PathBuf>,
+        /// Campaigns: discard the journal, batch files and campaign.h5 of an earlier run in
+        /// campaign.directory and start over (the operator cache stays).
+        #[arg(long)]
+        fresh: bool,
+    },
+    /// Print the version and the backends found: CPU cores, CUDA driver and devices, MPI.
+    Info,
+    /// PSC figures of SPEC §2.6 for the unit square: |C|, |E|, |I|, κ(C_i), κ(Π), storage
+    /// of C_i⁻¹ and Π⁻¹ relative to the FEM matrix (and whole-matrix κ with --whole).
+    PscInfo(PscInfoArgs),
+    /// Benchmarks: measure, print a table (or JSON with --json).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// This machine's ceilings: triad bandwidth and GEMM peak in f64, f32 and f16.
+    Machine(MachineArgs),
+    /// PSC-M1 on a block of right-hand sides: set-up and solve time, MDof/s, GFLOP/s and
+    /// fractions of the machine's ceilings measured in the same run, accuracy.
+    Psc(PscBenchArgs),
+    /// Mixed-precision multigrid (SPEC §3) side by side in one process: IR iterations, time
+    /// to solution, time per iteration, MDof/s, GB/s moved (fraction of the triad measured in
+    /// the same run), speedup over D_MG, f64 residual and L2 error.
+    Mg(MgBenchArgs),
+    /// Q2-Q1 Stokes (SPEC §4): FGMRES with each preconditioner side by side in one process:
+    /// iterations, time to solution, ms per element and per iteration, velocity and pressure
+    /// L2 errors.
+    Stokes(StokesArgs),
+}
+
+#[derive(clap::Args)]
+pub struct StokesArgs {
+    /// Cells per direction (n = n0·2^j, n0 ≤ 8).
+    #[arg(long)]
+    pub n: usize,
+    /// vanka, vanka-tuned, braess-sarazin, schur-uzawa, block-triangular; a
+    /// comma-separated list, or all.
+    #[arg(long, default_value = "vanka-tuned,braess-sarazin")]
+    pub precond: String,
+    /// Precision of the preconditioner (f16: stored in f16, computed in f32); FGMRES is f64.
+    #[arg(long, value_enum, default_value_t = PrecisionArg::F64)]
+    pub precision: PrecisionArg,
+    /// FGMRES restart length.
+    #[arg(long, default_value_t = 30)]
+    pub restart: usize,
+    /// Relative residual to reach.
+    #[arg(long, default_value_t = 1e-8)]
+    pub tolerance: f64,
+    /// Vanka or Braess-Sarazin damping ω (default: the tuned value).
+    #[arg(long)]
+    pub omega: Option<f64>,
+    /// Braess-Sarazin / Schur-Uzawa: L ≈ t·D.
+    #[arg(long)]
+    pub t: Option<f64>,
+    /// Braess-Sarazin / Schur-Uzawa: Jacobi steps on the Schur complement.
+    #[arg(long)]
+    pub jacobi_steps: Option<usize>,
+    /// Braess-Sarazin / Schur-Uzawa: Jacobi weight on the Schur complement.
+    #[arg(long)]
+    pub jacobi_weight: Option<f64>,
+    /// Timed solves per preconditioner; the fastest counts.
+    #[arg(long, default_value_t = 1)]
+    pub repeats: usize,
+    /// One JSON object per preconditioner, one per line (keys iterations, seconds,
+    /// ms_per_element, velocity_l2_error, pressure_l2_error, relative_residual, precond,
+    /// n, and more).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum ElementArg {
+    Q1,
+    P1,
+}
+
+impl ElementArg {
+    pub fn element(self) -> Element {
+        match self {
+            ElementArg::Q1 => Element::Q1,
+            ElementArg::P1 => Element::P1,
+        }
+    }
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum PrecisionArg {
+    F16,
+    F32,
+    F64,
+}
+
+impl PrecisionArg {
+    pub fn precision(self) -> Precision {
+        match self {
+            PrecisionArg::F16 => Precision::F16,
+            PrecisionArg::F32 => Precision::F32,
+            PrecisionArg::F64 => Precision::F64,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct PscInfoArgs {
+    /// Cells per direction of the fine mesh (h = 1/n).
+    #[arg(long)]
+    pub n: usize,
+    /// Cells per direction of the coarse mesh (h0 = 1/n0); n = n0·2^j.
+    #[arg(long)]
+    pub n0: usize,
+    #[arg(long, value_enum, default_value_t = ElementArg::Q1)]
+    pub element: ElementArg,
+    /// Also the spectral condition numbers of A, SᵀAS and the prehandled matrix (Lanczos).
+    #[arg(long)]
+    pub whole: bool,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct MachineArgs {
+    /// Print one JSON object (keys triad_gbs, gemm_gflops_f64, gemm_gflops_f32, gemm_gflops_f16).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct PscBenchArgs {
+    /// Cells per direction of the fine mesh (h = 1/n).
+    #[arg(long)]
+    pub n: usize,
+    /// Cells per direction of the coarse mesh (h0 = 1/n0); n = n0·2^j. Flop-optimal: h0 ≈ √h.
+    #[arg(long)]
+    pub n0: usize,
+    /// Right-hand sides solved together (manufactured, k = 1…8 cycled).
+    #[arg(long, default_value_t = 1)]
+    pub nrhs: usize,
+    /// Working precision of the stored operators.
+    #[arg(long, value_enum, default_value_t = PrecisionArg::F32)]
+    pub precision: PrecisionArg,
+    #[arg(long, value_enum, default_value_t = ElementArg::Q1)]
+    pub element: ElementArg,
+    /// Load (or fill) the operator cache here instead of timing a fresh set-up.
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Print one JSON object (keys n, n0, nrhs, precision, setup_seconds, solve_seconds,
+    /// mdofs, gflops, gemm_peak_fraction, relative_residual, l2_error, and more).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct MgBenchArgs {
+    /// 2 (unit square) or 3 (unit cube).
+    #[arg(long, default_value_t = 2)]
+    pub dim: usize,
+    /// Cells per direction of the finest mesh (4096 → 4097² nodes).
+    #[arg(long)]
+    pub n: usize,
+    /// D_MG, H_MG, DSH_MG, HSD_MG, F64_MG (stand-alone f64 multigrid, no refinement), or all.
+    #[arg(long, default_value = "all")]
+    pub variant: String,
+    /// Wave number of the manufactured solution.
+    #[arg(long, default_value_t = 1)]
+    pub k: u32,
+    /// Right-hand sides solved together.
+    #[arg(long, default_value_t = 1)]
+    pub nrhs: usize,
+    /// jacobi (ω = 2/3, 3+3 steps) or richardson (ω = 0.3, 4+4 steps).
+    #[arg(long, default_value = "jacobi")]
+    pub smoother: String,
+    /// Levels (default: coarsen to 8 cells per direction).
+    #[arg(long)]
+    pub levels: Option<usize>,
+    /// Cast residuals into low precision without scaling them (to see them fail).
+    #[arg(long)]
+    pub no_residual_scaling: bool,
+    /// Timed solves per variant; the fastest counts.
+    #[arg(long, default_value_t = 1)]
+    pub repeats: usize,
+    /// One JSON object per variant, one per line (keys iterations, seconds,
+    /// seconds_per_iteration, mdofs, gbs, residual, l2_error, variant, n, dim, and more).
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,141 @@
+//! The `[solver]` settings of multigrid (SPEC §3): levels, the precision schedule (a preset
+//! or a list), the smoother, residual scaling, the seed of the initial guess.
+
+use super::raw::RawConfig;
+use super::spec::MgSpec;
+use super::{problem, Problems};
+use crate::mesh::Element;
+use crate::mg::{check_levels, default_levels, Smoother, Variant};
+use crate::precision::Precision;
+
+/// The multigrid settings: mesh, levels, schedule (a preset or a list), smoother; and the
+/// keys of other methods refused.
+pub(super) fn validate(
+    raw: &RawConfig,
+    element: Option<Element>,
+    n: Option<usize>,
+    problems: &mut Problems,
+) -> Option<MgSpec> {
+    let solver = &raw.solver;
+    if solver.precision.is_some() {
+        problems.push(problem(
+            "solver.precision",
+            "method mg takes a precision per level: give solver.variant or solver.schedule",
+        ));
+    }
+    if element == Some(Element::P1) {
+        problems.push(problem(
+            "mesh.element",
+            "method mg solves Q1 problems (allowed: q1)",
+        ));
+    }
+    let levels = match (solver.levels, n) {
+        (Some(l), Some(n)) => match check_levels(n, l.max(0) as usize) {
+            Ok(()) if l >= 1 => Some(l as usize),
+            _ => {
+                problems.push(problem("solver.levels", format!("{l} levels on n = {n} cells per direction: n must be divisible by 2^(levels−1) leaving at least 2 cells on the coarsest level")));
+                None
+            }
+        },
+        (None, Some(n)) => Some(default_levels(n)),
+        (_, None) => None,
+    };
+    let variant = match solver.variant.as_deref().map(str::parse::<Variant>) {
+        Some(Err(e)) => {
+            problems.push(problem("solver.variant", e));
+            None
+        }
+        Some(Ok(v)) => Some(v),
+        None => None,
+    };
+    let schedule = match (&solver.schedule, variant, levels) {
+        (Some(_), Some(_), _) => {
+            problems.push(problem(
+                "solver.schedule",
+                "give solver.variant or solver.schedule, not both",
+            ));
+            None
+        }
+        (Some(list), None, levels) => {
+            let parsed: Result<Vec<Precision>, String> = list.iter().map(|p| p.parse()).collect();
+            match (parsed, levels) {
+                (Err(e), _) => {
+                    problems.push(problem("solver.schedule", e));
+                    None
+                }
+                (Ok(s), Some(l)) if s.len() != l => {
+                    problems.push(problem("solver.schedule", format!("{} precisions for {l} levels (one per level, finest first; set solver.levels to change the level count)", s.len())));
+                    None
+                }
+                (Ok(s), _) => Some(s),
+            }
+        }
+        (None, v, Some(l)) => Some(v.unwrap_or(Variant::DMg).schedule(l)),
+        (None, _, None) => None,
+    };
+    let smoother_name = solver.smoother.clone().unwrap_or_else(|| "jacobi".into());
+    let smoother = match Smoother::by_name(&smoother_name) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            problems.push(problem("solver.smoother", e));
+            None
+        }
+    };
+    if solver.refine == Some(false)
+        && schedule
+            .as_ref()
+            .is_some_and(|s| s.iter().any(|&p| p != Precision::F64))
+    {
+        problems.push(problem(
+            "solver.refine",
+            "false (stand-alone multigrid) needs f64 on every level (solver.variant = \"D_MG\")",
+        ));
+    }
+    let seed = match solver.seed {
+        Some(s) if s < 0 => {
+            problems.push(problem(
+                "solver.seed",
+                format!("{s} (allowed: integers ≥ 0)"),
+            ));
+            None
+        }
+        s => Some(s.unwrap_or(0) as u64),
+    };
+    for (key, given) in [
+        ("solver.cache", solver.cache.is_some()),
+        ("solver.cache_dir", solver.cache_dir.is_some()),
+        ("mesh.h0", raw.mesh.h0.is_some()),
+    ] {
+        if given && !problems.iter().any(|p| p.key == key) {
+            problems.push(problem(
+                key,
+                "applies to method psc-m1 only (mg coarsens the mesh itself: solver.levels)",
+            ));
+        }
+    }
+    Some(MgSpec {
+        schedule: schedule?,
+        variant: variant.or((solver.schedule.is_none()).then_some(Variant::DMg)),
+        smoother: smoother?,
+        smoother_name,
+        residual_scaling: solver.residual_scaling.unwrap_or(true),
+        seed: seed?,
+    })
+}
+
+/// The multigrid keys, refused for other methods.
+pub(super) fn refuse_keys(raw: &RawConfig, problems: &mut Problems) {
+    let s = &raw.solver;
+    for (key, given) in [
+        ("solver.variant", s.variant.is_some()),
+        ("solver.schedule", s.schedule.is_some()),
+        ("solver.smoother", s.smoother.is_some()),
+        ("solver.levels", s.levels.is_some()),
+        ("solver.residual_scaling", s.residual_scaling.is_some()),
+        ("solver.seed", s.seed.is_some()),
+    ] {
+        if given {
+            problems.push(problem(key, "applies to method mg only"));
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! A single Poisson run (no `[campaign]`): the manufactured right-hand sides of
+//! `[problem]`, the mesh, the method with its own settings (each method's validator in
+//! its module), the output file.
+
+use super::mesh::{backend, cells_within_limits, coarse, kind_and_element, output_path};
+use super::raw::{RawConfig, RawWaveNumbers};
+use super::spec::{Method, RunConfig, SolverSpec, MAX_K, MAX_NRHS};
+use super::{mg, problem, psc, stokes, Problems};
+use crate::mesh::MeshSpec;
+use crate::precision::Precision;
+
+/// Checks every value of a Poisson run; returns all problems found, or the validated config.
+pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Problems> {
+    let mut problems = Vec::new();
+    let backend = backend(raw, &mut problems);
+    let (kind, element) = kind_and_element(raw, &mut problems);
+    let n = cells_within_limits(raw, kind, &mut problems);
+    let coarse = coarse(raw, kind, n, &mut problems);
+    let ks = wave_numbers(raw, &mut problems);
+
+    let method = match raw.solver.method.as_deref().unwrap_or("cholesky") {
+        "cholesky" => Some(Method::Cholesky),
+        "psc-m1" => Some(Method::PscM1),
+        "mg" => Some(Method::Mg),
+        other => {
+            problems.push(problem(
+                "solver.method",
+                format!("unknown method '{other}' (allowed: {})", Method::NAMES),
+            ));
+            None
+        }
+    };
+    let precision = match raw
+        .solver
+        .precision
+        .as_deref()
+        .unwrap_or("f64")
+        .parse::<Precision>()
+    {
+        Ok(p) => Some(p),
+        Err(e) => {
+            problems.push(problem("solver.precision", e));
+            None
+        }
+    };
+    stokes::refuse_keys(raw, &mut problems);
+    if method != Some(Method::Mg) {
+        mg::refuse_keys(raw, &mut problems);
+    }
+    let mut mg = None;
+    match method {
+        Some(Method::Mg) => mg = mg::validate(raw, element, n, &mut problems),
+        Some(Method::Cholesky) => psc::validate_cholesky(raw, precision, &mut problems),
+        Some(Method::PscM1) => psc::validate(raw, kind, coarse, &mut problems),
+        // Stokes configs are validated by stokes::validate before reaching here.
+        Some(Method::Stokes) | None => {}
+    }
+    let (default_tolerance, meaning) = match method {
+        Some(Method::Mg) => (1e-9, "an absolute ‖b − Au‖₂"),
+        _ => (1e-12, "a relative residual"),
+    };
+    let tolerance = raw.solver.tolerance.unwrap_or(default_tolerance);
+    if !(tolerance > 0.0 && tolerance < 1.0) {
+        problems.push(problem(
+            "solver.tolerance",
+            format!("{tolerance} (allowed: 0 < tolerance < 1, {meaning})"),
+        ));
+    }
+    let max_iterations = raw
+        .solver
+        .max_iterations
+        .unwrap_or(if method == Some(Method::Mg) { 100 } else { 30 });
+    if !(1..=1000).contains(&max_iterations) {
+        problems.push(problem(
+            "solver.max_iterations",
+            format!("{max_iterations} (allowed: 1 ..= 1000)"),
+        ));
+    }
+    if raw.solver.cache_dir.as_deref() == Some("") {
+        problems.push(problem("solver.cache_dir", "is empty"));
+    }
+
+    let output = output_path(raw, "out/run.h5", &mut problems);
+
+    match (backend, kind, element, n, ks, method, precision, output) {
+        (
+            Some(backend),
+            Some(kind),
+            Some(element),
+            Some(n),
+            Some(ks),
+            Some(method),
+            Some(precision),
+            Some(output),
+        ) if problems.is_empty() => Ok(RunConfig {
+            backend,
+            mesh: MeshSpec {
+                kind,
+                element,
+                n,
+                coarse,
+            },
+            ks,
+            solver: SolverSpec {
+                method,
+                precision,
+                refine: raw
+                    .solver
+                    .refine
+                    .unwrap_or(precision != Precision::F64 || method == Method::Mg),
+                tolerance,
+                max_iterations: max_iterations as usize,
+                cache_dir: psc::cache_dir(raw, method, &output),
+                mg,
+            },
+            output,
+            source: source.to_string(),
+            campaign: None,
+            stokes: None,
+        }),
+        _ => Err(problems),
+    }
+}
+
+/// problem.k and solver.nrhs: the wave number of every column (column c solves for
+/// k[c mod len(k)]).
+fn wave_numbers(raw: &RawConfig, problems: &mut Problems) -> Option<Vec<u32>> {
+    let k_values: Vec<i64> = match &raw.problem.k {
+        None => vec![1],
+        Some(RawWaveNumbers::One(k)) => vec![*k],
+        Some(RawWaveNumbers::Many(ks)) => ks.clone(),
+    };
+    let ks: Option<Vec<u32>> = if k_values.is_empty() {
+        problems.push(problem(
+            "problem.k",
+            "the list is empty (give at least one wave number)",
+        ));
+        None
+    } else if let Some(bad) = k_values.iter().find(|k| !(1..=MAX_K).contains(*k)) {
+        problems.push(problem("problem.k", format!("{bad} is out of range (allowed: integers 1 ..= {MAX_K}; u = 0 on the boundary needs an integer k)")));
+        None
+    } else {
+        Some(k_values.iter().map(|&k| k as u32).collect())
+    };
+    let nrhs = match raw.solver.nrhs {
+        None => Some(k_values.len().max(1)),
+        Some(r) if (1..=MAX_NRHS).contains(&r) => Some(r as usize),
+        Some(r) => {
+            problems.push(problem("solver.nrhs", format!("{r} right-hand sides (allowed: 1 ..= {MAX_NRHS}; column c uses problem.k[c mod len])")));
+            None
+        }
+    };
+    ks.zip(nrhs)
+        .map(|(ks, nrhs)| (0..nrhs).map(|c| ks[c % ks.len()]).collect())
+}

@@ -1,0 +1,189 @@
+//! The config as written: one raw struct per TOML section (serde, unknown keys denied), read
+//! so that every unknown key and every mistyped value is reported at once, each named.
+
+use serde::Deserialize;
+use serde_aux::serde_introspection::serde_introspect;
+
+use super::campaign::RawCampaign;
+use super::problem;
+use crate::error::ConfigProblem;
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMesh {
+    pub kind: Option<String>,
+    pub element: Option<String>,
+    pub n: Option<i64>,
+    pub h: Option<f64>,
+    pub h0: Option<f64>,
+}
+
+/// One wave number or a list of them.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawWaveNumbers {
+    One(i64),
+    Many(Vec<i64>),
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProblem {
+    pub k: Option<RawWaveNumbers>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSolver {
+    pub method: Option<String>,
+    pub precision: Option<String>,
+    pub variant: Option<String>,
+    pub schedule: Option<Vec<String>>,
+    pub smoother: Option<String>,
+    pub levels: Option<i64>,
+    pub residual_scaling: Option<bool>,
+    pub seed: Option<i64>,
+    pub refine: Option<bool>,
+    pub nrhs: Option<i64>,
+    pub tolerance: Option<f64>,
+    pub max_iterations: Option<i64>,
+    pub cache: Option<bool>,
+    pub cache_dir: Option<String>,
+    pub preconditioner: Option<String>,
+    pub relaxation: Option<String>,
+    pub restart: Option<i64>,
+    pub omega: Option<f64>,
+    pub t: Option<f64>,
+    pub jacobi_steps: Option<i64>,
+    pub jacobi_weight: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOutput {
+    pub path: Option<String>,
+}
+
+/// The config as written, before validation.
+#[derive(Clone, Debug, Default)]
+pub struct RawConfig {
+    pub backend: Option<String>,
+    pub mesh: RawMesh,
+    pub problem: RawProblem,
+    pub solver: RawSolver,
+    pub output: RawOutput,
+    pub campaign: Option<RawCampaign>,
+}
+
+const SECTIONS: [&str; 5] = ["mesh", "problem", "solver", "output", "campaign"];
+
+/// Reads the TOML into raw sections. Unknown keys and type errors are collected (every
+/// section is read even when another has a problem); a TOML syntax error ends parsing.
+pub(super) fn parse_raw(text: &str) -> Result<(RawConfig, Vec<ConfigProblem>), ConfigProblem> {
+    let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        problem(
+            "(syntax)",
+            e.message().to_string() + &location(text, e.span()),
+        )
+    })?;
+    let mut problems = Vec::new();
+    let mut raw = RawConfig::default();
+
+    let top_keys: Vec<String> = table.keys().cloned().collect();
+    for key in top_keys {
+        if key == "backend" || SECTIONS.contains(&key.as_str()) {
+            continue;
+        }
+        problems.push(problem(
+            &key,
+            format!(
+                "unknown key (allowed at the top level: backend, [{}])",
+                SECTIONS.join("], [")
+            ),
+        ));
+        table.remove(&key);
+    }
+    if let Some(value) = table.remove("backend") {
+        match value {
+            toml::Value::String(s) => raw.backend = Some(s),
+            other => problems.push(problem(
+                "backend",
+                format!("expected a string, found {}", other.type_str()),
+            )),
+        }
+    }
+
+    fn section<T: for<'de> Deserialize<'de> + Default>(
+        table: &mut toml::Table,
+        name: &str,
+        problems: &mut Vec<ConfigProblem>,
+    ) -> T {
+        let Some(value) = table.remove(name) else {
+            return T::default();
+        };
+        let toml::Value::Table(mut fields) = value else {
+            problems.push(problem(name, "expected a table [".to_string() + name + "]"));
+            return T::default();
+        };
+        let allowed = serde_introspect::<T>();
+        let unknown: Vec<String> = fields
+            .keys()
+            .filter(|k| !allowed.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        for key in unknown {
+            problems.push(problem(
+                &format!("{name}.{key}"),
+                format!("unknown key (allowed in [{name}]: {})", allowed.join(", ")),
+            ));
+            fields.remove(&key);
+        }
+        // Find the keys whose values have the wrong type, one key at a time, so each is
+        // named and the rest of the section is still read and validated.
+        let mistyped: Vec<String> = fields
+            .iter()
+            .filter_map(|(key, value)| {
+                let single = toml::Table::from_iter([(key.clone(), value.clone())]);
+                T::deserialize(toml::Value::Table(single)).err().map(|e| {
+                    problems.push(problem(&format!("{name}.{key}"), e.message().to_string()));
+                    key.clone()
+                })
+            })
+            .collect();
+        for key in mistyped {
+            fields.remove(&key);
+        }
+        T::deserialize(toml::Value::Table(fields)).unwrap_or_else(|e| {
+            problems.push(problem(name, e.message().to_string()));
+            T::default()
+        })
+    }
+    raw.mesh = section(&mut table, "mesh", &mut problems);
+    raw.problem = section(&mut table, "problem", &mut problems);
+    raw.solver = section(&mut table, "solver", &mut problems);
+    raw.output = section(&mut table, "output", &mut problems);
+    if table.contains_key("campaign") {
+        raw.campaign = Some(section(&mut table, "campaign", &mut problems));
+    }
+    Ok((raw, problems))
+}
+
+/// " (line L, column C)" for a byte span, when toml gives one.
+fn location(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    span.map(|s| {
+        let before = &text[..s.start.min(text.len())];
+        let line = before.matches('\n').count() + 1;
+        let column = before.len() - before.rfind('\n').map_or(0, |p| p + 1) + 1;
+        format!(" (line {line}, column {column})")
+    })
+    .unwrap_or_default()
+}
+
+/// 1/w as an integer, when w is the reciprocal of one (to 1e-9 relative).
+pub(super) fn reciprocal_integer(w: f64) -> Option<usize> {
+    if !(w.is_finite() && w > 0.0) {
+        return None;
+    }
+    let r = (1.0 / w).round();
+    ((r * w - 1.0).abs() < 1e-9 && (1.0..1e9).contains(&r)).then_some(r as usize)
+}

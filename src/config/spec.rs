@@ -1,0 +1,149 @@
+//! The validated config: plain types, no behaviour beyond naming themselves. Every module
+//! that needs a setting reads it from here; validation (the sibling modules) fills them.
+
+use std::path::PathBuf;
+
+use crate::backend::BackendChoice;
+use crate::mesh::MeshSpec;
+use crate::mg::{Smoother, Variant};
+use crate::precision::Precision;
+use crate::stokes::StokesSpec;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// faer's sparse Cholesky in f64: the reference solver.
+    Cholesky,
+    /// The PSC direct method M1 (SPEC §2.4), optionally inside f64 refinement (PSC-IR).
+    PscM1,
+    /// Geometric multigrid with a precision per level inside f64 refinement (SPEC §3).
+    Mg,
+    /// Q2-Q1 Stokes with preconditioned FGMRES (SPEC §4); configured by `RunConfig::stokes`.
+    Stokes,
+}
+
+impl Method {
+    pub const NAMES: &'static str = "cholesky, psc-m1, mg, stokes";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Cholesky => "cholesky",
+            Method::PscM1 => "psc-m1",
+            Method::Mg => "mg",
+            Method::Stokes => STOKES,
+        }
+    }
+
+    pub fn has_cuda(self) -> bool {
+        match self {
+            Method::Cholesky | Method::PscM1 | Method::Mg | Method::Stokes => false,
+        }
+    }
+}
+
+/// Settings of the solver section that apply to multigrid.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MgSpec {
+    /// Precision per level, finest first (its length is the number of levels).
+    pub schedule: Vec<Precision>,
+    /// The preset the schedule came from, if any.
+    pub variant: Option<Variant>,
+    pub smoother: Smoother,
+    pub smoother_name: String,
+    pub residual_scaling: bool,
+    /// Seed of the random initial guess (SPEC §3.2).
+    pub seed: u64,
+}
+
+/// Settings of the solver section that apply to PSC-M1.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SolverSpec {
+    pub method: Method,
+    pub precision: Precision,
+    /// f64 iterative refinement around the M1 solve (PSC-IR).
+    pub refine: bool,
+    /// Relative residual ‖b − Ax‖₂/‖b‖₂ PSC-IR stops at, and its iteration limit.
+    pub tolerance: f64,
+    pub max_iterations: usize,
+    /// Where PSC set-ups are cached (None: no cache).
+    pub cache_dir: Option<PathBuf>,
+    /// Multigrid settings (method mg only).
+    pub mg: Option<MgSpec>,
+}
+
+/// A validated config.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunConfig {
+    pub backend: BackendChoice,
+    pub mesh: MeshSpec,
+    /// Wave number of the manufactured solution of each right-hand side (the block's
+    /// columns, Nrhs of them).
+    pub ks: Vec<u32>,
+    pub solver: SolverSpec,
+    pub output: PathBuf,
+    /// The config text as given, echoed into output files.
+    pub source: String,
+    /// A campaign (`[campaign]`): the right-hand sides, batches and operators; `ks` and
+    /// `output` are then unused.
+    pub campaign: Option<CampaignSpec>,
+    /// A Stokes run (`method = "stokes"`): the solver it describes; `mesh` is then its Q1
+    /// pressure mesh (velocity is Q2 on the same cells), `solver` its precision and
+    /// tolerance, `ks` empty.
+    pub stokes: Option<StokesSpec>,
+}
+
+/// The method name of the Stokes solver (SPEC §4).
+pub const STOKES: &str = "stokes";
+
+/// Largest supported wave number: beyond it no affordable mesh resolves the solution.
+pub(crate) const MAX_K: i64 = 100_000;
+/// Largest block of right-hand sides one run solves.
+pub(crate) const MAX_NRHS: i64 = 1_000_000;
+
+/// Where the right-hand sides come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RhsSource {
+    /// `steps` time steps of the manufactured pressure field (fem::PressureSeries) at
+    /// t_j = t_end·j/steps, j = 1..=steps: a projection method's pressure-Poisson equations.
+    TimeSeries { steps: usize, t_end: f64 },
+    /// The manufactured solutions sin(kπx)… for every k, on every operator of the study.
+    Study { ks: Vec<u32> },
+    /// Columns of a dataset of shape [columns, unknowns] in a user's HDF5 file: assembled
+    /// load vectors b on the interior nodes (lexicographic order, x fastest).
+    Hdf5 { path: PathBuf, dataset: String },
+}
+
+impl RhsSource {
+    pub fn name(&self) -> &'static str {
+        match self {
+            RhsSource::TimeSeries { .. } => "time-series",
+            RhsSource::Study { .. } => "study",
+            RhsSource::Hdf5 { .. } => "hdf5",
+        }
+    }
+}
+
+/// One operator of a campaign: a mesh and a solver, set up once per rank that needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OperatorSpec {
+    pub mesh: MeshSpec,
+    pub solver: SolverSpec,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CampaignSpec {
+    pub rhs: RhsSource,
+    /// Columns per batch (the last batch of an operator may be smaller).
+    pub batch_size: usize,
+    pub directory: PathBuf,
+    /// Journal every batch and resume from the journal (false: a stopped campaign starts
+    /// over).
+    pub checkpoint: bool,
+    /// The operators, in campaign order (one unless a study varies mesh or solver).
+    pub operators: Vec<OperatorSpec>,
+}
+
+impl CampaignSpec {
+    pub fn output_file(&self) -> PathBuf {
+        self.directory.join("campaign.h5")
+    }
+}

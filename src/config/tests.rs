@@ -1,0 +1,201 @@
+//! Config parsing and validation, end to end from TOML text.
+
+use std::path::PathBuf;
+
+use super::*;
+use crate::backend::BackendChoice;
+use crate::mesh::{Element, MeshKind, MeshSpec};
+use crate::mg::{Smoother, Variant};
+use crate::precision::Precision;
+
+#[test]
+fn quickstart_is_valid() {
+    let c = parse(QUICKSTART, "quickstart").unwrap();
+    assert_eq!(c.solver.method, Method::PscM1);
+    let campaign = c.campaign.expect("the quickstart is a campaign");
+    assert_eq!(
+        campaign.rhs,
+        RhsSource::TimeSeries {
+            steps: 32,
+            t_end: 1.0
+        }
+    );
+    assert_eq!(campaign.batch_size, 8);
+    assert_eq!(
+        campaign.operators[0].solver.cache_dir,
+        Some(PathBuf::from("out/quickstart/psc-cache"))
+    );
+    assert_eq!(c.source, QUICKSTART);
+}
+
+#[test]
+fn full_config() {
+    let c = parse(
+        "backend = \"cpu\"\n[mesh]\nkind = \"unit-square\"\nelement = \"p1\"\nh = 0.0078125\nh0 = 0.25\n\
+         [problem]\nk = 20\n[solver]\nmethod = \"cholesky\"\nprecision = \"f64\"\n[output]\npath = \"a/b.h5\"\n",
+        "t",
+    )
+    .unwrap();
+    assert_eq!(c.backend, BackendChoice::Cpu);
+    assert_eq!(
+        c.mesh,
+        MeshSpec {
+            kind: MeshKind::UnitSquare,
+            element: Element::P1,
+            n: 128,
+            coarse: Some((4, 5))
+        }
+    );
+    assert_eq!(c.ks, vec![20]);
+    assert_eq!(c.solver.cache_dir, None);
+    assert_eq!(c.output, PathBuf::from("a/b.h5"));
+    let c = parse(
+        "[mesh]\nn = 64\nh0 = 0.125\n[problem]\nk = [1, 4]\n[solver]\nmethod = \"psc-m1\"\nprecision = \"f16\"\nnrhs = 5\n[output]\npath = \"r/x.h5\"\n",
+        "t",
+    )
+    .unwrap();
+    assert_eq!(c.ks, vec![1, 4, 1, 4, 1]);
+    assert!(c.solver.refine, "low precisions refine by default");
+    assert_eq!(c.solver.cache_dir, Some(PathBuf::from("r/psc-cache")));
+}
+
+#[test]
+fn example_inputs_are_valid() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/inputs");
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
+    }
+}
+
+#[test]
+fn multigrid_settings() {
+    let c = parse(
+        "[mesh]\nn = 4096\n[solver]\nmethod = \"mg\"\n[output]\npath = \"m.h5\"\n",
+        "t",
+    )
+    .unwrap();
+    let mg = c.solver.mg.unwrap();
+    assert_eq!(mg.schedule, vec![Precision::F64; 10]);
+    assert_eq!(mg.variant, Some(Variant::DMg));
+    assert!(c.solver.refine && mg.residual_scaling);
+    assert_eq!((c.solver.tolerance, c.solver.max_iterations), (1e-9, 100));
+    let c = parse(
+        "[mesh]\nkind = \"unit-cube\"\nn = 32\n[solver]\nmethod = \"mg\"\nschedule = [\"f16\", \"f32\", \"f64\"]\nlevels = 3\nsmoother = \"richardson\"\nseed = 5\n[output]\npath = \"m.h5\"\n",
+        "t",
+    )
+    .unwrap();
+    let mg = c.solver.mg.unwrap();
+    assert_eq!(
+        mg.schedule,
+        vec![Precision::F16, Precision::F32, Precision::F64]
+    );
+    assert_eq!(
+        (mg.variant, mg.smoother, mg.seed),
+        (None, Smoother::RICHARDSON, 5)
+    );
+    let p = problems(
+        "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\nschedule = [\"f16\", \"f32\"]\nresidual_scaling = \"yes\"\n[output]\npath = \"m.h5\"\n",
+    );
+    let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["solver.residual_scaling", "solver.schedule"],
+        "{p:?}"
+    );
+    let p = problems(
+        "[mesh]\nn = 64\n[solver]\nmethod = \"cholesky\"\nvariant = \"H_MG\"\n[output]\npath = \"m.h5\"\n",
+    );
+    assert_eq!(p[0].key, "solver.variant");
+}
+
+fn problems(text: &str) -> Vec<ConfigProblem> {
+    match parse(text, "t") {
+        Err(Error::Config { problems, .. }) => problems,
+        other => panic!("expected config problems, got {other:?}"),
+    }
+}
+
+#[test]
+fn three_mistakes_are_all_reported() {
+    let p = problems(
+        "[mesh]\nn = 64\nelemnt = \"q1\"\n[solver]\nmethod = \"lu\"\n[output]\npath = \"x.h5\"\n[problem]\nk = 0\n",
+    );
+    let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(keys, ["mesh.elemnt", "problem.k", "solver.method"], "{p:?}");
+    assert!(
+        p[0].message
+            .contains("allowed in [mesh]: kind, element, n, h, h0"),
+        "{}",
+        p[0].message
+    );
+    assert!(p[2].message.contains("allowed: cholesky"));
+}
+
+#[test]
+fn type_errors_in_two_sections_are_both_reported() {
+    let p = problems("[mesh]\nn = \"big\"\nelement = \"q2\"\n[output]\npath = 3\n");
+    let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(keys, ["mesh.n", "output.path", "mesh.element"], "{p:?}");
+    assert!(p[0].message.contains("expected i64"), "{}", p[0].message);
+}
+
+#[test]
+fn value_checks() {
+    let base = "[output]\npath = \"x.h5\"\n[mesh]\n";
+    let one = |extra: &str| problems(&format!("{base}{extra}"));
+    assert_eq!(one("n = 1\n")[0].key, "mesh.n");
+    assert_eq!(one("n = 8\nh = 0.125\n")[0].key, "mesh.n");
+    assert_eq!(one("h = 0.3\n")[0].key, "mesh.h");
+    assert_eq!(one("n = 24\nh0 = 0.25\n")[0].key, "mesh.h0");
+    assert_eq!(one("n = 64\nh0 = 0.3\n")[0].key, "mesh.h0");
+    assert_eq!(
+        one("n = 8\nkind = \"unit-cube\"\nelement = \"p1\"\n")[0].key,
+        "mesh.element"
+    );
+    assert_eq!(
+        one("n = 8\nkind = \"unit-cube\"\nh0 = 0.5\n")[0].key,
+        "mesh.h0"
+    );
+    assert_eq!(one("n = 70000\n")[0].key, "mesh.n");
+    assert!(problems("[mesh]\nn = 8\n")[0].key == "output.path");
+    let p = problems("backend = \"gpu\"\n[mesh]\nn = 8\n[output]\npath = \"x.h5\"\n[solver]\nprecision = \"f16\"\n");
+    assert_eq!(
+        p.iter().map(|p| p.key.as_str()).collect::<Vec<_>>(),
+        ["backend", "solver.precision"]
+    );
+    let p = problems("bogus = 1\n[mesh]\nn = 8\n[output]\npath = \"x.h5\"\n");
+    assert_eq!(p[0].key, "bogus");
+    let psc = |extra: &str| {
+        problems(&format!(
+            "[output]\npath = \"x.h5\"\n[solver]\nmethod = \"psc-m1\"\n{extra}"
+        ))
+    };
+    assert_eq!(psc("[mesh]\nn = 64\n")[0].key, "mesh.h0");
+    assert_eq!(psc("[mesh]\nn = 64\nh0 = 1.0\n")[0].key, "mesh.h0");
+    assert_eq!(
+        psc("nrhs = 0\n[mesh]\nn = 64\nh0 = 0.25\n")[0].key,
+        "solver.nrhs"
+    );
+    assert_eq!(
+        psc("tolerance = 2.0\n[mesh]\nn = 64\nh0 = 0.25\n")[0].key,
+        "solver.tolerance"
+    );
+    assert_eq!(
+        problems("[mesh]\nn = 8\n[problem]\nk = []\n[output]\npath = \"x.h5\"\n")[0].key,
+        "problem.k"
+    );
+    assert_eq!(
+        problems("[mesh]\nn = 8\n[solver]\nrefine = true\n[output]\npath = \"x.h5\"\n")[0].key,
+        "solver.refine"
+    );
+}
+
+#[test]
+fn syntax_errors_name_the_line() {
+    let p = problems("[mesh]\nn = 8\n[output\n");
+    assert_eq!(p[0].key, "(syntax)");
+    assert!(p[0].message.contains("line 3"), "{}", p[0].message);
+}

@@ -1,0 +1,174 @@
+//! The HDF5 layout of single runs (docs/hdf5.md): the Poisson run's mesh, solutions, exact
+//! values, per-column verification and settings, with an XDMF sidecar; the Stokes run's
+//! velocity, pressure and FGMRES history. Every file is written atomically (a temporary
+//! file renamed at the end).
+
+use std::path::PathBuf;
+
+use super::{h5, xdmf};
+use crate::config::RunConfig;
+use crate::error::{Error, Result};
+use crate::fem::{ColumnReport, Exact};
+use crate::mesh::Mesh;
+use crate::stokes::{StokesSolution, StokesSpec};
+
+#[allow(clippy::too_many_arguments)]
+pub fn write_run<const D: usize>(
+    config: &RunConfig,
+    mesh: &Mesh<D>,
+    nodal: &[f64],
+    exact: &[Exact],
+    columns: &[ColumnReport],
+    // (attribute name, seconds) of each stage timed before the write.
+    seconds: &[(&str, f64)],
+    backend: &str,
+    nonzeros: usize,
+    refine_iterations: Option<usize>,
+) -> Result<(PathBuf, PathBuf)> {
+    let nodes = mesh.num_nodes();
+    let nrhs = columns.len();
+    let hdf5_error = |what: &str| {
+        let what = what.to_string();
+        move |e: hdf5::Error| Error::Hdf5 {
+            path: config.output.clone(),
+            message: format!("{what}: {e}"),
+        }
+    };
+    let writer = h5::H5Writer::create(&config.output)?;
+    let root = writer.root();
+    h5::write_provenance(root, Some(&config.source))?;
+    {
+        let mesh_group = root
+            .create_group("mesh")
+            .map_err(hdf5_error("creating group mesh"))?;
+        h5::write_mesh(&mesh_group, mesh)?;
+        let solution = root
+            .create_group("solution")
+            .map_err(hdf5_error("creating group solution"))?;
+        h5::write_dense(&solution, "u", nodes, nrhs, nodal)?;
+        let exact_nodal: Vec<f64> = exact
+            .iter()
+            .flat_map(|m| mesh.coords.iter().map(move |x| m.u(x)))
+            .collect();
+        h5::write_dense(&solution, "exact", nodes, nrhs, &exact_nodal)?;
+        h5::write_vector(&solution, "k", &config.ks)?;
+        h5::write_vector(
+            &solution,
+            "l2_error",
+            &columns.iter().map(|c| c.l2_error).collect::<Vec<_>>(),
+        )?;
+        h5::write_vector(
+            &solution,
+            "relative_l2_error",
+            &columns
+                .iter()
+                .map(|c| c.relative_l2_error)
+                .collect::<Vec<_>>(),
+        )?;
+        h5::write_vector(
+            &solution,
+            "nodal_l2_error",
+            &columns.iter().map(|c| c.nodal_l2_error).collect::<Vec<_>>(),
+        )?;
+        h5::write_vector(
+            &solution,
+            "relative_residual",
+            &columns
+                .iter()
+                .map(|c| c.relative_residual)
+                .collect::<Vec<_>>(),
+        )?;
+        h5::write_str_attr(&solution, "method", config.solver.method.name())?;
+        match &config.solver.mg {
+            // Multigrid: the precision of every level, finest first.
+            Some(mg) => {
+                let names: Vec<&str> = mg.schedule.iter().map(|p| p.name()).collect();
+                h5::write_str_attr(&solution, "precision", &names.join(","))?;
+            }
+            None => h5::write_str_attr(&solution, "precision", config.solver.precision.name())?,
+        }
+        h5::write_str_attr(&solution, "backend", backend)?;
+        h5::write_scalar_attr(
+            &solution,
+            "refine_iterations",
+            refine_iterations.map_or(-1, |i| i as i64),
+        )?;
+        h5::write_scalar_attr(&solution, "unknowns", mesh.num_interior() as u64)?;
+        h5::write_scalar_attr(&solution, "nonzeros", nonzeros as u64)?;
+        for &(name, value) in seconds {
+            h5::write_scalar_attr(&solution, name, value)?;
+        }
+    }
+    let output = writer.commit()?;
+    let names: Vec<(String, usize)> = (0..nrhs)
+        .flat_map(|c| [(format!("u_{c}"), c), (format!("exact_{c}"), c)])
+        .collect();
+    let fields: Vec<xdmf::NodalField<'_>> = names
+        .iter()
+        .map(|(name, c)| xdmf::NodalField {
+            name,
+            dataset: if name.starts_with('u') {
+                "/solution/u"
+            } else {
+                "/solution/exact"
+            },
+            column: *c,
+            columns: nrhs,
+        })
+        .collect();
+    let xdmf = xdmf::write_sidecar(&output, mesh.element, nodes, mesh.num_cells(), &fields)?;
+    Ok((output, xdmf))
+}
+
+/// Writes the solution file (atomically: a temporary file renamed at the end).
+pub fn write_stokes(config: &RunConfig, spec: &StokesSpec, s: &StokesSolution) -> Result<PathBuf> {
+    let path = &config.output;
+    let writer = h5::H5Writer::create(path)?;
+    let root = writer.root();
+    let err = |what: &'static str| {
+        move |e: hdf5::Error| Error::Hdf5 {
+            path: path.clone(),
+            message: format!("{what}: {e}"),
+        }
+    };
+    h5::write_provenance(root, Some(&config.source))?;
+    let g = s.grid;
+    let (m, np, h) = (g.m(), g.np(), 1.0 / g.n as f64);
+    h5::write_str_attr(root, "problem", "stokes-q2q1")?;
+    h5::write_str_attr(root, "preconditioner", spec.preconditioner.name())?;
+    h5::write_str_attr(root, "precision", spec.precision.name())?;
+    for (name, value) in [
+        ("n", g.n as f64),
+        ("h", h),
+        ("iterations", s.info.iterations as f64),
+        ("restart", spec.fgmres.restart as f64),
+        ("tolerance", spec.fgmres.tolerance),
+        ("relative_residual", s.info.relative_residual),
+        ("velocity_l2_error", s.velocity_l2_error),
+        ("pressure_l2_error", s.pressure_l2_error),
+        ("assembly_seconds", s.assembly_seconds),
+        ("setup_seconds", s.setup_seconds),
+        ("solve_seconds", s.solve_seconds),
+    ] {
+        h5::write_scalar_attr(root, name, value)?;
+    }
+    let mesh = root
+        .create_group("mesh")
+        .map_err(err("creating group mesh"))?;
+    let lattice: Vec<f64> = (0..m).map(|i| i as f64 * h / 2.0).collect();
+    let pressure_nodes: Vec<f64> = (0..np).map(|i| i as f64 * h).collect();
+    h5::write_vector(&mesh, "lattice_coordinates", &lattice)?;
+    h5::write_vector(&mesh, "pressure_coordinates", &pressure_nodes)?;
+    let (ux, uy, p) = crate::stokes::lattice::split(&s.flow, g);
+    let velocity = root
+        .create_group("velocity")
+        .map_err(err("creating group velocity"))?;
+    h5::write_dense(&velocity, "x", m, m, ux)?;
+    h5::write_dense(&velocity, "y", m, m, uy)?;
+    h5::write_dense(root, "pressure", np, np, p)?;
+    let fgmres = root
+        .create_group("fgmres")
+        .map_err(err("creating group fgmres"))?;
+    h5::write_vector(&fgmres, "history", &s.info.history)?;
+    writer.commit()
+}

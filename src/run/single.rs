@@ -1,0 +1,248 @@
+//! A single run (no `[campaign]`): mesh, assembly of the stiffness matrix and of a block
+//! of manufactured right-hand sides, set-up, block solve, verification of every column
+//! (f64 residual of the nodal system, L2 error against the exact solution), HDF5 output
+//! with an XDMF sidecar (`io::schema`).
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use super::solver::Operator;
+use super::Backend;
+use crate::comm::Comm;
+use crate::config::{Method, RunConfig};
+use crate::error::Result;
+use crate::fem::{ColumnReport, Exact, Manufactured};
+use crate::io::schema;
+use crate::mesh::{self, Mesh};
+
+/// What a run produced, for the printed summary.
+#[derive(Clone, Debug)]
+pub struct JobSummary {
+    pub description: String,
+    pub backend: String,
+    pub unknowns: usize,
+    pub nonzeros: usize,
+    /// Wave number of each column.
+    pub ks: Vec<u32>,
+    pub columns: Vec<ColumnReport>,
+    /// How the set-up was obtained (cache loaded/built), if there was one to cache.
+    pub setup_note: Option<String>,
+    /// Refinement steps (PSC-IR) or V-cycles (multigrid) of the slowest column, when the
+    /// method iterates.
+    pub refine_iterations: Option<usize>,
+    pub seconds: StageSeconds,
+    pub output: PathBuf,
+    pub xdmf: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StageSeconds {
+    pub mesh: f64,
+    pub assembly: f64,
+    pub setup: f64,
+    pub solve: f64,
+    pub verify: f64,
+    pub write: f64,
+}
+
+impl StageSeconds {
+    pub fn total(&self) -> f64 {
+        self.mesh + self.assembly + self.setup + self.solve + self.verify + self.write
+    }
+
+    /// The stages timed before the output is written, as the output file's attributes.
+    fn attributes(&self) -> [(&'static str, f64); 5] {
+        [
+            ("mesh_seconds", self.mesh),
+            ("assembly_seconds", self.assembly),
+            ("setup_seconds", self.setup),
+            ("solve_seconds", self.solve),
+            ("verify_seconds", self.verify),
+        ]
+    }
+}
+
+/// Columns listed in the printed summary; the HDF5 file has all of them.
+const PRINTED_COLUMNS: usize = 12;
+
+impl fmt::Display for JobSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.seconds;
+        let nrhs = self.columns.len();
+        writeln!(f, "tensorfem run: {}", self.description)?;
+        writeln!(f, "  backend             {}", self.backend)?;
+        writeln!(
+            f,
+            "  unknowns            {} × {nrhs} right-hand side(s)",
+            self.unknowns
+        )?;
+        writeln!(f, "  nonzeros            {}", self.nonzeros)?;
+        if let Some(note) = &self.setup_note {
+            writeln!(f, "  set-up              {note}")?;
+        }
+        if let Some(it) = self.refine_iterations {
+            writeln!(f, "  iterations          {it} (slowest column)")?;
+        }
+        writeln!(
+            f,
+            "  column      k     L2 error    rel. L2 error  nodal L2 error  rel. residual (f64)"
+        )?;
+        for (c, (r, k)) in self
+            .columns
+            .iter()
+            .zip(&self.ks)
+            .enumerate()
+            .take(PRINTED_COLUMNS)
+        {
+            writeln!(
+                f,
+                "  {c:>6} {k:>6}  {:>11.4e}  {:>13.4e}  {:>14.4e}  {:>13.3e}",
+                r.l2_error, r.relative_l2_error, r.nodal_l2_error, r.relative_residual
+            )?;
+        }
+        if nrhs > PRINTED_COLUMNS {
+            writeln!(
+                f,
+                "  … {} more column(s) in the output file",
+                nrhs - PRINTED_COLUMNS
+            )?;
+        }
+        writeln!(
+            f,
+            "  time [s]            total {:.3}: mesh {:.3}, assembly {:.3}, set-up {:.3}, solve {:.3}, verify {:.3}, write {:.3}",
+            s.total(),
+            s.mesh,
+            s.assembly,
+            s.setup,
+            s.solve,
+            s.verify,
+            s.write
+        )?;
+        writeln!(
+            f,
+            "  throughput          {:.2} MDof/s (unknowns × right-hand sides / solve seconds)",
+            (self.unknowns * nrhs) as f64 / s.solve.max(1e-12) / 1e6
+        )?;
+        write!(
+            f,
+            "  output              {} (ParaView: {})",
+            self.output.display(),
+            self.xdmf.display()
+        )
+    }
+}
+
+fn describe(config: &RunConfig) -> String {
+    let m = &config.mesh;
+    let coarse = m
+        .coarse
+        .map(|(n0, levels)| format!(", refined {levels}× from h0 = 1/{n0}"))
+        .unwrap_or_default();
+    let s = &config.solver;
+    let precision = match (&s.mg, s.method == Method::PscM1 && s.refine) {
+        (Some(mg), _) => format!(
+            "{} levels {} ({}), smoother {}{}",
+            mg.schedule.len(),
+            mg.variant.map_or("custom schedule", |v| v.name()),
+            crate::mg::schedule_name(&mg.schedule),
+            mg.smoother_name,
+            if s.refine {
+                ", inside f64 refinement"
+            } else {
+                ", stand-alone in f64"
+            }
+        ),
+        (None, true) => format!("{} inside f64 refinement (PSC-IR)", s.precision),
+        (None, false) => s.precision.to_string(),
+    };
+    format!(
+        "{} {} mesh, h = 1/{}{coarse}; u = sin(kπx)·… for {} right-hand side(s); method {} in {precision}",
+        m.element.name(),
+        m.kind.name(),
+        m.n,
+        config.ks.len(),
+        s.method.name(),
+    )
+}
+
+/// Runs the configured job. The block runs on rank 0; other ranks have no work and return
+/// `None` (campaigns spread work over ranks).
+pub fn run(config: &RunConfig, backend: &Backend, comm: &dyn Comm) -> Result<Option<JobSummary>> {
+    if !comm.is_root() {
+        log::info!("a single run executes on rank 0; this rank has no work");
+        return Ok(None);
+    }
+    log::info!("backend: {backend}");
+    super::solver::check_memory(&config.mesh, &config.solver, config.ks.len())?;
+
+    let t = Instant::now();
+    match mesh::build(&config.mesh)? {
+        mesh::AnyMesh::Square(mesh) => {
+            solve_and_write(config, mesh, t.elapsed().as_secs_f64(), backend).map(Some)
+        }
+        mesh::AnyMesh::Cube(mesh) => {
+            solve_and_write(config, mesh, t.elapsed().as_secs_f64(), backend).map(Some)
+        }
+    }
+}
+
+fn solve_and_write<const D: usize>(
+    config: &RunConfig,
+    mesh: Mesh<D>,
+    mesh_seconds: f64,
+    backend: &Backend,
+) -> Result<JobSummary> {
+    let nrhs = config.ks.len();
+    let exact: Vec<Exact> = config
+        .ks
+        .iter()
+        .map(|&k| Exact::Wave(Manufactured::new(k, D)))
+        .collect();
+    let mut op = Operator::new(mesh, &config.mesh, &config.solver)?;
+    let t = Instant::now();
+    let rhs = op.loads(&exact);
+    let mut seconds = StageSeconds {
+        mesh: mesh_seconds,
+        assembly: op.assembly_seconds + t.elapsed().as_secs_f64(),
+        setup: op.setup_seconds,
+        ..Default::default()
+    };
+
+    let t = Instant::now();
+    let outcome = op.solve(&rhs, nrhs)?;
+    seconds.solve = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let known: Vec<Option<Exact>> = exact.iter().copied().map(Some).collect();
+    let columns = op.verify(&rhs, &outcome.u, &known)?;
+    seconds.verify = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let (output, xdmf) = schema::write_run(
+        config,
+        &op.mesh,
+        &op.dofs.to_nodal_block(&outcome.u),
+        &exact,
+        &columns,
+        &seconds.attributes(),
+        &backend.to_string(),
+        op.matrix.nnz(),
+        outcome.iterations,
+    )?;
+    seconds.write = t.elapsed().as_secs_f64();
+
+    Ok(JobSummary {
+        description: describe(config),
+        backend: backend.to_string(),
+        unknowns: op.unknowns(),
+        nonzeros: op.matrix.nnz(),
+        ks: config.ks.clone(),
+        columns,
+        setup_note: op.setup_note.clone(),
+        refine_iterations: outcome.iterations,
+        seconds,
+        output,
+        xdmf,
+    })
+}
