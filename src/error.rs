@@ -1,6 +1,10 @@
 //! One error type for the whole crate. User mistakes (config, input files, impossible sizes,
 //! missing devices) are messages that name the problem; `main` prints them without a
 //! backtrace and exits non-zero.
+//!
+//! Each solver has its own error type carrying what the solver did before it failed (its
+//! Info: iterations, residual history); [`Error::Solve`] wraps it as a [`SolverError`],
+//! so this module depends on no solver.
 
 use std::path::PathBuf;
 
@@ -60,16 +64,9 @@ pub enum Error {
         problem: RangeProblem,
     },
 
-    /// A value left the range of a multigrid level's precision (overflow, NaN/Inf, or a
-    /// nonzero column flushed to zero).
-    #[error("multigrid level {level} of {levels} (0 = coarsest; {precision}, {unknowns} unknowns): {what}")]
-    MultigridRange {
-        level: usize,
-        levels: usize,
-        precision: Precision,
-        unknowns: usize,
-        what: String,
-    },
+    /// A solver failed; its own error says why and what it did.
+    #[error("{0}")]
+    Solve(Box<dyn SolverError>),
 
     #[error("backend: {0}")]
     Backend(String),
@@ -96,6 +93,51 @@ impl Error {
             Error::Elsewhere { exit_code, .. } => *exit_code,
             _ => 1,
         }
+    }
+}
+
+impl Error {
+    /// The solver's own error inside [`Error::Solve`], when it is an `E`.
+    pub fn solver_error<E: SolverError>(&self) -> Option<&E> {
+        match self {
+            Error::Solve(e) => e.as_error().downcast_ref::<E>(),
+            _ => None,
+        }
+    }
+
+    /// What the failing solver did, when a solver failed.
+    pub fn record(&self) -> Option<SolveRecord> {
+        match self {
+            Error::Solve(e) => Some(e.record()),
+            _ => None,
+        }
+    }
+}
+
+/// A solver's own error type.
+pub trait SolverError: std::error::Error + Send + Sync + 'static {
+    /// What the solver did before failing, for logs and the campaign's failure record.
+    fn record(&self) -> SolveRecord;
+    fn as_error(&self) -> &(dyn std::error::Error + 'static);
+}
+
+/// What a failed solve did, in a form every solver can fill.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SolveRecord {
+    pub solver: String,
+    /// Iterations (steps, cycles) of each column.
+    pub iterations: Vec<usize>,
+    /// Residual norms after each iteration (the worst column, or the only one).
+    pub residual_history: Vec<f64>,
+}
+
+impl std::fmt::Display for SolveRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: iterations per column {:?}, residual history {:?}",
+            self.solver, self.iterations, self.residual_history
+        )
     }
 }
 

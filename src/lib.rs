@@ -3,31 +3,35 @@
 //!
 //! The mathematics is in SPEC.md, the architecture in DESIGN.md; user documentation under
 //! docs/. Module map:
-//! - [`config`]: the TOML run config and its validation
-//! - [`mesh`], [`fem`]: structured meshes with refinement hierarchy; Q1/P1/Q1-hex assembly
-//! - [`sparse`], [`backend`]: storage in f64/f32/f16 and the kernels that apply it
+//! - [`cli`], [`run`]: the command line; the one place that picks the backend and runs a
+//!   config (a single run, a Stokes run, or a [`campaign`], the main job)
+//! - [`config`]: the TOML config and its validation, section by section
+//! - [`mesh`], [`fem`]: meshes with refinement hierarchy; Q1/P1/Q1-hex assembly; the
+//!   verification of solutions
+//! - [`device`]: where solver data lives and the kernels that work on it (the CPU backend;
+//!   CUDA is probed), buffers whose precision is a run-time value
+//! - [`linalg`]: the operator interface, iterative refinement, CG, FGMRES, Lanczos
+//! - [`psc`], [`mg`], [`stokes`]: the solvers, written once over any device
+//! - [`sparse`], [`numeric`]: host storage formats and reproducible host reductions
 //! - [`reference`]: faer's sparse Cholesky, the independent reference solver
-//! - [`psc`]: the Prehandling-Schur-Complement direct solver M1, PSC-IR, operator cache
-//! - [`mg`]: mixed-precision geometric multigrid in f64 iterative refinement (2D, 3D)
-//! - [`stokes`]: Q2-Q1 Stokes, FGMRES with monolithic multigrid or block-triangular preconditioning
-//! - [`krylov`]: Krylov methods: Lanczos (condition numbers), FGMRES
 //! - [`bench`]: machine ceilings and solver benchmarks
-//! - [`io`]: HDF5 output written atomically, XDMF sidecars
-//! - [`comm`]: serial and MPI communicators
-//! - [`job`]: one configured run (a block of right-hand sides), verified and written
+//! - [`io`]: HDF5 output written atomically, XDMF sidecars, the single runs' file layout
+//! - [`comm`], [`sys`]: serial and MPI communicators; host facts
+//! - [`error`], [`precision`]: the crate's error; f16/f32/f64 storage and compute types
 
-pub mod backend;
 pub mod bench;
 pub mod campaign;
 pub mod cli;
 pub mod comm;
 pub mod config;
+pub mod device;
 pub mod error;
 pub mod fem;
 pub mod io;
-pub mod krylov;
+pub mod linalg;
 pub mod mesh;
 pub mod mg;
+pub mod numeric;
 pub mod precision;
 pub mod psc;
 pub mod reference;

@@ -38,6 +38,32 @@ impl Precision {
         }
     }
 
+    /// The precision arithmetic on values stored in this one runs in (f16: f32).
+    pub fn compute(self) -> Precision {
+        match self {
+            Precision::F16 => Precision::F32,
+            other => other,
+        }
+    }
+
+    /// Largest finite value.
+    pub fn max(self) -> f64 {
+        match self {
+            Precision::F16 => <f16 as Stored>::MAX,
+            Precision::F32 => <f32 as Stored>::MAX,
+            Precision::F64 => <f64 as Stored>::MAX,
+        }
+    }
+
+    /// Smallest positive value (subnormal): anything below half of it rounds to zero.
+    pub fn tiny(self) -> f64 {
+        match self {
+            Precision::F16 => <f16 as Stored>::TINY,
+            Precision::F32 => <f32 as Stored>::TINY,
+            Precision::F64 => <f64 as Stored>::TINY,
+        }
+    }
+
     /// Unit roundoff u = 2^-p (half the machine epsilon) of the storage format.
     pub fn unit_roundoff(self) -> f64 {
         match self {
@@ -65,7 +91,9 @@ impl FromStr for Precision {
 }
 
 /// A type arithmetic is done in: f32 or f64.
-pub trait Real: Float + Sum + Send + Sync + fmt::Debug + fmt::Display + Default + 'static {
+pub trait Real:
+    Float + Sum + Send + Sync + fmt::Debug + fmt::Display + Default + bytemuck::Pod + 'static
+{
     const PRECISION: Precision;
     fn from_f64(v: f64) -> Self;
     fn to_f64(self) -> f64;

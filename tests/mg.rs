@@ -3,17 +3,17 @@
 //! Cholesky reference, range failures named by level, blocks equal to single columns, the
 //! Galerkin identity of the rediscretised coarse operators, the stand-alone f64 baseline.
 
-use tensorfem::backend::cpu;
-use tensorfem::backend::cpu::grid_transfer::{prolongate_add, GridShape};
+use tensorfem::device::{Block, GridShape, Kernels, Layout, Stats};
 use tensorfem::fem::{assemble_loads, assemble_poisson, l2_error, Manufactured, PoissonSystem};
 use tensorfem::mesh::{unit_cube, unit_square, Element, Mesh};
 use tensorfem::mg::{
-    assemble_level, default_levels, random_initial_guess, MgInfo, MgParams, Multigrid, Smoother,
-    StopParams, Variant,
+    assemble_level, default_levels, random_initial_guess, MgError, MgFailure, MgInfo, MgParams,
+    Multigrid, Smoother, StopParams, Variant,
 };
+use tensorfem::numeric::nrm2;
 use tensorfem::precision::Precision;
 use tensorfem::reference::CholeskySolver;
-use tensorfem::Error;
+use tensorfem::{device_tests, sparse};
 
 const STOP: StopParams = StopParams {
     tolerance: 1e-9,
@@ -79,15 +79,15 @@ impl<const D: usize> Problem<D> {
             .collect()
     }
 
-    fn multigrid(&self, schedule: Vec<Precision>) -> Multigrid {
-        Multigrid::new(D, self.n, &self.sys.matrix, params(schedule)).unwrap()
+    fn multigrid<K: Kernels>(&self, dev: &K, schedule: Vec<Precision>) -> Multigrid<K> {
+        Multigrid::new(dev, D, self.n, &self.sys.matrix, params(schedule)).unwrap()
     }
 
-    fn solve(&self, variant: Variant, stop: StopParams) -> (MgInfo, Vec<f64>) {
-        let mut mg = self.multigrid(variant.schedule(default_levels(self.n)));
+    fn solve<K: Kernels>(&self, dev: &K, variant: Variant, stop: StopParams) -> (MgInfo, Vec<f64>) {
+        let mut mg = self.multigrid(dev, variant.schedule(default_levels(self.n)));
         let mut u = self.initial_guess();
-        let info = mg
-            .solve_refined(&self.b, &mut u, self.nrhs(), stop)
+        let info = dev
+            .run(|| mg.solve_refined(&self.b, &mut u, self.nrhs(), stop))
             .unwrap();
         (info, u)
     }
@@ -99,8 +99,8 @@ impl<const D: usize> Problem<D> {
         (0..self.nrhs())
             .map(|c| {
                 let range = c * n..(c + 1) * n;
-                cpu::residual(&self.sys.matrix, &self.b[range.clone()], &u[range], &mut r);
-                cpu::nrm2(&r)
+                sparse::residual(&self.sys.matrix, &self.b[range.clone()], &u[range], &mut r);
+                nrm2(&r)
             })
             .collect()
     }
@@ -128,8 +128,7 @@ impl<const D: usize> Problem<D> {
 /// and D_MG needs 9 steps (contraction ≈ 0.065 per V(3,3) cycle). The published 13 are the
 /// count for the 1/h²-scaled (finite-difference) system, whose residuals are ours / h²:
 /// stopping at ‖r‖₂ < 1e-9·h² reproduces them (13 ± 2).
-#[test]
-fn variants_converge_in_2d_with_published_iteration_counts() {
+fn variants_converge_in_2d_with_published_iteration_counts<K: Kernels>(dev: &K) {
     let problem = Problem::<2>::new(1024, &[1, 20, 400]);
     let n = problem.n as f64;
     let scaled = StopParams {
@@ -139,7 +138,7 @@ fn variants_converge_in_2d_with_published_iteration_counts() {
     for (stop, d_mg_range) in [(STOP, 8..=10), (scaled, 11..=15)] {
         let mut d_mg = vec![];
         for variant in Variant::ALL {
-            let (info, u) = problem.solve(variant, stop);
+            let (info, u) = problem.solve(dev, variant, stop);
             let residuals = problem.residuals(&u);
             println!(
                 "tolerance {:.1e} {variant}: iterations {:?}, f64 residuals {residuals:?}",
@@ -169,12 +168,11 @@ fn variants_converge_in_2d_with_published_iteration_counts() {
 
 /// 65³ nodes (4 levels), k = 1, 20, 400: every variant converges, f16 variants within 3
 /// steps of D_MG (the published 3D counts are 9.5–16.3 on 193³…289³).
-#[test]
-fn variants_converge_in_3d() {
+fn variants_converge_in_3d<K: Kernels>(dev: &K) {
     let problem = Problem::<3>::new(64, &[1, 20, 400]);
     let mut d_mg = vec![];
     for variant in Variant::ALL {
-        let (info, u) = problem.solve(variant, STOP);
+        let (info, u) = problem.solve(dev, variant, STOP);
         let residuals = problem.residuals(&u);
         println!(
             "3D {variant}: iterations {:?}, f64 residuals {residuals:?}",
@@ -197,8 +195,7 @@ fn variants_converge_in_3d() {
 
 /// L2 errors of the multigrid solutions converge as O(h²) (2D and 3D), and the solution
 /// agrees with faer's sparse Cholesky to the accuracy the residual allows.
-#[test]
-fn errors_are_second_order_and_match_cholesky() {
+fn errors_are_second_order_and_match_cholesky<K: Kernels>(dev: &K) {
     let tight = StopParams {
         tolerance: 1e-12,
         max_iterations: 60,
@@ -208,7 +205,7 @@ fn errors_are_second_order_and_match_cholesky() {
             .iter()
             .map(|&n| {
                 let problem = Problem::<2>::new(n, &[1]);
-                let (_, u) = problem.solve(variant, tight);
+                let (_, u) = problem.solve(dev, variant, tight);
                 let reference = CholeskySolver::factor(&problem.sys.matrix)
                     .unwrap()
                     .solve(&problem.b);
@@ -234,9 +231,10 @@ fn errors_are_second_order_and_match_cholesky() {
         .iter()
         .map(|&n| {
             let problem = Problem::<3>::new(n, &[1]);
-            let mut mg = problem.multigrid(Variant::HsdMg.schedule(3));
+            let mut mg = problem.multigrid(dev, Variant::HsdMg.schedule(3));
             let mut u = problem.initial_guess();
-            mg.solve_refined(&problem.b, &mut u, 1, tight).unwrap();
+            dev.run(|| mg.solve_refined(&problem.b, &mut u, 1, tight))
+                .unwrap();
             problem.l2_errors(&u)[0]
         })
         .collect();
@@ -250,8 +248,7 @@ fn errors_are_second_order_and_match_cholesky() {
 /// A right-hand side scaled far beyond f16 range: without residual scaling an f16 level
 /// overflows and the error names it; with scaling every variant succeeds. A tiny one
 /// underflows instead, also named.
-#[test]
-fn f16_range_failures_are_loud_and_residual_scaling_prevents_them() {
+fn f16_range_failures_are_loud_and_residual_scaling_prevents_them<K: Kernels>(dev: &K) {
     let mut problem = Problem::<2>::new(64, &[3]);
     problem.b.iter_mut().for_each(|v| *v *= 1e7);
     let levels = default_levels(64);
@@ -260,12 +257,16 @@ fn f16_range_failures_are_loud_and_residual_scaling_prevents_them() {
     for (variant, failing_level) in [(Variant::HMg, levels - 1), (Variant::DshMg, 1)] {
         let mut p = params(variant.schedule(levels));
         p.residual_scaling = false;
-        let mut mg = Multigrid::new(2, 64, &problem.sys.matrix, p).unwrap();
+        let mut mg = Multigrid::new(dev, 2, 64, &problem.sys.matrix, p).unwrap();
         let mut u = problem.initial_guess();
-        match mg.solve_refined(&problem.b, &mut u, 1, STOP) {
+        match dev.run(|| mg.solve_refined(&problem.b, &mut u, 1, STOP)) {
             Err(
-                e @ Error::MultigridRange {
-                    level, precision, ..
+                e @ MgError {
+                    failure:
+                        MgFailure::Range {
+                            level, precision, ..
+                        },
+                    ..
                 },
             ) => {
                 println!("{variant} without scaling: {e}");
@@ -274,27 +275,36 @@ fn f16_range_failures_are_loud_and_residual_scaling_prevents_them() {
             }
             other => panic!("{variant} without scaling: expected a range error, got {other:?}"),
         }
-        let mut mg = problem.multigrid(variant.schedule(levels));
+        let mut mg = problem.multigrid(dev, variant.schedule(levels));
         let mut u = problem.initial_guess();
-        let info = mg.solve_refined(&problem.b, &mut u, 1, STOP).unwrap();
+        let info = dev
+            .run(|| mg.solve_refined(&problem.b, &mut u, 1, STOP))
+            .unwrap();
         println!("{variant} with scaling: {:?} steps", info.iterations);
     }
 
     let mut tiny = Problem::<2>::new(64, &[3]);
     tiny.b.iter_mut().for_each(|v| *v *= 1e-12);
-    let mut mg = Multigrid::new(2, 64, &tiny.sys.matrix, unscaled).unwrap();
+    let mut mg = Multigrid::new(dev, 2, 64, &tiny.sys.matrix, unscaled).unwrap();
     let mut u = vec![0.0; tiny.unknowns()];
-    let error = mg.solve_refined(
-        &tiny.b,
-        &mut u,
-        1,
-        StopParams {
-            tolerance: 1e-20,
-            ..STOP
-        },
-    );
+    let error = dev.run(|| {
+        mg.solve_refined(
+            &tiny.b,
+            &mut u,
+            1,
+            StopParams {
+                tolerance: 1e-20,
+                ..STOP
+            },
+        )
+    });
     match error {
-        Err(e @ Error::MultigridRange { .. }) => {
+        Err(
+            e @ MgError {
+                failure: MgFailure::Range { .. },
+                ..
+            },
+        ) => {
             println!("tiny right-hand side without scaling: {e}");
             assert!(e.to_string().contains("flushed to zero"), "{e}");
         }
@@ -304,20 +314,23 @@ fn f16_range_failures_are_loud_and_residual_scaling_prevents_them() {
 
 /// One block of three columns gives bit for bit the solutions and step counts of three
 /// single-column solves (per-column arithmetic does not depend on the block).
-#[test]
-fn blocks_equal_single_columns() {
+fn blocks_equal_single_columns<K: Kernels>(dev: &K) {
     let ks = [1, 20, 3];
     let block = Problem::<2>::new(64, &ks);
     let schedule = Variant::DshMg.schedule(default_levels(64));
-    let mut mg = block.multigrid(schedule.clone());
+    let mut mg = block.multigrid(dev, schedule.clone());
     let mut u = block.initial_guess();
-    let info = mg.solve_refined(&block.b, &mut u, 3, STOP).unwrap();
+    let info = dev
+        .run(|| mg.solve_refined(&block.b, &mut u, 3, STOP))
+        .unwrap();
     let n = block.unknowns();
     for (c, &k) in ks.iter().enumerate() {
         let single = Problem::<2>::new(64, &[k]);
-        let mut mg = single.multigrid(schedule.clone());
+        let mut mg = single.multigrid(dev, schedule.clone());
         let mut v = random_initial_guess(n, 7 + c as u64);
-        let single_info = mg.solve_refined(&single.b, &mut v, 1, STOP).unwrap();
+        let single_info = dev
+            .run(|| mg.solve_refined(&single.b, &mut v, 1, STOP))
+            .unwrap();
         assert_eq!(single_info.iterations[0], info.iterations[c]);
         assert!(
             v == u[c * n..(c + 1) * n],
@@ -328,8 +341,7 @@ fn blocks_equal_single_columns() {
 
 /// The rediscretised coarse matrix equals the Galerkin product PᵀAP (nested Q1 spaces),
 /// in 2D and 3D, with P the prolongation the cycle uses.
-#[test]
-fn rediscretised_coarse_operators_are_galerkin() {
+fn rediscretised_coarse_operators_are_galerkin<K: Kernels>(dev: &K) {
     for dim in [2, 3] {
         let n = 8;
         let fine = GridShape { dim, m: n - 1 };
@@ -342,10 +354,13 @@ fn rediscretised_coarse_operators_are_galerkin() {
             .map(|j| {
                 let mut e = vec![0.0; nc];
                 e[j] = 1.0;
-                let mut column = vec![0.0; nf];
-                let mut partials = vec![0.0; fine.partials_len(1)];
-                prolongate_add(&e, coarse, &mut column, fine, 1, &[1.0], &mut partials);
-                column
+                let e = Block::from_f64(dev, &e, nc, 1, Precision::F64, Layout::NodeMajor).unwrap();
+                let mut column =
+                    Block::zeros(dev, nf, 1, Precision::F64, Layout::NodeMajor).unwrap();
+                let mut stats = Stats::new(dev, 1).unwrap();
+                dev.prolongate_add(&e, coarse, &mut column, fine, &[1.0], &mut stats)
+                    .unwrap();
+                column.to_f64(dev).unwrap()
             })
             .collect();
         let a = |i: usize, j: usize| a_fine[i + j * nf];
@@ -368,10 +383,9 @@ fn rediscretised_coarse_operators_are_galerkin() {
 
 /// The stand-alone f64 multigrid (V-cycles on the system, no refinement) converges with
 /// both smoothers to the refinement's answer; it refuses a schedule with low precisions.
-#[test]
-fn standalone_f64_multigrid_converges_with_both_smoothers() {
+fn standalone_f64_multigrid_converges_with_both_smoothers<K: Kernels>(dev: &K) {
     let problem = Problem::<2>::new(256, &[2]);
-    let (_, refined) = problem.solve(Variant::DMg, STOP);
+    let (_, refined) = problem.solve(dev, Variant::DMg, STOP);
     let levels = default_levels(256);
     for (name, smoother) in [
         ("jacobi", Smoother::JACOBI),
@@ -379,9 +393,11 @@ fn standalone_f64_multigrid_converges_with_both_smoothers() {
     ] {
         let mut p = params(vec![Precision::F64; levels]);
         p.smoother = smoother;
-        let mut mg = Multigrid::new(2, 256, &problem.sys.matrix, p).unwrap();
+        let mut mg = Multigrid::new(dev, 2, 256, &problem.sys.matrix, p).unwrap();
         let mut u = problem.initial_guess();
-        let info = mg.solve_plain(&problem.b, &mut u, 1, STOP).unwrap();
+        let info = dev
+            .run(|| mg.solve_plain(&problem.b, &mut u, 1, STOP))
+            .unwrap();
         let residual = problem.residuals(&u)[0];
         println!(
             "stand-alone {name}: {:?} cycles, residual {residual:.2e}",
@@ -399,25 +415,40 @@ fn standalone_f64_multigrid_converges_with_both_smoothers() {
             "{name}: differs from the refined solution by {difference:e}"
         );
     }
-    let mut mg = problem.multigrid(Variant::HMg.schedule(levels));
+    let mut mg = problem.multigrid(dev, Variant::HMg.schedule(levels));
     let mut u = problem.initial_guess();
     assert!(matches!(
         mg.solve_plain(&problem.b, &mut u, 1, STOP),
-        Err(Error::InvalidInput(_))
+        Err(MgError {
+            failure: MgFailure::InvalidInput(_),
+            ..
+        })
     ));
 }
 
 /// Any list of precisions is a schedule, not only the four presets.
-#[test]
-fn custom_schedules_converge() {
+fn custom_schedules_converge<K: Kernels>(dev: &K) {
     use Precision::*;
     let problem = Problem::<2>::new(128, &[1, 5]);
     for schedule in [vec![F32, F16, F64, F32, F16], vec![F16, F64, F16, F64, F32]] {
-        let mut mg = problem.multigrid(schedule.clone());
+        let mut mg = problem.multigrid(dev, schedule.clone());
         let mut u = problem.initial_guess();
-        let info = mg.solve_refined(&problem.b, &mut u, 2, STOP).unwrap();
+        let info = dev
+            .run(|| mg.solve_refined(&problem.b, &mut u, 2, STOP))
+            .unwrap();
         println!("{schedule:?}: {:?}", info.iterations);
         assert!(problem.residuals(&u).iter().all(|&r| r < 1e-9));
         assert!(info.iterations.iter().all(|&i| i <= 12));
     }
 }
+
+device_tests!(
+    variants_converge_in_2d_with_published_iteration_counts,
+    variants_converge_in_3d,
+    errors_are_second_order_and_match_cholesky,
+    f16_range_failures_are_loud_and_residual_scaling_prevents_them,
+    blocks_equal_single_columns,
+    rediscretised_coarse_operators_are_galerkin,
+    standalone_f64_multigrid_converges_with_both_smoothers,
+    custom_schedules_converge,
+);

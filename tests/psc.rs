@@ -1,11 +1,13 @@
 //! PSC (SPEC §2): the published figures of Table 1, the structure of the prehandled matrix,
 //! and M1 / PSC-IR against the independent sparse Cholesky reference.
 
-use half::f16;
+use tensorfem::device::{Block, Kernels, Layout};
+use tensorfem::device_tests;
 use tensorfem::fem::{assemble_poisson, Manufactured};
+use tensorfem::linalg::LinOp;
 use tensorfem::mesh::{unit_square_refined, Element};
-use tensorfem::precision::{Real, Stored};
-use tensorfem::psc::{PscInfo, PscSetup, RefineParams, M1};
+use tensorfem::precision::Precision;
+use tensorfem::psc::{PscInfo, PscIr, PscSetup, RefineParams, M1};
 use tensorfem::reference::CholeskySolver;
 
 /// Rounds to the digits SPEC prints.
@@ -109,19 +111,21 @@ fn problem(element: Element, n0: usize, levels: usize, nrhs: usize) -> Problem {
 }
 
 /// Largest relative 2-norm error over the columns.
-fn m1_error<S: Stored>(p: &Problem) -> f64 {
-    let m1 = M1::<S>::new(&p.setup).unwrap();
-    let b: Vec<S::Compute> = p.rhs.iter().map(|&v| S::Compute::from_f64(v)).collect();
-    let mut x = vec![S::Compute::from_f64(0.0); b.len()];
-    m1.solve(&b, &mut x, &mut m1.workspace(p.nrhs)).unwrap();
+fn m1_error<D: Kernels>(dev: &D, precision: Precision, p: &Problem) -> f64 {
+    let mut m1 = M1::new(dev, &p.setup, precision).unwrap();
     let n = p.setup.num_unknowns();
+    let kind = m1.input().precision;
+    let b = Block::from_f64(dev, &p.rhs, n, p.nrhs, kind, Layout::ColMajor).unwrap();
+    let mut x = Block::zeros(dev, n, p.nrhs, kind, Layout::ColMajor).unwrap();
+    dev.run(|| m1.apply(&b, &mut x)).unwrap();
+    let x = x.to_f64(dev).unwrap();
     (0..p.nrhs)
         .map(|c| {
             let span = c * n..(c + 1) * n;
             let err: f64 = x[span.clone()]
                 .iter()
                 .zip(&p.reference[span.clone()])
-                .map(|(a, r)| (a.to_f64() - r).powi(2))
+                .map(|(a, r)| (a - r).powi(2))
                 .sum();
             let norm: f64 = p.reference[span].iter().map(|r| r * r).sum();
             (err / norm).sqrt()
@@ -129,34 +133,26 @@ fn m1_error<S: Stored>(p: &Problem) -> f64 {
         .fold(0.0, f64::max)
 }
 
-fn refined<S: Stored>(p: &Problem) -> (usize, f64) {
-    let m1 = M1::<S>::new(&p.setup).unwrap();
+fn refined<D: Kernels>(dev: &D, precision: Precision, p: &Problem) -> (usize, f64) {
+    let m1 = M1::new(dev, &p.setup, precision).unwrap();
     let mut x = vec![0.0; p.rhs.len()];
     let params = RefineParams {
         relative_tolerance: 1e-10,
         max_iterations: 20,
     };
-    let info = m1
-        .solve_refined(
-            &p.setup.stiffness,
-            &p.rhs,
-            &mut x,
-            &mut m1.refine_workspace(p.nrhs),
-            params,
-        )
-        .unwrap();
+    let mut ir = PscIr::new(dev, m1, &p.setup.stiffness, p.nrhs, params.max_iterations).unwrap();
+    let info = dev.run(|| ir.solve(&p.rhs, &mut x, params)).unwrap();
     (
-        info.iterations,
-        info.relative_residuals
-            .iter()
-            .fold(0.0, |a: f64, &b| a.max(b)),
+        info.steps(),
+        (0..p.nrhs)
+            .map(|c| info.relative_residual(c))
+            .fold(0.0, |a: f64, b| a.max(b)),
     )
 }
 
 /// M1 in f64 agrees with the sparse Cholesky solve to 1e-10, for Q1 and P1, several h/h0,
 /// one and several right-hand sides; f32/f16 errors are bounded; PSC-IR reaches 1e-10.
-#[test]
-fn m1_matches_the_reference_in_every_precision() {
+fn m1_matches_the_reference_in_every_precision<D: Kernels>(dev: &D) {
     for (element, n0, levels, nrhs) in [
         (Element::Q1, 4, 3, 1),
         (Element::Q1, 4, 3, 5),
@@ -169,9 +165,9 @@ fn m1_matches_the_reference_in_every_precision() {
     ] {
         let p = problem(element, n0, levels, nrhs);
         let case = format!("{element:?} n0={n0} levels={levels} nrhs={nrhs}");
-        let e64 = m1_error::<f64>(&p);
-        let e32 = m1_error::<f32>(&p);
-        let e16 = m1_error::<f16>(&p);
+        let e64 = m1_error(dev, Precision::F64, &p);
+        let e32 = m1_error(dev, Precision::F32, &p);
+        let e16 = m1_error(dev, Precision::F16, &p);
         println!("{case}: M1 errors f64 {e64:.2e}, f32 {e32:.2e}, f16 {e16:.2e}");
         assert!(e64 < 1e-10, "{case}: f64 {e64:e}");
         assert!(e32 < 1e-5, "{case}: f32 {e32:e}");
@@ -179,9 +175,10 @@ fn m1_matches_the_reference_in_every_precision() {
             e16 < 1e-2,
             "{case}: f16 {e16:e} (the source accepts about 1%)"
         );
-        for (name, (iterations, residual)) in
-            [("f32", refined::<f32>(&p)), ("f16", refined::<f16>(&p))]
-        {
+        for (name, (iterations, residual)) in [
+            ("f32", refined(dev, Precision::F32, &p)),
+            ("f16", refined(dev, Precision::F16, &p)),
+        ] {
             println!("{case}: PSC-IR {name}: {iterations} iterations, residual {residual:.2e}");
             assert!(
                 residual <= 1e-10,
@@ -196,11 +193,10 @@ fn m1_matches_the_reference_in_every_precision() {
 }
 
 /// An f16 M1 on operators that overflow f16 is refused with the operator named.
-#[test]
-fn unrepresentable_operators_are_refused() {
+fn unrepresentable_operators_are_refused<D: Kernels>(dev: &D) {
     let mut setup = PscSetup::new(Element::Q1, 4, 2).unwrap();
     setup.pi_inv[(0, 0)] = 1.0e6;
-    let err = M1::<f16>::new(&setup)
+    let err = M1::new(dev, &setup, Precision::F16)
         .err()
         .expect("overflow is refused")
         .to_string();
@@ -209,3 +205,8 @@ fn unrepresentable_operators_are_refused() {
         "{err}"
     );
 }
+
+device_tests!(
+    m1_matches_the_reference_in_every_precision,
+    unrepresentable_operators_are_refused,
+);

@@ -4,10 +4,15 @@
 mod common;
 
 use common::{run, text, write_config};
-use tensorfem::krylov::FgmresParams;
+use faer::linalg::solvers::Solve;
+use tensorfem::device::{Block, Kernels, Layout};
+use tensorfem::device_tests;
+use tensorfem::linalg::{FgmresParams, LinOp};
 use tensorfem::precision::Precision;
-use tensorfem::stokes::multigrid::MonolithicMg;
-use tensorfem::stokes::{solve, Preconditioner, StokesProblem, StokesSpec};
+use tensorfem::stokes::assembly::ElementMatrices;
+use tensorfem::stokes::{
+    solve, Grid, MonolithicMg, Preconditioner, StokesProblem, StokesSpec, StokesSystem,
+};
 
 fn spec(n: usize, name: &str, precision: Precision, tolerance: f64) -> StokesSpec {
     StokesSpec {
@@ -32,12 +37,13 @@ const ALL: [&str; 5] = [
 
 /// Velocity L2 O(h³), pressure L2 O(h²) over three refinements, solved to 1e-12 so the
 /// algebraic error is far below the discretization error.
-#[test]
-fn discretization_errors_converge_at_the_theoretical_rates() {
+fn discretization_errors_converge_at_the_theoretical_rates<D: Kernels>(dev: &D) {
     let errors: Vec<(f64, f64)> = [8, 16, 32, 64]
         .iter()
         .map(|&n| {
-            let s = solve(&spec(n, "braess-sarazin", Precision::F64, 1e-12)).unwrap();
+            let s = dev
+                .run(|| solve(dev, &spec(n, "braess-sarazin", Precision::F64, 1e-12)))
+                .unwrap();
             (s.velocity_l2_error, s.pressure_l2_error)
         })
         .collect();
@@ -61,13 +67,15 @@ fn discretization_errors_converge_at_the_theoretical_rates() {
 /// f64, f32 and f16 storage, and the solution's errors are those of the discretization.
 /// (At 1e-8 the algebraic error may differ between preconditioners by up to κ·1e-8 with
 /// κ ~ h⁻², so solutions are compared through their errors, not entry by entry.)
-#[test]
-fn every_preconditioner_converges_in_every_precision() {
+fn every_preconditioner_converges_in_every_precision<D: Kernels>(dev: &D) {
     let n = 32;
-    let reference = solve(&spec(n, "braess-sarazin", Precision::F64, 1e-12)).unwrap();
+    let reference = dev
+        .run(|| solve(dev, &spec(n, "braess-sarazin", Precision::F64, 1e-12)))
+        .unwrap();
     for name in ALL {
         for precision in [Precision::F64, Precision::F32, Precision::F16] {
-            let s = solve(&spec(n, name, precision, 1e-8))
+            let s = dev
+                .run(|| solve(dev, &spec(n, name, precision, 1e-8)))
                 .unwrap_or_else(|e| panic!("{name} {precision}: {e}"));
             assert!(
                 s.info.converged && s.info.relative_residual <= 1e-8,
@@ -92,8 +100,7 @@ fn every_preconditioner_converges_in_every_precision() {
 
 /// FGMRES iterations of Vanka (simple and tuned) and Braess-Sarazin grow by at most 2 from
 /// 32² to 256² elements.
-#[test]
-fn vanka_and_braess_sarazin_iterations_do_not_grow_with_the_mesh() {
+fn vanka_and_braess_sarazin_iterations_do_not_grow_with_the_mesh<D: Kernels>(dev: &D) {
     for (name, precision) in [
         ("vanka", Precision::F32),
         ("vanka-tuned", Precision::F64),
@@ -102,7 +109,7 @@ fn vanka_and_braess_sarazin_iterations_do_not_grow_with_the_mesh() {
         let counts: Vec<usize> = [32, 64, 128, 256]
             .iter()
             .map(|&n| {
-                solve(&spec(n, name, precision, 1e-8))
+                dev.run(|| solve(dev, &spec(n, name, precision, 1e-8)))
                     .unwrap()
                     .info
                     .iterations
@@ -118,8 +125,7 @@ fn vanka_and_braess_sarazin_iterations_do_not_grow_with_the_mesh() {
 
 /// The tuned Vanka (25 shared inverses) applies the same relaxation as the simple one (one
 /// inverse per patch): same cycle outputs and same FGMRES iterates, to rounding.
-#[test]
-fn tuned_and_simple_vanka_give_the_same_iterates() {
+fn tuned_and_simple_vanka_give_the_same_iterates<D: Kernels>(dev: &D) {
     let n = 16;
     let problem = StokesProblem::manufactured(n);
     let simple = Preconditioner::by_name("vanka").unwrap();
@@ -128,17 +134,27 @@ fn tuned_and_simple_vanka_give_the_same_iterates() {
         Preconditioner::Multigrid(r) => r,
         _ => unreachable!("both are multigrid"),
     };
-    let mut a = MonolithicMg::<f64>::new(n, relaxation(simple)).unwrap();
-    let mut b = MonolithicMg::<f64>::new(n, relaxation(tuned)).unwrap();
-    let (mut za, mut zb) = (vec![0.0; problem.rhs.len()], vec![0.0; problem.rhs.len()]);
-    a.apply(&problem.rhs, &mut za);
-    b.apply(&problem.rhs, &mut zb);
+    let mut a = MonolithicMg::new(dev, n, relaxation(simple), Precision::F64).unwrap();
+    let mut b = MonolithicMg::new(dev, n, relaxation(tuned), Precision::F64).unwrap();
+    let len = problem.rhs.len();
+    let rhs = Block::from_f64(dev, &problem.rhs, len, 1, Precision::F64, Layout::ColMajor).unwrap();
+    let (mut za, mut zb) = (
+        Block::vector(dev, len, Precision::F64).unwrap(),
+        Block::vector(dev, len, Precision::F64).unwrap(),
+    );
+    a.apply(&rhs, &mut za).unwrap();
+    b.apply(&rhs, &mut zb).unwrap();
+    let (za, zb) = (za.to_f64(dev).unwrap(), zb.to_f64(dev).unwrap());
     let scale = za.iter().fold(0.0f64, |m, v| m.max(v.abs()));
     for (x, y) in za.iter().zip(&zb) {
         assert!((x - y).abs() <= 1e-12 * scale, "{x} vs {y}");
     }
-    let sa = solve(&spec(n, "vanka", Precision::F64, 1e-10)).unwrap();
-    let sb = solve(&spec(n, "vanka-tuned", Precision::F64, 1e-10)).unwrap();
+    let sa = dev
+        .run(|| solve(dev, &spec(n, "vanka", Precision::F64, 1e-10)))
+        .unwrap();
+    let sb = dev
+        .run(|| solve(dev, &spec(n, "vanka-tuned", Precision::F64, 1e-10)))
+        .unwrap();
     assert_eq!(sa.info.iterations, sb.info.iterations);
     for (x, y) in sa.info.history.iter().zip(&sb.info.history) {
         assert!(
@@ -291,3 +307,147 @@ fn bad_stokes_input_is_refused_with_named_problems() {
     );
     assert!(text(&out.stderr).contains("unknown preconditioner 'jacobi'"));
 }
+
+/// The global matrix assembled densely, element by element, from the element matrices,
+/// with Dirichlet rows and columns dropped and the system bordered by the constant
+/// pressure (an independent path to the stencil storage and kernels).
+fn dense_reference(n: usize) -> (faer::Mat<f64>, Vec<usize>) {
+    let g = Grid { n };
+    let (m, len) = (g.m(), g.lattice_len());
+    let mut index = vec![usize::MAX; g.flow_len()];
+    let mut positions = Vec::new();
+    for c in 0..2 {
+        for j in 1..m - 1 {
+            for i in 1..m - 1 {
+                index[c * len + j * m + i] = positions.len();
+                positions.push(c * len + j * m + i);
+            }
+        }
+    }
+    for k in 0..g.pressure_len() {
+        index[2 * len + k] = positions.len();
+        positions.push(2 * len + k);
+    }
+    let size = positions.len() + 1;
+    let mut a = faer::Mat::<f64>::zeros(size, size);
+    let e = ElementMatrices::new(1.0 / n as f64);
+    for ey in 0..n {
+        for ex in 0..n {
+            let v = |c: usize, l: usize| index[c * len + (2 * ey + l / 3) * m + 2 * ex + l % 3];
+            let p = |q: usize| index[2 * len + (ey + q / 2) * g.np() + ex + q % 2];
+            for c in 0..2 {
+                for r in 0..9 {
+                    for s in 0..9 {
+                        if v(c, r) != usize::MAX && v(c, s) != usize::MAX {
+                            a[(v(c, r), v(c, s))] += e.stiffness[r][s];
+                        }
+                    }
+                    for q in 0..4 {
+                        if v(c, r) != usize::MAX {
+                            a[(v(c, r), p(q))] += e.divergence[c][q][r];
+                            a[(p(q), v(c, r))] += e.divergence[c][q][r];
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for k in 0..g.pressure_len() {
+        let r = index[2 * len + k];
+        a[(r, size - 1)] = 1.0;
+        a[(size - 1, r)] = 1.0;
+    }
+    (a, positions)
+}
+
+/// The stencil kernels against an element-by-element dense assembly.
+fn stencil_operator_equals_the_dense_assembly<D: Kernels>(dev: &D) {
+    for n in [2, 4, 6] {
+        let problem = StokesProblem::manufactured(n);
+        let (a, positions) = dense_reference(n);
+        let g = problem.operator.grid;
+        let x: Vec<f64> = (0..g.flow_len())
+            .map(|k| {
+                if positions.contains(&k) {
+                    ((k * 37) % 23) as f64 - 11.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let mut system = StokesSystem::new(dev, &problem.operator).unwrap();
+        let xb =
+            Block::from_f64(dev, &x, g.flow_len(), 1, Precision::F64, Layout::ColMajor).unwrap();
+        let mut yb = Block::vector(dev, g.flow_len(), Precision::F64).unwrap();
+        system.apply(&xb, &mut yb).unwrap();
+        let y = yb.to_f64(dev).unwrap();
+        for (r, &pr) in positions.iter().enumerate() {
+            let want: f64 = positions
+                .iter()
+                .enumerate()
+                .map(|(c, &pc)| a[(r, c)] * x[pc])
+                .sum();
+            assert!(
+                (y[pr] - want).abs() < 1e-12,
+                "n {n} row {r}: {} vs {want}",
+                y[pr]
+            );
+        }
+    }
+}
+
+/// FGMRES with each preconditioner reproduces the dense LU solution.
+fn every_preconditioner_matches_the_dense_solve<D: Kernels>(dev: &D) {
+    let n = 8;
+    let problem = StokesProblem::manufactured(n);
+    let (a, positions) = dense_reference(n);
+    let size = positions.len() + 1;
+    let mut b = faer::Mat::<f64>::zeros(size, 1);
+    for (r, &p) in positions.iter().enumerate() {
+        b[(r, 0)] = problem.rhs[p];
+    }
+    let reference = a.partial_piv_lu().solve(&b);
+    for name in [
+        "vanka",
+        "vanka-tuned",
+        "braess-sarazin",
+        "schur-uzawa",
+        "block-triangular",
+    ] {
+        let spec = StokesSpec {
+            n,
+            preconditioner: Preconditioner::by_name(name).unwrap(),
+            precision: Precision::F64,
+            fgmres: FgmresParams {
+                restart: 30,
+                tolerance: 1e-13,
+                max_iterations: 500,
+            },
+        };
+        let s = dev.run(|| solve(dev, &spec)).unwrap();
+        let g = s.grid;
+        // Compare velocity (with boundary values removed) and pressure up to a constant.
+        let p0 = s.flow[2 * g.lattice_len()] - reference[(positions.len() - g.pressure_len(), 0)];
+        for (r, &p) in positions.iter().enumerate() {
+            let got = if p >= 2 * g.lattice_len() {
+                s.flow[p] - p0
+            } else {
+                s.flow[p]
+            };
+            assert!(
+                (got - reference[(r, 0)]).abs() < 1e-9,
+                "{name}: unknown {r}: {got} vs {}",
+                reference[(r, 0)]
+            );
+        }
+    }
+}
+
+device_tests!(
+    discretization_errors_converge_at_the_theoretical_rates,
+    every_preconditioner_converges_in_every_precision,
+    vanka_and_braess_sarazin_iterations_do_not_grow_with_the_mesh,
+    tuned_and_simple_vanka_give_the_same_iterates,
+    stencil_operator_equals_the_dense_assembly,
+    every_preconditioner_matches_the_dense_solve,
+);

@@ -1,13 +1,12 @@
 //! This machine's ceilings: a STREAM-like triad (memory bandwidth) and GEMM peak per
-//! precision (the `gemm` crate, the engine behind faer and the PSC products).
+//! precision (the CPU device's GEMM, the engine of the PSC products).
 
-use half::f16;
 use rayon::prelude::*;
 use serde::Serialize;
 
 use super::time_runs;
-use crate::backend::cpu::{self, Operand};
-use crate::precision::{Precision, Stored};
+use crate::device::{Cpu, Data, DenseKernels, Device, MatMut, MatRef};
+use crate::precision::Precision;
 
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct MachineCeilings {
@@ -16,7 +15,7 @@ pub struct MachineCeilings {
     pub triad_gbs: f64,
     pub gemm_gflops_f64: f64,
     pub gemm_gflops_f32: f64,
-    /// f16 operands, f32 arithmetic (no f16 arithmetic units on this CPU).
+    /// f16 operands, f32 arithmetic and result (no f16 arithmetic units on this CPU).
     pub gemm_gflops_f16: f64,
 }
 
@@ -52,22 +51,30 @@ pub fn triad_gbs() -> f64 {
     24.0 * n as f64 / best / 1e9
 }
 
-fn gemm_of<S: Stored>(size: usize) -> f64 {
-    let a: Vec<S> = (0..size * size)
-        .map(|i| S::from_f64(((i % 17) as f64 - 8.0) / 16.0))
+/// GFLOP/s of a square product in `p` (f16 operands multiplied in f32 into an f32
+/// result, as M1 does).
+fn gemm_of(p: Precision, size: usize) -> f64 {
+    let dev = Cpu::new();
+    let values: Vec<f64> = (0..size * size)
+        .map(|i| ((i % 17) as f64 - 8.0) / 16.0)
         .collect();
-    let b = a.clone();
-    let mut d = vec![S::default(); size * size];
+    let (a, b, mut d) = match (
+        Data::from_f64(&dev, &values, p),
+        Data::from_f64(&dev, &values, p),
+        Data::zeros(&dev, size * size, p.compute()),
+    ) {
+        (Ok(a), Ok(b), Ok(d)) => (a, b, d),
+        _ => return f64::NAN,
+    };
     let (best, _) = time_runs(3, 1.0, || {
-        cpu::gemm(
-            size,
-            size,
-            size,
-            &mut d,
-            size,
-            Operand::col_major(&a, size),
-            Operand::col_major(&b, size),
-        )
+        let product = dev.run(|| {
+            dev.gemm(
+                MatRef::col_major(&a, 0, size, size, size),
+                MatRef::col_major(&b, 0, size, size, size),
+                MatMut::col_major(&mut d, 0, size, size, size),
+            )
+        });
+        assert!(product.is_ok(), "square GEMM shapes are valid");
     });
     2.0 * (size as f64).powi(3) / best / 1e9
 }
@@ -75,9 +82,8 @@ fn gemm_of<S: Stored>(size: usize) -> f64 {
 /// GEMM GFLOP/s for square products large enough to run at peak.
 pub fn gemm_gflops(p: Precision) -> f64 {
     match p {
-        Precision::F64 => gemm_of::<f64>(1536),
-        Precision::F32 => gemm_of::<f32>(2048),
-        Precision::F16 => gemm_of::<f16>(2048),
+        Precision::F64 => gemm_of(p, 1536),
+        _ => gemm_of(p, 2048),
     }
 }
 

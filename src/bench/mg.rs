@@ -8,8 +8,8 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::triad_gbs;
-use crate::backend::cpu;
 use crate::cli::MgBenchArgs;
+use crate::device::{Cpu, Device};
 use crate::error::{Error, Result};
 use crate::fem::{assemble_loads, assemble_poisson, l2_error, Manufactured, PoissonSystem};
 use crate::mesh::{unit_cube, unit_square, Element, Mesh};
@@ -17,7 +17,9 @@ use crate::mg::{
     check_levels, default_levels, random_initial_guess, schedule_name, MgInfo, MgParams, Multigrid,
     Smoother, StopParams, Variant,
 };
+use crate::numeric::nrm2;
 use crate::precision::Precision;
+use crate::sparse;
 
 /// One solver of the comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,6 +151,7 @@ fn run<const D: usize>(
         tolerance: 1e-9,
         max_iterations: 100,
     };
+    let dev = Cpu::new();
     let mut triad = triad_gbs();
     let mut results: Vec<MgBenchResult> = Vec::new();
     for &solver in &params.solvers {
@@ -163,16 +166,16 @@ fn run<const D: usize>(
             residual_scaling: params.residual_scaling,
         };
         let t = Instant::now();
-        let mut mg = Multigrid::new(D, params.n, &matrix, mg_params)?;
+        let mut mg = Multigrid::new(&dev, D, params.n, &matrix, mg_params)?;
         let setup_seconds = t.elapsed().as_secs_f64();
         let mut best: Option<(f64, MgInfo, Vec<f64>)> = None;
         for _ in 0..params.repeats {
             let mut u = initial.clone();
             let t = Instant::now();
-            let info = match solver {
-                MgBenchSolver::Refined(_) => mg.solve_refined(&b, &mut u, params.nrhs, stop)?,
-                MgBenchSolver::PlainF64 => mg.solve_plain(&b, &mut u, params.nrhs, stop)?,
-            };
+            let info = dev.run(|| match solver {
+                MgBenchSolver::Refined(_) => mg.solve_refined(&b, &mut u, params.nrhs, stop),
+                MgBenchSolver::PlainF64 => mg.solve_plain(&b, &mut u, params.nrhs, stop),
+            })?;
             let seconds = t.elapsed().as_secs_f64();
             if best.as_ref().is_none_or(|(s, _, _)| seconds < *s) {
                 best = Some((seconds, info, u));
@@ -184,8 +187,8 @@ fn run<const D: usize>(
         let (mut residual, mut l2) = (0.0f64, 0.0f64);
         for c in 0..params.nrhs {
             let x = &u[c * n..(c + 1) * n];
-            cpu::residual(&matrix, &b[c * n..(c + 1) * n], x, &mut r);
-            residual = residual.max(cpu::nrm2(&r));
+            sparse::residual(&matrix, &b[c * n..(c + 1) * n], x, &mut r);
+            residual = residual.max(nrm2(&r));
             l2 = l2.max(l2_error(mesh, &dofs, x, |p| exact.u(p)));
         }
         let iterations = info.max_iterations();

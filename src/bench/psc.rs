@@ -5,16 +5,16 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use half::f16;
 use serde::Serialize;
 
 use super::{gemm_gflops, time_runs, triad_gbs};
-use crate::backend::cpu;
 use crate::cli::PscBenchArgs;
+use crate::device::{Block, Cpu, Device, Layout};
 use crate::error::{Error, Result};
-use crate::fem::{assemble_loads, l2_error, Dofs, Manufactured};
+use crate::fem::{assemble_loads, l2_error, relative_residual, Dofs, Manufactured};
+use crate::linalg::LinOp;
 use crate::mesh::{unit_square_refined, Element};
-use crate::precision::{Precision, Real, Stored};
+use crate::precision::Precision;
 use crate::psc::{refinement_levels, OperatorCache, PscSetup, M1};
 
 #[derive(Clone, Debug)]
@@ -66,13 +66,14 @@ pub struct PscBenchResult {
 /// Distinct wave numbers in the block (columns cycle through them).
 const DISTINCT_K: u32 = 8;
 
-fn run<S: Stored>(
+fn run(
     params: &PscBenchParams,
     setup: &PscSetup,
     setup_seconds: f64,
     from_cache: bool,
 ) -> Result<PscBenchResult> {
-    let m1 = M1::<S>::new(setup)?;
+    let dev = Cpu::new();
+    let mut m1 = M1::new(&dev, setup, params.precision)?;
     let n_unknowns = setup.num_unknowns();
     let nrhs = params.nrhs;
     let mesh = unit_square_refined(params.n0, setup.levels, params.element)?;
@@ -89,16 +90,24 @@ fn run<S: Stored>(
                 .copied()
         })
         .collect();
-    let b: Vec<S::Compute> = rhs.iter().map(|&v| S::Compute::from_f64(v)).collect();
-    let mut x = vec![S::Compute::from_f64(0.0); b.len()];
-    let mut ws = m1.workspace(nrhs);
+    let kind = m1.input();
+    m1.prepare(nrhs)?;
+    let b = Block::from_f64(
+        &dev,
+        &rhs,
+        n_unknowns,
+        nrhs,
+        kind.precision,
+        Layout::ColMajor,
+    )?;
+    let mut x = Block::zeros(&dev, n_unknowns, nrhs, kind.precision, Layout::ColMajor)?;
     // Ceilings are maxima: measured before and after the timed solves, the larger counts
     // (on a shared machine one measurement may fall into a slow phase).
-    let peak_before = gemm_gflops(S::PRECISION);
+    let peak_before = gemm_gflops(params.precision);
     let triad_before = triad_gbs();
     let mut failure = None;
     let (best, median) = time_runs(3, 2.0, || {
-        if let Err(e) = m1.solve(&b, &mut x, &mut ws) {
+        if let Err(e) = dev.run(|| m1.apply(&b, &mut x)) {
             failure = Some(e);
         }
     });
@@ -106,7 +115,7 @@ fn run<S: Stored>(
         return Err(e);
     }
 
-    let x64: Vec<f64> = x.iter().map(|v| v.to_f64()).collect();
+    let x64 = x.to_f64(&dev)?;
     let mut residual = vec![0.0; n_unknowns];
     let mut worst_residual = 0.0f64;
     let mut worst_l2 = 0.0f64;
@@ -115,8 +124,8 @@ fn run<S: Stored>(
         .zip(x64.chunks(n_unknowns))
         .enumerate()
     {
-        cpu::residual(&setup.stiffness, b, x, &mut residual);
-        worst_residual = worst_residual.max(cpu::nrm2(&residual) / cpu::nrm2(b));
+        worst_residual =
+            worst_residual.max(relative_residual(&setup.stiffness, b, x, &mut residual));
         if let Some(m) = exact.get(c) {
             worst_l2 = worst_l2.max(l2_error(&mesh, &dofs, x, |p| m.u(p)) / m.l2_norm());
         }
@@ -126,7 +135,7 @@ fn run<S: Stored>(
     let l = (n.sqrt() / n0).log2();
     let formula_flops = (8.0 / 4f64.powf(l) + 4.0 * 4f64.powf(l)) * (n * n).powf(1.5) * nrhs as f64;
     let counted_flops = m1.flops_per_rhs() * nrhs as f64;
-    let peak = gemm_gflops(S::PRECISION).max(peak_before);
+    let peak = gemm_gflops(params.precision).max(peak_before);
     let triad = triad_gbs().max(triad_before);
     let operator_gbs = m1.operator_bytes() as f64 / best / 1e9;
     Ok(PscBenchResult {
@@ -134,7 +143,7 @@ fn run<S: Stored>(
         n: params.n,
         n0: params.n0,
         nrhs,
-        precision: S::PRECISION.name(),
+        precision: params.precision.name(),
         unknowns: n_unknowns,
         setup_seconds,
         setup_from_cache: from_cache,
@@ -172,11 +181,7 @@ pub fn bench_psc(params: &PscBenchParams) -> Result<PscBenchResult> {
         None => (PscSetup::new(params.element, params.n0, levels)?, false),
     };
     let setup_seconds = t.elapsed().as_secs_f64();
-    match params.precision {
-        Precision::F64 => run::<f64>(params, &setup, setup_seconds, from_cache),
-        Precision::F32 => run::<f32>(params, &setup, setup_seconds, from_cache),
-        Precision::F16 => run::<f16>(params, &setup, setup_seconds, from_cache),
-    }
+    run(params, &setup, setup_seconds, from_cache)
 }
 
 /// Prints one result as a table or one JSON object.

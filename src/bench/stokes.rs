@@ -10,11 +10,13 @@ use serde::Serialize;
 
 use super::{time_runs, triad_gbs};
 use crate::cli::StokesArgs;
+use crate::device::{Block, Cpu, Device, Layout};
 use crate::error::{Error, Result};
-use crate::krylov::FgmresParams;
+use crate::linalg::FgmresParams;
+use crate::linalg::LinOp;
 use crate::precision::Precision;
 use crate::stokes::multigrid::mesh_hierarchy;
-use crate::stokes::{check_memory, solve, Preconditioner, StokesProblem, StokesSpec};
+use crate::stokes::{check_memory, solve, Preconditioner, StokesProblem, StokesSpec, StokesSystem};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -79,13 +81,30 @@ pub fn bench_stokes(params: &StokesBenchParams) -> Result<Vec<StokesBenchResult>
     }
     let triad = triad_gbs();
     // The f64 operator product FGMRES applies once per iteration.
+    let dev = Cpu::new();
     let problem = StokesProblem::manufactured(params.n);
     let g = problem.operator.grid;
-    let mut y = vec![0.0; g.flow_len()];
-    let (best, _) = time_runs(3, 0.5, || problem.operator.apply(&problem.rhs, &mut y));
-    let matvec_bytes = problem.operator.bytes() as f64 + 2.0 * 8.0 * g.flow_len() as f64;
-    let matvec_gbs = matvec_bytes / best / 1e9;
-    drop(problem);
+    let mut system = StokesSystem::new(&dev, &problem.operator)?;
+    let rhs = Block::from_f64(
+        &dev,
+        &problem.rhs,
+        g.flow_len(),
+        1,
+        Precision::F64,
+        Layout::ColMajor,
+    )?;
+    let mut y = Block::vector(&dev, g.flow_len(), Precision::F64)?;
+    let mut failure = None;
+    let (best, _) = time_runs(3, 0.5, || {
+        if let Err(e) = dev.run(|| system.apply(&rhs, &mut y)) {
+            failure = Some(e);
+        }
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let matvec_gbs = system.cost(1).bytes / best / 1e9;
+    drop((problem, system));
     let cells = (params.n * params.n) as f64;
     let mut results = Vec::new();
     for &preconditioner in &params.preconditioners {
@@ -93,7 +112,7 @@ pub fn bench_stokes(params: &StokesBenchParams) -> Result<Vec<StokesBenchResult>
         let mut fastest = None::<crate::stokes::StokesSolution>;
         for _ in 0..params.repeats.max(1) {
             let t = Instant::now();
-            let s = solve(&spec)?;
+            let s = dev.run(|| solve(&dev, &spec))?;
             log::info!(
                 "{}: {} iterations in {:.3} s (whole run {:.3} s)",
                 preconditioner.name(),

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::raw::{reciprocal_integer, RawConfig};
 use super::{problem, Problems};
-use crate::backend::BackendChoice;
+use crate::device::BackendChoice;
 use crate::mesh::{Element, MeshKind};
 
 /// `backend = "auto" | "cpu" | "cuda"` (default auto).

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::backend::BackendChoice;
+use crate::device::BackendChoice;
 use crate::mesh::MeshSpec;
 use crate::mg::{Smoother, Variant};
 use crate::precision::Precision;

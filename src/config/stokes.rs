@@ -6,7 +6,7 @@ use super::mesh::{cells, output_path};
 use super::raw::RawConfig;
 use super::spec::{Method, RunConfig, SolverSpec};
 use super::{problem, Problems};
-use crate::backend::BackendChoice;
+use crate::device::BackendChoice;
 use crate::mesh::{Element, MeshKind, MeshSpec};
 use crate::precision::Precision;
 use crate::stokes::{Preconditioner, Relaxation, StokesSpec};
@@ -211,7 +211,7 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
         (Some(backend), Some(n), Some(preconditioner), Some(precision), Some(output))
             if problems.is_empty() =>
         {
-            let fgmres = crate::krylov::FgmresParams {
+            let fgmres = crate::linalg::FgmresParams {
                 restart: restart as usize,
                 tolerance,
                 max_iterations: max_iterations as usize,

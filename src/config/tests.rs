@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::*;
-use crate::backend::BackendChoice;
+use crate::device::BackendChoice;
 use crate::mesh::{Element, MeshKind, MeshSpec};
 use crate::mg::{Smoother, Variant};
 use crate::precision::Precision;

@@ -4,9 +4,10 @@
 //! device solved.
 
 use super::{l2_error, nodal_l2_error, Dofs, Exact};
-use crate::backend::cpu;
 use crate::error::{Error, Result};
 use crate::mesh::Mesh;
+use crate::numeric::nrm2;
+use crate::sparse;
 use crate::sparse::Csr;
 
 /// The verification of one right-hand side.
@@ -21,12 +22,12 @@ pub struct ColumnReport {
 /// ‖b − A x‖₂ / ‖b‖₂ of one column (‖b − A x‖₂ when b = 0); `residual` is scratch of the
 /// column's length.
 pub fn relative_residual(matrix: &Csr<f64>, b: &[f64], x: &[f64], residual: &mut [f64]) -> f64 {
-    cpu::residual(matrix, b, x, residual);
-    let b_norm = cpu::nrm2(b);
+    sparse::residual(matrix, b, x, residual);
+    let b_norm = nrm2(b);
     if b_norm > 0.0 {
-        cpu::nrm2(residual) / b_norm
+        nrm2(residual) / b_norm
     } else {
-        cpu::nrm2(residual)
+        nrm2(residual)
     }
 }
 

@@ -16,7 +16,8 @@ use faer::Mat;
 use hdf5::H5Type;
 
 use super::m1::{dense_col_major, M1Parts};
-use super::{Group, HierarchicalBasis, PscSetup, M1};
+use super::{Group, HierarchicalBasis, M1Host, PscSetup};
+use crate::device::Storage;
 use crate::error::{Error, Result};
 use crate::fem::assemble_poisson;
 use crate::io::h5;
@@ -180,14 +181,15 @@ impl OperatorCache {
         Ok((setup, Self::outcome(path, false, reason)))
     }
 
-    /// M1 in precision S: straight from the cache's copies in S when it has them; else from
-    /// its f64 set-up, or computed; in both cases the file is (re)written with copies in S.
-    pub fn load_or_build_m1<S: Stored + H5Type>(
+    /// M1's operators in precision S: straight from the cache's copies in S when it has
+    /// them; else from its f64 set-up, or computed; in both cases the file is (re)written
+    /// with copies in S.
+    pub fn load_or_build_m1<S: Storage + H5Type>(
         &self,
         element: Element,
         n0: usize,
         levels: usize,
-    ) -> Result<(M1<S>, CacheOutcome)> {
+    ) -> Result<(M1Host<S>, CacheOutcome)> {
         let path = self.path_for(element, n0, levels);
         if path.exists() {
             let t = Instant::now();
@@ -219,7 +221,7 @@ impl OperatorCache {
             Some(setup) => setup,
             None => PscSetup::new(element, n0, levels)?,
         };
-        let m1 = M1::<S>::new(&setup)?;
+        let m1 = M1Host::<S>::new(&setup)?;
         save(&path, &setup, Some(&m1))?;
         log::info!(
             "PSC set-up and its {} operators saved to the cache {}",
@@ -267,7 +269,11 @@ fn read_mat(group: &hdf5::Group, name: &str) -> Result<Mat<f64>> {
 
 /// Writes a set-up, and M1's operators in its precision when given (atomically: a crash
 /// leaves no half-written cache file).
-pub fn save<S: Stored + H5Type>(path: &Path, s: &PscSetup, working: Option<&M1<S>>) -> Result<()> {
+pub fn save<S: Stored + H5Type>(
+    path: &Path,
+    s: &PscSetup,
+    working: Option<&M1Host<S>>,
+) -> Result<()> {
     let (key, _) = cache_key(s.element, s.n0, s.levels);
     let w = h5::H5Writer::create(path)?;
     let root = w.root();
@@ -300,13 +306,14 @@ pub fn save<S: Stored + H5Type>(path: &Path, s: &PscSetup, working: Option<&M1<S
         write_mat(&gg, "block", &g.block)?;
         write_mat(&gg, "inverse", &g.inverse)?;
     }
-    if let Some(m1) = working {
-        let super::m1::StoredOperators {
-            pi_inv,
-            b,
-            c_inv,
-            dt,
-        } = m1.stored_operators();
+    if let Some(M1Host {
+        pi_inv,
+        b,
+        c_inv,
+        dt,
+        ..
+    }) = working
+    {
         let wg = root
             .create_group(&format!("working/{}", S::PRECISION))
             .map_err(|e| Error::Hdf5 {
@@ -334,7 +341,7 @@ pub fn load_m1<S: Stored + H5Type>(
     element: Element,
     n0: usize,
     levels: usize,
-) -> Result<Option<M1<S>>> {
+) -> Result<Option<M1Host<S>>> {
     let bad = |message: String| Error::Hdf5 {
         path: path.to_path_buf(),
         message,
@@ -443,7 +450,13 @@ pub fn load_m1<S: Stored + H5Type>(
         scale_i: probe.scale_i,
         group_sizes,
     };
-    Ok(Some(M1::from_parts(parts, pi_inv, b, c_inv, dt)))
+    Ok(Some(M1Host {
+        parts,
+        pi_inv,
+        b,
+        c_inv,
+        dt,
+    }))
 }
 
 /// Reads a set-up, checking its key and checksum.
@@ -553,11 +566,8 @@ mod tests {
         let loaded = load_m1::<f16>(&path, element, n0, levels)
             .unwrap()
             .expect("f16 copies stored");
-        assert_eq!(
-            loaded.stored_operators().pi_inv,
-            built.stored_operators().pi_inv
-        );
-        assert_eq!(loaded.stored_operators().dt, built.stored_operators().dt);
+        assert_eq!(loaded.pi_inv, built.pi_inv);
+        assert_eq!(loaded.dt, built.dt);
         assert!(
             load_m1::<f32>(&path, element, n0, levels)
                 .unwrap()

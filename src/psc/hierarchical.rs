@@ -1,13 +1,12 @@
 //! The hierarchical-basis transform S of SPEC §2.1 on the unknowns of a unit-square mesh
-//! refined `levels` times: S maps hierarchical coefficients to nodal values. S and Sᵀ are
-//! applied level by level in O(N) on the structured grid; S is never formed densely (its
-//! sparse form is built once for the set-up, Ã = SᵀAS).
+//! refined `levels` times: S maps hierarchical coefficients to nodal values. Solves apply S
+//! and Sᵀ level by level in O(N) on the structured grid (the device's
+//! `hierarchical_transform`); S is never formed densely (its sparse form is built once for
+//! the set-up, Ã = SᵀAS).
 
-use rayon::prelude::*;
-
+use crate::device::psc::{CellParents, HierarchicalTransform};
 use crate::error::{Error, Result};
 use crate::mesh::{Element, Mesh2d};
-use crate::precision::Real;
 use crate::sparse::Csr;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,118 +94,16 @@ impl HierarchicalBasis {
         }
     }
 
-    /// Value of the unknown at grid point (i, j), zero on the boundary.
-    #[inline]
-    fn at<T: Real>(&self, x: &[T], i: usize, j: usize) -> T {
-        match self.dof(i, j) {
-            Some(d) => x[d],
-            None => T::zero(),
+    /// The level-by-level transform the device applies (S and Sᵀ in O(N)).
+    pub fn transform(&self) -> HierarchicalTransform {
+        HierarchicalTransform {
+            n: self.n,
+            levels: self.levels,
+            cell_parents: match self.element {
+                Element::P1 => CellParents::Diagonal,
+                _ => CellParents::Corners,
+            },
         }
-    }
-
-    /// Adds `v` to the unknown at (i, j) unless it is a Dirichlet node.
-    #[inline]
-    fn add<T: Real>(&self, x: &mut [T], i: usize, j: usize, v: T) {
-        if let Some(d) = self.dof(i, j) {
-            x[d] = x[d] + v;
-        }
-    }
-
-    /// x ← S x, one column: level by level, each new node adds the weighted values of its
-    /// parents. New nodes of level k (spacing s) are the horizontal edge midpoints (i odd,
-    /// j even multiples of s), the vertical ones (i even, j odd) and the cell midpoints
-    /// (both odd; parents: Q1 the 4 corners, P1 the ends of the "/" diagonal).
-    fn apply_column<T: Real>(&self, x: &mut [T]) {
-        let (n, half, quarter) = (self.n, T::from_f64(EDGE_WEIGHT), T::from_f64(CELL_WEIGHT));
-        for k in 1..=self.levels {
-            let s = 1 << (self.levels - k);
-            let s2 = 2 * s;
-            for j in (s2..n).step_by(s2) {
-                for i in (s..n).step_by(s2) {
-                    let v = half * (self.at(x, i - s, j) + self.at(x, i + s, j));
-                    self.add(x, i, j, v);
-                }
-            }
-            for j in (s..n).step_by(s2) {
-                for i in (s2..n).step_by(s2) {
-                    let v = half * (self.at(x, i, j - s) + self.at(x, i, j + s));
-                    self.add(x, i, j, v);
-                }
-                for i in (s..n).step_by(s2) {
-                    let v = match self.element {
-                        Element::P1 => half * (self.at(x, i - s, j - s) + self.at(x, i + s, j + s)),
-                        _ => {
-                            quarter
-                                * (self.at(x, i - s, j - s)
-                                    + self.at(x, i + s, j - s)
-                                    + self.at(x, i - s, j + s)
-                                    + self.at(x, i + s, j + s))
-                        }
-                    };
-                    self.add(x, i, j, v);
-                }
-            }
-        }
-    }
-
-    /// y ← Sᵀ y, one column: levels in reverse, each new node adds its weighted value to
-    /// its parents.
-    fn apply_transpose_column<T: Real>(&self, y: &mut [T]) {
-        let (n, half, quarter) = (self.n, T::from_f64(EDGE_WEIGHT), T::from_f64(CELL_WEIGHT));
-        for k in (1..=self.levels).rev() {
-            let s = 1 << (self.levels - k);
-            let s2 = 2 * s;
-            for j in (s2..n).step_by(s2) {
-                for i in (s..n).step_by(s2) {
-                    let v = half * self.at(y, i, j);
-                    self.add(y, i - s, j, v);
-                    self.add(y, i + s, j, v);
-                }
-            }
-            for j in (s..n).step_by(s2) {
-                for i in (s2..n).step_by(s2) {
-                    let v = half * self.at(y, i, j);
-                    self.add(y, i, j - s, v);
-                    self.add(y, i, j + s, v);
-                }
-                for i in (s..n).step_by(s2) {
-                    if self.element == Element::P1 {
-                        let v = half * self.at(y, i, j);
-                        self.add(y, i - s, j - s, v);
-                        self.add(y, i + s, j + s, v);
-                    } else {
-                        let v = quarter * self.at(y, i, j);
-                        self.add(y, i - s, j - s, v);
-                        self.add(y, i + s, j - s, v);
-                        self.add(y, i - s, j + s, v);
-                        self.add(y, i + s, j + s, v);
-                    }
-                }
-            }
-        }
-    }
-
-    /// X ← S X for a column-major block (columns of length [`len`](Self::len)), in parallel
-    /// over columns.
-    pub fn apply<T: Real>(&self, x: &mut [T]) {
-        assert_eq!(
-            x.len() % self.len().max(1),
-            0,
-            "block length is not a multiple of the unknowns"
-        );
-        x.par_chunks_mut(self.len())
-            .for_each(|col| self.apply_column(col));
-    }
-
-    /// Y ← Sᵀ Y for a column-major block.
-    pub fn apply_transpose<T: Real>(&self, y: &mut [T]) {
-        assert_eq!(
-            y.len() % self.len().max(1),
-            0,
-            "block length is not a multiple of the unknowns"
-        );
-        y.par_chunks_mut(self.len())
-            .for_each(|col| self.apply_transpose_column(col));
     }
 
     /// S as a sparse matrix: row i holds the hierarchical coefficients whose basis
@@ -258,36 +155,7 @@ impl HierarchicalBasis {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::cpu;
     use crate::mesh::unit_square_refined;
-
-    /// The level-by-level transforms agree with the sparse matrix and its transpose.
-    #[test]
-    fn transforms_match_the_matrix() {
-        for element in [Element::Q1, Element::P1] {
-            let mesh = unit_square_refined(3, 3, element).unwrap();
-            let hb = HierarchicalBasis::new(&mesh).unwrap();
-            let s = hb.matrix();
-            let n = hb.len();
-            let x: Vec<f64> = (0..2 * n)
-                .map(|i| ((i * 7919) % 113) as f64 / 50.0 - 1.0)
-                .collect();
-            let mut y = x.clone();
-            hb.apply(&mut y);
-            let mut z = x.clone();
-            hb.apply_transpose(&mut z);
-            let st = s.transpose();
-            for c in 0..2 {
-                let (xc, mut sx, mut stx) = (&x[c * n..(c + 1) * n], vec![0.0; n], vec![0.0; n]);
-                cpu::spmv(&s, xc, &mut sx);
-                cpu::spmv(&st, xc, &mut stx);
-                for i in 0..n {
-                    assert!((sx[i] - y[c * n + i]).abs() < 1e-13);
-                    assert!((stx[i] - z[c * n + i]).abs() < 1e-13);
-                }
-            }
-        }
-    }
 
     /// S interpolates: a function linear on the coarse mesh has hierarchical coefficients
     /// that vanish on every finer level, so S of its coarse values reproduces it.
@@ -315,7 +183,9 @@ mod tests {
                 (1.0 - 2.0 * (u - v).abs()).max(0.0)
             };
         }
-        hb.apply(&mut x);
+        let mut sx = vec![0.0; hb.len()];
+        crate::sparse::spmv(&hb.matrix(), &x, &mut sx);
+        let x = sx;
         for d in 0..hb.len() {
             assert!(
                 (x[d] - expected[d]).abs() < 1e-14,

@@ -5,11 +5,11 @@
 use faer::Side;
 
 use super::{refinement_levels, PscSetup};
-use crate::backend::cpu;
 use crate::error::{Error, Result};
-use crate::krylov::{extreme_eigenvalues, LanczosParams};
+use crate::linalg::{extreme_eigenvalues, LanczosParams};
 use crate::mesh::Element;
 use crate::reference::CholeskySolver;
+use crate::sparse::spmv;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct PscInfo {
@@ -95,25 +95,25 @@ fn whole_condition_numbers(setup: &PscSetup) -> Result<WholeConditionNumbers> {
     let a = &setup.stiffness;
     let n = a.row_ptr().len() - 1;
     let params = LanczosParams::default();
-    let top = extreme_eigenvalues(n, params, |x, y| cpu::spmv(a, x, y))?;
+    let top = extreme_eigenvalues(n, params, |x, y| spmv(a, x, y))?;
     let cholesky = CholeskySolver::factor(a)?;
     let inverse = extreme_eigenvalues(n, params, |x, y| y.copy_from_slice(&cholesky.solve(x)))?;
     let kappa_a = top.largest * inverse.largest;
 
-    let hb = &setup.hb;
-    let mut work = vec![0.0; n];
+    let s_matrix = setup.hb.matrix();
+    let st_matrix = s_matrix.transpose();
+    let (mut work, mut work2) = (vec![0.0; n], vec![0.0; n]);
     let hb_info = extreme_eigenvalues(n, params, |x, y| {
-        work.copy_from_slice(x);
-        hb.apply(&mut work);
-        cpu::spmv(a, &work, y);
-        hb.apply_transpose(y);
+        spmv(&s_matrix, x, &mut work);
+        spmv(a, &work, &mut work2);
+        spmv(&st_matrix, &work2, y);
     })?;
 
     // Prehandled: x ↦ L⁻¹ Sᵀ A S L⁻ᵀ x with L = blockdiag(L_C, diag^{1/2}).
     let scale = prehandling_scale(setup, n);
     let (lc_inv, c_pos) = (&setup.l_c_inv, &setup.c_dofs);
     let nc = c_pos.len();
-    let mut work2 = vec![0.0; n];
+    let mut work3 = vec![0.0; n];
     let pre = extreme_eigenvalues(n, params, |x, y| {
         // work = L⁻ᵀ x
         work.iter_mut()
@@ -123,9 +123,10 @@ fn whole_condition_numbers(setup: &PscSetup) -> Result<WholeConditionNumbers> {
         for (k, &d) in c_pos.iter().enumerate() {
             work[d as usize] = (0..nc).map(|l| lc_inv[(l, k)] * x[c_pos[l] as usize]).sum();
         }
-        hb.apply(&mut work);
-        cpu::spmv(a, &work, &mut work2);
-        hb.apply_transpose(&mut work2);
+        spmv(&s_matrix, &work, &mut work3);
+        spmv(a, &work3, &mut work2);
+        spmv(&st_matrix, &work2, &mut work3);
+        std::mem::swap(&mut work2, &mut work3);
         // y = L⁻¹ work2
         y.iter_mut()
             .zip(&work2)

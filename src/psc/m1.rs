@@ -1,24 +1,22 @@
-//! M1, the direct PSC solve (SPEC §2.4), on n × Nrhs blocks:
+//! M1, the direct PSC solve (SPEC §2.4), on n × Nrhs blocks on any device:
 //!
 //!   b ↦ Sᵀb ↦ L⁻¹ ↦ x_E = Π⁻¹(b_E − Bᵀb_C − D C⁻¹ b_I), x_C = b_C − B x_E,
 //!   x_I = C⁻¹(b_I − Dᵀx_E) ↦ L⁻ᵀ ↦ S.
 //!
 //! Every dense product is one GEMM over the whole block (C⁻¹ group-wise, with the I part
 //! of a group reshaped to one column per macro element and right-hand side); for a single
-//! right-hand side in f32/f64 the Π⁻¹ product is a streaming GEMV instead. Operators are stored in the
-//! working precision S; vectors between the GEMMs are in S's compute precision. The
-//! workspace is allocated once per block width: the apply allocates nothing of its own
-//! (the `gemm` crate manages its packing buffers).
+//! right-hand side in f32/f64 the Π⁻¹ product is a streaming GEMV instead. Operators are
+//! stored in the working precision S; vectors between the GEMMs are in S's compute
+//! precision, rounded to S only where they are a GEMM operand (f16). The workspace is
+//! allocated by [`LinOp::prepare`]: the apply allocates nothing.
 
-use num_traits::{One, Zero};
-use rayon::prelude::*;
-
-use super::PscSetup;
-use crate::backend::cpu::{self, Operand};
+use super::{HierarchicalBasis, PscSetup};
+use crate::device::psc::Classes;
+use crate::device::{Block, CsrMatrix, Data, Kernels, Layout, MatMut, MatRef, Stats, Storage};
 use crate::error::{Error, Result};
-use crate::precision::{convert_checked, Precision, Real, Stored};
+use crate::linalg::{BlockKind, Cost, LinOp};
+use crate::precision::{convert_checked, Precision};
 use crate::sparse::Csr;
-use num_traits::Float;
 
 /// A group's I rows: `count` macro elements of `size` unknowns from `offset` on.
 #[derive(Clone, Copy, Debug)]
@@ -28,28 +26,10 @@ struct GroupLayout {
     count: usize,
 }
 
-/// The M1 operators in storage precision `S`.
-pub struct M1<S: Stored> {
-    setup_n: usize,
-    hb: super::HierarchicalBasis,
-    c_dofs: Vec<u32>,
-    e_dofs: Vec<u32>,
-    i_dofs: Vec<u32>,
-    /// L_C⁻¹ (|C|×|C|, column-major) and the diagonal scalings, in the compute precision.
-    l_c_inv: Vec<S::Compute>,
-    scale_e: Vec<S::Compute>,
-    scale_i: Vec<S::Compute>,
-    pi_inv: Vec<S>,
-    b: Vec<S>,
-    c_inv: Vec<Vec<S>>,
-    groups: Vec<GroupLayout>,
-    d: Csr<S>,
-    dt: Csr<S>,
-}
-
 /// What M1 takes from the set-up besides the operators it stores in its precision.
+#[derive(Clone, Debug)]
 pub(super) struct M1Parts {
-    pub hb: super::HierarchicalBasis,
+    pub hb: HierarchicalBasis,
     pub c_dofs: Vec<u32>,
     pub e_dofs: Vec<u32>,
     pub i_dofs: Vec<u32>,
@@ -61,12 +41,33 @@ pub(super) struct M1Parts {
     pub group_sizes: Vec<(usize, usize)>,
 }
 
-/// M1's operators in its storage precision: Π⁻¹ and B column-major, one C_g⁻¹ per group, Dᵀ.
-pub(super) struct StoredOperators<'a, S> {
-    pub pi_inv: &'a [S],
-    pub b: &'a [S],
-    pub c_inv: &'a [Vec<S>],
-    pub dt: &'a Csr<S>,
+impl M1Parts {
+    pub(super) fn of(setup: &PscSetup) -> Self {
+        M1Parts {
+            hb: setup.hb,
+            c_dofs: setup.c_dofs.clone(),
+            e_dofs: setup.e_dofs.clone(),
+            i_dofs: setup.i_dofs.clone(),
+            l_c_inv: dense_col_major(&setup.l_c_inv),
+            scale_e: setup.scale_e.clone(),
+            scale_i: setup.scale_i.clone(),
+            group_sizes: setup
+                .groups
+                .iter()
+                .map(|g| (g.block_size(), g.macros.len()))
+                .collect(),
+        }
+    }
+}
+
+/// M1's operators in storage precision S on the host: what the operator cache stores and
+/// what the device receives. Π⁻¹ and B column-major, one C_g⁻¹ per group, Dᵀ.
+pub struct M1Host<S> {
+    pub(super) parts: M1Parts,
+    pub pi_inv: Vec<S>,
+    pub b: Vec<S>,
+    pub c_inv: Vec<Vec<S>>,
+    pub dt: Csr<S>,
 }
 
 /// A dense matrix as a column-major vector.
@@ -76,61 +77,11 @@ pub(super) fn dense_col_major(m: &faer::Mat<f64>) -> Vec<f64> {
         .collect()
 }
 
-/// Buffers for one block width.
-pub struct M1Workspace<S: Stored> {
-    nrhs: usize,
-    nodal: Vec<S::Compute>,
-    bc: Vec<S::Compute>,
-    be: Vec<S::Compute>,
-    bi: Vec<S::Compute>,
-    ti: Vec<S::Compute>,
-    te: Vec<S::Compute>,
-    column_scale: Vec<S::Compute>,
-    c_low: Vec<S>,
-    e_low: Vec<S>,
-    e_low2: Vec<S>,
-    i_low: Vec<S>,
-    i_low2: Vec<S>,
-}
-
-/// Entries per rayon task in the element-wise passes between GEMMs.
-const CHUNK: usize = 1 << 14;
-
-fn to_storage<S: Stored>(src: &[S::Compute], dst: &mut [S]) {
-    dst.par_chunks_mut(CHUNK)
-        .zip(src.par_chunks(CHUNK))
-        .for_each(|(d, s)| {
-            d.iter_mut()
-                .zip(s)
-                .for_each(|(d, &s)| *d = S::from_compute(s));
-        });
-}
-
-fn to_compute<S: Stored>(src: &[S], dst: &mut [S::Compute]) {
-    dst.par_chunks_mut(CHUNK)
-        .zip(src.par_chunks(CHUNK))
-        .for_each(|(d, s)| {
-            d.iter_mut().zip(s).for_each(|(d, &s)| *d = s.to_compute());
-        });
-}
-
-/// out = a − b − out (b widened), element-wise in parallel.
-fn minus_minus<S: Stored>(a: &[S::Compute], b: &[S], out: &mut [S::Compute]) {
-    out.par_chunks_mut(CHUNK)
-        .zip(a.par_chunks(CHUNK))
-        .zip(b.par_chunks(CHUNK))
-        .for_each(|((o, a), b)| {
-            for ((o, &a), &b) in o.iter_mut().zip(a).zip(b) {
-                *o = a - b.to_compute() - *o;
-            }
-        });
-}
-
 /// Converts a dense f64 operator to S. Entries below S's resolution relative to the
 /// operator's largest entry (|v| ≤ u·max|M|) may flush to zero: they are below what S can
 /// represent next to that entry anyway. Overflow, non-finite values and the flush of a
 /// larger entry are errors naming the operator.
-fn convert_dense<S: Stored>(what: &str, m: &faer::Mat<f64>) -> Result<Vec<S>> {
+fn convert_dense<S: Storage>(what: &str, m: &faer::Mat<f64>) -> Result<Vec<S>> {
     let data = dense_col_major(m);
     let negligible = S::PRECISION.unit_roundoff() * data.iter().fold(0.0f64, |a, v| a.max(v.abs()));
     data.iter()
@@ -150,51 +101,80 @@ fn convert_dense<S: Stored>(what: &str, m: &faer::Mat<f64>) -> Result<Vec<S>> {
         .collect()
 }
 
-impl<S: Stored> M1<S> {
+impl<S: Storage> M1Host<S> {
     /// Converts the f64 set-up to storage precision S; values out of S's range are an error
     /// naming the operator.
     pub fn new(setup: &PscSetup) -> Result<Self> {
-        let parts = M1Parts {
-            hb: setup.hb,
-            c_dofs: setup.c_dofs.clone(),
-            e_dofs: setup.e_dofs.clone(),
-            i_dofs: setup.i_dofs.clone(),
-            l_c_inv: dense_col_major(&setup.l_c_inv),
-            scale_e: setup.scale_e.clone(),
-            scale_i: setup.scale_i.clone(),
-            group_sizes: setup
-                .groups
-                .iter()
-                .map(|g| (g.block_size(), g.macros.len()))
-                .collect(),
-        };
-        Ok(M1::from_parts(
-            parts,
-            convert_dense("Π⁻¹", &setup.pi_inv)?,
-            convert_dense("B", &setup.b)?,
-            setup
+        Ok(M1Host {
+            parts: M1Parts::of(setup),
+            pi_inv: convert_dense("Π⁻¹", &setup.pi_inv)?,
+            b: convert_dense("B", &setup.b)?,
+            c_inv: setup
                 .groups
                 .iter()
                 .map(|g| convert_dense("C⁻¹", &g.inverse))
                 .collect::<Result<_>>()?,
-            setup.dt.convert()?,
-        ))
+            dt: setup.dt.convert()?,
+        })
+    }
+}
+
+/// Buffers for one block width, in the compute precision (`*_low`: storage precision, for
+/// GEMM operands when it differs).
+struct Workspace<D: Kernels> {
+    nrhs: usize,
+    bc: Block<D>,
+    be: Block<D>,
+    bi: Block<D>,
+    ti: Block<D>,
+    te: Block<D>,
+    et: Block<D>,
+    ct: Block<D>,
+    c_low: Block<D>,
+    e_low: Block<D>,
+    i_low: Block<D>,
+    column_scale: Data<D>,
+    stats: Stats<D>,
+}
+
+/// The M1 operators on a device, in a storage precision.
+pub struct M1<D: Kernels> {
+    dev: D,
+    precision: Precision,
+    n: usize,
+    transform: crate::device::psc::HierarchicalTransform,
+    classes: Classes<D>,
+    pi_inv: Data<D>,
+    b: Data<D>,
+    c_inv: Vec<Data<D>>,
+    groups: Vec<GroupLayout>,
+    d: CsrMatrix<D>,
+    dt: CsrMatrix<D>,
+    d_nnz: usize,
+    ws: Option<Workspace<D>>,
+}
+
+impl<D: Kernels> M1<D> {
+    /// M1 of an f64 set-up in storage precision `precision`; values out of its range are an
+    /// error naming the operator.
+    pub fn new(dev: &D, setup: &PscSetup, precision: Precision) -> Result<Self> {
+        match precision {
+            Precision::F16 => Self::upload(dev, M1Host::<half::f16>::new(setup)?),
+            Precision::F32 => Self::upload(dev, M1Host::<f32>::new(setup)?),
+            Precision::F64 => Self::upload(dev, M1Host::<f64>::new(setup)?),
+        }
     }
 
-    /// Assembles M1 from its parts and operators already in precision S (Π⁻¹ and B
-    /// column-major, one C_g⁻¹ per group, Dᵀ).
-    pub(super) fn from_parts(
-        parts: M1Parts,
-        pi_inv: Vec<S>,
-        b: Vec<S>,
-        c_inv: Vec<Vec<S>>,
-        dt: Csr<S>,
-    ) -> Self {
-        let compute = |v: &[f64]| {
-            v.iter()
-                .map(|&x| S::Compute::from_f64(x))
-                .collect::<Vec<_>>()
-        };
+    /// M1 from operators already in their storage precision (converted or from the cache).
+    pub fn upload<S: Storage>(dev: &D, host: M1Host<S>) -> Result<Self> {
+        let M1Host {
+            parts,
+            pi_inv,
+            b,
+            c_inv,
+            dt,
+        } = host;
+        let compute = S::PRECISION.compute();
         let mut groups = Vec::new();
         let mut offset = 0;
         for &(size, count) in &parts.group_sizes {
@@ -205,65 +185,64 @@ impl<S: Stored> M1<S> {
             });
             offset += size * count;
         }
-        M1 {
-            setup_n: parts.c_dofs.len() + parts.e_dofs.len() + parts.i_dofs.len(),
-            hb: parts.hb,
-            l_c_inv: compute(&parts.l_c_inv),
-            scale_e: compute(&parts.scale_e),
-            scale_i: compute(&parts.scale_i),
-            c_dofs: parts.c_dofs,
-            e_dofs: parts.e_dofs,
-            i_dofs: parts.i_dofs,
-            pi_inv,
-            b,
-            c_inv,
+        let d = dt.transpose();
+        Ok(M1 {
+            n: parts.c_dofs.len() + parts.e_dofs.len() + parts.i_dofs.len(),
+            transform: parts.hb.transform(),
+            classes: Classes::upload(
+                dev,
+                &parts.c_dofs,
+                &parts.e_dofs,
+                &parts.i_dofs,
+                &parts.l_c_inv,
+                &parts.scale_e,
+                &parts.scale_i,
+                compute,
+            )?,
+            pi_inv: Data::from_owned(dev, pi_inv)?,
+            b: Data::from_owned(dev, b)?,
+            c_inv: c_inv
+                .into_iter()
+                .map(|c| Data::from_owned(dev, c))
+                .collect::<Result<_>>()?,
             groups,
-            d: dt.transpose(),
-            dt,
-        }
-    }
-
-    /// The operators stored in precision S (for the cache).
-    pub(super) fn stored_operators(&self) -> StoredOperators<'_, S> {
-        StoredOperators {
-            pi_inv: &self.pi_inv,
-            b: &self.b,
-            c_inv: &self.c_inv,
-            dt: &self.dt,
-        }
+            d_nnz: d.nnz(),
+            d: CsrMatrix::upload(dev, &d)?,
+            dt: CsrMatrix::upload(dev, &dt)?,
+            precision: S::PRECISION,
+            dev: dev.clone(),
+            ws: None,
+        })
     }
 
     pub fn precision(&self) -> Precision {
-        S::PRECISION
+        self.precision
     }
 
     pub fn num_unknowns(&self) -> usize {
-        self.setup_n
+        self.n
     }
 
     /// |C|, |E|, |I| and the number of groups of identical macro elements.
     pub fn class_sizes(&self) -> (usize, usize, usize, usize) {
-        (
-            self.c_dofs.len(),
-            self.e_dofs.len(),
-            self.i_dofs.len(),
-            self.groups.len(),
-        )
+        let (c, e, i) = self.classes.sizes;
+        (c, e, i, self.groups.len())
     }
 
     /// Bytes of the stored operators (what one apply must read at least once).
     pub fn operator_bytes(&self) -> usize {
-        let s = S::PRECISION.bytes();
-        let sparse = |m: &Csr<S>| m.nnz() * (s + 4) + m.row_ptr().len() * 8;
-        s * (self.pi_inv.len() + self.b.len() + self.c_inv.iter().map(Vec::len).sum::<usize>())
-            + sparse(&self.d)
-            + sparse(&self.dt)
+        self.pi_inv.bytes()
+            + self.b.bytes()
+            + self.c_inv.iter().map(Data::bytes).sum::<usize>()
+            + self.d.bytes()
+            + self.dt.bytes()
     }
 
     /// Floating-point operations of one apply per right-hand side, counted operation by
     /// operation (GEMMs 2mnk, sparse products 2 nnz; the O(N) transforms are left out).
     pub fn flops_per_rhs(&self) -> f64 {
-        let (nc, ne) = (self.c_dofs.len() as f64, self.e_dofs.len() as f64);
+        let (nc, ne, _) = self.classes.sizes;
+        let (nc, ne) = (nc as f64, ne as f64);
         let c_inv: f64 = self
             .groups
             .iter()
@@ -272,223 +251,208 @@ impl<S: Stored> M1<S> {
         2.0 * ne * ne
             + 2.0 * 2.0 * nc * ne
             + 2.0 * c_inv
-            + 2.0 * 2.0 * self.d.nnz() as f64
+            + 2.0 * 2.0 * self.d_nnz as f64
             + 2.0 * 2.0 * nc * nc
     }
 
-    pub fn workspace(&self, nrhs: usize) -> M1Workspace<S> {
-        let (nc, ne, ni) = (self.c_dofs.len(), self.e_dofs.len(), self.i_dofs.len());
-        let zeros = |len: usize| vec![S::Compute::zero(); len * nrhs];
-        let low = |len: usize| vec![S::default(); len * nrhs];
-        M1Workspace {
-            nrhs,
-            nodal: zeros(self.setup_n),
-            bc: zeros(nc),
-            be: zeros(ne),
-            bi: zeros(ni),
-            ti: zeros(ni),
-            te: zeros(ne),
-            column_scale: vec![S::Compute::zero(); nrhs],
-            c_low: low(nc),
-            e_low: low(ne),
-            e_low2: low(ne),
-            i_low: low(ni),
-            i_low2: low(ni),
-        }
-    }
-
-    /// x_I-type product: out = C⁻¹ inp for every group (inputs and outputs in S).
-    fn apply_c_inv(&self, nrhs: usize, inp: &[S], out: &mut [S]) {
-        let ni = self.i_dofs.len();
+    /// out = C⁻¹ inp for every group (inp in the storage precision, out in the compute).
+    fn apply_c_inv(&self, nrhs: usize, inp: &Block<D>, out: &mut Block<D>) -> Result<()> {
+        let ni = self.classes.sizes.2;
         if let [g] = self.groups[..] {
             // One group spans all of I: the block is one size × (count·Nrhs) matrix.
-            cpu::gemm(
-                g.size,
-                g.count * nrhs,
-                g.size,
-                out,
-                g.size,
-                Operand::col_major(&self.c_inv[0], g.size),
-                Operand::col_major(inp, g.size),
+            let columns = g.count * nrhs;
+            return self.dev.gemm(
+                MatRef::col_major(&self.c_inv[0], 0, g.size, g.size, g.size),
+                MatRef::col_major(&inp.data, 0, g.size, columns, g.size),
+                MatMut::col_major(&mut out.data, 0, g.size, columns, g.size),
             );
-            return;
         }
         for col in 0..nrhs {
             for (g, inverse) in self.groups.iter().zip(&self.c_inv) {
-                let span = col * ni + g.offset..col * ni + g.offset + g.size * g.count;
-                cpu::gemm(
-                    g.size,
-                    g.count,
-                    g.size,
-                    &mut out[span.clone()],
-                    g.size,
-                    Operand::col_major(inverse, g.size),
-                    Operand::col_major(&inp[span], g.size),
-                );
+                let offset = col * ni + g.offset;
+                self.dev.gemm(
+                    MatRef::col_major(inverse, 0, g.size, g.size, g.size),
+                    MatRef::col_major(&inp.data, offset, g.size, g.count, g.size),
+                    MatMut::col_major(&mut out.data, offset, g.size, g.count, g.size),
+                )?;
             }
+        }
+        Ok(())
+    }
+
+    fn workspace(&self, nrhs: usize) -> Result<Workspace<D>> {
+        let (nc, ne, ni) = self.classes.sizes;
+        let compute = self.precision.compute();
+        let dev = &self.dev;
+        let block = |rows: usize, p: Precision| Block::zeros(dev, rows, nrhs, p, Layout::ColMajor);
+        // Storage-precision copies only where storage and compute differ (f16).
+        let low = |rows: usize| {
+            block(
+                if self.precision == compute { 0 } else { rows },
+                self.precision,
+            )
+        };
+        Ok(Workspace {
+            nrhs,
+            bc: block(nc, compute)?,
+            be: block(ne, compute)?,
+            bi: block(ni, compute)?,
+            ti: block(ni, compute)?,
+            te: block(ne, compute)?,
+            et: block(ne, compute)?,
+            ct: block(nc, compute)?,
+            c_low: low(nc)?,
+            e_low: low(ne)?,
+            i_low: low(ni)?,
+            column_scale: Data::zeros(dev, nrhs, compute)?,
+            stats: Stats::new(dev, nrhs)?,
+        })
+    }
+}
+
+/// `v` as a GEMM operand in the storage precision: itself when storage and compute agree,
+/// else rounded into `low`.
+fn operand<'a, D: Kernels>(
+    dev: &D,
+    v: &'a Block<D>,
+    low: &'a mut Block<D>,
+) -> Result<&'a Block<D>> {
+    if low.is_empty() {
+        return Ok(v);
+    }
+    dev.copy(v.view(), low.view_mut())?;
+    Ok(low)
+}
+
+impl<D: Kernels> LinOp<D> for M1<D> {
+    fn size(&self) -> usize {
+        self.n
+    }
+
+    fn input(&self) -> BlockKind {
+        BlockKind {
+            precision: self.precision.compute(),
+            layout: Layout::ColMajor,
         }
     }
 
-    /// X = A⁻¹ B for a column-major block of `ws.nrhs` right-hand sides (length N each).
-    /// A non-finite result (an overflow in a low precision) is an error, never returned.
-    pub fn solve(
-        &self,
-        b: &[S::Compute],
-        x: &mut [S::Compute],
-        ws: &mut M1Workspace<S>,
-    ) -> Result<()> {
-        let (n, k) = (self.setup_n, ws.nrhs);
-        let (nc, ne, ni) = (self.c_dofs.len(), self.e_dofs.len(), self.i_dofs.len());
-        assert_eq!(b.len(), n * k, "M1: right-hand side block is not N × Nrhs");
-        assert_eq!(x.len(), n * k, "M1: solution block is not N × Nrhs");
-        let zero = S::Compute::zero();
+    fn output(&self) -> BlockKind {
+        self.input()
+    }
 
-        // b̃ = Sᵀ b, then L⁻¹ into the C/E/I numbering.
-        ws.nodal.copy_from_slice(b);
-        self.hb.apply_transpose(&mut ws.nodal);
-        ws.nodal
-            .par_chunks(n)
-            .zip(ws.bc.par_chunks_mut(nc.max(1)))
-            .zip(ws.be.par_chunks_mut(ne))
-            .zip(ws.bi.par_chunks_mut(ni))
-            .zip(ws.column_scale.par_iter_mut())
-            .for_each(|((((col, bc), be), bi), column_scale)| {
-                for (kk, out) in bc.iter_mut().enumerate().take(nc) {
-                    let mut s = zero;
-                    for (l, &d) in self.c_dofs.iter().enumerate().take(kk + 1) {
-                        s = s + self.l_c_inv[kk + l * nc] * col[d as usize];
-                    }
-                    *out = s;
-                }
-                for ((out, &d), &scale) in be.iter_mut().zip(&self.e_dofs).zip(&self.scale_e) {
-                    *out = col[d as usize] * scale;
-                }
-                for ((out, &d), &scale) in bi.iter_mut().zip(&self.i_dofs).zip(&self.scale_i) {
-                    *out = col[d as usize] * scale;
-                }
-                // Scale each column to max-norm 1, so f16 operands stay in range.
-                let max = bc
-                    .iter()
-                    .take(nc)
-                    .chain(be.iter())
-                    .chain(bi.iter())
-                    .fold(zero, |m, v| m.max(v.abs()));
-                let scale = if max > zero { max } else { S::Compute::one() };
-                *column_scale = scale;
-                let inv = S::Compute::one() / scale;
-                for v in bc
-                    .iter_mut()
-                    .take(nc)
-                    .chain(be.iter_mut())
-                    .chain(bi.iter_mut())
-                {
-                    *v = *v * inv;
-                }
-            });
+    fn prepare(&mut self, nrhs: usize) -> Result<()> {
+        if self.ws.as_ref().is_none_or(|w| w.nrhs != nrhs) {
+            self.ws = Some(self.workspace(nrhs)?);
+        }
+        Ok(())
+    }
+
+    /// X = A⁻¹ B for a column-major block of right-hand sides. A non-finite result (an
+    /// overflow in a low precision) is an error, never returned.
+    fn apply(&mut self, b: &Block<D>, x: &mut Block<D>) -> Result<()> {
+        let k = b.cols();
+        self.prepare(k)?;
+        let mut ws = self.ws.take().expect("prepared");
+        let result = self.solve(b, x, &mut ws).and_then(|()| {
+            self.dev.column_stats(x, &mut ws.stats)?;
+            let s = ws.stats.read(&self.dev)?;
+            let limit = self.precision.compute().max();
+            match (0..k).find(|&c| !(s.sumsq[c].is_finite() && s.max_abs[c] <= limit)) {
+                Some(c) => Err(Error::from(super::PscError::not_finite(self.precision, c))),
+                None => Ok(()),
+            }
+        });
+        self.ws = Some(ws);
+        result
+    }
+
+    fn cost(&self, nrhs: usize) -> Cost {
+        let k = nrhs as f64;
+        let vectors = 12.0 * (self.n * self.precision.compute().bytes()) as f64;
+        Cost {
+            flops: self.flops_per_rhs() * k,
+            bytes: self.operator_bytes() as f64 + k * vectors,
+        }
+    }
+}
+
+impl<D: Kernels> M1<D> {
+    fn solve(&self, b: &Block<D>, x: &mut Block<D>, ws: &mut Workspace<D>) -> Result<()> {
+        let dev = &self.dev;
+        let k = ws.nrhs;
+        let (nc, ne, _) = self.classes.sizes;
+        if x.rows() != self.n || b.rows() != self.n || x.cols() != k {
+            return Err(Error::InvalidInput(format!(
+                "PSC M1: blocks of {}×{} and {}×{} for {} unknowns",
+                b.rows(),
+                b.cols(),
+                x.rows(),
+                x.cols(),
+                self.n
+            )));
+        }
+        // b̃ = Sᵀ b (in x, the nodal workspace), then L⁻¹ into the C/E/I numbering, each
+        // column scaled to max-norm 1.
+        dev.copy(b.view(), x.view_mut())?;
+        dev.hierarchical_transform(&self.transform, x, true)?;
+        dev.psc_gather(
+            &self.classes,
+            x,
+            &mut ws.bc,
+            &mut ws.be,
+            &mut ws.bi,
+            &mut ws.column_scale,
+        )?;
 
         // t_I = C⁻¹ b_I; r_E = b_E − Bᵀ b_C − D t_I.
-        to_storage(&ws.bi, &mut ws.i_low);
-        self.apply_c_inv(k, &ws.i_low, &mut ws.i_low2);
-        to_compute(&ws.i_low2, &mut ws.ti);
-        cpu::spmv_block(
-            &self.d,
-            faer::MatRef::from_column_major_slice(&ws.ti, ni, k),
-            faer::MatMut::from_column_major_slice_mut(&mut ws.te, ne, k),
-        );
-        to_storage(&ws.bc, &mut ws.c_low);
-        cpu::gemm(
-            ne,
-            k,
-            nc,
-            &mut ws.e_low,
-            ne,
-            Operand::transposed(&self.b, nc),
-            Operand::col_major(&ws.c_low, nc),
-        );
-        minus_minus(&ws.be, &ws.e_low, &mut ws.te);
+        let bi = operand(dev, &ws.bi, &mut ws.i_low)?;
+        self.apply_c_inv(k, bi, &mut ws.ti)?;
+        dev.csr_spmm(&self.d, &ws.ti, &mut ws.te)?;
+        let bc = operand(dev, &ws.bc, &mut ws.c_low)?;
+        dev.gemm(
+            MatRef::transposed(&self.b, 0, ne, nc, nc),
+            MatRef::col_major(&bc.data, 0, nc, k, nc),
+            MatMut::col_major(&mut ws.et.data, 0, ne, k, ne),
+        )?;
+        dev.axpby(1.0, ws.be.view(), -1.0, ws.et.view_mut())?; // b_E − Bᵀ b_C
+        dev.axpby(1.0, ws.et.view(), -1.0, ws.te.view_mut())?; // … − D t_I
 
         // x_E = Π⁻¹ r_E: a GEMM on blocks; for one right-hand side in f32/f64 a streaming
-        // GEMV (faster there than the GEMM; for f16 operands the GEMM widens them faster).
-        if k == 1 && S::as_compute(&self.pi_inv).is_some() {
-            cpu::gemv(ne, ne, &self.pi_inv, ne, &ws.te, &mut ws.be); // b_E is no longer needed
-            std::mem::swap(&mut ws.te, &mut ws.be);
-            to_storage(&ws.te, &mut ws.e_low);
+        // GEMV (faster there than the GEMM).
+        if k == 1 && self.precision == self.precision.compute() {
+            dev.gemv(
+                MatRef::col_major(&self.pi_inv, 0, ne, ne, ne),
+                ws.te.view(),
+                ws.be.view_mut(),
+            )?;
+            std::mem::swap(&mut ws.te, &mut ws.be); // te = x_E; b_E is no longer needed
         } else {
-            to_storage(&ws.te, &mut ws.e_low2);
-            cpu::gemm(
-                ne,
-                k,
-                ne,
-                &mut ws.e_low,
-                ne,
-                Operand::col_major(&self.pi_inv, ne),
-                Operand::col_major(&ws.e_low2, ne),
-            );
-            to_compute(&ws.e_low, &mut ws.te); // te = x_E
+            let re = operand(dev, &ws.te, &mut ws.e_low)?;
+            dev.gemm(
+                MatRef::col_major(&self.pi_inv, 0, ne, ne, ne),
+                MatRef::col_major(&re.data, 0, ne, k, ne),
+                MatMut::col_major(&mut ws.be.data, 0, ne, k, ne),
+            )?;
+            std::mem::swap(&mut ws.te, &mut ws.be); // te = x_E
         }
 
         // x_C = b_C − B x_E (into bc).
-        cpu::gemm(
-            nc,
-            k,
-            ne,
-            &mut ws.c_low,
-            nc,
-            Operand::col_major(&self.b, nc),
-            Operand::col_major(&ws.e_low, ne),
-        );
-        for (bc, &t) in ws.bc.iter_mut().zip(&ws.c_low) {
-            *bc = *bc - t.to_compute(); // |C| × Nrhs: small
-        }
+        let xe = operand(dev, &ws.te, &mut ws.e_low)?;
+        dev.gemm(
+            MatRef::col_major(&self.b, 0, nc, ne, nc),
+            MatRef::col_major(&xe.data, 0, ne, k, ne),
+            MatMut::col_major(&mut ws.ct.data, 0, nc, k, nc),
+        )?;
+        dev.axpby(-1.0, ws.ct.view(), 1.0, ws.bc.view_mut())?;
 
-        // x_I = C⁻¹ (b_I − Dᵀ x_E) (into ti).
-        cpu::spmv_block(
-            &self.dt,
-            faer::MatRef::from_column_major_slice(&ws.te, ne, k),
-            faer::MatMut::from_column_major_slice_mut(&mut ws.ti, ni, k),
-        );
-        ws.ti
-            .par_chunks_mut(CHUNK)
-            .zip(ws.bi.par_chunks(CHUNK))
-            .for_each(|(t, b)| {
-                t.iter_mut().zip(b).for_each(|(t, &b)| *t = b - *t);
-            });
-        to_storage(&ws.ti, &mut ws.i_low);
-        self.apply_c_inv(k, &ws.i_low, &mut ws.i_low2);
-        to_compute(&ws.i_low2, &mut ws.ti);
+        // x_I = C⁻¹ (b_I − Dᵀ x_E) (into bi).
+        dev.csr_spmm(&self.dt, &ws.te, &mut ws.ti)?;
+        dev.axpby(1.0, ws.bi.view(), -1.0, ws.ti.view_mut())?;
+        let ri = operand(dev, &ws.ti, &mut ws.i_low)?;
+        self.apply_c_inv(k, ri, &mut ws.bi)?;
 
         // L⁻ᵀ back to the lexicographic numbering, then S, and undo the column scaling.
-        ws.nodal
-            .par_chunks_mut(n)
-            .zip(ws.bc.par_chunks(nc.max(1)))
-            .zip(ws.te.par_chunks(ne))
-            .zip(ws.ti.par_chunks(ni))
-            .zip(ws.column_scale.par_iter())
-            .for_each(|((((col, xc), xe), xi), &scale)| {
-                for (l, &d) in self.c_dofs.iter().enumerate() {
-                    let mut s = zero;
-                    for (kk, &v) in xc.iter().enumerate().take(nc).skip(l) {
-                        s = s + self.l_c_inv[kk + l * nc] * v;
-                    }
-                    col[d as usize] = s * scale;
-                }
-                for ((&d, &x), &s) in self.e_dofs.iter().zip(xe).zip(&self.scale_e) {
-                    col[d as usize] = x * s * scale;
-                }
-                for ((&d, &x), &s) in self.i_dofs.iter().zip(xi).zip(&self.scale_i) {
-                    col[d as usize] = x * s * scale;
-                }
-            });
-        self.hb.apply(&mut ws.nodal);
-        x.copy_from_slice(&ws.nodal);
-        if let Some(bad) = x.iter().position(|v| !v.is_finite()) {
-            return Err(Error::Solver(format!(
-                "PSC M1 in {}: the solution of right-hand side {} is not finite (overflow in {} arithmetic)",
-                S::PRECISION,
-                bad / n,
-                S::PRECISION
-            )));
-        }
-        Ok(())
+        dev.psc_scatter(&self.classes, &ws.bc, &ws.te, &ws.bi, &ws.column_scale, x)?;
+        dev.hierarchical_transform(&self.transform, x, false)
     }
 }

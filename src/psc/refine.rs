@@ -1,12 +1,15 @@
 //! PSC-IR (SPEC §2.5 with the residual scaling of §3.2): the low-precision M1 solve as the
-//! inner solver of f64 iterative refinement on the nodal system, column by column scaled:
+//! inner solver of f64 iterative refinement on the nodal system (the refinement of
+//! `linalg`, with the f64 stiffness matrix on the device), column by column scaled:
 //!
-//!   r = b − A x (f64);  while ‖r‖₂/‖b‖₂ > tol: α = ‖r‖₂, c = M1(r/α), x += α c, r = b − A x.
+//!   r = b − A x (f64);  while ‖r‖₂/‖b‖₂ > tol: α = ‖r‖₂, c = M1(r/α), x += α c, r −= α A c.
 
-use super::{M1Workspace, M1};
-use crate::backend::cpu;
-use crate::error::{Error, Result};
-use crate::precision::{Real, Stored};
+use super::error::{PscError, PscFailure};
+use super::M1;
+use crate::device::{Block, CsrMatrix, Kernels, Layout};
+use crate::error::Result;
+use crate::linalg::{RefineFailure, RefineInfo, RefineParams as Refine, Refinement};
+use crate::precision::Precision;
 use crate::sparse::Csr;
 
 #[derive(Clone, Copy, Debug)]
@@ -25,108 +28,120 @@ impl Default for RefineParams {
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
-pub struct RefineInfo {
-    pub iterations: usize,
-    /// Final ‖b − Ax‖₂ / ‖b‖₂ per column.
-    pub relative_residuals: Vec<f64>,
-    /// Largest relative residual over the columns after each iteration (0: the start).
-    pub history: Vec<f64>,
+/// M1 inside f64 refinement, with every buffer for blocks of `nrhs` columns.
+pub struct PscIr<D: Kernels> {
+    dev: D,
+    refinement: Refinement<D, M1<D>>,
+    stiffness: CsrMatrix<D>,
+    /// Column-major f64 blocks of the slice-based API.
+    host: Option<(Block<D>, Block<D>)>,
 }
 
-/// Buffers for refinement on blocks of `nrhs` columns.
-pub struct RefineWorkspace<S: Stored> {
-    inner: M1Workspace<S>,
-    residual: Vec<f64>,
-    low_rhs: Vec<S::Compute>,
-    low_correction: Vec<S::Compute>,
-}
-
-impl<S: Stored> M1<S> {
-    pub fn refine_workspace(&self, nrhs: usize) -> RefineWorkspace<S> {
-        let n = self.num_unknowns() * nrhs;
-        RefineWorkspace {
-            inner: self.workspace(nrhs),
-            residual: vec![0.0; n],
-            low_rhs: vec![S::Compute::from_f64(0.0); n],
-            low_correction: vec![S::Compute::from_f64(0.0); n],
-        }
+impl<D: Kernels> PscIr<D> {
+    /// `stiffness` is the nodal f64 stiffness matrix the residuals are computed with.
+    pub fn new(
+        dev: &D,
+        m1: M1<D>,
+        stiffness: &Csr<f64>,
+        nrhs: usize,
+        max_iterations: usize,
+    ) -> Result<Self> {
+        Ok(PscIr {
+            refinement: Refinement::new(dev, m1, nrhs, max_iterations)?,
+            stiffness: CsrMatrix::upload(dev, stiffness)?,
+            host: None,
+            dev: dev.clone(),
+        })
     }
 
-    /// Solves A X = B in f64 accuracy, `a` the nodal stiffness matrix; X holds the initial
-    /// guess on entry (zeros are fine).
-    pub fn solve_refined(
-        &self,
-        a: &Csr<f64>,
+    /// M1, given back.
+    pub fn into_m1(self) -> M1<D> {
+        self.refinement.into_inner()
+    }
+
+    pub fn m1(&self) -> &M1<D> {
+        self.refinement.inner()
+    }
+
+    pub fn nrhs(&self) -> usize {
+        self.refinement.nrhs()
+    }
+
+    /// Solves A X = B for column-major f64 blocks on the device; X holds the initial guess
+    /// on entry (zeros are fine). Allocates nothing.
+    pub fn solve_blocks(
+        &mut self,
+        b: &Block<D>,
+        x: &mut Block<D>,
+        params: RefineParams,
+    ) -> std::result::Result<&RefineInfo, PscError> {
+        let precision = self.m1().precision();
+        let refine = Refine {
+            rtol: params.relative_tolerance,
+            atol: 0.0,
+            max_iterations: params.max_iterations,
+            residual_scaling: true,
+        };
+        self.refinement
+            .solve(&self.stiffness, b, x, refine)
+            .map_err(|e| {
+                let message = e.to_string();
+                let failure = match e.failure {
+                    RefineFailure::Inner(inner) => match inner.solver_error::<PscError>() {
+                        Some(psc) => psc.failure.clone(),
+                        None => PscFailure::Other(inner.to_string()),
+                    },
+                    RefineFailure::NotFinite => PscFailure::Diverged {
+                        residual: worst(&e.info),
+                        iterations: e.info.steps(),
+                    },
+                    RefineFailure::NotConverged { .. } => PscFailure::NotConverged {
+                        tolerance: params.relative_tolerance,
+                        max_iterations: params.max_iterations,
+                    },
+                    _ => PscFailure::Other(format!("PSC-IR in {precision}: {message}")),
+                };
+                PscError {
+                    failure,
+                    info: *e.info,
+                }
+            })
+    }
+
+    /// Solves A X = B for column-major host blocks (N × nrhs); X holds the initial guess.
+    pub fn solve(
+        &mut self,
         b: &[f64],
         x: &mut [f64],
-        ws: &mut RefineWorkspace<S>,
         params: RefineParams,
-    ) -> Result<RefineInfo> {
-        let n = self.num_unknowns();
-        let k = b.len() / n;
-        assert_eq!(b.len(), x.len(), "PSC-IR: b and x differ in size");
-        let b_norms: Vec<f64> = b
-            .chunks(n)
-            .map(|c| cpu::nrm2(c).max(f64::MIN_POSITIVE))
-            .collect();
-        let mut history = Vec::new();
-        for iteration in 0..=params.max_iterations {
-            let mut worst = 0.0f64;
-            let mut alphas = vec![0.0; k];
-            for c in 0..k {
-                let span = c * n..(c + 1) * n;
-                cpu::residual(
-                    a,
-                    &b[span.clone()],
-                    &x[span.clone()],
-                    &mut ws.residual[span.clone()],
-                );
-                alphas[c] = cpu::nrm2(&ws.residual[span]);
-                worst = worst.max(alphas[c] / b_norms[c]);
-            }
-            history.push(worst);
-            if !worst.is_finite() {
-                return Err(Error::Solver(format!(
-                    "PSC-IR diverged: residual {worst} after {iteration} iterations"
-                )));
-            }
-            if worst <= params.relative_tolerance {
-                let relative_residuals = alphas.iter().zip(&b_norms).map(|(a, b)| a / b).collect();
-                return Ok(RefineInfo {
-                    iterations: iteration,
-                    relative_residuals,
-                    history,
-                });
-            }
-            if iteration == params.max_iterations {
-                break;
-            }
-            for ((low, r), &alpha) in ws
-                .low_rhs
-                .chunks_mut(n)
-                .zip(ws.residual.chunks(n))
-                .zip(&alphas)
-            {
-                let inv = if alpha > 0.0 { 1.0 / alpha } else { 0.0 };
-                low.iter_mut()
-                    .zip(r)
-                    .for_each(|(l, &ri)| *l = S::Compute::from_f64(ri * inv));
-            }
-            self.solve(&ws.low_rhs, &mut ws.low_correction, &mut ws.inner)?;
-            for ((xc, correction), &alpha) in x
-                .chunks_mut(n)
-                .zip(ws.low_correction.chunks(n))
-                .zip(&alphas)
-            {
-                xc.iter_mut()
-                    .zip(correction)
-                    .for_each(|(xi, &ci)| *xi += alpha * ci.to_f64());
-            }
+    ) -> std::result::Result<RefineInfo, PscError> {
+        let (n, k) = (self.m1().num_unknowns(), self.nrhs());
+        if b.len() != n * k || x.len() != n * k {
+            return Err(PscError::other(format!(
+                "PSC-IR: blocks of {} and {} values for {n} unknowns × {k} right-hand sides",
+                b.len(),
+                x.len()
+            )));
         }
-        Err(Error::Solver(format!(
-            "PSC-IR did not reach the relative residual {:.1e} in {} iterations (history {:?})",
-            params.relative_tolerance, params.max_iterations, history
-        )))
+        if self.host.is_none() {
+            let block = || Block::zeros(&self.dev, n, k, Precision::F64, Layout::ColMajor);
+            self.host = Some((block()?, block()?));
+        }
+        let (mut bb, mut xb) = self.host.take().expect("just set");
+        bb.data.write_f64(&self.dev, b)?;
+        xb.data.write_f64(&self.dev, x)?;
+        let result = self.solve_blocks(&bb, &mut xb, params).cloned();
+        let written = xb.to_f64(&self.dev).map(|v| x.copy_from_slice(&v));
+        self.host = Some((bb, xb));
+        let info = result?;
+        written?;
+        Ok(info)
     }
+}
+
+/// The largest relative residual after the last step.
+fn worst(info: &RefineInfo) -> f64 {
+    (0..info.nrhs())
+        .map(|c| info.relative_residual(c))
+        .fold(0.0, f64::max)
 }

@@ -2,6 +2,7 @@
 //! on and dispatches a config to its driver — a single Poisson run ([`single`]), a Stokes
 //! run ([`stokes`]) or a campaign (`crate::campaign`, with the operators of [`solver`]).
 
+mod backend;
 pub mod single;
 pub mod solver;
 pub mod stokes;
@@ -9,13 +10,14 @@ pub mod stokes;
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::backend::cuda;
-pub use crate::backend::Backend;
 use crate::comm::Comm;
 use crate::config::{self, RunConfig};
+use crate::device::cuda;
 use crate::error::Result;
 use crate::io::h5::{GIT_REVISION, VERSION};
 use crate::sys::{cores, hostname};
+pub(crate) use backend::on_device;
+pub use backend::Backend;
 
 /// Runs the job a config describes (the embedded quickstart without one) and prints its
 /// summary on rank 0. A campaign resumes from its journal unless `fresh`.

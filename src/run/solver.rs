@@ -1,21 +1,24 @@
 //! The operator/solver dispatch: a mesh's assembled system with the configured solver, set
-//! up once and applied to blocks of right-hand sides; memory estimates; and the campaign's
-//! operators built from it.
+//! up once on this rank's device and applied to blocks of right-hand sides; memory
+//! estimates; and the campaign's operators built from it. Every solver here is generic
+//! over the device; [`super::backend`] decides which one a run gets.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use half::f16;
 
-use super::Backend;
+use super::backend::{on_device, Backend};
 use crate::campaign::{BatchOperator, BlockOutcome, Operators};
 use crate::config::{Method, OperatorSpec, SolverSpec};
+use crate::device::{Block, Kernels, Layout, Storage};
 use crate::error::{Error, Result};
 use crate::fem::{assemble_loads, assemble_poisson, verify, ColumnReport, Dofs, Exact};
+use crate::linalg::LinOp;
 use crate::mesh::{self, Element, Mesh, MeshSpec};
 use crate::mg::{random_initial_guess, MgParams, Multigrid, StopParams};
-use crate::precision::{Precision, Real, Stored};
-use crate::psc::{CacheOutcome, OperatorCache, PscSetup, RefineParams, M1};
+use crate::precision::Precision;
+use crate::psc::{CacheOutcome, OperatorCache, PscIr, PscSetup, RefineParams, M1};
 use crate::reference::CholeskySolver;
 use crate::sparse::Csr;
 
@@ -81,87 +84,80 @@ pub fn check_memory(mesh: &MeshSpec, solver: &SolverSpec, nrhs: usize) -> Result
     Ok(())
 }
 
-/// An [`Operator`] in 2D or 3D.
-pub enum AnyOperator {
-    Square(Operator<2>),
-    Cube(Operator<3>),
+/// M1 and, with refinement, PSC-IR around it (built for the block width it is given).
+struct Psc<D: Kernels> {
+    dev: D,
+    /// M1 alone, when no PSC-IR holds it.
+    m1: Option<M1<D>>,
+    ir: Option<PscIr<D>>,
+    refine: Option<RefineParams>,
 }
 
-impl AnyOperator {
-    pub fn new(mesh: &MeshSpec, solver: &SolverSpec) -> Result<Self> {
-        Ok(match mesh::build(mesh)? {
-            mesh::AnyMesh::Square(m) => AnyOperator::Square(Operator::new(m, mesh, solver)?),
-            mesh::AnyMesh::Cube(m) => AnyOperator::Cube(Operator::new(m, mesh, solver)?),
-        })
+impl<D: Kernels> Psc<D> {
+    fn m1(&self) -> &M1<D> {
+        match (&self.m1, &self.ir) {
+            (Some(m), _) => m,
+            (None, Some(ir)) => ir.m1(),
+            (None, None) => unreachable!("M1 is held by one of the two"),
+        }
+    }
+
+    /// Solves the column-major block `b` (N × nrhs) with M1 alone or inside PSC-IR.
+    fn solve(&mut self, a: &Csr<f64>, b: &[f64], nrhs: usize) -> Result<BlockOutcome> {
+        let per_apply = self.m1().flops_per_rhs() * nrhs as f64;
+        let n = self.m1().num_unknowns();
+        match self.refine {
+            Some(params) => {
+                if self.ir.as_ref().is_none_or(|ir| ir.nrhs() != nrhs) {
+                    let m1 = match (self.m1.take(), self.ir.take()) {
+                        (Some(m), _) => m,
+                        (None, Some(ir)) => ir.into_m1(),
+                        (None, None) => unreachable!("M1 is held by one of the two"),
+                    };
+                    self.ir = Some(PscIr::new(&self.dev, m1, a, nrhs, params.max_iterations)?);
+                }
+                let ir = self.ir.as_mut().expect("just set");
+                let mut x = vec![0.0; b.len()];
+                let info = self.dev.run(|| ir.solve(b, &mut x, params))?;
+                // Each step: one M1 apply and one f64 residual (2 nnz per column).
+                let per_step = per_apply + 2.0 * a.nnz() as f64 * nrhs as f64;
+                Ok(BlockOutcome {
+                    u: x,
+                    iterations: Some(info.steps()),
+                    flops: Some(per_step * (info.steps() + 1) as f64),
+                })
+            }
+            None => {
+                let m1 = self.m1.as_mut().expect("M1 alone");
+                let kind = m1.input();
+                let input =
+                    Block::from_f64(&self.dev, b, n, nrhs, kind.precision, Layout::ColMajor)?;
+                let mut x = Block::zeros(&self.dev, n, nrhs, kind.precision, Layout::ColMajor)?;
+                self.dev.run(|| m1.apply(&input, &mut x))?;
+                Ok(BlockOutcome {
+                    u: x.to_f64(&self.dev)?,
+                    iterations: None,
+                    flops: Some(per_apply),
+                })
+            }
+        }
     }
 }
 
-/// Runs `$body` with `$op` bound to the [`Operator`] inside an [`AnyOperator`].
-macro_rules! with_operator {
-    ($any:expr, $op:ident => $body:expr) => {
-        match $any {
-            AnyOperator::Square($op) => $body,
-            AnyOperator::Cube($op) => $body,
-        }
-    };
-}
-
 /// The solver of a run, set up.
-enum BlockSolver {
+enum BlockSolver<D: Kernels> {
     Cholesky(CholeskySolver),
     Multigrid {
-        mg: Box<Multigrid>,
+        mg: Box<Multigrid<D>>,
         refine: bool,
         stop: StopParams,
         seed: u64,
     },
-    Psc64(M1<f64>),
-    Psc32(M1<f32>),
-    Psc16(M1<f16>),
+    Psc(Box<Psc<D>>),
 }
 
-/// Solves the column-major block `b` (N × nrhs) with M1 alone or inside PSC-IR.
-fn psc_solve<S: Stored>(
-    m1: &M1<S>,
-    a: &Csr<f64>,
-    b: &[f64],
-    nrhs: usize,
-    refine: Option<RefineParams>,
-) -> Result<BlockOutcome> {
-    let per_apply = m1.flops_per_rhs() * nrhs as f64;
-    match refine {
-        Some(params) => {
-            let mut x = vec![0.0; b.len()];
-            let info = m1.solve_refined(a, b, &mut x, &mut m1.refine_workspace(nrhs), params)?;
-            // Each step: one M1 apply and one f64 residual (2 nnz per column).
-            let per_step = per_apply + 2.0 * a.nnz() as f64 * nrhs as f64;
-            Ok(BlockOutcome {
-                u: x,
-                iterations: Some(info.iterations),
-                flops: Some(per_step * (info.iterations + 1) as f64),
-            })
-        }
-        None => {
-            let low: Vec<S::Compute> = b.iter().map(|&v| S::Compute::from_f64(v)).collect();
-            let mut x = low.clone();
-            m1.solve(&low, &mut x, &mut m1.workspace(nrhs))?;
-            Ok(BlockOutcome {
-                u: x.iter().map(|v| v.to_f64()).collect(),
-                iterations: None,
-                flops: Some(per_apply),
-            })
-        }
-    }
-}
-
-impl BlockSolver {
-    fn solve(
-        &mut self,
-        a: &Csr<f64>,
-        b: &[f64],
-        nrhs: usize,
-        refine: Option<RefineParams>,
-    ) -> Result<BlockOutcome> {
+impl<D: Kernels> BlockSolver<D> {
+    fn solve(&mut self, dev: &D, a: &Csr<f64>, b: &[f64], nrhs: usize) -> Result<BlockOutcome> {
         match self {
             BlockSolver::Cholesky(c) => {
                 let n = c.dim();
@@ -185,35 +181,36 @@ impl BlockSolver {
                 let mut u: Vec<f64> = (0..nrhs)
                     .flat_map(|c| random_initial_guess(n, *seed + c as u64))
                     .collect();
-                let info = if *refine {
-                    mg.solve_refined(b, &mut u, nrhs, *stop)?
-                } else {
-                    mg.solve_plain(b, &mut u, nrhs, *stop)?
-                };
+                let info = dev.run(|| {
+                    if *refine {
+                        mg.solve_refined(b, &mut u, nrhs, *stop)
+                    } else {
+                        mg.solve_plain(b, &mut u, nrhs, *stop)
+                    }
+                })?;
                 Ok(BlockOutcome {
                     u,
                     iterations: Some(info.max_iterations()),
                     flops: None,
                 })
             }
-            BlockSolver::Psc64(m) => psc_solve(m, a, b, nrhs, refine),
-            BlockSolver::Psc32(m) => psc_solve(m, a, b, nrhs, refine),
-            BlockSolver::Psc16(m) => psc_solve(m, a, b, nrhs, refine),
+            BlockSolver::Psc(psc) => psc.solve(a, b, nrhs),
         }
     }
 }
 
 /// M1 in precision S through the operator cache when enabled, with a note on where its
 /// set-up came from.
-fn psc_m1<S: Stored + hdf5::H5Type>(
+fn psc_m1<D: Kernels, S: Storage + hdf5::H5Type>(
+    dev: &D,
     mesh: &MeshSpec,
     solver: &SolverSpec,
-) -> Result<(M1<S>, String)> {
+) -> Result<(M1<D>, String)> {
     let (n0, levels) = mesh.coarse.expect("validated: psc-m1 has h0");
     let element = mesh.element;
     let (m1, note) = match &solver.cache_dir {
         Some(dir) => {
-            let (m1, outcome) =
+            let (host, outcome) =
                 OperatorCache::new(dir).load_or_build_m1::<S>(element, n0, levels)?;
             let note = match outcome {
                 CacheOutcome::Loaded(p) => {
@@ -226,10 +223,10 @@ fn psc_m1<S: Stored + hdf5::H5Type>(
                     format!("recomputed ({reason}) and saved to {}", path.display())
                 }
             };
-            (m1, note)
+            (M1::upload(dev, host)?, note)
         }
         None => (
-            M1::new(&PscSetup::new(element, n0, levels)?)?,
+            M1::new(dev, &PscSetup::new(element, n0, levels)?, S::PRECISION)?,
             "computed (operator cache disabled)".to_string(),
         ),
     };
@@ -241,21 +238,29 @@ fn psc_m1<S: Stored + hdf5::H5Type>(
 }
 
 /// Sets up PSC in the configured precision.
-fn psc_setup(mesh: &MeshSpec, solver: &SolverSpec) -> Result<(BlockSolver, String)> {
-    Ok(match solver.precision {
-        Precision::F64 => {
-            let (m1, note) = psc_m1::<f64>(mesh, solver)?;
-            (BlockSolver::Psc64(m1), note)
-        }
-        Precision::F32 => {
-            let (m1, note) = psc_m1::<f32>(mesh, solver)?;
-            (BlockSolver::Psc32(m1), note)
-        }
-        Precision::F16 => {
-            let (m1, note) = psc_m1::<f16>(mesh, solver)?;
-            (BlockSolver::Psc16(m1), note)
-        }
-    })
+fn psc_setup<D: Kernels>(
+    dev: &D,
+    mesh: &MeshSpec,
+    solver: &SolverSpec,
+) -> Result<(Psc<D>, String)> {
+    let (m1, note) = match solver.precision {
+        Precision::F64 => psc_m1::<D, f64>(dev, mesh, solver)?,
+        Precision::F32 => psc_m1::<D, f32>(dev, mesh, solver)?,
+        Precision::F16 => psc_m1::<D, f16>(dev, mesh, solver)?,
+    };
+    let refine = solver.refine.then_some(RefineParams {
+        relative_tolerance: solver.tolerance,
+        max_iterations: solver.max_iterations,
+    });
+    Ok((
+        Psc {
+            dev: dev.clone(),
+            m1: Some(m1),
+            ir: None,
+            refine,
+        },
+        note,
+    ))
 }
 
 /// The cache file a PSC set-up of this mesh is read from and written to, if any: ranks that
@@ -269,23 +274,28 @@ pub fn operator_cache_file(mesh: &MeshSpec, solver: &SolverSpec) -> Option<PathB
     }
 }
 
-/// A mesh with its assembled stiffness matrix and the configured solver, set up once and
-/// applied to any number of blocks of right-hand sides.
-pub struct Operator<const D: usize> {
-    pub mesh: Mesh<D>,
+/// A mesh with its assembled stiffness matrix and the configured solver on the device `D`,
+/// set up once and applied to any number of blocks of right-hand sides.
+pub struct Operator<const DIM: usize, D: Kernels> {
+    pub mesh: Mesh<DIM>,
     pub matrix: Csr<f64>,
     pub dofs: Dofs,
-    solver: BlockSolver,
-    refine: Option<RefineParams>,
+    dev: D,
+    solver: BlockSolver<D>,
     /// How the set-up was obtained (cache loaded/built), when there is one worth saying.
     pub setup_note: Option<String>,
     pub assembly_seconds: f64,
     pub setup_seconds: f64,
 }
 
-impl<const D: usize> Operator<D> {
-    /// Assembles the stiffness matrix of `mesh` and sets up the solver.
-    pub fn new(mesh: Mesh<D>, mesh_spec: &MeshSpec, solver_spec: &SolverSpec) -> Result<Self> {
+impl<const DIM: usize, D: Kernels> Operator<DIM, D> {
+    /// Assembles the stiffness matrix of `mesh` and sets up the solver on `dev`.
+    pub fn new(
+        dev: &D,
+        mesh: Mesh<DIM>,
+        mesh_spec: &MeshSpec,
+        solver_spec: &SolverSpec,
+    ) -> Result<Self> {
         let t = Instant::now();
         let sys = assemble_poisson(&mesh, |_| 0.0)?;
         let (matrix, dofs) = (sys.matrix, sys.dofs);
@@ -304,7 +314,8 @@ impl<const D: usize> Operator<D> {
                     .as_ref()
                     .expect("validated: mg has its settings");
                 let mg = Multigrid::new(
-                    D,
+                    dev,
+                    DIM,
                     mesh_spec.n,
                     &matrix,
                     MgParams {
@@ -337,8 +348,8 @@ impl<const D: usize> Operator<D> {
                 None,
             ),
             Method::PscM1 => {
-                let (solver, note) = psc_setup(mesh_spec, solver_spec)?;
-                (solver, Some(note))
+                let (psc, note) = psc_setup(dev, mesh_spec, solver_spec)?;
+                (BlockSolver::Psc(Box::new(psc)), Some(note))
             }
             Method::Stokes => return Err(Error::InvalidInput(
                 "method stokes solves the Stokes system (stokes::solve), not a Poisson operator"
@@ -346,17 +357,12 @@ impl<const D: usize> Operator<D> {
             )),
         };
         let setup_seconds = t.elapsed().as_secs_f64();
-        let refine =
-            (solver_spec.refine && solver_spec.method == Method::PscM1).then_some(RefineParams {
-                relative_tolerance: solver_spec.tolerance,
-                max_iterations: solver_spec.max_iterations,
-            });
         Ok(Operator {
             mesh,
             matrix,
             dofs,
+            dev: dev.clone(),
             solver,
-            refine,
             setup_note,
             assembly_seconds,
             setup_seconds,
@@ -375,7 +381,7 @@ impl<const D: usize> Operator<D> {
 
     /// Solves the column-major block `rhs` (unknowns × nrhs).
     pub fn solve(&mut self, rhs: &[f64], nrhs: usize) -> Result<BlockOutcome> {
-        self.solver.solve(&self.matrix, rhs, nrhs, self.refine)
+        self.solver.solve(&self.dev, &self.matrix, rhs, nrhs)
     }
 
     /// The f64 residual of every column and, where its exact solution is known, the L2
@@ -390,7 +396,32 @@ impl<const D: usize> Operator<D> {
     }
 }
 
-impl BatchOperator for AnyOperator {
+/// An [`Operator`] on the unit square or cube.
+pub enum AnyOperator<D: Kernels> {
+    Square(Operator<2, D>),
+    Cube(Operator<3, D>),
+}
+
+impl<D: Kernels> AnyOperator<D> {
+    pub fn new(dev: &D, mesh: &MeshSpec, solver: &SolverSpec) -> Result<Self> {
+        Ok(match mesh::build(mesh)? {
+            mesh::AnyMesh::Square(m) => AnyOperator::Square(Operator::new(dev, m, mesh, solver)?),
+            mesh::AnyMesh::Cube(m) => AnyOperator::Cube(Operator::new(dev, m, mesh, solver)?),
+        })
+    }
+}
+
+/// Runs `$body` with `$op` bound to the [`Operator`] inside an [`AnyOperator`].
+macro_rules! with_operator {
+    ($any:expr, $op:ident => $body:expr) => {
+        match $any {
+            AnyOperator::Square($op) => $body,
+            AnyOperator::Cube($op) => $body,
+        }
+    };
+}
+
+impl<D: Kernels> BatchOperator for AnyOperator<D> {
     fn unknowns(&self) -> usize {
         with_operator!(self, op => op.unknowns())
     }
@@ -431,6 +462,9 @@ impl Operators for CampaignOperators {
     }
 
     fn set_up(&self, op: &OperatorSpec) -> Result<Box<dyn BatchOperator>> {
-        Ok(Box::new(AnyOperator::new(&op.mesh, &op.solver)?))
+        on_device!(&self.backend, dev => {
+            let operator: Box<dyn BatchOperator> = Box::new(AnyOperator::new(dev, &op.mesh, &op.solver)?);
+            Ok(operator)
+        })
     }
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use crate::comm::Comm;
 use crate::config::RunConfig;
+use crate::device::{Cpu, Device};
 use crate::error::Result;
 use crate::io::schema;
 use crate::stokes::{solve, StokesSolution, StokesSpec};
@@ -65,7 +66,8 @@ pub fn run(
         log::info!("a Stokes run executes on rank 0; this rank has no work");
         return Ok(None);
     }
-    let solution = solve(spec)?;
+    let dev = Cpu::new();
+    let solution = dev.run(|| solve(&dev, spec))?;
     let output = schema::write_stokes(config, spec, &solution)?;
     Ok(Some(StokesSummary {
         spec: *spec,

@@ -271,6 +271,32 @@ impl<S: Stored> SparseRows<S> for Csr<S> {
     }
 }
 
+/// CSR rows held elsewhere (a device's buffers on the host), with 64-bit row pointers.
+pub struct CsrView<'a, S> {
+    pub ncols: usize,
+    pub row_ptr: &'a [u64],
+    pub col_idx: &'a [u32],
+    pub values: &'a [S],
+}
+
+impl<S: Stored> SparseRows<S> for CsrView<'_, S> {
+    fn nrows(&self) -> usize {
+        self.row_ptr.len().saturating_sub(1)
+    }
+
+    fn ncols(&self) -> usize {
+        self.ncols
+    }
+
+    #[inline]
+    fn for_each_in_row(&self, r: usize, mut f: impl FnMut(usize, S)) {
+        let range = self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize;
+        for (&c, &v) in self.col_idx[range.clone()].iter().zip(&self.values[range]) {
+            f(c as usize, v);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

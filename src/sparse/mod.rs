@@ -1,13 +1,15 @@
-//! Sparse matrix storage, generic over the storage precision (f64, f32, f16): CSR for
-//! assembly and the reference solvers, ELLPACK for bandwidth-bound kernels (fixed row
-//! width, slot-major, so consecutive rows are consecutive in memory: what GPUs coalesce).
-//! The kernels that apply them live in `backend::cpu`.
+//! Sparse matrix storage on the host, generic over the storage precision (f64, f32, f16):
+//! CSR for assembly and the reference solvers, ELLPACK for bandwidth-bound kernels (fixed
+//! row width, slot-major or row-major), and their host products ([`products`]), which the
+//! set-up, the verification of solutions and the CPU device's kernels share.
 
 mod csr;
 mod ell;
+pub mod products;
 
-pub use csr::{spgemm, Csr};
+pub use csr::{spgemm, Csr, CsrView};
 pub use ell::{Ell, EllLayout};
+pub use products::{residual, spmv, spmv_block};
 
 use crate::precision::Stored;
 

@@ -125,7 +125,7 @@ impl ElementMatrices {
 }
 
 /// Assembles the operator of an n×n mesh with every coefficient, Dirichlet columns included.
-fn assemble_full(n: usize) -> StokesOperator<f64> {
+fn assemble_full(n: usize) -> StokesOperator {
     let grid = Grid { n };
     let e = ElementMatrices::new(1.0 / n as f64);
     let mut laplacian = LatticeRows::zeros(grid, laplacian_width);
@@ -185,7 +185,7 @@ fn assemble_full(n: usize) -> StokesOperator<f64> {
 }
 
 /// Zeroes the coefficients of Dirichlet (boundary lattice) columns.
-fn eliminate_boundary(op: &mut StokesOperator<f64>) {
+fn eliminate_boundary(op: &mut StokesOperator) {
     let g = op.grid;
     let m = g.m();
     for j in 1..m - 1 {
@@ -225,7 +225,7 @@ fn eliminate_boundary(op: &mut StokesOperator<f64>) {
 }
 
 /// The homogeneous operator of an n×n mesh (multigrid levels, corrections).
-pub fn assemble(n: usize) -> StokesOperator<f64> {
+pub fn assemble(n: usize) -> StokesOperator {
     let mut op = assemble_full(n);
     eliminate_boundary(&mut op);
     op
@@ -234,7 +234,7 @@ pub fn assemble(n: usize) -> StokesOperator<f64> {
 /// The discrete manufactured problem: operator, right-hand side (Dirichlet data lifted),
 /// and the boundary values to add back to the solution's velocity.
 pub struct StokesProblem {
-    pub operator: StokesOperator<f64>,
+    pub operator: StokesOperator,
     /// Flat [f_x | f_y | g], zero on boundary velocity rows, pressure part mean zero.
     pub rhs: Vec<f64>,
     /// Flat vector with the Dirichlet velocity on boundary lattice nodes, zero elsewhere.
@@ -259,8 +259,7 @@ impl StokesProblem {
                 }
             }
         }
-        let mut lifted = vec![0.0; grid.flow_len()];
-        full.apply(&boundary, &mut lifted);
+        let lifted = lifted(grid, &boundary);
         let mut rhs = loads(grid);
         rhs.iter_mut().zip(&lifted).for_each(|(r, l)| *r -= l);
         // Boundary velocity rows are not unknowns.
@@ -283,6 +282,36 @@ impl StokesProblem {
             boundary,
         }
     }
+}
+
+/// A g for the Dirichlet values g on boundary lattice nodes (flat [gx | gy | 0]), element by
+/// element: the velocity rows get L g, the pressure rows B g.
+fn lifted(grid: Grid, boundary: &[f64]) -> Vec<f64> {
+    let n = grid.n;
+    let (m, np, len) = (grid.m(), grid.np(), grid.lattice_len());
+    let e = ElementMatrices::new(1.0 / n as f64);
+    let mut out = vec![0.0; grid.flow_len()];
+    let (ox, oy, op) = split_mut(&mut out, grid);
+    for ey in 0..n {
+        for ex in 0..n {
+            let node = |a: usize| (2 * ey + a / 3) * m + 2 * ex + a % 3;
+            let pnode = |q: usize| (ey + q / 2) * np + ex + q % 2;
+            for b in 0..9 {
+                let (gx, gy) = (boundary[node(b)], boundary[len + node(b)]);
+                if gx == 0.0 && gy == 0.0 {
+                    continue;
+                }
+                for a in 0..9 {
+                    ox[node(a)] += e.stiffness[a][b] * gx;
+                    oy[node(a)] += e.stiffness[a][b] * gy;
+                }
+                for q in 0..4 {
+                    op[pnode(q)] += e.divergence[0][q][b] * gx + e.divergence[1][q][b] * gy;
+                }
+            }
+        }
+    }
+    out
 }
 
 /// (f, φ) for every lattice node and component (3×3 Gauss per element: f is cubic, φ

@@ -3,16 +3,14 @@
 //! weighted Jacobi (weight 0.6 on the pressure mass matrix M, 1.0 on the Laplacian L) and
 //! an exact coarsest solve. M stands in for the Schur complement −B L⁻¹ Bᵀ (ν = 1).
 
-use rayon::prelude::*;
-
 use super::assembly::assemble;
-use super::lattice::{split, split_mut, Grid, StokesOperator};
-use super::multigrid::{laplacian_diagonal_inverse, mesh_hierarchy, DenseSolve};
-use super::transfer::{prolong_lattice, prolong_q1, restrict_lattice, restrict_q1};
-use crate::backend::cpu::{filled, from_f64_into, to_f64_into};
-use crate::error::Result;
-use crate::precision::{Real, Stored};
-use num_traits::Zero;
+use super::lattice::{StokesOperator, Unknown};
+use super::multigrid::{coarse_solve, laplacian_diagonal_inverse, mesh_hierarchy};
+use crate::device::stencil::{CoarseSolve, Grid, StokesMatrices, Transfer};
+use crate::device::{Block, Data, Kernels, Layout, View, ViewMut};
+use crate::error::{Error, Result};
+use crate::linalg::{BlockKind, Cost, LinOp};
+use crate::precision::Precision;
 
 /// Cycles and smoothing steps of each block solve.
 const CYCLES: usize = 3;
@@ -22,227 +20,328 @@ pub const LAPLACIAN_WEIGHT: f64 = 1.0;
 pub const MASS_WEIGHT: f64 = 0.6;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Block {
+enum Component {
     /// One velocity component, on the Q2 lattice.
     Velocity,
     /// Pressure, on the Q1 nodes.
     Pressure,
 }
 
-impl Block {
+impl Component {
     fn len(self, g: Grid) -> usize {
         match self {
-            Block::Velocity => g.lattice_len(),
-            Block::Pressure => g.pressure_len(),
+            Component::Velocity => g.lattice_len(),
+            Component::Pressure => g.pressure_len(),
         }
     }
 
-    fn apply<S: Stored>(self, op: &StokesOperator<S>, x: &[S::Compute], y: &mut [S::Compute]) {
+    fn apply<D: Kernels>(
+        self,
+        dev: &D,
+        op: &StokesMatrices<D>,
+        x: View<'_, D>,
+        y: ViewMut<'_, D>,
+    ) -> Result<()> {
         match self {
-            Block::Velocity => op.apply_laplacian(x, y),
-            Block::Pressure => op.apply_mass(x, y),
+            Component::Velocity => dev.stokes_laplacian(op, x, y),
+            Component::Pressure => dev.pressure_stencil(&op.mass, x, y),
         }
+    }
+
+    /// coarse = Pᵀ fine, or fine += P coarse with `prolong`.
+    fn transfer<D: Kernels>(
+        self,
+        dev: &D,
+        prolong: bool,
+        coarse_n: usize,
+        input: View<'_, D>,
+        output: ViewMut<'_, D>,
+    ) -> Result<()> {
+        let kind = match (self, prolong) {
+            (Component::Velocity, true) => Transfer::Q2Prolong,
+            (Component::Velocity, false) => Transfer::Q2Restrict,
+            (Component::Pressure, true) => Transfer::Q1Prolong,
+            (Component::Pressure, false) => Transfer::Q1Restrict,
+        };
+        dev.stokes_transfer(kind, coarse_n, input, output)
     }
 }
 
-struct ScalarLevel<T> {
-    d_inv: Vec<T>,
-    x: Vec<T>,
-    b: Vec<T>,
-    r: Vec<T>,
+struct ScalarLevel<D: Kernels> {
+    d_inv: Data<D>,
+    x: Data<D>,
+    b: Data<D>,
+    r: Data<D>,
 }
 
 /// Multigrid for one block: V(3,3) with weighted Jacobi.
-struct ScalarMg<T> {
-    block: Block,
-    weight: T,
-    levels: Vec<ScalarLevel<T>>,
-    coarse: DenseSolve,
-    /// The finest block's residual and A x between cycles (allocated once).
-    residual: Vec<T>,
-    product: Vec<T>,
+struct ScalarMg<D: Kernels> {
+    component: Component,
+    weight: f64,
+    /// Every level but the coarsest, finest first; then the coarsest's vectors.
+    levels: Vec<ScalarLevel<D>>,
+    coarse: CoarseSolve<D>,
+    coarse_b: Data<D>,
+    coarse_x: Data<D>,
+    /// The finest block's residual and A x between cycles.
+    residual: Data<D>,
+    product: Data<D>,
 }
 
-impl<T: Real> ScalarMg<T> {
-    fn new(block: Block, ops: &[StokesOperator<f64>], weight: f64) -> Self {
+impl<D: Kernels> ScalarMg<D> {
+    fn new(
+        dev: &D,
+        component: Component,
+        ops: &[StokesOperator],
+        weight: f64,
+        compute: Precision,
+    ) -> Result<Self> {
         let mut levels = Vec::new();
         for op in &ops[..ops.len() - 1] {
-            let d_inv = match block {
-                Block::Velocity => laplacian_diagonal_inverse(op),
-                Block::Pressure => op
+            let d_inv = match component {
+                Component::Velocity => laplacian_diagonal_inverse(op),
+                Component::Pressure => op
                     .mass
                     .coefficients
                     .chunks(9)
-                    .map(|row| T::from_f64(1.0 / (row[4] * op.mass.scale)))
+                    .map(|row| 1.0 / (row[4] * op.mass.scale))
                     .collect(),
             };
-            let len = block.len(op.grid);
+            let len = component.len(op.grid);
             levels.push(ScalarLevel {
-                d_inv,
-                x: filled(len, T::zero()),
-                b: filled(len, T::zero()),
-                r: filled(len, T::zero()),
+                d_inv: Data::from_f64(dev, &d_inv, compute)?,
+                x: Data::zeros(dev, len, compute)?,
+                b: Data::zeros(dev, len, compute)?,
+                r: Data::zeros(dev, len, compute)?,
             });
         }
         let coarsest = &ops[ops.len() - 1];
         let g = coarsest.grid;
-        let positions: Vec<usize> = match block {
-            Block::Velocity => (0..g.lattice_len())
-                .filter(|&k| g.is_interior(k % g.m(), k / g.m()))
-                .collect(),
-            Block::Pressure => (0..g.pressure_len()).collect(),
+        let coarse = match component {
+            Component::Velocity => {
+                let unknowns: Vec<usize> = (0..g.lattice_len())
+                    .filter(|&k| g.is_interior(k % g.m(), k / g.m()))
+                    .collect();
+                coarse_solve(dev, g.lattice_len(), &unknowns, None, |k, f| {
+                    let u = Unknown {
+                        part: 0,
+                        i: k % g.m(),
+                        j: k / g.m(),
+                    };
+                    coarsest.for_each_in_row(u, |c, v| {
+                        if c.part == 0 {
+                            f(c.j * g.m() + c.i, v)
+                        }
+                    })
+                })?
+            }
+            Component::Pressure => {
+                let unknowns: Vec<usize> = (0..g.pressure_len()).collect();
+                let mass = &coarsest.mass;
+                coarse_solve(dev, g.pressure_len(), &unknowns, None, |k, f| {
+                    let (i, j) = (k % g.np(), k / g.np());
+                    for slot in 0..9 {
+                        if let Some((ci, cj)) = mass.column(i, j, slot) {
+                            f(cj * g.np() + ci, mass.entry(i, j, slot));
+                        }
+                    }
+                })?
+            }
         };
-        let coarse = DenseSolve::new(block.len(g), positions, None, |x, y| {
-            block.apply(coarsest, x, y)
-        });
-        let finest = block.len(ops[0].grid);
-        ScalarMg {
-            block,
-            weight: T::from_f64(weight),
+        let (finest, coarsest_len) = (component.len(ops[0].grid), component.len(g));
+        Ok(ScalarMg {
+            component,
+            weight,
             levels,
             coarse,
-            residual: filled(finest, T::zero()),
-            product: filled(finest, T::zero()),
-        }
+            coarse_b: Data::zeros(dev, coarsest_len, compute)?,
+            coarse_x: Data::zeros(dev, coarsest_len, compute)?,
+            residual: Data::zeros(dev, finest, compute)?,
+            product: Data::zeros(dev, finest, compute)?,
+        })
     }
 
     /// x ≈ A⁻¹ b by CYCLES V-cycles from x = 0.
-    fn solve<S: Stored<Compute = T>>(&mut self, ops: &[StokesOperator<S>], b: &[T], x: &mut [T]) {
-        x.par_iter_mut().for_each(|v| *v = T::zero());
-        self.residual.copy_from_slice(b);
+    fn solve(
+        &mut self,
+        dev: &D,
+        ops: &[StokesMatrices<D>],
+        b: View<'_, D>,
+        mut x: ViewMut<'_, D>,
+    ) -> Result<()> {
+        dev.fill(x.reborrow(), 0.0)?;
+        dev.copy(b, self.residual.view_mut())?;
         for cycle in 0..CYCLES {
             if cycle > 0 {
-                self.block.apply(&ops[0], x, &mut self.product);
-                self.residual
-                    .par_iter_mut()
-                    .zip(b.par_iter().zip(self.product.par_iter()))
-                    .for_each(|(r, (&b, &a))| *r = b - a);
+                self.component
+                    .apply(dev, &ops[0], x.as_view(), self.product.view_mut())?;
+                dev.copy(b, self.residual.view_mut())?;
+                dev.axpby(-1.0, self.product.view(), 1.0, self.residual.view_mut())?;
             }
             let correction = if self.levels.is_empty() {
-                self.coarse.solve(&self.residual, &mut self.product);
+                dev.coarse_solve(&self.coarse, self.residual.view(), self.product.view_mut())?;
                 &self.product
             } else {
-                self.levels[0].b.copy_from_slice(&self.residual);
-                self.v_cycle(0, ops);
+                dev.copy(self.residual.view(), self.levels[0].b.view_mut())?;
+                self.v_cycle(dev, 0, ops)?;
                 &self.levels[0].x
             };
-            x.par_iter_mut()
-                .zip(correction.par_iter())
-                .for_each(|(x, &c)| *x = *x + c);
+            dev.axpby(1.0, correction.view(), 1.0, x.reborrow())?;
         }
+        Ok(())
     }
 
     /// One V(3,3) cycle on level l from x = 0.
-    fn v_cycle<S: Stored<Compute = T>>(&mut self, l: usize, ops: &[StokesOperator<S>]) {
-        let (block, weight) = (self.block, self.weight);
+    fn v_cycle(&mut self, dev: &D, l: usize, ops: &[StokesMatrices<D>]) -> Result<()> {
+        let (component, weight) = (self.component, self.weight);
         let op = &ops[l];
         let nc = ops[l + 1].grid.n;
         {
             let level = &mut self.levels[l];
-            level.x.iter_mut().for_each(|v| *v = T::zero());
-            jacobi(block, op, level, weight);
-            block.apply(op, &level.x, &mut level.r);
-            let ScalarLevel { b, r, .. } = level;
-            r.iter_mut().zip(b.iter()).for_each(|(r, &b)| *r = b - *r);
+            dev.fill(level.x.view_mut(), 0.0)?;
+            jacobi(dev, component, op, level, weight)?;
+            component.apply(dev, op, level.x.view(), level.r.view_mut())?;
+            dev.axpby(1.0, level.b.view(), -1.0, level.r.view_mut())?;
         }
-        let (fine, coarse_levels) = self.levels.split_at_mut(l + 1);
-        let fine = &mut fine[l];
         if l + 1 == ops.len() - 1 {
-            let mut b = vec![T::zero(); block.len(ops[l + 1].grid)];
-            let mut x = b.clone();
-            restrict(block, &fine.r, &mut b, nc);
-            self.coarse.solve(&b, &mut x);
-            prolong(block, &x, &mut fine.x, nc);
+            let fine = &mut self.levels[l];
+            component.transfer(dev, false, nc, fine.r.view(), self.coarse_b.view_mut())?;
+            dev.coarse_solve(&self.coarse, self.coarse_b.view(), self.coarse_x.view_mut())?;
+            component.transfer(dev, true, nc, self.coarse_x.view(), fine.x.view_mut())?;
         } else {
-            restrict(block, &fine.r, &mut coarse_levels[0].b, nc);
-            self.v_cycle(l + 1, ops);
-            let (fine, coarse_levels) = self.levels.split_at_mut(l + 1);
-            prolong(block, &coarse_levels[0].x, &mut fine[l].x, nc);
+            let (fine, coarse) = self.levels.split_at_mut(l + 1);
+            component.transfer(dev, false, nc, fine[l].r.view(), coarse[0].b.view_mut())?;
+            self.v_cycle(dev, l + 1, ops)?;
+            let (fine, coarse) = self.levels.split_at_mut(l + 1);
+            component.transfer(dev, true, nc, coarse[0].x.view(), fine[l].x.view_mut())?;
         }
-        jacobi(block, op, &mut self.levels[l], weight);
+        jacobi(dev, component, op, &mut self.levels[l], weight)
     }
 }
 
 /// SWEEPS steps of x += ω D⁻¹ (b − A x).
-fn jacobi<S: Stored>(
-    block: Block,
-    op: &StokesOperator<S>,
-    level: &mut ScalarLevel<S::Compute>,
-    weight: S::Compute,
-) {
+fn jacobi<D: Kernels>(
+    dev: &D,
+    component: Component,
+    op: &StokesMatrices<D>,
+    level: &mut ScalarLevel<D>,
+    weight: f64,
+) -> Result<()> {
     for _ in 0..SWEEPS {
-        block.apply(op, &level.x, &mut level.r);
-        level
-            .x
-            .iter_mut()
-            .zip(level.r.iter().zip(level.b.iter().zip(&level.d_inv)))
-            .for_each(|(x, (&ax, (&b, &d)))| *x = *x + weight * d * (b - ax));
+        component.apply(dev, op, level.x.view(), level.r.view_mut())?;
+        dev.scaled_product_add(
+            weight,
+            level.d_inv.view(),
+            level.b.view(),
+            level.r.view(),
+            level.x.view_mut(),
+        )?;
     }
+    Ok(())
 }
 
-fn restrict<T: Real>(block: Block, fine: &[T], coarse: &mut [T], nc: usize) {
-    match block {
-        Block::Velocity => restrict_lattice(fine, coarse, nc),
-        Block::Pressure => restrict_q1(fine, coarse, nc),
-    }
+/// The block-triangular preconditioner in a storage precision (f16: f32 arithmetic),
+/// between f64 vectors (FGMRES).
+pub struct BlockTriangular<D: Kernels> {
+    dev: D,
+    ops: Vec<StokesMatrices<D>>,
+    laplacian: ScalarMg<D>,
+    mass: ScalarMg<D>,
+    r: Block<D>,
+    z: Block<D>,
+    rhs: Data<D>,
+    dp: Data<D>,
 }
 
-fn prolong<T: Real>(block: Block, coarse: &[T], fine: &mut [T], nc: usize) {
-    match block {
-        Block::Velocity => prolong_lattice(coarse, fine, nc),
-        Block::Pressure => prolong_q1(coarse, fine, nc),
-    }
-}
-
-/// The block-triangular preconditioner in the compute precision of S.
-pub struct BlockTriangular<S: Stored> {
-    ops: Vec<StokesOperator<S>>,
-    laplacian: ScalarMg<S::Compute>,
-    mass: ScalarMg<S::Compute>,
-    r: Vec<S::Compute>,
-    z: Vec<S::Compute>,
-    rhs: Vec<S::Compute>,
-}
-
-impl<S: Stored> BlockTriangular<S> {
-    pub fn new(n: usize) -> Result<Self> {
-        let ops64: Vec<StokesOperator<f64>> =
-            mesh_hierarchy(n)?.into_iter().map(assemble).collect();
+impl<D: Kernels> BlockTriangular<D> {
+    pub fn new(dev: &D, n: usize, precision: Precision) -> Result<Self> {
+        let ops64: Vec<StokesOperator> = mesh_hierarchy(n)?.into_iter().map(assemble).collect();
         let g = ops64[0].grid;
-        let zero = S::Compute::zero();
+        let compute = precision.compute();
         Ok(BlockTriangular {
-            laplacian: ScalarMg::new(Block::Velocity, &ops64, LAPLACIAN_WEIGHT),
-            mass: ScalarMg::new(Block::Pressure, &ops64, MASS_WEIGHT),
-            ops: ops64.iter().map(|op| op.convert()).collect(),
-            r: filled(g.flow_len(), zero),
-            z: filled(g.flow_len(), zero),
-            rhs: filled(g.lattice_len(), zero),
+            laplacian: ScalarMg::new(dev, Component::Velocity, &ops64, LAPLACIAN_WEIGHT, compute)?,
+            mass: ScalarMg::new(dev, Component::Pressure, &ops64, MASS_WEIGHT, compute)?,
+            ops: ops64
+                .iter()
+                .map(|op| op.upload(dev, precision))
+                .collect::<Result<_>>()?,
+            r: Block::vector(dev, g.flow_len(), compute)?,
+            z: Block::vector(dev, g.flow_len(), compute)?,
+            rhs: Data::zeros(dev, g.lattice_len(), compute)?,
+            dp: Data::zeros(dev, g.pressure_len(), compute)?,
+            dev: dev.clone(),
         })
     }
 
     pub fn bytes(&self) -> usize {
-        self.ops.iter().map(|o| o.bytes()).sum::<usize>()
-            + 4 * self.r.len() * std::mem::size_of::<S::Compute>()
+        self.ops.iter().map(|o| o.bytes()).sum::<usize>() + 4 * self.r.data.bytes()
+    }
+}
+
+impl<D: Kernels> LinOp<D> for BlockTriangular<D> {
+    fn size(&self) -> usize {
+        self.ops[0].grid.flow_len()
     }
 
-    /// z ≈ P⁻¹ r.
-    pub fn apply(&mut self, r: &[f64], z: &mut [f64]) {
-        let g = self.ops[0].grid;
-        from_f64_into(r, &mut self.r);
-        let (rx, ry, rp) = split(&self.r, g);
-        let (zx, zy, zp) = split_mut(&mut self.z, g);
-        // −M δp = r_p.
-        self.mass.solve(&self.ops, rp, zp);
-        zp.iter_mut().for_each(|v| *v = -*v);
-        // L δu = r_u − Bᵀ δp, per component (zx, zy hold Bᵀ δp first).
-        self.ops[0].apply_gradient(zp, zx, zy);
-        for (rc, zc) in [(rx, zx), (ry, zy)] {
-            self.rhs
-                .par_iter_mut()
-                .zip(rc.par_iter().zip(zc.par_iter()))
-                .for_each(|(b, (&r, &gp))| *b = r - gp);
-            self.laplacian.solve(&self.ops, &self.rhs, zc);
+    fn input(&self) -> BlockKind {
+        BlockKind {
+            precision: Precision::F64,
+            layout: Layout::ColMajor,
         }
-        to_f64_into(&self.z, z);
+    }
+
+    fn output(&self) -> BlockKind {
+        self.input()
+    }
+
+    fn prepare(&mut self, nrhs: usize) -> Result<()> {
+        if nrhs == 1 {
+            Ok(())
+        } else {
+            Err(Error::InvalidInput(format!(
+                "the Stokes preconditioner applies to one vector at a time, not {nrhs}"
+            )))
+        }
+    }
+
+    /// z ≈ P⁻¹ r (f64 vectors).
+    fn apply(&mut self, r: &Block<D>, z: &mut Block<D>) -> Result<()> {
+        let dev = self.dev.clone();
+        let [ux, uy, pp] = self.ops[0].grid.parts();
+        dev.copy(r.view(), self.r.view_mut())?;
+        // −M δp = r_p.
+        self.mass.solve(
+            &dev,
+            &self.ops,
+            self.r.data.slice(pp.clone()),
+            self.dp.view_mut(),
+        )?;
+        dev.scale(-1.0, self.dp.view_mut())?;
+        dev.copy(self.dp.view(), self.z.data.slice_mut(pp))?;
+        // L δu = r_u − Bᵀ δp, per component (z's velocity parts hold Bᵀ δp first).
+        dev.stokes_gradient(&self.ops[0], self.dp.view(), &mut self.z)?;
+        for part in [ux, uy] {
+            dev.copy(self.r.data.slice(part.clone()), self.rhs.view_mut())?;
+            dev.axpby(
+                -1.0,
+                self.z.data.slice(part.clone()),
+                1.0,
+                self.rhs.view_mut(),
+            )?;
+            self.laplacian.solve(
+                &dev,
+                &self.ops,
+                self.rhs.view(),
+                self.z.data.slice_mut(part),
+            )?;
+        }
+        dev.copy(self.z.view(), z.view_mut())
+    }
+
+    fn cost(&self, _nrhs: usize) -> Cost {
+        Cost {
+            flops: 0.0,
+            bytes: self.bytes() as f64,
+        }
     }
 }

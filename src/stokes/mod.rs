@@ -3,11 +3,14 @@
 //! Schur-Uzawa relaxation) or the block-triangular preconditioner, each in f64, f32, or
 //! f32 arithmetic on f16 storage.
 //!
-//! - [`lattice`]: storage and stencil kernels for L, B, Bᵀ, M
+//! - [`lattice`]: the structured storage of L, B, Bᵀ, M as assembled (host, f64)
 //! - [`assembly`]: element matrices, the manufactured problem, L2 errors
-//! - [`transfer`]: FE interpolation and restriction
+//! - [`transfer`]: FE interpolation and restriction of flow vectors
 //! - [`vanka`], [`multigrid`]: the monolithic V(1,1) cycle and its relaxations
 //! - [`block`]: the block-triangular preconditioner
+//!
+//! Solves run on any device: the stencils, transfers and Vanka's gather/scatter are the
+//! device's Stokes kernels; every preconditioner is a `LinOp` between f64 vectors.
 
 pub mod assembly;
 pub mod block;
@@ -18,16 +21,19 @@ pub mod vanka;
 
 use std::time::Instant;
 
-use half::f16;
-
 pub use assembly::{l2_errors, StokesProblem};
 pub use lattice::Grid;
-pub use multigrid::{Relaxation, SchurParams};
+pub use multigrid::{MonolithicMg, Relaxation, SchurParams};
 pub use vanka::VankaForm;
 
-use crate::error::{Error, Result};
-use crate::krylov::{fgmres, FgmresInfo, FgmresParams, FgmresWorkspace};
-use crate::precision::{Precision, Stored};
+use crate::device::stencil::StokesMatrices;
+use crate::device::{Block, Kernels, Layout};
+use crate::error::{Error, Result, SolveRecord, SolverError};
+use crate::linalg::{
+    fgmres, BlockKind, Cost, FgmresError, FgmresFailure, FgmresInfo, FgmresParams, FgmresWorkspace,
+    LinOp,
+};
+use crate::precision::Precision;
 
 /// Tuned defaults (docs/performance.md, "Stokes: tuning"): Braess-Sarazin with L ≈ t·D.
 pub const BRAESS_SARAZIN_DEFAULT: SchurParams = SchurParams {
@@ -138,37 +144,85 @@ pub struct StokesSolution {
     pub preconditioner_bytes: usize,
 }
 
-/// A preconditioner behind one interface, whatever its precision.
-trait Precondition {
-    fn apply(&mut self, r: &[f64], z: &mut [f64]);
-    fn bytes(&self) -> usize;
+/// The Stokes operator [[L, Bᵀ], [B, 0]] in f64 on the device: the operator FGMRES solves
+/// with.
+pub struct StokesSystem<D: Kernels> {
+    dev: D,
+    matrices: StokesMatrices<D>,
 }
 
-impl<S: Stored> Precondition for multigrid::MonolithicMg<S> {
-    fn apply(&mut self, r: &[f64], z: &mut [f64]) {
-        multigrid::MonolithicMg::apply(self, r, z)
+impl<D: Kernels> StokesSystem<D> {
+    pub fn new(dev: &D, operator: &lattice::StokesOperator) -> Result<Self> {
+        Ok(StokesSystem {
+            dev: dev.clone(),
+            matrices: operator.upload(dev, Precision::F64)?,
+        })
     }
-    fn bytes(&self) -> usize {
-        multigrid::MonolithicMg::bytes(self)
-    }
-}
 
-impl<S: Stored> Precondition for block::BlockTriangular<S> {
-    fn apply(&mut self, r: &[f64], z: &mut [f64]) {
-        block::BlockTriangular::apply(self, r, z)
-    }
-    fn bytes(&self) -> usize {
-        block::BlockTriangular::bytes(self)
+    pub fn bytes(&self) -> usize {
+        self.matrices.bytes()
     }
 }
 
-fn build<S: Stored>(spec: &StokesSpec) -> Result<Box<dyn Precondition>> {
+impl<D: Kernels> LinOp<D> for StokesSystem<D> {
+    fn size(&self) -> usize {
+        self.matrices.grid.flow_len()
+    }
+
+    fn input(&self) -> BlockKind {
+        BlockKind {
+            precision: Precision::F64,
+            layout: Layout::ColMajor,
+        }
+    }
+
+    fn output(&self) -> BlockKind {
+        self.input()
+    }
+
+    fn prepare(&mut self, _nrhs: usize) -> Result<()> {
+        Ok(())
+    }
+
+    fn apply(&mut self, x: &Block<D>, y: &mut Block<D>) -> Result<()> {
+        self.dev.stokes_apply(&self.matrices, x, None, y)
+    }
+
+    fn cost(&self, nrhs: usize) -> Cost {
+        let g = self.matrices.grid;
+        let bytes = self.bytes() as f64 + 2.0 * 8.0 * g.flow_len() as f64;
+        Cost {
+            flops: self.bytes() as f64 / 4.0,
+            bytes,
+        } * nrhs as f64
+    }
+}
+
+/// The preconditioner of a spec, set up on the device in its precision.
+pub fn preconditioner<D: Kernels>(
+    dev: &D,
+    spec: &StokesSpec,
+) -> Result<(Box<dyn LinOp<D> + Send>, usize)> {
     Ok(match spec.preconditioner {
         Preconditioner::Multigrid(relaxation) => {
-            Box::new(multigrid::MonolithicMg::<S>::new(spec.n, relaxation)?)
+            let mg = multigrid::MonolithicMg::new(dev, spec.n, relaxation, spec.precision)?;
+            let bytes = mg.bytes();
+            (Box::new(mg), bytes)
         }
-        Preconditioner::BlockTriangular => Box::new(block::BlockTriangular::<S>::new(spec.n)?),
+        Preconditioner::BlockTriangular => {
+            let bt = block::BlockTriangular::new(dev, spec.n, spec.precision)?;
+            let bytes = bt.bytes();
+            (Box::new(bt), bytes)
+        }
     })
+}
+
+/// The pressure part of a flow vector shifted to mean zero (the discrete null space of the
+/// Stokes operator is the constant pressure).
+pub fn remove_pressure_mean<D: Kernels>(dev: &D, grid: Grid, v: &mut Block<D>) -> Result<()> {
+    let [_, _, pressure] = grid.parts();
+    let mean = dev.sum(v.data.slice(pressure.clone()))? / grid.pressure_len() as f64;
+    dev.shift(v.data.slice_mut(pressure), -mean)
 }
 
 /// A generous estimate of the bytes a solve needs: the f64 problem (about 175 stored
@@ -221,54 +275,50 @@ pub fn check_memory(spec: &StokesSpec) -> Result<()> {
     Ok(())
 }
 
-/// Assembles the manufactured problem, builds the preconditioner, solves with FGMRES from
-/// zero, and measures the errors.
-pub fn solve(spec: &StokesSpec) -> Result<StokesSolution> {
+/// Assembles the manufactured problem, builds the preconditioner on `dev`, solves with
+/// FGMRES from zero, and measures the errors.
+pub fn solve<D: Kernels>(dev: &D, spec: &StokesSpec) -> Result<StokesSolution> {
     multigrid::mesh_hierarchy(spec.n)?;
     check_memory(spec)?;
     let t = Instant::now();
     let problem = StokesProblem::manufactured(spec.n);
     let assembly_seconds = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let mut precond = match spec.precision {
-        Precision::F64 => build::<f64>(spec)?,
-        Precision::F32 => build::<f32>(spec)?,
-        Precision::F16 => build::<f16>(spec)?,
-    };
+    let (mut precond, preconditioner_bytes) = preconditioner(dev, spec)?;
     let grid = problem.operator.grid;
-    let mut work = FgmresWorkspace::new(grid.flow_len(), spec.fgmres.restart);
-    let setup_seconds = t.elapsed().as_secs_f64();
-    let pressure_start = 2 * grid.lattice_len();
-    let t = Instant::now();
-    let mut x = vec![0.0; grid.flow_len()];
-    let info = fgmres(
-        spec.fgmres,
+    let mut system = StokesSystem::new(dev, &problem.operator)?;
+    let mut work = FgmresWorkspace::new(
+        dev,
+        grid.flow_len(),
+        spec.fgmres.restart,
+        spec.fgmres.max_iterations,
+    )?;
+    let b = Block::from_f64(
+        dev,
         &problem.rhs,
+        grid.flow_len(),
+        1,
+        Precision::F64,
+        Layout::ColMajor,
+    )?;
+    let mut x = Block::vector(dev, grid.flow_len(), Precision::F64)?;
+    let setup_seconds = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let result = fgmres(
+        spec.fgmres,
+        &b,
         &mut x,
         &mut work,
-        |v, out| problem.operator.apply(v, out),
-        |r, z| precond.apply(r, z),
-        |v| lattice::remove_mean(&mut v[pressure_start..]),
+        &mut system,
+        &mut *precond,
+        |v| remove_pressure_mean(dev, grid, v),
     );
     let solve_seconds = t.elapsed().as_secs_f64();
-    if !info.relative_residual.is_finite() {
-        return Err(Error::Solver(format!(
-            "FGMRES with {} ({}) produced non-finite values after {} iterations: the preconditioner overflowed its precision; use precision f32 or f64",
-            spec.preconditioner.name(),
-            spec.precision,
-            info.iterations
-        )));
-    }
-    if !info.converged {
-        return Err(Error::Solver(format!(
-            "FGMRES with {} ({}) did not reach the relative residual {:.1e} in {} iterations (reached {:.3e})",
-            spec.preconditioner.name(),
-            spec.precision,
-            spec.fgmres.tolerance,
-            info.iterations,
-            info.relative_residual
-        )));
-    }
+    let info = match result {
+        Ok(info) => info.clone(),
+        Err(e) => return Err(StokesError::from_fgmres(spec, e).into()),
+    };
+    let mut x = x.to_f64(dev)?;
     x.iter_mut()
         .zip(&problem.boundary)
         .for_each(|(x, b)| *x += b);
@@ -283,8 +333,73 @@ pub fn solve(spec: &StokesSpec) -> Result<StokesSolution> {
         assembly_seconds,
         setup_seconds,
         solve_seconds,
-        preconditioner_bytes: precond.bytes(),
+        preconditioner_bytes,
     })
+}
+
+/// How a Stokes solve failed: FGMRES's error, in terms of the preconditioner.
+#[derive(Debug)]
+pub struct StokesError {
+    pub message: String,
+    pub info: FgmresInfo,
+}
+
+impl StokesError {
+    fn from_fgmres(spec: &StokesSpec, e: FgmresError) -> Self {
+        let message = match &e.failure {
+            FgmresFailure::NotFinite => format!(
+                "FGMRES with {} ({}) produced non-finite values after {} iterations: the preconditioner overflowed its precision; use precision f32 or f64",
+                spec.preconditioner.name(),
+                spec.precision,
+                e.info.iterations
+            ),
+            FgmresFailure::NotConverged => format!(
+                "FGMRES with {} ({}) did not reach the relative residual {:.1e} in {} iterations (reached {:.3e})",
+                spec.preconditioner.name(),
+                spec.precision,
+                spec.fgmres.tolerance,
+                e.info.iterations,
+                e.info.relative_residual
+            ),
+            FgmresFailure::Operator(inner) => format!(
+                "FGMRES with {} ({}): {inner}",
+                spec.preconditioner.name(),
+                spec.precision
+            ),
+        };
+        StokesError {
+            message,
+            info: e.info,
+        }
+    }
+}
+
+impl std::fmt::Display for StokesError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for StokesError {}
+
+impl SolverError for StokesError {
+    fn record(&self) -> SolveRecord {
+        SolveRecord {
+            solver: "stokes fgmres".into(),
+            iterations: vec![self.info.iterations],
+            residual_history: self.info.history.clone(),
+        }
+    }
+
+    fn as_error(&self) -> &(dyn std::error::Error + 'static) {
+        self
+    }
+}
+
+impl From<StokesError> for Error {
+    fn from(e: StokesError) -> Self {
+        Error::Solve(Box::new(e))
+    }
 }
 
 /// Shifts the pressure so its integral over the unit square is zero (∫ p_h = Σ p_i ∫ ψ_i,
@@ -299,144 +414,4 @@ fn shift_pressure_mean(grid: Grid, flow: &mut [f64]) {
         .map(|(k, v)| v * weight(k % np) * weight(k / np) * h * h)
         .sum();
     p.iter_mut().for_each(|v| *v -= mean);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::stokes::assembly::ElementMatrices;
-    use faer::linalg::solvers::Solve;
-
-    /// The global matrix assembled densely, element by element, from the element matrices,
-    /// with Dirichlet rows and columns dropped and the system bordered by the constant
-    /// pressure (an independent path to the stencil storage and kernels).
-    fn dense_reference(n: usize) -> (faer::Mat<f64>, Vec<usize>) {
-        let g = Grid { n };
-        let (m, len) = (g.m(), g.lattice_len());
-        let mut index = vec![usize::MAX; g.flow_len()];
-        let mut positions = Vec::new();
-        for c in 0..2 {
-            for j in 1..m - 1 {
-                for i in 1..m - 1 {
-                    index[c * len + j * m + i] = positions.len();
-                    positions.push(c * len + j * m + i);
-                }
-            }
-        }
-        for k in 0..g.pressure_len() {
-            index[2 * len + k] = positions.len();
-            positions.push(2 * len + k);
-        }
-        let size = positions.len() + 1;
-        let mut a = faer::Mat::<f64>::zeros(size, size);
-        let e = ElementMatrices::new(1.0 / n as f64);
-        for ey in 0..n {
-            for ex in 0..n {
-                let v = |c: usize, l: usize| index[c * len + (2 * ey + l / 3) * m + 2 * ex + l % 3];
-                let p = |q: usize| index[2 * len + (ey + q / 2) * g.np() + ex + q % 2];
-                for c in 0..2 {
-                    for r in 0..9 {
-                        for s in 0..9 {
-                            if v(c, r) != usize::MAX && v(c, s) != usize::MAX {
-                                a[(v(c, r), v(c, s))] += e.stiffness[r][s];
-                            }
-                        }
-                        for q in 0..4 {
-                            if v(c, r) != usize::MAX {
-                                a[(v(c, r), p(q))] += e.divergence[c][q][r];
-                                a[(p(q), v(c, r))] += e.divergence[c][q][r];
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        for k in 0..g.pressure_len() {
-            let r = index[2 * len + k];
-            a[(r, size - 1)] = 1.0;
-            a[(size - 1, r)] = 1.0;
-        }
-        (a, positions)
-    }
-
-    #[test]
-    fn stencil_operator_equals_the_dense_assembly() {
-        for n in [2, 4, 6] {
-            let problem = StokesProblem::manufactured(n);
-            let (a, positions) = dense_reference(n);
-            let g = problem.operator.grid;
-            let x: Vec<f64> = (0..g.flow_len())
-                .map(|k| {
-                    if positions.contains(&k) {
-                        ((k * 37) % 23) as f64 - 11.0
-                    } else {
-                        0.0
-                    }
-                })
-                .collect();
-            let mut y = vec![0.0; g.flow_len()];
-            problem.operator.apply(&x, &mut y);
-            for (r, &pr) in positions.iter().enumerate() {
-                let want: f64 = positions
-                    .iter()
-                    .enumerate()
-                    .map(|(c, &pc)| a[(r, c)] * x[pc])
-                    .sum();
-                assert!(
-                    (y[pr] - want).abs() < 1e-12,
-                    "n {n} row {r}: {} vs {want}",
-                    y[pr]
-                );
-            }
-        }
-    }
-
-    /// FGMRES with each preconditioner reproduces the dense LU solution.
-    #[test]
-    fn every_preconditioner_matches_the_dense_solve() {
-        let n = 8;
-        let problem = StokesProblem::manufactured(n);
-        let (a, positions) = dense_reference(n);
-        let size = positions.len() + 1;
-        let mut b = faer::Mat::<f64>::zeros(size, 1);
-        for (r, &p) in positions.iter().enumerate() {
-            b[(r, 0)] = problem.rhs[p];
-        }
-        let reference = a.partial_piv_lu().solve(&b);
-        for name in [
-            "vanka",
-            "vanka-tuned",
-            "braess-sarazin",
-            "schur-uzawa",
-            "block-triangular",
-        ] {
-            let spec = StokesSpec {
-                n,
-                preconditioner: Preconditioner::by_name(name).unwrap(),
-                precision: Precision::F64,
-                fgmres: FgmresParams {
-                    restart: 30,
-                    tolerance: 1e-13,
-                    max_iterations: 500,
-                },
-            };
-            let s = solve(&spec).unwrap();
-            let g = s.grid;
-            // Compare velocity (with boundary values removed) and pressure up to a constant.
-            let p0 =
-                s.flow[2 * g.lattice_len()] - reference[(positions.len() - g.pressure_len(), 0)];
-            for (r, &p) in positions.iter().enumerate() {
-                let got = if p >= 2 * g.lattice_len() {
-                    s.flow[p] - p0
-                } else {
-                    s.flow[p]
-                };
-                assert!(
-                    (got - reference[(r, 0)]).abs() < 1e-9,
-                    "{name}: unknown {r}: {got} vs {}",
-                    reference[(r, 0)]
-                );
-            }
-        }
-    }
 }

@@ -7,18 +7,18 @@
 //! storage); the caller converts at the boundary (the f64 FGMRES).
 
 use faer::linalg::solvers::DenseSolveCore;
-use num_traits::Zero;
 use rayon::prelude::*;
 
 use super::assembly::assemble;
-use super::lattice::{
-    gradient_slot, pressure_window, split, split_mut, PressureRows, StokesOperator,
-};
+use super::lattice::{gradient_slot, pressure_window, PressureRows, StokesOperator, Unknown};
 use super::transfer::{prolong_flow, restrict_flow};
 use super::vanka::{Vanka, VankaForm};
-use crate::backend::cpu::{filled, from_f64_into, to_f64_into};
+use crate::device::stencil::{CoarseSolve, StokesMatrices};
+use crate::device::Layout;
+use crate::device::{Block, Data, Device, Kernels};
 use crate::error::{Error, Result};
-use crate::precision::{Real, Stored};
+use crate::linalg::{BlockKind, Cost, LinOp};
+use crate::precision::Precision;
 
 /// Largest coarsest mesh (cells per direction) whose dense solve we accept.
 pub const MAX_COARSEST: usize = 8;
@@ -68,95 +68,88 @@ pub enum Relaxation {
     SchurUzawa(SchurParams),
 }
 
-/// An exact solve of a small system by its dense inverse: the unknowns sit at `positions`
-/// of a flat vector. With `pressure_start`, positions from there on are pressure and the
-/// system is bordered by the constant-pressure vector (a Lagrange multiplier), which fixes
-/// the pressure's sum to zero and solves consistently for any right-hand side.
-pub struct DenseSolve {
-    positions: Vec<usize>,
-    inverse: Vec<f64>,
-    size: usize,
-}
-
-impl DenseSolve {
-    /// `apply(x, y)`: y = A x on flat vectors of length `len`.
-    pub fn new(
-        len: usize,
-        positions: Vec<usize>,
-        pressure_start: Option<usize>,
-        mut apply: impl FnMut(&[f64], &mut [f64]),
-    ) -> Self {
-        let k = positions.len();
-        let size = k + usize::from(pressure_start.is_some());
-        let mut dense = faer::Mat::<f64>::zeros(size, size);
-        let (mut unit, mut column) = (vec![0.0; len], vec![0.0; len]);
-        for (c, &pc) in positions.iter().enumerate() {
-            unit[pc] = 1.0;
-            apply(&unit, &mut column);
-            unit[pc] = 0.0;
-            for (r, &pr) in positions.iter().enumerate() {
-                dense[(r, c)] = column[pr];
+/// The dense inverse of the rows `unknowns` of a system whose entries `row(u, f)` lists
+/// (f(column, value) for each stored entry), restricted to those unknowns; bordered by the
+/// constant vector on the unknowns from `border_from` on when given (a Lagrange multiplier
+/// that fixes the pressure's sum, so any right-hand side is solved consistently).
+pub fn coarse_solve<D: Device>(
+    dev: &D,
+    grid_len: usize,
+    unknowns: &[usize],
+    border_from: Option<usize>,
+    mut row: impl FnMut(usize, &mut dyn FnMut(usize, f64)),
+) -> Result<CoarseSolve<D>> {
+    let k = unknowns.len();
+    let size = k + usize::from(border_from.is_some());
+    let mut index = vec![usize::MAX; grid_len];
+    for (r, &u) in unknowns.iter().enumerate() {
+        index[u] = r;
+    }
+    let mut dense = faer::Mat::<f64>::zeros(size, size);
+    for (r, &u) in unknowns.iter().enumerate() {
+        row(u, &mut |column, value| {
+            if index[column] != usize::MAX {
+                dense[(r, index[column])] += value;
             }
-        }
-        if let Some(start) = pressure_start {
-            for (r, &p) in positions.iter().enumerate() {
-                if p >= start {
-                    dense[(r, k)] = 1.0;
-                    dense[(k, r)] = 1.0;
-                }
-            }
-        }
-        let inv = dense.partial_piv_lu().inverse();
-        let inverse = (0..size * size)
-            .map(|i| inv[(i % size, i / size)])
-            .collect();
-        DenseSolve {
-            positions,
-            inverse,
-            size,
+        });
+        if border_from.is_some_and(|start| u >= start) {
+            dense[(r, k)] = 1.0;
+            dense[(k, r)] = 1.0;
         }
     }
-
-    /// x = A⁻¹ b at the unknowns, 0 elsewhere.
-    pub fn solve<T: Real>(&self, b: &[T], x: &mut [T]) {
-        x.iter_mut().for_each(|v| *v = T::zero());
-        let rhs: Vec<f64> = self
-            .positions
-            .iter()
-            .map(|&p| b[p].to_f64())
-            .chain(std::iter::repeat_n(0.0, self.size - self.positions.len()))
-            .collect();
-        for (r, &p) in self.positions.iter().enumerate() {
-            let v: f64 = (0..self.size)
-                .map(|c| self.inverse[c * self.size + r] * rhs[c])
-                .sum();
-            x[p] = T::from_f64(v);
-        }
-    }
-}
-
-/// The coarsest Stokes solve: interior velocity and all pressure unknowns, bordered.
-fn coarse_stokes_solve(op: &StokesOperator<f64>) -> DenseSolve {
-    let g = op.grid;
-    let (m, len) = (g.m(), g.lattice_len());
-    let mut positions = Vec::new();
-    for c in 0..2 {
-        for j in 0..m {
-            for i in 0..m {
-                if g.is_interior(i, j) {
-                    positions.push(c * len + j * m + i);
-                }
-            }
-        }
-    }
-    positions.extend(2 * len..g.flow_len());
-    DenseSolve::new(g.flow_len(), positions, Some(2 * len), |x, y| {
-        op.apply(x, y)
+    let inv = dense.partial_piv_lu().inverse();
+    let inverse: Vec<f64> = (0..size * size)
+        .map(|i| inv[(i % size, i / size)])
+        .collect();
+    let positions: Vec<u32> = unknowns.iter().map(|&u| u as u32).collect();
+    Ok(CoarseSolve {
+        positions: dev.upload(&positions)?,
+        unknowns: k,
+        size,
+        inverse: Data::from_f64(dev, &inverse, Precision::F64)?,
     })
 }
 
+/// The coarsest Stokes solve: interior velocity and all pressure unknowns, bordered.
+fn coarse_stokes_solve<D: Device>(dev: &D, op: &StokesOperator) -> Result<CoarseSolve<D>> {
+    let g = op.grid;
+    let m = g.m();
+    let mut unknowns = Vec::new();
+    let mut of_index = Vec::new();
+    for part in 0..2 {
+        for j in 0..m {
+            for i in 0..m {
+                if g.is_interior(i, j) {
+                    let u = Unknown { part, i, j };
+                    unknowns.push(u.index(g));
+                    of_index.push(u);
+                }
+            }
+        }
+    }
+    for j in 0..g.np() {
+        for i in 0..g.np() {
+            let u = Unknown { part: 2, i, j };
+            unknowns.push(u.index(g));
+            of_index.push(u);
+        }
+    }
+    let lookup: std::collections::HashMap<usize, Unknown> = unknowns
+        .iter()
+        .copied()
+        .zip(of_index.iter().copied())
+        .collect();
+    coarse_solve(
+        dev,
+        g.flow_len(),
+        &unknowns,
+        Some(2 * g.lattice_len()),
+        |u, f| op.for_each_in_row(lookup[&u], |column, value| f(column.index(g), value)),
+    )
+}
+
 /// D⁻¹ = 1/diag(L) on interior lattice nodes, 0 on the boundary.
-pub fn laplacian_diagonal_inverse<T: Real>(op: &StokesOperator<f64>) -> Vec<T> {
+pub fn laplacian_diagonal_inverse(op: &StokesOperator) -> Vec<f64> {
     let g = op.grid;
     let m = g.m();
     (0..g.lattice_len())
@@ -165,9 +158,9 @@ pub fn laplacian_diagonal_inverse<T: Real>(op: &StokesOperator<f64>) -> Vec<T> {
             if g.is_interior(i, j) {
                 // The centre of a row's window is its diagonal.
                 let row = op.laplacian.row(i, j);
-                T::from_f64(1.0 / row[row.len() / 2])
+                1.0 / row[row.len() / 2]
             } else {
-                T::zero()
+                0.0
             }
         })
         .collect()
@@ -177,7 +170,7 @@ pub fn laplacian_diagonal_inverse<T: Real>(op: &StokesOperator<f64>) -> Vec<T> {
 /// 2i−2..2i+2, whose Bᵀ rows reach pressure i−2..i+2), stored in units of h². One Jacobi
 /// step of the relaxations is then one pressure-sized pass instead of a gradient, two
 /// lattice scalings and a divergence.
-fn schur_stencil(op: &StokesOperator<f64>, d_inv: &[f64], t: f64) -> PressureRows<f64> {
+fn schur_stencil(op: &StokesOperator, d_inv: &[f64], t: f64) -> PressureRows {
     let g = op.grid;
     let (m, np) = (g.m(), g.np());
     let mut schur = PressureRows::zeros(g, 25);
@@ -215,90 +208,105 @@ fn schur_stencil(op: &StokesOperator<f64>, d_inv: &[f64], t: f64) -> PressureRow
     schur
 }
 
-enum Smoother<S: Stored> {
-    Vanka(Vanka<S>, S::Compute),
+enum Smoother<D: Kernels> {
+    Vanka(Vanka<D>, f64),
     Schur {
         params: SchurParams,
-        /// D⁻¹ (lattice).
-        d_inv: Vec<S::Compute>,
-        /// Ŝ = (1/t) B D⁻¹ Bᵀ, the (positive) Schur complement.
-        schur: PressureRows<S>,
-        /// 1/diag(Ŝ).
-        s_diag_inv: Vec<S::Compute>,
+        /// D⁻¹ (lattice), in the compute precision.
+        d_inv: Data<D>,
+        /// Ŝ = (1/t) B D⁻¹ Bᵀ, the (positive) Schur complement, in storage precision.
+        schur: crate::device::stencil::PressureRows<D>,
+        /// 1/diag(Ŝ), in the compute precision.
+        s_diag_inv: Data<D>,
         uzawa: bool,
     },
 }
 
-struct Level<S: Stored> {
-    op: StokesOperator<S>,
-    smoother: Option<Smoother<S>>,
-    x: Vec<S::Compute>,
-    b: Vec<S::Compute>,
-    r: Vec<S::Compute>,
+struct Level<D: Kernels> {
+    op: StokesMatrices<D>,
+    smoother: Option<Smoother<D>>,
+    x: Block<D>,
+    b: Block<D>,
+    r: Block<D>,
     /// Work: a flow vector and three pressure vectors (Schur relaxations).
-    work: Vec<S::Compute>,
-    p1: Vec<S::Compute>,
-    p2: Vec<S::Compute>,
-    p3: Vec<S::Compute>,
+    work: Block<D>,
+    pressure: [Data<D>; 3],
 }
 
-/// Monolithic multigrid, one V(1,1) cycle per application.
-pub struct MonolithicMg<S: Stored> {
-    levels: Vec<Level<S>>,
-    coarse: DenseSolve,
+/// Monolithic multigrid, one V(1,1) cycle per application, in a storage precision (f16:
+/// f32 arithmetic) between f64 vectors (FGMRES).
+pub struct MonolithicMg<D: Kernels> {
+    dev: D,
+    precision: Precision,
+    levels: Vec<Level<D>>,
+    coarse: CoarseSolve<D>,
+    /// Bytes the host set-up operators occupy in the storage precision.
+    bytes: usize,
 }
 
-impl<S: Stored> MonolithicMg<S> {
-    pub fn new(n: usize, relaxation: Relaxation) -> Result<Self> {
+impl<D: Kernels> MonolithicMg<D> {
+    pub fn new(dev: &D, n: usize, relaxation: Relaxation, precision: Precision) -> Result<Self> {
         let sizes = mesh_hierarchy(n)?;
+        let compute = precision.compute();
         let mut levels = Vec::with_capacity(sizes.len());
         let mut coarse = None;
         for (l, &nl) in sizes.iter().enumerate() {
             let op64 = assemble(nl);
             let g = op64.grid;
             let smoother = if l + 1 == sizes.len() {
-                coarse = Some(coarse_stokes_solve(&op64));
+                coarse = Some(coarse_stokes_solve(dev, &op64)?);
                 None
             } else {
                 Some(match relaxation {
                     Relaxation::Vanka { form, omega } => {
-                        Smoother::Vanka(Vanka::new(&op64, form), S::Compute::from_f64(omega))
+                        Smoother::Vanka(Vanka::new(dev, &op64, form, precision)?, omega)
                     }
                     Relaxation::BraessSarazin(params) | Relaxation::SchurUzawa(params) => {
-                        let d64: Vec<f64> = laplacian_diagonal_inverse(&op64);
+                        let d64 = laplacian_diagonal_inverse(&op64);
                         let schur = schur_stencil(&op64, &d64, params.t);
-                        let s_diag_inv = schur
+                        let s_diag_inv: Vec<f64> = schur
                             .coefficients
                             .chunks(25)
-                            .map(|row| S::Compute::from_f64(1.0 / (row[12] * schur.scale)))
+                            .map(|row| 1.0 / (row[12] * schur.scale))
                             .collect();
                         Smoother::Schur {
                             params,
-                            d_inv: d64.iter().map(|&d| S::Compute::from_f64(d)).collect(),
-                            schur: schur.convert(),
-                            s_diag_inv,
+                            d_inv: Data::from_f64(dev, &d64, compute)?,
+                            schur: schur.upload(dev, precision)?,
+                            s_diag_inv: Data::from_f64(dev, &s_diag_inv, compute)?,
                             uzawa: matches!(relaxation, Relaxation::SchurUzawa(_)),
                         }
                     }
                 })
             };
-            let zero = S::Compute::zero();
-            let (flow, pressure) = (g.flow_len(), g.pressure_len());
+            let flow = || Block::vector(dev, g.flow_len(), compute);
+            let pressure = || Data::zeros(dev, g.pressure_len(), compute);
             levels.push(Level {
-                op: op64.convert(),
+                op: op64.upload(dev, precision)?,
                 smoother,
-                x: filled(flow, zero),
-                b: filled(flow, zero),
-                r: filled(flow, zero),
-                work: filled(flow, zero),
-                p1: filled(pressure, zero),
-                p2: filled(pressure, zero),
-                p3: filled(pressure, zero),
+                x: flow()?,
+                b: flow()?,
+                r: flow()?,
+                work: flow()?,
+                pressure: [pressure()?, pressure()?, pressure()?],
             });
         }
+        let bytes = levels
+            .iter()
+            .map(|l| {
+                let vanka = match &l.smoother {
+                    Some(Smoother::Vanka(v, _)) => v.bytes(),
+                    _ => 0,
+                };
+                l.op.bytes() + vanka + 4 * l.x.data.bytes()
+            })
+            .sum();
         Ok(MonolithicMg {
+            dev: dev.clone(),
+            precision,
             levels,
             coarse: coarse.expect("the hierarchy has a coarsest level"),
+            bytes,
         })
     }
 
@@ -308,44 +316,36 @@ impl<S: Stored> MonolithicMg<S> {
     }
 
     pub fn bytes(&self) -> usize {
-        self.levels
-            .iter()
-            .map(|l| {
-                let vanka = match &l.smoother {
-                    Some(Smoother::Vanka(v, _)) => v.bytes(),
-                    _ => 0,
-                };
-                l.op.bytes() + vanka + 4 * l.x.len() * std::mem::size_of::<S::Compute>()
-            })
-            .sum()
+        self.bytes
     }
 
-    /// z ≈ A⁻¹ r by one V(1,1) cycle from a zero guess.
-    pub fn apply(&mut self, r: &[f64], z: &mut [f64]) {
-        from_f64_into(r, &mut self.levels[0].b);
-        cycle(&mut self.levels, &self.coarse);
-        to_f64_into(&self.levels[0].x, z);
+    /// The Vanka form of the relaxation, if Vanka.
+    pub fn vanka_form(&self) -> Option<VankaForm> {
+        match self.levels.first().and_then(|l| l.smoother.as_ref()) {
+            Some(Smoother::Vanka(v, _)) => Some(v.form()),
+            _ => None,
+        }
     }
 }
 
 /// One V(1,1) cycle on levels[0] (x from zero), recursing to the coarsest.
-fn cycle<S: Stored>(levels: &mut [Level<S>], coarse: &DenseSolve) {
+fn cycle<D: Kernels>(dev: &D, levels: &mut [Level<D>], coarse: &CoarseSolve<D>) -> Result<()> {
     let (level, rest) = levels.split_first_mut().expect("at least one level");
     if rest.is_empty() {
-        coarse.solve(&level.b, &mut level.x);
-        return;
+        return dev.coarse_solve(coarse, level.b.view(), level.x.view_mut());
     }
-    level.x.iter_mut().for_each(|v| *v = S::Compute::zero());
-    relax(level, true);
-    level.op.residual(&level.b, &level.x, &mut level.r);
-    restrict_flow(&level.r, &mut rest[0].b, rest[0].op.grid);
-    cycle(rest, coarse);
-    prolong_flow(&rest[0].x, &mut level.x, rest[0].op.grid);
-    relax(level, false);
+    dev.fill(level.x.view_mut(), 0.0)?;
+    relax(dev, level, true)?;
+    dev.stokes_apply(&level.op, &level.x, Some(&level.b), &mut level.r)?;
+    let coarse_grid = rest[0].op.grid;
+    restrict_flow(dev, &level.r, &mut rest[0].b, coarse_grid)?;
+    cycle(dev, rest, coarse)?;
+    prolong_flow(dev, &rest[0].x, &mut level.x, coarse_grid)?;
+    relax(dev, level, false)
 }
 
 /// x += S(b − A x) for the level's relaxation; from a zero x the residual is b itself.
-fn relax<S: Stored>(level: &mut Level<S>, zero_guess: bool) {
+fn relax<D: Kernels>(dev: &D, level: &mut Level<D>, zero_guess: bool) -> Result<()> {
     let Level {
         op,
         smoother,
@@ -353,21 +353,19 @@ fn relax<S: Stored>(level: &mut Level<S>, zero_guess: bool) {
         b,
         r,
         work,
-        p1,
-        p2,
-        p3,
+        pressure,
     } = level;
-    let r: &[S::Compute] = if zero_guess {
+    let r: &Block<D> = if zero_guess {
         b
     } else {
-        op.residual(b, x, r);
+        dev.stokes_apply(op, x, Some(b), r)?;
         r
     };
     match smoother
         .as_mut()
         .expect("relaxation on a non-coarsest level")
     {
-        Smoother::Vanka(vanka, omega) => vanka.relax(r, x, *omega),
+        Smoother::Vanka(vanka, omega) => vanka.relax(dev, r, x, *omega),
         Smoother::Schur {
             params,
             d_inv,
@@ -375,16 +373,7 @@ fn relax<S: Stored>(level: &mut Level<S>, zero_guess: bool) {
             s_diag_inv,
             uzawa,
         } => schur_relax(
-            op,
-            params,
-            d_inv,
-            schur,
-            s_diag_inv,
-            *uzawa,
-            r,
-            x,
-            work,
-            [p1, p2, p3],
+            dev, op, params, d_inv, schur, s_diag_inv, *uzawa, r, x, work, pressure,
         ),
     }
 }
@@ -395,79 +384,124 @@ fn relax<S: Stored>(level: &mut Level<S>, zero_guess: bool) {
 ///   x += ω (δu, δp);
 /// - Schur-Uzawa: δu = (1/t) D⁻¹ r_u, Ŝ δp = B δu − r_p (Jacobi), x += (δu, δp).
 #[allow(clippy::too_many_arguments)]
-fn schur_relax<S: Stored>(
-    op: &StokesOperator<S>,
+fn schur_relax<D: Kernels>(
+    dev: &D,
+    op: &StokesMatrices<D>,
     params: &SchurParams,
-    d_inv: &[S::Compute],
-    schur: &PressureRows<S>,
-    s_diag_inv: &[S::Compute],
+    d_inv: &Data<D>,
+    schur: &crate::device::stencil::PressureRows<D>,
+    s_diag_inv: &Data<D>,
     uzawa: bool,
-    r: &[S::Compute],
-    x: &mut [S::Compute],
-    work: &mut [S::Compute],
-    [rhs, dp, sp]: [&mut Vec<S::Compute>; 3],
-) {
-    let g = op.grid;
-    let c = |v: f64| S::Compute::from_f64(v);
-    let inv_t = c(1.0 / params.t);
-    let (rx, ry, rp) = split(r, g);
+    r: &Block<D>,
+    x: &mut Block<D>,
+    work: &mut Block<D>,
+    [rhs, dp, sp]: &mut [Data<D>; 3],
+) -> Result<()> {
+    let [ux, uy, pp] = op.grid.parts();
+    let inv_t = 1.0 / params.t;
     // work_u = (1/t) D⁻¹ r_u; rhs = B work_u − r_p.
-    {
-        let (wx, wy, _) = split_mut(work, g);
-        scale_into(wx, rx, d_inv, inv_t);
-        scale_into(wy, ry, d_inv, inv_t);
+    for part in [ux.clone(), uy.clone()] {
+        dev.scaled_product(
+            inv_t,
+            d_inv.view(),
+            r.data.slice(part.clone()),
+            work.data.slice_mut(part),
+        )?;
     }
-    {
-        let (wx, wy, _) = split(work, g);
-        op.apply_divergence(wx, wy, rhs);
-    }
-    rhs.iter_mut().zip(rp).for_each(|(v, &r)| *v = *v - r);
+    dev.stokes_divergence(op, work, rhs.view_mut())?;
+    dev.axpby(-1.0, r.data.slice(pp.clone()), 1.0, rhs.view_mut())?;
     // Weighted Jacobi on Ŝ δp = rhs from δp = 0.
-    let weight = c(params.jacobi_weight);
+    let weight = params.jacobi_weight;
     for step in 0..params.jacobi_steps {
         if step == 0 {
-            dp.iter_mut()
-                .zip(rhs.iter().zip(s_diag_inv))
-                .for_each(|(d, (&b, &s))| *d = weight * s * b);
+            dev.scaled_product(weight, s_diag_inv.view(), rhs.view(), dp.view_mut())?;
             continue;
         }
-        schur.apply(dp, sp);
-        dp.iter_mut()
-            .zip(rhs.iter().zip(sp.iter().zip(s_diag_inv)))
-            .for_each(|(d, (&b, (&a, &s)))| *d = *d + weight * s * (b - a));
+        dev.pressure_stencil(schur, dp.view(), sp.view_mut())?;
+        dev.scaled_product_add(
+            weight,
+            s_diag_inv.view(),
+            rhs.view(),
+            sp.view(),
+            dp.view_mut(),
+        )?;
     }
     if params.jacobi_steps == 0 {
-        dp.iter_mut().for_each(|d| *d = S::Compute::zero());
+        dev.fill(dp.view_mut(), 0.0)?;
     }
-    let (xx, xy, xp) = split_mut(x, g);
     if uzawa {
         // δu = (1/t) D⁻¹ r_u, still in `work`.
-        let (wx, wy, _) = split(work, g);
-        for (xc, wc) in [(xx, wx), (xy, wy)] {
-            xc.par_iter_mut()
-                .zip(wc.par_iter())
-                .for_each(|(xv, &w)| *xv = *xv + w);
+        for part in [ux, uy] {
+            dev.axpby(
+                1.0,
+                work.data.slice(part.clone()),
+                1.0,
+                x.data.slice_mut(part),
+            )?;
         }
-        xp.iter_mut().zip(dp.iter()).for_each(|(p, &d)| *p = *p + d);
+        dev.axpby(1.0, dp.view(), 1.0, x.data.slice_mut(pp))?;
     } else {
-        let omega = c(params.omega);
-        let (wx, wy, _) = split_mut(work, g);
-        op.apply_gradient(dp, wx, wy);
-        let scale = omega * inv_t;
-        for (xc, (gc, rc)) in [(xx, (&*wx, rx)), (xy, (&*wy, ry))] {
-            xc.par_iter_mut()
-                .zip(gc.par_iter().zip(rc.par_iter().zip(d_inv.par_iter())))
-                .for_each(|(xv, (&gv, (&rv, &d)))| *xv = *xv + scale * d * (rv - gv));
+        dev.stokes_gradient(op, dp.view(), work)?;
+        let scale = params.omega * inv_t;
+        for part in [ux, uy] {
+            dev.scaled_product_add(
+                scale,
+                d_inv.view(),
+                r.data.slice(part.clone()),
+                work.data.slice(part.clone()),
+                x.data.slice_mut(part),
+            )?;
         }
-        xp.iter_mut()
-            .zip(dp.iter())
-            .for_each(|(p, &d)| *p = *p + omega * d);
+        dev.axpby(params.omega, dp.view(), 1.0, x.data.slice_mut(pp))?;
+    }
+    Ok(())
+}
+
+impl<D: Kernels> LinOp<D> for MonolithicMg<D> {
+    fn size(&self) -> usize {
+        self.levels[0].op.grid.flow_len()
+    }
+
+    fn input(&self) -> BlockKind {
+        BlockKind {
+            precision: Precision::F64,
+            layout: Layout::ColMajor,
+        }
+    }
+
+    fn output(&self) -> BlockKind {
+        self.input()
+    }
+
+    fn prepare(&mut self, nrhs: usize) -> Result<()> {
+        if nrhs == 1 {
+            Ok(())
+        } else {
+            Err(Error::InvalidInput(format!(
+                "the Stokes preconditioner applies to one vector at a time, not {nrhs}"
+            )))
+        }
+    }
+
+    /// z ≈ A⁻¹ r by one V(1,1) cycle from a zero guess (r, z f64).
+    fn apply(&mut self, r: &Block<D>, z: &mut Block<D>) -> Result<()> {
+        let dev = self.dev.clone();
+        dev.copy(r.view(), self.levels[0].b.view_mut())?;
+        cycle(&dev, &mut self.levels, &self.coarse)?;
+        dev.copy(self.levels[0].x.view(), z.view_mut())
+    }
+
+    fn cost(&self, _nrhs: usize) -> Cost {
+        Cost {
+            flops: 0.0,
+            bytes: self.bytes as f64,
+        }
     }
 }
 
-/// out = scale · d ∘ r.
-fn scale_into<T: Real>(out: &mut [T], r: &[T], d: &[T], scale: T) {
-    out.par_iter_mut()
-        .zip(r.par_iter().zip(d.par_iter()))
-        .for_each(|(o, (&rv, &dv))| *o = scale * dv * rv);
+/// The precision of the preconditioner's storage.
+impl<D: Kernels> MonolithicMg<D> {
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
 }

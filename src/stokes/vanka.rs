@@ -14,31 +14,21 @@
 //! are relaxed together by one GEMM.
 
 use faer::linalg::solvers::DenseSolveCore;
-use num_traits::Zero;
+use half::f16;
 use rayon::prelude::*;
 
-use super::lattice::{
-    divergence_slot, gradient_slot, lattice_slot, split, split_mut, Grid, StokesOperator,
-};
-use crate::backend::cpu::{filled, gemm_real, Operand};
-use crate::precision::{Real, Stored};
+use super::lattice::{divergence_slot, gradient_slot, lattice_slot, Grid, StokesOperator};
+use crate::device::stencil::{patch_node as velocity_node, VankaMaps, PATCH};
+use crate::device::{Block, Data, Kernels, MatMut, MatRef, Storage};
+use crate::error::Result;
+use crate::precision::{Precision, Stored};
 
-/// Unknowns of a full patch.
-pub const PATCH: usize = 51;
+/// The pressure slot of a patch.
 const PRESSURE_SLOT: usize = 50;
-
-/// The lattice node and component of velocity slot s of patch (pi, pj), if active.
-fn velocity_node(grid: Grid, pi: usize, pj: usize, s: usize) -> Option<(usize, usize, usize)> {
-    let (c, w) = (s / 25, s % 25);
-    let i = 2 * pi as isize - 2 + (w % 5) as isize;
-    let j = 2 * pj as isize - 2 + (w / 5) as isize;
-    let m = grid.m() as isize;
-    (i > 0 && j > 0 && i < m - 1 && j < m - 1).then_some((c, i as usize, j as usize))
-}
 
 /// The patch matrix A_i = V_i A V_iᵀ in the 51 fixed slots (f64, column-major), with 1 on
 /// the diagonal of inactive slots so it is invertible; returns it and the active mask.
-fn patch_matrix(op: &StokesOperator<f64>, pi: usize, pj: usize) -> (Vec<f64>, [bool; PATCH]) {
+fn patch_matrix(op: &StokesOperator, pi: usize, pj: usize) -> (Vec<f64>, [bool; PATCH]) {
     let g = op.grid;
     let mut a = vec![0.0; PATCH * PATCH];
     let mut active = [false; PATCH];
@@ -70,7 +60,7 @@ fn patch_matrix(op: &StokesOperator<f64>, pi: usize, pj: usize) -> (Vec<f64>, [b
 /// W_i D A_i⁻¹ D (column-major, inactive rows and columns zero), in f64, with D = diag(1,
 /// …, 1, h): the pressure row and column of A_i⁻¹ grow like 1/h and 1/h², so scaled they
 /// are O(1) and fit f16 at any mesh size; the relaxation divides by h on the way in and out.
-fn weighted_inverse(op: &StokesOperator<f64>, pi: usize, pj: usize) -> Vec<f64> {
+fn weighted_inverse(op: &StokesOperator, pi: usize, pj: usize) -> Vec<f64> {
     let h = 1.0 / op.grid.n as f64;
     let d = |slot: usize| if slot == PRESSURE_SLOT { h } else { 1.0 };
     let (a, active) = patch_matrix(op, pi, pj);
@@ -126,39 +116,56 @@ pub enum VankaForm {
 /// Bytes a Vanka relaxation of an n×n mesh needs (to check memory before building it).
 pub fn vanka_bytes(n: usize, form: VankaForm, store_bytes: usize, compute_bytes: usize) -> f64 {
     let patches = ((n + 1) * (n + 1)) as f64;
-    let (inverses, buffers) = match form {
-        VankaForm::Simple => (patches, 1.0),
-        VankaForm::Tuned => (25.0, 2.0),
+    let inverses = match form {
+        VankaForm::Simple => patches,
+        VankaForm::Tuned => 25.0,
     };
     let p = PATCH as f64;
-    inverses * p * p * store_bytes as f64 + patches * (buffers * p * compute_bytes as f64 + 8.0)
+    inverses * p * p * store_bytes as f64 + patches * (2.0 * p * compute_bytes as f64 + 12.0)
+}
+
+/// Every patch's W A⁻¹ in storage S, straight into its column (no f64 copy of all of them).
+fn simple_inverses<S: Storage>(op: &StokesOperator, patch_of_column: &[u32]) -> Vec<S> {
+    let np = op.grid.np();
+    let mut stored = vec![S::default(); patch_of_column.len() * PATCH * PATCH];
+    stored
+        .par_chunks_mut(PATCH * PATCH)
+        .zip(patch_of_column.par_iter())
+        .for_each(|(out, &k)| {
+            let k = k as usize;
+            let inverse = weighted_inverse(op, k % np, k / np);
+            out.iter_mut()
+                .zip(inverse)
+                .for_each(|(o, v)| *o = S::from_f64(v));
+        });
+    stored
 }
 
 /// One level's Vanka relaxation.
-pub struct Vanka<S: Stored> {
+pub struct Vanka<D: Kernels> {
     grid: Grid,
     form: VankaForm,
-    /// Simple: one W A⁻¹ per patch column; tuned: one per class (25).
-    inverses: Vec<S>,
-    /// Buffer column of patch (i, j) (index j(n+1)+i); tuned: interior patches first.
-    column_of: Vec<u32>,
-    /// The patch of each buffer column (the inverse permutation).
-    patch_of_column: Vec<u32>,
-    /// Tuned: class of each buffer column.
-    class_of_column: Vec<u8>,
-    /// Tuned: gathered residuals V_i r, 51 per column.
-    gathered: Vec<S::Compute>,
-    /// Patch corrections W_i A_i⁻¹ V_i r, 51 per column.
-    corrections: Vec<S::Compute>,
+    /// Simple: one W A⁻¹ per patch column; tuned: one per class (25); in storage precision.
+    inverses: Data<D>,
+    maps: VankaMaps<D>,
+    /// Gathered residuals V_i r and patch corrections W_i A_i⁻¹ V_i r, 51 per column, in the
+    /// compute precision.
+    gathered: Data<D>,
+    corrections: Data<D>,
     /// Tuned: the interior inverse in the compute precision, for the GEMM.
-    interior_inverse: Vec<S::Compute>,
+    interior_inverse: Data<D>,
     interior_columns: usize,
     /// 1/h: undoes the pressure scaling D of the stored inverses.
-    pressure_scale: S::Compute,
+    pressure_scale: f64,
 }
 
-impl<S: Stored> Vanka<S> {
-    pub fn new(op: &StokesOperator<f64>, form: VankaForm) -> Self {
+impl<D: Kernels> Vanka<D> {
+    pub fn new(
+        dev: &D,
+        op: &StokesOperator,
+        form: VankaForm,
+        precision: Precision,
+    ) -> Result<Self> {
         let g = op.grid;
         let (n, np) = (g.n, g.np());
         let patches = np * np;
@@ -180,31 +187,22 @@ impl<S: Stored> Vanka<S> {
         for (k, &c) in column_of.iter().enumerate() {
             patch_of_column[c as usize] = k as u32;
         }
-        let interior_columns = (0..np).filter(|&i| interior(i)).count().pow(2);
-        let mut class_of_column = vec![0u8; patches];
-        for j in 0..np {
-            for i in 0..np {
-                class_of_column[column_of[j * np + i] as usize] =
-                    (side_class(j, n) * 5 + side_class(i, n)) as u8;
-            }
-        }
-        let to_store = |v: Vec<f64>| v.into_iter().map(S::from_f64).collect::<Vec<S>>();
-        let (inverses, interior_inverse) = match form {
+        let compute = precision.compute();
+        let (inverses, inverse_of_column, interior_columns, interior_inverse) = match form {
             VankaForm::Simple => {
-                // Each inverse goes straight into its column, in the storage precision (no
-                // f64 copy of all of them).
-                let mut stored = vec![S::default(); patches * PATCH * PATCH];
-                stored
-                    .par_chunks_mut(PATCH * PATCH)
-                    .zip(patch_of_column.par_iter())
-                    .for_each(|(out, &k)| {
-                        let k = k as usize;
-                        let inverse = weighted_inverse(op, k % np, k / np);
-                        out.iter_mut()
-                            .zip(inverse)
-                            .for_each(|(o, v)| *o = S::from_f64(v));
-                    });
-                (stored, Vec::new())
+                let inverses = match precision {
+                    Precision::F16 => {
+                        Data::from_owned(dev, simple_inverses::<f16>(op, &patch_of_column))?
+                    }
+                    Precision::F32 => {
+                        Data::from_owned(dev, simple_inverses::<f32>(op, &patch_of_column))?
+                    }
+                    Precision::F64 => {
+                        Data::from_owned(dev, simple_inverses::<f64>(op, &patch_of_column))?
+                    }
+                };
+                let identity: Vec<u32> = (0..patches as u32).collect();
+                (inverses, identity, 0, Data::zeros(dev, 0, compute)?)
             }
             VankaForm::Tuned => {
                 // A representative patch per class: indices 0, 1, 2, n−1, n.
@@ -221,175 +219,100 @@ impl<S: Stored> Vanka<S> {
                         }
                     }
                 }
-                let stored = to_store(flat);
+                let class_of_column: Vec<u32> = patch_of_column
+                    .iter()
+                    .map(|&k| {
+                        let (i, j) = (k as usize % np, k as usize / np);
+                        (side_class(j, n) * 5 + side_class(i, n)) as u32
+                    })
+                    .collect();
                 let interior_class = 2 * 5 + 2;
-                let interior_inverse = stored
+                // The interior inverse as stored (rounded to the storage precision), then
+                // widened to the compute precision for the GEMM.
+                let interior_inverse: Vec<f64> = flat
                     [interior_class * PATCH * PATCH..(interior_class + 1) * PATCH * PATCH]
                     .iter()
-                    .map(|v| v.to_compute())
+                    .map(|&v| round_to(precision, v))
                     .collect();
-                (stored, interior_inverse)
+                let interior_columns = (0..np).filter(|&i| interior(i)).count().pow(2);
+                (
+                    Data::from_f64(dev, &flat, precision)?,
+                    class_of_column,
+                    interior_columns,
+                    Data::from_f64(dev, &interior_inverse, compute)?,
+                )
             }
         };
-        let zero = S::Compute::zero();
-        Vanka {
+        Ok(Vanka {
             grid: g,
             form,
             inverses,
-            column_of,
-            patch_of_column,
-            class_of_column,
-            gathered: if form == VankaForm::Tuned {
-                filled(patches * PATCH, zero)
-            } else {
-                Vec::new()
+            maps: VankaMaps {
+                column_of: dev.upload(&column_of)?,
+                patch_of_column: dev.upload(&patch_of_column)?,
+                inverse_of_column: dev.upload(&inverse_of_column)?,
             },
-            corrections: filled(patches * PATCH, zero),
+            gathered: Data::zeros(dev, patches * PATCH, compute)?,
+            corrections: Data::zeros(dev, patches * PATCH, compute)?,
             interior_inverse,
             interior_columns,
-            pressure_scale: S::Compute::from_f64(n as f64),
-        }
+            pressure_scale: n as f64,
+        })
+    }
+
+    pub fn form(&self) -> VankaForm {
+        self.form
     }
 
     pub fn bytes(&self) -> usize {
-        self.inverses.len() * std::mem::size_of::<S>()
-            + (self.gathered.len() + self.corrections.len() + self.interior_inverse.len())
-                * std::mem::size_of::<S::Compute>()
-            + self.column_of.len() * 9
+        self.inverses.bytes()
+            + self.gathered.bytes()
+            + self.corrections.bytes()
+            + self.interior_inverse.bytes()
+            + 12 * (self.grid.np() * self.grid.np())
     }
 
     /// x += ω Σ V_iᵀ W_i A_i⁻¹ V_i r on flat [ux | uy | p] vectors.
-    pub fn relax(&mut self, r: &[S::Compute], x: &mut [S::Compute], omega: S::Compute) {
-        let g = self.grid;
-        let np = g.np();
-        let patch_of_column = &self.patch_of_column;
-        let scale = self.pressure_scale;
-        match self.form {
-            VankaForm::Simple => {
-                let inverses = &self.inverses;
-                self.corrections
-                    .par_chunks_mut(PATCH)
-                    .zip(patch_of_column.par_iter())
-                    .enumerate()
-                    .for_each(|(col, (out, &k))| {
-                        let k = k as usize;
-                        let mut v = [S::Compute::zero(); PATCH];
-                        gather(g, r, k % np, k / np, scale, &mut v);
-                        let inv = &inverses[col * PATCH * PATCH..(col + 1) * PATCH * PATCH];
-                        matvec(inv, &v, out);
-                    });
-            }
-            VankaForm::Tuned => {
-                let gathered = &mut self.gathered;
-                gathered
-                    .par_chunks_mut(PATCH)
-                    .zip(patch_of_column.par_iter())
-                    .for_each(|(out, &k)| {
-                        let k = k as usize;
-                        let v: &mut [S::Compute; PATCH] =
-                            out.try_into().expect("a column holds one patch");
-                        v.fill(S::Compute::zero());
-                        gather(g, r, k % np, k / np, scale, v);
-                    });
-                // The interior patches share one inverse: one GEMM relaxes all of them.
-                let ic = self.interior_columns;
-                let (inner, outer) = self.corrections.split_at_mut(ic * PATCH);
-                gemm_real(
-                    PATCH,
-                    ic,
-                    PATCH,
-                    inner,
-                    PATCH,
-                    Operand::col_major(&self.interior_inverse, PATCH),
-                    Operand::col_major(&gathered[..ic * PATCH], PATCH),
-                );
-                let inverses = &self.inverses;
-                let classes = &self.class_of_column[ic..];
-                outer
-                    .par_chunks_mut(PATCH)
-                    .zip(gathered[ic * PATCH..].par_chunks(PATCH))
-                    .zip(classes.par_iter())
-                    .for_each(|((out, v), &class)| {
-                        let class = class as usize;
-                        let inv = &inverses[class * PATCH * PATCH..(class + 1) * PATCH * PATCH];
-                        matvec(inv, v, out);
-                    });
-            }
+    pub fn relax(&mut self, dev: &D, r: &Block<D>, x: &mut Block<D>, omega: f64) -> Result<()> {
+        dev.vanka_gather(
+            self.grid,
+            r,
+            &self.maps,
+            self.pressure_scale,
+            &mut self.gathered,
+        )?;
+        // Tuned: the interior patches share one inverse, so one GEMM relaxes all of them.
+        let ic = self.interior_columns;
+        if ic > 0 {
+            dev.gemm(
+                MatRef::col_major(&self.interior_inverse, 0, PATCH, PATCH, PATCH),
+                MatRef::col_major(&self.gathered, 0, PATCH, ic, PATCH),
+                MatMut::col_major(&mut self.corrections, 0, PATCH, ic, PATCH),
+            )?;
         }
-        self.scatter(x, omega);
-    }
-
-    /// x += ω Σ_i V_iᵀ (corrections of patch i): each unknown sums the patches holding it.
-    fn scatter(&self, x: &mut [S::Compute], omega: S::Compute) {
-        let g = self.grid;
-        let (m, np) = (g.m(), g.np());
-        let corrections = &self.corrections;
-        let column_of = &self.column_of;
-        let (xx, xy, xp) = split_mut(x, g);
-        xx.par_chunks_mut(m)
-            .zip(xy.par_chunks_mut(m))
-            .enumerate()
-            .for_each(|(j, (rx, ry))| {
-                if j == 0 || j + 1 == m {
-                    return;
-                }
-                for i in 1..m - 1 {
-                    let (mut sx, mut sy) = (S::Compute::zero(), S::Compute::zero());
-                    // Patches (pi, pj) with |I − 2pi| ≤ 2 and |J − 2pj| ≤ 2.
-                    for pj in (j.saturating_sub(2)).div_ceil(2)..=((j + 2) / 2).min(np - 1) {
-                        for pi in (i.saturating_sub(2)).div_ceil(2)..=((i + 2) / 2).min(np - 1) {
-                            let col = column_of[pj * np + pi] as usize;
-                            let w = (j + 2 - 2 * pj) * 5 + (i + 2 - 2 * pi);
-                            sx = sx + corrections[col * PATCH + w];
-                            sy = sy + corrections[col * PATCH + 25 + w];
-                        }
-                    }
-                    rx[i] = rx[i] + omega * sx;
-                    ry[i] = ry[i] + omega * sy;
-                }
-            });
-        xp.par_chunks_mut(np).enumerate().for_each(|(pj, row)| {
-            for (pi, v) in row.iter_mut().enumerate() {
-                let col = column_of[pj * np + pi] as usize;
-                *v = *v + omega * self.pressure_scale * corrections[col * PATCH + PRESSURE_SLOT];
-            }
-        });
+        dev.vanka_products(
+            &self.inverses,
+            &self.maps,
+            ic,
+            &self.gathered,
+            &mut self.corrections,
+        )?;
+        dev.vanka_scatter(
+            self.grid,
+            &self.corrections,
+            &self.maps,
+            omega,
+            self.pressure_scale,
+            x,
+        )
     }
 }
 
-/// D⁻¹ V_i r: the residual in the 51 slots of patch (pi, pj), zero in inactive slots, its
-/// pressure times `pressure_scale` = 1/h.
-fn gather<T: Real>(g: Grid, r: &[T], pi: usize, pj: usize, pressure_scale: T, v: &mut [T; PATCH]) {
-    let m = g.m();
-    let (rx, ry, rp) = split(r, g);
-    v[PRESSURE_SLOT] = pressure_scale * rp[pj * g.np() + pi];
-    if pi >= 2 && pj >= 2 && pi + 2 <= g.n && pj + 2 <= g.n {
-        // Interior patch: every slot active, five contiguous runs per component.
-        for dj in 0..5 {
-            let start = (2 * pj - 2 + dj) * m + 2 * pi - 2;
-            v[5 * dj..5 * dj + 5].copy_from_slice(&rx[start..start + 5]);
-            v[25 + 5 * dj..25 + 5 * dj + 5].copy_from_slice(&ry[start..start + 5]);
-        }
-        return;
-    }
-    for s in 0..25 {
-        if let Some((_, i, j)) = velocity_node(g, pi, pj, s) {
-            v[s] = rx[j * m + i];
-            v[25 + s] = ry[j * m + i];
-        }
-    }
-}
-
-/// out = A v for a column-major 51×51 A stored in S.
-fn matvec<S: Stored>(a: &[S], v: &[S::Compute], out: &mut [S::Compute]) {
-    out.iter_mut().for_each(|o| *o = S::Compute::zero());
-    for (c, &vc) in v.iter().enumerate() {
-        if vc == S::Compute::zero() {
-            continue;
-        }
-        let column = &a[c * PATCH..(c + 1) * PATCH];
-        for (o, &acr) in out.iter_mut().zip(column) {
-            *o = *o + acr.to_compute() * vc;
-        }
+/// v rounded to `precision` (and back to f64).
+fn round_to(precision: Precision, v: f64) -> f64 {
+    match precision {
+        Precision::F16 => <f16 as Stored>::from_f64(v).to_f64(),
+        Precision::F32 => v as f32 as f64,
+        Precision::F64 => v,
     }
 }

@@ -1,51 +1,12 @@
-//! Compute backends. Every kernel has a CPU implementation (`cpu`, the reference); the CUDA
-//! backend (`cuda`) is probed at run time through dynamically loaded driver libraries, so
-//! the same binary builds and runs on machines without CUDA.
-//!
-//! Selection follows the config's `backend = "auto" | "cpu" | "cuda"`: auto picks CUDA when
-//! a device is present and the method has a CUDA implementation, else the CPU. Ranks bind
-//! to device `local_rank % device_count`.
-
-pub mod cpu;
-pub mod cuda;
+//! The one place that decides where a rank's solves run: the config's backend choice
+//! resolved against this machine's devices and the methods' implementations, the rank's
+//! GPU binding (`local_rank % device_count`), and the device a solver is instantiated on.
 
 use std::fmt;
-use std::str::FromStr;
 
+use crate::device::cuda::{CudaDeviceInfo, CudaProbe};
+use crate::device::BackendChoice;
 use crate::error::{Error, Result};
-pub use cuda::{CudaDeviceInfo, CudaProbe};
-
-/// What the user asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendChoice {
-    Auto,
-    Cpu,
-    Cuda,
-}
-
-impl BackendChoice {
-    pub const NAMES: &'static str = "auto, cpu, cuda";
-
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendChoice::Auto => "auto",
-            BackendChoice::Cpu => "cpu",
-            BackendChoice::Cuda => "cuda",
-        }
-    }
-}
-
-impl FromStr for BackendChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(BackendChoice::Auto),
-            "cpu" => Ok(BackendChoice::Cpu),
-            "cuda" => Ok(BackendChoice::Cuda),
-            _ => Err(format!("unknown backend '{s}' (allowed: {})", Self::NAMES)),
-        }
-    }
-}
 
 /// The backend a rank runs its kernels on.
 #[derive(Clone, Debug, PartialEq)]
@@ -96,6 +57,24 @@ impl Backend {
         }
     }
 }
+
+/// Runs `$body` with `$dev` bound to a reference to this backend's device (each arm
+/// instantiates the solvers in `$body` for its device type).
+macro_rules! on_device {
+    ($backend:expr, $dev:ident => $body:expr) => {
+        match $backend {
+            $crate::run::Backend::Cpu { .. } => {
+                let $dev = &$crate::device::Cpu::new();
+                $body
+            }
+            $crate::run::Backend::Cuda(info) => Err($crate::error::Error::Backend(format!(
+                "cuda device {} ({}): this build has no CUDA kernels yet; use backend = \"cpu\"",
+                info.ordinal, info.name
+            ))),
+        }
+    };
+}
+pub(crate) use on_device;
 
 impl fmt::Display for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,9 +1,10 @@
-//! Extreme eigenvalues of a symmetric operator by Lanczos with full reorthogonalization.
+//! Extreme eigenvalues of a symmetric operator by Lanczos with full reorthogonalization:
+//! the condition numbers of the PSC set-up (host vectors, f64).
 
 use faer::{Mat, Side};
 
-use crate::backend::cpu;
 use crate::error::{Error, Result};
+use crate::numeric::{dot, nrm2};
 
 #[derive(Clone, Copy, Debug)]
 pub struct LanczosParams {
@@ -53,7 +54,7 @@ pub fn extreme_eigenvalues(
             (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
         })
         .collect();
-    let norm = cpu::nrm2(&q);
+    let norm = nrm2(&q);
     q.iter_mut().for_each(|v| *v /= norm);
 
     let mut basis: Vec<Vec<f64>> = Vec::new();
@@ -63,18 +64,18 @@ pub fn extreme_eigenvalues(
     let steps = params.max_iterations.min(n);
     for k in 0..steps {
         apply(&q, &mut w);
-        let a = cpu::dot(&q, &w);
+        let a = dot(&q, &w);
         alpha.push(a);
-        cpu::axpy(-a, &q, &mut w);
+        axpy(-a, &q, &mut w);
         if let Some(last) = basis.last() {
-            cpu::axpy(-beta[k - 1], last, &mut w);
+            axpy(-beta[k - 1], last, &mut w);
         }
         basis.push(q.clone());
         // Full reorthogonalization, twice ("twice is enough").
         for _ in 0..2 {
             for v in &basis {
-                let c = cpu::dot(v, &w);
-                cpu::axpy(-c, v, &mut w);
+                let c = dot(v, &w);
+                axpy(-c, v, &mut w);
             }
         }
         let (smallest, largest) = tridiagonal_extremes(&alpha, &beta)?;
@@ -91,7 +92,7 @@ pub fn extreme_eigenvalues(
             }
         }
         previous = Some((smallest, largest));
-        let b = cpu::nrm2(&w);
+        let b = nrm2(&w);
         if b <= 1e-14 * a.abs().max(1e-300) || k + 1 == steps {
             // Invariant subspace found, or out of iterations: the Ritz values are final.
             return Ok(LanczosInfo {
@@ -123,6 +124,11 @@ fn tridiagonal_extremes(alpha: &[f64], beta: &[f64]) -> Result<(f64, f64)> {
         .self_adjoint_eigenvalues(Side::Lower)
         .map_err(|e| Error::Solver(format!("tridiagonal eigenvalues: {e:?}")))?;
     Ok((ev[0], ev[m - 1]))
+}
+
+/// y += α x (host vectors of the set-up).
+fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
+    y.iter_mut().zip(x).for_each(|(y, x)| *y += alpha * x);
 }
 
 #[cfg(test)]

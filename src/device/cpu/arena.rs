@@ -1,0 +1,109 @@
+//! Per-thread scratch of the CPU kernels: the bands of low-precision vectors widened to
+//! their compute precision, accumulators, rounded outputs. Each rayon worker has its own
+//! arena, used only inside a chunk of work (sequential code that starts no parallel work,
+//! so a worker never needs its arena twice at once).
+//!
+//! An arena grows when a chunk needs more than it holds, and every thread's arena is then
+//! grown to the largest size any thread needed ([`sync`] after each kernel): once a solve
+//! has run, the next one with the same shapes allocates nothing, whichever thread does
+//! which chunk.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// Scratch buffers a chunk may hold at once.
+pub const SLOTS: usize = 6;
+
+/// The largest size (in 8-byte words) any thread has grown each slot to.
+static HIGH_WATER: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+/// Some arena grew since the last [`sync`].
+static GROWN: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    static ARENA: RefCell<Arena> = RefCell::new(Arena::default());
+}
+
+/// One thread's scratch: `SLOTS` buffers of 8-byte words (aligned for f16, f32 and f64).
+#[derive(Default)]
+pub struct Arena {
+    slots: [Vec<u64>; SLOTS],
+}
+
+/// Words of 8 bytes that hold `len` values of `T`.
+fn words<T>(len: usize) -> usize {
+    (len * std::mem::size_of::<T>()).div_ceil(8)
+}
+
+fn grow(slot: &mut Vec<u64>, index: usize, words: usize) {
+    if slot.len() < words {
+        let target = words.max(HIGH_WATER[index].load(Ordering::Relaxed));
+        slot.resize(target, 0);
+        if HIGH_WATER[index].fetch_max(target, Ordering::Relaxed) < target {
+            GROWN.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// `len` values of `T` in the words of `slot` (previous contents: unspecified).
+fn typed<T: bytemuck::Pod>(slot: &mut [u64], len: usize) -> &mut [T] {
+    &mut bytemuck::cast_slice_mut::<u64, T>(slot)[..len]
+}
+
+impl Arena {
+    /// One buffer of `len` values of `T` from slot `index`.
+    pub fn one<T: bytemuck::Pod>(&mut self, index: usize, len: usize) -> &mut [T] {
+        let slot = &mut self.slots[index];
+        grow(slot, index, words::<T>(len));
+        typed(slot, len)
+    }
+
+    /// Four buffers from slots 0..4 (any types).
+    #[allow(clippy::type_complexity)]
+    pub fn four<A: bytemuck::Pod, B: bytemuck::Pod, C: bytemuck::Pod, E: bytemuck::Pod>(
+        &mut self,
+        a: usize,
+        b: usize,
+        c: usize,
+        e: usize,
+    ) -> (&mut [A], &mut [B], &mut [C], &mut [E]) {
+        let [s0, s1, s2, s3, ..] = &mut self.slots;
+        grow(s0, 0, words::<A>(a));
+        grow(s1, 1, words::<B>(b));
+        grow(s2, 2, words::<C>(c));
+        grow(s3, 3, words::<E>(e));
+        (typed(s0, a), typed(s1, b), typed(s2, c), typed(s3, e))
+    }
+
+    /// Six buffers of one type from all slots.
+    pub fn six<T: bytemuck::Pod>(&mut self, lens: [usize; SLOTS]) -> [&mut [T]; SLOTS] {
+        let mut slots = self.slots.iter_mut().enumerate();
+        std::array::from_fn(|k| {
+            let (index, slot) = slots.next().expect("SLOTS slots");
+            grow(slot, index, words::<T>(lens[k]));
+            typed(slot, lens[k])
+        })
+    }
+
+    fn grow_to_high_water(&mut self) {
+        for (index, slot) in self.slots.iter_mut().enumerate() {
+            let target = HIGH_WATER[index].load(Ordering::Relaxed);
+            if slot.len() < target {
+                slot.resize(target, 0);
+            }
+        }
+    }
+}
+
+/// Runs `f` with this thread's arena. Only for sequential chunk bodies.
+pub fn with<R>(f: impl FnOnce(&mut Arena) -> R) -> R {
+    ARENA.with(|a| f(&mut a.borrow_mut()))
+}
+
+/// After a kernel: if some arena grew, grows every worker's arena to the high-water marks
+/// (allocations happen in the first solve only).
+pub fn sync() {
+    if GROWN.swap(false, Ordering::Relaxed) {
+        rayon::broadcast(|_| with(Arena::grow_to_high_water));
+        with(Arena::grow_to_high_water);
+    }
+}

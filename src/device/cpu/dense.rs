@@ -1,0 +1,466 @@
+//! Dense kernels: GEMM, GEMV and the fused Gram-Schmidt step of FGMRES.
+//!
+//! GEMM splits C into blocks of rows (or of columns, when C is wide) and multiplies each
+//! block with faer's sequential product (AVX2/AVX-512 micro-kernels chosen at run time,
+//! packing buffers kept per thread: no allocation once warm). f16 operands are widened to
+//! f32 tile by tile in per-thread scratch and multiplied in f32.
+
+use faer::{Accum, Par};
+use half::f16;
+use rayon::prelude::*;
+
+use super::{arena, buffer, buffer_mut, by_precision, slice, slice_mut, Compute, Cpu};
+use crate::device::{
+    unsupported, Block, DenseKernels, MatMut, MatRef, Scratch, Storage, View, ViewMut,
+};
+use crate::error::{Error, Result};
+use crate::precision::Stored;
+
+/// Products smaller than this (m·n·k) run as one task.
+const SMALL_GEMM: usize = 1 << 18;
+/// Fewest rows (or columns) of C one task computes.
+const MIN_BLOCK: usize = 64;
+/// Depth of the f16 tiles widened to f32.
+const F16_DEPTH: usize = 256;
+
+/// A typed operand: entry (i, j) at `offset + i·rs + j·cs` of `data`.
+#[derive(Clone, Copy)]
+struct Operand<'a, T> {
+    data: &'a [T],
+    offset: usize,
+    rs: usize,
+    cs: usize,
+}
+
+impl<'a, T> Operand<'a, T> {
+    #[inline]
+    fn at(&self, i: usize, j: usize) -> usize {
+        self.offset + i * self.rs + j * self.cs
+    }
+
+    /// The same operand with its element type named `U`.
+    ///
+    /// # Safety
+    /// T and U must be the same type.
+    unsafe fn cast<U>(self) -> Operand<'a, U> {
+        Operand {
+            // SAFETY: T and U are the same type (the caller's guarantee).
+            data: unsafe {
+                std::slice::from_raw_parts(self.data.as_ptr() as *const U, self.data.len())
+            },
+            offset: self.offset,
+            rs: self.rs,
+            cs: self.cs,
+        }
+    }
+}
+
+/// A raw pointer rayon tasks may share when each writes its own disjoint entries.
+#[derive(Clone, Copy)]
+struct SharedMut<T>(*mut T);
+
+impl<T> SharedMut<T> {
+    /// Through a method, so closures capture the wrapper (Sync), not the bare pointer.
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+// SAFETY: only used where tasks write disjoint blocks of C (see `gemm`).
+unsafe impl<T: Send> Send for SharedMut<T> {}
+unsafe impl<T: Send> Sync for SharedMut<T> {}
+
+/// faer's sequential C = A·B (or C += A·B) on raw strided views.
+///
+/// # Safety
+/// The views must lie inside their buffers and C must not overlap A or B.
+#[allow(clippy::too_many_arguments)]
+unsafe fn faer_product<T: faer::traits::ComplexField + Copy>(
+    m: usize,
+    n: usize,
+    k: usize,
+    c: *mut T,
+    ldc: usize,
+    a: *const T,
+    (a_rs, a_cs): (usize, usize),
+    b: *const T,
+    (b_rs, b_cs): (usize, usize),
+    accumulate: bool,
+    one: T,
+) {
+    // SAFETY: the caller guarantees the extents and that C does not alias A or B.
+    unsafe {
+        let c = faer::MatMut::from_raw_parts_mut(c, m, n, 1, ldc as isize);
+        let a = faer::MatRef::from_raw_parts(a, m, k, a_rs as isize, a_cs as isize);
+        let b = faer::MatRef::from_raw_parts(b, k, n, b_rs as isize, b_cs as isize);
+        let accum = if accumulate {
+            Accum::Add
+        } else {
+            Accum::Replace
+        };
+        faer::linalg::matmul::matmul(c, accum, a, b, one, Par::Seq);
+    }
+}
+
+/// The blocks of C the tasks compute: (rows, cols) ranges.
+fn task_blocks(m: usize, n: usize, k: usize) -> (bool, usize, usize) {
+    let tasks = 4 * rayon::current_num_threads();
+    let by_rows = m >= n;
+    let extent = if by_rows { m } else { n };
+    let block = if m.saturating_mul(n).saturating_mul(k) < SMALL_GEMM {
+        extent
+    } else {
+        MIN_BLOCK.max(extent.div_ceil(tasks).next_multiple_of(16))
+    };
+    (by_rows, block.max(1), extent.div_ceil(block.max(1)))
+}
+
+/// C = A·B for operands in S and C in `C` (S itself or S's compute precision).
+#[allow(clippy::too_many_arguments)]
+fn gemm<S: Storage, C: Storage>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Operand<'_, S>,
+    b: Operand<'_, S>,
+    c: &mut [C],
+    c_offset: usize,
+    ldc: usize,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let (by_rows, block, tasks) = task_blocks(m, n, k);
+    let c_ptr = SharedMut(c.as_mut_ptr());
+    (0..tasks).into_par_iter().for_each(|t| {
+        let (r0, rows, c0, cols) = if by_rows {
+            let r0 = t * block;
+            (r0, block.min(m - r0), 0, n)
+        } else {
+            let c0 = t * block;
+            (0, m, c0, block.min(n - c0))
+        };
+        // SAFETY: task t writes only rows r0.. or columns c0.. of C (disjoint blocks); the
+        // extents were checked by the caller.
+        let c_block = unsafe { c_ptr.get().add(c_offset + r0 + c0 * ldc) };
+        block_product::<S, C>(r0, rows, c0, cols, k, a, b, c_block, ldc);
+    });
+    arena::sync();
+}
+
+/// One task's block C[r0.., c0..] = A[r0.., :] · B[:, c0..].
+#[allow(clippy::too_many_arguments)]
+fn block_product<S: Storage, C: Storage>(
+    r0: usize,
+    rows: usize,
+    c0: usize,
+    cols: usize,
+    k: usize,
+    a: Operand<'_, S>,
+    b: Operand<'_, S>,
+    c: *mut C,
+    ldc: usize,
+) {
+    use std::any::TypeId;
+    let same = |x: TypeId| x == TypeId::of::<S>() && TypeId::of::<C>() == TypeId::of::<S>();
+    if same(TypeId::of::<f64>()) || same(TypeId::of::<f32>()) {
+        // SAFETY: S and C are one native type (f32 or f64), checked by TypeId; the views lie
+        // inside the operands (checked by the caller) and C does not alias them.
+        unsafe {
+            macro_rules! native {
+                ($t:ty) => {
+                    faer_product::<$t>(
+                        rows,
+                        cols,
+                        k,
+                        c as *mut $t,
+                        ldc,
+                        a.data.as_ptr().add(a.at(r0, 0)) as *const $t,
+                        (a.rs, a.cs),
+                        b.data.as_ptr().add(b.at(0, c0)) as *const $t,
+                        (b.rs, b.cs),
+                        false,
+                        1.0,
+                    )
+                };
+            }
+            if TypeId::of::<S>() == TypeId::of::<f64>() {
+                native!(f64);
+            } else {
+                native!(f32);
+            }
+        }
+        return;
+    }
+    // f16 operands (f32 and f64 took the native path): widen tiles of A and B to f32 and
+    // multiply in f32, into C when it is f32, else into an f32 tile rounded at the end.
+    assert_eq!(TypeId::of::<S>(), TypeId::of::<f16>(), "GEMM storage");
+    // SAFETY: S is f16 (asserted above).
+    let (a, b) = unsafe { (a.cast::<f16>(), b.cast::<f16>()) };
+    let c_is_f32 = TypeId::of::<C>() == TypeId::of::<f32>();
+    arena::with(|arena| {
+        let depth = F16_DEPTH.min(k.max(1));
+        let acc_len = if c_is_f32 { 0 } else { rows * cols };
+        let (a_tile, b_tile, acc, _) =
+            arena.four::<f32, f32, f32, f32>(rows * depth, depth * cols, acc_len, 0);
+        let (dst, ld) = if c_is_f32 {
+            (c as *mut f32, ldc)
+        } else {
+            (acc.as_mut_ptr(), rows)
+        };
+        for k0 in (0..k).step_by(depth) {
+            let kd = depth.min(k - k0);
+            widen_tile(a, r0, rows, k0, kd, a_tile);
+            widen_tile(b, k0, kd, c0, cols, b_tile);
+            // SAFETY: the tiles hold rows × kd and kd × cols values; dst is this task's
+            // block of C (f32) or the rows × cols accumulator.
+            unsafe {
+                faer_product::<f32>(
+                    rows,
+                    cols,
+                    kd,
+                    dst,
+                    ld,
+                    a_tile.as_ptr(),
+                    (1, rows),
+                    b_tile.as_ptr(),
+                    (1, kd),
+                    k0 > 0,
+                    1.0,
+                );
+            }
+        }
+        for j in 0..cols {
+            for i in 0..rows {
+                // SAFETY: (i, j) lies in this task's block of C and of dst.
+                unsafe {
+                    let v = if k == 0 { 0.0 } else { *dst.add(i + j * ld) };
+                    *c.add(i + j * ldc) = C::from_f64(v as f64);
+                }
+            }
+        }
+    });
+}
+
+/// tile (ni × nj, column-major) = op[i0.., j0..] widened to f32.
+fn widen_tile(op: Operand<'_, f16>, i0: usize, ni: usize, j0: usize, nj: usize, tile: &mut [f32]) {
+    for j in 0..nj {
+        let column = &mut tile[j * ni..(j + 1) * ni];
+        if op.rs == 1 {
+            let start = op.at(i0, j0 + j);
+            <f16 as Stored>::widen_slice(&op.data[start..start + ni], column);
+        } else {
+            for (i, t) in column.iter_mut().enumerate() {
+                *t = op.data[op.at(i0 + i, j0 + j)].to_f32();
+            }
+        }
+    }
+}
+
+/// Rows of the matrix one task owns in [`gemv`].
+const GEMV_ROWS: usize = 1024;
+
+/// y = A x for a column-major m×n matrix A (leading dimension `ld`, from `offset`) stored
+/// in S, with x and y in S's compute precision. Each task owns a block of rows and streams
+/// the matching segment of every column once.
+fn gemv<S: Storage>(
+    m: usize,
+    n: usize,
+    a: &[S],
+    offset: usize,
+    ld: usize,
+    x: &[Compute<S>],
+    y: &mut [Compute<S>],
+) {
+    use num_traits::Zero;
+    const COLUMNS: usize = 4;
+    y[..m]
+        .par_chunks_mut(GEMV_ROWS)
+        .enumerate()
+        .for_each(|(task, yb)| {
+            let (first, rows) = (offset + task * GEMV_ROWS, yb.len());
+            let mut buffers = [[Compute::<S>::zero(); GEMV_ROWS]; COLUMNS];
+            yb.iter_mut().for_each(|v| *v = Compute::<S>::zero());
+            for j0 in (0..n).step_by(COLUMNS) {
+                let width = COLUMNS.min(n - j0);
+                // The segments of columns j0..j0+width for these rows, in the compute precision.
+                let mut segments: [&[Compute<S>]; COLUMNS] = [&[]; COLUMNS];
+                for (c, buffer) in buffers.iter_mut().enumerate().take(width) {
+                    let start = first + (j0 + c) * ld;
+                    let stored = &a[start..start + rows];
+                    segments[c] = match S::as_compute(stored) {
+                        Some(same) => same,
+                        None => {
+                            S::widen_slice(stored, &mut buffer[..rows]);
+                            &buffer[..rows]
+                        }
+                    };
+                }
+                if width == COLUMNS {
+                    let (x0, x1, x2, x3) = (x[j0], x[j0 + 1], x[j0 + 2], x[j0 + 3]);
+                    let [s0, s1, s2, s3] = segments;
+                    for i in 0..rows {
+                        yb[i] = yb[i] + s0[i] * x0 + s1[i] * x1 + s2[i] * x2 + s3[i] * x3;
+                    }
+                } else {
+                    for (c, segment) in segments.iter().enumerate().take(width) {
+                        let xc = x[j0 + c];
+                        yb.iter_mut()
+                            .zip(segment.iter())
+                            .for_each(|(yi, &aij)| *yi = *yi + aij * xc);
+                    }
+                }
+            }
+        });
+}
+
+/// Rows per task of the Gram-Schmidt passes.
+const GS_CHUNK: usize = 1 << 14;
+
+fn f64s(b: &Block<Cpu>) -> Result<&[f64]> {
+    Ok(buffer::<f64>(&b.data, "orthogonalize")?)
+}
+
+fn operand<'a, S: Storage>(m: &MatRef<'a, Cpu>) -> Result<Operand<'a, S>> {
+    Ok(Operand {
+        data: buffer::<S>(m.data, "gemm")?,
+        offset: m.offset,
+        rs: m.row_stride,
+        cs: m.col_stride,
+    })
+}
+
+fn check_operand(m: &MatRef<'_, Cpu>, what: &str) -> Result<()> {
+    if m.end() <= m.data.len() {
+        Ok(())
+    } else {
+        Err(Error::Backend(format!(
+            "GEMM: the {what} ({}×{}) exceeds its buffer",
+            m.rows, m.cols
+        )))
+    }
+}
+
+impl DenseKernels for Cpu {
+    fn gemm(&self, a: MatRef<'_, Self>, b: MatRef<'_, Self>, c: MatMut<'_, Self>) -> Result<()> {
+        let (m, k, n) = (a.rows, a.cols, b.cols);
+        if b.rows != k || c.rows != m || c.cols != n {
+            return Err(Error::Backend(format!(
+                "GEMM: ({m}×{k})·({}×{n}) into {}×{}",
+                b.rows, c.rows, c.cols
+            )));
+        }
+        check_operand(&a, "left operand")?;
+        check_operand(&b, "right operand")?;
+        if m > 0 && n > 0 && c.offset + (m - 1) + (n - 1) * c.ld >= c.data.len() {
+            return Err(Error::Backend(format!(
+                "GEMM: the result ({m}×{n}) exceeds its buffer"
+            )));
+        }
+        let (sp, cp) = (a.precision(), c.precision());
+        if b.precision() != sp || !(cp == sp || cp == sp.compute()) {
+            return Err(unsupported("gemm", &[sp, b.precision(), cp]));
+        }
+        let (c_offset, ldc) = (c.offset, c.ld);
+        by_precision!(sp, S => {
+            let (a, b) = (operand::<S>(&a)?, operand::<S>(&b)?);
+            if cp == sp {
+                gemm::<S, S>(m, n, k, a, b, buffer_mut::<S>(c.data, "gemm")?, c_offset, ldc);
+            } else {
+                gemm::<S, Compute<S>>(m, n, k, a, b, buffer_mut::<Compute<S>>(c.data, "gemm")?, c_offset, ldc);
+            }
+        });
+        Ok(())
+    }
+
+    fn gemv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()> {
+        let (m, n) = (a.rows, a.cols);
+        check_operand(&a, "matrix")?;
+        if a.row_stride != 1 || x.len < n || y.len < m {
+            return Err(Error::Backend(format!(
+                "GEMV: a {m}×{n} column-major matrix with vectors of {} and {}",
+                x.len, y.len
+            )));
+        }
+        let sp = a.precision();
+        if x.precision() != sp.compute() || y.precision() != sp.compute() {
+            return Err(unsupported("gemv", &[sp, x.precision(), y.precision()]));
+        }
+        by_precision!(sp, S => gemv::<S>(
+            m,
+            n,
+            buffer::<S>(a.data, "gemv")?,
+            a.offset,
+            a.col_stride,
+            slice::<Compute<S>>(&x, "gemv")?,
+            slice_mut::<Compute<S>>(y, "gemv")?,
+        ));
+        Ok(())
+    }
+
+    fn orthogonalize(
+        &self,
+        basis: &[Block<Self>],
+        w: &mut Block<Self>,
+        h: &mut [f64],
+        scratch: &mut Scratch<Self>,
+    ) -> Result<(f64, f64)> {
+        let k = basis.len();
+        let len = w.len();
+        for v in basis {
+            if f64s(v)?.len() != len {
+                return Err(Error::Backend(
+                    "orthogonalize: vectors of different lengths".into(),
+                ));
+            }
+        }
+        let w = buffer_mut::<f64>(&mut w.data, "orthogonalize")?;
+        let chunks = len.div_ceil(GS_CHUNK);
+        // Per chunk k + 1 partial sums, then the k coefficients.
+        let scratch = &mut scratch.0;
+        scratch.clear();
+        scratch.resize(chunks * (k + 1) + k, 0.0);
+        let (partials, coefficients) = scratch.split_at_mut(chunks * (k + 1));
+        // Per chunk: the k products, then w·w.
+        partials
+            .par_chunks_mut(k + 1)
+            .zip(w.par_chunks(GS_CHUNK))
+            .enumerate()
+            .for_each(|(c, (out, wc))| {
+                let start = c * GS_CHUNK;
+                for (o, v) in out.iter_mut().zip(basis) {
+                    let v = &buffer::<f64>(&v.data, "orthogonalize").expect("checked")
+                        [start..start + wc.len()];
+                    *o = v.iter().zip(wc).map(|(a, b)| a * b).sum();
+                }
+                out[k] = wc.iter().map(|a| a * a).sum();
+            });
+        let mut before = 0.0;
+        for part in partials.chunks_exact(k + 1) {
+            for (s, p) in coefficients.iter_mut().zip(part) {
+                *s += p;
+            }
+            before += part[k];
+        }
+        let coefficients: &[f64] = coefficients;
+        let squares = &mut partials[..chunks];
+        squares
+            .par_iter_mut()
+            .zip(w.par_chunks_mut(GS_CHUNK))
+            .enumerate()
+            .for_each(|(c, (sq, wc))| {
+                let (start, rows) = (c * GS_CHUNK, wc.len());
+                for (v, &hc) in basis.iter().zip(coefficients) {
+                    let v = &buffer::<f64>(&v.data, "orthogonalize").expect("checked")
+                        [start..start + rows];
+                    wc.iter_mut().zip(v).for_each(|(a, b)| *a -= hc * b);
+                }
+                *sq = wc.iter().map(|a| a * a).sum::<f64>();
+            });
+        let after: f64 = squares.iter().sum();
+        h[..k]
+            .iter_mut()
+            .zip(coefficients)
+            .for_each(|(h, c)| *h += c);
+        Ok((before.sqrt(), after.sqrt()))
+    }
+}

@@ -1,0 +1,416 @@
+//! ELLPACK kernels on node-major blocks of right-hand sides (entry (i, c) of an N × Nrhs
+//! block at `i·nrhs + c`), so one read of a matrix row serves every column: the smoothing
+//! sweeps, residuals and refinement updates of multigrid.
+//!
+//! Rows are processed in chunks (one rayon task each, [`Chunks`]). A chunk widens the band
+//! of `x` its rows touch, and each slot of the matrix, to the compute precision once (f16 →
+//! f32 with the vectorised conversions; f32 and f64 are borrowed, not copied), accumulates
+//! `A x` in the compute precision, and rounds its output to the storage precision once.
+//! Statistics of what each kernel stored are reduced in chunk order.
+
+use num_traits::Zero;
+use rayon::prelude::*;
+
+use super::arena;
+use super::vector::{partials, record_stats, record_sumsq, reduce};
+use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
+use crate::device::sparse::Chunks;
+use crate::device::{Block, EllMatrix, RowOp, Stats, Storage};
+use crate::error::{Error, Result};
+use crate::precision::{Real, Stored};
+
+/// Rows whose `A x` are accumulated together (the accumulators stay in L1/L2).
+const SUB_ROWS: usize = 256;
+
+/// A row-major ELLPACK matrix in S with its chunks.
+struct Ell<'a, S> {
+    values: &'a [S],
+    cols: &'a [u32],
+    diagonal: &'a [S],
+    width: usize,
+    chunks: &'a Chunks,
+}
+
+fn ell<'a, S: Storage>(a: &'a EllMatrix<Cpu>, kernel: &str) -> Result<Ell<'a, S>> {
+    if a.layout != crate::sparse::EllLayout::RowMajor {
+        return Err(Error::Backend(format!(
+            "{kernel}: the CPU kernels read row-major ELLPACK"
+        )));
+    }
+    Ok(Ell {
+        values: buffer::<S>(&a.values, kernel)?,
+        cols: &a.col_idx,
+        diagonal: buffer::<S>(&a.diagonal, kernel)?,
+        width: a.width,
+        chunks: &a.chunks,
+    })
+}
+
+/// Whether S's values must be widened to be computed with (f16).
+fn widens<S: Stored>() -> bool {
+    S::as_compute(&[]).is_none()
+}
+
+/// Scratch length for widening `len` values of S (zero when S is its own compute type).
+fn widen_len<S: Stored>(len: usize) -> usize {
+    if widens::<S>() {
+        len
+    } else {
+        0
+    }
+}
+
+/// `src` in its compute precision: borrowed when it already is, else widened into `scratch`.
+fn widened<'a, S: Stored>(src: &'a [S], scratch: &'a mut [S::Compute]) -> &'a [S::Compute] {
+    match S::as_compute(src) {
+        Some(same) => same,
+        None => {
+            let scratch = &mut scratch[..src.len()];
+            S::widen_slice(src, scratch);
+            scratch
+        }
+    }
+}
+
+/// Σ_s v_s x[col_s − lo] for one row of fixed width W, in two interleaved partial sums.
+#[inline(always)]
+fn row_dot<T: Real, const W: usize>(values: &[T], cols: &[u32], x_band: &[T], lo: usize) -> T {
+    let (values, cols): (&[T; W], &[u32; W]) = (
+        values.try_into().expect("row of width W"),
+        cols.try_into().expect("row of width W"),
+    );
+    let (mut even, mut odd) = (T::zero(), T::zero());
+    for s in 0..W {
+        let term = values[s] * x_band[cols[s] as usize - lo];
+        if s % 2 == 0 {
+            even = even + term;
+        } else {
+            odd = odd + term;
+        }
+    }
+    even + odd
+}
+
+/// acc[i] = Σ_s a(r, s) x(col(r, s)) for the rows of one sub-block (one right-hand side).
+fn accumulate_single<T: Real, const W: usize>(
+    values: &[T],
+    cols: &[u32],
+    x_band: &[T],
+    lo: usize,
+    acc: &mut [T],
+) {
+    let rows = values.chunks_exact(W).zip(cols.chunks_exact(W));
+    for (acc, (row_values, row_cols)) in acc.iter_mut().zip(rows) {
+        *acc = row_dot::<T, W>(row_values, row_cols, x_band, lo);
+    }
+}
+
+/// acc[i·nrhs + c] = Σ_s a(r, s) x(col(r, s), c) for the rows r = `r0 + i` of one sub-block,
+/// with `x_band` holding rows `lo..` of x in the compute precision and `values` the sub-
+/// block's values in it.
+fn accumulate<T: Real>(
+    values: &[T],
+    cols: &[u32],
+    width: usize,
+    x_band: &[T],
+    lo: usize,
+    nrhs: usize,
+    acc: &mut [T],
+) {
+    if nrhs == 1 {
+        // The Q1 stencils: 9 entries per row in 2D, 27 in 3D, unrolled.
+        match width {
+            9 => return accumulate_single::<_, 9>(values, cols, x_band, lo, acc),
+            27 => return accumulate_single::<_, 27>(values, cols, x_band, lo, acc),
+            _ => {}
+        }
+    }
+    // Even and odd slots summed apart, then added: the order of `row_dot`, so a column
+    // gets the same result alone and inside a block.
+    let rows = values.chunks_exact(width).zip(cols.chunks_exact(width));
+    for (acc_row, (row_values, row_cols)) in acc.chunks_exact_mut(nrhs).zip(rows) {
+        for (c, acc) in acc_row.iter_mut().enumerate() {
+            let (mut even, mut odd) = (T::zero(), T::zero());
+            for (s, (&v, &col)) in row_values.iter().zip(row_cols).enumerate() {
+                let term = v * x_band[(col as usize - lo) * nrhs + c];
+                if s % 2 == 0 {
+                    even = even + term;
+                } else {
+                    odd = odd + term;
+                }
+            }
+            *acc = even + odd;
+        }
+    }
+}
+
+/// One pass over A applying `op` to the node-major block x (and b), written to `out`.
+fn sweep<S: Storage>(
+    a: &Ell<'_, S>,
+    op: RowOp,
+    x: &[S],
+    b: &[S],
+    nrhs: usize,
+    out: &mut [S],
+    stats: &mut Stats<Cpu>,
+) {
+    let omega = match op {
+        RowOp::Jacobi { omega } => Compute::<S>::from_f64(omega),
+        _ => Compute::<S>::zero(),
+    };
+    let chunk_rows = a.chunks.rows;
+    let len = Stats::<Cpu>::len_for(nrhs);
+    let part = partials(stats, a.chunks.count());
+    out.par_chunks_mut(chunk_rows * nrhs)
+        .zip(part.par_chunks_mut(len))
+        .enumerate()
+        .for_each(|(k, (out_chunk, part))| {
+            let (lo, hi) = a.chunks.bands[k];
+            let chunk_start = k * chunk_rows;
+            let rows = out_chunk.len() / nrhs;
+            let b_len = if op == RowOp::Apply { 0 } else { rows * nrhs };
+            arena::with(|arena| {
+                let [xs, bs, slot, diagonal, acc, outs] = arena.six::<Compute<S>>([
+                    widen_len::<S>((hi - lo) * nrhs),
+                    widen_len::<S>(b_len),
+                    widen_len::<S>(SUB_ROWS * a.width),
+                    widen_len::<S>(SUB_ROWS),
+                    SUB_ROWS * nrhs,
+                    SUB_ROWS * nrhs,
+                ]);
+                let x_band = widened(&x[lo * nrhs..hi * nrhs], xs);
+                let b_chunk = widened(&b[chunk_start * nrhs..chunk_start * nrhs + b_len], bs);
+                for sub in (0..rows).step_by(SUB_ROWS) {
+                    let len = SUB_ROWS.min(rows - sub);
+                    let r0 = chunk_start + sub;
+                    let range = r0 * a.width..(r0 + len) * a.width;
+                    let values = widened(&a.values[range.clone()], slot);
+                    let (acc, outs) = (&mut acc[..len * nrhs], &mut outs[..len * nrhs]);
+                    accumulate(values, &a.cols[range], a.width, x_band, lo, nrhs, acc);
+                    match op {
+                        RowOp::Apply => outs.copy_from_slice(acc),
+                        RowOp::Residual => {
+                            let b_sub = &b_chunk[sub * nrhs..(sub + len) * nrhs];
+                            for ((o, &ax), &b) in outs.iter_mut().zip(acc.iter()).zip(b_sub) {
+                                *o = b - ax;
+                            }
+                        }
+                        RowOp::Jacobi { .. } => {
+                            let b_sub = &b_chunk[sub * nrhs..(sub + len) * nrhs];
+                            let x_sub = &x_band[(r0 - lo) * nrhs..(r0 - lo + len) * nrhs];
+                            let d_sub = widened(&a.diagonal[r0..r0 + len], diagonal);
+                            for (i, &d) in d_sub.iter().enumerate() {
+                                let w = omega / d;
+                                for c in i * nrhs..(i + 1) * nrhs {
+                                    outs[c] = x_sub[c] + w * (b_sub[c] - acc[c]);
+                                }
+                            }
+                        }
+                    }
+                    record_stats(part, outs, nrhs, S::MAX);
+                    S::narrow_slice(outs, &mut out_chunk[sub * nrhs..(sub + len) * nrhs]);
+                }
+            })
+        });
+    arena::sync();
+    reduce(stats);
+}
+
+/// out = ω D⁻¹ b, with D the diagonal stored apart (the matrix is not read).
+fn jacobi_from_zero<S: Storage>(
+    a: &Ell<'_, S>,
+    omega: f64,
+    b: &[S],
+    nrhs: usize,
+    out: &mut [S],
+    stats: &mut Stats<Cpu>,
+) {
+    let omega = Compute::<S>::from_f64(omega);
+    let chunk_rows = a.chunks.rows;
+    let part = partials(stats, a.chunks.count());
+    out.par_chunks_mut(chunk_rows * nrhs)
+        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
+        .enumerate()
+        .for_each(|(k, (out_chunk, part))| {
+            let chunk_start = k * chunk_rows;
+            let rows = out_chunk.len() / nrhs;
+            arena::with(|arena| {
+                let [bs, diagonal, outs, ..] = arena.six::<Compute<S>>([
+                    widen_len::<S>(rows * nrhs),
+                    widen_len::<S>(rows),
+                    rows * nrhs,
+                    0,
+                    0,
+                    0,
+                ]);
+                let b_chunk = widened(&b[chunk_start * nrhs..(chunk_start + rows) * nrhs], bs);
+                let diagonal = widened(&a.diagonal[chunk_start..chunk_start + rows], diagonal);
+                for ((o, b), &d) in outs
+                    .chunks_exact_mut(nrhs)
+                    .zip(b_chunk.chunks_exact(nrhs))
+                    .zip(diagonal)
+                {
+                    let w = omega / d;
+                    for (o, &b) in o.iter_mut().zip(b) {
+                        *o = w * b;
+                    }
+                }
+                record_stats(part, outs, nrhs, S::MAX);
+                S::narrow_slice(outs, out_chunk);
+            })
+        });
+    arena::sync();
+    reduce(stats);
+}
+
+/// The refinement update (SPEC §3.2), fused: u_c += α_c c_c and r_c −= α_c (A c)_c, with A
+/// in f64 and the correction in X. Statistics: Σ r² of the new residual, max |c| of the
+/// correction.
+fn refinement_update<X: Storage>(
+    a: &Ell<'_, f64>,
+    correction: &[X],
+    alpha: &[f64],
+    nrhs: usize,
+    u: &mut [f64],
+    r: &mut [f64],
+    stats: &mut Stats<Cpu>,
+) {
+    let chunk = a.chunks.rows * nrhs;
+    let part = partials(stats, a.chunks.count());
+    u.par_chunks_mut(chunk)
+        .zip(r.par_chunks_mut(chunk))
+        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
+        .enumerate()
+        .for_each(|(k, ((u_chunk, r_chunk), part))| {
+            let (lo, hi) = a.chunks.bands[k];
+            let chunk_start = k * a.chunks.rows;
+            arena::with(|arena| {
+                let (narrow, x, acc, _) = arena.four::<Compute<X>, f64, f64, f64>(
+                    widen_len::<X>((hi - lo) * nrhs),
+                    (hi - lo) * nrhs,
+                    SUB_ROWS * nrhs,
+                    0,
+                );
+                let c_band = widened(&correction[lo * nrhs..hi * nrhs], narrow);
+                // α_c · c in f64, and the largest |c| of this chunk's own rows.
+                for (x_row, c_row) in x.chunks_exact_mut(nrhs).zip(c_band.chunks_exact(nrhs)) {
+                    for ((x, &c), &a) in x_row.iter_mut().zip(c_row).zip(alpha) {
+                        *x = a * Real::to_f64(c);
+                    }
+                }
+                let own =
+                    &c_band[(chunk_start - lo) * nrhs..(chunk_start - lo) * nrhs + u_chunk.len()];
+                for row in own.chunks_exact(nrhs) {
+                    for (m, &c) in part[nrhs..2 * nrhs].iter_mut().zip(row) {
+                        *m = m.max(Real::to_f64(c).abs());
+                    }
+                }
+                let rows = u_chunk.len() / nrhs;
+                for sub in (0..rows).step_by(SUB_ROWS) {
+                    let len = SUB_ROWS.min(rows - sub);
+                    let r0 = chunk_start + sub;
+                    let range = r0 * a.width..(r0 + len) * a.width;
+                    let acc = &mut acc[..len * nrhs];
+                    accumulate(
+                        &a.values[range.clone()],
+                        &a.cols[range],
+                        a.width,
+                        x,
+                        lo,
+                        nrhs,
+                        acc,
+                    );
+                    let span = sub * nrhs..(sub + len) * nrhs;
+                    let scaled_c = &x[(r0 - lo) * nrhs..(r0 - lo + len) * nrhs];
+                    for (u, &c) in u_chunk[span.clone()].iter_mut().zip(scaled_c) {
+                        *u += c;
+                    }
+                    for (r, &ac) in r_chunk[span.clone()].iter_mut().zip(acc.iter()) {
+                        *r -= ac;
+                    }
+                    // Σ r² only: this record's maxima are |c|'s (from above).
+                    record_sumsq(part, &r_chunk[span], nrhs);
+                }
+            })
+        });
+    arena::sync();
+    reduce(stats);
+}
+
+fn check(what: &str, block: &Block<Cpu>, rows: usize, nrhs: usize) -> Result<()> {
+    if block.rows() == rows && block.cols() == nrhs {
+        Ok(())
+    } else {
+        Err(Error::Backend(format!(
+            "{what}: a {}×{} block for a matrix of {rows} rows and {nrhs} columns",
+            block.rows(),
+            block.cols()
+        )))
+    }
+}
+
+pub(super) fn ell_sweep(
+    a: &EllMatrix<Cpu>,
+    op: RowOp,
+    x: &Block<Cpu>,
+    b: Option<&Block<Cpu>>,
+    out: &mut Block<Cpu>,
+    stats: &mut Stats<Cpu>,
+) -> Result<()> {
+    let nrhs = x.cols();
+    check("ell_sweep x", x, a.nrows, nrhs)?;
+    check("ell_sweep out", out, a.nrows, nrhs)?;
+    if op != RowOp::Apply && b.is_none() {
+        return Err(Error::Backend("ell_sweep: this operation needs b".into()));
+    }
+    if let Some(b) = b {
+        check("ell_sweep b", b, a.nrows, nrhs)?;
+    }
+    by_precision!(a.precision(), S => {
+        let m = ell::<S>(a, "ell_sweep")?;
+        let b = match b { Some(b) => buffer::<S>(&b.data, "ell_sweep")?.as_slice(), None => &[] };
+        sweep::<S>(&m, op, buffer::<S>(&x.data, "ell_sweep")?, b, nrhs, buffer_mut::<S>(&mut out.data, "ell_sweep")?, stats);
+    });
+    Ok(())
+}
+
+pub(super) fn ell_jacobi_from_zero(
+    a: &EllMatrix<Cpu>,
+    omega: f64,
+    b: &Block<Cpu>,
+    out: &mut Block<Cpu>,
+    stats: &mut Stats<Cpu>,
+) -> Result<()> {
+    let nrhs = b.cols();
+    check("ell_jacobi_from_zero b", b, a.nrows, nrhs)?;
+    check("ell_jacobi_from_zero out", out, a.nrows, nrhs)?;
+    by_precision!(a.precision(), S => {
+        let m = ell::<S>(a, "ell_jacobi_from_zero")?;
+        jacobi_from_zero::<S>(&m, omega, buffer::<S>(&b.data, "ell_jacobi_from_zero")?, nrhs, buffer_mut::<S>(&mut out.data, "ell_jacobi_from_zero")?, stats);
+    });
+    Ok(())
+}
+
+pub(super) fn ell_refine_update(
+    a: &EllMatrix<Cpu>,
+    c: &Block<Cpu>,
+    alpha: &[f64],
+    x: &mut Block<Cpu>,
+    r: &mut Block<Cpu>,
+    stats: &mut Stats<Cpu>,
+) -> Result<()> {
+    let nrhs = c.cols();
+    check("ell_refine_update c", c, a.nrows, nrhs)?;
+    check("ell_refine_update x", x, a.nrows, nrhs)?;
+    check("ell_refine_update r", r, a.nrows, nrhs)?;
+    if alpha.len() != nrhs {
+        return Err(Error::Backend("ell_refine_update: one α per column".into()));
+    }
+    let m = ell::<f64>(a, "ell_refine_update")?;
+    let (x, r) = (
+        buffer_mut::<f64>(&mut x.data, "ell_refine_update")?,
+        buffer_mut::<f64>(&mut r.data, "ell_refine_update")?,
+    );
+    by_precision!(c.precision(), X => refinement_update::<X>(&m, buffer::<X>(&c.data, "ell_refine_update")?, alpha, nrhs, x, r, stats));
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! The CPU device: buffers are `Vec`s in host memory, kernels run on rayon's thread pool.
+//! It is the reference every other backend's kernels are tested against.
+//!
+//! Each kernel family's run-time-typed entry point matches the precisions it is given and
+//! calls a typed kernel named like its CUDA counterpart (`axpby::<f32>` ↔ `axpby_f32`).
+//! Reductions split their input into chunks fixed by its size alone and add the partial
+//! results in order: bitwise the same whatever the number of threads.
+
+mod arena;
+mod dense;
+mod ell;
+mod psc;
+mod sparse;
+mod stencil;
+mod transfer;
+mod vector;
+
+use rayon::prelude::*;
+
+use super::{DType, Data, Device, Storage, View, ViewMut};
+use crate::error::{Error, Result};
+use crate::precision::Precision;
+
+/// Entries per rayon task in element-wise kernels.
+const CHUNK: usize = 1 << 14;
+
+/// The CPU backend: rayon's global thread pool.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cpu;
+
+impl Cpu {
+    pub fn new() -> Self {
+        Cpu
+    }
+
+    /// Threads the kernels run on.
+    pub fn threads(&self) -> usize {
+        rayon::current_num_threads()
+    }
+}
+
+impl Device for Cpu {
+    type Buffer<T: DType> = Vec<T>;
+
+    fn name(&self) -> String {
+        format!("cpu ({} threads)", self.threads())
+    }
+
+    fn zeros<T: DType>(&self, len: usize) -> Result<Vec<T>> {
+        // Written in parallel, so the pages are mapped now by the threads that use them.
+        let mut v = Vec::with_capacity(len);
+        v.spare_capacity_mut().par_chunks_mut(CHUNK).for_each(|c| {
+            c.iter_mut().for_each(|x| {
+                x.write(T::default());
+            })
+        });
+        // SAFETY: every one of the `len` elements was initialised above.
+        unsafe { v.set_len(len) };
+        Ok(v)
+    }
+
+    fn upload<T: DType>(&self, host: &[T]) -> Result<Vec<T>> {
+        Ok(host.to_vec())
+    }
+
+    fn upload_owned<T: DType>(&self, host: Vec<T>) -> Result<Vec<T>> {
+        Ok(host)
+    }
+
+    fn write<T: DType>(&self, host: &[T], dst: &mut Vec<T>) -> Result<()> {
+        check_len("write", host.len(), dst.len())?;
+        dst.copy_from_slice(host);
+        Ok(())
+    }
+
+    fn read<T: DType>(&self, src: &Vec<T>, offset: usize, host: &mut [T]) -> Result<()> {
+        let end = offset + host.len();
+        if end > src.len() {
+            return Err(Error::Backend(format!(
+                "read of {}..{end} from a buffer of {}",
+                offset,
+                src.len()
+            )));
+        }
+        host.copy_from_slice(&src[offset..end]);
+        Ok(())
+    }
+
+    fn buffer_len<T: DType>(buffer: &Vec<T>) -> usize {
+        buffer.len()
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        if rayon::current_thread_index().is_some() {
+            f()
+        } else {
+            rayon::scope(|_| f())
+        }
+    }
+}
+
+fn check_len(what: &str, a: usize, b: usize) -> Result<()> {
+    if a == b {
+        Ok(())
+    } else {
+        Err(Error::Backend(format!(
+            "{what}: lengths {a} and {b} differ"
+        )))
+    }
+}
+
+/// The typed vector inside `data`, or an error naming the kernel and what it got.
+fn buffer<'a, T: Storage>(data: &'a Data<Cpu>, kernel: &str) -> Result<&'a Vec<T>> {
+    T::buffer::<Cpu>(data).ok_or_else(|| mismatch::<T>(kernel, data.precision()))
+}
+
+fn buffer_mut<'a, T: Storage>(data: &'a mut Data<Cpu>, kernel: &str) -> Result<&'a mut Vec<T>> {
+    let precision = data.precision();
+    T::buffer_mut::<Cpu>(data).ok_or_else(|| mismatch::<T>(kernel, precision))
+}
+
+fn mismatch<T: Storage>(kernel: &str, got: Precision) -> Error {
+    Error::Backend(format!(
+        "kernel {kernel}_{}: given {got} data",
+        <T as DType>::NAME
+    ))
+}
+
+/// The entries of a view as a typed slice.
+fn slice<'a, T: Storage>(v: &View<'a, Cpu>, kernel: &str) -> Result<&'a [T]> {
+    Ok(&buffer::<T>(v.data, kernel)?[v.offset..v.offset + v.len])
+}
+
+fn slice_mut<'a, T: Storage>(v: ViewMut<'a, Cpu>, kernel: &str) -> Result<&'a mut [T]> {
+    let (offset, len) = (v.offset, v.len);
+    Ok(&mut buffer_mut::<T>(v.data, kernel)?[offset..offset + len])
+}
+
+/// Runs `$body` with `$t` the element type of precision `$p`.
+macro_rules! by_precision {
+    ($p:expr, $t:ident => $body:expr) => {
+        match $p {
+            $crate::precision::Precision::F16 => {
+                type $t = half::f16;
+                $body
+            }
+            $crate::precision::Precision::F32 => {
+                type $t = f32;
+                $body
+            }
+            $crate::precision::Precision::F64 => {
+                type $t = f64;
+                $body
+            }
+        }
+    };
+}
+use by_precision;
+
+/// The compute type of an f16, f32 or f64 element.
+type Compute<T> = <T as crate::precision::Stored>::Compute;

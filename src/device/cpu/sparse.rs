@@ -1,0 +1,223 @@
+//! CSR kernels on column-major blocks, and the [`SparseKernels`] entry points (the ELLPACK
+//! and grid-transfer kernels live in `ell` and `transfer`).
+
+use rayon::prelude::*;
+
+use super::vector::{partials, reduce};
+use super::{buffer, buffer_mut, by_precision, ell, transfer, Compute, Cpu};
+use crate::device::{
+    unsupported, Block, CsrMatrix, EllMatrix, GridShape, Layout, RowOp, SparseKernels, Stats,
+    Storage,
+};
+use crate::error::{Error, Result};
+use crate::numeric;
+use crate::sparse::{self, CsrView, EllLayout};
+
+fn view<'a, S: Storage>(a: &'a CsrMatrix<Cpu>, kernel: &str) -> Result<CsrView<'a, S>> {
+    Ok(CsrView {
+        ncols: a.ncols,
+        row_ptr: &a.row_ptr,
+        col_idx: &a.col_idx,
+        values: buffer::<S>(&a.values, kernel)?,
+    })
+}
+
+fn check_col_major(what: &str, b: &Block<Cpu>, rows: usize, cols: usize) -> Result<()> {
+    if b.layout() == Layout::ColMajor && b.rows() == rows && b.cols() == cols {
+        Ok(())
+    } else {
+        Err(Error::Backend(format!(
+            "{what}: a {}×{} {:?} block where a {rows}×{cols} column-major one belongs",
+            b.rows(),
+            b.cols(),
+            b.layout()
+        )))
+    }
+}
+
+/// Σ r² per column and chunk (chunks fixed by the row count), then max |c| of column c
+/// over the rows of each chunk, into the statistics.
+fn update<X: Storage>(
+    a: &CsrView<'_, f64>,
+    c: &[X],
+    alpha: &[f64],
+    rows: usize,
+    x: &mut [f64],
+    r: &mut [f64],
+    stats: &mut Stats<Cpu>,
+) {
+    use crate::sparse::SparseRows;
+    let nrhs = alpha.len();
+    let chunk = numeric::reduction_chunk(rows).max(1);
+    let per_column = rows.div_ceil(chunk).max(1);
+    let len = Stats::<Cpu>::len_for(nrhs);
+    let part = partials(stats, per_column * nrhs);
+    for col in 0..nrhs {
+        let (alpha, cc) = (alpha[col], &c[col * rows..(col + 1) * rows]);
+        let span = col * rows..(col + 1) * rows;
+        x[span.clone()]
+            .par_chunks_mut(chunk)
+            .zip(r[span].par_chunks_mut(chunk))
+            .zip(part[col * per_column * len..(col + 1) * per_column * len].par_chunks_mut(len))
+            .enumerate()
+            .for_each(|(q, ((xq, rq), p))| {
+                let (mut sumsq, mut max) = (0.0f64, 0.0f64);
+                for (i, (xi, ri)) in xq.iter_mut().zip(rq.iter_mut()).enumerate() {
+                    let row = q * chunk + i;
+                    let mut ac = 0.0;
+                    a.for_each_in_row(row, |j, v| ac += v * cc[j].to_f64());
+                    let ci = cc[row].to_f64();
+                    *xi += alpha * ci;
+                    *ri -= alpha * ac;
+                    sumsq += *ri * *ri;
+                    max = max.max(ci.abs());
+                }
+                p[col] = sumsq;
+                p[nrhs + col] = max;
+                p[2 * nrhs] = f64::from(sumsq.is_nan());
+            });
+    }
+    reduce(stats);
+}
+
+impl SparseKernels for Cpu {
+    fn ell_layout(&self) -> EllLayout {
+        EllLayout::RowMajor
+    }
+
+    fn csr_spmm(&self, a: &CsrMatrix<Self>, x: &Block<Self>, y: &mut Block<Self>) -> Result<()> {
+        let k = x.cols();
+        check_col_major("csr_spmm x", x, a.ncols, k)?;
+        check_col_major("csr_spmm y", y, a.nrows, k)?;
+        let (sp, xp, yp) = (a.values.precision(), x.precision(), y.precision());
+        if xp != yp || xp != sp.compute() {
+            return Err(unsupported("csr_spmm", &[sp, xp, yp]));
+        }
+        by_precision!(sp, S => {
+            let m = view::<S>(a, "csr_spmm")?;
+            let xs = buffer::<Compute<S>>(&x.data, "csr_spmm")?;
+            let ys = buffer_mut::<Compute<S>>(&mut y.data, "csr_spmm")?;
+            sparse::spmv_block(
+                &m,
+                faer::MatRef::from_column_major_slice(xs, a.ncols, k),
+                faer::MatMut::from_column_major_slice_mut(ys, a.nrows, k),
+            );
+        });
+        Ok(())
+    }
+
+    fn csr_residual(
+        &self,
+        a: &CsrMatrix<Self>,
+        b: &Block<Self>,
+        x: &Block<Self>,
+        r: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        let k = b.cols();
+        check_col_major("csr_residual b", b, a.nrows, k)?;
+        check_col_major("csr_residual x", x, a.nrows, k)?;
+        check_col_major("csr_residual r", r, a.nrows, k)?;
+        let m = view::<f64>(a, "csr_residual")?;
+        let n = a.nrows;
+        let (bs, xs) = (
+            buffer::<f64>(&b.data, "csr_residual")?,
+            buffer::<f64>(&x.data, "csr_residual")?,
+        );
+        let rs = buffer_mut::<f64>(&mut r.data, "csr_residual")?;
+        for c in 0..k {
+            let span = c * n..(c + 1) * n;
+            sparse::residual(&m, &bs[span.clone()], &xs[span.clone()], &mut rs[span]);
+        }
+        self.column_stats_f64(r, stats)
+    }
+
+    fn csr_refine_update(
+        &self,
+        a: &CsrMatrix<Self>,
+        c: &Block<Self>,
+        alpha: &[f64],
+        x: &mut Block<Self>,
+        r: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        let k = c.cols();
+        check_col_major("csr_refine_update c", c, a.nrows, k)?;
+        check_col_major("csr_refine_update x", x, a.nrows, k)?;
+        check_col_major("csr_refine_update r", r, a.nrows, k)?;
+        if alpha.len() != k || stats.nrhs() != k {
+            return Err(Error::Backend("csr_refine_update: one α per column".into()));
+        }
+        let m = view::<f64>(a, "csr_refine_update")?;
+        let xs = buffer_mut::<f64>(&mut x.data, "csr_refine_update")?;
+        let rs = buffer_mut::<f64>(&mut r.data, "csr_refine_update")?;
+        by_precision!(c.precision(), X => update::<X>(&m, buffer::<X>(&c.data, "csr_refine_update")?, alpha, a.nrows, xs, rs, stats));
+        Ok(())
+    }
+
+    fn ell_sweep(
+        &self,
+        a: &EllMatrix<Self>,
+        op: RowOp,
+        x: &Block<Self>,
+        b: Option<&Block<Self>>,
+        out: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        ell::ell_sweep(a, op, x, b, out, stats)
+    }
+
+    fn ell_jacobi_from_zero(
+        &self,
+        a: &EllMatrix<Self>,
+        omega: f64,
+        b: &Block<Self>,
+        out: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        ell::ell_jacobi_from_zero(a, omega, b, out, stats)
+    }
+
+    fn ell_refine_update(
+        &self,
+        a: &EllMatrix<Self>,
+        c: &Block<Self>,
+        alpha: &[f64],
+        x: &mut Block<Self>,
+        r: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        ell::ell_refine_update(a, c, alpha, x, r, stats)
+    }
+
+    fn restrict(
+        &self,
+        fine: &Block<Self>,
+        fine_grid: GridShape,
+        coarse: &mut Block<Self>,
+        coarse_grid: GridShape,
+        scale: &[f64],
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        transfer::restrict_block(fine, fine_grid, coarse, coarse_grid, scale, stats)
+    }
+
+    fn prolongate_add(
+        &self,
+        coarse: &Block<Self>,
+        coarse_grid: GridShape,
+        fine: &mut Block<Self>,
+        fine_grid: GridShape,
+        scale: &[f64],
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        transfer::prolongate_add_block(coarse, coarse_grid, fine, fine_grid, scale, stats)
+    }
+}
+
+impl Cpu {
+    /// Statistics of an f64 column-major block.
+    fn column_stats_f64(&self, r: &Block<Cpu>, stats: &mut Stats<Cpu>) -> Result<()> {
+        crate::device::VectorKernels::column_stats(self, r, stats)
+    }
+}

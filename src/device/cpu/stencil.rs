@@ -1,0 +1,843 @@
+//! The Stokes kernels on the CPU: structured stencils (rayon over lattice rows, one
+//! accumulator per window row so the multiply-adds form independent chains), the FE grid
+//! transfers as tensor products of 1D taps, Vanka's gather / patch products / scatter, and
+//! the coarsest dense solve.
+
+use num_traits::Zero;
+use rayon::prelude::*;
+
+use super::{buffer, buffer_mut, by_precision, check_len, slice, slice_mut, Compute, Cpu};
+use crate::device::stencil::{
+    patch_node, pressure_window, set_of, set_row, CoarseSolve, Grid, LatticeRows, PressureRows,
+    StokesKernels, StokesMatrices, Transfer, VankaMaps, PATCH,
+};
+use crate::device::{unsupported, Block, Data, Storage, View, ViewMut};
+use crate::error::{Error, Result};
+use crate::precision::{Real, Stored};
+
+/// The pressure slot of a patch.
+const PRESSURE_SLOT: usize = 50;
+
+/// Lattice rows in S, typed.
+struct Rows<'a, S> {
+    n: usize,
+    scale: f64,
+    widths: [usize; 4],
+    sets: [&'a [S]; 4],
+}
+
+impl<S> Rows<'_, S> {
+    #[inline(always)]
+    fn row(&self, i: usize, j: usize) -> &[S] {
+        let s = set_of(i, j);
+        let r = set_row(self.n, i, j);
+        &self.sets[s][r * self.widths[s]..(r + 1) * self.widths[s]]
+    }
+}
+
+/// Pressure rows in S, typed.
+struct PRows<'a, S> {
+    np: usize,
+    scale: f64,
+    width: usize,
+    coefficients: &'a [S],
+}
+
+impl<S> PRows<'_, S> {
+    #[inline(always)]
+    fn row(&self, i: usize, j: usize) -> &[S] {
+        let r = j * self.np + i;
+        &self.coefficients[r * self.width..(r + 1) * self.width]
+    }
+}
+
+fn rows<'a, S: Storage>(r: &'a LatticeRows<Cpu>) -> Result<Rows<'a, S>> {
+    let [a, b, c, d] = &r.sets;
+    Ok(Rows {
+        n: r.grid.n,
+        scale: r.scale,
+        widths: r.widths,
+        sets: [
+            buffer::<S>(a, "stokes")?,
+            buffer::<S>(b, "stokes")?,
+            buffer::<S>(c, "stokes")?,
+            buffer::<S>(d, "stokes")?,
+        ],
+    })
+}
+
+fn prows<'a, S: Storage>(r: &'a PressureRows<Cpu>) -> Result<PRows<'a, S>> {
+    Ok(PRows {
+        np: r.grid.np(),
+        scale: r.scale,
+        width: r.width,
+        coefficients: buffer::<S>(&r.coefficients, "stokes")?,
+    })
+}
+
+/// The operators of a mesh in S, typed.
+struct Typed<'a, S> {
+    grid: Grid,
+    laplacian: Rows<'a, S>,
+    gradient: [Rows<'a, S>; 2],
+    divergence: [PRows<'a, S>; 2],
+}
+
+fn typed<'a, S: Storage>(a: &'a StokesMatrices<Cpu>) -> Result<Typed<'a, S>> {
+    Ok(Typed {
+        grid: a.grid,
+        laplacian: rows(&a.laplacian)?,
+        gradient: [rows(&a.gradient[0])?, rows(&a.gradient[1])?],
+        divergence: [prows(&a.divergence[0])?, prows(&a.divergence[1])?],
+    })
+}
+
+/// Σ c[w]·x[window] over a W×H window whose corner is (i0, j0) in an array of row length m.
+/// One accumulator per window row: H independent chains instead of one chain of W·H
+/// dependent multiply-adds (the kernels are bound by that latency, not by bandwidth).
+#[inline(always)]
+fn window_dot<S: Stored, const W: usize, const H: usize>(
+    c: &[S],
+    x: &[S::Compute],
+    m: usize,
+    i0: usize,
+    j0: usize,
+) -> S::Compute {
+    let c = &c[..W * H];
+    let mut acc = [S::Compute::zero(); H];
+    for (dj, a) in acc.iter_mut().enumerate() {
+        let row = &x[(j0 + dj) * m + i0..(j0 + dj) * m + i0 + W];
+        for di in 0..W {
+            *a = *a + c[dj * W + di].to_compute() * row[di];
+        }
+    }
+    acc.into_iter().fold(S::Compute::zero(), |s, a| s + a)
+}
+
+/// [`window_dot`] of one coefficient window with two vectors (the velocity components
+/// share the Laplacian): each coefficient is loaded once.
+#[inline(always)]
+fn window_dot2<S: Stored, const W: usize, const H: usize>(
+    c: &[S],
+    x: &[S::Compute],
+    y: &[S::Compute],
+    m: usize,
+    i0: usize,
+    j0: usize,
+) -> (S::Compute, S::Compute) {
+    let c = &c[..W * H];
+    let mut ax = [S::Compute::zero(); H];
+    let mut ay = [S::Compute::zero(); H];
+    for dj in 0..H {
+        let start = (j0 + dj) * m + i0;
+        let (rx, ry) = (&x[start..start + W], &y[start..start + W]);
+        for di in 0..W {
+            let coefficient = c[dj * W + di].to_compute();
+            ax[dj] = ax[dj] + coefficient * rx[di];
+            ay[dj] = ay[dj] + coefficient * ry[di];
+        }
+    }
+    let sum = |a: [S::Compute; H]| a.into_iter().fold(S::Compute::zero(), |s, v| s + v);
+    (sum(ax), sum(ay))
+}
+
+/// (L ux, L uy) at lattice node (I, J) for an interior node.
+#[inline(always)]
+fn lattice_row2<S: Stored>(
+    l: &Rows<'_, S>,
+    m: usize,
+    ux: &[S::Compute],
+    uy: &[S::Compute],
+    i: usize,
+    j: usize,
+) -> (S::Compute, S::Compute) {
+    let c = l.row(i, j);
+    match set_of(i, j) {
+        0 => window_dot2::<S, 5, 5>(c, ux, uy, m, i - 2, j - 2),
+        1 => window_dot2::<S, 3, 5>(c, ux, uy, m, i - 1, j - 2),
+        2 => window_dot2::<S, 5, 3>(c, ux, uy, m, i - 2, j - 1),
+        _ => window_dot2::<S, 3, 3>(c, ux, uy, m, i - 1, j - 1),
+    }
+}
+
+/// Σ c·x over a window clipped to the array: rows of pressure nodes on the boundary.
+fn window_dot_clipped<S: Stored>(
+    c: &[S],
+    x: &[S::Compute],
+    m: usize,
+    (i0, w): (isize, usize),
+    (j0, h): (isize, usize),
+) -> S::Compute {
+    let mut acc = S::Compute::zero();
+    for dj in 0..h {
+        let j = j0 + dj as isize;
+        if j < 0 || j >= m as isize {
+            continue;
+        }
+        for di in 0..w {
+            let i = i0 + di as isize;
+            if i < 0 || i >= m as isize {
+                continue;
+            }
+            acc = acc + c[dj * w + di].to_compute() * x[j as usize * m + i as usize];
+        }
+    }
+    acc
+}
+
+/// (L x) at lattice node (I, J) for an interior node.
+#[inline(always)]
+fn lattice_row<S: Stored>(
+    l: &Rows<'_, S>,
+    m: usize,
+    x: &[S::Compute],
+    i: usize,
+    j: usize,
+) -> S::Compute {
+    let c = l.row(i, j);
+    match set_of(i, j) {
+        0 => window_dot::<S, 5, 5>(c, x, m, i - 2, j - 2),
+        1 => window_dot::<S, 3, 5>(c, x, m, i - 1, j - 2),
+        2 => window_dot::<S, 5, 3>(c, x, m, i - 2, j - 1),
+        _ => window_dot::<S, 3, 3>(c, x, m, i - 1, j - 1),
+    }
+}
+
+/// (Bᵀ p) at lattice node (I, J) for an interior node (its pressure window lies inside).
+#[inline(always)]
+fn gradient_row<S: Stored>(
+    bt: &Rows<'_, S>,
+    np: usize,
+    p: &[S::Compute],
+    i: usize,
+    j: usize,
+) -> S::Compute {
+    let c = bt.row(i, j);
+    let (i0, _) = pressure_window(i);
+    let (j0, _) = pressure_window(j);
+    let (i0, j0) = (i0 as usize, j0 as usize);
+    let sum = match set_of(i, j) {
+        0 => window_dot::<S, 3, 3>(c, p, np, i0, j0),
+        1 => window_dot::<S, 2, 3>(c, p, np, i0, j0),
+        2 => window_dot::<S, 3, 2>(c, p, np, i0, j0),
+        _ => window_dot::<S, 2, 2>(c, p, np, i0, j0),
+    };
+    sum * S::Compute::from_f64(bt.scale)
+}
+
+/// (B u) at pressure node (i, j).
+#[inline(always)]
+fn divergence_row<S: Stored>(
+    b: &[PRows<'_, S>; 2],
+    g: Grid,
+    ux: &[S::Compute],
+    uy: &[S::Compute],
+    i: usize,
+    j: usize,
+) -> S::Compute {
+    let (m, np) = (g.m(), g.np());
+    let (cx, cy) = (b[0].row(i, j), b[1].row(i, j));
+    let sum = if i > 0 && j > 0 && i + 1 < np && j + 1 < np {
+        window_dot::<S, 5, 5>(cx, ux, m, 2 * i - 2, 2 * j - 2)
+            + window_dot::<S, 5, 5>(cy, uy, m, 2 * i - 2, 2 * j - 2)
+    } else {
+        let wi = (2 * i as isize - 2, 5);
+        let wj = (2 * j as isize - 2, 5);
+        window_dot_clipped(cx, ux, m, wi, wj) + window_dot_clipped(cy, uy, m, wi, wj)
+    };
+    // Both components are stored in the same unit.
+    sum * S::Compute::from_f64(b[0].scale)
+}
+
+/// (P p) at pressure node (i, j) for a pressure operator with a W×W window centred there.
+#[inline(always)]
+fn pressure_row<S: Stored, const W: usize>(
+    rows: &PRows<'_, S>,
+    p: &[S::Compute],
+    i: usize,
+    j: usize,
+) -> S::Compute {
+    let np = rows.np;
+    let reach = W / 2;
+    let c = rows.row(i, j);
+    let sum = if i >= reach && j >= reach && i + reach < np && j + reach < np {
+        window_dot::<S, W, W>(c, p, np, i - reach, j - reach)
+    } else {
+        let corner = |k: usize| (k as isize - reach as isize, W);
+        window_dot_clipped(c, p, np, corner(i), corner(j))
+    };
+    sum * S::Compute::from_f64(rows.scale)
+}
+
+/// out[row] = f(row, (A x)[row]) for every row of a flow vector; boundary velocity rows 0.
+fn combine<S: Stored>(
+    a: &Typed<'_, S>,
+    x: &[S::Compute],
+    out: &mut [S::Compute],
+    f: impl Fn(usize, S::Compute) -> S::Compute + Sync,
+) {
+    let g = a.grid;
+    let (m, np, len) = (g.m(), g.np(), g.lattice_len());
+    let (ux, rest) = x.split_at(len);
+    let (uy, p) = rest.split_at(len);
+    let (ox, rest) = out.split_at_mut(len);
+    let (oy, op) = rest.split_at_mut(len);
+    let zero = S::Compute::zero();
+    ox.par_chunks_mut(m)
+        .zip(oy.par_chunks_mut(m))
+        .enumerate()
+        .for_each(|(j, (rx, ry))| {
+            for i in 0..m {
+                if !g.is_interior(i, j) {
+                    rx[i] = zero;
+                    ry[i] = zero;
+                    continue;
+                }
+                let (lx, ly) = lattice_row2(&a.laplacian, m, ux, uy, i, j);
+                let gx = gradient_row(&a.gradient[0], np, p, i, j);
+                let gy = gradient_row(&a.gradient[1], np, p, i, j);
+                let row = j * m + i;
+                rx[i] = f(row, lx + gx);
+                ry[i] = f(len + row, ly + gy);
+            }
+        });
+    op.par_chunks_mut(np).enumerate().for_each(|(j, rp)| {
+        for (i, out) in rp.iter_mut().enumerate() {
+            let d = divergence_row(&a.divergence, g, ux, uy, i, j);
+            *out = f(2 * len + j * np + i, d);
+        }
+    });
+}
+
+/// One output index's 1D taps: up to five (input index, weight) pairs, and how many.
+type Taps = ([(usize, f64); 5], usize);
+
+/// No upper clip (interpolation taps never leave the coarse array).
+const UNCLIPPED: usize = isize::MAX as usize;
+
+/// Taps at offsets from a centre, clipped to 0..len.
+fn clipped(centre: usize, offsets: &[(isize, f64)], len: usize) -> Taps {
+    let mut taps = [(0, 0.0); 5];
+    let mut count = 0;
+    for &(d, w) in offsets {
+        let k = centre as isize + d;
+        if k >= 0 && k < len as isize {
+            taps[count] = (k as usize, w);
+            count += 1;
+        }
+    }
+    (taps, count)
+}
+
+/// Q2 interpolation (1D): fine 4e+2k copies coarse 2e+k; fine 4e+1 takes (3/8, 3/4, −1/8),
+/// fine 4e+3 takes (−1/8, 3/4, 3/8).
+fn q2_prolong_taps(f: usize) -> Taps {
+    let e = 2 * (f / 4);
+    match f % 4 {
+        0 => clipped(e, &[(0, 1.0)], UNCLIPPED),
+        2 => clipped(e, &[(1, 1.0)], UNCLIPPED),
+        1 => clipped(e, &[(0, 0.375), (1, 0.75), (2, -0.125)], UNCLIPPED),
+        _ => clipped(e, &[(0, -0.125), (1, 0.75), (2, 0.375)], UNCLIPPED),
+    }
+}
+
+/// Q2 restriction (the transpose): the fine lattice nodes coarse index `c` takes.
+fn q2_restrict_taps(c: usize, mf: usize) -> Taps {
+    if c % 2 == 0 {
+        let offsets = [(-3, -0.125), (-1, 0.375), (0, 1.0), (1, 0.375), (3, -0.125)];
+        clipped(2 * c, &offsets, mf)
+    } else {
+        clipped(2 * c, &[(-1, 0.75), (0, 1.0), (1, 0.75)], mf)
+    }
+}
+
+/// Q1 interpolation: fine 2k copies coarse k, fine 2k+1 averages k, k+1.
+fn q1_prolong_taps(f: usize) -> Taps {
+    if f % 2 == 0 {
+        clipped(f / 2, &[(0, 1.0)], UNCLIPPED)
+    } else {
+        clipped(f / 2, &[(0, 0.5), (1, 0.5)], UNCLIPPED)
+    }
+}
+
+/// Q1 restriction (the transpose): the fine nodes coarse index `c` takes.
+fn q1_restrict_taps(c: usize, pf: usize) -> Taps {
+    clipped(2 * c, &[(-1, 0.5), (0, 1.0), (1, 0.5)], pf)
+}
+
+/// The tensor product of 1D taps, row by row: out[j][i] (+)= Σ w_y w_x input[y][x] on
+/// square arrays of side `m_in` and `m_out`. `accumulate` adds to `out` (prolongation);
+/// `zero_boundary` keeps the boundary of `out` at zero (Dirichlet lattice nodes).
+fn tensor_transfer<T: Real>(
+    input: &[T],
+    m_in: usize,
+    out: &mut [T],
+    m_out: usize,
+    taps: impl Fn(usize) -> Taps + Sync,
+    accumulate: bool,
+    zero_boundary: bool,
+) {
+    out.par_chunks_mut(m_out).enumerate().for_each(|(j, row)| {
+        let (wy, ny) = taps(j);
+        for (i, o) in row.iter_mut().enumerate() {
+            if zero_boundary && (i == 0 || j == 0 || i + 1 == m_out || j + 1 == m_out) {
+                *o = T::zero();
+                continue;
+            }
+            let (wx, nx) = taps(i);
+            let mut v = T::zero();
+            for &(y, by) in &wy[..ny] {
+                for &(x, bx) in &wx[..nx] {
+                    v = v + T::from_f64(bx * by) * input[y * m_in + x];
+                }
+            }
+            *o = if accumulate { *o + v } else { v };
+        }
+    });
+}
+
+fn transfer<T: Real>(kind: Transfer, nc: usize, input: &[T], output: &mut [T]) {
+    let (mc, mf, pc, pf) = (2 * nc + 1, 4 * nc + 1, nc + 1, 2 * nc + 1);
+    match kind {
+        Transfer::Q2Prolong => tensor_transfer(input, mc, output, mf, q2_prolong_taps, true, false),
+        Transfer::Q2Restrict => tensor_transfer(
+            input,
+            mf,
+            output,
+            mc,
+            |c| q2_restrict_taps(c, mf),
+            false,
+            true,
+        ),
+        Transfer::Q1Prolong => tensor_transfer(input, pc, output, pf, q1_prolong_taps, true, false),
+        Transfer::Q1Restrict => tensor_transfer(
+            input,
+            pf,
+            output,
+            pc,
+            |c| q1_restrict_taps(c, pf),
+            false,
+            false,
+        ),
+    }
+}
+
+/// The residual in the 51 slots of patch (pi, pj), zero in inactive slots, its pressure
+/// times `pressure_scale`.
+fn gather<T: Real>(g: Grid, r: &[T], pi: usize, pj: usize, pressure_scale: T, v: &mut [T]) {
+    let (m, len) = (g.m(), g.lattice_len());
+    let (rx, ry, rp) = (&r[..len], &r[len..2 * len], &r[2 * len..]);
+    v.fill(T::zero());
+    v[PRESSURE_SLOT] = pressure_scale * rp[pj * g.np() + pi];
+    if pi >= 2 && pj >= 2 && pi + 2 <= g.n && pj + 2 <= g.n {
+        // Interior patch: every slot active, five contiguous runs per component.
+        for dj in 0..5 {
+            let start = (2 * pj - 2 + dj) * m + 2 * pi - 2;
+            v[5 * dj..5 * dj + 5].copy_from_slice(&rx[start..start + 5]);
+            v[25 + 5 * dj..25 + 5 * dj + 5].copy_from_slice(&ry[start..start + 5]);
+        }
+        return;
+    }
+    for s in 0..25 {
+        if let Some((_, i, j)) = patch_node(g, pi, pj, s) {
+            v[s] = rx[j * m + i];
+            v[25 + s] = ry[j * m + i];
+        }
+    }
+}
+
+/// out = A v for a column-major 51×51 A stored in S.
+fn matvec<S: Stored>(a: &[S], v: &[S::Compute], out: &mut [S::Compute]) {
+    out.iter_mut().for_each(|o| *o = S::Compute::zero());
+    for (c, &vc) in v.iter().enumerate() {
+        if vc == S::Compute::zero() {
+            continue;
+        }
+        let column = &a[c * PATCH..(c + 1) * PATCH];
+        for (o, &acr) in out.iter_mut().zip(column) {
+            *o = *o + acr.to_compute() * vc;
+        }
+    }
+}
+
+/// x += ω Σ_i V_iᵀ (corrections of patch i).
+fn scatter<T: Real>(
+    g: Grid,
+    corrections: &[T],
+    column_of: &[u32],
+    omega: T,
+    pressure_scale: T,
+    x: &mut [T],
+) {
+    let (m, np, len) = (g.m(), g.np(), g.lattice_len());
+    let (xx, rest) = x.split_at_mut(len);
+    let (xy, xp) = rest.split_at_mut(len);
+    xx.par_chunks_mut(m)
+        .zip(xy.par_chunks_mut(m))
+        .enumerate()
+        .for_each(|(j, (rx, ry))| {
+            if j == 0 || j + 1 == m {
+                return;
+            }
+            for i in 1..m - 1 {
+                let (mut sx, mut sy) = (T::zero(), T::zero());
+                // Patches (pi, pj) with |I − 2pi| ≤ 2 and |J − 2pj| ≤ 2.
+                for pj in (j.saturating_sub(2)).div_ceil(2)..=((j + 2) / 2).min(np - 1) {
+                    for pi in (i.saturating_sub(2)).div_ceil(2)..=((i + 2) / 2).min(np - 1) {
+                        let col = column_of[pj * np + pi] as usize;
+                        let w = (j + 2 - 2 * pj) * 5 + (i + 2 - 2 * pi);
+                        sx = sx + corrections[col * PATCH + w];
+                        sy = sy + corrections[col * PATCH + 25 + w];
+                    }
+                }
+                rx[i] = rx[i] + omega * sx;
+                ry[i] = ry[i] + omega * sy;
+            }
+        });
+    xp.par_chunks_mut(np).enumerate().for_each(|(pj, row)| {
+        for (pi, v) in row.iter_mut().enumerate() {
+            let col = column_of[pj * np + pi] as usize;
+            *v = *v + omega * pressure_scale * corrections[col * PATCH + PRESSURE_SLOT];
+        }
+    });
+}
+
+/// x = A⁻¹ b at the positions, 0 elsewhere.
+fn coarse_solve<T: Real>(positions: &[u32], size: usize, inverse: &[f64], b: &[T], x: &mut [T]) {
+    x.iter_mut().for_each(|v| *v = T::zero());
+    for (r, &p) in positions.iter().enumerate() {
+        let v: f64 = positions
+            .iter()
+            .enumerate()
+            .map(|(c, &q)| inverse[c * size + r] * b[q as usize].to_f64())
+            .sum();
+        x[p as usize] = T::from_f64(v);
+    }
+}
+
+fn check_flow(what: &str, b: &Block<Cpu>, grid: Grid) -> Result<()> {
+    if b.len() == grid.flow_len() {
+        Ok(())
+    } else {
+        Err(Error::Backend(format!(
+            "{what}: a vector of {} entries for a flow of {}",
+            b.len(),
+            grid.flow_len()
+        )))
+    }
+}
+
+impl StokesKernels for Cpu {
+    fn stokes_apply(
+        &self,
+        a: &StokesMatrices<Self>,
+        x: &Block<Self>,
+        b: Option<&Block<Self>>,
+        out: &mut Block<Self>,
+    ) -> Result<()> {
+        check_flow("stokes_apply x", x, a.grid)?;
+        check_flow("stokes_apply out", out, a.grid)?;
+        let sp = a.laplacian.sets[0].precision();
+        if x.precision() != sp.compute() || out.precision() != sp.compute() {
+            return Err(unsupported(
+                "stokes_apply",
+                &[sp, x.precision(), out.precision()],
+            ));
+        }
+        by_precision!(sp, S => {
+            let m = typed::<S>(a)?;
+            let xs = buffer::<Compute<S>>(&x.data, "stokes_apply")?;
+            let os = buffer_mut::<Compute<S>>(&mut out.data, "stokes_apply")?;
+            match b {
+                Some(b) => {
+                    check_flow("stokes_apply b", b, a.grid)?;
+                    let bs = buffer::<Compute<S>>(&b.data, "stokes_apply")?;
+                    combine(&m, xs, os, |row, ax| bs[row] - ax);
+                }
+                None => combine(&m, xs, os, |_, ax| ax),
+            }
+        });
+        Ok(())
+    }
+
+    fn stokes_laplacian(
+        &self,
+        a: &StokesMatrices<Self>,
+        x: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()> {
+        let g = a.grid;
+        check_len("stokes_laplacian", x.len, g.lattice_len())?;
+        check_len("stokes_laplacian", y.len, g.lattice_len())?;
+        by_precision!(a.laplacian.sets[0].precision(), S => {
+            let l = rows::<S>(&a.laplacian)?;
+            let x = slice::<Compute<S>>(&x, "stokes_laplacian")?;
+            let m = g.m();
+            slice_mut::<Compute<S>>(y, "stokes_laplacian")?
+                .par_chunks_mut(m)
+                .enumerate()
+                .for_each(|(j, row)| {
+                    for (i, out) in row.iter_mut().enumerate() {
+                        *out = if g.is_interior(i, j) {
+                            lattice_row(&l, m, x, i, j)
+                        } else {
+                            Compute::<S>::zero()
+                        };
+                    }
+                });
+        });
+        Ok(())
+    }
+
+    fn stokes_gradient(
+        &self,
+        a: &StokesMatrices<Self>,
+        p: View<'_, Self>,
+        flow: &mut Block<Self>,
+    ) -> Result<()> {
+        let g = a.grid;
+        check_len("stokes_gradient", p.len, g.pressure_len())?;
+        check_flow("stokes_gradient", flow, g)?;
+        by_precision!(a.gradient[0].sets[0].precision(), S => {
+            let bt = [rows::<S>(&a.gradient[0])?, rows::<S>(&a.gradient[1])?];
+            let p = slice::<Compute<S>>(&p, "stokes_gradient")?;
+            let (m, np, len) = (g.m(), g.np(), g.lattice_len());
+            let f = buffer_mut::<Compute<S>>(&mut flow.data, "stokes_gradient")?;
+            let (yx, rest) = f.split_at_mut(len);
+            let yy = &mut rest[..len];
+            yx.par_chunks_mut(m)
+                .zip(yy.par_chunks_mut(m))
+                .enumerate()
+                .for_each(|(j, (rx, ry))| {
+                    for i in 0..m {
+                        if g.is_interior(i, j) {
+                            rx[i] = gradient_row(&bt[0], np, p, i, j);
+                            ry[i] = gradient_row(&bt[1], np, p, i, j);
+                        } else {
+                            rx[i] = Compute::<S>::zero();
+                            ry[i] = Compute::<S>::zero();
+                        }
+                    }
+                });
+        });
+        Ok(())
+    }
+
+    fn stokes_divergence(
+        &self,
+        a: &StokesMatrices<Self>,
+        flow: &Block<Self>,
+        p: ViewMut<'_, Self>,
+    ) -> Result<()> {
+        let g = a.grid;
+        check_flow("stokes_divergence", flow, g)?;
+        check_len("stokes_divergence", p.len, g.pressure_len())?;
+        by_precision!(a.divergence[0].coefficients.precision(), S => {
+            let b = [prows::<S>(&a.divergence[0])?, prows::<S>(&a.divergence[1])?];
+            let f = buffer::<Compute<S>>(&flow.data, "stokes_divergence")?;
+            let len = g.lattice_len();
+            let (ux, uy) = (&f[..len], &f[len..2 * len]);
+            slice_mut::<Compute<S>>(p, "stokes_divergence")?
+                .par_chunks_mut(g.np())
+                .enumerate()
+                .for_each(|(j, row)| {
+                    for (i, out) in row.iter_mut().enumerate() {
+                        *out = divergence_row(&b, g, ux, uy, i, j);
+                    }
+                });
+        });
+        Ok(())
+    }
+
+    fn pressure_stencil(
+        &self,
+        r: &PressureRows<Self>,
+        p: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()> {
+        let g = r.grid;
+        check_len("pressure_stencil", p.len, g.pressure_len())?;
+        check_len("pressure_stencil", y.len, g.pressure_len())?;
+        by_precision!(r.coefficients.precision(), S => {
+            let rows = prows::<S>(r)?;
+            let p = slice::<Compute<S>>(&p, "pressure_stencil")?;
+            let np = g.np();
+            let width = r.width;
+            if width != 9 && width != 25 {
+                return Err(Error::Backend(format!("pressure stencils are 3×3 or 5×5, not {width} wide")));
+            }
+            slice_mut::<Compute<S>>(y, "pressure_stencil")?
+                .par_chunks_mut(np)
+                .enumerate()
+                .for_each(|(j, row)| {
+                    for (i, out) in row.iter_mut().enumerate() {
+                        *out = if width == 9 {
+                            pressure_row::<S, 3>(&rows, p, i, j)
+                        } else {
+                            pressure_row::<S, 5>(&rows, p, i, j)
+                        };
+                    }
+                });
+        });
+        Ok(())
+    }
+
+    fn stokes_transfer(
+        &self,
+        kind: Transfer,
+        coarse_n: usize,
+        input: View<'_, Self>,
+        output: ViewMut<'_, Self>,
+    ) -> Result<()> {
+        let (coarse, fine) = match kind {
+            Transfer::Q2Prolong | Transfer::Q2Restrict => {
+                ((2 * coarse_n + 1).pow(2), (4 * coarse_n + 1).pow(2))
+            }
+            Transfer::Q1Prolong | Transfer::Q1Restrict => {
+                ((coarse_n + 1).pow(2), (2 * coarse_n + 1).pow(2))
+            }
+        };
+        let (from, to) = match kind {
+            Transfer::Q2Prolong | Transfer::Q1Prolong => (coarse, fine),
+            _ => (fine, coarse),
+        };
+        check_len("stokes_transfer", input.len, from)?;
+        check_len("stokes_transfer", output.len, to)?;
+        match input.precision() {
+            crate::precision::Precision::F64 => transfer(
+                kind,
+                coarse_n,
+                slice::<f64>(&input, "stokes_transfer")?,
+                slice_mut::<f64>(output, "stokes_transfer")?,
+            ),
+            crate::precision::Precision::F32 => transfer(
+                kind,
+                coarse_n,
+                slice::<f32>(&input, "stokes_transfer")?,
+                slice_mut::<f32>(output, "stokes_transfer")?,
+            ),
+            p => return Err(unsupported("stokes_transfer", &[p])),
+        }
+        Ok(())
+    }
+
+    fn vanka_gather(
+        &self,
+        grid: Grid,
+        r: &Block<Self>,
+        maps: &VankaMaps<Self>,
+        pressure_scale: f64,
+        gathered: &mut Data<Self>,
+    ) -> Result<()> {
+        check_flow("vanka_gather", r, grid)?;
+        let patches = maps.patch_of_column.len();
+        check_len("vanka_gather", gathered.len(), patches * PATCH)?;
+        let np = grid.np();
+        macro_rules! run {
+            ($t:ty) => {{
+                let r = buffer::<$t>(&r.data, "vanka_gather")?;
+                let scale = <$t as Real>::from_f64(pressure_scale);
+                buffer_mut::<$t>(gathered, "vanka_gather")?
+                    .par_chunks_mut(PATCH)
+                    .zip(maps.patch_of_column.par_iter())
+                    .for_each(|(out, &k)| {
+                        let k = k as usize;
+                        gather(grid, r, k % np, k / np, scale, out);
+                    });
+            }};
+        }
+        match r.precision() {
+            crate::precision::Precision::F64 => run!(f64),
+            crate::precision::Precision::F32 => run!(f32),
+            p => return Err(unsupported("vanka_gather", &[p])),
+        }
+        Ok(())
+    }
+
+    fn vanka_products(
+        &self,
+        inverses: &Data<Self>,
+        maps: &VankaMaps<Self>,
+        first: usize,
+        gathered: &Data<Self>,
+        corrections: &mut Data<Self>,
+    ) -> Result<()> {
+        check_len("vanka_products", gathered.len(), corrections.len())?;
+        let sp = inverses.precision();
+        if gathered.precision() != sp.compute() || corrections.precision() != sp.compute() {
+            return Err(unsupported("vanka_products", &[sp, gathered.precision()]));
+        }
+        by_precision!(sp, S => {
+            let inverses = buffer::<S>(inverses, "vanka_products")?;
+            let gathered = &buffer::<Compute<S>>(gathered, "vanka_products")?[first * PATCH..];
+            let corrections = &mut buffer_mut::<Compute<S>>(corrections, "vanka_products")?[first * PATCH..];
+            corrections
+                .par_chunks_mut(PATCH)
+                .zip(gathered.par_chunks(PATCH))
+                .zip(maps.inverse_of_column[first..].par_iter())
+                .for_each(|((out, v), &inverse)| {
+                    let inverse = inverse as usize;
+                    matvec(&inverses[inverse * PATCH * PATCH..(inverse + 1) * PATCH * PATCH], v, out);
+                });
+        });
+        Ok(())
+    }
+
+    fn vanka_scatter(
+        &self,
+        grid: Grid,
+        corrections: &Data<Self>,
+        maps: &VankaMaps<Self>,
+        omega: f64,
+        pressure_scale: f64,
+        x: &mut Block<Self>,
+    ) -> Result<()> {
+        check_flow("vanka_scatter", x, grid)?;
+        macro_rules! run {
+            ($t:ty) => {
+                scatter(
+                    grid,
+                    buffer::<$t>(corrections, "vanka_scatter")?,
+                    &maps.column_of,
+                    <$t as Real>::from_f64(omega),
+                    <$t as Real>::from_f64(pressure_scale),
+                    buffer_mut::<$t>(&mut x.data, "vanka_scatter")?,
+                )
+            };
+        }
+        match x.precision() {
+            crate::precision::Precision::F64 => run!(f64),
+            crate::precision::Precision::F32 => run!(f32),
+            p => return Err(unsupported("vanka_scatter", &[p])),
+        }
+        Ok(())
+    }
+
+    fn coarse_solve(
+        &self,
+        solve: &CoarseSolve<Self>,
+        b: View<'_, Self>,
+        x: ViewMut<'_, Self>,
+    ) -> Result<()> {
+        check_len("coarse_solve", b.len, x.len)?;
+        let inverse = buffer::<f64>(&solve.inverse, "coarse_solve")?;
+        match b.precision() {
+            crate::precision::Precision::F64 => coarse_solve(
+                &solve.positions,
+                solve.size,
+                inverse,
+                slice::<f64>(&b, "coarse_solve")?,
+                slice_mut::<f64>(x, "coarse_solve")?,
+            ),
+            crate::precision::Precision::F32 => coarse_solve(
+                &solve.positions,
+                solve.size,
+                inverse,
+                slice::<f32>(&b, "coarse_solve")?,
+                slice_mut::<f32>(x, "coarse_solve")?,
+            ),
+            p => return Err(unsupported("coarse_solve", &[p])),
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,279 @@
+//! Grid transfers of Q1 multigrid on uniform meshes of the unit square and cube: bilinear
+//! (trilinear) prolongation P and restriction Pᵀ, on node-major blocks of interior
+//! unknowns (lexicographic, x fastest; m points per direction, m_fine = 2·m_coarse + 1).
+//!
+//! Both are gathers over planes of the slowest direction (lines in 2D), one rayon task per
+//! output plane, and change precision on the way: values are read in the source level's
+//! storage precision, combined in f64, scaled per column, and rounded once to the target
+//! level's storage precision.
+
+use rayon::prelude::*;
+
+use super::arena;
+use super::vector::{inverse_scale, partials, record_stats, reduce};
+use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
+use crate::device::sparse::check_grids;
+use crate::device::{Block, GridShape, Stats, Storage};
+use crate::error::{Error, Result};
+use crate::precision::{Real, Stored};
+
+/// `src` in its compute precision: borrowed when it already is, else widened into `scratch`.
+fn widened<'a, S: Stored>(src: &'a [S], scratch: &'a mut [S::Compute]) -> &'a [S::Compute] {
+    match S::as_compute(src) {
+        Some(same) => same,
+        None => {
+            let scratch = &mut scratch[..src.len()];
+            S::widen_slice(src, scratch);
+            scratch
+        }
+    }
+}
+
+/// Scratch length for widening `len` values of S (zero when S is its own compute type).
+fn widen_len<S: Stored>(len: usize) -> usize {
+    if S::as_compute(&[]).is_none() {
+        len
+    } else {
+        0
+    }
+}
+
+/// Coarse points (index, weight) the 1D interpolation of fine interior point `i` reads:
+/// fine node i+1 sits on coarse node (i+1)/2 when i is odd, else between two coarse nodes,
+/// either of which may be a (zero) boundary node.
+fn interpolation_1d(i: usize, m_coarse: usize) -> ([(usize, f64); 2], usize) {
+    if i % 2 == 1 {
+        return ([((i - 1) / 2, 1.0), (0, 0.0)], 1);
+    }
+    let right = i / 2;
+    match (right >= 1, right < m_coarse) {
+        (true, true) => ([(right - 1, 0.5), (right, 0.5)], 2),
+        (true, false) => ([(right - 1, 0.5), (0, 0.0)], 1),
+        (false, true) => ([(right, 0.5), (0, 0.0)], 1),
+        (false, false) => ([(0, 0.0), (0, 0.0)], 0),
+    }
+}
+
+/// Fine points (index, weight) coarse point `a` gathers in the 1D restriction.
+fn restriction_1d(a: usize) -> [(usize, f64); 3] {
+    [(2 * a, 0.5), (2 * a + 1, 1.0), (2 * a + 2, 0.5)]
+}
+
+/// dst (a fine line, m_f points × nrhs) += w · interpolation of src (a coarse line,
+/// m_c points): coarse point a feeds fine points 2a (½), 2a+1 (1) and 2a+2 (½).
+fn interpolate_line_add<T: Real>(dst: &mut [f64], src: &[T], w: f64, nrhs: usize) {
+    let half = 0.5 * w;
+    for (a, src_row) in src.chunks_exact(nrhs).enumerate() {
+        let dst = &mut dst[2 * a * nrhs..(2 * a + 3) * nrhs];
+        for (c, &v) in src_row.iter().enumerate() {
+            let v = Real::to_f64(v);
+            dst[c] += half * v;
+            dst[nrhs + c] += w * v;
+            dst[2 * nrhs + c] += half * v;
+        }
+    }
+}
+
+/// dst (a coarse line) += w · restriction of src (a fine line): coarse point a gathers
+/// fine points 2a (½), 2a+1 (1) and 2a+2 (½).
+fn restrict_line_add<T: Real>(dst: &mut [f64], src: &[T], w: f64, nrhs: usize) {
+    let half = 0.5 * w;
+    for (a, dst_row) in dst.chunks_exact_mut(nrhs).enumerate() {
+        let src = &src[2 * a * nrhs..(2 * a + 3) * nrhs];
+        for (c, d) in dst_row.iter_mut().enumerate() {
+            *d += half * (Real::to_f64(src[c]) + Real::to_f64(src[2 * nrhs + c]))
+                + w * Real::to_f64(src[nrhs + c]);
+        }
+    }
+}
+
+/// The 1D interpolation weights between lines (or planes): fine p gets coarse q.
+fn interpolation_pairs(m_coarse: usize) -> impl Iterator<Item = (usize, usize, f64)> {
+    (0..m_coarse).flat_map(|q| [(2 * q, q, 0.5), (2 * q + 1, q, 1.0), (2 * q + 2, q, 0.5)])
+}
+
+/// fine += s_c · P coarse, column by column (s_c = `scale[c]`).
+fn prolongate_add<C: Storage, F: Storage>(
+    coarse: &[C],
+    coarse_grid: GridShape,
+    fine: &mut [F],
+    fine_grid: GridShape,
+    nrhs: usize,
+    scale: &[f64],
+    stats: &mut Stats<Cpu>,
+) {
+    let (mf, mc) = (fine_grid.m, coarse_grid.m);
+    let (plane_f, plane_c) = (fine_grid.plane() * nrhs, coarse_grid.plane() * nrhs);
+    let part = partials(stats, fine_grid.m);
+    fine.par_chunks_mut(plane_f)
+        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
+        .enumerate()
+        .for_each(|(p, (fine_plane, part))| {
+            arena::with(|arena| {
+                let (coarse_scratch, fine_scratch, acc, outs) = arena
+                    .four::<Compute<C>, Compute<F>, f64, Compute<F>>(
+                        widen_len::<C>(plane_c),
+                        widen_len::<F>(plane_f),
+                        plane_f,
+                        plane_f,
+                    );
+                acc.fill(0.0);
+                let (planes, count) = interpolation_1d(p, mc);
+                for &(q, wq) in &planes[..count] {
+                    let cw = widened(&coarse[q * plane_c..(q + 1) * plane_c], coarse_scratch);
+                    if fine_grid.dim == 2 {
+                        interpolate_line_add(acc, cw, wq, nrhs);
+                    } else {
+                        let (line_f, line_c) = (mf * nrhs, mc * nrhs);
+                        for (j, b, wb) in interpolation_pairs(mc) {
+                            interpolate_line_add(
+                                &mut acc[j * line_f..(j + 1) * line_f],
+                                &cw[b * line_c..(b + 1) * line_c],
+                                wq * wb,
+                                nrhs,
+                            );
+                        }
+                    }
+                }
+                let fw = widened(fine_plane, fine_scratch);
+                for ((o_row, f_row), a_row) in outs
+                    .chunks_exact_mut(nrhs)
+                    .zip(fw.chunks_exact(nrhs))
+                    .zip(acc.chunks_exact(nrhs))
+                {
+                    for (((o, &f), &a), &s) in o_row.iter_mut().zip(f_row).zip(a_row).zip(scale) {
+                        *o = Compute::<F>::from_f64(Real::to_f64(f) + s * a);
+                    }
+                }
+                record_stats(part, outs, nrhs, F::MAX);
+                F::narrow_slice(outs, fine_plane);
+            })
+        });
+    arena::sync();
+    reduce(stats);
+}
+
+/// coarse = Pᵀ fine / s_c, column by column (s_c = `scale[c]`; a zero scale gives zero).
+fn restrict<F: Storage, C: Storage>(
+    fine: &[F],
+    fine_grid: GridShape,
+    coarse: &mut [C],
+    coarse_grid: GridShape,
+    nrhs: usize,
+    scale: &[f64],
+    stats: &mut Stats<Cpu>,
+) {
+    let (mf, mc) = (fine_grid.m, coarse_grid.m);
+    let (plane_f, plane_c) = (fine_grid.plane() * nrhs, coarse_grid.plane() * nrhs);
+    let part = partials(stats, coarse_grid.m);
+    coarse
+        .par_chunks_mut(plane_c)
+        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
+        .enumerate()
+        .for_each(|(q, (coarse_plane, part))| {
+            arena::with(|arena| {
+                let (fine_scratch, acc, outs, _) = arena.four::<Compute<F>, f64, Compute<C>, f64>(
+                    widen_len::<F>(plane_f),
+                    plane_c,
+                    plane_c,
+                    0,
+                );
+                acc.fill(0.0);
+                for (p, wp) in restriction_1d(q) {
+                    let fw = widened(&fine[p * plane_f..(p + 1) * plane_f], fine_scratch);
+                    if fine_grid.dim == 2 {
+                        restrict_line_add(acc, fw, wp, nrhs);
+                    } else {
+                        let (line_f, line_c) = (mf * nrhs, mc * nrhs);
+                        for (j, b, wb) in interpolation_pairs(mc) {
+                            restrict_line_add(
+                                &mut acc[b * line_c..(b + 1) * line_c],
+                                &fw[j * line_f..(j + 1) * line_f],
+                                wp * wb,
+                                nrhs,
+                            );
+                        }
+                    }
+                }
+                for (o_row, a_row) in outs.chunks_exact_mut(nrhs).zip(acc.chunks_exact(nrhs)) {
+                    for ((o, &a), &s) in o_row.iter_mut().zip(a_row).zip(scale) {
+                        *o = Compute::<C>::from_f64(a * inverse_scale(s));
+                    }
+                }
+                record_stats(part, outs, nrhs, C::MAX);
+                C::narrow_slice(outs, coarse_plane);
+            })
+        });
+    arena::sync();
+    reduce(stats);
+}
+
+fn check(
+    fine: &Block<Cpu>,
+    fine_grid: GridShape,
+    coarse: &Block<Cpu>,
+    coarse_grid: GridShape,
+    scale: &[f64],
+) -> Result<usize> {
+    check_grids(fine_grid, coarse_grid)?;
+    let nrhs = fine.cols();
+    if coarse.cols() != nrhs
+        || scale.len() != nrhs
+        || fine.rows() != fine_grid.points()
+        || coarse.rows() != coarse_grid.points()
+    {
+        return Err(Error::Backend(format!(
+            "grid transfer: blocks {}×{} and {}×{} for grids of {} and {} points, {} scales",
+            fine.rows(),
+            fine.cols(),
+            coarse.rows(),
+            coarse.cols(),
+            fine_grid.points(),
+            coarse_grid.points(),
+            scale.len()
+        )));
+    }
+    Ok(nrhs)
+}
+
+pub(super) fn restrict_block(
+    fine: &Block<Cpu>,
+    fine_grid: GridShape,
+    coarse: &mut Block<Cpu>,
+    coarse_grid: GridShape,
+    scale: &[f64],
+    stats: &mut Stats<Cpu>,
+) -> Result<()> {
+    let nrhs = check(fine, fine_grid, coarse, coarse_grid, scale)?;
+    by_precision!(fine.precision(), F => by_precision!(coarse.precision(), C => restrict::<F, C>(
+        buffer::<F>(&fine.data, "restrict")?,
+        fine_grid,
+        buffer_mut::<C>(&mut coarse.data, "restrict")?,
+        coarse_grid,
+        nrhs,
+        scale,
+        stats,
+    )));
+    Ok(())
+}
+
+pub(super) fn prolongate_add_block(
+    coarse: &Block<Cpu>,
+    coarse_grid: GridShape,
+    fine: &mut Block<Cpu>,
+    fine_grid: GridShape,
+    scale: &[f64],
+    stats: &mut Stats<Cpu>,
+) -> Result<()> {
+    let nrhs = check(fine, fine_grid, coarse, coarse_grid, scale)?;
+    by_precision!(coarse.precision(), C => by_precision!(fine.precision(), F => prolongate_add::<C, F>(
+        buffer::<C>(&coarse.data, "prolongate_add")?,
+        coarse_grid,
+        buffer_mut::<F>(&mut fine.data, "prolongate_add")?,
+        fine_grid,
+        nrhs,
+        scale,
+        stats,
+    )));
+    Ok(())
+}

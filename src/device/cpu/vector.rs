@@ -1,0 +1,612 @@
+//! Level-1 kernels and per-column statistics.
+
+use rayon::prelude::*;
+
+use super::{buffer, buffer_mut, by_precision, check_len, slice, slice_mut, Compute, Cpu, CHUNK};
+use crate::device::{
+    unsupported, Block, Layout, Scratch, Stats, Storage, VectorKernels, View, ViewMut,
+};
+use crate::error::Result;
+use crate::numeric;
+use crate::precision::{Precision, Real, Stored};
+
+/// Rows per chunk of the per-column statistics of node-major blocks.
+const STATS_ROWS: usize = 4096;
+
+/// dst = src rounded to B (exact when B is at least as wide as A).
+pub(super) fn convert_slice<A: Storage, B: Storage>(src: &[A], dst: &mut [B]) {
+    use std::any::TypeId;
+    let (a, b) = (TypeId::of::<A>(), TypeId::of::<B>());
+    dst.par_chunks_mut(CHUNK)
+        .zip(src.par_chunks(CHUNK))
+        .for_each(|(d, s)| {
+            if a == b {
+                // SAFETY: A and B are the same type (checked by TypeId).
+                let s: &[B] =
+                    unsafe { std::slice::from_raw_parts(s.as_ptr() as *const B, s.len()) };
+                d.copy_from_slice(s);
+            } else if a == TypeId::of::<half::f16>() && b == TypeId::of::<f32>() {
+                // SAFETY: A is f16 and B is f32 (checked by TypeId).
+                let (s, d) = unsafe {
+                    (
+                        std::slice::from_raw_parts(s.as_ptr() as *const half::f16, s.len()),
+                        std::slice::from_raw_parts_mut(d.as_mut_ptr() as *mut f32, d.len()),
+                    )
+                };
+                <half::f16 as Stored>::widen_slice(s, d);
+            } else if a == TypeId::of::<f32>() && b == TypeId::of::<half::f16>() {
+                // SAFETY: A is f32 and B is f16 (checked by TypeId).
+                let (s, d) = unsafe {
+                    (
+                        std::slice::from_raw_parts(s.as_ptr() as *const f32, s.len()),
+                        std::slice::from_raw_parts_mut(d.as_mut_ptr() as *mut half::f16, d.len()),
+                    )
+                };
+                <half::f16 as Stored>::narrow_slice(s, d);
+            } else {
+                d.iter_mut()
+                    .zip(s)
+                    .for_each(|(d, s)| *d = B::from_f64(s.to_f64()));
+            }
+        });
+}
+
+/// y = α x + β y in T's compute precision.
+fn axpby<T: Storage>(alpha: f64, x: &[T], beta: f64, y: &mut [T]) {
+    let (alpha, beta) = (Compute::<T>::from_f64(alpha), Compute::<T>::from_f64(beta));
+    y.par_chunks_mut(CHUNK)
+        .zip(x.par_chunks(CHUNK))
+        .for_each(|(y, x)| {
+            for (y, &x) in y.iter_mut().zip(x) {
+                *y = T::from_compute(alpha * x.to_compute() + beta * y.to_compute());
+            }
+        });
+}
+
+/// Writes Σ v², max |v| of `values` (node-major, `nrhs` columns, compute precision, before
+/// rounding to a storage precision whose largest value is `limit`) and an out-of-range flag
+/// into `part` (2·nrhs + 1 values, added to what it holds).
+///
+/// Rows go to four interleaved accumulators (row r to lane r mod 4) whatever the number of
+/// columns, so a column's sums are the same alone and inside a block.
+pub(super) fn record_stats<T: Real>(part: &mut [f64], values: &[T], nrhs: usize, limit: f64) {
+    record::<T, true>(part, values, nrhs, limit)
+}
+
+/// [`record_stats`] without the maxima (Σ v² and the NaN flag only).
+pub(super) fn record_sumsq<T: Real>(part: &mut [f64], values: &[T], nrhs: usize) {
+    record::<T, false>(part, values, nrhs, f64::INFINITY)
+}
+
+fn record<T: Real, const MAXIMA: bool>(part: &mut [f64], values: &[T], nrhs: usize, limit: f64) {
+    const LANES: usize = 4;
+    const BLOCK: usize = 8;
+    let (sumsq, rest) = part.split_at_mut(nrhs);
+    let (max_abs, flag) = rest.split_at_mut(nrhs);
+    let mut fold = |c: usize, total: f64, largest: f64| {
+        sumsq[c] += total;
+        if MAXIMA {
+            max_abs[c] = max_abs[c].max(largest);
+        }
+        // NaN makes the sum NaN, ±Inf makes the maximum exceed the limit.
+        if total.is_nan() || largest > limit {
+            flag[0] = 1.0;
+        }
+    };
+    if nrhs == 1 {
+        let (mut sum, mut max) = ([0.0f64; LANES], [0.0f64; LANES]);
+        let mut groups = values.chunks_exact(LANES);
+        for group in &mut groups {
+            for lane in 0..LANES {
+                let a = Real::to_f64(group[lane]).abs();
+                sum[lane] += a * a;
+                max[lane] = max[lane].max(a);
+            }
+        }
+        for (lane, &v) in groups.remainder().iter().enumerate() {
+            let a = Real::to_f64(v).abs();
+            sum[lane] += a * a;
+            max[lane] = max[lane].max(a);
+        }
+        let largest = max.iter().fold(0.0f64, |m, &x| m.max(x));
+        fold(0, ((sum[0] + sum[1]) + sum[2]) + sum[3], largest);
+        return;
+    }
+    for first in (0..nrhs).step_by(BLOCK) {
+        let width = BLOCK.min(nrhs - first);
+        let (mut sum, mut max) = ([[0.0f64; BLOCK]; LANES], [[0.0f64; BLOCK]; LANES]);
+        let mut add = |lane: usize, row: &[T]| {
+            for j in 0..width {
+                let a = Real::to_f64(row[first + j]).abs();
+                sum[lane][j] += a * a;
+                max[lane][j] = max[lane][j].max(a);
+            }
+        };
+        let mut groups = values.chunks_exact(LANES * nrhs);
+        for group in &mut groups {
+            for (lane, row) in group.chunks_exact(nrhs).enumerate() {
+                add(lane, row);
+            }
+        }
+        for (lane, row) in groups.remainder().chunks_exact(nrhs).enumerate() {
+            add(lane, row);
+        }
+        for j in 0..width {
+            let total = ((sum[0][j] + sum[1][j]) + sum[2][j]) + sum[3][j];
+            let largest = max.iter().fold(0.0f64, |m, lane| m.max(lane[j]));
+            fold(first + j, total, largest);
+        }
+    }
+}
+
+/// The partial statistics of `chunks` chunks of `stats`'s columns, zeroed (grown on first
+/// use).
+pub(super) fn partials(stats: &mut Stats<Cpu>, chunks: usize) -> &mut [f64] {
+    let len = chunks * Stats::<Cpu>::len_for(stats.nrhs());
+    stats.partials.clear();
+    stats.partials.resize(len, 0.0);
+    &mut stats.partials
+}
+
+/// Adds the chunk partials in chunk order into the reduced statistics.
+pub(super) fn reduce(stats: &mut Stats<Cpu>) {
+    let nrhs = stats.nrhs();
+    let Stats { partials, host, .. } = stats;
+    host.fill(0.0);
+    for part in partials.chunks_exact(Stats::<Cpu>::len_for(nrhs)) {
+        for c in 0..nrhs {
+            host[c] += part[c];
+            host[nrhs + c] = host[nrhs + c].max(part[nrhs + c]);
+        }
+        host[2 * nrhs] = host[2 * nrhs].max(part[2 * nrhs]);
+    }
+    stats.on_device = false;
+}
+
+/// 1/s per column; a zero scale (an inactive column) gives zero.
+pub(super) fn inverse_scale(s: f64) -> f64 {
+    if s > 0.0 {
+        1.0 / s
+    } else {
+        0.0
+    }
+}
+
+/// Statistics of a column-major block: each column's chunks (fixed by the column length)
+/// are recorded apart and added in order.
+fn col_major_stats<T: Storage>(x: &[T], rows: usize, nrhs: usize, stats: &mut Stats<Cpu>) {
+    let chunk = numeric::reduction_chunk(rows).max(1);
+    let per_column = rows.div_ceil(chunk).max(1);
+    let len = Stats::<Cpu>::len_for(nrhs);
+    let part = partials(stats, per_column * nrhs);
+    part.par_chunks_mut(len).enumerate().for_each(|(k, p)| {
+        let (c, q) = (k / per_column, k % per_column);
+        let range = c * rows + (q * chunk).min(rows)..c * rows + ((q + 1) * chunk).min(rows);
+        let mut local = [0.0f64; 3];
+        for v in &x[range] {
+            let a = v.to_f64().abs();
+            local[0] += a * a;
+            local[1] = local[1].max(a);
+        }
+        if local[0].is_nan() || local[1] > T::MAX {
+            local[2] = 1.0;
+        }
+        p[c] = local[0];
+        p[nrhs + c] = local[1];
+        p[2 * nrhs] = local[2];
+    });
+    reduce(stats);
+}
+
+fn node_major_stats<T: Storage>(x: &[T], nrhs: usize, stats: &mut Stats<Cpu>) {
+    let rows = x.len() / nrhs.max(1);
+    let len = Stats::<Cpu>::len_for(nrhs);
+    let part = partials(stats, rows.div_ceil(STATS_ROWS).max(1));
+    part.par_chunks_mut(len)
+        .zip(x.par_chunks(STATS_ROWS * nrhs))
+        .for_each(|(p, chunk)| {
+            super::arena::with(|a| {
+                let wide = a.one::<Compute<T>>(0, chunk.len());
+                wide.iter_mut()
+                    .zip(chunk)
+                    .for_each(|(w, v)| *w = v.to_compute());
+                record_stats(p, wide, nrhs, T::MAX);
+            })
+        });
+    super::arena::sync();
+    reduce(stats);
+}
+
+/// dst = src / s_c per column, rounded to B; statistics of the scaled values before
+/// rounding (node-major: rows in chunks; column-major: column by column).
+fn scale_columns<A: Storage, B: Storage>(
+    src: &[A],
+    layout: Layout,
+    rows: usize,
+    scale: &[f64],
+    dst: &mut [B],
+    stats: &mut Stats<Cpu>,
+) {
+    let nrhs = scale.len();
+    let len = Stats::<Cpu>::len_for(nrhs);
+    match layout {
+        Layout::NodeMajor => {
+            let chunks = rows.div_ceil(STATS_ROWS).max(1);
+            let part = partials(stats, chunks);
+            dst.par_chunks_mut(STATS_ROWS * nrhs)
+                .zip(src.par_chunks(STATS_ROWS * nrhs))
+                .zip(part.par_chunks_mut(len))
+                .for_each(|((d, s), p)| {
+                    super::arena::with(|a| {
+                        let outs = a.one::<Compute<B>>(0, s.len());
+                        for (o_row, s_row) in outs.chunks_exact_mut(nrhs).zip(s.chunks_exact(nrhs))
+                        {
+                            for ((o, v), &sc) in o_row.iter_mut().zip(s_row).zip(scale) {
+                                *o = Compute::<B>::from_f64(v.to_f64() * inverse_scale(sc));
+                            }
+                        }
+                        record_stats(p, outs, nrhs, B::MAX);
+                        B::narrow_slice(outs, d);
+                    })
+                });
+            super::arena::sync();
+        }
+        Layout::ColMajor => {
+            let part = partials(stats, nrhs);
+            dst.par_chunks_mut(rows.max(1))
+                .zip(src.par_chunks(rows.max(1)))
+                .zip(part.par_chunks_mut(len))
+                .enumerate()
+                .for_each(|(c, ((d, s), p))| {
+                    let inverse = inverse_scale(scale[c]);
+                    let (mut sumsq, mut max) = (0.0f64, 0.0f64);
+                    for (d, v) in d.iter_mut().zip(s) {
+                        let o = Compute::<B>::from_f64(v.to_f64() * inverse);
+                        let a = Real::to_f64(o).abs();
+                        sumsq += a * a;
+                        max = max.max(a);
+                        *d = B::from_compute(o);
+                    }
+                    p[c] = sumsq;
+                    p[nrhs + c] = max;
+                    p[2 * nrhs] = f64::from(sumsq.is_nan() || max > B::MAX);
+                });
+        }
+    }
+    reduce(stats);
+}
+
+/// dst (node-major k columns) from src (column-major), or back.
+fn relayout<A: Storage, B: Storage>(
+    src: &[A],
+    src_layout: Layout,
+    rows: usize,
+    cols: usize,
+    dst: &mut [B],
+) {
+    match src_layout {
+        Layout::ColMajor => dst
+            .par_chunks_mut(STATS_ROWS * cols)
+            .enumerate()
+            .for_each(|(k, d)| {
+                for (i, row) in d.chunks_exact_mut(cols).enumerate() {
+                    let r = k * STATS_ROWS + i;
+                    for (c, v) in row.iter_mut().enumerate() {
+                        *v = B::from_f64(src[c * rows + r].to_f64());
+                    }
+                }
+            }),
+        Layout::NodeMajor => dst
+            .par_chunks_mut(rows.max(1))
+            .enumerate()
+            .for_each(|(c, d)| {
+                for (r, v) in d.iter_mut().enumerate() {
+                    *v = B::from_f64(src[r * cols + c].to_f64());
+                }
+            }),
+    }
+}
+
+impl VectorKernels for Cpu {
+    fn fill(&self, x: ViewMut<'_, Self>, value: f64) -> Result<()> {
+        by_precision!(x.precision(), T => {
+            let v = <T as Stored>::from_f64(value);
+            slice_mut::<T>(x, "fill")?.par_chunks_mut(CHUNK).for_each(|c| c.fill(v));
+        });
+        Ok(())
+    }
+
+    fn copy(&self, src: View<'_, Self>, dst: ViewMut<'_, Self>) -> Result<()> {
+        check_len("copy", src.len, dst.len)?;
+        by_precision!(src.precision(), A => by_precision!(dst.precision(), B => {
+            convert_slice::<A, B>(slice::<A>(&src, "copy")?, slice_mut::<B>(dst, "copy")?);
+        }));
+        Ok(())
+    }
+
+    fn axpby(&self, alpha: f64, x: View<'_, Self>, beta: f64, y: ViewMut<'_, Self>) -> Result<()> {
+        check_len("axpby", x.len, y.len)?;
+        by_precision!(x.precision(), T => axpby::<T>(alpha, slice::<T>(&x, "axpby")?, beta, slice_mut::<T>(y, "axpby")?));
+        Ok(())
+    }
+
+    fn scale(&self, alpha: f64, x: ViewMut<'_, Self>) -> Result<()> {
+        by_precision!(x.precision(), T => {
+            let a = <Compute<T> as Real>::from_f64(alpha);
+            slice_mut::<T>(x, "scale")?.par_chunks_mut(CHUNK).for_each(|c| {
+                c.iter_mut().for_each(|x| *x = T::from_compute(a * x.to_compute()))
+            });
+        });
+        Ok(())
+    }
+
+    fn scaled_product(
+        &self,
+        alpha: f64,
+        d: View<'_, Self>,
+        x: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()> {
+        check_len("scaled_product", d.len, x.len)?;
+        check_len("scaled_product", x.len, y.len)?;
+        by_precision!(x.precision(), T => {
+            let a = <Compute<T> as Real>::from_f64(alpha);
+            let (d, x) = (slice::<T>(&d, "scaled_product")?, slice::<T>(&x, "scaled_product")?);
+            slice_mut::<T>(y, "scaled_product")?
+                .par_chunks_mut(CHUNK)
+                .zip(d.par_chunks(CHUNK).zip(x.par_chunks(CHUNK)))
+                .for_each(|(y, (d, x))| {
+                    for ((y, d), x) in y.iter_mut().zip(d).zip(x) {
+                        *y = T::from_compute(a * d.to_compute() * x.to_compute());
+                    }
+                });
+        });
+        Ok(())
+    }
+
+    fn scaled_product_add(
+        &self,
+        alpha: f64,
+        d: View<'_, Self>,
+        x: View<'_, Self>,
+        z: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()> {
+        check_len("scaled_product_add", d.len, x.len)?;
+        check_len("scaled_product_add", x.len, z.len)?;
+        check_len("scaled_product_add", x.len, y.len)?;
+        by_precision!(x.precision(), T => {
+            let a = <Compute<T> as Real>::from_f64(alpha);
+            let (d, x, z) = (
+                slice::<T>(&d, "scaled_product_add")?,
+                slice::<T>(&x, "scaled_product_add")?,
+                slice::<T>(&z, "scaled_product_add")?,
+            );
+            slice_mut::<T>(y, "scaled_product_add")?
+                .par_chunks_mut(CHUNK)
+                .zip(d.par_chunks(CHUNK).zip(x.par_chunks(CHUNK).zip(z.par_chunks(CHUNK))))
+                .for_each(|(y, (d, (x, z)))| {
+                    for (((y, d), x), z) in y.iter_mut().zip(d).zip(x).zip(z) {
+                        *y = T::from_compute(
+                            y.to_compute() + a * d.to_compute() * (x.to_compute() - z.to_compute()),
+                        );
+                    }
+                });
+        });
+        Ok(())
+    }
+
+    fn dot(&self, x: View<'_, Self>, y: View<'_, Self>) -> Result<f64> {
+        check_len("dot", x.len, y.len)?;
+        match x.precision() {
+            Precision::F64 => Ok(numeric::dot(
+                slice::<f64>(&x, "dot")?,
+                slice::<f64>(&y, "dot")?,
+            )),
+            Precision::F32 => {
+                Ok(numeric::dot(slice::<f32>(&x, "dot")?, slice::<f32>(&y, "dot")?) as f64)
+            }
+            p => Err(unsupported("dot", &[p])),
+        }
+    }
+
+    fn nrm2(&self, x: View<'_, Self>) -> Result<f64> {
+        match x.precision() {
+            Precision::F64 => Ok(numeric::nrm2(slice::<f64>(&x, "nrm2")?)),
+            Precision::F32 => Ok(numeric::nrm2(slice::<f32>(&x, "nrm2")?) as f64),
+            p => Err(unsupported("nrm2", &[p])),
+        }
+    }
+
+    fn sum(&self, x: View<'_, Self>) -> Result<f64> {
+        match x.precision() {
+            Precision::F64 => Ok(numeric::sum(slice::<f64>(&x, "sum")?)),
+            Precision::F32 => Ok(numeric::sum(slice::<f32>(&x, "sum")?) as f64),
+            p => Err(unsupported("sum", &[p])),
+        }
+    }
+
+    fn shift(&self, x: ViewMut<'_, Self>, value: f64) -> Result<()> {
+        by_precision!(x.precision(), T => {
+            let v = <Compute<T> as Real>::from_f64(value);
+            slice_mut::<T>(x, "shift")?.par_chunks_mut(CHUNK).for_each(|c| {
+                c.iter_mut().for_each(|x| *x = T::from_compute(x.to_compute() + v))
+            });
+        });
+        Ok(())
+    }
+
+    fn relayout(&self, src: &Block<Self>, dst: &mut Block<Self>) -> Result<()> {
+        check_len("relayout", src.len(), dst.len())?;
+        let (rows, cols, layout) = (src.rows(), src.cols(), src.layout());
+        if (dst.rows(), dst.cols()) != (rows, cols) || dst.layout() == layout {
+            return Err(crate::error::Error::Backend(format!(
+                "relayout from a {rows}×{cols} {layout:?} block to a {}×{} {:?} block",
+                dst.rows(),
+                dst.cols(),
+                dst.layout()
+            )));
+        }
+        by_precision!(src.precision(), A => by_precision!(dst.precision(), B => {
+            relayout::<A, B>(buffer::<A>(&src.data, "relayout")?, layout, rows, cols, buffer_mut::<B>(&mut dst.data, "relayout")?);
+        }));
+        Ok(())
+    }
+
+    fn column_stats(&self, x: &Block<Self>, stats: &mut Stats<Self>) -> Result<()> {
+        check_len("column_stats", x.cols(), stats.nrhs())?;
+        by_precision!(x.precision(), T => {
+            let v = buffer::<T>(&x.data, "column_stats")?;
+            match x.layout() {
+                Layout::ColMajor => col_major_stats::<T>(v, x.rows(), x.cols(), stats),
+                Layout::NodeMajor => node_major_stats::<T>(v, x.cols(), stats),
+            }
+        });
+        Ok(())
+    }
+
+    fn column_dots(
+        &self,
+        x: &Block<Self>,
+        y: &Block<Self>,
+        out: &mut [f64],
+        scratch: &mut Scratch<Self>,
+    ) -> Result<()> {
+        check_len("column_dots", x.len(), y.len())?;
+        check_len("column_dots", x.cols(), out.len())?;
+        if x.layout() != y.layout() || x.precision() != y.precision() {
+            return Err(crate::error::Error::Backend(
+                "column_dots: blocks differ in layout or precision".into(),
+            ));
+        }
+        by_precision!(x.precision(), T => column_dots::<T>(
+            buffer::<T>(&x.data, "column_dots")?,
+            buffer::<T>(&y.data, "column_dots")?,
+            x.layout(),
+            x.rows(),
+            out,
+            &mut scratch.0,
+        ));
+        Ok(())
+    }
+
+    fn column_axpby(
+        &self,
+        alpha: &[f64],
+        x: &Block<Self>,
+        beta: &[f64],
+        y: &mut Block<Self>,
+    ) -> Result<()> {
+        check_len("column_axpby", x.len(), y.len())?;
+        check_len("column_axpby", x.cols(), alpha.len())?;
+        check_len("column_axpby", x.cols(), beta.len())?;
+        if x.layout() != y.layout() || x.precision() != y.precision() {
+            return Err(crate::error::Error::Backend(
+                "column_axpby: blocks differ in layout or precision".into(),
+            ));
+        }
+        let (layout, rows) = (x.layout(), x.rows());
+        by_precision!(x.precision(), T => column_axpby::<T>(
+            alpha,
+            buffer::<T>(&x.data, "column_axpby")?,
+            beta,
+            buffer_mut::<T>(&mut y.data, "column_axpby")?,
+            layout,
+            rows,
+        ));
+        Ok(())
+    }
+
+    fn scale_columns(
+        &self,
+        src: &Block<Self>,
+        scale: &[f64],
+        dst: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        check_len("scale_columns", src.len(), dst.len())?;
+        check_len("scale_columns", src.cols(), scale.len())?;
+        check_len("scale_columns", stats.nrhs(), scale.len())?;
+        if src.layout() != dst.layout() {
+            return Err(crate::error::Error::Backend(
+                "scale_columns: layouts differ".into(),
+            ));
+        }
+        let (layout, rows) = (src.layout(), src.rows());
+        by_precision!(src.precision(), A => by_precision!(dst.precision(), B => {
+            scale_columns::<A, B>(buffer::<A>(&src.data, "scale_columns")?, layout, rows, scale, buffer_mut::<B>(&mut dst.data, "scale_columns")?, stats);
+        }));
+        Ok(())
+    }
+}
+
+/// Per-column dots of two blocks in f64; each column's chunks (fixed by the row count) are
+/// added in order.
+fn column_dots<T: Storage>(
+    x: &[T],
+    y: &[T],
+    layout: Layout,
+    rows: usize,
+    out: &mut [f64],
+    partial: &mut Vec<f64>,
+) {
+    let nrhs = out.len();
+    let chunk = numeric::reduction_chunk(rows).max(1);
+    let per_column = rows.div_ceil(chunk).max(1);
+    partial.clear();
+    partial.resize(per_column * nrhs, 0.0);
+    partial.par_iter_mut().enumerate().for_each(|(k, p)| {
+        let (c, q) = (k / per_column, k % per_column);
+        let span = (q * chunk).min(rows)..((q + 1) * chunk).min(rows);
+        *p = match layout {
+            Layout::ColMajor => x[c * rows + span.start..c * rows + span.end]
+                .iter()
+                .zip(&y[c * rows + span.start..c * rows + span.end])
+                .fold(0.0, |s, (a, b)| s + a.to_f64() * b.to_f64()),
+            Layout::NodeMajor => span.fold(0.0, |s, i| {
+                s + x[i * nrhs + c].to_f64() * y[i * nrhs + c].to_f64()
+            }),
+        };
+    });
+    for (c, o) in out.iter_mut().enumerate() {
+        *o = partial[c * per_column..(c + 1) * per_column].iter().sum();
+    }
+}
+
+/// y_c = α_c x_c + β_c y_c in T's compute precision.
+fn column_axpby<T: Storage>(
+    alpha: &[f64],
+    x: &[T],
+    beta: &[f64],
+    y: &mut [T],
+    layout: Layout,
+    rows: usize,
+) {
+    let nrhs = alpha.len();
+    let step = |a: f64, x: T, b: f64, y: T| {
+        T::from_compute(
+            Compute::<T>::from_f64(a) * x.to_compute() + Compute::<T>::from_f64(b) * y.to_compute(),
+        )
+    };
+    match layout {
+        Layout::ColMajor => y
+            .par_chunks_mut(rows.max(1))
+            .zip(x.par_chunks(rows.max(1)))
+            .enumerate()
+            .for_each(|(c, (y, x))| {
+                for (y, &x) in y.iter_mut().zip(x) {
+                    *y = step(alpha[c], x, beta[c], *y);
+                }
+            }),
+        Layout::NodeMajor => y
+            .par_chunks_mut(STATS_ROWS * nrhs)
+            .zip(x.par_chunks(STATS_ROWS * nrhs))
+            .for_each(|(y, x)| {
+                for (y_row, x_row) in y.chunks_exact_mut(nrhs).zip(x.chunks_exact(nrhs)) {
+                    for (c, (y, &x)) in y_row.iter_mut().zip(x_row).enumerate() {
+                        *y = step(alpha[c], x, beta[c], *y);
+                    }
+                }
+            }),
+    }
+}

@@ -1,0 +1,324 @@
+//! The device layer: where solver data lives and the kernels that work on it.
+//!
+//! A [`Device`] allocates typed buffers, moves them to and from the host, and synchronizes.
+//! Solvers hold [`Data`] and [`Block`]s, whose element precision (f16, f32, f64) is a
+//! run-time value, and call kernels through the kernel-family traits below; a family's
+//! methods take run-time-typed data and each backend dispatches to its typed kernels,
+//! named `<op>_<dtype>` (or `<op>_<storage>_<compute>` where the two differ) in the CPU
+//! backend ([`cpu`]) and in `kernels/*.cu` for CUDA. Solvers are generic over `D:
+//! Kernels` and never name a backend: a new backend implements these traits and touches
+//! no solver file.
+//!
+//! Arithmetic on f16 data runs in f32 (its compute precision, `Stored::Compute`); f32 and
+//! f64 compute in themselves. Every reduction is bitwise reproducible whatever the number
+//! of threads.
+
+pub mod block;
+pub mod cpu;
+pub mod cuda;
+pub mod psc;
+pub mod sparse;
+pub mod stats;
+pub mod stencil;
+
+use std::fmt;
+use std::str::FromStr;
+
+use half::f16;
+
+pub use block::{Block, Data, Layout, MatMut, MatRef, View, ViewMut};
+pub use cpu::Cpu;
+pub use psc::PscKernels;
+pub use sparse::{CsrMatrix, EllMatrix, GridShape, RowOp, SparseKernels};
+pub use stats::{ColumnStats, Stats};
+pub use stencil::StokesKernels;
+
+use crate::error::{Error, Result};
+use crate::precision::{Precision, Stored};
+
+/// An element type device buffers hold.
+pub trait DType: Copy + Default + Send + Sync + fmt::Debug + PartialEq + 'static {
+    /// The suffix of kernel names: `axpby_f32`.
+    const NAME: &'static str;
+}
+
+impl DType for f16 {
+    const NAME: &'static str = "f16";
+}
+impl DType for f32 {
+    const NAME: &'static str = "f32";
+}
+impl DType for f64 {
+    const NAME: &'static str = "f64";
+}
+impl DType for u32 {
+    const NAME: &'static str = "u32";
+}
+impl DType for u64 {
+    const NAME: &'static str = "u64";
+}
+
+/// A floating-point storage type (f16, f32, f64): a [`Stored`] type a [`Data`] can hold.
+pub trait Storage: Stored + DType {
+    fn data<D: Device>(buffer: D::Buffer<Self>) -> Data<D>;
+    fn buffer<D: Device>(data: &Data<D>) -> Option<&D::Buffer<Self>>;
+    fn buffer_mut<D: Device>(data: &mut Data<D>) -> Option<&mut D::Buffer<Self>>;
+}
+
+macro_rules! element {
+    ($t:ty, $variant:ident) => {
+        impl Storage for $t {
+            fn data<D: Device>(buffer: D::Buffer<Self>) -> Data<D> {
+                Data::$variant(buffer)
+            }
+            fn buffer<D: Device>(data: &Data<D>) -> Option<&D::Buffer<Self>> {
+                match data {
+                    Data::$variant(b) => Some(b),
+                    _ => None,
+                }
+            }
+            fn buffer_mut<D: Device>(data: &mut Data<D>) -> Option<&mut D::Buffer<Self>> {
+                match data {
+                    Data::$variant(b) => Some(b),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+element!(f16, F16);
+element!(f32, F32);
+element!(f64, F64);
+
+/// A place solver data lives and kernels run: allocation, host transfers, synchronization.
+pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
+    /// A buffer of `T` in this device's memory.
+    type Buffer<T: DType>: Send + Sync;
+
+    /// What the logs and the performance records call this device.
+    fn name(&self) -> String;
+
+    /// `len` zeros (pages touched now, in set-up, not in the first timed apply).
+    fn zeros<T: DType>(&self, len: usize) -> Result<Self::Buffer<T>>;
+
+    /// A buffer holding `host`.
+    fn upload<T: DType>(&self, host: &[T]) -> Result<Self::Buffer<T>>;
+
+    /// A buffer holding `host`, which the caller gives up (the CPU keeps the allocation; a
+    /// GPU copies and frees it): large operators built on the host are not held twice.
+    fn upload_owned<T: DType>(&self, host: Vec<T>) -> Result<Self::Buffer<T>> {
+        self.upload(&host)
+    }
+
+    /// Overwrites the whole buffer `dst` with `host` (equal lengths).
+    fn write<T: DType>(&self, host: &[T], dst: &mut Self::Buffer<T>) -> Result<()>;
+
+    /// Copies `host.len()` values from `src`, starting at `offset`, to the host.
+    fn read<T: DType>(&self, src: &Self::Buffer<T>, offset: usize, host: &mut [T]) -> Result<()>;
+
+    /// Copies the whole buffer to the host (equal lengths).
+    fn download<T: DType>(&self, src: &Self::Buffer<T>, host: &mut [T]) -> Result<()> {
+        self.read(src, 0, host)
+    }
+
+    fn buffer_len<T: DType>(buffer: &Self::Buffer<T>) -> usize;
+
+    /// Waits until every kernel issued so far has finished (timings, host reads).
+    fn synchronize(&self) -> Result<()>;
+
+    /// Runs `f`, a solve's host-side driver that issues kernels, where this device runs them
+    /// best (CPU: on a worker of the thread pool, so every kernel's parallel loop is a
+    /// nested task rather than a job injected from outside; CUDA: on the calling thread).
+    fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R;
+}
+
+/// Scratch of a kernel that reduces (partial sums), owned by its caller and grown by the
+/// backend on first use, so the apply that follows allocates nothing.
+pub struct Scratch<D: Device>(pub D::Buffer<f64>);
+
+impl<D: Device> Scratch<D> {
+    pub fn new(dev: &D) -> Result<Self> {
+        Ok(Scratch(dev.zeros(0)?))
+    }
+}
+
+/// Level-1 operations on vectors and blocks.
+pub trait VectorKernels: Device {
+    /// x = value.
+    fn fill(&self, x: ViewMut<'_, Self>, value: f64) -> Result<()>;
+    /// dst = src; the precisions may differ (rounded to nearest).
+    fn copy(&self, src: View<'_, Self>, dst: ViewMut<'_, Self>) -> Result<()>;
+    /// y = α x + β y (one precision; arithmetic in its compute precision).
+    fn axpby(&self, alpha: f64, x: View<'_, Self>, beta: f64, y: ViewMut<'_, Self>) -> Result<()>;
+    /// x = α x.
+    fn scale(&self, alpha: f64, x: ViewMut<'_, Self>) -> Result<()>;
+    /// y = α d ∘ x (one precision; y is only written).
+    fn scaled_product(
+        &self,
+        alpha: f64,
+        d: View<'_, Self>,
+        x: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()>;
+    /// y += α d ∘ (x − z) (one precision): a damped Jacobi update with diagonal inverse d.
+    fn scaled_product_add(
+        &self,
+        alpha: f64,
+        d: View<'_, Self>,
+        x: View<'_, Self>,
+        z: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()>;
+    /// x · y in f64 (one precision).
+    fn dot(&self, x: View<'_, Self>, y: View<'_, Self>) -> Result<f64>;
+    /// ‖x‖₂ in f64, NaN when x holds a NaN.
+    fn nrm2(&self, x: View<'_, Self>) -> Result<f64>;
+    /// Σ x in f64.
+    fn sum(&self, x: View<'_, Self>) -> Result<f64>;
+    /// x += value.
+    fn shift(&self, x: ViewMut<'_, Self>, value: f64) -> Result<()>;
+    /// dst = src in dst's layout and precision (column-major ↔ node-major, rounded).
+    fn relayout(&self, src: &Block<Self>, dst: &mut Block<Self>) -> Result<()>;
+    /// The per-column statistics of `x`.
+    fn column_stats(&self, x: &Block<Self>, stats: &mut Stats<Self>) -> Result<()>;
+    /// out_c = x_c · y_c in f64 for every column (x and y in one precision).
+    fn column_dots(
+        &self,
+        x: &Block<Self>,
+        y: &Block<Self>,
+        out: &mut [f64],
+        scratch: &mut Scratch<Self>,
+    ) -> Result<()>;
+    /// y_c = α_c x_c + β_c y_c for every column (one precision; arithmetic in its compute
+    /// precision).
+    fn column_axpby(
+        &self,
+        alpha: &[f64],
+        x: &Block<Self>,
+        beta: &[f64],
+        y: &mut Block<Self>,
+    ) -> Result<()>;
+    /// dst_c = src_c / s_c (s_c = `scale[c]`; zero gives a zero column), rounded to dst's
+    /// precision, with the statistics of what was stored (before rounding).
+    fn scale_columns(
+        &self,
+        src: &Block<Self>,
+        scale: &[f64],
+        dst: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()>;
+}
+
+/// Dense products.
+pub trait DenseKernels: Device {
+    /// C = A·B with A and B in one storage precision S and C in S or in S's compute
+    /// precision; products and sums in the compute precision (f16: f32).
+    fn gemm(&self, a: MatRef<'_, Self>, b: MatRef<'_, Self>, c: MatMut<'_, Self>) -> Result<()>;
+    /// y = A x for a column-major A in storage S, x and y in S's compute precision: one
+    /// pass over A (the product of a single right-hand side).
+    fn gemv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()>;
+    /// One classical Gram-Schmidt step against the f64 vectors `basis`, fused: h = Vᵀw and
+    /// w −= V h in one pass each, with ‖w‖² alongside; returns ‖w‖ before and after.
+    fn orthogonalize(
+        &self,
+        basis: &[Block<Self>],
+        w: &mut Block<Self>,
+        h: &mut [f64],
+        scratch: &mut Scratch<Self>,
+    ) -> Result<(f64, f64)>;
+}
+
+/// Every kernel family: what solvers require of a device.
+pub trait Kernels:
+    Device
+    + VectorKernels
+    + DenseKernels
+    + sparse::SparseKernels
+    + psc::PscKernels
+    + stencil::StokesKernels
+{
+}
+
+impl<D> Kernels for D where
+    D: Device
+        + VectorKernels
+        + DenseKernels
+        + sparse::SparseKernels
+        + psc::PscKernels
+        + stencil::StokesKernels
+{
+}
+
+/// Stamps out one `#[test]` per backend for each generic test function `fn name<D:
+/// Kernels>(dev: &D)`: `name::cpu` runs it on the CPU device. A new backend adds its arm
+/// here, so that every kernel and solver test runs on it too.
+#[macro_export]
+macro_rules! device_tests {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn cpu() {
+                    super::$name(&$crate::device::Cpu::new());
+                }
+            }
+        )*
+    };
+}
+
+/// A kernel's name, `<op>_<dtype>`, or `<op>_<storage>_<compute>` where the precisions of
+/// its operands differ (repeats collapsed: `csr_spmm` on f64 × f32 × f32 is
+/// `csr_spmm_f64_f32`). Each backend's entry points follow it (the CPU's generic kernels are
+/// instantiated per storage/compute pair under the same `<op>`).
+pub fn kernel_name(op: &str, precisions: &[Precision]) -> String {
+    let mut name = op.to_string();
+    let mut last = None;
+    for &p in precisions {
+        if last != Some(p) {
+            name.push('_');
+            name.push_str(p.name());
+            last = Some(p);
+        }
+    }
+    name
+}
+
+/// The error of a kernel given data of a precision (or combination) it does not take.
+pub fn unsupported(op: &str, precisions: &[Precision]) -> Error {
+    Error::Backend(format!(
+        "no kernel {}: {op} has no variant for these precisions",
+        kernel_name(op, precisions)
+    ))
+}
+
+/// What the user asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+impl BackendChoice {
+    pub const NAMES: &'static str = "auto, cpu, cuda";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Cpu => "cpu",
+            BackendChoice::Cuda => "cuda",
+        }
+    }
+}
+
+impl FromStr for BackendChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(BackendChoice::Auto),
+            "cpu" => Ok(BackendChoice::Cpu),
+            "cuda" => Ok(BackendChoice::Cuda),
+            _ => Err(format!("unknown backend '{s}' (allowed: {})", Self::NAMES)),
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! The passes of the PSC solve between its dense products (SPEC §2): the hierarchical-basis
+//! transform S and Sᵀ, and the gather into / scatter out of the C/E/I numbering with the
+//! partial-Cholesky scaling.
+
+use super::{Block, Data, Device};
+use crate::error::Result;
+use crate::precision::Precision;
+
+/// Parents of a cell midpoint new on a level (SPEC §2.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CellParents {
+    /// Q1: the four cell corners, weight 1/4.
+    Corners,
+    /// P1: the two ends of the cell's "/" diagonal, weight 1/2.
+    Diagonal,
+}
+
+/// The hierarchical-basis transform S = S_j ··· S_1 on the (n−1)² interior unknowns of a
+/// unit-square mesh of n cells per direction refined `levels` times: a new node takes the
+/// mean of its parents (Dirichlet parents contribute nothing). Applied level by level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HierarchicalTransform {
+    pub n: usize,
+    pub levels: usize,
+    pub cell_parents: CellParents,
+}
+
+impl HierarchicalTransform {
+    /// Unknowns: (n − 1)².
+    pub fn len(&self) -> usize {
+        (self.n - 1) * (self.n - 1)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Where the classes C, E, I sit among the unknowns, and the scaling of the partial
+/// Cholesky factor L = blockdiag(L_C, diag(Ã)^{1/2}) (SPEC §2.2–2.3), in the compute
+/// precision of the solve.
+pub struct Classes<D: Device> {
+    /// Unknown (lexicographic) of each C, E, I entry (I grouped by macro element).
+    pub c_dofs: D::Buffer<u32>,
+    pub e_dofs: D::Buffer<u32>,
+    pub i_dofs: D::Buffer<u32>,
+    /// L_C⁻¹, |C| × |C| column-major (lower triangular).
+    pub l_c_inv: Data<D>,
+    /// diag(Ã)^{-1/2} on E and on I.
+    pub scale_e: Data<D>,
+    pub scale_i: Data<D>,
+    pub sizes: (usize, usize, usize),
+}
+
+impl<D: Device> Classes<D> {
+    /// The classes from the host set-up, their scalings in `precision` (the compute
+    /// precision of the solve).
+    #[allow(clippy::too_many_arguments)]
+    pub fn upload(
+        dev: &D,
+        c_dofs: &[u32],
+        e_dofs: &[u32],
+        i_dofs: &[u32],
+        l_c_inv: &[f64],
+        scale_e: &[f64],
+        scale_i: &[f64],
+        precision: Precision,
+    ) -> Result<Self> {
+        Ok(Classes {
+            c_dofs: dev.upload(c_dofs)?,
+            e_dofs: dev.upload(e_dofs)?,
+            i_dofs: dev.upload(i_dofs)?,
+            l_c_inv: Data::from_f64(dev, l_c_inv, precision)?,
+            scale_e: Data::from_f64(dev, scale_e, precision)?,
+            scale_i: Data::from_f64(dev, scale_i, precision)?,
+            sizes: (c_dofs.len(), e_dofs.len(), i_dofs.len()),
+        })
+    }
+}
+
+/// The PSC passes. Blocks are column-major, in the compute precision of the solve.
+pub trait PscKernels: Device {
+    /// x ← S x, or x ← Sᵀ x with `transpose`, for every column.
+    fn hierarchical_transform(
+        &self,
+        t: &HierarchicalTransform,
+        x: &mut Block<Self>,
+        transpose: bool,
+    ) -> Result<()>;
+
+    /// From `nodal` (Sᵀ b): b_C = L_C⁻¹ b[C], b_E = b[E] ∘ scale_E, b_I = b[I] ∘ scale_I,
+    /// each column then divided by its largest magnitude (kept in `column_scale`; 1 for a
+    /// zero column) so low-precision operands stay in range.
+    fn psc_gather(
+        &self,
+        classes: &Classes<Self>,
+        nodal: &Block<Self>,
+        bc: &mut Block<Self>,
+        be: &mut Block<Self>,
+        bi: &mut Block<Self>,
+        column_scale: &mut Data<Self>,
+    ) -> Result<()>;
+
+    /// The way back: nodal[C] = L_C⁻ᵀ x_C, nodal[E] = x_E ∘ scale_E, nodal[I] = x_I ∘
+    /// scale_I, each column times its scale.
+    fn psc_scatter(
+        &self,
+        classes: &Classes<Self>,
+        xc: &Block<Self>,
+        xe: &Block<Self>,
+        xi: &Block<Self>,
+        column_scale: &Data<Self>,
+        nodal: &mut Block<Self>,
+    ) -> Result<()>;
+}

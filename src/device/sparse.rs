@@ -1,0 +1,286 @@
+//! Sparse matrices on the device and their kernels: CSR (PSC's D and Dᵀ, the f64 stiffness
+//! matrix of PSC-IR) on column-major blocks, ELLPACK (multigrid levels) on node-major
+//! blocks, and the grid transfers of geometric multigrid.
+
+use super::{Block, Data, Device, Stats, Storage};
+use crate::error::{Error, Result};
+use crate::precision::Precision;
+use crate::sparse::{Csr, Ell, EllLayout, SparseRows};
+
+/// A CSR matrix on the device, its values in a run-time precision.
+pub struct CsrMatrix<D: Device> {
+    pub nrows: usize,
+    pub ncols: usize,
+    pub row_ptr: D::Buffer<u64>,
+    pub col_idx: D::Buffer<u32>,
+    pub values: Data<D>,
+}
+
+impl<D: Device> CsrMatrix<D> {
+    pub fn upload<S: Storage>(dev: &D, a: &Csr<S>) -> Result<Self> {
+        let row_ptr: Vec<u64> = a.row_ptr().iter().map(|&p| p as u64).collect();
+        Ok(CsrMatrix {
+            nrows: a.nrows(),
+            ncols: a.ncols(),
+            row_ptr: dev.upload(&row_ptr)?,
+            col_idx: dev.upload(a.col_idx())?,
+            values: Data::from_stored(dev, a.values())?,
+        })
+    }
+
+    pub fn nnz(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Bytes one product reads: values, column indices, row pointers.
+    pub fn bytes(&self) -> usize {
+        self.values.bytes() + 4 * self.nnz() + 8 * (self.nrows + 1)
+    }
+}
+
+/// Rows of an ELLPACK matrix cut into chunks (one task each on the CPU), with the band of
+/// `x` rows each chunk touches: a chunk widens that band once and reads it from cache.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chunks {
+    pub rows: usize,
+    /// Per chunk: the first and one-past-last row of x it reads.
+    pub bands: Vec<(usize, usize)>,
+}
+
+/// Fewest rows in a chunk.
+const MIN_CHUNK_ROWS: usize = 2048;
+
+impl Chunks {
+    /// Chunks of at least twice the half bandwidth, so a band is at most about twice its
+    /// chunk.
+    fn new(ell: &Ell<f64>) -> Self {
+        let (n, width) = (ell.nrows(), ell.width());
+        let column = |r: usize, s: usize| ell.col_idx()[ell.index(s, r)] as usize;
+        let half_bandwidth = (0..n)
+            .flat_map(|r| (0..width).map(move |s| column(r, s).abs_diff(r)))
+            .max()
+            .unwrap_or(0);
+        let rows = (2 * half_bandwidth).max(MIN_CHUNK_ROWS).min(n.max(1));
+        let bands = (0..n.div_ceil(rows))
+            .map(|k| {
+                let chunk = k * rows..((k + 1) * rows).min(n);
+                let touched = chunk
+                    .clone()
+                    .flat_map(|r| (0..width).map(move |s| column(r, s)));
+                let (lo, hi) = touched.fold((chunk.start, chunk.end), |(lo, hi), c| {
+                    (lo.min(c), hi.max(c + 1))
+                });
+                (lo, hi)
+            })
+            .collect();
+        Chunks { rows, bands }
+    }
+
+    pub fn count(&self) -> usize {
+        self.bands.len()
+    }
+}
+
+/// A square ELLPACK matrix on the device with its diagonal in slot 0 of every row and on
+/// its own, in the layout the backend's kernels read ([`SparseKernels::ell_layout`]).
+pub struct EllMatrix<D: Device> {
+    pub nrows: usize,
+    pub width: usize,
+    pub layout: EllLayout,
+    pub col_idx: D::Buffer<u32>,
+    pub values: Data<D>,
+    pub diagonal: Data<D>,
+    pub chunks: Chunks,
+}
+
+impl<D: SparseKernels> EllMatrix<D> {
+    /// `a` (each row's diagonal in slot 0, in the layout of [`SparseKernels::ell_layout`])
+    /// in `precision`: values out of the precision's range are an error naming the entry.
+    pub fn upload(dev: &D, ell: &Ell<f64>, precision: Precision) -> Result<Self> {
+        if ell.layout() != dev.ell_layout()
+            || (0..ell.nrows())
+                .any(|r| ell.width() == 0 || ell.col_idx()[ell.index(0, r)] as usize != r)
+        {
+            return Err(Error::InvalidInput(format!(
+                "{}: the matrix must be ELLPACK in {:?} layout with the diagonal in slot 0",
+                dev.name(),
+                dev.ell_layout()
+            )));
+        }
+        let chunks = Chunks::new(ell);
+        let diagonal: Vec<f64> = (0..ell.nrows())
+            .map(|r| ell.values()[ell.index(0, r)])
+            .collect();
+        fn stored<D: Device, S: Storage>(dev: &D, ell: &Ell<f64>) -> Result<(Data<D>, Vec<u32>)> {
+            let e = ell.convert::<S>()?;
+            Ok((Data::from_stored(dev, e.values())?, e.col_idx().to_vec()))
+        }
+        let (values, col_idx) = match precision {
+            Precision::F16 => stored::<D, half::f16>(dev, ell)?,
+            Precision::F32 => stored::<D, f32>(dev, ell)?,
+            Precision::F64 => stored::<D, f64>(dev, ell)?,
+        };
+        Ok(EllMatrix {
+            nrows: ell.nrows(),
+            width: ell.width(),
+            layout: ell.layout(),
+            col_idx: dev.upload(&col_idx)?,
+            values,
+            diagonal: Data::from_f64(dev, &diagonal, precision)?,
+            chunks,
+        })
+    }
+
+    pub fn precision(&self) -> Precision {
+        self.values.precision()
+    }
+
+    /// Bytes one pass reads: values and 32-bit column indices.
+    pub fn bytes(&self) -> f64 {
+        (self.values.len() * (self.precision().bytes() + 4)) as f64
+    }
+
+    /// Bytes the diagonal takes.
+    pub fn diagonal_bytes(&self) -> f64 {
+        self.diagonal.bytes() as f64
+    }
+}
+
+/// What a sweep computes from a row's `A x`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RowOp {
+    /// out = x + ω D⁻¹ (b − A x): one damped Jacobi (Richardson) step.
+    Jacobi { omega: f64 },
+    /// out = b − A x.
+    Residual,
+    /// out = A x (b unused).
+    Apply,
+}
+
+/// A uniform grid of interior points of the unit square (dim 2) or cube (dim 3): `m` per
+/// direction, lexicographic with x fastest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GridShape {
+    pub dim: usize,
+    pub m: usize,
+}
+
+impl GridShape {
+    pub fn points(&self) -> usize {
+        self.m.pow(self.dim as u32)
+    }
+
+    /// Points in one plane of the slowest direction (a line in 2D).
+    pub fn plane(&self) -> usize {
+        self.m.pow(self.dim as u32 - 1)
+    }
+
+    /// The grid one uniform coarsening down (m = 2·m_c + 1).
+    pub fn coarse(&self) -> GridShape {
+        GridShape {
+            dim: self.dim,
+            m: (self.m - 1) / 2,
+        }
+    }
+}
+
+/// Sparse products and multigrid kernels. Statistics are those of the block each kernel
+/// writes (before rounding to its storage precision), per column.
+pub trait SparseKernels: Device {
+    /// The ELLPACK layout this backend's kernels read.
+    fn ell_layout(&self) -> EllLayout;
+
+    /// Y = A X for column-major blocks: A's values in storage S, X and Y in S's compute
+    /// precision.
+    fn csr_spmm(&self, a: &CsrMatrix<Self>, x: &Block<Self>, y: &mut Block<Self>) -> Result<()>;
+
+    /// r = b − A x column by column (f64, column-major), with the statistics of r.
+    fn csr_residual(
+        &self,
+        a: &CsrMatrix<Self>,
+        b: &Block<Self>,
+        x: &Block<Self>,
+        r: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()>;
+
+    /// The refinement update x_c += α_c c_c, r_c −= α_c A c_c (A, x, r f64 column-major; c
+    /// in any precision). Statistics: Σ r² of the new residual and max |c| of the
+    /// correction read.
+    fn csr_refine_update(
+        &self,
+        a: &CsrMatrix<Self>,
+        c: &Block<Self>,
+        alpha: &[f64],
+        x: &mut Block<Self>,
+        r: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()>;
+
+    /// One pass over A applying `op` to the node-major blocks x (and b), written to `out`;
+    /// all in A's precision.
+    fn ell_sweep(
+        &self,
+        a: &EllMatrix<Self>,
+        op: RowOp,
+        x: &Block<Self>,
+        b: Option<&Block<Self>>,
+        out: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()>;
+
+    /// The first damped Jacobi step from x = 0: out = ω D⁻¹ b (reads the diagonal only).
+    fn ell_jacobi_from_zero(
+        &self,
+        a: &EllMatrix<Self>,
+        omega: f64,
+        b: &Block<Self>,
+        out: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()>;
+
+    /// [`SparseKernels::csr_refine_update`] for an f64 ELLPACK A on node-major blocks.
+    fn ell_refine_update(
+        &self,
+        a: &EllMatrix<Self>,
+        c: &Block<Self>,
+        alpha: &[f64],
+        x: &mut Block<Self>,
+        r: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()>;
+
+    /// coarse = Pᵀ fine / s_c per column (bilinear/trilinear interpolation P; a zero scale
+    /// gives a zero column); node-major blocks, the precisions may differ.
+    fn restrict(
+        &self,
+        fine: &Block<Self>,
+        fine_grid: GridShape,
+        coarse: &mut Block<Self>,
+        coarse_grid: GridShape,
+        scale: &[f64],
+        stats: &mut Stats<Self>,
+    ) -> Result<()>;
+
+    /// fine += s_c · P coarse per column.
+    fn prolongate_add(
+        &self,
+        coarse: &Block<Self>,
+        coarse_grid: GridShape,
+        fine: &mut Block<Self>,
+        fine_grid: GridShape,
+        scale: &[f64],
+        stats: &mut Stats<Self>,
+    ) -> Result<()>;
+}
+
+/// Fails unless two grids are one uniform refinement apart.
+pub fn check_grids(fine: GridShape, coarse: GridShape) -> Result<()> {
+    if fine.dim == coarse.dim && (fine.dim == 2 || fine.dim == 3) && fine.m == 2 * coarse.m + 1 {
+        Ok(())
+    } else {
+        Err(Error::InvalidInput(format!(
+            "grid transfer between {fine:?} and {coarse:?}: not one uniform refinement apart"
+        )))
+    }
+}

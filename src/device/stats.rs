@@ -1,0 +1,74 @@
+//! Per-column statistics of what a kernel stored: Σ v², max |v|, and whether every value
+//! was finite and within the storage precision's range. Multigrid checks its levels'
+//! precision ranges with them and iterative refinement takes its residual norms from them.
+//!
+//! The kernel that writes a block reduces its statistics in a fixed order (bitwise the same
+//! whatever the number of threads); [`Stats::read`] brings them to the host, where a
+//! backend that keeps them on the device copies 2·nrhs + 1 values.
+
+use super::Device;
+use crate::error::Result;
+
+/// Statistics of a block of `nrhs` columns, with the backend's scratch for partial sums.
+pub struct Stats<D: Device> {
+    nrhs: usize,
+    /// Backend scratch for partial sums (grown by the kernels on first use).
+    pub partials: D::Buffer<f64>,
+    /// The reduced values: Σ v² per column, max |v| per column, then 1.0 if some value was
+    /// out of range.
+    pub host: Vec<f64>,
+    /// The reduced values are on the device, not yet in `host` (backends that reduce on the
+    /// device set it; [`Stats::read`] copies them from the front of `partials`).
+    pub on_device: bool,
+}
+
+/// The statistics of one block, on the host.
+#[derive(Clone, Copy, Debug)]
+pub struct ColumnStats<'a> {
+    pub sumsq: &'a [f64],
+    pub max_abs: &'a [f64],
+    /// Every stored value finite and within the storage precision's range.
+    pub in_range: bool,
+}
+
+impl ColumnStats<'_> {
+    /// ‖column c‖₂.
+    pub fn norm(&self, c: usize) -> f64 {
+        self.sumsq[c].sqrt()
+    }
+}
+
+impl<D: Device> Stats<D> {
+    pub fn new(dev: &D, nrhs: usize) -> Result<Self> {
+        Ok(Stats {
+            nrhs,
+            partials: dev.zeros(0)?,
+            host: vec![0.0; Self::len_for(nrhs)],
+            on_device: false,
+        })
+    }
+
+    /// Values of the reduced statistics of `nrhs` columns.
+    pub fn len_for(nrhs: usize) -> usize {
+        2 * nrhs + 1
+    }
+
+    pub fn nrhs(&self) -> usize {
+        self.nrhs
+    }
+
+    /// The statistics of the last kernel that recorded into this object.
+    pub fn read(&mut self, dev: &D) -> Result<ColumnStats<'_>> {
+        if self.on_device {
+            dev.read(&self.partials, 0, &mut self.host)?;
+            self.on_device = false;
+        }
+        let (sumsq, rest) = self.host.split_at(self.nrhs);
+        let (max_abs, flag) = rest.split_at(self.nrhs);
+        Ok(ColumnStats {
+            sumsq,
+            max_abs,
+            in_range: flag[0] == 0.0,
+        })
+    }
+}

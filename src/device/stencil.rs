@@ -1,0 +1,305 @@
+//! The structured Q2-Q1 storage of SPEC §4.1 on the device and its kernels: the Stokes
+//! stencils (L, B, Bᵀ, M and pressure stencils such as the Schur complement), the FE grid
+//! transfers, and Vanka's gather, patch products and scatter.
+//!
+//! Velocity lives on the Q2 *lattice*: (2n+1)² nodes of spacing h/2, lexicographic, node
+//! (I, J) at (I h/2, J h/2). Its nodes fall into four sets by parity: vertices (I, J even),
+//! x-edge midpoints (I odd, J even), y-edge midpoints (I even, J odd) and cell centres
+//! (both odd). Pressure lives on the (n+1)² Q1 vertices (i, j). Flow vectors are flat
+//! [ux | uy | p] and keep their boundary velocity entries (zero in corrections), so a
+//! stencil never leaves the array. Every matrix row stores only its coefficients, in a
+//! fixed window of the 2×2-element patch around the row's node, set by set; no column
+//! indices. Windows (column offsets around the row's node):
+//! - lattice → lattice (L): ±2 along an even index, ±1 along an odd one (5×5, 3×5, 5×3, 3×3);
+//! - pressure → lattice (Bᵀ): pressure k−1..k+1 for I = 2k, k..k+1 for I = 2k+1;
+//! - lattice → pressure (B): lattice 2i−2..2i+2 × 2j−2..2j+2 (5×5 per component);
+//! - pressure → pressure (M, Schur stencils): a square window centred on the row.
+
+use super::{Block, Data, Device, View, ViewMut};
+use crate::error::Result;
+
+/// Index helpers of the lattice and pressure grids of an n×n mesh.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grid {
+    /// Cells per direction.
+    pub n: usize,
+}
+
+impl Grid {
+    /// Lattice nodes per direction: 2n+1.
+    pub fn m(self) -> usize {
+        2 * self.n + 1
+    }
+
+    /// Pressure nodes per direction: n+1.
+    pub fn np(self) -> usize {
+        self.n + 1
+    }
+
+    pub fn lattice_len(self) -> usize {
+        self.m() * self.m()
+    }
+
+    pub fn pressure_len(self) -> usize {
+        self.np() * self.np()
+    }
+
+    /// Length of a flat [ux | uy | p] vector.
+    pub fn flow_len(self) -> usize {
+        2 * self.lattice_len() + self.pressure_len()
+    }
+
+    /// Velocity unknowns (interior lattice nodes, both components) plus pressure nodes.
+    pub fn unknowns(self) -> usize {
+        2 * (self.m() - 2).pow(2) + self.pressure_len()
+    }
+
+    pub fn is_interior(self, i: usize, j: usize) -> bool {
+        let m = self.m();
+        i > 0 && j > 0 && i + 1 < m && j + 1 < m
+    }
+
+    /// Entries of the x velocity, y velocity and pressure in a flow vector.
+    pub fn parts(self) -> [std::ops::Range<usize>; 3] {
+        let l = self.lattice_len();
+        [0..l, l..2 * l, 2 * l..self.flow_len()]
+    }
+}
+
+/// Half-width of the lattice window along an index of this parity: 2 (even), 1 (odd).
+pub fn lattice_reach(index: usize) -> usize {
+    2 - (index & 1)
+}
+
+/// The pressure window of lattice index I: (first pressure index, count).
+pub fn pressure_window(index: usize) -> (isize, usize) {
+    let k = (index / 2) as isize;
+    if index % 2 == 0 {
+        (k - 1, 3)
+    } else {
+        (k, 2)
+    }
+}
+
+/// The node set of lattice node (I, J): 0 vertex, 1 x-edge, 2 y-edge, 3 cell centre.
+pub fn set_of(i: usize, j: usize) -> usize {
+    (i & 1) + 2 * (j & 1)
+}
+
+/// Nodes of a set per direction: n+1 along an even index, n along an odd one.
+pub fn set_extent(n: usize, odd: usize) -> usize {
+    n + 1 - odd
+}
+
+/// Position of lattice row (I, J) within its set.
+pub fn set_row(n: usize, i: usize, j: usize) -> usize {
+    (j >> 1) * set_extent(n, i & 1) + (i >> 1)
+}
+
+/// Row widths of the lattice → lattice windows per set.
+pub fn laplacian_width(set: usize) -> usize {
+    (2 * lattice_reach(set & 1) + 1) * (2 * lattice_reach(set >> 1) + 1)
+}
+
+/// Row widths of the gradient windows per set.
+pub fn gradient_width(set: usize) -> usize {
+    pressure_window(set & 1).1 * pressure_window(set >> 1).1
+}
+
+/// Row coefficients of an operator whose rows are lattice nodes, stored set by set.
+pub struct LatticeRows<D: Device> {
+    pub grid: Grid,
+    /// The unit of the stored coefficients: entry = stored · scale (B and Bᵀ are stored in
+    /// units of h, M in units of h², so low precisions neither underflow nor lose digits).
+    pub scale: f64,
+    /// Coefficients per row, per set.
+    pub widths: [usize; 4],
+    pub sets: [Data<D>; 4],
+}
+
+/// Row coefficients of an operator whose rows are pressure nodes (one window for all).
+pub struct PressureRows<D: Device> {
+    pub grid: Grid,
+    pub scale: f64,
+    /// Coefficients per row: 9 (3×3 window) or 25 (5×5).
+    pub width: usize,
+    pub coefficients: Data<D>,
+}
+
+impl<D: Device> LatticeRows<D> {
+    pub fn bytes(&self) -> usize {
+        self.sets.iter().map(Data::bytes).sum()
+    }
+}
+
+impl<D: Device> PressureRows<D> {
+    pub fn bytes(&self) -> usize {
+        self.coefficients.bytes()
+    }
+}
+
+/// The Stokes operator [[L, Bᵀ], [B, 0]] of one mesh and the pressure mass matrix M, with
+/// Dirichlet velocity columns eliminated (their coefficients are zero).
+pub struct StokesMatrices<D: Device> {
+    pub grid: Grid,
+    /// The scalar Q2 Laplacian (ν = 1), applied to each velocity component.
+    pub laplacian: LatticeRows<D>,
+    /// Bᵀ: the gradient rows for the x and y component.
+    pub gradient: [LatticeRows<D>; 2],
+    /// B: the divergence rows (pressure nodes), x and y component.
+    pub divergence: [PressureRows<D>; 2],
+    /// M: the Q1 pressure mass matrix.
+    pub mass: PressureRows<D>,
+}
+
+impl<D: Device> StokesMatrices<D> {
+    pub fn bytes(&self) -> usize {
+        self.laplacian.bytes()
+            + self.gradient.iter().map(|g| g.bytes()).sum::<usize>()
+            + self.divergence.iter().map(|d| d.bytes()).sum::<usize>()
+            + self.mass.bytes()
+    }
+}
+
+/// A grid transfer between an n_c and a 2·n_c mesh: FE interpolation of Q2 (one velocity
+/// component on the lattice) or Q1 (pressure), or its transpose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transfer {
+    /// fine += P coarse (lattice; coarse boundary entries are zero, so the fine ones stay).
+    Q2Prolong,
+    /// coarse = Pᵀ fine, boundary entries of the coarse lattice zero.
+    Q2Restrict,
+    Q1Prolong,
+    Q1Restrict,
+}
+
+/// An exact solve of a small system by its dense (f64) inverse: the unknowns sit at
+/// `positions` of a flat vector; `size` may exceed them by one (a bordering row that fixes
+/// the pressure's sum).
+pub struct CoarseSolve<D: Device> {
+    pub positions: D::Buffer<u32>,
+    pub unknowns: usize,
+    pub size: usize,
+    /// The inverse, `size` × `size` column-major, f64.
+    pub inverse: Data<D>,
+}
+
+/// Where Vanka's patches sit in its buffers.
+pub struct VankaMaps<D: Device> {
+    /// The buffer column of patch (i, j) (index j(n+1)+i).
+    pub column_of: D::Buffer<u32>,
+    /// The patch of each buffer column.
+    pub patch_of_column: D::Buffer<u32>,
+    /// The stored inverse each buffer column uses.
+    pub inverse_of_column: D::Buffer<u32>,
+}
+
+/// Unknowns of a full Vanka patch: 2 × 25 velocity slots and the pressure (slot 50).
+pub const PATCH: usize = 51;
+
+/// The component and lattice node of velocity slot s of Vanka patch (pi, pj) (slot
+/// 25c + 5(dJ+2) + (dI+2)), if the node is an interior one.
+pub fn patch_node(grid: Grid, pi: usize, pj: usize, s: usize) -> Option<(usize, usize, usize)> {
+    let (c, w) = (s / 25, s % 25);
+    let i = 2 * pi as isize - 2 + (w % 5) as isize;
+    let j = 2 * pj as isize - 2 + (w / 5) as isize;
+    let m = grid.m() as isize;
+    (i > 0 && j > 0 && i < m - 1 && j < m - 1).then_some((c, i as usize, j as usize))
+}
+
+/// The Stokes kernels. Vectors are in the compute precision of the operators' storage.
+pub trait StokesKernels: Device {
+    /// out = A x, or out = b − A x with `b`, on flat [ux | uy | p] vectors; boundary
+    /// velocity rows of out are zero.
+    fn stokes_apply(
+        &self,
+        a: &StokesMatrices<Self>,
+        x: &Block<Self>,
+        b: Option<&Block<Self>>,
+        out: &mut Block<Self>,
+    ) -> Result<()>;
+
+    /// y = L x for one velocity component on the lattice (boundary rows zero).
+    fn stokes_laplacian(
+        &self,
+        a: &StokesMatrices<Self>,
+        x: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()>;
+
+    /// The velocity parts of `flow` = Bᵀ p (boundary rows zero); its pressure part is left.
+    fn stokes_gradient(
+        &self,
+        a: &StokesMatrices<Self>,
+        p: View<'_, Self>,
+        flow: &mut Block<Self>,
+    ) -> Result<()>;
+
+    /// p = B u for the velocity parts of `flow`.
+    fn stokes_divergence(
+        &self,
+        a: &StokesMatrices<Self>,
+        flow: &Block<Self>,
+        p: ViewMut<'_, Self>,
+    ) -> Result<()>;
+
+    /// y = P p for a pressure stencil (the mass matrix, a Schur complement).
+    fn pressure_stencil(
+        &self,
+        rows: &PressureRows<Self>,
+        p: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()>;
+
+    /// A grid transfer between the meshes of `coarse_n` and 2·`coarse_n` cells.
+    fn stokes_transfer(
+        &self,
+        kind: Transfer,
+        coarse_n: usize,
+        input: View<'_, Self>,
+        output: ViewMut<'_, Self>,
+    ) -> Result<()>;
+
+    /// Vanka's gather: column k of `gathered` (51 values) = the residual `r` in the slots
+    /// of patch `patch_of_column[k]` (zero in inactive slots), its pressure times
+    /// `pressure_scale`.
+    fn vanka_gather(
+        &self,
+        grid: Grid,
+        r: &Block<Self>,
+        maps: &VankaMaps<Self>,
+        pressure_scale: f64,
+        gathered: &mut Data<Self>,
+    ) -> Result<()>;
+
+    /// corrections column k = inverse number `inverse_of_column[k]` (51 × 51, stored in S)
+    /// times gathered column k, for the columns from `first` on.
+    fn vanka_products(
+        &self,
+        inverses: &Data<Self>,
+        maps: &VankaMaps<Self>,
+        first: usize,
+        gathered: &Data<Self>,
+        corrections: &mut Data<Self>,
+    ) -> Result<()>;
+
+    /// x += ω Σ_i V_iᵀ (corrections of patch i): every unknown sums the patches holding it;
+    /// pressure corrections times `pressure_scale`.
+    fn vanka_scatter(
+        &self,
+        grid: Grid,
+        corrections: &Data<Self>,
+        maps: &VankaMaps<Self>,
+        omega: f64,
+        pressure_scale: f64,
+        x: &mut Block<Self>,
+    ) -> Result<()>;
+
+    /// x = A⁻¹ b at the solve's positions, 0 elsewhere (in x's precision, computed in f64).
+    fn coarse_solve(
+        &self,
+        solve: &CoarseSolve<Self>,
+        b: View<'_, Self>,
+        x: ViewMut<'_, Self>,
+    ) -> Result<()>;
+}

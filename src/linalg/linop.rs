@@ -1,0 +1,70 @@
+//! One interface for every operator: matrices, preconditioners, multigrid cycles, direct
+//! solves. Set-up (construction and [`LinOp::prepare`]) allocates; [`LinOp::apply`]
+//! allocates nothing, so any operator can precondition FGMRES or sit inside iterative
+//! refinement and be applied millions of times.
+
+use crate::device::{Block, Device, Layout};
+use crate::error::Result;
+use crate::precision::Precision;
+
+/// What one apply costs, for performance reports (GFLOP/s, GB/s).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cost {
+    /// Floating-point operations (a multiply-add counts two).
+    pub flops: f64,
+    /// Bytes read and written by the kernels (each operand once per kernel).
+    pub bytes: f64,
+}
+
+impl std::ops::Add for Cost {
+    type Output = Cost;
+    fn add(self, other: Cost) -> Cost {
+        Cost {
+            flops: self.flops + other.flops,
+            bytes: self.bytes + other.bytes,
+        }
+    }
+}
+
+impl std::ops::Mul<f64> for Cost {
+    type Output = Cost;
+    fn mul(self, k: f64) -> Cost {
+        Cost {
+            flops: self.flops * k,
+            bytes: self.bytes * k,
+        }
+    }
+}
+
+/// The precision and layout of the blocks an operator takes or returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockKind {
+    pub precision: Precision,
+    pub layout: Layout,
+}
+
+/// A linear operator on blocks of columns: y = A x, or y ≈ A⁻¹ x for a preconditioner or
+/// an inner solve.
+pub trait LinOp<D: Device> {
+    /// Rows (and columns) of the operator.
+    fn size(&self) -> usize;
+
+    /// The blocks `apply` takes and returns.
+    fn input(&self) -> BlockKind;
+    fn output(&self) -> BlockKind;
+
+    /// Allocates what `apply` needs for blocks of `nrhs` columns (set-up; repeated calls
+    /// with the same width do nothing).
+    fn prepare(&mut self, nrhs: usize) -> Result<()>;
+
+    /// y = A x (or y ≈ A⁻¹ x); allocates nothing after [`LinOp::prepare`].
+    fn apply(&mut self, x: &Block<D>, y: &mut Block<D>) -> Result<()>;
+
+    /// The cost of the last apply to `nrhs` columns (an estimate before the first one).
+    fn cost(&self, nrhs: usize) -> Cost;
+}
+
+/// A block of the kind `kind` with `rows` × `cols` entries.
+pub fn block_of<D: Device>(dev: &D, kind: BlockKind, rows: usize, cols: usize) -> Result<Block<D>> {
+    Block::zeros(dev, rows, cols, kind.precision, kind.layout)
+}

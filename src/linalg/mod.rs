@@ -1,0 +1,15 @@
+//! Linear algebra over any device: the operator interface ([`LinOp`]), one iterative
+//! refinement shared by PSC-IR and mixed-precision multigrid, block CG, FGMRES; and Lanczos
+//! for the set-up's condition numbers (host).
+
+mod cg;
+mod fgmres;
+mod lanczos;
+mod linop;
+mod refine;
+
+pub use cg::{BlockCg, CgInfo, CgParams};
+pub use fgmres::{fgmres, FgmresError, FgmresFailure, FgmresInfo, FgmresParams, FgmresWorkspace};
+pub use lanczos::{extreme_eigenvalues, LanczosInfo, LanczosParams};
+pub use linop::{block_of, BlockKind, Cost, LinOp};
+pub use refine::{RefineError, RefineFailure, RefineInfo, RefineParams, Refinement, Residual};

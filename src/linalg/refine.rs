@@ -1,0 +1,479 @@
+//! Iterative refinement in f64 around a low-precision inner solve, with residual scaling
+//! (SPEC §3.2; PSC-IR of §2.5 and MP-MG of §3 are this one loop with different inner
+//! operators):
+//!
+//! ```text
+//!   r = b − A x                                   (f64)
+//!   while some column has ‖r_c‖₂ > max(atol, rtol·‖b_c‖₂):
+//!       r_low,c = r_c / α_c   (α_c = ‖r_c‖₂, or 1 unscaled; 0 for converged columns)
+//!       c ≈ M⁻¹ r_low         (the inner operator, in its precision)
+//!       x_c += α_c c_c,  r_c −= α_c (A c)_c     (f64, fused)
+//! ```
+//!
+//! Every buffer is allocated when the refinement is built; the history is preallocated to
+//! its longest length. A failure returns what was done so far with the error.
+
+use std::fmt;
+
+use super::linop::{block_of, Cost, LinOp};
+use crate::device::{Block, CsrMatrix, EllMatrix, Layout, SparseKernels, Stats, VectorKernels};
+use crate::error::{Error, Result};
+use crate::precision::Precision;
+
+/// When refinement stops and how it scales.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RefineParams {
+    /// Stop a column when ‖b − A x‖₂ ≤ max(atol, rtol·‖b‖₂).
+    pub rtol: f64,
+    pub atol: f64,
+    /// Most refinement steps (inner solves).
+    pub max_iterations: usize,
+    /// Scale each column's residual by its norm before the cast to the inner precision
+    /// (f16 would otherwise overflow or flush to zero).
+    pub residual_scaling: bool,
+}
+
+/// What a refinement did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RefineInfo {
+    /// Steps (inner solves) each column took part in.
+    pub iterations: Vec<usize>,
+    /// ‖b_c‖₂.
+    pub b_norms: Vec<f64>,
+    /// ‖r_c‖₂ at the start and after every step: entry (s, c) at s·nrhs + c.
+    pub history: Vec<f64>,
+    /// Flops and bytes of everything the refinement ran.
+    pub cost: Cost,
+}
+
+impl RefineInfo {
+    fn with_capacity(nrhs: usize, max_iterations: usize) -> Self {
+        RefineInfo {
+            iterations: Vec::with_capacity(nrhs),
+            b_norms: Vec::with_capacity(nrhs),
+            history: Vec::with_capacity((max_iterations + 1) * nrhs),
+            cost: Cost::default(),
+        }
+    }
+
+    pub fn nrhs(&self) -> usize {
+        self.iterations.len()
+    }
+
+    /// Steps of the slowest column.
+    pub fn steps(&self) -> usize {
+        self.iterations.iter().copied().max().unwrap_or(0)
+    }
+
+    /// ‖r_c‖₂ after the last step.
+    pub fn residuals(&self) -> &[f64] {
+        let n = self.nrhs();
+        &self.history[self.history.len() - n..]
+    }
+
+    /// ‖r_c‖₂ / ‖b_c‖₂ after the last step (‖r_c‖₂ when b_c = 0).
+    pub fn relative_residual(&self, c: usize) -> f64 {
+        let (r, b) = (self.residuals()[c], self.b_norms[c]);
+        if b > 0.0 {
+            r / b
+        } else {
+            r
+        }
+    }
+
+    /// The residual norms after step s (0: the start).
+    pub fn step(&self, s: usize) -> &[f64] {
+        let n = self.nrhs();
+        &self.history[s * n..(s + 1) * n]
+    }
+
+    /// Steps recorded (the start included).
+    pub fn recorded(&self) -> usize {
+        self.history.len() / self.nrhs().max(1)
+    }
+}
+
+/// How a refinement failed.
+#[derive(Debug)]
+pub enum RefineFailure {
+    /// A column of the residual cast to the inner solve's precision left its range
+    /// (overflow or not finite), or flushed to zero (`column`, with its largest magnitude).
+    Input {
+        flushed: Option<(usize, f64)>,
+        precision: Precision,
+    },
+    /// The inner solve returned an all-zero correction for a column that needed one.
+    CorrectionFlushed { column: usize, precision: Precision },
+    /// The inner solve failed.
+    Inner(Box<Error>),
+    /// The f64 residual is not finite.
+    NotFinite,
+    /// Not every column converged in `max_iterations` steps.
+    NotConverged { column: usize, params: RefineParams },
+}
+
+/// A failed refinement: why, and what it did.
+#[derive(Debug)]
+pub struct RefineError {
+    pub failure: RefineFailure,
+    /// Boxed: the record is large and errors travel by value.
+    pub info: Box<RefineInfo>,
+}
+
+impl fmt::Display for RefineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.failure {
+            RefineFailure::Input {
+                flushed: Some((column, largest)),
+                precision,
+            } => write!(
+                f,
+                "the residual of right-hand side {column} is flushed to zero in {precision} (largest magnitude {largest:e})"
+            ),
+            RefineFailure::Input { precision, .. } => write!(
+                f,
+                "the residual cast to {precision} is not finite or exceeds the largest {precision} value"
+            ),
+            RefineFailure::CorrectionFlushed { column, precision } => write!(
+                f,
+                "the correction of right-hand side {column} is flushed to zero in {precision}"
+            ),
+            RefineFailure::Inner(e) => write!(f, "{e}"),
+            RefineFailure::NotFinite => write!(
+                f,
+                "the f64 residual is not finite after {} step(s)",
+                self.info.steps()
+            ),
+            RefineFailure::NotConverged { column, params } => write!(
+                f,
+                "right-hand side {column} did not reach ‖r‖₂ ≤ max({:e}, {:e}·‖b‖₂) in {} steps (‖r‖₂ = {:e}, ‖b‖₂ = {:e})",
+                params.atol,
+                params.rtol,
+                params.max_iterations,
+                self.info.residuals()[*column],
+                self.info.b_norms[*column]
+            ),
+        }
+    }
+}
+
+/// The f64 operator A of a refinement: residuals and the fused update.
+pub trait Residual<D: SparseKernels + VectorKernels> {
+    /// The layout of the blocks it works on.
+    fn layout(&self) -> Layout;
+    /// r = b − A x, with the statistics of r.
+    fn residual(
+        &self,
+        dev: &D,
+        b: &Block<D>,
+        x: &Block<D>,
+        r: &mut Block<D>,
+        stats: &mut Stats<D>,
+    ) -> Result<()>;
+    /// x_c += α_c c_c, r_c −= α_c (A c)_c; statistics: Σ r² and max |c|.
+    fn update(
+        &self,
+        dev: &D,
+        c: &Block<D>,
+        alpha: &[f64],
+        x: &mut Block<D>,
+        r: &mut Block<D>,
+        stats: &mut Stats<D>,
+    ) -> Result<()>;
+    /// The cost of one update on `nrhs` columns.
+    fn update_cost(&self, nrhs: usize, correction: Precision) -> Cost;
+}
+
+impl<D: SparseKernels + VectorKernels> Residual<D> for CsrMatrix<D> {
+    fn layout(&self) -> Layout {
+        Layout::ColMajor
+    }
+
+    fn residual(
+        &self,
+        dev: &D,
+        b: &Block<D>,
+        x: &Block<D>,
+        r: &mut Block<D>,
+        stats: &mut Stats<D>,
+    ) -> Result<()> {
+        dev.csr_residual(self, b, x, r, stats)
+    }
+
+    fn update(
+        &self,
+        dev: &D,
+        c: &Block<D>,
+        alpha: &[f64],
+        x: &mut Block<D>,
+        r: &mut Block<D>,
+        stats: &mut Stats<D>,
+    ) -> Result<()> {
+        dev.csr_refine_update(self, c, alpha, x, r, stats)
+    }
+
+    fn update_cost(&self, nrhs: usize, correction: Precision) -> Cost {
+        let n = self.nrows as f64;
+        let k = nrhs as f64;
+        Cost {
+            flops: k * (2.0 * self.nnz() as f64 + 4.0 * n),
+            bytes: k * (self.bytes() as f64 + n * (correction.bytes() as f64 + 32.0)),
+        }
+    }
+}
+
+impl<D: SparseKernels + VectorKernels> Residual<D> for EllMatrix<D> {
+    fn layout(&self) -> Layout {
+        Layout::NodeMajor
+    }
+
+    fn residual(
+        &self,
+        dev: &D,
+        b: &Block<D>,
+        x: &Block<D>,
+        r: &mut Block<D>,
+        stats: &mut Stats<D>,
+    ) -> Result<()> {
+        dev.ell_sweep(self, crate::device::RowOp::Residual, x, Some(b), r, stats)
+    }
+
+    fn update(
+        &self,
+        dev: &D,
+        c: &Block<D>,
+        alpha: &[f64],
+        x: &mut Block<D>,
+        r: &mut Block<D>,
+        stats: &mut Stats<D>,
+    ) -> Result<()> {
+        dev.ell_refine_update(self, c, alpha, x, r, stats)
+    }
+
+    fn update_cost(&self, nrhs: usize, correction: Precision) -> Cost {
+        let n = self.nrows as f64;
+        let k = nrhs as f64;
+        Cost {
+            flops: k * (2.0 * self.values.len() as f64 + 4.0 * n),
+            bytes: self.bytes() + k * n * (correction.bytes() as f64 + 32.0),
+        }
+    }
+}
+
+/// Iterative refinement around the inner operator `M`, with every buffer for blocks of
+/// `nrhs` columns.
+pub struct Refinement<D: SparseKernels + VectorKernels, M: LinOp<D>> {
+    dev: D,
+    inner: M,
+    nrhs: usize,
+    max_iterations: usize,
+    r: Block<D>,
+    r_low: Block<D>,
+    c: Block<D>,
+    stats: Stats<D>,
+    scale: Vec<f64>,
+    active: Vec<bool>,
+    info: RefineInfo,
+}
+
+impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
+    /// Allocates everything for blocks of `nrhs` columns and at most `max_iterations` steps.
+    pub fn new(dev: &D, mut inner: M, nrhs: usize, max_iterations: usize) -> Result<Self> {
+        inner.prepare(nrhs)?;
+        let n = inner.size();
+        let layout = inner.input().layout;
+        Ok(Refinement {
+            r: Block::zeros(dev, n, nrhs, Precision::F64, layout)?,
+            r_low: block_of(dev, inner.input(), n, nrhs)?,
+            c: block_of(dev, inner.output(), n, nrhs)?,
+            stats: Stats::new(dev, nrhs)?,
+            scale: vec![0.0; nrhs],
+            active: vec![false; nrhs],
+            info: RefineInfo::with_capacity(nrhs, max_iterations),
+            dev: dev.clone(),
+            inner,
+            nrhs,
+            max_iterations,
+        })
+    }
+
+    /// The inner operator, given back.
+    pub fn into_inner(self) -> M {
+        self.inner
+    }
+
+    /// Steps this refinement was set up for.
+    pub fn max_iterations(&self) -> usize {
+        self.max_iterations
+    }
+
+    pub fn inner(&self) -> &M {
+        &self.inner
+    }
+
+    pub fn inner_mut(&mut self) -> &mut M {
+        &mut self.inner
+    }
+
+    pub fn nrhs(&self) -> usize {
+        self.nrhs
+    }
+
+    /// The last solve's record.
+    pub fn info(&self) -> &RefineInfo {
+        &self.info
+    }
+
+    fn fail(&mut self, failure: RefineFailure) -> RefineError {
+        RefineError {
+            failure,
+            info: Box::new(self.info.clone()),
+        }
+    }
+
+    /// Solves A x = b (f64 blocks in the inner operator's layout); x holds the initial
+    /// guess on entry and the solution on return.
+    pub fn solve(
+        &mut self,
+        a: &impl Residual<D>,
+        b: &Block<D>,
+        x: &mut Block<D>,
+        params: RefineParams,
+    ) -> std::result::Result<&RefineInfo, RefineError> {
+        let wrap = |e: Error| RefineFailure::Inner(Box::new(e));
+        if let Err(e) = self.check(a, b, x, params) {
+            return Err(self.fail(wrap(e)));
+        }
+        let nrhs = self.nrhs;
+        self.info.iterations.clear();
+        self.info.iterations.resize(nrhs, 0);
+        self.info.history.clear();
+        self.info.cost = Cost::default();
+        let dev = self.dev.clone();
+        let update_cost = a.update_cost(nrhs, self.c.precision());
+        if let Err(e) = dev.column_stats(b, &mut self.stats) {
+            return Err(self.fail(wrap(e)));
+        }
+        self.info.b_norms.clear();
+        match self.stats.read(&dev) {
+            Ok(s) => self.info.b_norms.extend((0..nrhs).map(|c| s.norm(c))),
+            Err(e) => return Err(self.fail(wrap(e))),
+        }
+        if let Err(e) = a.residual(&dev, b, x, &mut self.r, &mut self.stats) {
+            return Err(self.fail(wrap(e)));
+        }
+        if let Err(e) = self.record() {
+            return Err(self.fail(wrap(e)));
+        }
+        for _ in 0..params.max_iterations {
+            if self.info.residuals().iter().any(|r| !r.is_finite()) {
+                return Err(self.fail(RefineFailure::NotFinite));
+            }
+            let mut any = false;
+            for c in 0..nrhs {
+                let (r, b) = (self.info.residuals()[c], self.info.b_norms[c]);
+                self.active[c] = r > params.atol.max(params.rtol * b);
+                any |= self.active[c];
+                self.scale[c] = match (self.active[c], params.residual_scaling) {
+                    (false, _) => 0.0,
+                    (true, true) => r,
+                    (true, false) => 1.0,
+                };
+            }
+            if !any {
+                return Ok(&self.info);
+            }
+            // r_low = r / α in the inner precision, checked.
+            let low = self.r_low.precision();
+            if let Err(e) =
+                dev.scale_columns(&self.r, &self.scale, &mut self.r_low, &mut self.stats)
+            {
+                return Err(self.fail(wrap(e)));
+            }
+            let stats = match self.stats.read(&dev) {
+                Ok(s) => s,
+                Err(e) => return Err(self.fail(wrap(e))),
+            };
+            if !stats.in_range {
+                return Err(self.fail(RefineFailure::Input {
+                    flushed: None,
+                    precision: low,
+                }));
+            }
+            if let Some(column) =
+                (0..nrhs).find(|&c| self.active[c] && stats.max_abs[c] < low.tiny() / 2.0)
+            {
+                let largest = stats.max_abs[column];
+                return Err(self.fail(RefineFailure::Input {
+                    flushed: Some((column, largest)),
+                    precision: low,
+                }));
+            }
+            if let Err(e) = self.inner.apply(&self.r_low, &mut self.c) {
+                return Err(self.fail(wrap(e)));
+            }
+            if let Err(e) = a.update(&dev, &self.c, &self.scale, x, &mut self.r, &mut self.stats) {
+                return Err(self.fail(wrap(e)));
+            }
+            let flushed = match self.stats.read(&dev) {
+                Ok(s) => (0..nrhs).find(|&c| self.active[c] && s.max_abs[c] == 0.0),
+                Err(e) => return Err(self.fail(wrap(e))),
+            };
+            if let Some(column) = flushed {
+                let precision = self.c.precision();
+                return Err(self.fail(RefineFailure::CorrectionFlushed { column, precision }));
+            }
+            for (it, &a) in self.info.iterations.iter_mut().zip(&self.active) {
+                *it += usize::from(a);
+            }
+            self.info.cost = self.info.cost + self.inner.cost(nrhs) + update_cost;
+            if let Err(e) = self.record() {
+                return Err(self.fail(wrap(e)));
+            }
+        }
+        let column = (0..nrhs).find(|&c| {
+            let r = self.info.residuals()[c];
+            let converged = r <= params.atol.max(params.rtol * self.info.b_norms[c]);
+            !converged
+        });
+        match column {
+            None => Ok(&self.info),
+            Some(_) if self.info.residuals().iter().any(|r| !r.is_finite()) => {
+                Err(self.fail(RefineFailure::NotFinite))
+            }
+            Some(column) => Err(self.fail(RefineFailure::NotConverged { column, params })),
+        }
+    }
+
+    /// Appends the current residual norms to the history.
+    fn record(&mut self) -> Result<()> {
+        let stats = self.stats.read(&self.dev)?;
+        self.info
+            .history
+            .extend((0..self.nrhs).map(|c| stats.norm(c)));
+        Ok(())
+    }
+
+    fn check(
+        &self,
+        a: &impl Residual<D>,
+        b: &Block<D>,
+        x: &Block<D>,
+        params: RefineParams,
+    ) -> Result<()> {
+        self.r.check_like(b, "refinement right-hand side")?;
+        self.r.check_like(x, "refinement solution")?;
+        if a.layout() != self.r.layout() {
+            return Err(Error::InvalidInput(
+                "refinement: the operator and the inner solve take different layouts".into(),
+            ));
+        }
+        if params.max_iterations > self.max_iterations {
+            return Err(Error::InvalidInput(format!(
+                "refinement set up for {} steps was asked for {}",
+                self.max_iterations, params.max_iterations
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,662 @@
+//! The multigrid solver: set-up of the level hierarchy, the V-cycle across precisions (a
+//! [`LinOp`]: one cycle from zero), and the two ways of using it — inside f64 iterative
+//! refinement with residual scaling (SPEC §3.2, any precision schedule; the refinement of
+//! `linalg`) and stand-alone on the f64 system (the baseline).
+
+use std::sync::Arc;
+
+use super::error::{MgError, MgFailure, MgInfo};
+use super::level::{other, Level};
+use super::schedule::{check_levels, schedule_name, Smoother};
+use crate::device::{Block, EllMatrix, GridShape, Kernels, Layout};
+use crate::error::{Error, Result};
+use crate::fem::assemble_poisson;
+use crate::linalg::{BlockKind, Cost, LinOp, RefineFailure, RefineInfo, RefineParams, Refinement};
+use crate::mesh::{unit_cube, unit_square, Element};
+use crate::precision::Precision;
+use crate::sparse::{Csr, Ell, SparseRows};
+
+/// How the hierarchy is built and cycled.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MgParams {
+    /// Precision of each level, finest first; the last entry is the base solve's level.
+    /// Its length is the number of levels.
+    pub schedule: Vec<Precision>,
+    pub smoother: Smoother,
+    /// Residual the coarsest-level CG stops at: absolute inside refinement (SPEC §3.1: 1e-4,
+    /// on the scaled residual), relative to the coarse right-hand side in the stand-alone
+    /// cycle (whose residuals shrink towards zero).
+    pub base_tolerance: f64,
+    /// Scale residuals into range where they enter a lower precision: by α = ‖r‖₂ at the
+    /// refinement level, by the largest magnitude where the cycle enters an f16 level.
+    pub residual_scaling: bool,
+}
+
+/// When iterative refinement (or the stand-alone cycle) stops.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StopParams {
+    /// Absolute ‖b − A u‖₂ (SPEC §3.2: 1e-9).
+    pub tolerance: f64,
+    pub max_iterations: usize,
+}
+
+/// The Q1 stiffness matrix of the uniform mesh with n cells per direction (rediscretised
+/// on every level).
+pub fn assemble_level(dim: usize, n: usize) -> Result<Csr<f64>> {
+    Ok(match dim {
+        2 => assemble_poisson(&unit_square(n, Element::Q1)?, |_| 0.0)?.matrix,
+        3 => assemble_poisson(&unit_cube(n)?, |_| 0.0)?.matrix,
+        _ => {
+            return Err(Error::InvalidInput(format!(
+                "multigrid solves in 2 or 3 dimensions, not {dim}"
+            )))
+        }
+    })
+}
+
+/// The initial guess of SPEC §3.2: uniform random in [0, 1), reproducible from `seed`
+/// (ChaCha8, the same stream on every machine).
+pub fn random_initial_guess(len: usize, seed: u64) -> Vec<f64> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    (0..len).map(|_| rng.random::<f64>()).collect()
+}
+
+/// One V-cycle of the hierarchy from a zero initial guess: the inner solve of the
+/// refinement, in the finest level's precision on node-major blocks.
+pub struct VCycle<D: Kernels> {
+    dev: D,
+    smoother: Smoother,
+    base_tolerance: f64,
+    residual_scaling: bool,
+    /// Base-solve tolerance relative (stand-alone cycle) or absolute (refinement).
+    relative_base: bool,
+    /// Levels, coarsest first.
+    levels: Vec<Level<D>>,
+    /// Right-hand sides and iterates of the levels below the finest (index = level).
+    bs: Vec<Block<D>>,
+    xs: Vec<Block<D>>,
+    /// Per column: whether the residual entering a coarser level is nonzero.
+    active: Vec<bool>,
+    nrhs: usize,
+    /// What the last cycle cost.
+    cost: Cost,
+}
+
+/// The settings a cycle passes down the levels.
+#[derive(Clone, Copy)]
+struct CycleSettings {
+    smoother: Smoother,
+    base_tolerance: f64,
+    relative_base: bool,
+    residual_scaling: bool,
+}
+
+/// One V-cycle on the finest of `levels` for the right-hand side `b`, improving `x` (from
+/// x = 0 when `zero_initial`); `bs`, `xs` hold the coarser levels' blocks.
+#[allow(clippy::too_many_arguments)]
+fn vcycle<D: Kernels>(
+    dev: &D,
+    settings: CycleSettings,
+    levels: &mut [Level<D>],
+    bs: &mut [Block<D>],
+    xs: &mut [Block<D>],
+    b: &Block<D>,
+    x: &mut Block<D>,
+    zero_initial: bool,
+    active: &mut [bool],
+) -> Result<Cost, MgFailure> {
+    let l = levels.len() - 1;
+    let (lower, this) = levels.split_at_mut(l);
+    let level = &mut this[0];
+    if l == 0 {
+        return level.base_solve(dev, settings.base_tolerance, settings.relative_base, b, x);
+    }
+    let smoother = settings.smoother;
+    let mut cost = level.smooth(dev, &smoother, smoother.pre, zero_initial, b, x)?;
+    cost = cost + level.residual(dev, b, x)?;
+    // Entering f16 from a wider precision: scale each column's residual to magnitude ≤ 1.
+    let coarse = &mut lower[l - 1];
+    let enters_f16 = coarse.precision() == Precision::F16 && level.precision() != Precision::F16;
+    {
+        let residual = level.stats.read(dev).map_err(other)?;
+        for ((active, scale), &max_abs) in active
+            .iter_mut()
+            .zip(&mut level.scale)
+            .zip(residual.max_abs)
+        {
+            *active = max_abs > 0.0;
+            *scale = if settings.residual_scaling && enters_f16 {
+                max_abs
+            } else {
+                1.0
+            };
+        }
+    }
+    let (b_lower, b_this) = bs.split_at_mut(l - 1);
+    let (x_lower, x_this) = xs.split_at_mut(l - 1);
+    let (coarse_b, coarse_x) = (&mut b_this[0], &mut x_this[0]);
+    dev.restrict(
+        &level.tmp,
+        level.grid,
+        coarse_b,
+        coarse.grid,
+        &level.scale,
+        &mut coarse.stats,
+    )
+    .map_err(other)?;
+    coarse.check(dev, "the restricted residual")?;
+    coarse.check_not_flushed(dev, active, "the restricted residual")?;
+    let transfer = |fine: &Level<D>, coarse: &Level<D>| Cost {
+        flops: 2.0 * 3f64.powi(fine.grid.dim as i32) * (coarse.grid.points() * coarse.nrhs) as f64,
+        bytes: fine.vector_bytes() + coarse.vector_bytes(),
+    };
+    cost = cost + transfer(level, coarse);
+    cost = cost
+        + vcycle(
+            dev, settings, lower, b_lower, x_lower, coarse_b, coarse_x, true, active,
+        )?;
+    let coarse = &lower[l - 1];
+    dev.prolongate_add(
+        coarse_x,
+        coarse.grid,
+        x,
+        level.grid,
+        &level.scale,
+        &mut level.stats,
+    )
+    .map_err(other)?;
+    level.check(dev, "the coarse-grid corrected iterate")?;
+    cost = cost
+        + transfer(level, coarse)
+        + Cost {
+            flops: 0.0,
+            bytes: level.vector_bytes(),
+        };
+    cost = cost + level.smooth(dev, &smoother, smoother.post, false, b, x)?;
+    Ok(cost)
+}
+
+impl<D: Kernels> VCycle<D> {
+    fn settings(&self) -> CycleSettings {
+        CycleSettings {
+            smoother: self.smoother,
+            base_tolerance: self.base_tolerance,
+            relative_base: self.relative_base,
+            residual_scaling: self.residual_scaling,
+        }
+    }
+
+    fn finest(&self) -> &Level<D> {
+        self.levels.last().expect("at least one level")
+    }
+
+    /// Allocates every level's blocks for `nrhs` columns.
+    fn resize(&mut self, nrhs: usize) -> Result<()> {
+        if self.nrhs == nrhs {
+            return Ok(());
+        }
+        let dev = self.dev.clone();
+        for level in &mut self.levels {
+            level.resize(&dev, nrhs)?;
+        }
+        let coarse = &self.levels[..self.levels.len() - 1];
+        self.bs = coarse
+            .iter()
+            .map(|l| l.block(&dev, nrhs))
+            .collect::<Result<_>>()?;
+        self.xs = coarse
+            .iter()
+            .map(|l| l.block(&dev, nrhs))
+            .collect::<Result<_>>()?;
+        self.active = vec![false; nrhs];
+        self.nrhs = nrhs;
+        Ok(())
+    }
+
+    /// One V-cycle for the right-hand side `b`, improving `x` (from x = 0 when
+    /// `zero_initial`).
+    fn cycle(
+        &mut self,
+        b: &Block<D>,
+        x: &mut Block<D>,
+        zero_initial: bool,
+    ) -> Result<(), MgFailure> {
+        let settings = self.settings();
+        let VCycle {
+            dev,
+            levels,
+            bs,
+            xs,
+            active,
+            cost,
+            ..
+        } = self;
+        *cost = vcycle(dev, settings, levels, bs, xs, b, x, zero_initial, active)?;
+        Ok(())
+    }
+}
+
+impl<D: Kernels> LinOp<D> for VCycle<D> {
+    fn size(&self) -> usize {
+        self.finest().grid.points()
+    }
+
+    fn input(&self) -> BlockKind {
+        BlockKind {
+            precision: self.finest().precision(),
+            layout: Layout::NodeMajor,
+        }
+    }
+
+    fn output(&self) -> BlockKind {
+        self.input()
+    }
+
+    fn prepare(&mut self, nrhs: usize) -> Result<()> {
+        self.resize(nrhs)
+    }
+
+    fn apply(&mut self, x: &Block<D>, y: &mut Block<D>) -> Result<()> {
+        self.cycle(x, y, true)
+            .map_err(|failure| Error::from(MgError::new(failure)))
+    }
+
+    fn cost(&self, _nrhs: usize) -> Cost {
+        self.cost
+    }
+}
+
+/// Host blocks of the slice-based API: column-major f64 as given, node-major f64 for the
+/// solve.
+struct HostBlocks<D: Kernels> {
+    nrhs: usize,
+    col_major: Block<D>,
+    b: Block<D>,
+    u: Block<D>,
+}
+
+/// A multigrid hierarchy, set up once, solving blocks of right-hand sides.
+pub struct Multigrid<D: Kernels> {
+    dev: D,
+    params: MgParams,
+    /// The cycle, when no refinement holds it.
+    cycle: Option<VCycle<D>>,
+    refinement: Option<Refinement<D, VCycle<D>>>,
+    /// The f64 fine-grid operator of the refinement (the finest level's own when f64).
+    outer: Arc<EllMatrix<D>>,
+    host: Option<HostBlocks<D>>,
+}
+
+impl<D: Kernels> Multigrid<D> {
+    /// Sets up `params.schedule.len()` levels under the finest mesh of n cells per direction
+    /// in `dim` dimensions, whose stiffness matrix `finest` the caller assembled (coarser
+    /// levels are rediscretised here).
+    pub fn new(dev: &D, dim: usize, n: usize, finest: &Csr<f64>, params: MgParams) -> Result<Self> {
+        let count = params.schedule.len();
+        check_levels(n, count)?;
+        let fine_grid = GridShape { dim, m: n - 1 };
+        if finest.nrows() != fine_grid.points() {
+            return Err(Error::InvalidInput(format!(
+                "multigrid: the finest matrix has {} rows, the {dim}D mesh with n = {n} has {} unknowns",
+                finest.nrows(),
+                fine_grid.points()
+            )));
+        }
+        let mut levels = Vec::with_capacity(count);
+        for index in 0..count {
+            let cells = n >> (count - 1 - index);
+            let grid = GridShape { dim, m: cells - 1 };
+            let precision = params.schedule[count - 1 - index];
+            let level = if index == count - 1 {
+                Level::new(dev, index, count, grid, finest, precision)
+            } else {
+                Level::new(
+                    dev,
+                    index,
+                    count,
+                    grid,
+                    &assemble_level(dim, cells)?,
+                    precision,
+                )
+            };
+            levels.push(level.map_err(|failure| Error::from(MgError::new(failure)))?);
+        }
+        let outer = match levels.last() {
+            Some(l) if l.precision() == Precision::F64 => Arc::clone(&l.matrix),
+            _ => {
+                let ell = Ell::from_csr_diagonal_first(finest, dev.ell_layout())?;
+                Arc::new(EllMatrix::upload(dev, &ell, Precision::F64)?)
+            }
+        };
+        log::info!(
+            "multigrid: {count} levels, {dim}D, finest n = {n} ({} unknowns), precisions {}",
+            fine_grid.points(),
+            schedule_name(&params.schedule)
+        );
+        Ok(Multigrid {
+            cycle: Some(VCycle {
+                dev: dev.clone(),
+                smoother: params.smoother,
+                base_tolerance: params.base_tolerance,
+                residual_scaling: params.residual_scaling,
+                relative_base: false,
+                levels,
+                bs: Vec::new(),
+                xs: Vec::new(),
+                active: Vec::new(),
+                nrhs: 0,
+                cost: Cost::default(),
+            }),
+            refinement: None,
+            outer,
+            host: None,
+            dev: dev.clone(),
+            params,
+        })
+    }
+
+    pub fn params(&self) -> &MgParams {
+        &self.params
+    }
+
+    fn vcycle(&self) -> &VCycle<D> {
+        match (&self.cycle, &self.refinement) {
+            (Some(c), _) => c,
+            (None, Some(r)) => r.inner(),
+            (None, None) => unreachable!("the cycle is held by one of the two"),
+        }
+    }
+
+    /// The V-cycle as an operator (y ≈ A⁻¹ x from y = 0 on node-major blocks in the finest
+    /// level's precision), to precondition a Krylov method or to apply on its own.
+    pub fn cycle_mut(&mut self) -> &mut VCycle<D> {
+        match (&mut self.cycle, &mut self.refinement) {
+            (Some(c), _) => c,
+            (None, Some(r)) => r.inner_mut(),
+            (None, None) => unreachable!("the cycle is held by one of the two"),
+        }
+    }
+
+    /// The cycle, taken back from the refinement if it holds it.
+    fn take_cycle(&mut self) -> VCycle<D> {
+        match (self.cycle.take(), self.refinement.take()) {
+            (Some(c), _) => c,
+            (None, Some(r)) => r.into_inner(),
+            (None, None) => unreachable!("the cycle is held by one of the two"),
+        }
+    }
+
+    /// Unknowns of the finest level.
+    pub fn unknowns(&self) -> usize {
+        self.vcycle().size()
+    }
+
+    /// Bytes the stored matrices of all levels occupy (plus the f64 refinement operator).
+    pub fn operator_bytes(&self) -> f64 {
+        let levels = &self.vcycle().levels;
+        let shared = levels
+            .last()
+            .is_some_and(|l| Arc::ptr_eq(&l.matrix, &self.outer));
+        let outer = if shared { 0.0 } else { self.outer.bytes() };
+        levels.iter().map(|l| l.matrix.bytes()).sum::<f64>() + outer
+    }
+
+    /// Sets up the refinement for blocks of `nrhs` columns and `max_iterations` steps (set-up:
+    /// allocates when the shape changes).
+    pub fn prepare(&mut self, nrhs: usize, max_iterations: usize) -> Result<()> {
+        let fits = self
+            .refinement
+            .as_ref()
+            .is_some_and(|r| r.nrhs() == nrhs && r.max_iterations() >= max_iterations);
+        if !fits {
+            let cycle = self.take_cycle();
+            self.refinement = Some(Refinement::new(&self.dev, cycle, nrhs, max_iterations)?);
+        }
+        Ok(())
+    }
+
+    /// Solves A u = b for node-major f64 blocks on the device by f64 iterative refinement
+    /// around one V-cycle per step (SPEC §3.2); `u` holds the initial guess on entry and the
+    /// solution on return. Allocates nothing after [`Multigrid::prepare`].
+    pub fn solve_blocks(
+        &mut self,
+        b: &Block<D>,
+        u: &mut Block<D>,
+        stop: StopParams,
+    ) -> std::result::Result<&RefineInfo, MgError> {
+        self.prepare(b.cols(), stop.max_iterations)?;
+        let params = RefineParams {
+            rtol: 0.0,
+            atol: stop.tolerance,
+            max_iterations: stop.max_iterations,
+            residual_scaling: self.params.residual_scaling,
+        };
+        let refinement = self.refinement.as_mut().expect("prepared");
+        refinement.inner_mut().relative_base = false;
+        let finest = refinement.inner().finest();
+        let finest_level = (finest.index, finest.count, finest.grid.points());
+        match refinement.solve(&*self.outer, b, u, params) {
+            Ok(info) => Ok(info),
+            Err(e) => Err(refine_error(e, finest_level, stop)),
+        }
+    }
+
+    /// Host blocks for `nrhs` columns (allocated when the width changes).
+    fn host_blocks(&mut self, nrhs: usize) -> Result<&mut HostBlocks<D>> {
+        if self.host.as_ref().is_none_or(|h| h.nrhs != nrhs) {
+            let n = self.unknowns();
+            let block = |layout| Block::zeros(&self.dev, n, nrhs, Precision::F64, layout);
+            self.host = Some(HostBlocks {
+                nrhs,
+                col_major: block(Layout::ColMajor)?,
+                b: block(Layout::NodeMajor)?,
+                u: block(Layout::NodeMajor)?,
+            });
+        }
+        Ok(self.host.as_mut().expect("just set"))
+    }
+
+    /// Copies the column-major host blocks b and u to the device (node-major).
+    fn upload(&mut self, b: &[f64], u: &[f64], nrhs: usize) -> Result<()> {
+        let dev = self.dev.clone();
+        let h = self.host_blocks(nrhs)?;
+        h.col_major.data.write_f64(&dev, b)?;
+        dev.relayout(&h.col_major, &mut h.b)?;
+        h.col_major.data.write_f64(&dev, u)?;
+        dev.relayout(&h.col_major, &mut h.u)
+    }
+
+    /// Copies the device solution back to the column-major host block u.
+    fn download(&mut self, u: &mut [f64]) -> Result<()> {
+        let dev = self.dev.clone();
+        let h = self.host.as_mut().expect("uploaded");
+        dev.relayout(&h.u, &mut h.col_major)?;
+        match &h.col_major.data {
+            crate::device::Data::F64(buffer) => dev.download(buffer, u),
+            _ => unreachable!("host blocks are f64"),
+        }
+    }
+
+    /// Solves A u = b for the column-major N × nrhs host block `b` by f64 iterative
+    /// refinement around one V-cycle per step (SPEC §3.2); `u` holds the initial guess on
+    /// entry and the solution on return.
+    pub fn solve_refined(
+        &mut self,
+        b: &[f64],
+        u: &mut [f64],
+        nrhs: usize,
+        stop: StopParams,
+    ) -> std::result::Result<MgInfo, MgError> {
+        check_block(b, u, self.unknowns(), nrhs).map_err(MgError::from)?;
+        self.upload(b, u, nrhs)?;
+        let mut host = self.host.take().expect("uploaded");
+        let result = self
+            .solve_blocks(&host.b, &mut host.u, stop)
+            .map(|info| info_of(info, 0.0));
+        self.host = Some(host);
+        let info = result?;
+        self.download(u)?;
+        Ok(info)
+    }
+
+    /// Solves A u = b by V-cycles on the f64 system itself (no refinement): the baseline
+    /// multigrid. Every level must be f64.
+    pub fn solve_plain(
+        &mut self,
+        b: &[f64],
+        u: &mut [f64],
+        nrhs: usize,
+        stop: StopParams,
+    ) -> std::result::Result<MgInfo, MgError> {
+        if let Some(p) = self.params.schedule.iter().find(|&&p| p != Precision::F64) {
+            return Err(MgError::new(MgFailure::InvalidInput(format!(
+                "stand-alone multigrid (no refinement) runs in f64 on every level; the schedule has {p}"
+            ))));
+        }
+        check_block(b, u, self.unknowns(), nrhs).map_err(MgError::from)?;
+        self.upload(b, u, nrhs)?;
+        let mut cycle = self.take_cycle();
+        let result = self.plain_cycles(&mut cycle, nrhs, stop);
+        self.cycle = Some(cycle);
+        let info = result?;
+        self.download(u)?;
+        Ok(info)
+    }
+
+    fn plain_cycles(
+        &mut self,
+        cycle: &mut VCycle<D>,
+        nrhs: usize,
+        stop: StopParams,
+    ) -> std::result::Result<MgInfo, MgError> {
+        cycle.resize(nrhs)?;
+        cycle.relative_base = true;
+        let dev = self.dev.clone();
+        let host = self.host.as_mut().expect("uploaded");
+        let mut info = MgInfo {
+            iterations: vec![0; nrhs],
+            history: Vec::new(),
+            bytes: 0.0,
+        };
+        let fail = |failure, info: &MgInfo| MgError {
+            failure,
+            info: info.clone(),
+        };
+        let mut cycles = 0;
+        let norms = loop {
+            let finest = cycle.levels.last_mut().expect("at least one level");
+            let cost = finest
+                .residual(&dev, &host.b, &host.u)
+                .map_err(|f| fail(f, &info))?;
+            info.bytes += cost.bytes;
+            let residual = finest.stats.read(&dev)?;
+            let norms: Vec<f64> = (0..nrhs).map(|c| residual.norm(c)).collect();
+            info.history.push(norms.clone());
+            let active: Vec<bool> = norms.iter().map(|&a| a > stop.tolerance).collect();
+            if !active.iter().any(|&a| a) || cycles == stop.max_iterations {
+                break norms;
+            }
+            cycle
+                .cycle(&host.b, &mut host.u, false)
+                .map_err(|f| fail(f, &info))?;
+            info.bytes += cycle.cost.bytes;
+            cycles += 1;
+            for (it, &a) in info.iterations.iter_mut().zip(&active) {
+                *it += a as usize;
+            }
+        };
+        match norms.iter().position(|&a| a.is_nan() || a > stop.tolerance) {
+            None => Ok(info),
+            Some(column) => Err(fail(
+                MgFailure::NotConverged {
+                    column,
+                    residual: norms[column],
+                    tolerance: stop.tolerance,
+                    max_iterations: stop.max_iterations,
+                },
+                &info,
+            )),
+        }
+    }
+}
+
+/// The record of a refinement as a multigrid Info.
+fn info_of(info: &RefineInfo, extra_bytes: f64) -> MgInfo {
+    MgInfo {
+        iterations: info.iterations.clone(),
+        history: (0..info.recorded())
+            .map(|s| info.step(s).to_vec())
+            .collect(),
+        bytes: info.cost.bytes + extra_bytes,
+    }
+}
+
+/// A refinement failure in multigrid's terms: range problems of the cast into the finest
+/// level and of its correction name that level.
+fn refine_error(
+    e: crate::linalg::RefineError,
+    (level, levels, unknowns): (usize, usize, usize),
+    stop: StopParams,
+) -> MgError {
+    let info = info_of(&e.info, 0.0);
+    let range = |precision, what: String| MgFailure::Range {
+        level,
+        levels,
+        precision,
+        unknowns,
+        what,
+    };
+    let failure = match e.failure {
+        RefineFailure::Input {
+            flushed: None,
+            precision,
+        } => range(
+            precision,
+            format!(
+                "the refinement residual cast to this level is not finite or exceeds the largest {precision} value ({:e}){}",
+                precision.max(),
+                if precision == Precision::F64 { "" } else { "; keep solver.residual_scaling = true, or use a wider precision on this level" }
+            ),
+        ),
+        RefineFailure::Input {
+            flushed: Some((c, largest)),
+            precision,
+        } => range(
+            precision,
+            format!("the refinement residual of right-hand side {c} is flushed to zero (largest magnitude {largest:e}, below half the smallest {precision} value); keep solver.residual_scaling = true"),
+        ),
+        RefineFailure::CorrectionFlushed { column, precision } => range(
+            precision,
+            format!("the correction of right-hand side {column} is flushed to zero (below half the smallest {precision} value); keep solver.residual_scaling = true"),
+        ),
+        RefineFailure::Inner(e) => MgError::from(*e).failure,
+        RefineFailure::NotFinite => MgFailure::NotFinite,
+        RefineFailure::NotConverged { column, .. } => MgFailure::NotConverged {
+            column,
+            residual: e.info.residuals()[column],
+            tolerance: stop.tolerance,
+            max_iterations: stop.max_iterations,
+        },
+    };
+    MgError { failure, info }
+}
+
+fn check_block(b: &[f64], u: &[f64], n: usize, nrhs: usize) -> Result<()> {
+    if nrhs == 0 || b.len() != n * nrhs || u.len() != n * nrhs {
+        return Err(Error::InvalidInput(format!(
+            "multigrid: blocks of {} and {} values for {n} unknowns × {nrhs} right-hand sides",
+            b.len(),
+            u.len()
+        )));
+    }
+    if let Some(i) = b.iter().position(|v| !v.is_finite()) {
+        return Err(Error::InvalidInput(format!(
+            "multigrid: right-hand side entry {} of column {} is {}",
+            i % n,
+            i / n,
+            b[i]
+        )));
+    }
+    Ok(())
+}

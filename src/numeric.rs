@@ -1,0 +1,123 @@
+//! Host-side reductions every layer shares (the CPU device's kernels, set-up code,
+//! verification): dot products and norms that are bitwise reproducible whatever the number
+//! of threads, and allocate nothing.
+//!
+//! A slice is cut into at most [`MAX_PARTS`] chunks whose size depends only on its length;
+//! each chunk's partial sum is computed by one task and the partials are added in order.
+
+use rayon::prelude::*;
+
+use crate::precision::Real;
+
+/// Fewest entries per chunk of a reduction.
+const MIN_CHUNK: usize = 8192;
+/// Most chunks of a reduction: the partial sums live on the stack.
+const MAX_PARTS: usize = 256;
+
+/// The chunk size of a reduction over `len` entries (a function of `len` alone).
+pub fn reduction_chunk(len: usize) -> usize {
+    MIN_CHUNK.max(len.div_ceil(MAX_PARTS))
+}
+
+/// Σ f(chunk) over the chunks of `len` entries, added in chunk order.
+fn chunked_sum<T: Real>(len: usize, f: impl Fn(std::ops::Range<usize>) -> T + Sync) -> T {
+    let chunk = reduction_chunk(len);
+    let parts = len.div_ceil(chunk);
+    let mut partials = [T::zero(); MAX_PARTS];
+    partials[..parts]
+        .par_iter_mut()
+        .enumerate()
+        .for_each(|(k, p)| *p = f(k * chunk..((k + 1) * chunk).min(len)));
+    partials[..parts].iter().fold(T::zero(), |s, &p| s + p)
+}
+
+/// x · y.
+pub fn dot<T: Real>(x: &[T], y: &[T]) -> T {
+    assert_eq!(x.len(), y.len(), "dot: lengths differ");
+    chunked_sum(x.len(), |r| {
+        x[r.clone()]
+            .iter()
+            .zip(&y[r])
+            .fold(T::zero(), |s, (&u, &v)| s + u * v)
+    })
+}
+
+/// Σ x.
+pub fn sum<T: Real>(x: &[T]) -> T {
+    chunked_sum(x.len(), |r| x[r].iter().fold(T::zero(), |s, &v| s + v))
+}
+
+/// max |x|, NaN when x holds a NaN (`max` alone would skip it).
+pub fn max_abs<T: Real>(x: &[T]) -> T {
+    x.par_iter().map(|v| v.abs()).reduce(T::zero, |a, b| {
+        if a.is_nan() {
+            a
+        } else if b.is_nan() {
+            b
+        } else {
+            a.max(b)
+        }
+    })
+}
+
+/// ‖x‖₂, scaled so it neither overflows nor underflows for any finite x; NaN when x holds
+/// a NaN.
+pub fn nrm2<T: Real>(x: &[T]) -> T {
+    let scale = max_abs(x);
+    if scale == T::zero() || !scale.is_finite() {
+        return scale;
+    }
+    let inverse = T::one() / scale;
+    scale
+        * chunked_sum(x.len(), |r| {
+            x[r].iter().fold(T::zero(), |s, &v| {
+                let w = v * inverse;
+                s + w * w
+            })
+        })
+        .sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nrm2_propagates_nan() {
+        let mut x = vec![1.0f64; 10_000];
+        x[1234] = f64::NAN;
+        assert!(nrm2(&x).is_nan());
+        x[1234] = f64::INFINITY;
+        assert_eq!(nrm2(&x), f64::INFINITY);
+    }
+
+    #[test]
+    fn reductions() {
+        let x: Vec<f64> = (0..100_000).map(|i| (i % 7) as f64 - 3.0).collect();
+        let expected: f64 = x.iter().map(|v| v * v).sum();
+        assert_eq!(dot(&x, &x), expected);
+        assert!((nrm2(&x) - expected.sqrt()).abs() < 1e-9);
+        assert_eq!(nrm2(&[1e300, 1e300]), 1e300 * 2f64.sqrt());
+        assert!((nrm2(&[3e-300f64, 4e-300]) / 5e-300 - 1.0).abs() < 1e-15);
+        assert_eq!(sum(&x), x.iter().sum::<f64>());
+    }
+
+    /// The chunking depends on the length alone: the same sums on 1 and 2 threads.
+    #[test]
+    fn reductions_do_not_depend_on_threads() {
+        let x: Vec<f64> = (0..3_000_000)
+            .map(|i| ((i * 7919) % 1013) as f64 / 1e3)
+            .collect();
+        let run = |threads: usize| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| (dot(&x, &x), nrm2(&x), sum(&x)))
+        };
+        let (a, b) = (run(1), run(2));
+        assert_eq!(a.0.to_bits(), b.0.to_bits());
+        assert_eq!(a.1.to_bits(), b.1.to_bits());
+        assert_eq!(a.2.to_bits(), b.2.to_bits());
+    }
+}

@@ -1,0 +1,215 @@
+//! Host products of the sparse formats (rayon over row chunks): y = A x, r = b − A x, and
+//! the block product over column-major blocks of right-hand sides. The CPU device's sparse
+//! kernels, the set-up and the verification of solutions all use these.
+
+use faer::{MatMut, MatRef};
+use num_traits::Zero;
+use rayon::prelude::*;
+
+use super::SparseRows;
+use crate::precision::Stored;
+
+/// Rows one rayon task handles in sparse kernels.
+const ROWS_PER_TASK: usize = 2048;
+/// Right-hand sides one pass over a matrix row serves in the block SpMV.
+const BLOCK_COLUMNS: usize = 8;
+
+fn check_spmv_shapes<S: Stored>(a: &impl SparseRows<S>, x_len: usize, y_len: usize) {
+    assert_eq!(
+        x_len,
+        a.ncols(),
+        "SpMV: x has {x_len} entries, A has {} columns",
+        a.ncols()
+    );
+    assert_eq!(
+        y_len,
+        a.nrows(),
+        "SpMV: y has {y_len} entries, A has {} rows",
+        a.nrows()
+    );
+}
+
+/// y = A x, stored values widened to the compute precision.
+pub fn spmv<S: Stored>(a: &impl SparseRows<S>, x: &[S::Compute], y: &mut [S::Compute]) {
+    check_spmv_shapes(a, x.len(), y.len());
+    y.par_chunks_mut(ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(task, rows)| {
+            for (i, yi) in rows.iter_mut().enumerate() {
+                let mut sum = S::Compute::zero();
+                a.for_each_in_row(task * ROWS_PER_TASK + i, |c, v| {
+                    sum = sum + v.to_compute() * x[c];
+                });
+                *yi = sum;
+            }
+        });
+}
+
+/// r = b - A x.
+pub fn residual<S: Stored>(
+    a: &impl SparseRows<S>,
+    b: &[S::Compute],
+    x: &[S::Compute],
+    r: &mut [S::Compute],
+) {
+    check_spmv_shapes(a, x.len(), r.len());
+    assert_eq!(b.len(), r.len(), "residual: b and r differ in length");
+    r.par_chunks_mut(ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(task, rows)| {
+            for (i, ri) in rows.iter_mut().enumerate() {
+                let row = task * ROWS_PER_TASK + i;
+                let mut sum = S::Compute::zero();
+                a.for_each_in_row(row, |c, v| sum = sum + v.to_compute() * x[c]);
+                *ri = b[row] - sum;
+            }
+        });
+}
+
+/// A raw pointer rayon tasks may share when each writes its own disjoint rows.
+#[derive(Clone, Copy)]
+struct SharedMut<T>(*mut T);
+
+impl<T> SharedMut<T> {
+    /// Through a method, so closures capture the wrapper (Sync), not the bare pointer.
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+// SAFETY: used only where tasks write disjoint elements (see `spmv_block`).
+unsafe impl<T: Send> Send for SharedMut<T> {}
+unsafe impl<T: Send> Sync for SharedMut<T> {}
+
+/// Y = A X for column-major blocks of right-hand sides (n × Nrhs): each pass over a row of
+/// A serves up to `BLOCK_COLUMNS` columns, so the matrix is read once per group of columns
+/// instead of once per column.
+pub fn spmv_block<S: Stored>(
+    a: &impl SparseRows<S>,
+    x: MatRef<'_, S::Compute>,
+    y: MatMut<'_, S::Compute>,
+) {
+    assert_eq!(
+        x.ncols(),
+        y.ncols(),
+        "block SpMV: X and Y have different column counts"
+    );
+    check_spmv_shapes(a, x.nrows(), y.nrows());
+    assert!(
+        (x.row_stride() == 1 || x.nrows() <= 1) && (y.row_stride() == 1 || y.nrows() <= 1),
+        "block SpMV needs column-major blocks"
+    );
+    let (nrows, ncols) = (y.nrows(), y.ncols());
+    let (ldx, ldy) = (x.col_stride(), y.col_stride());
+    let x_ptr = x.as_ptr() as usize;
+    let y_ptr = SharedMut(y.as_ptr_mut());
+    let tasks = nrows.div_ceil(ROWS_PER_TASK);
+    (0..tasks).into_par_iter().for_each(|task| {
+        let x_base = x_ptr as *const S::Compute;
+        let rows = task * ROWS_PER_TASK..((task + 1) * ROWS_PER_TASK).min(nrows);
+        for first in (0..ncols).step_by(BLOCK_COLUMNS) {
+            let width = BLOCK_COLUMNS.min(ncols - first);
+            for r in rows.clone() {
+                let mut sums = [S::Compute::zero(); BLOCK_COLUMNS];
+                a.for_each_in_row(r, |c, v| {
+                    let v = v.to_compute();
+                    for (j, sum) in sums.iter_mut().enumerate().take(width) {
+                        // SAFETY: c < nrows(X) and first + j < ncols(X), checked above.
+                        let xv = unsafe { *x_base.offset(c as isize + (first + j) as isize * ldx) };
+                        *sum = *sum + v * xv;
+                    }
+                });
+                for (j, sum) in sums.iter().enumerate().take(width) {
+                    // SAFETY: r < nrows(Y), first + j < ncols(Y); each task owns rows `rows`.
+                    unsafe { *y_ptr.get().offset(r as isize + (first + j) as isize * ldy) = *sum };
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::numeric::nrm2;
+    use crate::sparse::{Csr, Ell};
+    use half::f16;
+
+    /// A random-ish sparse matrix with `n` rows, several entries per row; its values are
+    /// multiples of 1/8 (exact in f16).
+    fn test_matrix(n: usize) -> Csr<f64> {
+        let mut row_ptr = vec![0];
+        let (mut cols, mut vals) = (vec![], vec![]);
+        for r in 0..n {
+            let mut row: Vec<u32> = [r, (r * 7 + 3) % n, (r * 13 + 1) % n, (r + n - 1) % n]
+                .iter()
+                .map(|&c| c as u32)
+                .collect();
+            row.sort();
+            row.dedup();
+            for &c in &row {
+                cols.push(c);
+                vals.push(((r * 31 + c as usize * 17) % 23) as f64 / 8.0 - 1.0);
+            }
+            row_ptr.push(cols.len());
+        }
+        Csr::new(n, n, row_ptr, cols, vals).unwrap()
+    }
+
+    fn dense_matvec(a: &Csr<f64>, x: &[f64]) -> Vec<f64> {
+        let dense = a.to_dense_f64();
+        let n = x.len();
+        (0..n)
+            .map(|r| (0..n).map(|c| dense[r + c * n] * x[c]).sum())
+            .collect()
+    }
+
+    #[test]
+    fn spmv_matches_dense_in_all_formats() {
+        let n = 5000;
+        let a = test_matrix(n);
+        let x: Vec<f64> = (0..n)
+            .map(|i| ((i * 37) % 101) as f64 / 50.0 - 1.0)
+            .collect();
+        let expected = dense_matvec(&a, &x);
+        let mut y = vec![0.0; n];
+        spmv(&a, &x, &mut y);
+        for (u, v) in y.iter().zip(&expected) {
+            assert!((u - v).abs() < 1e-12);
+        }
+        let mut y_ell = vec![0.0; n];
+        spmv(&Ell::from_csr(&a), &x, &mut y_ell);
+        assert_eq!(y, y_ell);
+
+        // f16 storage, f32 arithmetic: all matrix values are exact in f16.
+        let a16: Csr<f16> = a.convert().unwrap();
+        let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+        let mut y32 = vec![0.0f32; n];
+        spmv(&Ell::from_csr(&a16), &x32, &mut y32);
+        for (u, v) in y32.iter().zip(&expected) {
+            assert!((*u as f64 - v).abs() < 1e-5);
+        }
+
+        let mut r = vec![0.0; n];
+        residual(&a, &expected, &x, &mut r);
+        assert!(nrm2(&r) < 1e-11);
+    }
+
+    #[test]
+    fn block_spmv_matches_column_by_column() {
+        let n = 4500;
+        let a = test_matrix(n);
+        for nrhs in [1, 3, 8, 11] {
+            let x = faer::Mat::<f64>::from_fn(n, nrhs, |i, j| ((i * 7 + j * 5) % 19) as f64 - 9.0);
+            let mut y = faer::Mat::<f64>::zeros(n, nrhs);
+            spmv_block(&a, x.as_ref(), y.as_mut());
+            for j in 0..nrhs {
+                let xj: Vec<f64> = (0..n).map(|i| x[(i, j)]).collect();
+                let mut yj = vec![0.0; n];
+                spmv(&a, &xj, &mut yj);
+                for i in 0..n {
+                    assert_eq!(y[(i, j)], yj[i]);
+                }
+            }
+        }
+    }
+}
