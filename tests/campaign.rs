@@ -39,6 +39,10 @@ fn series(dir: &Path) -> String {
 
 fn run_campaign(ranks: usize, config: &Path, extra: &[&str]) -> std::process::Output {
     mpirun(ranks)
+        // The HDF5 library opens files without close-on-exec: an input file this process
+        // writes can be inherited, locked, by another test's mpirun forked meanwhile, and
+        // the ranks here would find it locked. File locking is not what these tests check.
+        .env("HDF5_USE_FILE_LOCKING", "FALSE")
         .arg(common::BIN)
         .arg("run")
         .arg(config)
@@ -329,4 +333,57 @@ fn hdf5_right_hand_sides_and_bad_inputs() {
             "nothing existing is overwritten"
         );
     }
+}
+
+/// A batch whose solver fails (PSC-IR in f16 asked for 1e-14 in two steps) stops the
+/// campaign with the solver's error and a non-zero exit, and its failure record in
+/// `failures/` holds the solver's iterations per column and residual history.
+#[test]
+fn a_failing_solve_stops_the_campaign_and_is_recorded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("failing");
+    let config = write(
+        tmp.path(),
+        "failing.toml",
+        &format!(
+            "[mesh]\nn = 32\nh0 = 0.125\n[solver]\nmethod = \"psc-m1\"\nprecision = \"f16\"\n\
+             tolerance = 1e-14\nmax_iterations = 2\n\
+             [campaign]\nrhs = \"study\"\nbatch_size = 2\ndirectory = \"{}\"\n\
+             [campaign.study]\nk = [1, 2]\n",
+            dir.display()
+        ),
+    );
+    let out = run_campaign(1, &config, &[]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("batch 0") && stderr.contains("failure record"),
+        "{stderr}"
+    );
+    let path = dir.join("failures/batch-000000-rank-0.json");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(record["method"], "psc-m1");
+    assert_eq!(record["precision"], "f16");
+    assert_eq!(record["nrhs"], 2);
+    assert_eq!(record["exit_code"], 1);
+    assert!(
+        record["error"].as_str().unwrap().contains("PSC-IR"),
+        "{record}"
+    );
+    let solver = &record["solver"];
+    assert_eq!(solver["iterations"], serde_json::json!([2, 2]), "{record}");
+    // The initial residual and one entry per step, falling but not to 1e-14.
+    let history: Vec<f64> = solver["residual_history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(history.len(), 3, "{record}");
+    assert!(
+        history[2] < history[0] && history[2] > 1e-14 * history[0],
+        "{history:?}"
+    );
+    assert!(!dir.join("campaign.h5").exists());
 }

@@ -21,13 +21,13 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use crate::comm::Comm;
-use crate::config::{CampaignSpec, RhsSource, RunConfig};
+use crate::config::{CampaignSpec, RhsSource, RunConfig, SolverSpec};
 use crate::error::{Error, Result};
 use crate::sys::hostname;
 use input::InputColumns;
 use journal::Journal;
 pub use operator::{BatchOperator, BlockOutcome, Operators};
-use perf::{now, BatchRecord, StageTotals};
+use perf::{now, BatchRecord, FailureRecord, StageTotals};
 use plan::{ColumnSource, Plan};
 use queue::{Dispatch, LocalDispatch, Order, Queue, RemoteDispatch};
 
@@ -156,13 +156,58 @@ fn work(ctx: &WorkContext<'_>, dispatch: &mut dyn Dispatch) -> Result<StageTotal
         match solve_batch(ctx, batch, lock, &mut held, &mut totals, dispatch) {
             Ok(record) => dispatch.done(record)?,
             Err(e) => {
-                dispatch.failed(format!("batch {batch}: {e}"));
+                let place = record_failure(ctx, batch, &e);
+                dispatch.failed(format!("batch {batch}: {e}{place}"));
                 return Err(e);
             }
         }
     }
     totals.wall = start.elapsed().as_secs_f64();
     Ok(totals)
+}
+
+/// Logs a failed batch with its solver's record and writes it to `failures/`; returns
+/// where it went, for the message that stops the campaign.
+fn record_failure(ctx: &WorkContext<'_>, index: usize, e: &Error) -> String {
+    let batch = &ctx.plan.batches[index];
+    let spec = &ctx.spec.operators[batch.operator];
+    let record = FailureRecord {
+        batch: index,
+        operator: batch.operator,
+        rank: ctx.rank,
+        host: ctx.host.clone(),
+        device: ctx.device.clone(),
+        method: spec.solver.method.name().into(),
+        precision: precision_name(&spec.solver),
+        nrhs: batch.columns.len(),
+        error: e.to_string(),
+        exit_code: e.exit_code(),
+        solver: e.record(),
+        time: now(),
+    };
+    let solver = record
+        .solver
+        .as_ref()
+        .map_or(String::new(), |r| format!(" ({r})"));
+    match output::write_failure(&ctx.spec.directory, &record) {
+        Ok(path) => {
+            let place = format!("failure record: {}", path.display());
+            log::error!("batch {index} failed{solver}; {place}");
+            format!(" ({place})")
+        }
+        Err(write) => {
+            log::error!("batch {index} failed{solver}; could not record the failure: {write}");
+            String::new()
+        }
+    }
+}
+
+/// The precision a record names: the level schedule for multigrid.
+fn precision_name(solver: &SolverSpec) -> String {
+    match &solver.mg {
+        Some(mg) => crate::mg::schedule_name(&mg.schedule),
+        None => solver.precision.name().into(),
+    }
 }
 
 fn solve_batch(
@@ -222,10 +267,7 @@ fn solve_batch(
         host: ctx.host.clone(),
         device: ctx.device.clone(),
         method: spec.solver.method.name().into(),
-        precision: match &spec.solver.mg {
-            Some(mg) => crate::mg::schedule_name(&mg.schedule),
-            None => spec.solver.precision.name().into(),
-        },
+        precision: precision_name(&spec.solver),
         nrhs,
         unknowns,
         setup_seconds,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use hdf5::Group;
 use ndarray::ArrayView2;
 
-use super::perf::{BatchRecord, StageTotals};
+use super::perf::{BatchRecord, FailureRecord, StageTotals};
 use super::plan::{ColumnSource, Plan};
 use crate::config::CampaignSpec;
 use crate::config::RunConfig;
@@ -25,6 +25,31 @@ pub fn batches_dir(directory: &Path) -> PathBuf {
 
 pub fn batch_path(directory: &Path, batch: usize) -> PathBuf {
     batches_dir(directory).join(format!("batch-{batch:06}.h5"))
+}
+
+pub fn failures_dir(directory: &Path) -> PathBuf {
+    directory.join("failures")
+}
+
+/// Writes a failed batch's record as JSON to `failures/batch-<b>-rank-<r>.json` (a
+/// temporary name, synced, renamed: complete or absent); returns its path.
+pub fn write_failure(directory: &Path, record: &FailureRecord) -> Result<PathBuf> {
+    let dir = failures_dir(directory);
+    let name = format!("batch-{:06}-rank-{}.json", record.batch, record.rank);
+    let path = dir.join(&name);
+    let temporary = dir.join(format!(".{name}.tmp"));
+    let write_error = |source| Error::Write {
+        path: path.clone(),
+        source,
+    };
+    std::fs::create_dir_all(&dir).map_err(write_error)?;
+    let json = serde_json::to_string_pretty(record).expect("records serialise");
+    std::fs::write(&temporary, json + "\n").map_err(write_error)?;
+    std::fs::File::open(&temporary)
+        .and_then(|f| f.sync_all())
+        .map_err(write_error)?;
+    std::fs::rename(&temporary, &path).map_err(write_error)?;
+    Ok(path)
 }
 
 const REPORT_FIELDS: [&str; 4] = [

@@ -48,6 +48,28 @@ pub struct BatchRecord {
     pub end: f64,
 }
 
+/// Why a batch failed and what its solver did: written to `failures/` next to the batch
+/// files when a batch fails, so the campaign's log keeps it after the run stops.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailureRecord {
+    pub batch: usize,
+    pub operator: usize,
+    pub rank: usize,
+    pub host: String,
+    pub device: String,
+    pub method: String,
+    pub precision: String,
+    pub nrhs: usize,
+    /// The error as printed.
+    pub error: String,
+    pub exit_code: u8,
+    /// Iterations per column and residual history of the failing solve (None when the
+    /// failure was not the solver's: input, set-up, I/O).
+    pub solver: Option<crate::error::SolveRecord>,
+    /// Unix seconds.
+    pub time: f64,
+}
+
 /// Where one rank's time went in this run (seconds).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StageTotals {
