@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Old code against new, side by side: builds the commit OLD (default: e995a49, the commit
+# before the device-core redesign) from its exported tree with its own target directory, builds
+# the working tree, then runs every case with the old and the new binary alternately,
+# REPEATS times (default 5): bench psc (h = 1/256 and 1/512, h0 = 1/16, Nrhs 1 and 64, f32
+# and f16), bench mg (2D n = 2048 and 3D n = 128, D_MG and H_MG), bench stokes (n = 512,
+# Braess-Sarazin and tuned Vanka). Raw JSON lines (tagged with case, build and repeat) go to
+# docs/perf/compare-<host>-<date>.jsonl; scripts/compare_table.py prints the table of
+# median speed ratios (old time / new time) with their spread.
+#
+#   scripts/compare-speed.sh [output.jsonl]
+#   OLD=<commit> REPEATS=<n> scripts/compare-speed.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+old_commit=${OLD:-e995a49}
+repeats=${REPEATS:-5}
+work=$root/target/compare
+out=${1:-docs/perf/compare-$(hostname)-$(date +%Y%m%d).jsonl}
+mkdir -p "$work" "$(dirname "$out")"
+
+# The old code: the commit's tree exported (no worktree left behind), built into its own
+# target directory.
+rm -rf "$work/old-src"
+mkdir -p "$work/old-src"
+git archive "$old_commit" | tar -x -C "$work/old-src"
+(cd "$work/old-src" && CARGO_TARGET_DIR=$work/old-target cargo build --release --quiet)
+cargo build --release --quiet
+old=$work/old-target/release/tensorfem
+new=$root/target/release/tensorfem
+
+# Each build fills its own operator cache first (the formats may differ), untimed.
+for build in old new; do
+  bin=${!build}
+  for n in 256 512; do
+    for p in f32 f16; do
+      "$bin" bench psc --n "$n" --n0 16 --precision "$p" --cache-dir "$work/cache-$build" --json > /dev/null
+    done
+  done
+done
+
+cases=()
+for n in 256 512; do
+  for nrhs in 1 64; do
+    for p in f32 f16; do
+      cases+=("psc n=$n nrhs=$nrhs $p|bench psc --n $n --n0 16 --nrhs $nrhs --precision $p --json --cache-dir")
+    done
+  done
+done
+for problem in "2 2048" "3 128"; do
+  set -- $problem
+  for variant in D_MG H_MG; do
+    cases+=("mg ${1}D n=$2 $variant|bench mg --dim $1 --n $2 --variant $variant --json")
+  done
+done
+for precond in braess-sarazin vanka-tuned; do
+  cases+=("stokes n=512 $precond|bench stokes --n 512 --precond $precond --json")
+done
+
+: > "$out"
+run() { # build, repeat, case name, command
+  local build=$1 repeat=$2 name=$3 command=$4 bin=${!1}
+  local args=($command)
+  [[ ${args[-1]} == --cache-dir ]] && args+=("$work/cache-$build")
+  "$bin" "${args[@]}" | while IFS= read -r line; do
+    [[ $line == \{* ]] || continue
+    printf '{"case":"%s","build":"%s","repeat":%d,%s\n' "$name" "$build" "$repeat" "${line#\{}"
+  done >> "$out"
+}
+for repeat in $(seq 1 "$repeats"); do
+  for entry in "${cases[@]}"; do
+    name=${entry%%|*}
+    command=${entry#*|}
+    echo "repeat $repeat/$repeats: $name" >&2
+    # Alternate which build goes first, so neither always runs on a warmer machine.
+    if (( repeat % 2 )); then
+      run old "$repeat" "$name" "$command"
+      run new "$repeat" "$name" "$command"
+    else
+      run new "$repeat" "$name" "$command"
+      run old "$repeat" "$name" "$command"
+    fi
+  done
+done
+python3 scripts/compare_table.py "$out"
