@@ -38,6 +38,8 @@ def main(path):
         repeats = sorted({r for (_, r) in t})
         pairs = [(t[("old", r)], t[("new", r)]) for r in repeats if ("old", r) in t and ("new", r) in t]
         ratios = [o / n for o, n in pairs]
+        if not ratios:
+            continue
         median = statistics.median(ratios)
         worst = median if worst is None else min(worst, median)
         print(

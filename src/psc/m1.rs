@@ -5,7 +5,7 @@
 //!
 //! Every dense product is one GEMM over the whole block (C⁻¹ group-wise, with the I part
 //! of a group reshaped to one column per macro element and right-hand side); for a single
-//! right-hand side in f32/f64 the Π⁻¹ product is a streaming GEMV instead. Operators are
+//! right-hand side the Π⁻¹ product is a streaming GEMV instead. Operators are
 //! stored in the working precision S; vectors between the GEMMs are in S's compute
 //! precision, rounded to S only where they are a GEMM operand (f16). The workspace is
 //! allocated by [`LinOp::prepare`]: the apply allocates nothing.
@@ -417,9 +417,9 @@ impl<D: Kernels> M1<D> {
         dev.axpby(1.0, ws.be.view(), -1.0, ws.et.view_mut())?; // b_E − Bᵀ b_C
         dev.axpby(1.0, ws.et.view(), -1.0, ws.te.view_mut())?; // … − D t_I
 
-        // x_E = Π⁻¹ r_E: a GEMM on blocks; for one right-hand side in f32/f64 a streaming
-        // GEMV (faster there than the GEMM).
-        if k == 1 && self.precision == self.precision.compute() {
+        // x_E = Π⁻¹ r_E: a GEMM on blocks; for one right-hand side a streaming GEMV (one
+        // pass over Π⁻¹, widened on the fly for f16: faster there than the GEMM).
+        if k == 1 {
             dev.gemv(
                 MatRef::col_major(&self.pi_inv, 0, ne, ne, ne),
                 ws.te.view(),

@@ -99,32 +99,99 @@ pub fn spmv_block<S: Stored>(
         "block SpMV needs column-major blocks"
     );
     let (nrows, ncols) = (y.nrows(), y.ncols());
-    let (ldx, ldy) = (x.col_stride(), y.col_stride());
+    let stride = |s: isize| usize::try_from(s).expect("block SpMV needs positive column strides");
+    let (ldx, ldy) = (stride(x.col_stride()), stride(y.col_stride()));
     let x_ptr = x.as_ptr() as usize;
     let y_ptr = SharedMut(y.as_ptr_mut());
     let tasks = nrows.div_ceil(ROWS_PER_TASK);
     (0..tasks).into_par_iter().for_each(|task| {
-        let x_base = x_ptr as *const S::Compute;
-        let rows = task * ROWS_PER_TASK..((task + 1) * ROWS_PER_TASK).min(nrows);
-        for first in (0..ncols).step_by(BLOCK_COLUMNS) {
-            let width = BLOCK_COLUMNS.min(ncols - first);
-            for r in rows.clone() {
-                let mut sums = [S::Compute::zero(); BLOCK_COLUMNS];
-                a.for_each_in_row(r, |c, v| {
-                    let v = v.to_compute();
-                    for (j, sum) in sums.iter_mut().enumerate().take(width) {
-                        // SAFETY: c < nrows(X) and first + j < ncols(X), checked above.
-                        let xv = unsafe { *x_base.offset(c as isize + (first + j) as isize * ldx) };
-                        *sum = *sum + v * xv;
-                    }
-                });
-                for (j, sum) in sums.iter().enumerate().take(width) {
-                    // SAFETY: r < nrows(Y), first + j < ncols(Y); each task owns rows `rows`.
-                    unsafe { *y_ptr.get().offset(r as isize + (first + j) as isize * ldy) = *sum };
+        let x = x_ptr as *const S::Compute;
+        let mut row = RowChunk::<S>::new();
+        for r in task * ROWS_PER_TASK..((task + 1) * ROWS_PER_TASK).min(nrows) {
+            // SAFETY: r < nrows(Y); each task owns its rows. Entries' columns are < nrows(X).
+            let y_row = unsafe { y_ptr.get().add(r) };
+            let mut accumulate = false;
+            a.for_each_in_row(r, |c, v| {
+                if row.push(c, v) {
+                    // SAFETY: as above; X and Y have `ncols` columns (checked on entry).
+                    unsafe { row.flush(x, ldx, y_row, ldy, ncols, accumulate) };
+                    accumulate = true;
                 }
+            });
+            if row.len > 0 || !accumulate {
+                // SAFETY: as above.
+                unsafe { row.flush(x, ldx, y_row, ldy, ncols, accumulate) };
             }
         }
     });
+}
+
+/// Entries of one matrix row gathered for the block SpMV: their values are widened to the
+/// compute precision once per chunk (F16C for f16), not once per group of columns.
+struct RowChunk<S: Stored> {
+    cols: [usize; ROW_CHUNK],
+    stored: [S; ROW_CHUNK],
+    values: [S::Compute; ROW_CHUNK],
+    len: usize,
+}
+
+/// Row entries one [`RowChunk`] holds before it is applied.
+const ROW_CHUNK: usize = 64;
+
+impl<S: Stored> RowChunk<S> {
+    fn new() -> Self {
+        Self {
+            cols: [0; ROW_CHUNK],
+            stored: [S::default(); ROW_CHUNK],
+            values: [S::Compute::zero(); ROW_CHUNK],
+            len: 0,
+        }
+    }
+
+    /// Adds an entry; true when the chunk is full and must be flushed.
+    fn push(&mut self, c: usize, v: S) -> bool {
+        self.cols[self.len] = c;
+        self.stored[self.len] = v;
+        self.len += 1;
+        self.len == ROW_CHUNK
+    }
+
+    /// y_row[j] (+)= Σ_e value_e · x[col_e, j] for every column j, `BLOCK_COLUMNS` columns
+    /// per pass over the chunk; empties the chunk.
+    ///
+    /// # Safety
+    /// `x` holds the entries' columns (rows of X) for `ncols` columns of stride `ldx`, and
+    /// `y_row` is the row of Y this task owns, with `ncols` columns of stride `ldy`.
+    unsafe fn flush(
+        &mut self,
+        x: *const S::Compute,
+        ldx: usize,
+        y_row: *mut S::Compute,
+        ldy: usize,
+        ncols: usize,
+        accumulate: bool,
+    ) {
+        let len = self.len;
+        S::widen_slice(&self.stored[..len], &mut self.values[..len]);
+        for first in (0..ncols).step_by(BLOCK_COLUMNS) {
+            let width = BLOCK_COLUMNS.min(ncols - first);
+            let mut sums = [S::Compute::zero(); BLOCK_COLUMNS];
+            if accumulate {
+                for (j, sum) in sums.iter_mut().enumerate().take(width) {
+                    *sum = unsafe { *y_row.add((first + j) * ldy) };
+                }
+            }
+            for (&c, &v) in self.cols[..len].iter().zip(&self.values[..len]) {
+                for (j, sum) in sums.iter_mut().enumerate().take(width) {
+                    *sum = *sum + v * unsafe { *x.add(c + (first + j) * ldx) };
+                }
+            }
+            for (j, sum) in sums.iter().enumerate().take(width) {
+                unsafe { *y_row.add((first + j) * ldy) = *sum };
+            }
+        }
+        self.len = 0;
+    }
 }
 
 #[cfg(test)]
@@ -208,6 +275,57 @@ mod tests {
                 spmv(&a, &xj, &mut yj);
                 for i in 0..n {
                     assert_eq!(y[(i, j)], yj[i]);
+                }
+            }
+        }
+    }
+
+    /// Rows longer than one gathered chunk (and empty rows) in the block SpMV: the partial
+    /// sums carried across chunks give the same values as the single-vector product, in f64
+    /// and in f16 storage; whatever Y held before is overwritten.
+    #[test]
+    fn block_spmv_handles_rows_longer_than_a_chunk() {
+        let n = 400;
+        let lengths = [
+            0,
+            1,
+            ROW_CHUNK - 1,
+            ROW_CHUNK,
+            ROW_CHUNK + 1,
+            2 * ROW_CHUNK + 7,
+            300,
+        ];
+        let mut row_ptr = vec![0];
+        let (mut cols, mut vals) = (vec![], vec![]);
+        for r in 0..n {
+            let len = lengths[r % lengths.len()];
+            for e in 0..len {
+                cols.push(((r * 3 + e * 11) % n) as u32);
+                vals.push(((r + 5 * e) % 17) as f64 / 4.0 - 2.0);
+            }
+            let row = &mut cols[row_ptr[r]..];
+            row.sort();
+            row_ptr.push(cols.len());
+        }
+        // Columns repeat within a row here: CSR products accept that (the entries add up).
+        let a = Csr::new(n, n, row_ptr, cols, vals).unwrap();
+        let a16: Csr<f16> = a.convert().unwrap();
+        for nrhs in [1, 9] {
+            let x = faer::Mat::<f64>::from_fn(n, nrhs, |i, j| ((i * 5 + j * 3) % 13) as f64 - 6.0);
+            let mut y = faer::Mat::<f64>::from_fn(n, nrhs, |_, _| f64::NAN);
+            spmv_block(&a, x.as_ref(), y.as_mut());
+            let x32 = faer::Mat::<f32>::from_fn(n, nrhs, |i, j| x[(i, j)] as f32);
+            let mut y32 = faer::Mat::<f32>::from_fn(n, nrhs, |_, _| f32::NAN);
+            spmv_block(&a16, x32.as_ref(), y32.as_mut());
+            for j in 0..nrhs {
+                let xj: Vec<f64> = (0..n).map(|i| x[(i, j)]).collect();
+                let expected = dense_matvec(&a, &xj);
+                let mut yj = vec![0.0; n];
+                spmv(&a, &xj, &mut yj);
+                for i in 0..n {
+                    assert_eq!(y[(i, j)], yj[i], "row {i}, column {j}");
+                    // Values and x are small multiples of 1/4: every sum is exact in f32.
+                    assert_eq!(y32[(i, j)] as f64, expected[i], "f16 row {i}, column {j}");
                 }
             }
         }

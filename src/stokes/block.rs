@@ -4,6 +4,7 @@
 //! an exact coarsest solve. M stands in for the Schur complement −B L⁻¹ Bᵀ (ν = 1).
 
 use super::assembly::assemble;
+use super::cost;
 use super::lattice::{StokesOperator, Unknown};
 use super::multigrid::{coarse_solve, laplacian_diagonal_inverse, mesh_hierarchy};
 use crate::device::stencil::{CoarseSolve, Grid, StokesMatrices, Transfer};
@@ -45,6 +46,13 @@ impl Component {
         match self {
             Component::Velocity => dev.stokes_laplacian(op, x, y),
             Component::Pressure => dev.pressure_stencil(&op.mass, x, y),
+        }
+    }
+
+    fn apply_cost<D: Kernels>(self, op: &StokesMatrices<D>, compute: Precision) -> Cost {
+        match self {
+            Component::Velocity => cost::laplacian(op, compute),
+            Component::Pressure => cost::pressure_stencil(&op.mass, compute),
         }
     }
 
@@ -191,6 +199,41 @@ impl<D: Kernels> ScalarMg<D> {
         Ok(())
     }
 
+    /// What `solve` costs: CYCLES V(3,3) cycles with the residuals between them.
+    fn solve_cost(&self, ops: &[StokesMatrices<D>], compute: Precision) -> Cost {
+        let len = self.component.len(ops[0].grid);
+        let cycle = if self.levels.is_empty() {
+            cost::coarse_solve(&self.coarse, compute)
+        } else {
+            cost::vectors(2 * len, compute) + self.v_cycle_cost(0, ops, compute)
+        };
+        let between = self.component.apply_cost(&ops[0], compute)
+            + cost::vectors(2 * len, compute)
+            + cost::pointwise(len, 3, compute);
+        cost::vectors(3 * len, compute)
+            + (cycle + cost::pointwise(len, 3, compute)) * CYCLES as f64
+            + between * (CYCLES - 1) as f64
+    }
+
+    /// What `v_cycle(l)` costs.
+    fn v_cycle_cost(&self, l: usize, ops: &[StokesMatrices<D>], compute: Precision) -> Cost {
+        let (component, op) = (self.component, &ops[l]);
+        let len = component.len(op.grid);
+        let sweep = component.apply_cost(op, compute) + cost::pointwise(len, 4, compute);
+        let q2 = component == Component::Velocity;
+        let coarser = if l + 1 == ops.len() - 1 {
+            cost::coarse_solve(&self.coarse, compute)
+        } else {
+            self.v_cycle_cost(l + 1, ops, compute)
+        };
+        cost::vectors(len, compute)
+            + sweep * (2 * SWEEPS) as f64
+            + component.apply_cost(op, compute)
+            + cost::pointwise(len, 3, compute)
+            + cost::transfer(op.grid, q2, compute) * 2.0
+            + coarser
+    }
+
     /// One V(3,3) cycle on level l from x = 0.
     fn v_cycle(&mut self, dev: &D, l: usize, ops: &[StokesMatrices<D>]) -> Result<()> {
         let (component, weight) = (self.component, self.weight);
@@ -251,6 +294,8 @@ pub struct BlockTriangular<D: Kernels> {
     z: Block<D>,
     rhs: Data<D>,
     dp: Data<D>,
+    /// What one apply costs.
+    apply_cost: Cost,
 }
 
 impl<D: Kernels> BlockTriangular<D> {
@@ -258,13 +303,31 @@ impl<D: Kernels> BlockTriangular<D> {
         let ops64: Vec<StokesOperator> = mesh_hierarchy(n)?.into_iter().map(assemble).collect();
         let g = ops64[0].grid;
         let compute = precision.compute();
+        let laplacian = ScalarMg::new(dev, Component::Velocity, &ops64, LAPLACIAN_WEIGHT, compute)?;
+        let mass = ScalarMg::new(dev, Component::Pressure, &ops64, MASS_WEIGHT, compute)?;
+        let ops: Vec<StokesMatrices<D>> = ops64
+            .iter()
+            .map(|op| op.upload(dev, precision))
+            .collect::<Result<_>>()?;
+        // As `apply` runs: the copies in and out (f64 ↔ compute), the pressure solve and its
+        // sign, Bᵀ δp, then per velocity component a copy, an axpby and the solve.
+        let (lattice, pressure, flow) = (g.lattice_len(), g.pressure_len(), g.flow_len());
+        let apply_cost = Cost {
+            flops: 0.0,
+            bytes: (2 * flow * (8 + compute.bytes())) as f64,
+        } + mass.solve_cost(&ops, compute)
+            + cost::pointwise(pressure, 2, compute)
+            + cost::vectors(2 * pressure, compute)
+            + cost::gradient(&ops[0], compute)
+            + (cost::vectors(2 * lattice, compute)
+                + cost::pointwise(lattice, 3, compute)
+                + laplacian.solve_cost(&ops, compute))
+                * 2.0;
         Ok(BlockTriangular {
-            laplacian: ScalarMg::new(dev, Component::Velocity, &ops64, LAPLACIAN_WEIGHT, compute)?,
-            mass: ScalarMg::new(dev, Component::Pressure, &ops64, MASS_WEIGHT, compute)?,
-            ops: ops64
-                .iter()
-                .map(|op| op.upload(dev, precision))
-                .collect::<Result<_>>()?,
+            laplacian,
+            mass,
+            ops,
+            apply_cost,
             r: Block::vector(dev, g.flow_len(), compute)?,
             z: Block::vector(dev, g.flow_len(), compute)?,
             rhs: Data::zeros(dev, g.lattice_len(), compute)?,
@@ -339,9 +402,6 @@ impl<D: Kernels> LinOp<D> for BlockTriangular<D> {
     }
 
     fn cost(&self, _nrhs: usize) -> Cost {
-        Cost {
-            flops: 0.0,
-            bytes: self.bytes() as f64,
-        }
+        self.apply_cost
     }
 }

@@ -14,6 +14,7 @@
 
 pub mod assembly;
 pub mod block;
+mod cost;
 pub mod lattice;
 pub mod multigrid;
 pub mod transfer;
@@ -189,12 +190,7 @@ impl<D: Kernels> LinOp<D> for StokesSystem<D> {
     }
 
     fn cost(&self, nrhs: usize) -> Cost {
-        let g = self.matrices.grid;
-        let bytes = self.bytes() as f64 + 2.0 * 8.0 * g.flow_len() as f64;
-        Cost {
-            flops: self.bytes() as f64 / 4.0,
-            bytes,
-        } * nrhs as f64
+        cost::stokes_apply(&self.matrices, false, Precision::F64) * nrhs as f64
     }
 }
 

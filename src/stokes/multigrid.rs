@@ -10,6 +10,7 @@ use faer::linalg::solvers::DenseSolveCore;
 use rayon::prelude::*;
 
 use super::assembly::assemble;
+use super::cost;
 use super::lattice::{gradient_slot, pressure_window, PressureRows, StokesOperator, Unknown};
 use super::transfer::{prolong_flow, restrict_flow};
 use super::vanka::{Vanka, VankaForm};
@@ -242,6 +243,8 @@ pub struct MonolithicMg<D: Kernels> {
     coarse: CoarseSolve<D>,
     /// Bytes the host set-up operators occupy in the storage precision.
     bytes: usize,
+    /// What one V(1,1) cycle costs.
+    cycle_cost: Cost,
 }
 
 impl<D: Kernels> MonolithicMg<D> {
@@ -301,12 +304,15 @@ impl<D: Kernels> MonolithicMg<D> {
                 l.op.bytes() + vanka + 4 * l.x.data.bytes()
             })
             .sum();
+        let coarse = coarse.expect("the hierarchy has a coarsest level");
+        let cycle_cost = cycle_cost(&levels, &coarse, compute);
         Ok(MonolithicMg {
             dev: dev.clone(),
             precision,
             levels,
-            coarse: coarse.expect("the hierarchy has a coarsest level"),
+            coarse,
             bytes,
+            cycle_cost,
         })
     }
 
@@ -324,6 +330,65 @@ impl<D: Kernels> MonolithicMg<D> {
         match self.levels.first().and_then(|l| l.smoother.as_ref()) {
             Some(Smoother::Vanka(v, _)) => Some(v.form()),
             _ => None,
+        }
+    }
+}
+
+/// One V(1,1) cycle as `cycle` runs it, with the f64 copies in and out.
+fn cycle_cost<D: Kernels>(
+    levels: &[Level<D>],
+    coarse: &CoarseSolve<D>,
+    compute: Precision,
+) -> Cost {
+    let mut total = cost::coarse_solve(coarse, compute);
+    for level in &levels[..levels.len() - 1] {
+        let g = level.op.grid;
+        total = total
+            + cost::vectors(g.flow_len(), compute)
+            + relax_cost(level, compute) * 2.0
+            + cost::stokes_apply(&level.op, true, compute) * 2.0
+            + cost::flow_transfer(g, compute) * 2.0;
+    }
+    let flow = levels[0].op.grid.flow_len() as f64;
+    total
+        + Cost {
+            flops: 0.0,
+            bytes: 2.0 * flow * (8 + compute.bytes()) as f64,
+        }
+}
+
+/// One relaxation as `relax` runs it after its residual.
+fn relax_cost<D: Kernels>(level: &Level<D>, compute: Precision) -> Cost {
+    let g = level.op.grid;
+    let (lattice, pressure) = (g.lattice_len(), g.pressure_len());
+    match level.smoother.as_ref().expect("not the coarsest") {
+        Smoother::Vanka(vanka, _) => vanka.relax_cost(),
+        Smoother::Schur {
+            params,
+            schur,
+            uzawa,
+            ..
+        } => {
+            let jacobi = if params.jacobi_steps == 0 {
+                cost::vectors(pressure, compute)
+            } else {
+                cost::pointwise(pressure, 3, compute)
+                    + (cost::pressure_stencil(schur, compute)
+                        + cost::pointwise(pressure, 4, compute))
+                        * (params.jacobi_steps - 1) as f64
+            };
+            let update = if *uzawa {
+                cost::pointwise(lattice, 2, compute) * 2.0 + cost::pointwise(pressure, 2, compute)
+            } else {
+                cost::gradient(&level.op, compute)
+                    + cost::pointwise(lattice, 4, compute) * 2.0
+                    + cost::pointwise(pressure, 2, compute)
+            };
+            cost::pointwise(lattice, 3, compute) * 2.0
+                + cost::divergence(&level.op, compute)
+                + cost::pointwise(pressure, 2, compute)
+                + jacobi
+                + update
         }
     }
 }
@@ -492,10 +557,7 @@ impl<D: Kernels> LinOp<D> for MonolithicMg<D> {
     }
 
     fn cost(&self, _nrhs: usize) -> Cost {
-        Cost {
-            flops: 0.0,
-            bytes: self.bytes as f64,
-        }
+        self.cycle_cost
     }
 }
 

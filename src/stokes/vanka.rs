@@ -21,6 +21,7 @@ use super::lattice::{divergence_slot, gradient_slot, lattice_slot, Grid, StokesO
 use crate::device::stencil::{patch_node as velocity_node, VankaMaps, PATCH};
 use crate::device::{Block, Data, Kernels, MatMut, MatRef, Storage};
 use crate::error::Result;
+use crate::linalg::Cost;
 use crate::precision::{Precision, Stored};
 
 /// The pressure slot of a patch.
@@ -270,6 +271,20 @@ impl<D: Kernels> Vanka<D> {
             + self.corrections.bytes()
             + self.interior_inverse.bytes()
             + 12 * (self.grid.np() * self.grid.np())
+    }
+
+    /// What one `relax` costs: a 51×51 product per patch; every stored inverse read once,
+    /// the gathered residuals and corrections written and read, r read, x updated.
+    pub fn relax_cost(&self) -> Cost {
+        let patches = (self.grid.np() * self.grid.np()) as f64;
+        let flow = self.grid.flow_len() * self.gathered.precision().bytes();
+        Cost {
+            flops: 2.0 * (PATCH * PATCH) as f64 * patches,
+            bytes: (self.inverses.bytes()
+                + self.interior_inverse.bytes()
+                + 2 * (self.gathered.bytes() + self.corrections.bytes())
+                + 3 * flow) as f64,
+        }
     }
 
     /// x += ω Σ V_iᵀ W_i A_i⁻¹ V_i r on flat [ux | uy | p] vectors.

@@ -20,8 +20,11 @@ use crate::precision::Stored;
 const SMALL_GEMM: usize = 1 << 18;
 /// Fewest rows (or columns) of C one task computes.
 const MIN_BLOCK: usize = 64;
-/// Depth of the f16 tiles widened to f32.
-const F16_DEPTH: usize = 256;
+/// Tiles of f16 operands widened to f32: A tiles F16_ROWS × F16_DEPTH, B tiles
+/// F16_DEPTH × F16_COLS (128 KiB each: both stay in a 512 KiB L2 beside faer's packing).
+const F16_DEPTH: usize = 128;
+const F16_ROWS: usize = 256;
+const F16_COLS: usize = 256;
 
 /// A typed operand: entry (i, j) at `offset + i·rs + j·cs` of `data`.
 #[derive(Clone, Copy)]
@@ -192,42 +195,54 @@ fn block_product<S: Storage, C: Storage>(
         return;
     }
     // f16 operands (f32 and f64 took the native path): widen tiles of A and B to f32 and
-    // multiply in f32, into C when it is f32, else into an f32 tile rounded at the end.
+    // multiply in f32, into C when it is f32, else into an f32 accumulator rounded at the
+    // end. Tiles of F16_ROWS × F16_DEPTH and F16_DEPTH × F16_COLS stay in L2 while faer
+    // multiplies them; each B tile serves every row tile of its columns.
     assert_eq!(TypeId::of::<S>(), TypeId::of::<f16>(), "GEMM storage");
     // SAFETY: S is f16 (asserted above).
     let (a, b) = unsafe { (a.cast::<f16>(), b.cast::<f16>()) };
     let c_is_f32 = TypeId::of::<C>() == TypeId::of::<f32>();
     arena::with(|arena| {
         let depth = F16_DEPTH.min(k.max(1));
+        let (row_tile, col_tile) = (F16_ROWS.min(rows), F16_COLS.min(cols));
         let acc_len = if c_is_f32 { 0 } else { rows * cols };
         let (a_tile, b_tile, acc, _) =
-            arena.four::<f32, f32, f32, f32>(rows * depth, depth * cols, acc_len, 0);
+            arena.four::<f32, f32, f32, f32>(row_tile * depth, depth * col_tile, acc_len, 0);
         let (dst, ld) = if c_is_f32 {
             (c as *mut f32, ldc)
         } else {
             (acc.as_mut_ptr(), rows)
         };
-        for k0 in (0..k).step_by(depth) {
-            let kd = depth.min(k - k0);
-            widen_tile(a, r0, rows, k0, kd, a_tile);
-            widen_tile(b, k0, kd, c0, cols, b_tile);
-            // SAFETY: the tiles hold rows × kd and kd × cols values; dst is this task's
-            // block of C (f32) or the rows × cols accumulator.
-            unsafe {
-                faer_product::<f32>(
-                    rows,
-                    cols,
-                    kd,
-                    dst,
-                    ld,
-                    a_tile.as_ptr(),
-                    (1, rows),
-                    b_tile.as_ptr(),
-                    (1, kd),
-                    k0 > 0,
-                    1.0,
-                );
+        for j0 in (0..cols).step_by(col_tile) {
+            let nj = col_tile.min(cols - j0);
+            for k0 in (0..k).step_by(depth) {
+                let kd = depth.min(k - k0);
+                let b_strides = widen_tile(b, k0, kd, c0 + j0, nj, b_tile);
+                for i0 in (0..rows).step_by(row_tile) {
+                    let ni = row_tile.min(rows - i0);
+                    let a_strides = widen_tile(a, r0 + i0, ni, k0, kd, a_tile);
+                    // SAFETY: the tiles hold ni × kd and kd × nj values; dst + (i0, j0) is
+                    // this task's block of C (f32) or of the rows × cols accumulator.
+                    unsafe {
+                        faer_product::<f32>(
+                            ni,
+                            nj,
+                            kd,
+                            dst.add(i0 + j0 * ld),
+                            ld,
+                            a_tile.as_ptr(),
+                            a_strides,
+                            b_tile.as_ptr(),
+                            b_strides,
+                            k0 > 0,
+                            1.0,
+                        );
+                    }
+                }
             }
+        }
+        if c_is_f32 && k > 0 {
+            return; // the products wrote C itself
         }
         for j in 0..cols {
             for i in 0..rows {
@@ -241,19 +256,108 @@ fn block_product<S: Storage, C: Storage>(
     });
 }
 
-/// tile (ni × nj, column-major) = op[i0.., j0..] widened to f32.
-fn widen_tile(op: Operand<'_, f16>, i0: usize, ni: usize, j0: usize, nj: usize, tile: &mut [f32]) {
-    for j in 0..nj {
-        let column = &mut tile[j * ni..(j + 1) * ni];
-        if op.rs == 1 {
+/// tile = op[i0.., j0..] (ni × nj) widened to f32, contiguous runs converted together:
+/// column-major when the operand's columns are contiguous, else row-major; returns the
+/// tile's (row, column) strides.
+fn widen_tile(
+    op: Operand<'_, f16>,
+    i0: usize,
+    ni: usize,
+    j0: usize,
+    nj: usize,
+    tile: &mut [f32],
+) -> (usize, usize) {
+    if op.rs == 1 {
+        for (j, column) in tile[..ni * nj].chunks_exact_mut(ni).enumerate() {
             let start = op.at(i0, j0 + j);
             <f16 as Stored>::widen_slice(&op.data[start..start + ni], column);
-        } else {
+        }
+        (1, ni)
+    } else if op.cs == 1 {
+        for (i, row) in tile[..ni * nj].chunks_exact_mut(nj).enumerate() {
+            let start = op.at(i0 + i, j0);
+            <f16 as Stored>::widen_slice(&op.data[start..start + nj], row);
+        }
+        (nj, 1)
+    } else {
+        for (j, column) in tile[..ni * nj].chunks_exact_mut(ni).enumerate() {
             for (i, t) in column.iter_mut().enumerate() {
                 *t = op.data[op.at(i0 + i, j0 + j)].to_f32();
             }
         }
+        (1, ni)
     }
+}
+
+/// y = A x for f16 A with AVX, F16C and FMA: per 8 rows, four columns widened in
+/// registers and multiplied into the f32 accumulators (no widened copy of A).
+///
+/// # Safety
+/// The CPU must have AVX, F16C and FMA; `a` holds `columns` columns of `y.len()` rows at
+/// `start + j·ld`, and x has `columns` entries.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx,f16c,fma")]
+unsafe fn gemv_f16_rows(a: &[f16], start: usize, ld: usize, x: &[f32], y: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let rows = y.len();
+    let columns = x.len();
+    let vector_rows = rows - rows % 8;
+    // SAFETY (whole body): every load reads rows start + j·ld + i .. + 8 ≤ start + j·ld +
+    // rows of column j < columns, inside `a` (the caller's guarantee); y and x are indexed
+    // within their lengths.
+    unsafe {
+        let ap = a.as_ptr() as *const u16;
+        let load = |j: usize, i: usize| {
+            _mm256_cvtph_ps(_mm_loadu_si128(ap.add(start + j * ld + i) as *const __m128i))
+        };
+        let mut j = 0;
+        while j + 4 <= columns {
+            let (x0, x1, x2, x3) = (
+                _mm256_set1_ps(x[j]),
+                _mm256_set1_ps(x[j + 1]),
+                _mm256_set1_ps(x[j + 2]),
+                _mm256_set1_ps(x[j + 3]),
+            );
+            let mut i = 0;
+            while i < vector_rows {
+                let mut acc = _mm256_loadu_ps(y.as_ptr().add(i));
+                acc = _mm256_fmadd_ps(load(j, i), x0, acc);
+                acc = _mm256_fmadd_ps(load(j + 1, i), x1, acc);
+                acc = _mm256_fmadd_ps(load(j + 2, i), x2, acc);
+                acc = _mm256_fmadd_ps(load(j + 3, i), x3, acc);
+                _mm256_storeu_ps(y.as_mut_ptr().add(i), acc);
+                i += 8;
+            }
+            j += 4;
+        }
+        while j < columns {
+            let xj = _mm256_set1_ps(x[j]);
+            let mut i = 0;
+            while i < vector_rows {
+                let acc = _mm256_loadu_ps(y.as_ptr().add(i));
+                _mm256_storeu_ps(y.as_mut_ptr().add(i), _mm256_fmadd_ps(load(j, i), xj, acc));
+                i += 8;
+            }
+            j += 1;
+        }
+        for i in vector_rows..rows {
+            for (j, &xj) in x.iter().enumerate() {
+                y[i] += a[start + j * ld + i].to_f32() * xj;
+            }
+        }
+    }
+}
+
+/// Whether [`gemv_f16_rows`] can run here.
+fn fast_f16() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx")
+            && std::arch::is_x86_feature_detected!("f16c")
+            && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// Rows of the matrix one task owns in [`gemv`].
@@ -272,7 +376,29 @@ fn gemv<S: Storage>(
     y: &mut [Compute<S>],
 ) {
     use num_traits::Zero;
+    use std::any::TypeId;
     const COLUMNS: usize = 4;
+    #[cfg(target_arch = "x86_64")]
+    if TypeId::of::<S>() == TypeId::of::<f16>() && fast_f16() {
+        // SAFETY: S is f16 and its compute type f32 (checked by TypeId).
+        let (a, x, y) = unsafe {
+            (
+                std::slice::from_raw_parts(a.as_ptr() as *const f16, a.len()),
+                std::slice::from_raw_parts(x.as_ptr() as *const f32, x.len()),
+                std::slice::from_raw_parts_mut(y.as_mut_ptr() as *mut f32, y.len()),
+            )
+        };
+        y[..m]
+            .par_chunks_mut(GEMV_ROWS)
+            .enumerate()
+            .for_each(|(task, yb)| {
+                yb.fill(0.0);
+                // SAFETY: the features were detected; the caller checked that A's m × n
+                // block at `offset` with leading dimension `ld` lies inside `a`.
+                unsafe { gemv_f16_rows(a, offset + task * GEMV_ROWS, ld, &x[..n], yb) };
+            });
+        return;
+    }
     y[..m]
         .par_chunks_mut(GEMV_ROWS)
         .enumerate()
