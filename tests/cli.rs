@@ -134,6 +134,37 @@ fn unwritable_output_is_an_error_and_leaves_nothing() {
     );
 }
 
+/// An output path that is a directory is refused before the solve (n = 1024 would take
+/// seconds to solve; the refusal is immediate), and the directory is left as it was.
+#[test]
+fn output_path_that_is_a_directory_is_refused_before_solving() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("results")).unwrap();
+    std::fs::write(dir.path().join("results/keep.txt"), "earlier output").unwrap();
+    let cfg = write_config(
+        dir.path(),
+        "[mesh]\nn = 1024\n[output]\npath = \"results\"\n",
+    );
+    let t = std::time::Instant::now();
+    let out = run(&["run", &cfg], dir.path());
+    assert_eq!(out.status.code(), Some(2), "bad input exits with 2");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("output path results is a directory"),
+        "{stderr}"
+    );
+    assert!(
+        t.elapsed().as_secs_f64() < 5.0,
+        "refused only after {:?}",
+        t.elapsed()
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("results"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["keep.txt"]);
+}
+
 #[test]
 fn too_large_problems_are_refused_before_allocating() {
     let dir = tempfile::tempdir().unwrap();

@@ -34,12 +34,8 @@ pub struct H5Writer {
 }
 
 impl H5Writer {
-    /// Starts writing `path` (parent directories are created).
-    pub fn create(path: &Path) -> Result<Self> {
-        let write_error = |source| Error::Write {
-            path: path.to_path_buf(),
-            source,
-        };
+    /// The file name of `path` and its folder, created if missing.
+    fn name_and_folder(path: &Path) -> Result<(&std::ffi::OsStr, &Path)> {
         let name = path.file_name().ok_or_else(|| {
             Error::InvalidInput(format!("output path {} has no file name", path.display()))
         })?;
@@ -47,7 +43,46 @@ impl H5Writer {
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(write_error)?;
+        std::fs::create_dir_all(dir).map_err(|source| Error::Write {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok((name, dir))
+    }
+
+    /// Checks, before any work is done, that `path` can be written: it names a file, not a
+    /// directory, and its folder exists or can be created and accepts a new file (tried
+    /// with an empty probe file, removed again).
+    pub fn check_destination(path: &Path) -> Result<()> {
+        if path.is_dir() {
+            return Err(Error::InvalidInput(format!(
+                "output path {} is a directory; name a file in it, e.g. {}",
+                path.display(),
+                path.join("result.h5").display()
+            )));
+        }
+        let (name, dir) = Self::name_and_folder(path)?;
+        let probe = dir.join(format!(
+            ".{}.probe-{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let write_error = |source| Error::Write {
+            path: path.to_path_buf(),
+            source,
+        };
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+            .map_err(write_error)?;
+        std::fs::remove_file(&probe).map_err(write_error)
+    }
+
+    /// Starts writing `path` (parent directories are created). A destination that cannot
+    /// be replaced fails at [`H5Writer::commit`], leaving it as it was.
+    pub fn create(path: &Path) -> Result<Self> {
+        let (name, dir) = Self::name_and_folder(path)?;
         let temporary = dir.join(format!(
             ".{}.tmp-{}",
             name.to_string_lossy(),

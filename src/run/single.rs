@@ -174,6 +174,8 @@ pub fn run(config: &RunConfig, backend: &Backend, comm: &dyn Comm) -> Result<Opt
         log::info!("a single run executes on rank 0; this rank has no work");
         return Ok(None);
     }
+    // A bad output path fails now, not after the solve.
+    crate::io::h5::H5Writer::check_destination(&config.output)?;
     log::info!("backend: {backend}");
     super::solver::check_memory(&config.mesh, &config.solver, config.ks.len())?;
 
