@@ -9,7 +9,7 @@ use super::lattice::{StokesOperator, Unknown};
 use super::multigrid::{coarse_solve, laplacian_diagonal_inverse, mesh_hierarchy};
 use crate::device::stencil::{CoarseSolve, Grid, StokesMatrices, Transfer};
 use crate::device::{Block, Data, Kernels, Layout, View, ViewMut};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::linalg::{BlockKind, Cost, LinOp};
 use crate::precision::Precision;
 
@@ -358,13 +358,7 @@ impl<D: Kernels> LinOp<D> for BlockTriangular<D> {
     }
 
     fn prepare(&mut self, nrhs: usize) -> Result<()> {
-        if nrhs == 1 {
-            Ok(())
-        } else {
-            Err(Error::InvalidInput(format!(
-                "the Stokes preconditioner applies to one vector at a time, not {nrhs}"
-            )))
-        }
+        super::one_vector(nrhs)
     }
 
     /// z ≈ P⁻¹ r (f64 vectors).

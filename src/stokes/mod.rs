@@ -411,3 +411,15 @@ fn shift_pressure_mean(grid: Grid, flow: &mut [f64]) {
         .sum();
     p.iter_mut().for_each(|v| *v -= mean);
 }
+
+/// Stokes preconditioners apply to one vector at a time (FGMRES on Stokes is
+/// single-column): any other width is refused at `prepare`.
+fn one_vector(nrhs: usize) -> Result<()> {
+    if nrhs == 1 {
+        Ok(())
+    } else {
+        Err(Error::InvalidInput(format!(
+            "the Stokes preconditioner applies to one vector at a time, not {nrhs}"
+        )))
+    }
+}

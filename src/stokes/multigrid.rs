@@ -539,13 +539,7 @@ impl<D: Kernels> LinOp<D> for MonolithicMg<D> {
     }
 
     fn prepare(&mut self, nrhs: usize) -> Result<()> {
-        if nrhs == 1 {
-            Ok(())
-        } else {
-            Err(Error::InvalidInput(format!(
-                "the Stokes preconditioner applies to one vector at a time, not {nrhs}"
-            )))
-        }
+        super::one_vector(nrhs)
     }
 
     /// z ≈ A⁻¹ r by one V(1,1) cycle from a zero guess (r, z f64).
