@@ -387,3 +387,188 @@ fn a_failing_solve_stops_the_campaign_and_is_recorded() {
     );
     assert!(!dir.join("campaign.h5").exists());
 }
+
+/// Every file a campaign left in `dir` (the lock file aside), with its bytes.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if !path.ends_with(".tensorfem.lock") {
+                files.push((path.clone(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Runs `config` and expects a refusal with `expected` in its message, leaving `dir` as it
+/// was.
+fn refused(config: &Path, extra: &[&str], dir: &Path, expected: &str) -> String {
+    let before = snapshot(dir);
+    let out = run_campaign(1, config, extra);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "accepted: {}", text(&out.stdout));
+    assert!(
+        stderr.contains(expected),
+        "expected '{expected}' in:\n{stderr}"
+    );
+    assert!(snapshot(dir) == before, "the previous campaign is intact");
+    stderr
+}
+
+fn write_rhs(path: &Path, columns: usize, unknowns: usize, shift: f64) {
+    let values: Vec<f64> = (0..columns * unknowns)
+        .map(|i| ((i % 7) as f64) - 3.0 + shift)
+        .collect();
+    let writer = h5::H5Writer::create(path).unwrap();
+    h5::write_dense(writer.root(), "rhs", unknowns, columns, &values).unwrap();
+    writer.commit().unwrap();
+}
+
+/// A campaign does not resume over a rewritten input file, or with a setting its finished
+/// batches depend on changed (the message names it); a setting they cannot depend on
+/// (max_iterations) resumes.
+#[test]
+fn changed_inputs_and_settings_are_named_and_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let rhs = tmp.path().join("rhs.h5");
+    write_rhs(&rhs, 3, 15 * 15, 0.0);
+    let body = |extra: &str| {
+        format!(
+            "[mesh]\nn = 16\nh0 = 0.25\n[solver]\nmethod = \"psc-m1\"\nprecision = \"f32\"\n{extra}\
+             [campaign]\nrhs = \"hdf5\"\nbatch_size = 2\ndirectory = \"{}\"\n\
+             [campaign.input]\npath = \"{}\"\n",
+            dir.display(),
+            rhs.display()
+        )
+    };
+    let config = write(tmp.path(), "c.toml", &body(""));
+    let out = run_campaign(1, &config, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    // The same file rewritten with other values of the same shape.
+    write_rhs(&rhs, 3, 15 * 15, 0.5);
+    let stderr = refused(&config, &[], &dir, "changed: campaign.input content: xxh3 ");
+    assert!(stderr.contains("--fresh"), "{stderr}");
+    // Moved (same content): not a change.
+    write_rhs(&rhs, 3, 15 * 15, 0.0);
+    let out = run_campaign(1, &config, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let config = write(tmp.path(), "c.toml", &body("tolerance = 1e-10\n"));
+    refused(
+        &config,
+        &[],
+        &dir,
+        "changed: solver.tolerance: 1e-12 → 1e-10",
+    );
+    let config = write(tmp.path(), "c.toml", &body("max_iterations = 50\n"));
+    let out = run_campaign(1, &config, &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("2 batch(es) were done before"), "{stdout}");
+}
+
+/// Output locations are checked before --fresh removes anything; what lies in the way is
+/// named; a journal damaged otherwise than by a crash is refused.
+#[test]
+fn bad_output_locations_and_damaged_journals_leave_the_campaign_intact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let body = |solver: &str| {
+        format!(
+            "[mesh]\nn = 16\nh0 = 0.25\n[solver]\nmethod = \"psc-m1\"\nprecision = \"f32\"\n{solver}\
+             [campaign]\nrhs = \"study\"\nbatch_size = 1\ndirectory = \"{}\"\n\
+             [campaign.study]\nk = [1, 2]\n",
+            dir.display()
+        )
+    };
+    let config = write(tmp.path(), "c.toml", &body(""));
+    let out = run_campaign(1, &config, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let file = write(tmp.path(), "a-file", "x");
+
+    let under_file = format!("cache_dir = \"{}/cache\"\n", file.display());
+    let config = write(tmp.path(), "c.toml", &body(&under_file));
+    refused(&config, &["--fresh"], &dir, "solver.cache_dir");
+
+    let config = write(tmp.path(), "c.toml", &body(""));
+    let journal = dir.join("journal.log");
+    let good = std::fs::read(&journal).unwrap();
+    std::fs::write(&journal, "not a journal\nat all\n").unwrap();
+    refused(&config, &[], &dir, "is not a tensorfem journal");
+    let mut lines: Vec<String> = String::from_utf8(good.clone())
+        .unwrap()
+        .lines()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    lines[1] = lines[1].replace("\"rank\":0", "\"rank\":1");
+    std::fs::write(&journal, lines.concat()).unwrap();
+    refused(&config, &[], &dir, "line 2 of 3 is damaged");
+    std::fs::write(&journal, &good).unwrap();
+
+    // A campaign.h5 that is a folder, and an input among the campaign's own files.
+    let merged = std::fs::read(dir.join("campaign.h5")).unwrap();
+    std::fs::remove_file(dir.join("campaign.h5")).unwrap();
+    std::fs::create_dir(dir.join("campaign.h5")).unwrap();
+    refused(&config, &["--fresh"], &dir, "campaign.h5 is in the way");
+    std::fs::remove_dir(dir.join("campaign.h5")).unwrap();
+    std::fs::write(dir.join("campaign.h5"), &merged).unwrap();
+    let input_inside = format!(
+        "[mesh]\nn = 16\n[solver]\nmethod = \"cholesky\"\n[campaign]\nrhs = \"hdf5\"\ndirectory = \"{}\"\n\
+         [campaign.input]\npath = \"{}\"\n",
+        dir.display(),
+        dir.join("batches/batch-000000.h5").display()
+    );
+    let config = write(tmp.path(), "inside.toml", &input_inside);
+    refused(
+        &config,
+        &["--fresh"],
+        &dir,
+        "lies among the files the campaign",
+    );
+}
+
+/// One run per campaign directory: a second run of it, and a --fresh run of another config
+/// into it, are refused while the first runs; the first finishes every batch once.
+#[test]
+fn a_campaign_directory_is_held_by_one_run_at_a_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("busy");
+    let config = write(tmp.path(), "series.toml", &series(&dir));
+    let child = start_and_wait(&config, &dir, 1);
+    // Frozen mid-run, so the refusals below cannot race its end.
+    let pids = rank_pids(&config);
+    pids.iter().for_each(|&pid| signal(pid, "STOP"));
+    let out = run_campaign(1, &config, &[]);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("is in use by another run (pid "),
+        "{stderr}"
+    );
+    let other = write(
+        tmp.path(),
+        "other.toml",
+        &series(&dir).replace("steps = 24", "steps = 3"),
+    );
+    let out = run_campaign(1, &other, &["--fresh"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("is in use by another run"));
+    pids.iter().for_each(|&pid| signal(pid, "CONT"));
+
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut all = journal_batches(&dir);
+    all.sort();
+    assert_eq!(all, (0..24).collect::<Vec<_>>(), "every batch once");
+    // The lock went with the process: the next run resumes (nothing left to do).
+    let out = run_campaign(1, &config, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}

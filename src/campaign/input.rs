@@ -1,6 +1,9 @@
 //! Right-hand sides from a user's HDF5 file: a dataset of shape [columns, unknowns] (h5py:
 //! `f["rhs"][j]` is column j), float64 or float32, every entry finite. It is checked whole
-//! before any work starts; batches then read only their own rows.
+//! before any work starts (and hashed: the plan's fingerprint covers the values, so a
+//! campaign does not resume over a rewritten file); batches then read only their own rows.
+//! The check costs one read of the whole dataset by rank 0 at every start (the hash itself
+//! runs at tens of GB/s; the read is the file system's speed).
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +19,8 @@ pub struct InputColumns {
     dataset: String,
     pub columns: usize,
     unknowns: usize,
+    /// xxh3-64 of every value (as f64, file order), when the dataset was scanned.
+    pub content: Option<u64>,
 }
 
 fn hdf5_error(path: &Path, what: String) -> impl Fn(hdf5::Error) -> Error + '_ {
@@ -27,7 +32,8 @@ fn hdf5_error(path: &Path, what: String) -> impl Fn(hdf5::Error) -> Error + '_ {
 
 impl InputColumns {
     /// Opens and checks the dataset: type and shape against the mesh's unknowns; with
-    /// `scan`, also that every entry is finite (rank 0 scans; the others trust its verdict).
+    /// `scan`, also that every entry is finite, hashing them (rank 0 scans; the others trust
+    /// its verdict).
     pub fn open(path: &Path, dataset: &str, unknowns: usize, scan: bool) -> Result<InputColumns> {
         let file = crate::io::h5::open(path)?;
         let ds = file.dataset(dataset).map_err(|_| {
@@ -53,14 +59,19 @@ impl InputColumns {
                 path.display()
             )));
         }
-        let input = InputColumns {
+        let mut input = InputColumns {
             path: path.to_path_buf(),
             dataset: dataset.to_string(),
             columns: shape[0],
             unknowns,
+            content: None,
         };
+        if !scan {
+            return Ok(input);
+        }
+        let mut hash = xxhash_rust::xxh3::Xxh3::new();
         let mut start = 0;
-        while scan && start < input.columns {
+        while start < input.columns {
             let end = (start + CHECK_ROWS).min(input.columns);
             let block = input.read(start..end)?;
             if let Some(i) = block.iter().position(|v| !v.is_finite()) {
@@ -72,8 +83,10 @@ impl InputColumns {
                     block[i]
                 )));
             }
+            hash.update(bytemuck::cast_slice(&block));
             start = end;
         }
+        input.content = Some(hash.digest());
         Ok(input)
     }
 

@@ -7,6 +7,7 @@
 
 mod input;
 mod journal;
+mod lock;
 mod operator;
 mod output;
 mod perf;
@@ -28,7 +29,7 @@ use input::InputColumns;
 use journal::Journal;
 pub use operator::{BatchOperator, BlockOutcome, Operators};
 use perf::{now, BatchRecord, FailureRecord, StageTotals};
-use plan::{ColumnSource, Plan};
+use plan::{ColumnSource, InputDigest, Plan};
 use queue::{Dispatch, LocalDispatch, Order, Queue, RemoteDispatch};
 
 /// Files a campaign owns in its directory (removed by --fresh; the operator cache stays).
@@ -55,38 +56,103 @@ fn open_input(spec: &CampaignSpec, scan: bool) -> Result<Option<InputColumns>> {
     }
 }
 
-/// Rank 0's checks before any work: the input dataset, the memory, the directory (and
-/// what a previous run left in it). Returns the input's column count and the journal's
-/// done batches. Nothing is removed or written until every check has passed.
-fn preflight(
-    spec: &CampaignSpec,
-    operators: &dyn Operators,
-    fresh: bool,
-) -> Result<(Option<InputColumns>, Option<journal::JournalState>, usize)> {
+/// A folder the run writes (created if missing): it must be creatable and writable. `key`
+/// names the setting it comes from.
+fn check_writable_folder(path: &Path, key: &str) -> Result<()> {
+    let refuse = |what: String| {
+        Err(Error::InvalidInput(format!(
+            "{key} {}: {what}; choose a folder this run can write",
+            path.display()
+        )))
+    };
+    if path.exists() && !path.is_dir() {
+        return refuse("exists and is not a directory".into());
+    }
+    if let Err(e) = std::fs::create_dir_all(path) {
+        return refuse(format!("cannot be created ({e})"));
+    }
+    let probe = path.join(format!(".tensorfem-write-test-{}", std::process::id()));
+    if let Err(e) = std::fs::write(&probe, b"") {
+        return refuse(format!("is not writable ({e})"));
+    }
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// The paths of a previous run in `directory` must be what this run would have made
+/// (files, and the batches folder), and the input must not be among them (`--fresh` would
+/// remove it).
+fn check_owned_paths(directory: &Path, input: Option<&Path>) -> Result<()> {
+    for path in owned_paths(directory) {
+        let expect_dir = path == output::batches_dir(directory);
+        let wrong = if expect_dir {
+            path.exists() && !path.is_dir()
+        } else {
+            path.is_dir() || (path.exists() && !path.is_file())
+        };
+        if wrong {
+            return Err(Error::InvalidInput(format!(
+                "{} is in the way: this run writes a {} there; move it away or choose another campaign.directory",
+                path.display(),
+                if expect_dir { "folder" } else { "file" }
+            )));
+        }
+        let holds_input = input.is_some_and(|input| {
+            let (Ok(input), Ok(owned)) = (input.canonicalize(), path.canonicalize()) else {
+                return false;
+            };
+            input.starts_with(owned)
+        });
+        if holds_input {
+            return Err(Error::InvalidInput(format!(
+                "campaign.input.path {} lies among the files the campaign in {} writes (and --fresh removes): move the input elsewhere",
+                input.expect("checked").display(),
+                directory.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What rank 0's checks found.
+struct Preflight {
+    input: Option<InputColumns>,
+    state: Option<journal::JournalState>,
+    digest: InputDigest,
+    /// Held until the run ends.
+    lock: Option<lock::DirectoryLock>,
+}
+
+/// Rank 0's checks before any work: the input dataset (read whole and hashed), the memory,
+/// every folder the run writes, the directory's lock, and what a previous run left in it.
+/// Nothing is removed or written (beyond creating missing folders) until every check has
+/// passed.
+fn preflight(spec: &CampaignSpec, operators: &dyn Operators, fresh: bool) -> Result<Preflight> {
+    let dir = &spec.directory;
+    let input_path = match &spec.rhs {
+        RhsSource::Hdf5 { path, .. } => Some(path.as_path()),
+        _ => None,
+    };
+    check_owned_paths(dir, input_path)?;
     let input = open_input(spec, true)?;
     for op in &spec.operators {
         operators.check_memory(op, spec.batch_size)?;
     }
-    let dir = &spec.directory;
-    if dir.exists() && !dir.is_dir() {
-        return Err(Error::InvalidInput(format!(
-            "campaign.directory {} exists and is not a directory",
-            dir.display()
-        )));
+    check_writable_folder(dir, "campaign.directory")?;
+    for op in &spec.operators {
+        if let Some(cache) = &op.solver.cache_dir {
+            check_writable_folder(cache, "solver.cache_dir")?;
+        }
     }
-    std::fs::create_dir_all(dir).map_err(|source| Error::Write {
-        path: dir.clone(),
-        source,
-    })?;
-    let probe = dir.join(format!(".tensorfem-write-test-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(|source| Error::Write {
-        path: dir.clone(),
-        source,
-    })?;
-    let _ = std::fs::remove_file(&probe);
+    let lock = lock::acquire(dir)?;
 
-    let columns = input.as_ref().map_or(0, |i| i.columns);
-    let plan = Plan::new(spec, columns);
+    let digest = input
+        .as_ref()
+        .map_or(InputDigest::default(), |i| InputDigest {
+            columns: i.columns,
+            content: i.content.expect("rank 0 scans the input"),
+        });
+    let plan = Plan::new(spec, digest);
     let state = if fresh || !spec.checkpoint {
         if !fresh && (Journal::path_in(dir).exists() || spec.output_file().exists()) {
             return Err(Error::InvalidInput(format!(
@@ -96,11 +162,12 @@ fn preflight(
         }
         None
     } else {
-        let state = Journal::read(dir, plan.fingerprint, plan.batches.len())?;
+        let state = Journal::read(dir, &plan)?;
         if state.is_none() && spec.output_file().exists() {
             return Err(Error::InvalidInput(format!(
-                "{} holds a campaign.h5 but no journal to resume from: run with --fresh to overwrite it, or choose another campaign.directory",
-                dir.display()
+                "{} holds a campaign.h5 but no journal ({}) to resume from: run with --fresh to overwrite it, or choose another campaign.directory",
+                dir.display(),
+                Journal::path_in(dir).display()
             )));
         }
         state
@@ -123,7 +190,12 @@ fn preflight(
         path: output::batches_dir(dir),
         source,
     })?;
-    Ok((input, state, columns))
+    Ok(Preflight {
+        input,
+        state,
+        digest,
+        lock,
+    })
 }
 
 /// Everything a worker needs, the same on every rank.
@@ -338,13 +410,16 @@ pub fn run(
         None
     };
     let verdict = match &checked {
-        Some(Ok((_, _, columns))) => format!("ok {columns}"),
+        Some(Ok(p)) => format!("ok {} {}", p.digest.columns, p.digest.content),
         Some(Err(e)) => format!("error {} {e}", e.exit_code()),
         None => String::new(),
     };
     let verdict = comm.broadcast_string(&verdict);
-    let (input, state, columns) = match checked {
-        Some(result) => result?,
+    let (input, state, digest, _lock) = match checked {
+        Some(result) => {
+            let p = result?;
+            (p.input, p.state, p.digest, p.lock)
+        }
         None => {
             if let Some(rest) = verdict.strip_prefix("error ") {
                 let (code, message) = rest.split_once(' ').unwrap_or(("1", rest));
@@ -353,14 +428,20 @@ pub fn run(
                     exit_code: code.parse().unwrap_or(1),
                 });
             }
-            let columns = verdict
+            let digest = verdict
                 .strip_prefix("ok ")
-                .and_then(|c| c.parse().ok())
+                .and_then(|rest| rest.split_once(' '))
+                .and_then(|(columns, content)| {
+                    Some(InputDigest {
+                        columns: columns.parse().ok()?,
+                        content: content.parse().ok()?,
+                    })
+                })
                 .ok_or_else(|| Error::Mpi(format!("unexpected word from rank 0: {verdict}")))?;
-            (open_input(spec, false)?, None, columns)
+            (open_input(spec, false)?, None, digest, None)
         }
     };
-    let plan = Plan::new(spec, columns);
+    let plan = Plan::new(spec, digest);
     let ctx = WorkContext {
         spec,
         operators,
@@ -393,12 +474,7 @@ pub fn run(
     });
     let resumed = done.len();
     let journal = if spec.checkpoint {
-        Some(Journal::open(
-            &spec.directory,
-            plan.fingerprint,
-            plan.batches.len(),
-            state.as_ref(),
-        )?)
+        Some(Journal::open(&spec.directory, &plan, state.as_ref())?)
     } else {
         None
     };

@@ -1,12 +1,21 @@
 //! A campaign cut into batches: every rank derives the same plan from the config, so a
 //! batch is named by its index alone and its result does not depend on which rank solves
 //! it.
+//!
+//! The plan also names every setting the results depend on ([`Plan::settings`]: config key →
+//! value, the content of the right-hand-side file included); its fingerprint is a hash of
+//! them. A journal or batch file of another fingerprint is refused, and the journal keeps the
+//! settings so the refusal can say which one changed. Settings that cannot change a finished
+//! batch's result are left out, so changing them resumes: `solver.max_iterations` (a
+//! journaled batch converged within the old limit, and the iteration is deterministic),
+//! `solver.cache_dir` (a cached set-up is the computed one), the backend, the threads,
+//! `campaign.checkpoint` and where the input file lies.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 
-use crate::config::{CampaignSpec, RhsSource};
+use crate::config::{CampaignSpec, OperatorSpec, RhsSource};
 use crate::fem::{Exact, Manufactured, PressureSeries};
-use crate::psc::cache::Fnv;
 
 /// What one column (right-hand side) of the campaign is.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -45,20 +54,90 @@ pub struct Column {
     pub source: ColumnSource,
 }
 
+/// What rank 0 learned reading the user's right-hand-side dataset (source hdf5): its
+/// columns and a hash of its values (xxh3-64 of the f64 values in file order).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InputDigest {
+    pub columns: usize,
+    pub content: u64,
+}
+
+/// Config key → value of every setting the results depend on.
+pub type Settings = BTreeMap<String, String>;
+
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub columns: Vec<Column>,
     pub batches: Vec<Batch>,
     /// Columns per operator.
     pub operator_columns: Vec<usize>,
-    /// A hash of everything the results depend on: a journal written for another plan is
-    /// refused.
+    pub settings: Settings,
+    /// A hash of `settings`: a journal or batch file written for another plan is refused.
     pub fingerprint: u64,
 }
 
+/// The settings of one operator that its results depend on, under `prefix`.
+fn operator_settings(settings: &mut Settings, prefix: &str, op: &OperatorSpec) {
+    let mut set = |key: &str, value: String| {
+        settings.insert(format!("{prefix}{key}"), value);
+    };
+    let (mesh, solver) = (&op.mesh, &op.solver);
+    set("mesh.kind", mesh.kind.name().into());
+    set("mesh.element", mesh.element.name().into());
+    set("mesh.n", mesh.n.to_string());
+    if let Some((n0, _)) = mesh.coarse {
+        set("mesh.h0", format!("1/{n0}"));
+    }
+    set("solver.method", solver.method.name().into());
+    set("solver.precision", solver.precision.name().into());
+    set("solver.refine", solver.refine.to_string());
+    set("solver.tolerance", format!("{:e}", solver.tolerance));
+    if let Some(mg) = &solver.mg {
+        set("solver.schedule", crate::mg::schedule_name(&mg.schedule));
+        set("solver.smoother", mg.smoother_name.clone());
+        set("solver.residual_scaling", mg.residual_scaling.to_string());
+        set("solver.seed", mg.seed.to_string());
+    }
+}
+
+/// Every setting of `spec` the results depend on (see the module comment).
+fn settings(spec: &CampaignSpec, input: InputDigest) -> Settings {
+    let mut settings = Settings::new();
+    settings.insert("tensorfem".into(), env!("CARGO_PKG_VERSION").into());
+    settings.insert("campaign.rhs".into(), spec.rhs.name().into());
+    settings.insert("campaign.batch_size".into(), spec.batch_size.to_string());
+    match &spec.rhs {
+        RhsSource::TimeSeries { steps, t_end } => {
+            settings.insert("campaign.time_series.steps".into(), steps.to_string());
+            settings.insert("campaign.time_series.t_end".into(), format!("{t_end:e}"));
+        }
+        RhsSource::Study { ks } => {
+            settings.insert("campaign.study.k".into(), format!("{ks:?}"));
+        }
+        RhsSource::Hdf5 { dataset, .. } => {
+            settings.insert("campaign.input.dataset".into(), dataset.clone());
+            settings.insert("campaign.input columns".into(), input.columns.to_string());
+            settings.insert(
+                "campaign.input content".into(),
+                format!("xxh3 {:016x}", input.content),
+            );
+        }
+    }
+    if let [op] = &spec.operators[..] {
+        operator_settings(&mut settings, "", op);
+    } else {
+        settings.insert("operators".into(), spec.operators.len().to_string());
+        for (i, op) in spec.operators.iter().enumerate() {
+            operator_settings(&mut settings, &format!("operator {i}: "), op);
+        }
+    }
+    settings
+}
+
 impl Plan {
-    /// `input_columns`: the columns of the user's dataset (source hdf5; checked before).
-    pub fn new(spec: &CampaignSpec, input_columns: usize) -> Plan {
+    /// `input`: the user's dataset as rank 0 read it (source hdf5; checked before).
+    pub fn new(spec: &CampaignSpec, input: InputDigest) -> Plan {
+        let input_columns = input.columns;
         let per_operator: Vec<ColumnSource> = match &spec.rhs {
             RhsSource::TimeSeries { steps, t_end } => (1..=*steps)
                 .map(|step| ColumnSource::TimeStep {
@@ -91,23 +170,18 @@ impl Plan {
                 start = end;
             }
         }
-        let description = format!(
-            "tensorfem campaign plan v1; crate {}; rhs {:?}; batch_size {}; operators {:?}; columns {}",
-            env!("CARGO_PKG_VERSION"),
-            spec.rhs,
-            spec.batch_size,
-            spec.operators,
-            columns.len()
+        let settings = settings(spec, input);
+        let fingerprint = xxhash_rust::xxh3::xxh3_64(
+            serde_json::to_string(&settings)
+                .expect("strings serialise")
+                .as_bytes(),
         );
         Plan {
             operator_columns: vec![per_operator.len(); spec.operators.len()],
             columns,
             batches,
-            fingerprint: {
-                let mut h = Fnv::new();
-                h.bytes(description.as_bytes());
-                h.0
-            },
+            settings,
+            fingerprint,
         }
     }
 }

@@ -74,7 +74,7 @@ pub fn lattice_reach(index: usize) -> usize {
 /// The pressure window of lattice index I: (first pressure index, count).
 pub fn pressure_window(index: usize) -> (isize, usize) {
     let k = (index / 2) as isize;
-    if index % 2 == 0 {
+    if index.is_multiple_of(2) {
         (k - 1, 3)
     } else {
         (k, 2)

@@ -132,7 +132,7 @@ pub fn unit_square_refined(n0: usize, levels: usize, element: Element) -> Result
 
     // Level of an index along one axis: 0 on coarse lines, else levels - trailing zeros.
     let axis_level = |i: usize| -> usize {
-        if i % m == 0 {
+        if i.is_multiple_of(m) {
             0
         } else {
             levels - i.trailing_zeros() as usize

@@ -132,7 +132,7 @@ pub fn default_levels(n: usize) -> usize {
 pub fn check_levels(n: usize, levels: usize) -> Result<()> {
     let factor = 1usize.checked_shl(levels.saturating_sub(1) as u32);
     match factor {
-        Some(f) if levels >= 1 && n % f == 0 && n / f >= 2 => Ok(()),
+        Some(f) if levels >= 1 && n.is_multiple_of(f) && n / f >= 2 => Ok(()),
         _ => Err(Error::InvalidInput(format!(
             "{levels} multigrid levels need n = {n} cells per direction divisible by 2^{} with at least 2 cells left on the coarsest level",
             levels.saturating_sub(1)

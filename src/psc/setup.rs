@@ -135,7 +135,7 @@ impl Drop for Progress {
 /// coarse mesh has interior nodes and there is something to prehandle.
 pub fn refinement_levels(n: usize, n0: usize) -> Result<usize> {
     let ratio = n / n0.max(1);
-    if n0 < 2 || n % n0 != 0 || !ratio.is_power_of_two() || ratio < 2 {
+    if n0 < 2 || !n.is_multiple_of(n0) || !ratio.is_power_of_two() || ratio < 2 {
         return Err(Error::InvalidInput(format!(
             "--n {n} --n0 {n0}: need n = n0·2^j with n0 ≥ 2 and j ≥ 1"
         )));

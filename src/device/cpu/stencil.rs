@@ -343,7 +343,7 @@ fn q2_prolong_taps(f: usize) -> Taps {
 
 /// Q2 restriction (the transpose): the fine lattice nodes coarse index `c` takes.
 fn q2_restrict_taps(c: usize, mf: usize) -> Taps {
-    if c % 2 == 0 {
+    if c.is_multiple_of(2) {
         let offsets = [(-3, -0.125), (-1, 0.375), (0, 1.0), (1, 0.375), (3, -0.125)];
         clipped(2 * c, &offsets, mf)
     } else {
@@ -353,7 +353,7 @@ fn q2_restrict_taps(c: usize, mf: usize) -> Taps {
 
 /// Q1 interpolation: fine 2k copies coarse k, fine 2k+1 averages k, k+1.
 fn q1_prolong_taps(f: usize) -> Taps {
-    if f % 2 == 0 {
+    if f.is_multiple_of(2) {
         clipped(f / 2, &[(0, 1.0)], UNCLIPPED)
     } else {
         clipped(f / 2, &[(0, 0.5), (1, 0.5)], UNCLIPPED)
