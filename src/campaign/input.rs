@@ -23,13 +23,6 @@ pub struct InputColumns {
     pub content: Option<u64>,
 }
 
-fn hdf5_error(path: &Path, what: String) -> impl Fn(hdf5::Error) -> Error + '_ {
-    move |e| Error::Hdf5 {
-        path: path.to_path_buf(),
-        message: format!("{what}: {e}"),
-    }
-}
-
 impl InputColumns {
     /// Opens and checks the dataset: type and shape against the mesh's unknowns; with
     /// `scan`, also that every entry is finite, hashing them (rank 0 scans; the others trust
@@ -45,7 +38,7 @@ impl InputColumns {
         let dtype = ds
             .dtype()
             .and_then(|t| t.to_descriptor())
-            .map_err(hdf5_error(path, format!("type of {dataset}")))?;
+            .map_err(crate::io::h5::error_in(path, &format!("type of {dataset}")))?;
         if !matches!(dtype, TypeDescriptor::Float(FloatSize::U8 | FloatSize::U4)) {
             return Err(Error::InvalidInput(format!(
                 "{}: dataset '{dataset}' holds {dtype}; right-hand sides must be float64 or float32",
@@ -95,12 +88,15 @@ impl InputColumns {
         let file = crate::io::h5::open(&self.path)?;
         let ds = file
             .dataset(&self.dataset)
-            .map_err(hdf5_error(&self.path, format!("dataset {}", self.dataset)))?;
+            .map_err(crate::io::h5::error_in(
+                &self.path,
+                &format!("dataset {}", self.dataset),
+            ))?;
         let rows = ds
             .read_slice_2d::<f64, _>(ndarray::s![range.clone(), ..])
-            .map_err(hdf5_error(
+            .map_err(crate::io::h5::error_in(
                 &self.path,
-                format!("reading columns {range:?} of {}", self.dataset),
+                &format!("reading columns {range:?} of {}", self.dataset),
             ))?;
         debug_assert_eq!(rows.ncols(), self.unknowns);
         Ok(rows.iter().copied().collect())

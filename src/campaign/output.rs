@@ -166,13 +166,7 @@ pub fn write_campaign(
     h5::write_str_attr(root, "rhs_source", spec.rhs.name())?;
     h5::write_scalar_attr(root, "ranks", ranks as u64)?;
     h5::write_scalar_attr(root, "batch_size", spec.batch_size as u64)?;
-    let hdf5_error = |what: String| {
-        let path = path.clone();
-        move |e: hdf5::Error| Error::Hdf5 {
-            path: path.clone(),
-            message: format!("{what}: {e}"),
-        }
-    };
+    let hdf5_error = |what: String| h5::error_in(&path, &what);
     let group = |parent: &Group, name: &str| {
         parent
             .create_group(name)
@@ -444,10 +438,9 @@ fn write_perf(
             .map(|r| r.iterations.map_or(-1, |i| i as i64))
             .collect::<Vec<_>>(),
     )?;
-    let ranks = perf.create_group("ranks").map_err(|e| Error::Hdf5 {
-        path: PathBuf::from(perf.filename()),
-        message: format!("creating group /perf/ranks: {e}"),
-    })?;
+    let ranks = perf
+        .create_group("ranks")
+        .map_err(h5::error_at(perf, "creating group /perf/ranks"))?;
     h5::write_vector(
         &ranks,
         "rank",

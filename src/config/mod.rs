@@ -56,6 +56,18 @@ pub(crate) fn problem(key: &str, message: impl Into<String>) -> ConfigProblem {
     }
 }
 
+/// " (did you mean 'x'?)" when `given` is a likely misspelling of one of `names`.
+pub(crate) fn did_you_mean<'a>(given: &str, names: impl IntoIterator<Item = &'a str>) -> String {
+    names
+        .into_iter()
+        .map(|name| (strsim::damerau_levenshtein(given, name), name))
+        .filter(|&(distance, name)| distance <= (name.len() / 3).max(1))
+        .min()
+        .map_or(String::new(), |(_, name)| {
+            format!(" (did you mean '{name}'?)")
+        })
+}
+
 /// Reads and validates a config file.
 pub fn load(path: &Path) -> Result<RunConfig> {
     let text = std::fs::read_to_string(path).map_err(|source| Error::Read {

@@ -25,7 +25,11 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
         other => {
             problems.push(problem(
                 "solver.method",
-                format!("unknown method '{other}' (allowed: {})", Method::NAMES),
+                format!(
+                    "unknown method '{other}'{} (allowed: {})",
+                    super::did_you_mean(other, Method::NAMES.split(", ")),
+                    Method::NAMES
+                ),
             ));
             None
         }
@@ -43,8 +47,12 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
             None
         }
     };
-    stokes::refuse_keys(raw, &mut problems);
-    if method != Some(Method::Mg) {
+    // Keys of other methods are refused once the method is known: after a typo in it,
+    // they would only add follow-on errors.
+    if method.is_some() {
+        stokes::refuse_keys(raw, &mut problems);
+    }
+    if method.is_some_and(|m| m != Method::Mg) {
         mg::refuse_keys(raw, &mut problems);
     }
     let mut mg = None;

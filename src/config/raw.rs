@@ -97,7 +97,8 @@ pub(super) fn parse_raw(text: &str) -> Result<(RawConfig, Vec<ConfigProblem>), C
         problems.push(problem(
             &key,
             format!(
-                "unknown key (allowed at the top level: backend, [{}])",
+                "unknown key{} (allowed at the top level: backend, [{}])",
+                super::did_you_mean(&key, SECTIONS.iter().copied().chain(["backend"])),
                 SECTIONS.join("], [")
             ),
         ));
@@ -134,7 +135,11 @@ pub(super) fn parse_raw(text: &str) -> Result<(RawConfig, Vec<ConfigProblem>), C
         for key in unknown {
             problems.push(problem(
                 &format!("{name}.{key}"),
-                format!("unknown key (allowed in [{name}]: {})", allowed.join(", ")),
+                format!(
+                    "unknown key{} (allowed in [{name}]: {})",
+                    super::did_you_mean(&key, allowed.iter().copied()),
+                    allowed.join(", ")
+                ),
             ));
             fields.remove(&key);
         }

@@ -199,3 +199,29 @@ fn syntax_errors_name_the_line() {
     assert_eq!(p[0].key, "(syntax)");
     assert!(p[0].message.contains("line 3"), "{}", p[0].message);
 }
+
+/// A misspelt method is the one problem reported (no follow-on errors about the keys of
+/// the method meant), with the name it is closest to; misspelt keys get the same hint.
+#[test]
+fn typos_are_named_once_with_a_suggestion() {
+    let p = problems(
+        "[output]\npath = \"x.h5\"\n[mesh]\nn = 16\n[solver]\nmethod = \"mgg\"\n\
+         schedule = [\"f32\", \"f16\"]\nsmoother = \"jacobi\"\npreconditioner = \"multigrid\"\n",
+    );
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].key, "solver.method");
+    assert!(
+        p[0].message.contains("did you mean 'mg'?"),
+        "{}",
+        p[0].message
+    );
+    let p = problems("[output]\npath = \"x.h5\"\n[mesh]\nn = 16\n[solver]\nmethod = \"cholesky\"\ntolerence = 1e-9\n");
+    assert_eq!(p[0].key, "solver.tolerence");
+    assert!(
+        p[0].message.contains("did you mean 'tolerance'?"),
+        "{}",
+        p[0].message
+    );
+    let p = problems("[output]\npath = \"x.h5\"\n[mesh]\nn = 16\n[solver]\nmethod = \"quux\"\n");
+    assert!(!p[0].message.contains("did you mean"), "{}", p[0].message);
+}

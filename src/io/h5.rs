@@ -18,12 +18,48 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const GIT_REVISION: &str = env!("TENSORFEM_GIT_REVISION");
 
-fn h5_error(loc: &Location, what: impl std::fmt::Display) -> impl Fn(hdf5::Error) -> Error + '_ {
-    let what = what.to_string();
+/// An HDF5 library error in words: when a system call failed (the library reports its
+/// errno), the system's message and what to do, instead of the library's dump.
+pub fn describe(e: &hdf5::Error) -> String {
+    let text = e.to_string();
+    let errno = text
+        .split("errno = ")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|digits| digits.parse::<i32>().ok());
+    let Some(code) = errno else {
+        return text.replace('\n', " ");
+    };
+    const EPERM: i32 = 1;
+    const EACCES: i32 = 13;
+    const EISDIR: i32 = 21;
+    const ENOSPC: i32 = 28;
+    const EROFS: i32 = 30;
+    const EDQUOT: i32 = 122;
+    let advice = match code {
+        ENOSPC | EDQUOT => {
+            ": the file system is full (or your quota is used up); free space there or write elsewhere"
+        }
+        EISDIR => ": a directory is in the way; move it or name another file",
+        EPERM | EACCES => ": permission denied; choose a location you can write",
+        EROFS => ": the file system is read-only; write elsewhere",
+        _ => "",
+    };
+    format!("{}{advice}", std::io::Error::from_raw_os_error(code))
+}
+
+/// Turns an HDF5 library error into ours: in the file `path`, while doing `what`.
+pub fn error_in(path: &Path, what: &str) -> impl Fn(hdf5::Error) -> Error {
+    let (path, what) = (path.to_path_buf(), what.to_string());
     move |e| Error::Hdf5 {
-        path: PathBuf::from(loc.filename()),
-        message: format!("{what}: {e}"),
+        path: path.clone(),
+        message: format!("{what}: {}", describe(&e)),
     }
+}
+
+/// [`error_in`] the file of `loc`.
+pub fn error_at(loc: &Location, what: &str) -> impl Fn(hdf5::Error) -> Error {
+    error_in(Path::new(&loc.filename()), what)
 }
 
 /// An HDF5 file being written: under a temporary name until [`H5Writer::commit`].
@@ -88,10 +124,7 @@ impl H5Writer {
             name.to_string_lossy(),
             std::process::id()
         ));
-        let file = hdf5::File::create(&temporary).map_err(|e| Error::Hdf5 {
-            path: temporary.clone(),
-            message: format!("cannot create: {e}"),
-        })?;
+        let file = hdf5::File::create(&temporary).map_err(error_in(&temporary, "cannot create"))?;
         Ok(H5Writer {
             file: Some(file),
             temporary,
@@ -116,12 +149,10 @@ impl H5Writer {
     }
 
     fn finish(&self, file: hdf5::File) -> Result<PathBuf> {
-        let hdf5_error = |e: hdf5::Error| Error::Hdf5 {
-            path: self.temporary.clone(),
-            message: e.to_string(),
-        };
-        file.flush().map_err(hdf5_error)?;
-        file.close().map_err(hdf5_error)?;
+        file.flush()
+            .map_err(error_in(&self.temporary, "writing it to disk"))?;
+        file.close()
+            .map_err(error_in(&self.temporary, "closing it"))?;
         let write_error = |source| Error::Write {
             path: self.destination.clone(),
             source,
@@ -162,15 +193,12 @@ pub fn open(path: &Path) -> Result<hdf5::File> {
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
         });
     }
-    hdf5::File::open(path).map_err(|e| Error::Hdf5 {
-        path: path.to_path_buf(),
-        message: format!("cannot open: {e}"),
-    })
+    hdf5::File::open(path).map_err(error_in(path, "cannot open"))
 }
 
 /// Writes a 1-D dataset.
 pub fn write_vector<T: H5Type>(group: &Group, name: &str, data: &[T]) -> Result<Dataset> {
-    let err = h5_error(group, format!("writing dataset {name}"));
+    let err = error_at(group, &format!("writing dataset {name}"));
     let ds = group
         .new_dataset::<T>()
         .shape([data.len()])
@@ -184,11 +212,11 @@ pub fn write_vector<T: H5Type>(group: &Group, name: &str, data: &[T]) -> Result<
 fn open_typed<T: H5Type>(group: &Group, name: &str, rank: usize) -> Result<Dataset> {
     let ds = group
         .dataset(name)
-        .map_err(h5_error(group, format!("dataset {name}")))?;
+        .map_err(error_at(group, &format!("dataset {name}")))?;
     let stored = ds
         .dtype()
         .and_then(|t| t.to_descriptor())
-        .map_err(h5_error(group, format!("type of dataset {name}")))?;
+        .map_err(error_at(group, &format!("type of dataset {name}")))?;
     let wanted = T::type_descriptor();
     if stored != wanted {
         return Err(Error::Hdf5 {
@@ -212,7 +240,7 @@ fn open_typed<T: H5Type>(group: &Group, name: &str, rank: usize) -> Result<Datas
 pub fn read_vector<T: H5Type>(group: &Group, name: &str) -> Result<Vec<T>> {
     let ds = open_typed::<T>(group, name, 1)?;
     ds.read_raw()
-        .map_err(h5_error(group, format!("reading dataset {name}")))
+        .map_err(error_at(group, &format!("reading dataset {name}")))
 }
 
 /// Writes a column-major `nrows × ncols` matrix as the dataset shape `[ncols, nrows]`.
@@ -228,7 +256,7 @@ pub fn write_dense<T: H5Type>(
         nrows * ncols,
         "write_dense: data length is not nrows × ncols"
     );
-    let err = h5_error(group, format!("writing dataset {name}"));
+    let err = error_at(group, &format!("writing dataset {name}"));
     let ds = group
         .new_dataset::<T>()
         .shape([ncols, nrows])
@@ -244,12 +272,12 @@ pub fn read_dense<T: H5Type>(group: &Group, name: &str) -> Result<(usize, usize,
     let shape = ds.shape();
     let data = ds
         .read_raw()
-        .map_err(h5_error(group, format!("reading dataset {name}")))?;
+        .map_err(error_at(group, &format!("reading dataset {name}")))?;
     Ok((shape[1], shape[0], data))
 }
 
 pub fn write_str_attr(loc: &Location, name: &str, value: &str) -> Result<()> {
-    let err = h5_error(loc, format!("writing attribute {name}"));
+    let err = error_at(loc, &format!("writing attribute {name}"));
     let v: VarLenUnicode = value
         .parse()
         .map_err(|_| Error::InvalidInput(format!("attribute {name}: text contains a NUL byte")))?;
@@ -274,13 +302,13 @@ pub fn write_strings(group: &Group, name: &str, values: &[String]) -> Result<Dat
 }
 
 pub fn read_str_attr(loc: &Location, name: &str) -> Result<String> {
-    let err = h5_error(loc, format!("reading attribute {name}"));
+    let err = error_at(loc, &format!("reading attribute {name}"));
     let v: VarLenUnicode = loc.attr(name).map_err(&err)?.read_scalar().map_err(&err)?;
     Ok(v.as_str().to_string())
 }
 
 pub fn write_scalar_attr<T: H5Type>(loc: &Location, name: &str, value: T) -> Result<()> {
-    let err = h5_error(loc, format!("writing attribute {name}"));
+    let err = error_at(loc, &format!("writing attribute {name}"));
     loc.new_attr::<T>()
         .create(name)
         .map_err(&err)?
@@ -289,7 +317,7 @@ pub fn write_scalar_attr<T: H5Type>(loc: &Location, name: &str, value: T) -> Res
 }
 
 pub fn read_scalar_attr<T: H5Type>(loc: &Location, name: &str) -> Result<T> {
-    let err = h5_error(loc, format!("reading attribute {name}"));
+    let err = error_at(loc, &format!("reading attribute {name}"));
     loc.attr(name).map_err(&err)?.read_scalar().map_err(&err)
 }
 
@@ -325,7 +353,7 @@ pub fn write_mesh<const D: usize>(group: &Group, mesh: &Mesh<D>) -> Result<()> {
     if let Some(h) = &mesh.hierarchy {
         let hg = group
             .create_group("hierarchy")
-            .map_err(h5_error(group, "creating group hierarchy"))?;
+            .map_err(error_at(group, "creating group hierarchy"))?;
         write_scalar_attr(&hg, "coarse_cells_per_direction", h.n0 as u64)?;
         write_scalar_attr(&hg, "levels", h.levels as u64)?;
         write_vector(&hg, "level", &h.level)?;
@@ -393,7 +421,7 @@ pub fn read_mesh<const D: usize>(group: &Group) -> Result<Mesh<D>> {
     let hierarchy = if group.link_exists("hierarchy") {
         let hg = group
             .group("hierarchy")
-            .map_err(h5_error(group, "group hierarchy"))?;
+            .map_err(error_at(group, "group hierarchy"))?;
         let level = read_vector::<u8>(&hg, "level")?;
         let (_, _, parents) = read_dense::<i64>(&hg, "parents")?;
         let kinds = read_vector::<u8>(&hg, "location_kind")?;
@@ -450,4 +478,37 @@ pub fn read_mesh<const D: usize>(group: &Group) -> Result<Mesh<D>> {
         on_boundary: boundary.iter().map(|&b| b != 0).collect(),
         hierarchy,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Library errors caused by the system (a full disk, a directory in the way) are named
+    /// plainly, with what to do, and not as the library's dump.
+    #[test]
+    fn system_errors_are_named_plainly() {
+        let full = hdf5::File::create("/dev/full")
+            .and_then(|f| {
+                f.new_dataset::<f64>()
+                    .shape(1 << 16)
+                    .create("x")?
+                    .write(&vec![1.0; 1 << 16])?;
+                f.flush()
+            })
+            .expect_err("/dev/full takes no data");
+        let message = describe(&full);
+        assert!(
+            message.starts_with("No space left on device")
+                && message.contains("the file system is full")
+                && !message.contains("errno"),
+            "{message}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let message = describe(&hdf5::File::create(dir.path()).expect_err("a directory"));
+        assert!(
+            message.contains("Is a directory") && message.contains("a directory is in the way"),
+            "{message}"
+        );
+    }
 }

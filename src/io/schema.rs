@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use super::{h5, xdmf};
 use crate::config::RunConfig;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::fem::{ColumnReport, Exact};
 use crate::mesh::Mesh;
 use crate::stokes::{StokesSolution, StokesSpec};
@@ -27,13 +27,7 @@ pub fn write_run<const D: usize>(
 ) -> Result<(PathBuf, PathBuf)> {
     let nodes = mesh.num_nodes();
     let nrhs = columns.len();
-    let hdf5_error = |what: &str| {
-        let what = what.to_string();
-        move |e: hdf5::Error| Error::Hdf5 {
-            path: config.output.clone(),
-            message: format!("{what}: {e}"),
-        }
-    };
+    let hdf5_error = |what: &str| h5::error_in(&config.output, what);
     let writer = h5::H5Writer::create(&config.output)?;
     let root = writer.root();
     h5::write_provenance(root, Some(&config.source))?;
@@ -125,12 +119,7 @@ pub fn write_stokes(config: &RunConfig, spec: &StokesSpec, s: &StokesSolution) -
     let path = &config.output;
     let writer = h5::H5Writer::create(path)?;
     let root = writer.root();
-    let err = |what: &'static str| {
-        move |e: hdf5::Error| Error::Hdf5 {
-            path: path.clone(),
-            message: format!("{what}: {e}"),
-        }
-    };
+    let err = |what: &'static str| h5::error_in(path, what);
     h5::write_provenance(root, Some(&config.source))?;
     let g = s.grid;
     let (m, np, h) = (g.m(), g.np(), 1.0 / g.n as f64);

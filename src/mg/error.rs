@@ -35,6 +35,7 @@ pub enum MgFailure {
         precision: Precision,
         unknowns: usize,
         what: String,
+        remedy: Remedy,
     },
     /// A column did not reach the tolerance in the allowed iterations.
     NotConverged {
@@ -51,6 +52,34 @@ pub enum MgFailure {
     Other(String),
 }
 
+/// What a user can do about a value out of a level's range.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Remedy {
+    /// Nothing at solve time (a matrix entry that does not fit).
+    None,
+    /// A residual or iterate out of range: residual scaling (when `scaling_on` is known to be
+    /// off) or a wider precision on the level.
+    Scaling { scaling_on: Option<bool> },
+}
+
+impl Remedy {
+    fn advice(self, precision: Precision) -> &'static str {
+        match self {
+            _ if precision == Precision::F64 => "",
+            Remedy::None => "",
+            Remedy::Scaling { scaling_on: None } => {
+                "; turn on solver.residual_scaling if it is off, or use a wider precision on this level (solver.schedule)"
+            }
+            Remedy::Scaling { scaling_on: Some(false) } => {
+                "; set solver.residual_scaling = true (each column's residual is scaled to magnitude ≤ 1 before it enters a low precision), or use a wider precision on this level (solver.schedule)"
+            }
+            Remedy::Scaling { scaling_on: Some(true) } => {
+                "; residual scaling is already on, so the values on this level leave the range by themselves: use a wider precision on this level (solver.schedule, or a variant such as DSH_MG that keeps the finest levels wider)"
+            }
+        }
+    }
+}
+
 /// A failed multigrid solve: why, and what it did.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MgError {
@@ -65,6 +94,20 @@ impl MgError {
             info: MgInfo::default(),
         }
     }
+
+    /// The error of a solve that ran with residual scaling `on` (its advice says so).
+    pub fn with_scaling(mut self, on: bool) -> Self {
+        if let MgFailure::Range {
+            remedy: remedy @ Remedy::Scaling { .. },
+            ..
+        } = &mut self.failure
+        {
+            *remedy = Remedy::Scaling {
+                scaling_on: Some(on),
+            };
+        }
+        self
+    }
 }
 
 impl fmt::Display for MgError {
@@ -76,9 +119,11 @@ impl fmt::Display for MgError {
                 precision,
                 unknowns,
                 what,
+                remedy,
             } => write!(
                 f,
-                "multigrid level {level} of {levels} (0 = coarsest; {precision}, {unknowns} unknowns): {what}"
+                "multigrid level {level} of {levels} (0 = coarsest; {precision}, {unknowns} unknowns): {what}{}",
+                remedy.advice(*precision)
             ),
             MgFailure::NotConverged {
                 column,
@@ -138,5 +183,36 @@ impl From<Error> for MgError {
             Error::InvalidInput(what) => MgError::new(MgFailure::InvalidInput(what)),
             e => MgError::new(MgFailure::Other(e.to_string())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The advice for a value out of range follows the residual-scaling setting.
+    #[test]
+    fn range_advice_names_what_is_left_to_try() {
+        let error = |precision| {
+            MgError::new(MgFailure::Range {
+                level: 3,
+                levels: 4,
+                precision,
+                unknowns: 961,
+                what: "the smoothed iterate exceeds the largest f16 value".into(),
+                remedy: Remedy::Scaling { scaling_on: None },
+            })
+        };
+        let off = error(Precision::F16).with_scaling(false).to_string();
+        assert!(off.contains("set solver.residual_scaling = true"), "{off}");
+        let on = error(Precision::F16).with_scaling(true).to_string();
+        assert!(
+            on.contains("residual scaling is already on")
+                && !on.contains("set solver.residual_scaling")
+                && on.contains("wider precision"),
+            "{on}"
+        );
+        let f64 = error(Precision::F64).with_scaling(true).to_string();
+        assert!(f64.ends_with("f16 value"), "{f64}");
     }
 }

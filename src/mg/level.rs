@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::error::MgFailure;
+use super::error::{MgFailure, Remedy};
 use super::schedule::Smoother;
 use crate::device::{Block, EllMatrix, GridShape, Kernels, Layout, RowOp, Stats};
 use crate::error::Error;
@@ -75,6 +75,7 @@ impl<D: Kernels> Level<D> {
                     precision,
                     unknowns: grid.points(),
                     what: format!("matrix entry {entry}: {problem}"),
+                    remedy: Remedy::None,
                 },
                 other => MgFailure::Other(other.to_string()),
             })?;
@@ -127,6 +128,8 @@ impl<D: Kernels> Level<D> {
         Ok(())
     }
 
+    /// A value out of this level's range (the advice is completed by the solve, which knows
+    /// whether residual scaling is on).
     pub fn failure(&self, what: String) -> MgFailure {
         MgFailure::Range {
             level: self.index,
@@ -134,6 +137,7 @@ impl<D: Kernels> Level<D> {
             precision: self.precision(),
             unknowns: self.grid.points(),
             what,
+            remedy: Remedy::Scaling { scaling_on: None },
         }
     }
 
@@ -144,14 +148,8 @@ impl<D: Kernels> Level<D> {
         }
         let precision = self.precision();
         Err(self.failure(format!(
-            "{what} is not finite or exceeds the largest {precision} value ({:e}){}",
+            "{what} is not finite or exceeds the largest {precision} value ({:e})",
             precision.max(),
-            if precision == Precision::F64 {
-                String::new()
-            } else {
-                "; keep solver.residual_scaling = true, or use a wider precision on this level"
-                    .to_string()
-            }
         )))
     }
 
@@ -169,7 +167,7 @@ impl<D: Kernels> Level<D> {
             Some(c) => {
                 let largest = stats.max_abs[c];
                 Err(self.failure(format!(
-                    "{what} of right-hand side {c} is flushed to zero (largest magnitude {largest:e}, below half the smallest {precision} value); keep solver.residual_scaling = true"
+                    "{what} of right-hand side {c} is flushed to zero (largest magnitude {largest:e}, below half the smallest {precision} value)"
                 )))
             }
         }

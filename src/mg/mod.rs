@@ -21,7 +21,7 @@ mod level;
 mod multigrid;
 pub mod schedule;
 
-pub use error::{MgError, MgFailure, MgInfo};
+pub use error::{MgError, MgFailure, MgInfo, Remedy};
 pub use multigrid::{
     assemble_level, random_initial_guess, MgParams, Multigrid, StopParams, VCycle,
 };

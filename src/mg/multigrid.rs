@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::error::{MgError, MgFailure, MgInfo};
+use super::error::{MgError, MgFailure, MgInfo, Remedy};
 use super::level::{other, Level};
 use super::schedule::{check_levels, schedule_name, Smoother};
 use crate::device::{Block, EllMatrix, GridShape, Kernels, Layout};
@@ -432,13 +432,14 @@ impl<D: Kernels> Multigrid<D> {
             max_iterations: stop.max_iterations,
             residual_scaling: self.params.residual_scaling,
         };
+        let scaling = self.params.residual_scaling;
         let refinement = self.refinement.as_mut().expect("prepared");
         refinement.inner_mut().relative_base = false;
         let finest = refinement.inner().finest();
         let finest_level = (finest.index, finest.count, finest.grid.points());
         match refinement.solve(&*self.outer, b, u, params) {
             Ok(info) => Ok(info),
-            Err(e) => Err(refine_error(e, finest_level, stop)),
+            Err(e) => Err(refine_error(e, finest_level, stop).with_scaling(scaling)),
         }
     }
 
@@ -601,6 +602,7 @@ fn refine_error(
 ) -> MgError {
     let info = info_of(&e.info, 0.0);
     let range = |precision, what: String| MgFailure::Range {
+        remedy: Remedy::Scaling { scaling_on: None },
         level,
         levels,
         precision,
@@ -614,9 +616,8 @@ fn refine_error(
         } => range(
             precision,
             format!(
-                "the refinement residual cast to this level is not finite or exceeds the largest {precision} value ({:e}){}",
+                "the refinement residual cast to this level is not finite or exceeds the largest {precision} value ({:e})",
                 precision.max(),
-                if precision == Precision::F64 { "" } else { "; keep solver.residual_scaling = true, or use a wider precision on this level" }
             ),
         ),
         RefineFailure::Input {
@@ -624,11 +625,11 @@ fn refine_error(
             precision,
         } => range(
             precision,
-            format!("the refinement residual of right-hand side {c} is flushed to zero (largest magnitude {largest:e}, below half the smallest {precision} value); keep solver.residual_scaling = true"),
+            format!("the refinement residual of right-hand side {c} is flushed to zero (largest magnitude {largest:e}, below half the smallest {precision} value)"),
         ),
         RefineFailure::CorrectionFlushed { column, precision } => range(
             precision,
-            format!("the correction of right-hand side {column} is flushed to zero (below half the smallest {precision} value); keep solver.residual_scaling = true"),
+            format!("the correction of right-hand side {column} is flushed to zero (below half the smallest {precision} value)"),
         ),
         RefineFailure::Inner(e) => MgError::from(*e).failure,
         RefineFailure::NotFinite => MgFailure::NotFinite,

@@ -298,10 +298,7 @@ pub fn save<S: Stored + H5Type>(
     for (k, g) in s.groups.iter().enumerate() {
         let gg = root
             .create_group(&format!("group_{k}"))
-            .map_err(|e| Error::Hdf5 {
-                path: path.to_path_buf(),
-                message: format!("creating group group_{k}: {e}"),
-            })?;
+            .map_err(h5::error_in(path, &format!("creating group group_{k}")))?;
         h5::write_vector(&gg, "macros", &g.macros)?;
         write_mat(&gg, "block", &g.block)?;
         write_mat(&gg, "inverse", &g.inverse)?;
@@ -316,10 +313,7 @@ pub fn save<S: Stored + H5Type>(
     {
         let wg = root
             .create_group(&format!("working/{}", S::PRECISION))
-            .map_err(|e| Error::Hdf5 {
-                path: path.to_path_buf(),
-                message: format!("creating group working: {e}"),
-            })?;
+            .map_err(h5::error_in(path, "creating group working"))?;
         let checksum = working_checksum(s, pi_inv, b, c_inv, dt.values());
         h5::write_str_attr(&wg, "checksum", &format!("{checksum:016x}"))?;
         h5::write_dense(&wg, "pi_inv", s.e_dofs.len(), s.e_dofs.len(), pi_inv)?;
