@@ -5,12 +5,19 @@
 #   jobs/run-local.sh [-n P] [CONFIG] [--fresh]      (default: -n 2 inputs/quickstart.toml)
 #
 # Threads per rank: the cores divided by the ranks (RAYON_NUM_THREADS overrides).
+# Runs from any directory: CONFIG is taken relative to where it is called, and the config's
+# own relative paths relative to the config's folder.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 ranks=2
 if [[ "${1:-}" == "-n" ]]; then ranks="$2"; shift 2; fi
-config="${1:-inputs/quickstart.toml}"
+config="${1:-}"
 shift || true
+if [[ -n "$config" ]]; then
+    [[ -f "$config" ]] || { echo "error: config $config: no such file" >&2; exit 2; }
+    config=$(realpath "$config")
+fi
+cd "$(dirname "$0")/.."
+config="${config:-$PWD/inputs/quickstart.toml}"
 bin=target/release/tensorfem
 [[ -x "$bin" ]] || { echo "error: $bin is missing: run 'make build' first" >&2; exit 1; }
 # OpenMPI refuses to run as root without these (containers, CI); harmless otherwise.
@@ -19,9 +26,11 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
 mpirun --oversubscribe -n "$ranks" "$bin" run "$config" "$@"
 # The report, when the config is a campaign that completed.
 dir=$(python3 - "$config" <<'PY'
-import sys, tomllib
+import os, sys, tomllib
 with open(sys.argv[1], "rb") as f:
-    print(tomllib.load(f).get("campaign", {}).get("directory", ""))
+    directory = tomllib.load(f).get("campaign", {}).get("directory", "")
+if directory:  # relative to the config's folder, as tensorfem reads it
+    print(os.path.join(os.path.dirname(sys.argv[1]), directory))
 PY
 )
 if [[ -n "$dir" && -f "$dir/campaign.h5" ]]; then

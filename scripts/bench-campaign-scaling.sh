@@ -11,8 +11,8 @@ ranks=("${@:-1 2 4}")
 [[ $# -gt 0 ]] || ranks=(1 2 4)
 mkdir -p out/scaling
 config() {  # the quickstart with its own directory and a shared cache
-    sed -e "s|^directory = .*|directory = \"out/scaling/r$1\"|" \
-        -e "s|^tolerance = 1e-12|tolerance = 1e-12\ncache_dir = \"out/scaling/psc-cache\"|" \
+    sed -e "s|^directory = .*|directory = \"r$1\"|" \
+        -e "s|^rtol = 1e-12.*|rtol = 1e-12\ncache_dir = \"psc-cache\"|" \
         inputs/quickstart.toml > "out/scaling/r$1.toml"
 }
 config warm

@@ -78,9 +78,9 @@ pub struct StokesArgs {
     /// FGMRES restart length.
     #[arg(long, default_value_t = 30)]
     pub restart: usize,
-    /// Relative residual to reach.
+    /// FGMRES stops at ‖b − Ax‖₂ ≤ rtol·‖b‖₂ (the config's solver.rtol).
     #[arg(long, default_value_t = 1e-8)]
-    pub tolerance: f64,
+    pub rtol: f64,
     /// Vanka or Braess-Sarazin damping ω (default: the tuned value).
     #[arg(long)]
     pub omega: Option<f64>,

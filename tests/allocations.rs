@@ -106,7 +106,8 @@ fn psc(dev: &Cpu, report: &mut Report) {
             );
 
             let params = RefineParams {
-                relative_tolerance: 1e-10,
+                rtol: 1e-10,
+                atol: 0.0,
                 max_iterations: 30,
             };
             let mut ir =
@@ -150,7 +151,8 @@ fn multigrid(dev: &Cpu, report: &mut Report) {
                 );
 
                 let stop = StopParams {
-                    tolerance: 1e-9,
+                    rtol: 0.0,
+                    atol: 1e-9,
                     max_iterations: 60,
                 };
                 mg.prepare(nrhs, stop.max_iterations).unwrap();
@@ -187,7 +189,8 @@ fn stokes(dev: &Cpu, report: &mut Report) {
             precision,
             fgmres: FgmresParams {
                 restart: 30,
-                tolerance: 1e-10,
+                rtol: 1e-10,
+                atol: 0.0,
                 max_iterations: 200,
             },
         };

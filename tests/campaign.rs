@@ -20,7 +20,7 @@ fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
 /// five wave numbers in batches of two: six batches.
 fn study(dir: &Path) -> String {
     format!(
-        "[mesh]\nn = 64\n[solver]\nmethod = \"psc-m1\"\nprecision = \"f32\"\ntolerance = 1e-12\n\
+        "[mesh]\nn = 64\n[solver]\nmethod = \"psc-m1\"\nprecision = \"f32\"\nrtol = 1e-12\n\
          [campaign]\nrhs = \"study\"\nbatch_size = 2\ndirectory = \"{}\"\n\
          [campaign.study]\nk = [1, 2, 3, 4, 5]\nh0 = [0.125]\nmethod = [\"psc-m1\", \"cholesky\"]\n",
         dir.display()
@@ -347,7 +347,7 @@ fn a_failing_solve_stops_the_campaign_and_is_recorded() {
         "failing.toml",
         &format!(
             "[mesh]\nn = 32\nh0 = 0.125\n[solver]\nmethod = \"psc-m1\"\nprecision = \"f16\"\n\
-             tolerance = 1e-14\nmax_iterations = 2\n\
+             rtol = 1e-14\nmax_iterations = 2\n\
              [campaign]\nrhs = \"study\"\nbatch_size = 2\ndirectory = \"{}\"\n\
              [campaign.study]\nk = [1, 2]\n",
             dir.display()
@@ -461,13 +461,8 @@ fn changed_inputs_and_settings_are_named_and_refused() {
     let out = run_campaign(1, &config, &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
 
-    let config = write(tmp.path(), "c.toml", &body("tolerance = 1e-10\n"));
-    refused(
-        &config,
-        &[],
-        &dir,
-        "changed: solver.tolerance: 1e-12 → 1e-10",
-    );
+    let config = write(tmp.path(), "c.toml", &body("rtol = 1e-10\n"));
+    refused(&config, &[], &dir, "changed: solver.rtol: 1e-12 → 1e-10");
     let config = write(tmp.path(), "c.toml", &body("max_iterations = 50\n"));
     let out = run_campaign(1, &config, &[]);
     let stdout = text(&out.stdout);

@@ -179,7 +179,8 @@ fn fgmres_solves_a_nonsymmetric_system<D: Kernels>(dev: &D) {
             let mut x = Block::vector(dev, n, Precision::F64).unwrap();
             let params = FgmresParams {
                 restart,
-                tolerance: 1e-10,
+                rtol: 1e-10,
+                atol: 0.0,
                 max_iterations: 500,
             };
             let info = fgmres(params, &b, &mut x, &mut work, &mut a, m, |_| Ok(())).unwrap();
@@ -204,7 +205,8 @@ fn fgmres_solves_a_nonsymmetric_system<D: Kernels>(dev: &D) {
     let mut x = Block::vector(dev, n, Precision::F64).unwrap();
     let params = FgmresParams {
         restart: 5,
-        tolerance: 1e-14,
+        rtol: 1e-14,
+        atol: 0.0,
         max_iterations: 3,
     };
     let err = fgmres(params, &b, &mut x, &mut work, &mut a, &mut jacobi, |_| {

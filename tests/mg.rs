@@ -16,7 +16,8 @@ use tensorfem::reference::CholeskySolver;
 use tensorfem::{device_tests, sparse};
 
 const STOP: StopParams = StopParams {
-    tolerance: 1e-9,
+    rtol: 0.0,
+    atol: 1e-9,
     max_iterations: 60,
 };
 
@@ -132,7 +133,8 @@ fn variants_converge_in_2d_with_published_iteration_counts<K: Kernels>(dev: &K) 
     let problem = Problem::<2>::new(1024, &[1, 20, 400]);
     let n = problem.n as f64;
     let scaled = StopParams {
-        tolerance: 1e-9 / (n * n),
+        rtol: 0.0,
+        atol: 1e-9 / (n * n),
         max_iterations: 60,
     };
     for (stop, d_mg_range) in [(STOP, 8..=10), (scaled, 11..=15)] {
@@ -142,9 +144,9 @@ fn variants_converge_in_2d_with_published_iteration_counts<K: Kernels>(dev: &K) 
             let residuals = problem.residuals(&u);
             println!(
                 "tolerance {:.1e} {variant}: iterations {:?}, f64 residuals {residuals:?}",
-                stop.tolerance, info.iterations
+                stop.atol, info.iterations
             );
-            if stop.tolerance == STOP.tolerance {
+            if stop.atol == STOP.atol {
                 assert!(
                     residuals.iter().all(|&r| r < 1e-9),
                     "{variant}: {residuals:?}"
@@ -197,7 +199,8 @@ fn variants_converge_in_3d<K: Kernels>(dev: &K) {
 /// agrees with faer's sparse Cholesky to the accuracy the residual allows.
 fn errors_are_second_order_and_match_cholesky<K: Kernels>(dev: &K) {
     let tight = StopParams {
-        tolerance: 1e-12,
+        rtol: 0.0,
+        atol: 1e-12,
         max_iterations: 60,
     };
     for variant in [Variant::DMg, Variant::HMg] {
@@ -293,7 +296,7 @@ fn f16_range_failures_are_loud_and_residual_scaling_prevents_them<K: Kernels>(de
             &mut u,
             1,
             StopParams {
-                tolerance: 1e-20,
+                atol: 1e-20,
                 ..STOP
             },
         )
@@ -442,7 +445,77 @@ fn custom_schedules_converge<K: Kernels>(dev: &K) {
     }
 }
 
+/// rtol and atol mean the same in the refined and the stand-alone solve: each column stops
+/// at ‖r_c‖₂ ≤ max(rtol·‖b_c‖₂, atol), whatever the scale of b_c (one column is scaled by
+/// 10³), and a looser rtol stops sooner.
+fn rtol_and_atol_stop_each_column_by_its_own_norm<K: Kernels>(dev: &K) {
+    let mut problem = Problem::<2>::new(128, &[1, 1]);
+    let n = problem.unknowns();
+    problem.b[n..].iter_mut().for_each(|v| *v *= 1e3);
+    let b_norms: Vec<f64> = problem.b.chunks(n).map(nrm2).collect();
+    let levels = default_levels(128);
+    for rtol in [1e-6, 1e-10] {
+        let stop = StopParams {
+            rtol,
+            atol: 0.0,
+            max_iterations: 60,
+        };
+        let (refined, u) = problem.solve(dev, Variant::DMg, stop);
+        let mut mg = Multigrid::new(
+            dev,
+            2,
+            128,
+            &problem.sys.matrix,
+            params(vec![Precision::F64; levels]),
+        )
+        .unwrap();
+        let mut plain_u = problem.initial_guess();
+        let plain = dev
+            .run(|| mg.solve_plain(&problem.b, &mut plain_u, 2, stop))
+            .unwrap();
+        for (info, u, what) in [(&refined, &u, "refined"), (&plain, &plain_u, "stand-alone")] {
+            let relative: Vec<f64> = problem
+                .residuals(u)
+                .iter()
+                .zip(&b_norms)
+                .map(|(r, b)| r / b)
+                .collect();
+            println!(
+                "{what}, rtol {rtol:e}: steps {:?}, relative residuals {relative:?}",
+                info.iterations
+            );
+            assert!(
+                relative.iter().all(|&r| r <= rtol * 1.01),
+                "{what}: {relative:?}"
+            );
+        }
+        if rtol == 1e-6 {
+            let tight = problem
+                .solve(
+                    dev,
+                    Variant::DMg,
+                    StopParams {
+                        rtol: 1e-10,
+                        ..stop
+                    },
+                )
+                .0;
+            assert!(refined.iterations[0] < tight.iterations[0]);
+        }
+    }
+    // An absolute stop: every column to the same ‖r‖₂, whatever its ‖b‖₂.
+    let absolute = StopParams {
+        rtol: 0.0,
+        atol: 1e-9,
+        max_iterations: 60,
+    };
+    let (_, u) = problem.solve(dev, Variant::DMg, absolute);
+    let residuals = problem.residuals(&u);
+    assert!(residuals.iter().all(|&r| r <= 1e-9), "{residuals:?}");
+}
+
 device_tests!(
+    rtol_and_atol_stop_each_column_by_its_own_norm,
     variants_converge_in_2d_with_published_iteration_counts,
     variants_converge_in_3d,
     errors_are_second_order_and_match_cholesky,

@@ -137,7 +137,8 @@ fn refined<D: Kernels>(dev: &D, precision: Precision, p: &Problem) -> (usize, f6
     let m1 = M1::new(dev, &p.setup, precision).unwrap();
     let mut x = vec![0.0; p.rhs.len()];
     let params = RefineParams {
-        relative_tolerance: 1e-10,
+        rtol: 1e-10,
+        atol: 0.0,
         max_iterations: 20,
     };
     let mut ir = PscIr::new(dev, m1, &p.setup.stiffness, p.nrhs, params.max_iterations).unwrap();

@@ -148,7 +148,8 @@ fn run<const D: usize>(
         .flat_map(|c| random_initial_guess(n, SEED + c as u64))
         .collect();
     let stop = StopParams {
-        tolerance: 1e-9,
+        rtol: 0.0,
+        atol: 1e-9,
         max_iterations: 100,
     };
     let dev = Cpu::new();

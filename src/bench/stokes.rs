@@ -174,10 +174,10 @@ pub fn report(a: &StokesArgs) -> Result<()> {
             Preconditioner::BlockTriangular => {}
         }
     }
-    if !(a.tolerance > 0.0 && a.tolerance < 1.0) || a.restart == 0 {
+    if !(a.rtol > 0.0 && a.rtol < 1.0) || a.restart == 0 {
         return Err(Error::InvalidInput(format!(
-            "--tolerance {} --restart {}: need 0 < tolerance < 1 and restart ≥ 1",
-            a.tolerance, a.restart
+            "--rtol {} --restart {}: need 0 < rtol < 1 and restart ≥ 1",
+            a.rtol, a.restart
         )));
     }
     let results = bench_stokes(&StokesBenchParams {
@@ -186,7 +186,8 @@ pub fn report(a: &StokesArgs) -> Result<()> {
         precision: a.precision.precision(),
         fgmres: FgmresParams {
             restart: a.restart,
-            tolerance: a.tolerance,
+            rtol: a.rtol,
+            atol: 0.0,
             max_iterations: 1000,
         },
         repeats: a.repeats,
@@ -205,7 +206,7 @@ pub fn report(a: &StokesArgs) -> Result<()> {
     };
     println!(
         "Stokes Q2-Q1, n = {} ({} unknowns), FGMRES({}) to {:.0e}, preconditioner in {}",
-        first.n, first.unknowns, a.restart, a.tolerance, first.precision
+        first.n, first.unknowns, a.restart, a.rtol, first.precision
     );
     println!(
         "  {:<17} {:>5} {:>9} {:>9} {:>11} {:>9} {:>10} {:>10} {:>10} {:>9}",

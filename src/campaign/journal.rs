@@ -266,7 +266,7 @@ mod tests {
                 })
                 .collect(),
             operator_columns: vec![5],
-            settings: [("solver.tolerance".to_string(), tolerance.to_string())].into(),
+            settings: [("solver.rtol".to_string(), tolerance.to_string())].into(),
             fingerprint,
         }
     }
@@ -372,7 +372,7 @@ mod tests {
         drop(j);
         let err = refusal(dir.path(), &plan(8, "1e-10"));
         assert!(
-            err.contains("changed: solver.tolerance: 1e-12 → 1e-10")
+            err.contains("changed: solver.rtol: 1e-12 → 1e-10")
                 && err.contains("1 finished batch(es)")
                 && err.contains("--fresh"),
             "{err}"

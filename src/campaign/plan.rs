@@ -91,7 +91,8 @@ fn operator_settings(settings: &mut Settings, prefix: &str, op: &OperatorSpec) {
     set("solver.method", solver.method.name().into());
     set("solver.precision", solver.precision.name().into());
     set("solver.refine", solver.refine.to_string());
-    set("solver.tolerance", format!("{:e}", solver.tolerance));
+    set("solver.rtol", format!("{:e}", solver.rtol));
+    set("solver.atol", format!("{:e}", solver.atol));
     if let Some(mg) = &solver.mg {
         set("solver.schedule", crate::mg::schedule_name(&mg.schedule));
         set("solver.smoother", mg.smoother_name.clone());

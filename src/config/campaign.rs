@@ -341,7 +341,8 @@ fn expand_study(
                     if !is_psc && !is_mg {
                         raw.solver.precision = Some(Precision::F64.name().into());
                         raw.solver.refine = None;
-                        raw.solver.tolerance = None;
+                        raw.solver.rtol = None;
+                        raw.solver.atol = None;
                         raw.solver.max_iterations = None;
                     }
                     if !is_mg {

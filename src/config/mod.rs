@@ -34,7 +34,7 @@ mod stokes;
 #[cfg(test)]
 mod tests;
 
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 
 pub use raw::RawConfig;
 pub use spec::{
@@ -56,6 +56,36 @@ pub(crate) fn problem(key: &str, message: impl Into<String>) -> ConfigProblem {
     }
 }
 
+/// solver.rtol and solver.atol, the same for every method: a column stops when
+/// ‖b − Ax‖₂ ≤ max(rtol·‖b‖₂, atol). `defaults` are the method's (rtol, atol).
+pub(crate) fn stopping_rule(
+    raw: &RawConfig,
+    defaults: (f64, f64),
+    problems: &mut Problems,
+) -> (f64, f64) {
+    let rtol = raw.solver.rtol.unwrap_or(defaults.0);
+    let atol = raw.solver.atol.unwrap_or(defaults.1);
+    if !(0.0..1.0).contains(&rtol) {
+        problems.push(problem(
+            "solver.rtol",
+            format!("{rtol} (allowed: 0 ≤ rtol < 1; a column stops at ‖b − Ax‖₂ ≤ max(rtol·‖b‖₂, atol))"),
+        ));
+    }
+    if !(atol.is_finite() && atol >= 0.0) {
+        problems.push(problem(
+            "solver.atol",
+            format!("{atol} (allowed: a finite atol ≥ 0; a column stops at ‖b − Ax‖₂ ≤ max(rtol·‖b‖₂, atol))"),
+        ));
+    }
+    if rtol == 0.0 && atol == 0.0 {
+        problems.push(problem(
+            "solver.rtol",
+            "rtol and atol are both 0: no column could stop (set rtol > 0 for a relative stop, or atol > 0 for an absolute one)",
+        ));
+    }
+    (rtol, atol)
+}
+
 /// " (did you mean 'x'?)" when `given` is a likely misspelling of one of `names`.
 pub(crate) fn did_you_mean<'a>(given: &str, names: impl IntoIterator<Item = &'a str>) -> String {
     names
@@ -68,13 +98,79 @@ pub(crate) fn did_you_mean<'a>(given: &str, names: impl IntoIterator<Item = &'a 
         })
 }
 
-/// Reads and validates a config file.
+/// Reads and validates a config file. Its relative paths (output.path, solver.cache_dir,
+/// campaign.directory, campaign.input.path, and the defaults derived from them) are
+/// resolved against the file's folder, so a config means the same from any working
+/// directory.
 pub fn load(path: &Path) -> Result<RunConfig> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+    let read_error = |source| Error::Read {
         path: path.to_path_buf(),
         source,
+    };
+    let text = std::fs::read_to_string(path).map_err(read_error)?;
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .canonicalize()
+        .map_err(read_error)?;
+    let mut config = parse(&text, &path.display().to_string())?;
+    resolve_paths(&mut config, &folder);
+    Ok(config)
+}
+
+/// The embedded quickstart, its paths resolved as if it lay in ./inputs/ (where the
+/// repository keeps it): its campaign goes to ./out/quickstart.
+pub fn quickstart() -> Result<RunConfig> {
+    let cwd = std::env::current_dir().map_err(|source| Error::Read {
+        path: PathBuf::from("."),
+        source,
     })?;
-    parse(&text, &path.display().to_string())
+    let mut config = parse(QUICKSTART, "embedded quickstart (inputs/quickstart.toml)")?;
+    resolve_paths(&mut config, &cwd.join("inputs"));
+    Ok(config)
+}
+
+/// `path` relative to `folder` (a canonical path); the `..` it starts with climb `folder`.
+fn resolve(folder: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_path_buf();
+    }
+    let mut resolved = folder.to_path_buf();
+    let mut climbing = true;
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir if climbing && resolved.parent().is_some() => {
+                resolved.pop();
+            }
+            other => {
+                climbing = false;
+                resolved.push(other);
+            }
+        }
+    }
+    resolved
+}
+
+/// Resolves every path of `config` against `folder`.
+fn resolve_paths(config: &mut RunConfig, folder: &Path) {
+    let at = |p: &mut PathBuf| *p = resolve(folder, p);
+    at(&mut config.output);
+    if let Some(dir) = &mut config.solver.cache_dir {
+        at(dir);
+    }
+    if let Some(campaign) = &mut config.campaign {
+        at(&mut campaign.directory);
+        if let RhsSource::Hdf5 { path, .. } = &mut campaign.rhs {
+            at(path);
+        }
+        for op in &mut campaign.operators {
+            if let Some(dir) = &mut op.solver.cache_dir {
+                at(dir);
+            }
+        }
+    }
 }
 
 /// Parses and validates config text; `origin` names it in errors.

@@ -63,17 +63,12 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
         // Stokes configs are validated by stokes::validate before reaching here.
         Some(Method::Stokes) | None => {}
     }
-    let (default_tolerance, meaning) = match method {
-        Some(Method::Mg) => (1e-9, "an absolute ‖b − Au‖₂"),
-        _ => (1e-12, "a relative residual"),
+    // Multigrid stops at an absolute residual (SPEC §3.2), PSC-IR at a relative one.
+    let defaults = match method {
+        Some(Method::Mg) => (0.0, 1e-9),
+        _ => (1e-12, 0.0),
     };
-    let tolerance = raw.solver.tolerance.unwrap_or(default_tolerance);
-    if !(tolerance > 0.0 && tolerance < 1.0) {
-        problems.push(problem(
-            "solver.tolerance",
-            format!("{tolerance} (allowed: 0 < tolerance < 1, {meaning})"),
-        ));
-    }
+    let (rtol, atol) = super::stopping_rule(raw, defaults, &mut problems);
     let max_iterations = raw
         .solver
         .max_iterations
@@ -116,7 +111,8 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
                     .solver
                     .refine
                     .unwrap_or(precision != Precision::F64 || method == Method::Mg),
-                tolerance,
+                rtol,
+                atol,
                 max_iterations: max_iterations as usize,
                 cache_dir: psc::cache_dir(raw, method, &output),
                 mg,

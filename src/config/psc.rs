@@ -45,7 +45,8 @@ pub(super) fn validate_cholesky(
     let s = &raw.solver;
     for (key, given) in [
         ("solver.refine", s.refine.is_some()),
-        ("solver.tolerance", s.tolerance.is_some()),
+        ("solver.rtol", s.rtol.is_some()),
+        ("solver.atol", s.atol.is_some()),
         ("solver.max_iterations", s.max_iterations.is_some()),
         ("solver.cache", s.cache.is_some()),
         ("solver.cache_dir", s.cache_dir.is_some()),

@@ -45,7 +45,8 @@ pub struct RawSolver {
     pub seed: Option<i64>,
     pub refine: Option<bool>,
     pub nrhs: Option<i64>,
-    pub tolerance: Option<f64>,
+    pub rtol: Option<f64>,
+    pub atol: Option<f64>,
     pub max_iterations: Option<i64>,
     pub cache: Option<bool>,
     pub cache_dir: Option<String>,
@@ -133,14 +134,20 @@ pub(super) fn parse_raw(text: &str) -> Result<(RawConfig, Vec<ConfigProblem>), C
             .cloned()
             .collect();
         for key in unknown {
-            problems.push(problem(
-                &format!("{name}.{key}"),
-                format!(
+            let message = match (name, key.as_str()) {
+                ("solver", "tolerance") => format!(
+                    "was replaced by solver.rtol and solver.atol, the same for every method: a column stops at ‖b − Ax‖₂ ≤ max(rtol·‖b‖₂, atol). tolerance was relative for psc-m1 and stokes (write rtol = {v}) and absolute for mg (write atol = {v})",
+                    v = fields[&key]
+                        .as_float()
+                        .map_or(fields[&key].to_string(), |v| format!("{v:e}"))
+                ),
+                _ => format!(
                     "unknown key{} (allowed in [{name}]: {})",
                     super::did_you_mean(&key, allowed.iter().copied()),
                     allowed.join(", ")
                 ),
-            ));
+            };
+            problems.push(problem(&format!("{name}.{key}"), message));
             fields.remove(&key);
         }
         // Find the keys whose values have the wrong type, one key at a time, so each is

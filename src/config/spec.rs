@@ -61,8 +61,10 @@ pub struct SolverSpec {
     pub precision: Precision,
     /// f64 iterative refinement around the M1 solve (PSC-IR).
     pub refine: bool,
-    /// Relative residual ‖b − Ax‖₂/‖b‖₂ PSC-IR stops at, and its iteration limit.
-    pub tolerance: f64,
+    /// An iterative method stops a column when ‖b − Ax‖₂ ≤ max(rtol·‖b‖₂, atol), or after
+    /// `max_iterations`.
+    pub rtol: f64,
+    pub atol: f64,
     pub max_iterations: usize,
     /// Where PSC set-ups are cached (None: no cache).
     pub cache_dir: Option<PathBuf>,
@@ -87,7 +89,7 @@ pub struct RunConfig {
     pub campaign: Option<CampaignSpec>,
     /// A Stokes run (`method = "stokes"`): the solver it describes; `mesh` is then its Q1
     /// pressure mesh (velocity is Q2 on the same cells), `solver` its precision and
-    /// tolerance, `ks` empty.
+    /// stopping rule, `ks` empty.
     pub stokes: Option<StokesSpec>,
 }
 

@@ -183,15 +183,7 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
         }
     };
     let defaults = crate::stokes::FGMRES_DEFAULT;
-    let tolerance = s.tolerance.unwrap_or(defaults.tolerance);
-    if !(tolerance > 0.0 && tolerance < 1.0) {
-        problems.push(problem(
-            "solver.tolerance",
-            format!(
-                "{tolerance} (allowed: 0 < tolerance < 1, the relative residual ‖b − Ax‖₂/‖b‖₂)"
-            ),
-        ));
-    }
+    let (rtol, atol) = super::stopping_rule(raw, (defaults.rtol, defaults.atol), &mut problems);
     let restart = s.restart.unwrap_or(defaults.restart as i64);
     if !(1..=1000).contains(&restart) {
         problems.push(problem(
@@ -213,7 +205,8 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
         {
             let fgmres = crate::linalg::FgmresParams {
                 restart: restart as usize,
-                tolerance,
+                rtol,
+                atol,
                 max_iterations: max_iterations as usize,
             };
             Ok(RunConfig {
@@ -229,7 +222,8 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
                     method: Method::Stokes,
                     precision,
                     refine: false,
-                    tolerance,
+                    rtol,
+                    atol,
                     max_iterations: max_iterations as usize,
                     cache_dir: None,
                     mg: None,

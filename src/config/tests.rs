@@ -23,7 +23,7 @@ fn quickstart_is_valid() {
     assert_eq!(campaign.batch_size, 8);
     assert_eq!(
         campaign.operators[0].solver.cache_dir,
-        Some(PathBuf::from("out/quickstart/psc-cache"))
+        Some(PathBuf::from("../out/quickstart/psc-cache"))
     );
     assert_eq!(c.source, QUICKSTART);
 }
@@ -81,7 +81,10 @@ fn multigrid_settings() {
     assert_eq!(mg.schedule, vec![Precision::F64; 10]);
     assert_eq!(mg.variant, Some(Variant::DMg));
     assert!(c.solver.refine && mg.residual_scaling);
-    assert_eq!((c.solver.tolerance, c.solver.max_iterations), (1e-9, 100));
+    assert_eq!(
+        (c.solver.rtol, c.solver.atol, c.solver.max_iterations),
+        (0.0, 1e-9, 100)
+    );
     let c = parse(
         "[mesh]\nkind = \"unit-cube\"\nn = 32\n[solver]\nmethod = \"mg\"\nschedule = [\"f16\", \"f32\", \"f64\"]\nlevels = 3\nsmoother = \"richardson\"\nseed = 5\n[output]\npath = \"m.h5\"\n",
         "t",
@@ -180,8 +183,8 @@ fn value_checks() {
         "solver.nrhs"
     );
     assert_eq!(
-        psc("tolerance = 2.0\n[mesh]\nn = 64\nh0 = 0.25\n")[0].key,
-        "solver.tolerance"
+        psc("rtol = 2.0\n[mesh]\nn = 64\nh0 = 0.25\n")[0].key,
+        "solver.rtol"
     );
     assert_eq!(
         problems("[mesh]\nn = 8\n[problem]\nk = []\n[output]\npath = \"x.h5\"\n")[0].key,
@@ -215,13 +218,96 @@ fn typos_are_named_once_with_a_suggestion() {
         "{}",
         p[0].message
     );
-    let p = problems("[output]\npath = \"x.h5\"\n[mesh]\nn = 16\n[solver]\nmethod = \"cholesky\"\ntolerence = 1e-9\n");
-    assert_eq!(p[0].key, "solver.tolerence");
+    let p = problems("[output]\npath = \"x.h5\"\n[mesh]\nn = 16\n[solver]\nmethod = \"cholesky\"\nmax_iteration = 9\n");
+    assert_eq!(p[0].key, "solver.max_iteration");
     assert!(
-        p[0].message.contains("did you mean 'tolerance'?"),
+        p[0].message.contains("did you mean 'max_iterations'?"),
         "{}",
         p[0].message
     );
     let p = problems("[output]\npath = \"x.h5\"\n[mesh]\nn = 16\n[solver]\nmethod = \"quux\"\n");
     assert!(!p[0].message.contains("did you mean"), "{}", p[0].message);
+}
+
+/// rtol and atol for every iterative method, with the method's defaults; the old
+/// `tolerance` is refused naming both new keys and what to write.
+#[test]
+fn rtol_and_atol_mean_the_same_for_every_method() {
+    let parse_ok = |body: &str| parse(body, "t").unwrap();
+    let psc = parse_ok(
+        "[mesh]\nn = 64\nh0 = 0.25\n[solver]\nmethod = \"psc-m1\"\n[output]\npath = \"x.h5\"\n",
+    );
+    assert_eq!((psc.solver.rtol, psc.solver.atol), (1e-12, 0.0));
+    let mg = parse_ok(
+        "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\nrtol = 1e-8\n[output]\npath = \"x.h5\"\n",
+    );
+    assert_eq!((mg.solver.rtol, mg.solver.atol), (1e-8, 1e-9));
+    let stokes = parse_ok(
+        "[mesh]\nn = 16\n[solver]\nmethod = \"stokes\"\natol = 1e-10\n[output]\npath = \"x.h5\"\n",
+    );
+    let fgmres = stokes.stokes.unwrap().fgmres;
+    assert_eq!((fgmres.rtol, fgmres.atol), (1e-8, 1e-10));
+
+    let p = problems(
+        "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\ntolerance = 1e-9\n[output]\npath = \"x.h5\"\n",
+    );
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].key, "solver.tolerance");
+    for wanted in [
+        "solver.rtol and solver.atol",
+        "write rtol = 1e-9",
+        "write atol = 1e-9",
+    ] {
+        assert!(p[0].message.contains(wanted), "{}", p[0].message);
+    }
+    let p = problems(
+        "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\natol = 0.0\n[output]\npath = \"x.h5\"\n",
+    );
+    assert_eq!(p[0].key, "solver.rtol");
+    assert!(p[0].message.contains("both 0"), "{}", p[0].message);
+    let p = problems(
+        "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\natol = -1.0\n[output]\npath = \"x.h5\"\n",
+    );
+    assert_eq!(p[0].key, "solver.atol");
+    let p = problems(
+        "[mesh]\nn = 64\n[solver]\nmethod = \"cholesky\"\nrtol = 1e-8\n[output]\npath = \"x.h5\"\n",
+    );
+    assert_eq!(p[0].key, "solver.rtol");
+}
+
+/// Relative paths in a config file are relative to its folder, from any working directory;
+/// leading `..` climb that folder; absolute paths stay.
+#[test]
+fn relative_paths_are_resolved_against_the_config_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let folder = tmp.path().canonicalize().unwrap().join("configs");
+    std::fs::create_dir(&folder).unwrap();
+    let path = folder.join("c.toml");
+    std::fs::write(
+        &path,
+        "[mesh]\nn = 16\nh0 = 0.25\n[solver]\nmethod = \"psc-m1\"\n[campaign]\nrhs = \"hdf5\"\n\
+         directory = \"../out/c\"\n[campaign.input]\npath = \"./data/rhs.h5\"\n",
+    )
+    .unwrap();
+    let c = load(&path).unwrap();
+    let campaign = c.campaign.unwrap();
+    let root = folder.parent().unwrap();
+    assert_eq!(campaign.directory, root.join("out/c"));
+    assert_eq!(
+        campaign.rhs,
+        RhsSource::Hdf5 {
+            path: folder.join("data/rhs.h5"),
+            dataset: "rhs".into()
+        }
+    );
+    assert_eq!(
+        campaign.operators[0].solver.cache_dir,
+        Some(root.join("out/c/psc-cache"))
+    );
+    std::fs::write(
+        &path,
+        "[mesh]\nn = 16\n[solver]\nmethod = \"cholesky\"\n[output]\npath = \"/abs/run.h5\"\n",
+    )
+    .unwrap();
+    assert_eq!(load(&path).unwrap().output, PathBuf::from("/abs/run.h5"));
 }

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::mesh::{Element, Hierarchy, MacroLocation, Mesh, Parents};
 
 /// Version of the layout in docs/hdf5.md, stored as the root attribute `schema_version`.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const GIT_REVISION: &str = env!("TENSORFEM_GIT_REVISION");
 

@@ -19,8 +19,9 @@ use crate::precision::Precision;
 pub struct FgmresParams {
     /// Krylov vectors per cycle.
     pub restart: usize,
-    /// Relative residual ‖b − A x‖₂/‖b‖₂ to reach.
-    pub tolerance: f64,
+    /// Stop when ‖b − A x‖₂ ≤ max(rtol·‖b‖₂, atol).
+    pub rtol: f64,
+    pub atol: f64,
     pub max_iterations: usize,
 }
 
@@ -181,6 +182,8 @@ fn run<D: VectorKernels + DenseKernels>(
         ..
     } = work;
     let rows = restart + 1;
+    // The stopping rule as a relative residual.
+    let target = params.rtol.max(params.atol / b_norm);
     loop {
         // r = b − A x, the first basis vector.
         a.apply(x, w)?;
@@ -188,11 +191,11 @@ fn run<D: VectorKernels + DenseKernels>(
         dev.axpby(-1.0, w.view(), 1.0, v[0].view_mut())?;
         let beta = dev.nrm2(v[0].view())?;
         info.relative_residual = beta / b_norm;
-        if info.relative_residual <= params.tolerance
+        if info.relative_residual <= target
             || info.iterations >= params.max_iterations
             || !beta.is_finite()
         {
-            info.converged = info.relative_residual <= params.tolerance;
+            info.converged = info.relative_residual <= target;
             return Ok(());
         }
         dev.scale(1.0 / beta, v[0].view_mut())?;
@@ -240,7 +243,7 @@ fn run<D: VectorKernels + DenseKernels>(
             info.history.push(estimate);
             // A non-finite estimate (overflow in the preconditioner) ends the cycle; the
             // true residual computed next reports it.
-            if estimate <= params.tolerance
+            if estimate <= target
                 || info.iterations >= params.max_iterations
                 || breakdown
                 || !estimate.is_finite()

@@ -37,11 +37,12 @@ pub enum MgFailure {
         what: String,
         remedy: Remedy,
     },
-    /// A column did not reach the tolerance in the allowed iterations.
+    /// A column did not reach ‖r‖₂ ≤ `target` = max(rtol·‖b‖₂, atol) in the allowed
+    /// iterations.
     NotConverged {
         column: usize,
         residual: f64,
-        tolerance: f64,
+        target: f64,
         max_iterations: usize,
     },
     /// The f64 residual of the refinement is not finite.
@@ -128,11 +129,11 @@ impl fmt::Display for MgError {
             MgFailure::NotConverged {
                 column,
                 residual,
-                tolerance,
+                target,
                 max_iterations,
             } => write!(
                 f,
-                "multigrid did not reach ‖r‖₂ ≤ {tolerance:e} in {max_iterations} iterations (right-hand side {column}: ‖r‖₂ = {residual:e})"
+                "multigrid did not reach ‖r‖₂ ≤ max(rtol·‖b‖₂, atol) = {target:e} in {max_iterations} iterations (right-hand side {column}: ‖r‖₂ = {residual:e})"
             ),
             MgFailure::NotFinite => {
                 write!(f, "multigrid refinement: the f64 residual is not finite")

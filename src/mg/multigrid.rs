@@ -35,9 +35,18 @@ pub struct MgParams {
 /// When iterative refinement (or the stand-alone cycle) stops.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StopParams {
-    /// Absolute ‖b − A u‖₂ (SPEC §3.2: 1e-9).
-    pub tolerance: f64,
+    /// Stop a column when ‖b − A u‖₂ ≤ max(rtol·‖b‖₂, atol) (SPEC §3.2: atol = 1e-9,
+    /// rtol = 0).
+    pub rtol: f64,
+    pub atol: f64,
     pub max_iterations: usize,
+}
+
+impl StopParams {
+    /// The residual norm column `b_norm`'s iteration stops at.
+    pub fn target(&self, b_norm: f64) -> f64 {
+        self.atol.max(self.rtol * b_norm)
+    }
 }
 
 /// The Q1 stiffness matrix of the uniform mesh with n cells per direction (rediscretised
@@ -427,8 +436,8 @@ impl<D: Kernels> Multigrid<D> {
     ) -> std::result::Result<&RefineInfo, MgError> {
         self.prepare(b.cols(), stop.max_iterations)?;
         let params = RefineParams {
-            rtol: 0.0,
-            atol: stop.tolerance,
+            rtol: stop.rtol,
+            atol: stop.atol,
             max_iterations: stop.max_iterations,
             residual_scaling: self.params.residual_scaling,
         };
@@ -516,21 +525,27 @@ impl<D: Kernels> Multigrid<D> {
             ))));
         }
         check_block(b, u, self.unknowns(), nrhs).map_err(MgError::from)?;
+        let targets: Vec<f64> = b
+            .chunks(self.unknowns())
+            .map(|column| stop.target(column.iter().map(|v| v * v).sum::<f64>().sqrt()))
+            .collect();
         self.upload(b, u, nrhs)?;
         let mut cycle = self.take_cycle();
-        let result = self.plain_cycles(&mut cycle, nrhs, stop);
+        let result = self.plain_cycles(&mut cycle, &targets, stop.max_iterations);
         self.cycle = Some(cycle);
         let info = result?;
         self.download(u)?;
         Ok(info)
     }
 
+    /// V-cycles until column c's ‖r‖₂ ≤ `targets[c]` (or `max_iterations`).
     fn plain_cycles(
         &mut self,
         cycle: &mut VCycle<D>,
-        nrhs: usize,
-        stop: StopParams,
+        targets: &[f64],
+        max_iterations: usize,
     ) -> std::result::Result<MgInfo, MgError> {
+        let nrhs = targets.len();
         cycle.resize(nrhs)?;
         cycle.relative_base = true;
         let dev = self.dev.clone();
@@ -554,8 +569,8 @@ impl<D: Kernels> Multigrid<D> {
             let residual = finest.stats.read(&dev)?;
             let norms: Vec<f64> = (0..nrhs).map(|c| residual.norm(c)).collect();
             info.history.push(norms.clone());
-            let active: Vec<bool> = norms.iter().map(|&a| a > stop.tolerance).collect();
-            if !active.iter().any(|&a| a) || cycles == stop.max_iterations {
+            let active: Vec<bool> = norms.iter().zip(targets).map(|(&a, &t)| a > t).collect();
+            if !active.iter().any(|&a| a) || cycles == max_iterations {
                 break norms;
             }
             cycle
@@ -567,14 +582,14 @@ impl<D: Kernels> Multigrid<D> {
                 *it += a as usize;
             }
         };
-        match norms.iter().position(|&a| a.is_nan() || a > stop.tolerance) {
+        match (0..nrhs).find(|&c| norms[c].is_nan() || norms[c] > targets[c]) {
             None => Ok(info),
             Some(column) => Err(fail(
                 MgFailure::NotConverged {
                     column,
                     residual: norms[column],
-                    tolerance: stop.tolerance,
-                    max_iterations: stop.max_iterations,
+                    target: targets[column],
+                    max_iterations,
                 },
                 &info,
             )),
@@ -636,7 +651,7 @@ fn refine_error(
         RefineFailure::NotConverged { column, .. } => MgFailure::NotConverged {
             column,
             residual: e.info.residuals()[column],
-            tolerance: stop.tolerance,
+            target: stop.target(e.info.b_norms[column]),
             max_iterations: stop.max_iterations,
         },
     };

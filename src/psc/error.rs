@@ -13,9 +13,10 @@ pub enum PscFailure {
     NotFinite { precision: Precision, column: usize },
     /// PSC-IR's residual became NaN or infinite.
     Diverged { residual: f64, iterations: usize },
-    /// PSC-IR did not reach the relative tolerance.
+    /// PSC-IR did not reach ‖b − Ax‖₂ ≤ max(rtol·‖b‖₂, atol).
     NotConverged {
-        tolerance: f64,
+        rtol: f64,
+        atol: f64,
         max_iterations: usize,
     },
     /// A device or input failure.
@@ -74,11 +75,12 @@ impl fmt::Display for PscError {
                 "PSC-IR diverged: residual {residual} after {iterations} iterations"
             ),
             PscFailure::NotConverged {
-                tolerance,
+                rtol,
+                atol,
                 max_iterations,
             } => write!(
                 f,
-                "PSC-IR did not reach the relative residual {tolerance:.1e} in {max_iterations} iterations (history {:?})",
+                "PSC-IR did not reach ‖b − Ax‖₂ ≤ max(rtol·‖b‖₂, atol) with rtol = {rtol:.1e}, atol = {atol:.1e} in {max_iterations} iterations (history {:?})",
                 self.history()
             ),
             PscFailure::Other(what) => f.write_str(what),

@@ -14,15 +14,17 @@ use crate::sparse::Csr;
 
 #[derive(Clone, Copy, Debug)]
 pub struct RefineParams {
-    /// Stop when every column's ‖b − Ax‖₂ / ‖b‖₂ is at most this.
-    pub relative_tolerance: f64,
+    /// Stop a column when ‖b − Ax‖₂ ≤ max(rtol·‖b‖₂, atol).
+    pub rtol: f64,
+    pub atol: f64,
     pub max_iterations: usize,
 }
 
 impl Default for RefineParams {
     fn default() -> Self {
         RefineParams {
-            relative_tolerance: 1e-12,
+            rtol: 1e-12,
+            atol: 0.0,
             max_iterations: 30,
         }
     }
@@ -77,8 +79,8 @@ impl<D: Kernels> PscIr<D> {
     ) -> std::result::Result<&RefineInfo, PscError> {
         let precision = self.m1().precision();
         let refine = Refine {
-            rtol: params.relative_tolerance,
-            atol: 0.0,
+            rtol: params.rtol,
+            atol: params.atol,
             max_iterations: params.max_iterations,
             residual_scaling: true,
         };
@@ -96,7 +98,8 @@ impl<D: Kernels> PscIr<D> {
                         iterations: e.info.steps(),
                     },
                     RefineFailure::NotConverged { .. } => PscFailure::NotConverged {
-                        tolerance: params.relative_tolerance,
+                        rtol: params.rtol,
+                        atol: params.atol,
                         max_iterations: params.max_iterations,
                     },
                     _ => PscFailure::Other(format!("PSC-IR in {precision}: {message}")),

@@ -26,7 +26,7 @@ pub fn dispatch(path: Option<PathBuf>, fresh: bool, comm: &dyn Comm) -> Result<(
         Some(p) => config::load(p)?,
         None => {
             log::info!("no config given: running the embedded quickstart (inputs/quickstart.toml)");
-            config::parse(config::QUICKSTART, "embedded quickstart")?
+            config::quickstart()?
         }
     };
     if let Some(spec) = &config.stokes {

@@ -249,7 +249,8 @@ fn psc_setup<D: Kernels>(
         Precision::F16 => psc_m1::<D, f16>(dev, mesh, solver)?,
     };
     let refine = solver.refine.then_some(RefineParams {
-        relative_tolerance: solver.tolerance,
+        rtol: solver.rtol,
+        atol: solver.atol,
         max_iterations: solver.max_iterations,
     });
     Ok((
@@ -335,7 +336,8 @@ impl<const DIM: usize, D: Kernels> Operator<DIM, D> {
                         mg: Box::new(mg),
                         refine: solver_spec.refine,
                         stop: StopParams {
-                            tolerance: solver_spec.tolerance,
+                            rtol: solver_spec.rtol,
+                            atol: solver_spec.atol,
                             max_iterations: solver_spec.max_iterations,
                         },
                         seed: spec.seed,

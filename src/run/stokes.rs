@@ -30,13 +30,14 @@ impl fmt::Display for StokesSummary {
         )?;
         writeln!(
             f,
-            "  FGMRES({})     preconditioner {} in {}: {} iterations, relative residual {:.3e} (tolerance {:.1e})",
+            "  FGMRES({})     preconditioner {} in {}: {} iterations, relative residual {:.3e} (rtol {:.1e}, atol {:.1e})",
             spec.fgmres.restart,
             spec.preconditioner.name(),
             spec.precision,
             s.info.iterations,
             s.info.relative_residual,
-            spec.fgmres.tolerance
+            spec.fgmres.rtol,
+            spec.fgmres.atol
         )?;
         writeln!(
             f,

@@ -126,7 +126,8 @@ pub struct StokesSpec {
 /// FGMRES defaults: restart 30, relative residual 1e-8.
 pub const FGMRES_DEFAULT: FgmresParams = FgmresParams {
     restart: 30,
-    tolerance: 1e-8,
+    rtol: 1e-8,
+    atol: 0.0,
     max_iterations: 300,
 };
 
@@ -350,10 +351,11 @@ impl StokesError {
                 e.info.iterations
             ),
             FgmresFailure::NotConverged => format!(
-                "FGMRES with {} ({}) did not reach the relative residual {:.1e} in {} iterations (reached {:.3e})",
+                "FGMRES with {} ({}) did not reach ‖b − Ax‖₂ ≤ max(rtol·‖b‖₂, atol) with rtol = {:.1e}, atol = {:.1e} in {} iterations (reached the relative residual {:.3e})",
                 spec.preconditioner.name(),
                 spec.precision,
-                spec.fgmres.tolerance,
+                spec.fgmres.rtol,
+                spec.fgmres.atol,
                 e.info.iterations,
                 e.info.relative_residual
             ),
