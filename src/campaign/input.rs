@@ -11,8 +11,9 @@ use hdf5::types::{FloatSize, TypeDescriptor};
 
 use crate::error::{Error, Result};
 
-/// Rows read at a time while checking the whole dataset.
-const CHECK_ROWS: usize = 64;
+/// Bytes read at a time while checking the whole dataset (at least one row): small enough
+/// that the buffer is reused from the allocator instead of faulted in anew.
+const CHECK_BYTES: usize = 16 << 20;
 
 pub struct InputColumns {
     path: PathBuf,
@@ -65,7 +66,8 @@ impl InputColumns {
         let mut hash = xxhash_rust::xxh3::Xxh3::new();
         let mut start = 0;
         while start < input.columns {
-            let end = (start + CHECK_ROWS).min(input.columns);
+            let rows = (CHECK_BYTES / (8 * unknowns)).max(1);
+            let end = (start + rows).min(input.columns);
             let block = input.read(start..end)?;
             if let Some(i) = block.iter().position(|v| !v.is_finite()) {
                 return Err(Error::InvalidInput(format!(
@@ -99,6 +101,11 @@ impl InputColumns {
                 &format!("reading columns {range:?} of {}", self.dataset),
             ))?;
         debug_assert_eq!(rows.ncols(), self.unknowns);
-        Ok(rows.iter().copied().collect())
+        // A freshly read array is in standard (row-major) layout: its buffer is the block.
+        Ok(if rows.is_standard_layout() {
+            rows.into_raw_vec_and_offset().0
+        } else {
+            rows.iter().copied().collect()
+        })
     }
 }
