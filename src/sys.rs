@@ -1,4 +1,18 @@
-//! Facts about the host this rank runs on: its name, its cores, the memory it can still give.
+//! Facts about the host this rank runs on: its name, its cores, the memory it can still give,
+//! whether a folder takes new files.
+
+use std::path::Path;
+
+/// Whether `folder` (which exists) accepts a new file: an empty probe file named after
+/// `name` and this process is created and removed again.
+pub fn probe_writable(folder: &Path, name: &str) -> std::io::Result<()> {
+    let probe = folder.join(format!(".{name}.probe-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)?;
+    std::fs::remove_file(&probe)
+}
 
 /// This host's name (Linux: from the kernel; works with or without MPI).
 pub fn hostname() -> String {

@@ -71,11 +71,9 @@ fn check_writable_folder(path: &Path, key: &str) -> Result<()> {
     if let Err(e) = std::fs::create_dir_all(path) {
         return refuse(format!("cannot be created ({e})"));
     }
-    let probe = path.join(format!(".tensorfem-write-test-{}", std::process::id()));
-    if let Err(e) = std::fs::write(&probe, b"") {
+    if let Err(e) = crate::sys::probe_writable(path, "tensorfem-write-test") {
         return refuse(format!("is not writable ({e})"));
     }
-    let _ = std::fs::remove_file(&probe);
     Ok(())
 }
 

@@ -98,21 +98,10 @@ impl H5Writer {
             )));
         }
         let (name, dir) = Self::name_and_folder(path)?;
-        let probe = dir.join(format!(
-            ".{}.probe-{}",
-            name.to_string_lossy(),
-            std::process::id()
-        ));
-        let write_error = |source| Error::Write {
+        crate::sys::probe_writable(dir, &name.to_string_lossy()).map_err(|source| Error::Write {
             path: path.to_path_buf(),
             source,
-        };
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&probe)
-            .map_err(write_error)?;
-        std::fs::remove_file(&probe).map_err(write_error)
+        })
     }
 
     /// Starts writing `path` (parent directories are created). A destination that cannot

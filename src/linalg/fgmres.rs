@@ -183,7 +183,7 @@ fn run<D: VectorKernels + DenseKernels>(
     } = work;
     let rows = restart + 1;
     // The stopping rule as a relative residual.
-    let target = params.rtol.max(params.atol / b_norm);
+    let target = super::stopping_threshold(params.rtol, params.atol, b_norm) / b_norm;
     loop {
         // r = b − A x, the first basis vector.
         a.apply(x, w)?;

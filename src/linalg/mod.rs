@@ -12,4 +12,10 @@ pub use cg::{BlockCg, CgInfo, CgParams};
 pub use fgmres::{fgmres, FgmresError, FgmresFailure, FgmresInfo, FgmresParams, FgmresWorkspace};
 pub use lanczos::{extreme_eigenvalues, LanczosInfo, LanczosParams};
 pub use linop::{block_of, BlockKind, Cost, LinOp};
+/// The stopping rule every iterative method shares (config keys solver.rtol, solver.atol):
+/// a column is done when ‖b − Ax‖₂ ≤ max(atol, rtol·‖b‖₂). Returns that threshold.
+pub fn stopping_threshold(rtol: f64, atol: f64, b_norm: f64) -> f64 {
+    atol.max(rtol * b_norm)
+}
+
 pub use refine::{RefineError, RefineFailure, RefineInfo, RefineParams, Refinement, Residual};

@@ -372,7 +372,7 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
             let mut any = false;
             for c in 0..nrhs {
                 let (r, b) = (self.info.residuals()[c], self.info.b_norms[c]);
-                self.active[c] = r > params.atol.max(params.rtol * b);
+                self.active[c] = r > super::stopping_threshold(params.rtol, params.atol, b);
                 any |= self.active[c];
                 self.scale[c] = match (self.active[c], params.residual_scaling) {
                     (false, _) => 0.0,
@@ -433,7 +433,8 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
         }
         let column = (0..nrhs).find(|&c| {
             let r = self.info.residuals()[c];
-            let converged = r <= params.atol.max(params.rtol * self.info.b_norms[c]);
+            let converged =
+                r <= super::stopping_threshold(params.rtol, params.atol, self.info.b_norms[c]);
             !converged
         });
         match column {

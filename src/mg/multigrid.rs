@@ -45,7 +45,7 @@ pub struct StopParams {
 impl StopParams {
     /// The residual norm column `b_norm`'s iteration stops at.
     pub fn target(&self, b_norm: f64) -> f64 {
-        self.atol.max(self.rtol * b_norm)
+        crate::linalg::stopping_threshold(self.rtol, self.atol, b_norm)
     }
 }
 
@@ -527,7 +527,7 @@ impl<D: Kernels> Multigrid<D> {
         check_block(b, u, self.unknowns(), nrhs).map_err(MgError::from)?;
         let targets: Vec<f64> = b
             .chunks(self.unknowns())
-            .map(|column| stop.target(column.iter().map(|v| v * v).sum::<f64>().sqrt()))
+            .map(|column| stop.target(crate::numeric::nrm2(column)))
             .collect();
         self.upload(b, u, nrhs)?;
         let mut cycle = self.take_cycle();

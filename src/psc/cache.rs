@@ -42,16 +42,16 @@ pub enum CacheOutcome {
 
 /// FNV-1a over 64-bit words: a stable hash (std's hasher may change between releases).
 #[derive(Clone, Copy)]
-pub(crate) struct Fnv(pub(crate) u64);
+struct Fnv(u64);
 
 impl Fnv {
-    pub(crate) fn new() -> Self {
+    fn new() -> Self {
         Fnv(0xcbf2_9ce4_8422_2325)
     }
     fn word(&mut self, w: u64) {
         self.0 = (self.0 ^ w).wrapping_mul(0x0000_0100_0000_01b3);
     }
-    pub(crate) fn bytes(&mut self, b: &[u8]) {
+    fn bytes(&mut self, b: &[u8]) {
         for chunk in b.chunks(8) {
             let mut w = [0u8; 8];
             w[..chunk.len()].copy_from_slice(chunk);
