@@ -15,7 +15,14 @@ RANKS ?= 2
 export OMPI_ALLOW_RUN_AS_ROOT ?= 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM ?= 1
 
-.PHONY: all deps build run test lint fmt clean
+# NVRTC and the CUDA headers installed by scripts/install-deps.sh (.deps/cuda): the kernels
+# compile on machines without a GPU. libnvrtc must be on the loader path when a process starts.
+CUDA_WHEELS := $(CURDIR)/.deps/cuda/nvidia/cu13
+export LD_LIBRARY_PATH := $(CUDA_WHEELS)/lib$(if $(LD_LIBRARY_PATH),:$(LD_LIBRARY_PATH))
+export TENSORFEM_CUDA_INCLUDE ?= $(CUDA_WHEELS)/include
+PTX_DIR ?= target/ptx
+
+.PHONY: all deps build run test lint fmt clean ptx
 
 all: build
 
@@ -31,9 +38,16 @@ run: build
 	jobs/run-local.sh -n $(RANKS) $(CONFIG)
 
 ## test: formatting, lints, and the whole test suite in the release profile (unit,
-## integration, CLI under mpirun -n 2, HDF5 read back by h5dump and h5py)
+## integration, CLI under mpirun -n 2, HDF5 read back by h5dump and h5py, every CUDA kernel
+## compiled for sm_90 by NVRTC with spills as errors)
 test: deps lint
-	$(CARGO) test --release
+	TENSORFEM_REQUIRE_NVRTC=$${TENSORFEM_REQUIRE_NVRTC:-$$([[ $${TENSORFEM_NO_NVRTC:-0} == 1 ]] && echo 0 || echo 1)} \
+	  $(CARGO) test --release
+
+## ptx: the kernels compiled to PTX for ARCH (default sm_90) into $(PTX_DIR), for GPU nodes
+## without NVRTC (run with TENSORFEM_PTX_DIR pointing there)
+ptx: build
+	$(BIN) kernels --arch $(or $(ARCH),sm_90) --ptx-dir $(PTX_DIR)
 
 lint:
 	$(CARGO) fmt --check

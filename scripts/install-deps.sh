@@ -69,4 +69,18 @@ if ((${#missing_python[@]})); then
     fi
   fi
 fi
+# NVRTC and the CUDA headers, pinned to CUDA 13.0.x (13.5's PTX is too new for the GPU
+# machines' 13.0 driver), from NVIDIA's wheels into .deps/cuda: `make test` compiles every
+# kernel with them on machines without a GPU or toolkit. Skipped with TENSORFEM_NO_NVRTC=1.
+cuda_dir="$(cd "$(dirname "$0")/.." && pwd)/.deps/cuda"
+cuda_wheels=(nvidia-cuda-nvrtc==13.0.88 nvidia-cuda-runtime==13.0.96 nvidia-cuda-crt==13.0.88)
+if [[ "${TENSORFEM_NO_NVRTC:-0}" != 1 && ! -e "$cuda_dir/nvidia/cu13/lib/libnvrtc.so.13" ]]; then
+  echo "install-deps: installing NVRTC 13.0 and the CUDA headers into .deps/cuda (about 92 MB)"
+  rm -rf "$cuda_dir"
+  if ! python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$cuda_dir" \
+      "${cuda_wheels[@]}" 2>/dev/null; then
+    echo "install-deps: could not install ${cuda_wheels[*]} with pip; make test needs them to compile the CUDA kernels (or set TENSORFEM_NO_NVRTC=1 to skip that check)" >&2
+    exit 1
+  fi
+fi
 echo "install-deps: all present"

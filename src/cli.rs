@@ -44,6 +44,20 @@ pub enum Command {
     /// Benchmarks: measure, print a table (or JSON with --json).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Compile the CUDA kernels with NVRTC (no GPU needed): ptxas's registers, spills and
+    /// shared memory per kernel, spills as errors; --ptx-dir writes the PTX for nodes
+    /// without NVRTC (load it with TENSORFEM_PTX_DIR).
+    Kernels(KernelsArgs),
+}
+
+#[derive(clap::Args)]
+pub struct KernelsArgs {
+    /// Target architecture (sm_90: H100/H200; sm_80: A100).
+    #[arg(long, default_value = "sm_90")]
+    pub arch: String,
+    /// Write <file>.ptx for every kernel file into this folder.
+    #[arg(long)]
+    pub ptx_dir: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]

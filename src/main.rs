@@ -28,6 +28,9 @@ fn main() -> ExitCode {
         _ if !comm.is_root() => Ok(()),
         Command::PscInfo(a) => psc::report_info(a.n, a.n0, a.element.element(), a.whole, a.json),
         Command::Bench(command) => bench::dispatch(command),
+        Command::Kernels(a) => {
+            tensorfem::device::cuda::compile::report(&a.arch, a.ptx_dir.as_deref())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

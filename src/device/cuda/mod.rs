@@ -1,5 +1,8 @@
-//! CUDA probing through the dynamically loaded driver (cudarc `dynamic-loading`): finding
-//! no driver is a normal outcome reported as such, never a panic.
+//! The CUDA backend over cudarc with dynamic loading: the binary builds, runs and tests
+//! without CUDA, and finding no driver (or no NVRTC) is a normal outcome reported as such,
+//! never a panic. [`probe`] lists the devices; [`compile`] builds the kernels.
+
+pub mod compile;
 
 use std::fmt;
 

@@ -1,0 +1,136 @@
+// The PSC passes between the dense products (PscKernels), in the compute precision T
+// (f32 or f64) on column-major blocks of (n−1)² interior unknowns per column.
+
+// Value at grid point (i, j) of a column: unknown (i−1) + (j−1)(n−1).
+#define AT(x, i, j) (x)[((i) - 1) + (u64)((j) - 1) * (n - 1)]
+
+// One level of the hierarchical-basis transform S (or Sᵀ with `transpose`), nodes of
+// spacing s: S adds to each node new on the level the weighted values of its parents
+// (edge midpoints 1/2 each; cell midpoints: the four corners 1/4 each, or the two ends
+// of the "/" diagonal 1/2 each); Sᵀ adds to each parent the weighted values of its
+// children. Either way a thread writes one node and reads only nodes it does not write.
+template <typename T>
+__device__ void hierarchical_level(T *x, u32 n, u32 s, u64 ld, u32 cols, u32 corners, u32 transpose) {
+  const T half = (T)0.5, quarter = (T)0.25;
+  u32 m = n / s - 1;  // nodes of spacing s per direction inside the square
+  FOR_EACH(t, (u64)m * m * cols) {
+    u32 c = (u32)(t / ((u64)m * m));
+    u32 p = (u32)(t % ((u64)m * m));
+    u32 a = p % m + 1, b = p / m + 1;
+    u32 i = a * s, j = b * s;
+    T *col = x + (u64)c * ld;
+    bool odd_a = a & 1, odd_b = b & 1;
+    if (!transpose) {
+      if (!odd_a && !odd_b) continue;  // an old node
+      T v;
+      if (odd_a && !odd_b) {
+        v = half * (AT(col, i - s, j) + AT(col, i + s, j));
+      } else if (!odd_a && odd_b) {
+        v = half * (AT(col, i, j - s) + AT(col, i, j + s));
+      } else if (corners) {
+        v = quarter * (((AT(col, i - s, j - s) + AT(col, i + s, j - s)) + AT(col, i - s, j + s)) +
+                       AT(col, i + s, j + s));
+      } else {
+        v = half * (AT(col, i - s, j - s) + AT(col, i + s, j + s));
+      }
+      AT(col, i, j) += v;
+    } else {
+      if (odd_a || odd_b) continue;  // a child: unchanged on this level
+      T y = AT(col, i, j);
+      y += half * AT(col, i - s, j);
+      y += half * AT(col, i + s, j);
+      y += half * AT(col, i, j - s);
+      y += half * AT(col, i, j + s);
+      if (corners) {
+        y += quarter * AT(col, i - s, j - s);
+        y += quarter * AT(col, i + s, j - s);
+        y += quarter * AT(col, i - s, j + s);
+        y += quarter * AT(col, i + s, j + s);
+      } else {
+        y += half * AT(col, i - s, j - s);
+        y += half * AT(col, i + s, j + s);
+      }
+      AT(col, i, j) = y;
+    }
+  }
+}
+
+// From `nodal` (Sᵀ b), one block per column: b_C = L_C⁻¹ b[C] (L_C⁻¹ column-major, lower),
+// b_E = b[E] ∘ scale_E, b_I = b[I] ∘ scale_I, then the column divided by its largest
+// magnitude (kept in column_scale; 1 for a zero column). Each thread rescales the
+// entries it wrote itself.
+template <typename T>
+__device__ void psc_gather(const T *nodal, u64 n, const u32 *c_dofs, u32 nc, const u32 *e_dofs,
+                           u32 ne, const u32 *i_dofs, u32 ni, const T *l_c_inv, const T *scale_e,
+                           const T *scale_i, T *bc, T *be, T *bi, T *column_scale, u32 cols) {
+  __shared__ double shared[REDUCE_THREADS];
+  for (u32 c = blockIdx.x; c < cols; c += gridDim.x) {
+    const T *col = nodal + (u64)c * n;
+    T *xc = bc + (u64)c * nc, *xe = be + (u64)c * ne, *xi = bi + (u64)c * ni;
+    T largest = 0;
+    for (u32 k = threadIdx.x; k < nc; k += blockDim.x) {
+      T s = 0;
+      for (u32 l = 0; l <= k; l++) s += l_c_inv[k + (u64)l * nc] * col[c_dofs[l]];
+      xc[k] = s;
+      largest = fmax(largest, fabs(s));
+    }
+    for (u32 k = threadIdx.x; k < ne; k += blockDim.x) {
+      xe[k] = col[e_dofs[k]] * scale_e[k];
+      largest = fmax(largest, fabs(xe[k]));
+    }
+    for (u32 k = threadIdx.x; k < ni; k += blockDim.x) {
+      xi[k] = col[i_dofs[k]] * scale_i[k];
+      largest = fmax(largest, fabs(xi[k]));
+    }
+    T m = (T)block_max((double)largest, shared);
+    T scale = m > (T)0 ? m : (T)1;
+    T inverse = (T)1 / scale;
+    if (threadIdx.x == 0) column_scale[c] = scale;
+    for (u32 k = threadIdx.x; k < nc; k += blockDim.x) xc[k] *= inverse;
+    for (u32 k = threadIdx.x; k < ne; k += blockDim.x) xe[k] *= inverse;
+    for (u32 k = threadIdx.x; k < ni; k += blockDim.x) xi[k] *= inverse;
+  }
+}
+
+// The way back, one block per column: nodal[C] = L_C⁻ᵀ x_C, nodal[E] = x_E ∘ scale_E,
+// nodal[I] = x_I ∘ scale_I, each times the column's scale.
+template <typename T>
+__device__ void psc_scatter(const T *bc, const T *be, const T *bi, const T *column_scale,
+                            const u32 *c_dofs, u32 nc, const u32 *e_dofs, u32 ne, const u32 *i_dofs,
+                            u32 ni, const T *l_c_inv, const T *scale_e, const T *scale_i, T *nodal,
+                            u64 n, u32 cols) {
+  for (u32 c = blockIdx.x; c < cols; c += gridDim.x) {
+    T *col = nodal + (u64)c * n;
+    const T *xc = bc + (u64)c * nc, *xe = be + (u64)c * ne, *xi = bi + (u64)c * ni;
+    T scale = column_scale[c];
+    for (u32 l = threadIdx.x; l < nc; l += blockDim.x) {
+      T s = 0;
+      for (u32 k = l; k < nc; k++) s += l_c_inv[k + (u64)l * nc] * xc[k];
+      col[c_dofs[l]] = s * scale;
+    }
+    for (u32 k = threadIdx.x; k < ne; k += blockDim.x) col[e_dofs[k]] = xe[k] * scale_e[k] * scale;
+    for (u32 k = threadIdx.x; k < ni; k += blockDim.x) col[i_dofs[k]] = xi[k] * scale_i[k] * scale;
+  }
+}
+
+#define PSC_ENTRIES(name, T)                                                                      \
+  extern "C" __global__ void hierarchical_level_##name(T *x, u32 n, u32 s, u64 ld, u32 cols,      \
+                                                       u32 corners, u32 transpose) {              \
+    hierarchical_level<T>(x, n, s, ld, cols, corners, transpose);                                 \
+  }                                                                                               \
+  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) psc_gather_##name(                 \
+      const T *nodal, u64 n, const u32 *c_dofs, u32 nc, const u32 *e_dofs, u32 ne,                \
+      const u32 *i_dofs, u32 ni, const T *l_c_inv, const T *scale_e, const T *scale_i, T *bc,     \
+      T *be, T *bi, T *column_scale, u32 cols) {                                                  \
+    psc_gather<T>(nodal, n, c_dofs, nc, e_dofs, ne, i_dofs, ni, l_c_inv, scale_e, scale_i, bc,    \
+                  be, bi, column_scale, cols);                                                    \
+  }                                                                                               \
+  extern "C" __global__ void psc_scatter_##name(                                                  \
+      const T *bc, const T *be, const T *bi, const T *column_scale, const u32 *c_dofs, u32 nc,    \
+      const u32 *e_dofs, u32 ne, const u32 *i_dofs, u32 ni, const T *l_c_inv, const T *scale_e,   \
+      const T *scale_i, T *nodal, u64 n, u32 cols) {                                              \
+    psc_scatter<T>(bc, be, bi, column_scale, c_dofs, nc, e_dofs, ne, i_dofs, ni, l_c_inv,         \
+                   scale_e, scale_i, nodal, n, cols);                                             \
+  }
+PSC_ENTRIES(f32, float)
+PSC_ENTRIES(f64, double)

@@ -1,0 +1,236 @@
+// Level-1 kernels and per-column reductions (VectorKernels). Blocks are column-major
+// (column c at c·rows) or node-major (row r at r·cols); `node_major` says which.
+//
+// Per-column reductions cut each column into chunks of `chunk` rows (fixed by the
+// column length alone); block (q, c) writes the partial of chunk q of column c, and a
+// one-block kernel adds the partials of each column in chunk order.
+
+__device__ __forceinline__ u64 block_index(u64 r, u32 c, u64 rows, u32 cols, u32 node_major) {
+  return node_major ? r * cols + c : (u64)c * rows + r;
+}
+
+template <typename T> __device__ void fill(T *x, u64 n, double value) {
+  T v = store<T>(value);
+  FOR_EACH(i, n) x[i] = v;
+}
+
+template <typename A, typename B> __device__ void convert(const A *src, B *dst, u64 n) {
+  FOR_EACH(i, n) dst[i] = store<B>((double)widen(src[i]));
+}
+
+template <typename T> __device__ void axpby(u64 n, double alpha, const T *x, double beta, T *y) {
+  typedef typename ComputeOf<T>::type C;
+  C a = (C)alpha, b = (C)beta;
+  FOR_EACH(i, n) y[i] = store_c(a * widen(x[i]) + b * widen(y[i]), (T *)0);
+}
+
+template <typename T> __device__ void scale(u64 n, double alpha, T *x) {
+  typedef typename ComputeOf<T>::type C;
+  C a = (C)alpha;
+  FOR_EACH(i, n) x[i] = store_c(a * widen(x[i]), (T *)0);
+}
+
+template <typename T> __device__ void shift(u64 n, double value, T *x) {
+  typedef typename ComputeOf<T>::type C;
+  C v = (C)value;
+  FOR_EACH(i, n) x[i] = store_c(widen(x[i]) + v, (T *)0);
+}
+
+template <typename T>
+__device__ void scaled_product(u64 n, double alpha, const T *d, const T *x, T *y) {
+  typedef typename ComputeOf<T>::type C;
+  C a = (C)alpha;
+  FOR_EACH(i, n) y[i] = store_c(a * widen(d[i]) * widen(x[i]), (T *)0);
+}
+
+template <typename T>
+__device__ void scaled_product_add(u64 n, double alpha, const T *d, const T *x, const T *z, T *y) {
+  typedef typename ComputeOf<T>::type C;
+  C a = (C)alpha;
+  FOR_EACH(i, n) y[i] = store_c(widen(y[i]) + a * widen(d[i]) * (widen(x[i]) - widen(z[i])), (T *)0);
+}
+
+template <typename T>
+__device__ void column_axpby(const double *alpha, const T *x, const double *beta, T *y, u64 rows,
+                             u32 cols, u32 node_major) {
+  typedef typename ComputeOf<T>::type C;
+  FOR_EACH(i, rows * (u64)cols) {
+    u32 c = node_major ? (u32)(i % cols) : (u32)(i / rows);
+    y[i] = store_c((C)alpha[c] * widen(x[i]) + (C)beta[c] * widen(y[i]), (T *)0);
+  }
+}
+
+template <typename A, typename B>
+__device__ void relayout(const A *src, B *dst, u64 rows, u32 cols, u32 src_node_major) {
+  FOR_EACH(i, rows * (u64)cols) {
+    // dst is in the other layout: i indexes dst.
+    u64 r = src_node_major ? i % rows : i / cols;
+    u32 c = src_node_major ? (u32)(i / rows) : (u32)(i % cols);
+    dst[i] = store<B>((double)widen(src[block_index(r, c, rows, cols, src_node_major)]));
+  }
+}
+
+// Partial statistics (Σ v², max |v|, out-of-range flag) of chunk q = blockIdx.x of each
+// column, written as triples at part[3·(c·chunks + q)].
+template <typename T>
+__device__ void column_stats(const T *x, u64 rows, u32 cols, u32 node_major, u64 chunk, u32 chunks,
+                             double limit, double *part) {
+  __shared__ double shared[REDUCE_THREADS];
+  u64 q = blockIdx.x, first = q * chunk, last = min(first + chunk, rows);
+  for (u32 c = blockIdx.y; c < cols; c += gridDim.y) {
+    double sum = 0.0, largest = 0.0;
+    for (u64 r = first + threadIdx.x; r < last; r += blockDim.x) {
+      double a = fabs((double)widen(x[block_index(r, c, rows, cols, node_major)]));
+      sum += a * a;
+      largest = fmax(largest, a);
+    }
+    sum = block_sum(sum, shared);
+    largest = block_max(largest, shared);
+    if (threadIdx.x == 0) {
+      double *p = part + 3 * ((u64)c * chunks + q);
+      p[0] = sum;
+      p[1] = largest;
+      p[2] = (isnan(sum) || largest > limit) ? 1.0 : 0.0;
+    }
+  }
+}
+
+// dst = src / scale_c (a zero scale gives zero), computed in f64 and rounded to B's compute
+// precision, with the partial statistics of those values (before rounding to B).
+template <typename A, typename B>
+__device__ void scale_columns(const A *src, const double *scale, B *dst, u64 rows, u32 cols,
+                              u32 node_major, u64 chunk, u32 chunks, double limit, double *part) {
+  typedef typename ComputeOf<B>::type C;
+  __shared__ double shared[REDUCE_THREADS];
+  u64 q = blockIdx.x, first = q * chunk, last = min(first + chunk, rows);
+  for (u32 c = blockIdx.y; c < cols; c += gridDim.y) {
+    double inverse = scale[c] > 0.0 ? 1.0 / scale[c] : 0.0;
+    double sum = 0.0, largest = 0.0;
+    for (u64 r = first + threadIdx.x; r < last; r += blockDim.x) {
+      u64 i = block_index(r, c, rows, cols, node_major);
+      C o = (C)((double)widen(src[i]) * inverse);
+      double a = fabs((double)o);
+      sum += a * a;
+      largest = fmax(largest, a);
+      dst[i] = store_c(o, (B *)0);
+    }
+    sum = block_sum(sum, shared);
+    largest = block_max(largest, shared);
+    if (threadIdx.x == 0) {
+      double *p = part + 3 * ((u64)c * chunks + q);
+      p[0] = sum;
+      p[1] = largest;
+      p[2] = (isnan(sum) || largest > limit) ? 1.0 : 0.0;
+    }
+  }
+}
+
+// Partial x_c · y_c of chunk q of each column, at part[c·chunks + q]. With one column it
+// is the partial dot product of two vectors.
+template <typename T>
+__device__ void column_dots(const T *x, const T *y, u64 rows, u32 cols, u32 node_major, u64 chunk,
+                            u32 chunks, double *part) {
+  __shared__ double shared[REDUCE_THREADS];
+  u64 q = blockIdx.x, first = q * chunk, last = min(first + chunk, rows);
+  for (u32 c = blockIdx.y; c < cols; c += gridDim.y) {
+    double sum = 0.0;
+    for (u64 r = first + threadIdx.x; r < last; r += blockDim.x) {
+      u64 i = block_index(r, c, rows, cols, node_major);
+      sum += (double)widen(x[i]) * (double)widen(y[i]);
+    }
+    sum = block_sum(sum, shared);
+    if (threadIdx.x == 0) part[(u64)c * chunks + q] = sum;
+  }
+}
+
+// Partial Σ x of chunk q = blockIdx.x, at part[q].
+template <typename T> __device__ void sum_partials(const T *x, u64 n, u64 chunk, double *part) {
+  __shared__ double shared[REDUCE_THREADS];
+  u64 q = blockIdx.x, first = q * chunk, last = min(first + chunk, n);
+  double sum = 0.0;
+  for (u64 r = first + threadIdx.x; r < last; r += blockDim.x) sum += (double)widen(x[r]);
+  sum = block_sum(sum, shared);
+  if (threadIdx.x == 0) part[q] = sum;
+}
+
+#define VECTOR_ENTRIES(name, T)                                                                   \
+  extern "C" __global__ void fill_##name(T *x, u64 n, double v) { fill<T>(x, n, v); }            \
+  extern "C" __global__ void axpby_##name(u64 n, double a, const T *x, double b, T *y) {         \
+    axpby<T>(n, a, x, b, y);                                                                      \
+  }                                                                                               \
+  extern "C" __global__ void scale_##name(u64 n, double a, T *x) { scale<T>(n, a, x); }          \
+  extern "C" __global__ void shift_##name(u64 n, double v, T *x) { shift<T>(n, v, x); }          \
+  extern "C" __global__ void scaled_product_##name(u64 n, double a, const T *d, const T *x,       \
+                                                   T *y) {                                        \
+    scaled_product<T>(n, a, d, x, y);                                                             \
+  }                                                                                               \
+  extern "C" __global__ void scaled_product_add_##name(u64 n, double a, const T *d, const T *x,   \
+                                                       const T *z, T *y) {                        \
+    scaled_product_add<T>(n, a, d, x, z, y);                                                      \
+  }                                                                                               \
+  extern "C" __global__ void column_axpby_##name(const double *a, const T *x, const double *b,    \
+                                                 T *y, u64 rows, u32 cols, u32 node_major) {      \
+    column_axpby<T>(a, x, b, y, rows, cols, node_major);                                          \
+  }                                                                                               \
+  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) column_stats_##name(               \
+      const T *x, u64 rows, u32 cols, u32 node_major, u64 chunk, u32 chunks, double limit,        \
+      double *part) {                                                                             \
+    column_stats<T>(x, rows, cols, node_major, chunk, chunks, limit, part);                       \
+  }                                                                                               \
+  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) column_dots_##name(                \
+      const T *x, const T *y, u64 rows, u32 cols, u32 node_major, u64 chunk, u32 chunks,          \
+      double *part) {                                                                             \
+    column_dots<T>(x, y, rows, cols, node_major, chunk, chunks, part);                            \
+  }                                                                                               \
+  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) sum_partials_##name(               \
+      const T *x, u64 n, u64 chunk, double *part) {                                               \
+    sum_partials<T>(x, n, chunk, part);                                                           \
+  }
+FOR_STORAGE(VECTOR_ENTRIES)
+
+#define PAIR_ENTRIES(an, A, bn, B)                                                                \
+  extern "C" __global__ void convert_##an##_##bn(const A *src, B *dst, u64 n) {                   \
+    convert<A, B>(src, dst, n);                                                                   \
+  }                                                                                               \
+  extern "C" __global__ void relayout_##an##_##bn(const A *src, B *dst, u64 rows, u32 cols,       \
+                                                  u32 src_node_major) {                           \
+    relayout<A, B>(src, dst, rows, cols, src_node_major);                                         \
+  }                                                                                               \
+  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) scale_columns_##an##_##bn(         \
+      const A *src, const double *scale, B *dst, u64 rows, u32 cols, u32 node_major, u64 chunk,   \
+      u32 chunks, double limit, double *part) {                                                   \
+    scale_columns<A, B>(src, scale, dst, rows, cols, node_major, chunk, chunks, limit, part);     \
+  }
+FOR_PAIRS(PAIR_ENTRIES)
+
+// The reduced statistics of `cols` columns from their chunk triples: Σ v² from `sums`,
+// max from `maxima` (the same triples, or those of another block, as in the refinement
+// update), and the flag of either; written as out[0..cols), out[cols..2·cols), out[2·cols].
+// One block.
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
+    stats_reduce(const double *sums, const double *maxima, u32 cols, u32 chunks, double *out) {
+  int flag = 0;
+  for (u32 c = threadIdx.x; c < cols; c += blockDim.x) {
+    double sum = 0.0, largest = 0.0;
+    for (u32 q = 0; q < chunks; q++) {
+      u64 t = 3 * ((u64)c * chunks + q);
+      sum += sums[t];
+      largest = fmax(largest, maxima[t]);
+      flag |= sums[t + 2] != 0.0 || maxima[t + 2] != 0.0;
+    }
+    out[c] = sum;
+    out[cols + c] = largest;
+  }
+  flag = __syncthreads_or(flag);
+  if (threadIdx.x == 0) out[2 * (u64)cols] = flag ? 1.0 : 0.0;
+}
+
+// out[c] = Σ_q part[c·chunks + q] in chunk order. One block.
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
+    sums_reduce(const double *part, u32 cols, u32 chunks, double *out) {
+  for (u32 c = threadIdx.x; c < cols; c += blockDim.x) {
+    double sum = 0.0;
+    for (u32 q = 0; q < chunks; q++) sum += part[(u64)c * chunks + q];
+    out[c] = sum;
+  }
+}
