@@ -22,7 +22,7 @@ export LD_LIBRARY_PATH := $(CUDA_WHEELS)/lib$(if $(LD_LIBRARY_PATH),:$(LD_LIBRAR
 export TENSORFEM_CUDA_INCLUDE ?= $(CUDA_WHEELS)/include
 PTX_DIR ?= target/ptx
 
-.PHONY: all deps build run test lint fmt clean ptx
+.PHONY: all deps build run test test-gpu lint fmt clean ptx
 
 all: build
 
@@ -43,6 +43,18 @@ run: build
 test: deps lint
 	TENSORFEM_REQUIRE_NVRTC=$${TENSORFEM_REQUIRE_NVRTC:-$$([[ $${TENSORFEM_NO_NVRTC:-0} == 1 ]] && echo 0 || echo 1)} \
 	  $(CARGO) test --release
+
+## test-gpu: every CUDA kernel against its CPU reference (tests/gpu.rs) and M1/PSC-IR on
+## the GPU against the CPU backend (tests/psc.rs, the ::cuda variants); without a GPU it
+## says so and exits 0, unless TENSORFEM_REQUIRE_CUDA=1
+test-gpu: build
+	@if $(BIN) info 2>/dev/null | grep -q "device 0:"; then \
+	  TENSORFEM_REQUIRE_CUDA=1 $(CARGO) test --release --test gpu --test psc -- --nocapture; \
+	elif [[ "$${TENSORFEM_REQUIRE_CUDA:-0}" == 1 ]]; then \
+	  echo "make test-gpu: TENSORFEM_REQUIRE_CUDA=1 but this machine has no CUDA device ($$($(BIN) info | grep CUDA))" >&2; exit 1; \
+	else \
+	  echo "make test-gpu: skipped, no CUDA device on this machine ($$($(BIN) info | grep CUDA))"; \
+	fi
 
 ## ptx: the kernels compiled to PTX for ARCH (default sm_90) into $(PTX_DIR), for GPU nodes
 ## without NVRTC (run with TENSORFEM_PTX_DIR pointing there)

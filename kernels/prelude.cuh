@@ -65,6 +65,10 @@ __device__ __forceinline__ double block_max(double v, double *shared) {
 
 // Instantiates `MACRO(dtype_name, type)` for the three storage types.
 #define FOR_STORAGE(MACRO) MACRO(f16, __half) MACRO(f32, float) MACRO(f64, double)
+// ... for every ordered pair of two different storage types.
+#define FOR_DISTINCT_PAIRS(MACRO) \
+  MACRO(f16, __half, f32, float) MACRO(f16, __half, f64, double) MACRO(f32, float, f16, __half) \
+  MACRO(f32, float, f64, double) MACRO(f64, double, f16, __half) MACRO(f64, double, f32, float)
 // ... for every ordered pair of storage types.
 #define FOR_PAIRS(MACRO) \
   MACRO(f16, __half, f16, __half) MACRO(f16, __half, f32, float) MACRO(f16, __half, f64, double) \

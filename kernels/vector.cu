@@ -181,17 +181,26 @@ template <typename T> __device__ void sum_partials(const T *x, u64 n, u64 chunk,
       const T *x, const T *y, u64 rows, u32 cols, u32 node_major, u64 chunk, u32 chunks,          \
       double *part) {                                                                             \
     column_dots<T>(x, y, rows, cols, node_major, chunk, chunks, part);                            \
-  }                                                                                               \
+  }
+FOR_STORAGE(VECTOR_ENTRIES)
+
+// Sums run in f32 and f64 only (as on the CPU).
+#define SUM_ENTRY(name, T)                                                                        \
   extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) sum_partials_##name(               \
       const T *x, u64 n, u64 chunk, double *part) {                                               \
     sum_partials<T>(x, n, chunk, part);                                                           \
   }
-FOR_STORAGE(VECTOR_ENTRIES)
+SUM_ENTRY(f32, float)
+SUM_ENTRY(f64, double)
 
-#define PAIR_ENTRIES(an, A, bn, B)                                                                \
+// Copies between equal precisions are plain device copies.
+#define CONVERT_ENTRY(an, A, bn, B)                                                               \
   extern "C" __global__ void convert_##an##_##bn(const A *src, B *dst, u64 n) {                   \
     convert<A, B>(src, dst, n);                                                                   \
-  }                                                                                               \
+  }
+FOR_DISTINCT_PAIRS(CONVERT_ENTRY)
+
+#define PAIR_ENTRIES(an, A, bn, B)                                                                \
   extern "C" __global__ void relayout_##an##_##bn(const A *src, B *dst, u64 rows, u32 cols,       \
                                                   u32 src_node_major) {                           \
     relayout<A, B>(src, dst, rows, cols, src_node_major);                                         \

@@ -1,9 +1,12 @@
 //! Every CUDA kernel compiles for sm_90 through NVRTC with ptxas's spill check as an
 //! error, on any machine with NVRTC (no GPU needed); `make test` provides NVRTC (the
 //! pinned wheels of scripts/install-deps.sh) and sets TENSORFEM_REQUIRE_NVRTC=1, so there a
-//! missing NVRTC fails instead of skipping.
+//! missing NVRTC fails instead of skipping. Every entry point must have its launch
+//! signature (src/device/cuda/launch.rs) match its PTX parameters, and a CPU-reference
+//! comparison in tests/gpu.rs.
 
 use tensorfem::device::cuda::compile::{self, CHECK_ARCH, FILES};
+use tensorfem::device::cuda::launch;
 
 /// NVRTC and the CUDA headers, or None (with the reason printed) where this machine has
 /// neither and the run does not require them.
@@ -46,6 +49,18 @@ fn every_kernel_compiles_for_sm_90_without_spills() {
                         "{} spills",
                         r.entry
                     );
+                }
+                let gpu_tests = include_str!("gpu.rs");
+                for entry in &points {
+                    assert!(
+                        gpu_tests.contains(&format!("\"{entry}\"")),
+                        "kernel {entry} has no CPU-reference comparison in tests/gpu.rs (name it in a covers(&[…]) of the test that exercises it)"
+                    );
+                }
+                for (entry, params) in compile::entry_params(&c.ptx) {
+                    let expected = launch::signature(launch::op_of(&entry))
+                        .unwrap_or_else(|| panic!("{entry} has no signature in launch.rs"));
+                    assert_eq!(params, expected, "parameters of {entry}");
                 }
                 let most = resources.iter().map(|r| r.registers).max().unwrap_or(0);
                 println!(

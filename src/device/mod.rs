@@ -29,7 +29,7 @@ use half::f16;
 pub use block::{Block, Data, Layout, MatMut, MatRef, View, ViewMut};
 pub use cpu::Cpu;
 pub use psc::PscKernels;
-pub use sparse::{CsrMatrix, EllMatrix, GridShape, RowOp, SparseKernels};
+pub use sparse::{CsrMatrix, EllMatrix, GridShape, MultigridKernels, RowOp, SparseKernels};
 pub use stats::{ColumnStats, Stats};
 pub use stencil::StokesKernels;
 
@@ -37,7 +37,17 @@ use crate::error::{Error, Result};
 use crate::precision::{Precision, Stored};
 
 /// An element type device buffers hold.
-pub trait DType: Copy + Default + Send + Sync + fmt::Debug + PartialEq + 'static {
+pub trait DType:
+    Copy
+    + Default
+    + Send
+    + Sync
+    + fmt::Debug
+    + PartialEq
+    + cudarc::driver::DeviceRepr
+    + cudarc::driver::ValidAsZeroBits
+    + 'static
+{
     /// The suffix of kernel names: `axpby_f32`.
     const NAME: &'static str;
 }
@@ -228,32 +238,41 @@ pub trait DenseKernels: Device {
     ) -> Result<(f64, f64)>;
 }
 
-/// Every kernel family: what solvers require of a device.
-pub trait Kernels:
-    Device
-    + VectorKernels
-    + DenseKernels
-    + sparse::SparseKernels
-    + psc::PscKernels
-    + stencil::StokesKernels
-{
-}
+/// The kernel families PSC (M1, PSC-IR) needs: what a device must offer to run it.
+pub trait PscDevice: Device + VectorKernels + DenseKernels + SparseKernels + PscKernels {}
 
-impl<D> Kernels for D where
-    D: Device
-        + VectorKernels
-        + DenseKernels
-        + sparse::SparseKernels
-        + psc::PscKernels
-        + stencil::StokesKernels
-{
-}
+impl<D> PscDevice for D where D: Device + VectorKernels + DenseKernels + SparseKernels + PscKernels {}
+
+/// Every kernel family: what multigrid and Stokes require of a device.
+pub trait Kernels: PscDevice + MultigridKernels + stencil::StokesKernels {}
+
+impl<D> Kernels for D where D: PscDevice + MultigridKernels + stencil::StokesKernels {}
 
 /// Stamps out one `#[test]` per backend for each generic test function `fn name<D:
 /// Kernels>(dev: &D)`: `name::cpu` runs it on the CPU device. A new backend adds its arm
 /// here, so that every kernel and solver test runs on it too.
+///
+/// `device_tests!(cuda: …)` stamps out `name::cuda` as well for tests whose bound the CUDA
+/// device meets (PSC's kernel families): it runs on the first GPU, and where there is none
+/// it says it is skipped (and fails when TENSORFEM_REQUIRE_CUDA=1).
 #[macro_export]
 macro_rules! device_tests {
+    (cuda: $($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn cpu() {
+                    super::$name(&$crate::device::Cpu::new());
+                }
+                #[test]
+                fn cuda() {
+                    if let Some(dev) = $crate::device::cuda::test_device() {
+                        super::$name(&dev);
+                    }
+                }
+            }
+        )*
+    };
     ($($name:ident),* $(,)?) => {
         $(
             mod $name {

@@ -93,7 +93,7 @@ pub struct EllMatrix<D: Device> {
     pub chunks: Chunks,
 }
 
-impl<D: SparseKernels> EllMatrix<D> {
+impl<D: MultigridKernels> EllMatrix<D> {
     /// `a` (each row's diagonal in slot 0, in the layout of [`SparseKernels::ell_layout`])
     /// in `precision`: values out of the precision's range are an error naming the entry.
     pub fn upload(dev: &D, ell: &Ell<f64>, precision: Precision) -> Result<Self> {
@@ -184,12 +184,9 @@ impl GridShape {
     }
 }
 
-/// Sparse products and multigrid kernels. Statistics are those of the block each kernel
-/// writes (before rounding to its storage precision), per column.
+/// CSR products (PSC's D and Dᵀ, PSC-IR's f64 residual). Statistics are those of the
+/// block each kernel writes (before rounding to its storage precision), per column.
 pub trait SparseKernels: Device {
-    /// The ELLPACK layout this backend's kernels read.
-    fn ell_layout(&self) -> EllLayout;
-
     /// Y = A X for column-major blocks: A's values in storage S, X and Y in S's compute
     /// precision.
     fn csr_spmm(&self, a: &CsrMatrix<Self>, x: &Block<Self>, y: &mut Block<Self>) -> Result<()>;
@@ -216,6 +213,13 @@ pub trait SparseKernels: Device {
         r: &mut Block<Self>,
         stats: &mut Stats<Self>,
     ) -> Result<()>;
+}
+
+/// ELLPACK sweeps and grid transfers of geometric multigrid, with the statistics of what
+/// each kernel writes.
+pub trait MultigridKernels: Device {
+    /// The ELLPACK layout this backend's kernels read.
+    fn ell_layout(&self) -> EllLayout;
 
     /// One pass over A applying `op` to the node-major blocks x (and b), written to `out`;
     /// all in A's precision.

@@ -16,7 +16,9 @@
 use std::fmt;
 
 use super::linop::{block_of, Cost, LinOp};
-use crate::device::{Block, CsrMatrix, EllMatrix, Layout, SparseKernels, Stats, VectorKernels};
+use crate::device::{
+    Block, CsrMatrix, EllMatrix, Layout, MultigridKernels, SparseKernels, Stats, VectorKernels,
+};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 
@@ -222,7 +224,7 @@ impl<D: SparseKernels + VectorKernels> Residual<D> for CsrMatrix<D> {
     }
 }
 
-impl<D: SparseKernels + VectorKernels> Residual<D> for EllMatrix<D> {
+impl<D: SparseKernels + MultigridKernels + VectorKernels> Residual<D> for EllMatrix<D> {
     fn layout(&self) -> Layout {
         Layout::NodeMajor
     }

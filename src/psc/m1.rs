@@ -12,7 +12,7 @@
 
 use super::{HierarchicalBasis, PscSetup};
 use crate::device::psc::Classes;
-use crate::device::{Block, CsrMatrix, Data, Kernels, Layout, MatMut, MatRef, Stats, Storage};
+use crate::device::{Block, CsrMatrix, Data, Layout, MatMut, MatRef, PscDevice, Stats, Storage};
 use crate::error::{Error, Result};
 use crate::linalg::{BlockKind, Cost, LinOp};
 use crate::precision::{convert_checked, Precision};
@@ -121,7 +121,7 @@ impl<S: Storage> M1Host<S> {
 
 /// Buffers for one block width, in the compute precision (`*_low`: storage precision, for
 /// GEMM operands when it differs).
-struct Workspace<D: Kernels> {
+struct Workspace<D: PscDevice> {
     nrhs: usize,
     bc: Block<D>,
     be: Block<D>,
@@ -138,7 +138,7 @@ struct Workspace<D: Kernels> {
 }
 
 /// The M1 operators on a device, in a storage precision.
-pub struct M1<D: Kernels> {
+pub struct M1<D: PscDevice> {
     dev: D,
     precision: Precision,
     n: usize,
@@ -154,7 +154,7 @@ pub struct M1<D: Kernels> {
     ws: Option<Workspace<D>>,
 }
 
-impl<D: Kernels> M1<D> {
+impl<D: PscDevice> M1<D> {
     /// M1 of an f64 set-up in storage precision `precision`; values out of its range are an
     /// error naming the operator.
     pub fn new(dev: &D, setup: &PscSetup, precision: Precision) -> Result<Self> {
@@ -312,7 +312,7 @@ impl<D: Kernels> M1<D> {
 
 /// `v` as a GEMM operand in the storage precision: itself when storage and compute agree,
 /// else rounded into `low`.
-fn operand<'a, D: Kernels>(
+fn operand<'a, D: PscDevice>(
     dev: &D,
     v: &'a Block<D>,
     low: &'a mut Block<D>,
@@ -324,7 +324,7 @@ fn operand<'a, D: Kernels>(
     Ok(low)
 }
 
-impl<D: Kernels> LinOp<D> for M1<D> {
+impl<D: PscDevice> LinOp<D> for M1<D> {
     fn size(&self) -> usize {
         self.n
     }
@@ -376,7 +376,7 @@ impl<D: Kernels> LinOp<D> for M1<D> {
     }
 }
 
-impl<D: Kernels> M1<D> {
+impl<D: PscDevice> M1<D> {
     fn solve(&self, b: &Block<D>, x: &mut Block<D>, ws: &mut Workspace<D>) -> Result<()> {
         let dev = &self.dev;
         let k = ws.nrhs;

@@ -6,7 +6,7 @@
 
 use super::error::{PscError, PscFailure};
 use super::M1;
-use crate::device::{Block, CsrMatrix, Kernels, Layout};
+use crate::device::{Block, CsrMatrix, Layout, PscDevice};
 use crate::error::Result;
 use crate::linalg::{RefineFailure, RefineInfo, RefineParams as Refine, Refinement};
 use crate::precision::Precision;
@@ -31,7 +31,7 @@ impl Default for RefineParams {
 }
 
 /// M1 inside f64 refinement, with every buffer for blocks of `nrhs` columns.
-pub struct PscIr<D: Kernels> {
+pub struct PscIr<D: PscDevice> {
     dev: D,
     refinement: Refinement<D, M1<D>>,
     stiffness: CsrMatrix<D>,
@@ -39,7 +39,7 @@ pub struct PscIr<D: Kernels> {
     host: Option<(Block<D>, Block<D>)>,
 }
 
-impl<D: Kernels> PscIr<D> {
+impl<D: PscDevice> PscIr<D> {
     /// `stiffness` is the nodal f64 stiffness matrix the residuals are computed with.
     pub fn new(
         dev: &D,

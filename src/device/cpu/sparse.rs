@@ -6,8 +6,8 @@ use rayon::prelude::*;
 use super::vector::{partials, reduce};
 use super::{buffer, buffer_mut, by_precision, ell, transfer, Compute, Cpu};
 use crate::device::{
-    unsupported, Block, CsrMatrix, EllMatrix, GridShape, Layout, RowOp, SparseKernels, Stats,
-    Storage,
+    unsupported, Block, CsrMatrix, EllMatrix, GridShape, Layout, MultigridKernels, RowOp,
+    SparseKernels, Stats, Storage,
 };
 use crate::error::{Error, Result};
 use crate::numeric;
@@ -81,10 +81,6 @@ fn update<X: Storage>(
 }
 
 impl SparseKernels for Cpu {
-    fn ell_layout(&self) -> EllLayout {
-        EllLayout::RowMajor
-    }
-
     fn csr_spmm(&self, a: &CsrMatrix<Self>, x: &Block<Self>, y: &mut Block<Self>) -> Result<()> {
         let k = x.cols();
         check_col_major("csr_spmm x", x, a.ncols, k)?;
@@ -153,6 +149,12 @@ impl SparseKernels for Cpu {
         let rs = buffer_mut::<f64>(&mut r.data, "csr_refine_update")?;
         by_precision!(c.precision(), X => update::<X>(&m, buffer::<X>(&c.data, "csr_refine_update")?, alpha, a.nrows, xs, rs, stats));
         Ok(())
+    }
+}
+
+impl MultigridKernels for Cpu {
+    fn ell_layout(&self) -> EllLayout {
+        EllLayout::RowMajor
     }
 
     fn ell_sweep(

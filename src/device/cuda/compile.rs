@@ -234,6 +234,40 @@ pub fn entry_points(ptx: &str) -> Vec<String> {
         .collect()
 }
 
+/// Every kernel's parameter types (`.u64`, `.u32`, `.f64`, …) as the PTX declares them.
+pub fn entry_params(ptx: &str) -> Vec<(String, Vec<String>)> {
+    let mut all: Vec<(String, Vec<String>)> = Vec::new();
+    let mut open = false;
+    for line in ptx.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix(".visible .entry ") {
+            let name = rest
+                .split('(')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+            all.push((name, Vec::new()));
+            open = !rest.contains(')');
+        } else if open {
+            if let (Some(param), Some((_, params))) = (line.strip_prefix(".param "), all.last_mut())
+            {
+                // `.param .u64 .ptr .align 2 name_param_0,` has its type first.
+                params.push(
+                    param
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string(),
+                );
+            }
+            if line.starts_with(')') {
+                open = false;
+            }
+        }
+    }
+    all
+}
+
 /// Every kernel's resources from ptxas's `-v` report.
 pub fn resources(log: &str) -> Vec<Resources> {
     let mut all: Vec<Resources> = Vec::new();
@@ -278,6 +312,12 @@ mod tests {
             ".version 9.0\n.target sm_90\n.visible .entry axpby_f32(\n\t.param .u64 a\n)\n{\n}\n\
                    .visible .entry psc_gather_f64(\n)\n.func helper(\n";
         assert_eq!(entry_points(ptx), ["axpby_f32", "psc_gather_f64"]);
+        let params = entry_params(ptx);
+        assert_eq!(
+            params[0],
+            ("axpby_f32".to_string(), vec![".u64".to_string()])
+        );
+        assert!(params[1].1.is_empty());
         let log = "ptxas info    : 0 bytes gmem\n\
             ptxas info    : Compiling entry function 'axpby_f32' for 'sm_90'\n\
             ptxas info    : Function properties for axpby_f32\n\

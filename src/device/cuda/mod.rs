@@ -3,6 +3,14 @@
 //! never a panic. [`probe`] lists the devices; [`compile`] builds the kernels.
 
 pub mod compile;
+mod dense;
+mod device;
+pub mod launch;
+mod psc;
+mod sparse;
+mod vector;
+
+pub use device::Cuda;
 
 use std::fmt;
 
@@ -113,6 +121,24 @@ fn probe_devices() -> Result<CudaProbe, String> {
         driver_version,
         devices,
     })
+}
+
+/// The CUDA device tests run on: the first device, or None (said on stderr) where this
+/// machine has none, unless TENSORFEM_REQUIRE_CUDA=1 (`make test-gpu` on a GPU machine),
+/// where finding none is a failure.
+pub fn test_device() -> Option<Cuda> {
+    let required = std::env::var("TENSORFEM_REQUIRE_CUDA").is_ok_and(|v| v == "1");
+    let probe = probe();
+    match probe.devices().first() {
+        Some(info) => {
+            Some(Cuda::new(info).unwrap_or_else(|e| panic!("CUDA device {}: {e}", info.ordinal)))
+        }
+        None if required => panic!("TENSORFEM_REQUIRE_CUDA=1 but {probe}"),
+        None => {
+            eprintln!("skipped on CUDA: {probe}");
+            None
+        }
+    }
 }
 
 #[cfg(test)]

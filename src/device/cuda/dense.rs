@@ -1,0 +1,203 @@
+//! DenseKernels on CUDA: block products on cuBLAS (GemmEx: f16 operands on Tensor Cores
+//! with f32 accumulation, f32, f64), the single-right-hand-side product as one pass over the
+//! matrix (kernels/dense.cu), and Gram-Schmidt from the reduction kernels.
+
+use std::ffi::c_void;
+
+use cudarc::cublas::{result as cublas, sys};
+
+use super::device::Cuda;
+use super::launch::{self, Arg};
+use super::vector::address;
+use crate::device::{
+    kernel_name, unsupported, Block, DenseKernels, MatMut, MatRef, Scratch, VectorKernels, View,
+    ViewMut,
+};
+use crate::error::{Error, Result};
+use crate::precision::Precision;
+
+/// cuBLAS's operation and leading dimension for an operand: column-major as is, or the
+/// transpose of a column-major matrix (row stride is its leading dimension).
+pub fn blas_operand(
+    rows: usize,
+    cols: usize,
+    row_stride: usize,
+    col_stride: usize,
+) -> Result<(bool, usize)> {
+    if row_stride == 1 && (cols <= 1 || col_stride >= rows.max(1)) {
+        Ok((false, col_stride.max(rows.max(1))))
+    } else if col_stride == 1 && (rows <= 1 || row_stride >= cols.max(1)) {
+        Ok((true, row_stride.max(cols.max(1))))
+    } else {
+        Err(Error::Backend(format!(
+            "GEMM operand {rows}×{cols} with strides ({row_stride}, {col_stride}) is neither column- nor row-major"
+        )))
+    }
+}
+
+fn data_type(p: Precision) -> sys::cudaDataType {
+    match p {
+        Precision::F16 => sys::cudaDataType::CUDA_R_16F,
+        Precision::F32 => sys::cudaDataType::CUDA_R_32F,
+        Precision::F64 => sys::cudaDataType::CUDA_R_64F,
+    }
+}
+
+fn int(v: usize, what: &str) -> Result<i32> {
+    i32::try_from(v)
+        .map_err(|_| Error::Backend(format!("GEMM {what} {v} exceeds cuBLAS's 32-bit sizes")))
+}
+
+impl DenseKernels for Cuda {
+    fn gemm(&self, a: MatRef<'_, Self>, b: MatRef<'_, Self>, c: MatMut<'_, Self>) -> Result<()> {
+        let (m, k, n) = (a.rows, a.cols, b.cols);
+        if b.rows != k || c.rows != m || c.cols != n {
+            return Err(Error::Backend(format!(
+                "GEMM: ({m}×{k})·({}×{n}) into {}×{}",
+                b.rows, c.rows, c.cols
+            )));
+        }
+        let (sp, cp) = (a.precision(), c.precision());
+        if b.precision() != sp || !(cp == sp || cp == sp.compute()) {
+            return Err(unsupported("gemm", &[sp, b.precision(), cp]));
+        }
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let (ta, lda) = blas_operand(a.rows, a.cols, a.row_stride, a.col_stride)?;
+        let (tb, ldb) = blas_operand(b.rows, b.cols, b.row_stride, b.col_stride)?;
+        let op = |t: bool| {
+            if t {
+                sys::cublasOperation_t::CUBLAS_OP_T
+            } else {
+                sys::cublasOperation_t::CUBLAS_OP_N
+            }
+        };
+        let (pa, pb, pc) = (
+            address(self.data_ptr(a.data, a.offset)),
+            address(self.data_ptr(b.data, b.offset)),
+            address(self.data_ptr(c.data, c.offset)),
+        );
+        // Scalars in the compute type: f32 for f16 and f32 data, f64 for f64.
+        let (one32, zero32, one64, zero64) = (1.0f32, 0.0f32, 1.0f64, 0.0f64);
+        let (alpha, beta, compute) = if sp == Precision::F64 {
+            (
+                &one64 as *const f64 as *const c_void,
+                &zero64 as *const f64 as *const c_void,
+                sys::cublasComputeType_t::CUBLAS_COMPUTE_64F,
+            )
+        } else {
+            (
+                &one32 as *const f32 as *const c_void,
+                &zero32 as *const f32 as *const c_void,
+                sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            )
+        };
+        // SAFETY: the operands lie inside live device buffers of the stated precisions
+        // (shapes checked above), the handle is bound to the rank's stream, and alpha/beta
+        // are host scalars of the compute type that live through the call.
+        unsafe {
+            cublas::gemm_ex(
+                *self.blas().handle(),
+                op(ta),
+                op(tb),
+                int(m, "rows")?,
+                int(n, "columns")?,
+                int(k, "inner dimension")?,
+                alpha,
+                pa as *const c_void,
+                data_type(sp),
+                int(lda, "leading dimension")?,
+                pb as *const c_void,
+                data_type(sp),
+                int(ldb, "leading dimension")?,
+                beta,
+                pc as *mut c_void,
+                data_type(cp),
+                int(c.ld, "leading dimension")?,
+                compute,
+                sys::cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
+            )
+        }
+        .map_err(|e| Error::Backend(format!("cuBLAS GEMM ({m}×{k})·({k}×{n}) in {sp}: {e:?}")))
+    }
+
+    fn gemv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()> {
+        let (rows, cols) = (a.rows, a.cols);
+        let s = a.precision();
+        if x.len != cols || y.len != rows {
+            return Err(Error::Backend(format!(
+                "GEMV: {rows}×{cols} times {} into {}",
+                x.len, y.len
+            )));
+        }
+        if a.row_stride != 1 {
+            return Err(Error::Backend(
+                "GEMV: the matrix must be column-major".into(),
+            ));
+        }
+        if x.precision() != s.compute() || y.precision() != s.compute() {
+            return Err(unsupported("gemv", &[s, x.precision(), y.precision()]));
+        }
+        if rows == 0 {
+            return Ok(());
+        }
+        self.launch(
+            &kernel_name("gemv", &[s, s.compute()]),
+            launch::elementwise(rows as u64),
+            &[
+                self.data_ptr(a.data, a.offset),
+                Arg::U64(a.col_stride as u64),
+                Arg::U32(rows as u32),
+                Arg::U32(cols as u32),
+                self.data_ptr(x.data, x.offset),
+                self.data_ptr(y.data, y.offset),
+            ],
+        )
+    }
+
+    /// Classical Gram-Schmidt from the reduction kernels: h_j = v_j · w, then w −= Σ h_j v_j
+    /// (f64 vectors).
+    fn orthogonalize(
+        &self,
+        basis: &[Block<Self>],
+        w: &mut Block<Self>,
+        h: &mut [f64],
+        _scratch: &mut Scratch<Self>,
+    ) -> Result<(f64, f64)> {
+        if w.precision() != Precision::F64 || basis.iter().any(|v| v.precision() != Precision::F64)
+        {
+            return Err(unsupported("orthogonalize", &[w.precision()]));
+        }
+        if basis.iter().any(|v| v.len() != w.len()) || h.len() < basis.len() {
+            return Err(Error::Backend(
+                "orthogonalize: vectors of different lengths".into(),
+            ));
+        }
+        let before = self.nrm2(w.view())?;
+        for (hj, v) in h.iter_mut().zip(basis) {
+            *hj = self.dot(v.view(), w.view())?;
+        }
+        for (&hj, v) in h.iter().zip(basis) {
+            self.axpby(-hj, v.view(), 1.0, w.view_mut())?;
+        }
+        let after = self.nrm2(w.view())?;
+        Ok((before, after))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operands_map_to_cublas_transposes() {
+        // A column-major 4×3 block with leading dimension 5.
+        assert_eq!(blas_operand(4, 3, 1, 5).unwrap(), (false, 5));
+        // Bᵀ of a column-major 3×4 B (ld 3): 4×3 with row stride 3.
+        assert_eq!(blas_operand(4, 3, 3, 1).unwrap(), (true, 3));
+        // A single column.
+        assert_eq!(blas_operand(7, 1, 1, 7).unwrap(), (false, 7));
+        assert!(blas_operand(4, 3, 2, 2).is_err());
+    }
+}

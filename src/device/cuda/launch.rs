@@ -1,0 +1,183 @@
+//! Launch geometry and kernel signatures, host logic testable without a GPU: every launch
+//! is checked against the signature of its kernel's op, and a test checks the signatures
+//! against the parameters in the compiled PTX, so a mismatch is an error, never a kernel
+//! reading garbage.
+
+use cudarc::driver::LaunchConfig;
+
+use crate::error::{Error, Result};
+
+/// Threads per block; kernels/prelude.cuh's REDUCE_THREADS (shared-memory trees) is this.
+pub const THREADS: u32 = 256;
+
+/// Most blocks of a grid-stride launch (more add nothing but scheduling).
+pub const MAX_BLOCKS: u64 = 1 << 16;
+
+/// Most blocks along the grid's y axis (the hardware limit).
+pub const MAX_GRID_Y: u32 = 65_535;
+
+/// Rows per chunk of the per-column reductions: fixed by nothing but this constant, so a
+/// column's sums are the same in any block width and run to run.
+pub const REDUCE_CHUNK: u64 = 16_384;
+
+/// One kernel argument (pointers and u64 are both `.u64` in PTX).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arg {
+    Ptr(u64),
+    U64(u64),
+    U32(u32),
+    F64(f64),
+}
+
+impl Arg {
+    fn ptx_type(&self) -> &'static str {
+        match self {
+            Arg::Ptr(_) | Arg::U64(_) => ".u64",
+            Arg::U32(_) => ".u32",
+            Arg::F64(_) => ".f64",
+        }
+    }
+}
+
+/// A grid-stride launch over `n` elements.
+pub fn elementwise(n: u64) -> LaunchConfig {
+    let blocks = n.div_ceil(THREADS as u64).clamp(1, MAX_BLOCKS) as u32;
+    LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Chunks per column of `rows` rows for the per-column reductions.
+pub fn chunks(rows: u64) -> u32 {
+    rows.div_ceil(REDUCE_CHUNK).max(1) as u32
+}
+
+/// Block (q, c) per chunk q and column c (columns beyond the y limit loop in the kernel).
+pub fn per_chunk_and_column(rows: u64, cols: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (chunks(rows), cols.clamp(1, MAX_GRID_Y), 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// One block per column (columns beyond the limit loop in the kernel).
+pub fn per_column(cols: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (cols.clamp(1, MAX_GRID_Y), 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// One block (the final reductions).
+pub fn single_block() -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// The op of an entry point: its name without the dtype suffixes (`axpby_f32` → `axpby`,
+/// `csr_spmm_f16_f32` → `csr_spmm`).
+pub fn op_of(entry: &str) -> &str {
+    let mut op = entry;
+    while let Some(rest) = ["_f16", "_f32", "_f64"]
+        .iter()
+        .find_map(|s| op.strip_suffix(s))
+    {
+        op = rest;
+    }
+    op
+}
+
+/// Parameter types of each op's kernels, in order: p pointer, l u64, i u32, d f64.
+const SIGNATURES: &[(&str, &str)] = &[
+    ("fill", "pld"),
+    ("axpby", "ldpdp"),
+    ("scale", "ldp"),
+    ("shift", "ldp"),
+    ("scaled_product", "ldppp"),
+    ("scaled_product_add", "ldpppp"),
+    ("column_axpby", "pppplii"),
+    ("column_stats", "pliilidp"),
+    ("column_dots", "ppliilip"),
+    ("sum_partials", "pllp"),
+    ("convert", "ppl"),
+    ("relayout", "pplii"),
+    ("scale_columns", "pppliilidp"),
+    ("stats_reduce", "ppiip"),
+    ("sums_reduce", "piip"),
+    ("gemv", "pliipp"),
+    ("csr_spmm", "lpppplpi"),
+    ("csr_residual", "lppppppi"),
+    ("csr_refine_update", "lpppppppi"),
+    ("hierarchical_level", "piiliii"),
+    ("psc_gather", "plpipipipppppppi"),
+    ("psc_scatter", "pppppipipippppli"),
+];
+
+/// The PTX parameter types of the kernels of `op`, or None for an op without a signature.
+pub fn signature(op: &str) -> Option<Vec<&'static str>> {
+    let (_, codes) = SIGNATURES.iter().find(|(name, _)| *name == op)?;
+    Some(
+        codes
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .map(|c| match c {
+                'p' | 'l' => ".u64",
+                'i' => ".u32",
+                'd' => ".f64",
+                other => unreachable!("signature code {other}"),
+            })
+            .collect(),
+    )
+}
+
+/// Fails unless `args` match the signature of `entry`'s op.
+pub fn check_args(entry: &str, args: &[Arg]) -> Result<()> {
+    let expected = signature(op_of(entry))
+        .ok_or_else(|| Error::Backend(format!("kernel {entry} has no signature in launch.rs")))?;
+    let given: Vec<&str> = args.iter().map(Arg::ptx_type).collect();
+    if given == expected {
+        Ok(())
+    } else {
+        Err(Error::Backend(format!(
+            "kernel {entry} takes ({}) but was given ({})",
+            expected.join(", "),
+            given.join(", ")
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ops_signatures_and_geometry() {
+        assert_eq!(op_of("axpby_f32"), "axpby");
+        assert_eq!(op_of("csr_spmm_f16_f32"), "csr_spmm");
+        assert_eq!(op_of("stats_reduce"), "stats_reduce");
+        assert_eq!(signature("fill").unwrap(), [".u64", ".u64", ".f64"]);
+        assert!(check_args("fill_f32", &[Arg::Ptr(0), Arg::U64(3), Arg::F64(1.0)]).is_ok());
+        let err = check_args("fill_f32", &[Arg::Ptr(0), Arg::U32(3), Arg::F64(1.0)]).unwrap_err();
+        assert!(err.to_string().contains("fill_f32 takes"), "{err}");
+        assert!(check_args("no_such_kernel", &[]).is_err());
+
+        assert_eq!(elementwise(0).grid_dim, (1, 1, 1));
+        assert_eq!(elementwise(1000).grid_dim, (4, 1, 1));
+        assert_eq!(elementwise(u64::MAX / 2).grid_dim.0 as u64, MAX_BLOCKS);
+        assert_eq!(chunks(0), 1);
+        assert_eq!(chunks(REDUCE_CHUNK), 1);
+        assert_eq!(chunks(REDUCE_CHUNK + 1), 2);
+        assert_eq!(
+            per_chunk_and_column(1 << 20, 100_000).grid_dim,
+            (64, MAX_GRID_Y, 1)
+        );
+        assert_eq!(per_column(0).grid_dim, (1, 1, 1));
+    }
+}

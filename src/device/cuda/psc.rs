@@ -1,0 +1,173 @@
+//! PscKernels on CUDA (kernels/psc.cu): the hierarchical-basis transform one level per
+//! launch, and the C/E/I gather and scatter one block per column.
+
+use super::device::Cuda;
+use super::launch::{self, Arg};
+use crate::device::psc::{CellParents, Classes, HierarchicalTransform, PscKernels};
+use crate::device::{kernel_name, unsupported, Block, Data, Layout};
+use crate::error::{Error, Result};
+use crate::precision::Precision;
+
+/// Fails unless the blocks are column-major with the classes' sizes and one precision (f32
+/// or f64, the compute precisions).
+fn check(
+    op: &str,
+    classes: &Classes<Cuda>,
+    nodal: &Block<Cuda>,
+    parts: [&Block<Cuda>; 3],
+    column_scale: &Data<Cuda>,
+) -> Result<Precision> {
+    let (nc, ne, ni) = classes.sizes;
+    let k = nodal.cols();
+    let p = nodal.precision();
+    let shapes_ok = nodal.layout() == Layout::ColMajor
+        && nodal.rows() == nc + ne + ni
+        && parts
+            .iter()
+            .zip([nc, ne, ni])
+            .all(|(b, rows)| b.rows() == rows && b.cols() == k && b.layout() == Layout::ColMajor)
+        && column_scale.len() == k;
+    if !shapes_ok {
+        return Err(Error::Backend(format!(
+            "{op}: blocks do not match |C| = {nc}, |E| = {ne}, |I| = {ni} and {k} columns"
+        )));
+    }
+    if p == Precision::F16
+        || parts.iter().any(|b| b.precision() != p)
+        || column_scale.precision() != p
+        || classes.l_c_inv.precision() != p
+    {
+        return Err(unsupported(op, &[p]));
+    }
+    Ok(p)
+}
+
+impl Cuda {
+    /// The class arrays as kernel arguments: C, |C|, E, |E|, I, |I|, L_C⁻¹, scale_E, scale_I.
+    fn class_args(&self, k: &Classes<Cuda>) -> [Arg; 9] {
+        let (nc, ne, ni) = k.sizes;
+        [
+            self.ptr(&k.c_dofs, 0),
+            Arg::U32(nc as u32),
+            self.ptr(&k.e_dofs, 0),
+            Arg::U32(ne as u32),
+            self.ptr(&k.i_dofs, 0),
+            Arg::U32(ni as u32),
+            self.data_ptr(&k.l_c_inv, 0),
+            self.data_ptr(&k.scale_e, 0),
+            self.data_ptr(&k.scale_i, 0),
+        ]
+    }
+}
+
+impl PscKernels for Cuda {
+    fn hierarchical_transform(
+        &self,
+        t: &HierarchicalTransform,
+        x: &mut Block<Self>,
+        transpose: bool,
+    ) -> Result<()> {
+        if x.rows() != t.len() || x.layout() != Layout::ColMajor {
+            return Err(Error::Backend(format!(
+                "hierarchical_transform: a {}×{} block for {} unknowns",
+                x.rows(),
+                x.cols(),
+                t.len()
+            )));
+        }
+        let p = x.precision();
+        if p == Precision::F16 {
+            return Err(unsupported("hierarchical_transform", &[p]));
+        }
+        let cols = x.cols();
+        if cols == 0 || t.is_empty() {
+            return Ok(());
+        }
+        let levels: Vec<usize> = if transpose {
+            (1..=t.levels).rev().collect()
+        } else {
+            (1..=t.levels).collect()
+        };
+        for k in levels {
+            let s = 1usize << (t.levels - k);
+            let per_column = (t.n / s - 1) * (t.n / s - 1);
+            self.launch(
+                &kernel_name("hierarchical_level", &[p]),
+                launch::elementwise((per_column * cols) as u64),
+                &[
+                    self.data_ptr(&x.data, 0),
+                    Arg::U32(t.n as u32),
+                    Arg::U32(s as u32),
+                    Arg::U64(t.len() as u64),
+                    Arg::U32(cols as u32),
+                    Arg::U32(u32::from(t.cell_parents == CellParents::Corners)),
+                    Arg::U32(u32::from(transpose)),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn psc_gather(
+        &self,
+        classes: &Classes<Self>,
+        nodal: &Block<Self>,
+        bc: &mut Block<Self>,
+        be: &mut Block<Self>,
+        bi: &mut Block<Self>,
+        column_scale: &mut Data<Self>,
+    ) -> Result<()> {
+        let p = check("psc_gather", classes, nodal, [bc, be, bi], column_scale)?;
+        let cols = nodal.cols();
+        if cols == 0 {
+            return Ok(());
+        }
+        let mut args = vec![self.data_ptr(&nodal.data, 0), Arg::U64(nodal.rows() as u64)];
+        args.extend(self.class_args(classes));
+        args.extend([
+            self.data_ptr(&bc.data, 0),
+            self.data_ptr(&be.data, 0),
+            self.data_ptr(&bi.data, 0),
+            self.data_ptr(column_scale, 0),
+            Arg::U32(cols as u32),
+        ]);
+        self.launch(
+            &kernel_name("psc_gather", &[p]),
+            launch::per_column(cols as u32),
+            &args,
+        )
+    }
+
+    fn psc_scatter(
+        &self,
+        classes: &Classes<Self>,
+        xc: &Block<Self>,
+        xe: &Block<Self>,
+        xi: &Block<Self>,
+        column_scale: &Data<Self>,
+        nodal: &mut Block<Self>,
+    ) -> Result<()> {
+        let p = check("psc_scatter", classes, nodal, [xc, xe, xi], column_scale)?;
+        let cols = nodal.cols();
+        if cols == 0 {
+            return Ok(());
+        }
+        let mut args = vec![
+            self.data_ptr(&xc.data, 0),
+            self.data_ptr(&xe.data, 0),
+            self.data_ptr(&xi.data, 0),
+            self.data_ptr(column_scale, 0),
+        ];
+        args.extend(self.class_args(classes));
+        args.extend([
+            self.data_ptr(&nodal.data, 0),
+            Arg::U64(nodal.rows() as u64),
+            Arg::U32(cols as u32),
+        ]);
+        self.launch(
+            &kernel_name("psc_scatter", &[p]),
+            launch::per_column(cols as u32),
+            &args,
+        )
+    }
+}

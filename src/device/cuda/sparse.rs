@@ -1,0 +1,177 @@
+//! SparseKernels on CUDA (kernels/sparse.cu): CSR products on column-major blocks, the f64
+//! residual and the refinement update with their statistics.
+
+use super::device::Cuda;
+use super::launch::{self, Arg, REDUCE_CHUNK};
+use crate::device::{kernel_name, unsupported, Block, CsrMatrix, Layout, SparseKernels, Stats};
+use crate::error::{Error, Result};
+use crate::precision::Precision;
+
+fn check_col_major(what: &str, b: &Block<Cuda>, rows: usize, cols: usize) -> Result<()> {
+    if b.layout() == Layout::ColMajor && b.rows() == rows && b.cols() == cols {
+        Ok(())
+    } else {
+        Err(Error::Backend(format!(
+            "{what}: a {}×{} {:?} block where a {rows}×{cols} column-major one belongs",
+            b.rows(),
+            b.cols(),
+            b.layout()
+        )))
+    }
+}
+
+fn check_f64(what: &str, blocks: &[&Block<Cuda>], a: &CsrMatrix<Cuda>) -> Result<()> {
+    if a.values.precision() != Precision::F64
+        || blocks.iter().any(|b| b.precision() != Precision::F64)
+    {
+        return Err(unsupported(what, &[a.values.precision()]));
+    }
+    Ok(())
+}
+
+impl Cuda {
+    /// The matrix's three arrays as kernel arguments: rows, row pointers, column indices,
+    /// values.
+    fn csr_args(&self, a: &CsrMatrix<Cuda>) -> [Arg; 4] {
+        [
+            Arg::U64(a.nrows as u64),
+            self.ptr(&a.row_ptr, 0),
+            self.ptr(&a.col_idx, 0),
+            self.data_ptr(&a.values, 0),
+        ]
+    }
+}
+
+impl SparseKernels for Cuda {
+    fn csr_spmm(&self, a: &CsrMatrix<Self>, x: &Block<Self>, y: &mut Block<Self>) -> Result<()> {
+        let k = x.cols();
+        check_col_major("csr_spmm x", x, a.ncols, k)?;
+        check_col_major("csr_spmm y", y, a.nrows, k)?;
+        let (sp, xp, yp) = (a.values.precision(), x.precision(), y.precision());
+        if xp != yp || xp != sp.compute() {
+            return Err(unsupported("csr_spmm", &[sp, xp, yp]));
+        }
+        if a.nrows == 0 || k == 0 {
+            return Ok(());
+        }
+        let [rows, row_ptr, col_idx, values] = self.csr_args(a);
+        self.launch(
+            &kernel_name("csr_spmm", &[sp, xp]),
+            launch::elementwise((a.nrows * k) as u64),
+            &[
+                rows,
+                row_ptr,
+                col_idx,
+                values,
+                self.data_ptr(&x.data, 0),
+                Arg::U64(a.ncols as u64),
+                self.data_ptr(&y.data, 0),
+                Arg::U32(k as u32),
+            ],
+        )
+    }
+
+    fn csr_residual(
+        &self,
+        a: &CsrMatrix<Self>,
+        b: &Block<Self>,
+        x: &Block<Self>,
+        r: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        let k = b.cols();
+        check_col_major("csr_residual b", b, a.nrows, k)?;
+        check_col_major("csr_residual x", x, a.nrows, k)?;
+        check_col_major("csr_residual r", r, a.nrows, k)?;
+        check_f64("csr_residual", &[b, x, r], a)?;
+        let [rows, row_ptr, col_idx, values] = self.csr_args(a);
+        if a.nrows > 0 && k > 0 {
+            self.launch(
+                "csr_residual_f64",
+                launch::elementwise((a.nrows * k) as u64),
+                &[
+                    rows,
+                    row_ptr,
+                    col_idx,
+                    values,
+                    self.data_ptr(&b.data, 0),
+                    self.data_ptr(&x.data, 0),
+                    self.data_ptr(&r.data, 0),
+                    Arg::U32(k as u32),
+                ],
+            )?;
+        }
+        let r_ptr = self.data_ptr(&r.data, 0);
+        self.record_stats(r_ptr, Precision::F64, a.nrows, k, Layout::ColMajor, stats)
+    }
+
+    fn csr_refine_update(
+        &self,
+        a: &CsrMatrix<Self>,
+        c: &Block<Self>,
+        alpha: &[f64],
+        x: &mut Block<Self>,
+        r: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        let k = c.cols();
+        check_col_major("csr_refine_update c", c, a.nrows, k)?;
+        check_col_major("csr_refine_update x", x, a.nrows, k)?;
+        check_col_major("csr_refine_update r", r, a.nrows, k)?;
+        if alpha.len() != k || stats.nrhs() != k {
+            return Err(Error::Backend("csr_refine_update: one α per column".into()));
+        }
+        check_f64("csr_refine_update", &[x, r], a)?;
+        let [rows, row_ptr, col_idx, values] = self.csr_args(a);
+        let cp = c.precision();
+        if a.nrows > 0 && k > 0 {
+            self.with_params(alpha, |alpha| {
+                self.launch(
+                    &kernel_name("csr_refine_update", &[cp]),
+                    launch::elementwise((a.nrows * k) as u64),
+                    &[
+                        rows,
+                        row_ptr,
+                        col_idx,
+                        values,
+                        self.data_ptr(&c.data, 0),
+                        alpha,
+                        self.data_ptr(&x.data, 0),
+                        self.data_ptr(&r.data, 0),
+                        Arg::U32(k as u32),
+                    ],
+                )
+            })?;
+        }
+        // Σ r² of the new residual and max |c| of the correction: two sets of chunk
+        // triples, reduced together.
+        let (n, chunks) = (a.nrows, launch::chunks(a.nrows as u64));
+        let front = Stats::<Cuda>::len_for(k);
+        let per_block = 3 * k * chunks as usize;
+        super::device::grow(self, &mut stats.partials, front + 2 * per_block)?;
+        let (r_triples, c_triples) = (
+            self.ptr(&stats.partials, front),
+            self.ptr(&stats.partials, front + per_block),
+        );
+        for (block, precision, triples) in [
+            (self.data_ptr(&r.data, 0), Precision::F64, r_triples),
+            (self.data_ptr(&c.data, 0), cp, c_triples),
+        ] {
+            self.launch(
+                &kernel_name("column_stats", &[precision]),
+                launch::per_chunk_and_column(n as u64, k as u32),
+                &[
+                    block,
+                    Arg::U64(n as u64),
+                    Arg::U32(k as u32),
+                    Arg::U32(0),
+                    Arg::U64(REDUCE_CHUNK),
+                    Arg::U32(chunks),
+                    Arg::F64(precision.max()),
+                    triples,
+                ],
+            )?;
+        }
+        self.reduce_stats(r_triples, c_triples, k, chunks, stats)
+    }
+}

@@ -1,0 +1,478 @@
+//! VectorKernels on CUDA (kernels/vector.cu): element-wise kernels, and reductions that
+//! write per-chunk partials and add them up in a second one-block kernel, in order.
+
+use cudarc::driver::{CudaSlice, LaunchConfig};
+
+use super::device::{driver, grow, Cuda};
+use super::launch::{self, Arg, REDUCE_CHUNK};
+use crate::device::{
+    kernel_name, unsupported, Block, Device, Layout, Scratch, Stats, VectorKernels, View, ViewMut,
+};
+use crate::error::{Error, Result};
+use crate::precision::Precision;
+
+fn check_len(what: &str, a: usize, b: usize) -> Result<()> {
+    if a == b {
+        Ok(())
+    } else {
+        Err(Error::Backend(format!(
+            "{what}: lengths {a} and {b} differ"
+        )))
+    }
+}
+
+/// A device address as a raw value (for copies).
+pub(super) fn address(arg: Arg) -> u64 {
+    match arg {
+        Arg::Ptr(p) => p,
+        other => unreachable!("not an address: {other:?}"),
+    }
+}
+
+fn node_major(layout: Layout) -> u32 {
+    u32::from(layout == Layout::NodeMajor)
+}
+
+impl Cuda {
+    /// The statistics of a `rows × cols` block at `x` (in `precision`, values checked
+    /// against its range) reduced into `stats` on the device.
+    pub(super) fn record_stats(
+        &self,
+        x: Arg,
+        precision: Precision,
+        rows: usize,
+        cols: usize,
+        layout: Layout,
+        stats: &mut Stats<Cuda>,
+    ) -> Result<()> {
+        let (k, chunks) = (cols as u32, launch::chunks(rows as u64));
+        let front = Stats::<Cuda>::len_for(cols);
+        grow(
+            self,
+            &mut stats.partials,
+            front + 3 * cols * chunks as usize,
+        )?;
+        let triples = self.ptr(&stats.partials, front);
+        self.launch(
+            &kernel_name("column_stats", &[precision]),
+            launch::per_chunk_and_column(rows as u64, k),
+            &[
+                x,
+                Arg::U64(rows as u64),
+                Arg::U32(k),
+                Arg::U32(node_major(layout)),
+                Arg::U64(REDUCE_CHUNK),
+                Arg::U32(chunks),
+                Arg::F64(precision.max()),
+                triples,
+            ],
+        )?;
+        self.reduce_stats(triples, triples, cols, chunks, stats)
+    }
+
+    /// Adds chunk triples into the front of `stats.partials` (Σ v² from `sums`, maxima
+    /// from `maxima`), leaving them on the device.
+    pub(super) fn reduce_stats(
+        &self,
+        sums: Arg,
+        maxima: Arg,
+        cols: usize,
+        chunks: u32,
+        stats: &mut Stats<Cuda>,
+    ) -> Result<()> {
+        let out = self.ptr(&stats.partials, 0);
+        self.launch(
+            "stats_reduce",
+            launch::single_block(),
+            &[sums, maxima, Arg::U32(cols as u32), Arg::U32(chunks), out],
+        )?;
+        stats.on_device = true;
+        Ok(())
+    }
+
+    /// Per-column sums x_c · y_c into `out` (host), through `scratch`.
+    #[allow(clippy::too_many_arguments)]
+    fn dots(
+        &self,
+        x: Arg,
+        y: Arg,
+        precision: Precision,
+        rows: usize,
+        layout: Layout,
+        out: &mut [f64],
+        scratch: &mut CudaSlice<f64>,
+    ) -> Result<()> {
+        let (cols, chunks) = (out.len(), launch::chunks(rows as u64));
+        grow(self, scratch, cols + cols * chunks as usize)?;
+        let part = self.ptr(scratch, cols);
+        self.launch(
+            &kernel_name("column_dots", &[precision]),
+            launch::per_chunk_and_column(rows as u64, cols as u32),
+            &[
+                x,
+                y,
+                Arg::U64(rows as u64),
+                Arg::U32(cols as u32),
+                Arg::U32(node_major(layout)),
+                Arg::U64(REDUCE_CHUNK),
+                Arg::U32(chunks),
+                part,
+            ],
+        )?;
+        self.launch(
+            "sums_reduce",
+            launch::single_block(),
+            &[
+                part,
+                Arg::U32(cols as u32),
+                Arg::U32(chunks),
+                self.ptr(scratch, 0),
+            ],
+        )?;
+        self.read(scratch, 0, out)
+    }
+
+    /// x · y of two views in f32 or f64 (the CPU backend's precisions for dot products).
+    fn dot_views(&self, op: &str, x: View<'_, Cuda>, y: View<'_, Cuda>) -> Result<f64> {
+        check_len(op, x.len, y.len)?;
+        let p = x.precision();
+        if p == Precision::F16 || y.precision() != p {
+            return Err(unsupported(op, &[p, y.precision()]));
+        }
+        let mut out = [0.0];
+        let (xp, yp) = (
+            self.data_ptr(x.data, x.offset),
+            self.data_ptr(y.data, y.offset),
+        );
+        self.with_reduce(|scratch| {
+            self.dots(xp, yp, p, x.len, Layout::ColMajor, &mut out, scratch)
+        })?;
+        Ok(out[0])
+    }
+
+    /// An element-wise kernel `op` of one precision over `n` values.
+    fn elementwise(&self, op: &str, p: Precision, n: usize, args: &[Arg]) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.launch(&kernel_name(op, &[p]), launch::elementwise(n as u64), args)
+    }
+}
+
+impl VectorKernels for Cuda {
+    fn fill(&self, x: ViewMut<'_, Self>, value: f64) -> Result<()> {
+        let p = x.precision();
+        let args = [
+            self.data_ptr(x.data, x.offset),
+            Arg::U64(x.len as u64),
+            Arg::F64(value),
+        ];
+        self.elementwise("fill", p, x.len, &args)
+    }
+
+    fn copy(&self, src: View<'_, Self>, dst: ViewMut<'_, Self>) -> Result<()> {
+        check_len("copy", src.len, dst.len)?;
+        if src.len == 0 {
+            return Ok(());
+        }
+        let (a, b) = (src.precision(), dst.precision());
+        let (from, to) = (
+            self.data_ptr(src.data, src.offset),
+            self.data_ptr(dst.data, dst.offset),
+        );
+        if a == b {
+            // SAFETY: both ranges lie inside live buffers (views are bounds-checked) and the
+            // copy is ordered on the rank's stream.
+            return unsafe {
+                cudarc::driver::result::memcpy_dtod_async(
+                    address(to),
+                    address(from),
+                    src.len * a.bytes(),
+                    self.stream().cu_stream(),
+                )
+            }
+            .map_err(|e| driver("copy", e));
+        }
+        self.launch(
+            &kernel_name("convert", &[a, b]),
+            launch::elementwise(src.len as u64),
+            &[from, to, Arg::U64(src.len as u64)],
+        )
+    }
+
+    fn axpby(&self, alpha: f64, x: View<'_, Self>, beta: f64, y: ViewMut<'_, Self>) -> Result<()> {
+        check_len("axpby", x.len, y.len)?;
+        let p = x.precision();
+        if y.precision() != p {
+            return Err(unsupported("axpby", &[p, y.precision()]));
+        }
+        let args = [
+            Arg::U64(x.len as u64),
+            Arg::F64(alpha),
+            self.data_ptr(x.data, x.offset),
+            Arg::F64(beta),
+            self.data_ptr(y.data, y.offset),
+        ];
+        self.elementwise("axpby", p, x.len, &args)
+    }
+
+    fn scale(&self, alpha: f64, x: ViewMut<'_, Self>) -> Result<()> {
+        let args = [
+            Arg::U64(x.len as u64),
+            Arg::F64(alpha),
+            self.data_ptr(x.data, x.offset),
+        ];
+        self.elementwise("scale", x.precision(), x.len, &args)
+    }
+
+    fn scaled_product(
+        &self,
+        alpha: f64,
+        d: View<'_, Self>,
+        x: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()> {
+        check_len("scaled_product", d.len, x.len)?;
+        check_len("scaled_product", x.len, y.len)?;
+        let p = x.precision();
+        if d.precision() != p || y.precision() != p {
+            return Err(unsupported(
+                "scaled_product",
+                &[d.precision(), p, y.precision()],
+            ));
+        }
+        let args = [
+            Arg::U64(x.len as u64),
+            Arg::F64(alpha),
+            self.data_ptr(d.data, d.offset),
+            self.data_ptr(x.data, x.offset),
+            self.data_ptr(y.data, y.offset),
+        ];
+        self.elementwise("scaled_product", p, x.len, &args)
+    }
+
+    fn scaled_product_add(
+        &self,
+        alpha: f64,
+        d: View<'_, Self>,
+        x: View<'_, Self>,
+        z: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()> {
+        check_len("scaled_product_add", d.len, x.len)?;
+        check_len("scaled_product_add", x.len, z.len)?;
+        check_len("scaled_product_add", x.len, y.len)?;
+        let p = x.precision();
+        if [d.precision(), z.precision(), y.precision()]
+            .iter()
+            .any(|&q| q != p)
+        {
+            return Err(unsupported("scaled_product_add", &[d.precision(), p]));
+        }
+        let args = [
+            Arg::U64(x.len as u64),
+            Arg::F64(alpha),
+            self.data_ptr(d.data, d.offset),
+            self.data_ptr(x.data, x.offset),
+            self.data_ptr(z.data, z.offset),
+            self.data_ptr(y.data, y.offset),
+        ];
+        self.elementwise("scaled_product_add", p, x.len, &args)
+    }
+
+    fn dot(&self, x: View<'_, Self>, y: View<'_, Self>) -> Result<f64> {
+        self.dot_views("dot", x, y)
+    }
+
+    fn nrm2(&self, x: View<'_, Self>) -> Result<f64> {
+        Ok(self.dot_views("nrm2", x, x)?.sqrt())
+    }
+
+    fn sum(&self, x: View<'_, Self>) -> Result<f64> {
+        let p = x.precision();
+        if p == Precision::F16 {
+            return Err(unsupported("sum", &[p]));
+        }
+        let chunks = launch::chunks(x.len as u64);
+        self.with_reduce(|buf| {
+            grow(self, buf, 1 + chunks as usize)?;
+            let part = self.ptr(buf, 1);
+            self.launch(
+                &kernel_name("sum_partials", &[p]),
+                LaunchConfig {
+                    grid_dim: (chunks, 1, 1),
+                    ..launch::single_block()
+                },
+                &[
+                    self.data_ptr(x.data, x.offset),
+                    Arg::U64(x.len as u64),
+                    Arg::U64(REDUCE_CHUNK),
+                    part,
+                ],
+            )?;
+            self.launch(
+                "sums_reduce",
+                launch::single_block(),
+                &[part, Arg::U32(1), Arg::U32(chunks), self.ptr(buf, 0)],
+            )?;
+            let mut out = [0.0];
+            self.read(buf, 0, &mut out)?;
+            Ok(out[0])
+        })
+    }
+
+    fn shift(&self, x: ViewMut<'_, Self>, value: f64) -> Result<()> {
+        let args = [
+            Arg::U64(x.len as u64),
+            Arg::F64(value),
+            self.data_ptr(x.data, x.offset),
+        ];
+        self.elementwise("shift", x.precision(), x.len, &args)
+    }
+
+    fn relayout(&self, src: &Block<Self>, dst: &mut Block<Self>) -> Result<()> {
+        check_len("relayout", src.len(), dst.len())?;
+        let (rows, cols, layout) = (src.rows(), src.cols(), src.layout());
+        if (dst.rows(), dst.cols()) != (rows, cols) || dst.layout() == layout {
+            return Err(Error::Backend(format!(
+                "relayout from a {rows}×{cols} {layout:?} block to a {}×{} {:?} block",
+                dst.rows(),
+                dst.cols(),
+                dst.layout()
+            )));
+        }
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.launch(
+            &kernel_name("relayout", &[src.precision(), dst.precision()]),
+            launch::elementwise(src.len() as u64),
+            &[
+                self.data_ptr(&src.data, 0),
+                self.data_ptr(&dst.data, 0),
+                Arg::U64(rows as u64),
+                Arg::U32(cols as u32),
+                Arg::U32(node_major(layout)),
+            ],
+        )
+    }
+
+    fn column_stats(&self, x: &Block<Self>, stats: &mut Stats<Self>) -> Result<()> {
+        check_len("column_stats", x.cols(), stats.nrhs())?;
+        let p = x.precision();
+        self.record_stats(
+            self.data_ptr(&x.data, 0),
+            p,
+            x.rows(),
+            x.cols(),
+            x.layout(),
+            stats,
+        )
+    }
+
+    fn column_dots(
+        &self,
+        x: &Block<Self>,
+        y: &Block<Self>,
+        out: &mut [f64],
+        scratch: &mut Scratch<Self>,
+    ) -> Result<()> {
+        check_len("column_dots", x.len(), y.len())?;
+        check_len("column_dots", x.cols(), out.len())?;
+        if x.layout() != y.layout() || x.precision() != y.precision() {
+            return Err(Error::Backend(
+                "column_dots: blocks differ in layout or precision".into(),
+            ));
+        }
+        self.dots(
+            self.data_ptr(&x.data, 0),
+            self.data_ptr(&y.data, 0),
+            x.precision(),
+            x.rows(),
+            x.layout(),
+            out,
+            &mut scratch.0,
+        )
+    }
+
+    fn column_axpby(
+        &self,
+        alpha: &[f64],
+        x: &Block<Self>,
+        beta: &[f64],
+        y: &mut Block<Self>,
+    ) -> Result<()> {
+        check_len("column_axpby", x.len(), y.len())?;
+        check_len("column_axpby", x.cols(), alpha.len())?;
+        check_len("column_axpby", x.cols(), beta.len())?;
+        if x.layout() != y.layout() || x.precision() != y.precision() {
+            return Err(Error::Backend(
+                "column_axpby: blocks differ in layout or precision".into(),
+            ));
+        }
+        if x.is_empty() {
+            return Ok(());
+        }
+        let k = x.cols();
+        let both: Vec<f64> = alpha.iter().chain(beta).copied().collect();
+        self.with_params(&both, |params| {
+            let a = address(params);
+            self.launch(
+                &kernel_name("column_axpby", &[x.precision()]),
+                launch::elementwise(x.len() as u64),
+                &[
+                    Arg::Ptr(a),
+                    self.data_ptr(&x.data, 0),
+                    Arg::Ptr(a + 8 * k as u64),
+                    self.data_ptr(&y.data, 0),
+                    Arg::U64(x.rows() as u64),
+                    Arg::U32(k as u32),
+                    Arg::U32(node_major(x.layout())),
+                ],
+            )
+        })
+    }
+
+    fn scale_columns(
+        &self,
+        src: &Block<Self>,
+        scale: &[f64],
+        dst: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        check_len("scale_columns", src.len(), dst.len())?;
+        check_len("scale_columns", src.cols(), scale.len())?;
+        check_len("scale_columns", stats.nrhs(), scale.len())?;
+        if src.layout() != dst.layout() {
+            return Err(Error::Backend("scale_columns: layouts differ".into()));
+        }
+        let (rows, cols) = (src.rows(), src.cols());
+        let chunks = launch::chunks(rows as u64);
+        let front = Stats::<Cuda>::len_for(cols);
+        grow(
+            self,
+            &mut stats.partials,
+            front + 3 * cols * chunks as usize,
+        )?;
+        let triples = self.ptr(&stats.partials, front);
+        self.with_params(scale, |params| {
+            self.launch(
+                &kernel_name("scale_columns", &[src.precision(), dst.precision()]),
+                launch::per_chunk_and_column(rows as u64, cols as u32),
+                &[
+                    self.data_ptr(&src.data, 0),
+                    params,
+                    self.data_ptr(&dst.data, 0),
+                    Arg::U64(rows as u64),
+                    Arg::U32(cols as u32),
+                    Arg::U32(node_major(src.layout())),
+                    Arg::U64(REDUCE_CHUNK),
+                    Arg::U32(chunks),
+                    Arg::F64(dst.precision().max()),
+                    triples,
+                ],
+            )
+        })?;
+        self.reduce_stats(triples, triples, cols, chunks, stats)
+    }
+}

@@ -1,0 +1,475 @@
+//! Every CUDA kernel against its CPU reference on seeded inputs, through the kernel-family
+//! traits (tolerance per precision: the two backends round alike but add in other orders).
+//! On a machine without a GPU each test says it is skipped; `make test-gpu` sets
+//! TENSORFEM_REQUIRE_CUDA=1, so there a missing GPU fails.
+//!
+//! Each test names the entry points it exercises in a `covers(&[…])` call: tests/kernels.rs
+//! fails for any entry point of the compiled PTX not named here.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use tensorfem::device::cuda::{test_device, Cuda};
+use tensorfem::device::psc::{CellParents, Classes, HierarchicalTransform, PscKernels};
+use tensorfem::device::{
+    Block, CsrMatrix, Data, DenseKernels, Device, Layout, MatMut, MatRef, Scratch, SparseKernels,
+    Stats, VectorKernels,
+};
+use tensorfem::precision::Precision::{self, F16, F32, F64};
+use tensorfem::sparse::Csr;
+
+const ALL: [Precision; 3] = [F16, F32, F64];
+const LAYOUTS: [Layout; 2] = [Layout::ColMajor, Layout::NodeMajor];
+
+/// The entry points a test exercises (read by tests/kernels.rs; nothing to do at run time).
+fn covers(_entries: &[&str]) {}
+
+/// Relative tolerance of results computed in precision `p` on both backends.
+fn tolerance(p: Precision) -> f64 {
+    match p {
+        F16 => 2e-3,
+        F32 => 2e-6,
+        F64 => 1e-13,
+    }
+}
+
+fn random(seed: u64, len: usize) -> Vec<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..len).map(|_| rng.random_range(-1.0..1.0)).collect()
+}
+
+/// Asserts `got` ≈ `want` entry by entry, relative to the largest magnitude of `want`.
+fn close(what: &str, got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let scale = want.iter().fold(1e-300f64, |m, v| m.max(v.abs()));
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * scale,
+            "{what}: entry {i}: CUDA {g:e}, CPU {w:e} (tolerance {tol:e} × {scale:e})"
+        );
+    }
+}
+
+fn block<D: Device>(
+    dev: &D,
+    host: &[f64],
+    rows: usize,
+    cols: usize,
+    p: Precision,
+    l: Layout,
+) -> Block<D> {
+    Block::from_f64(dev, host, rows, cols, p, l).unwrap()
+}
+
+fn stats_of<D: Device>(dev: &D, stats: &mut Stats<D>) -> Vec<f64> {
+    let s = stats.read(dev).unwrap();
+    let mut v: Vec<f64> = s.sumsq.iter().chain(s.max_abs).copied().collect();
+    v.push(f64::from(u8::from(s.in_range)));
+    v
+}
+
+/// Named results of one backend, each with the tolerance of the precision it was computed
+/// in (sums over many values: looser, the CPU adds f32 values in f32).
+#[derive(Default)]
+struct Parts(Vec<(String, f64, Vec<f64>)>);
+
+impl Parts {
+    fn add(&mut self, what: &str, p: Precision, values: Vec<f64>) {
+        self.0.push((format!("{what} ({p})"), tolerance(p), values));
+    }
+
+    fn add_sum(&mut self, what: &str, p: Precision, values: Vec<f64>) {
+        let tol = match p {
+            F64 => 1e-12,
+            _ => 1e-4,
+        };
+        self.0.push((format!("{what} ({p})"), tol, values));
+    }
+
+    fn compare(&self, cpu: &Parts, case: &str) {
+        assert_eq!(self.0.len(), cpu.0.len());
+        for ((what, tol, got), (_, _, want)) in self.0.iter().zip(&cpu.0) {
+            close(&format!("{case}: {what}"), got, want, *tol);
+        }
+    }
+}
+
+fn gpu() -> Option<Cuda> {
+    test_device()
+}
+
+#[test]
+fn element_wise_kernels_match_the_cpu() {
+    covers(&[
+        "fill_f16",
+        "fill_f32",
+        "fill_f64",
+        "axpby_f16",
+        "axpby_f32",
+        "axpby_f64",
+        "scale_f16",
+        "scale_f32",
+        "scale_f64",
+        "shift_f16",
+        "shift_f32",
+        "shift_f64",
+        "scaled_product_f16",
+        "scaled_product_f32",
+        "scaled_product_f64",
+        "scaled_product_add_f16",
+        "scaled_product_add_f32",
+        "scaled_product_add_f64",
+    ]);
+    let Some(gpu) = gpu() else { return };
+    let cpu = tensorfem::device::Cpu::new();
+    let n = 70_001;
+    let (x, y, d, z) = (random(1, n), random(2, n), random(3, n), random(4, n));
+    for p in ALL {
+        macro_rules! run {
+            ($dev:expr) => {{
+                let dev = $dev;
+                let v = |h: &[f64]| Data::from_f64(dev, h, p).unwrap();
+                let (xd, dd, zd) = (v(&x), v(&d), v(&z));
+                let mut out = Vec::new();
+                let mut yd = v(&y);
+                dev.fill(yd.slice_mut(10..20), 0.375).unwrap();
+                dev.axpby(0.5, xd.view(), -1.25, yd.view_mut()).unwrap();
+                dev.scale(1.5, yd.slice_mut(100..n)).unwrap();
+                dev.shift(yd.slice_mut(0..n - 7), 0.125).unwrap();
+                out.extend(yd.to_f64(dev).unwrap());
+                let mut w = v(&y);
+                dev.scaled_product(0.75, dd.view(), xd.view(), w.view_mut())
+                    .unwrap();
+                out.extend(w.to_f64(dev).unwrap());
+                dev.scaled_product_add(0.5, dd.view(), xd.view(), zd.view(), w.view_mut())
+                    .unwrap();
+                out.extend(w.to_f64(dev).unwrap());
+                out
+            }};
+        }
+        close(
+            &format!("element-wise {p}"),
+            &run!(&gpu),
+            &run!(&cpu),
+            tolerance(p),
+        );
+    }
+}
+
+#[test]
+fn copies_relayouts_and_column_kernels_match_the_cpu() {
+    covers(&[
+        "convert_f16_f32",
+        "convert_f16_f64",
+        "convert_f32_f16",
+        "convert_f32_f64",
+        "convert_f64_f16",
+        "convert_f64_f32",
+        "relayout_f16_f16",
+        "relayout_f16_f32",
+        "relayout_f16_f64",
+        "relayout_f32_f16",
+        "relayout_f32_f32",
+        "relayout_f32_f64",
+        "relayout_f64_f16",
+        "relayout_f64_f32",
+        "relayout_f64_f64",
+        "column_axpby_f16",
+        "column_axpby_f32",
+        "column_axpby_f64",
+        "column_stats_f16",
+        "column_stats_f32",
+        "column_stats_f64",
+        "stats_reduce",
+        "column_dots_f16",
+        "column_dots_f32",
+        "column_dots_f64",
+        "sums_reduce",
+        "scale_columns_f16_f16",
+        "scale_columns_f16_f32",
+        "scale_columns_f16_f64",
+        "scale_columns_f32_f16",
+        "scale_columns_f32_f32",
+        "scale_columns_f32_f64",
+        "scale_columns_f64_f16",
+        "scale_columns_f64_f32",
+        "scale_columns_f64_f64",
+        "sum_partials_f32",
+        "sum_partials_f64",
+    ]);
+    let Some(gpu) = gpu() else { return };
+    let cpu = tensorfem::device::Cpu::new();
+    // More rows than one reduction chunk, and a column count that is not a power of two.
+    let (rows, cols) = (40_003, 5);
+    let (x, y) = (random(5, rows * cols), random(6, rows * cols));
+    let alpha: Vec<f64> = (0..cols).map(|c| 0.5 + c as f64).collect();
+    let beta: Vec<f64> = (0..cols).map(|c| 1.0 - 0.25 * c as f64).collect();
+    let scale = [2.0, 0.5, 0.0, 4.0, 1.0];
+    for a in ALL {
+        for layout in LAYOUTS {
+            let other = match layout {
+                Layout::ColMajor => Layout::NodeMajor,
+                Layout::NodeMajor => Layout::ColMajor,
+            };
+            macro_rules! run {
+                ($dev:expr) => {{
+                    let dev = $dev;
+                    let mut out = Parts::default();
+                    let xb = block(dev, &x, rows, cols, a, layout);
+                    let mut yb = block(dev, &y, rows, cols, a, layout);
+                    dev.column_axpby(&alpha, &xb, &beta, &mut yb).unwrap();
+                    out.add("column_axpby", a, yb.to_f64(dev).unwrap());
+                    let mut stats = Stats::new(dev, cols).unwrap();
+                    dev.column_stats(&yb, &mut stats).unwrap();
+                    out.add("column_stats", a, stats_of(dev, &mut stats));
+                    let mut dots = vec![0.0; cols];
+                    let mut scratch = Scratch::new(dev).unwrap();
+                    dev.column_dots(&xb, &yb, &mut dots, &mut scratch).unwrap();
+                    out.add_sum("column_dots", a, dots);
+                    for b in ALL {
+                        let mut moved = Block::zeros(dev, rows, cols, b, other).unwrap();
+                        dev.relayout(&xb, &mut moved).unwrap();
+                        out.add("relayout", b, moved.to_f64(dev).unwrap());
+                        let mut scaled = Block::zeros(dev, rows, cols, b, layout).unwrap();
+                        dev.scale_columns(&xb, &scale, &mut scaled, &mut stats)
+                            .unwrap();
+                        out.add("scale_columns", b, scaled.to_f64(dev).unwrap());
+                        out.add("scale_columns statistics", b, stats_of(dev, &mut stats));
+                        let mut copied = Block::zeros(dev, rows, cols, b, layout).unwrap();
+                        dev.copy(xb.view(), copied.view_mut()).unwrap();
+                        out.add("copy", b, copied.to_f64(dev).unwrap());
+                    }
+                    if a != F16 {
+                        out.add_sum("sum", a, vec![dev.sum(xb.view()).unwrap()]);
+                        out.add_sum("dot", a, vec![dev.dot(xb.view(), yb.view()).unwrap()]);
+                        out.add_sum("nrm2", a, vec![dev.nrm2(xb.view()).unwrap()]);
+                    }
+                    out
+                }};
+            }
+            run!(&gpu).compare(&run!(&cpu), &format!("{a} {layout:?}"));
+        }
+    }
+}
+
+#[test]
+fn dense_products_match_the_cpu() {
+    covers(&["gemv_f16_f32", "gemv_f32", "gemv_f64"]);
+    let Some(gpu) = gpu() else { return };
+    let cpu = tensorfem::device::Cpu::new();
+    let (m, k, n) = (67, 45, 33);
+    let (a, b) = (random(7, m * k), random(8, k * n));
+    for (s, c) in [(F16, F16), (F16, F32), (F32, F32), (F64, F64)] {
+        for transposed in [false, true] {
+            macro_rules! run {
+                ($dev:expr) => {{
+                    let dev = $dev;
+                    let mut out = Parts::default();
+                    let ad = Data::from_f64(dev, &a, s).unwrap();
+                    let bd = Data::from_f64(dev, &b, s).unwrap();
+                    let mut cd = Data::zeros(dev, m * n, c).unwrap();
+                    // A as stored (m × k, ld m) or as the transpose of a k × m matrix.
+                    let a_op = if transposed {
+                        MatRef::transposed(&ad, 0, m, k, k)
+                    } else {
+                        MatRef::col_major(&ad, 0, m, k, m)
+                    };
+                    dev.gemm(
+                        a_op,
+                        MatRef::col_major(&bd, 0, k, n, k),
+                        MatMut::col_major(&mut cd, 0, m, n, m),
+                    )
+                    .unwrap();
+                    out.add_sum("gemm", c, cd.to_f64(dev).unwrap());
+                    if c == s.compute() {
+                        let x = Data::from_f64(dev, &b[..k], c).unwrap();
+                        let mut y = Data::zeros(dev, m, c).unwrap();
+                        dev.gemv(MatRef::col_major(&ad, 0, m, k, m), x.view(), y.view_mut())
+                            .unwrap();
+                        out.add_sum("gemv", c, y.to_f64(dev).unwrap());
+                    }
+                    out
+                }};
+            }
+            run!(&gpu).compare(&run!(&cpu), &format!("{s}→{c} transposed {transposed}"));
+        }
+    }
+    // Gram-Schmidt on f64 vectors.
+    let len = 5_000;
+    macro_rules! gram_schmidt {
+        ($dev:expr) => {{
+            let dev = $dev;
+            let basis: Vec<Block<_>> = (0..3)
+                .map(|j| block(dev, &random(20 + j, len), len, 1, F64, Layout::ColMajor))
+                .collect();
+            let mut w = block(dev, &random(30, len), len, 1, F64, Layout::ColMajor);
+            let mut h = vec![0.0; 3];
+            let mut scratch = Scratch::new(dev).unwrap();
+            let (before, after) = dev
+                .orthogonalize(&basis, &mut w, &mut h, &mut scratch)
+                .unwrap();
+            let mut out = Parts::default();
+            out.add_sum(
+                "orthogonalize",
+                F64,
+                [vec![before, after], h, w.to_f64(dev).unwrap()].concat(),
+            );
+            out
+        }};
+    }
+    gram_schmidt!(&gpu).compare(&gram_schmidt!(&cpu), "orthogonalize");
+}
+
+/// A random sparse n × n matrix with about `per_row` entries per row, diagonal first.
+fn sparse_matrix(seed: u64, n: usize, per_row: usize) -> Csr<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (mut row_ptr, mut cols, mut vals) = (vec![0], vec![], vec![]);
+    for i in 0..n {
+        let mut row: Vec<u32> = (0..per_row)
+            .map(|_| rng.random_range(0..n as u32))
+            .collect();
+        row.push(i as u32);
+        row.sort_unstable();
+        row.dedup();
+        for c in row {
+            cols.push(c);
+            vals.push(if c as usize == i {
+                4.0
+            } else {
+                rng.random_range(-1.0..1.0)
+            });
+        }
+        row_ptr.push(cols.len());
+    }
+    Csr::new(n, n, row_ptr, cols, vals).unwrap()
+}
+
+#[test]
+fn sparse_products_match_the_cpu() {
+    covers(&[
+        "csr_spmm_f16_f32",
+        "csr_spmm_f32",
+        "csr_spmm_f64",
+        "csr_residual_f64",
+        "csr_refine_update_f16",
+        "csr_refine_update_f32",
+        "csr_refine_update_f64",
+    ]);
+    let Some(gpu) = gpu() else { return };
+    let cpu = tensorfem::device::Cpu::new();
+    let (n, k) = (20_011, 3);
+    let a = sparse_matrix(9, n, 6);
+    let (x, b) = (random(10, n * k), random(11, n * k));
+    let alpha = [1.0, -0.5, 0.25];
+    for s in ALL {
+        macro_rules! run {
+            ($dev:expr) => {{
+                let dev = $dev;
+                let mut out = Parts::default();
+                let c = s.compute();
+                let stored: Csr<f64> = a.clone();
+                let am = match s {
+                    F16 => CsrMatrix::upload(dev, &stored.convert::<half::f16>().unwrap()).unwrap(),
+                    F32 => CsrMatrix::upload(dev, &stored.convert::<f32>().unwrap()).unwrap(),
+                    F64 => CsrMatrix::upload(dev, &stored).unwrap(),
+                };
+                let xb = block(dev, &x, n, k, c, Layout::ColMajor);
+                let mut yb = Block::zeros(dev, n, k, c, Layout::ColMajor).unwrap();
+                dev.csr_spmm(&am, &xb, &mut yb).unwrap();
+                out.add_sum("csr_spmm", c, yb.to_f64(dev).unwrap());
+
+                let a64 = CsrMatrix::upload(dev, &a).unwrap();
+                let bb = block(dev, &b, n, k, F64, Layout::ColMajor);
+                let mut xx = block(dev, &x, n, k, F64, Layout::ColMajor);
+                let mut r = Block::zeros(dev, n, k, F64, Layout::ColMajor).unwrap();
+                let mut stats = Stats::new(dev, k).unwrap();
+                dev.csr_residual(&a64, &bb, &xx, &mut r, &mut stats)
+                    .unwrap();
+                out.add_sum("csr_residual", F64, r.to_f64(dev).unwrap());
+                out.add_sum("csr_residual statistics", F64, stats_of(dev, &mut stats));
+                let correction = block(dev, &random(12, n * k), n, k, s, Layout::ColMajor);
+                dev.csr_refine_update(&a64, &correction, &alpha, &mut xx, &mut r, &mut stats)
+                    .unwrap();
+                out.add_sum("refine x", F64, xx.to_f64(dev).unwrap());
+                out.add_sum("refine r", F64, r.to_f64(dev).unwrap());
+                out.add_sum("refine statistics", F64, stats_of(dev, &mut stats));
+                out
+            }};
+        }
+        run!(&gpu).compare(&run!(&cpu), &format!("sparse {s}"));
+    }
+}
+
+#[test]
+fn psc_passes_match_the_cpu() {
+    covers(&[
+        "hierarchical_level_f32",
+        "hierarchical_level_f64",
+        "psc_gather_f32",
+        "psc_gather_f64",
+        "psc_scatter_f32",
+        "psc_scatter_f64",
+    ]);
+    let Some(gpu) = gpu() else { return };
+    let cpu = tensorfem::device::Cpu::new();
+    let (n, levels, k) = (24, 3, 3);
+    let len = (n - 1) * (n - 1);
+    let x = random(13, len * k);
+    // Classes: a seeded permutation of the unknowns cut into C, E, I.
+    let mut order: Vec<u32> = (0..len as u32).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(14);
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.random_range(0..=i));
+    }
+    let (nc, ne) = (9, 60);
+    let (c_dofs, e_dofs, i_dofs) = (&order[..nc], &order[nc..nc + ne], &order[nc + ne..]);
+    let mut l_c_inv = random(15, nc * nc);
+    for j in 0..nc {
+        for i in 0..j {
+            l_c_inv[i + j * nc] = 0.0;
+        }
+    }
+    let scale_e: Vec<f64> = random(16, ne).iter().map(|v| 1.0 + v.abs()).collect();
+    let scale_i: Vec<f64> = random(17, len - nc - ne)
+        .iter()
+        .map(|v| 1.0 + v.abs())
+        .collect();
+    for p in [F32, F64] {
+        for cell_parents in [CellParents::Corners, CellParents::Diagonal] {
+            let t = HierarchicalTransform {
+                n,
+                levels,
+                cell_parents,
+            };
+            macro_rules! run {
+                ($dev:expr) => {{
+                    let dev = $dev;
+                    let mut out = Parts::default();
+                    let mut xb = block(dev, &x, len, k, p, Layout::ColMajor);
+                    dev.hierarchical_transform(&t, &mut xb, true).unwrap();
+                    out.add_sum("Sᵀ", p, xb.to_f64(dev).unwrap());
+                    let classes = Classes::upload(
+                        dev, c_dofs, e_dofs, i_dofs, &l_c_inv, &scale_e, &scale_i, p,
+                    )
+                    .unwrap();
+                    let zeros = |rows| Block::zeros(dev, rows, k, p, Layout::ColMajor).unwrap();
+                    let (mut bc, mut be, mut bi) = (zeros(nc), zeros(ne), zeros(len - nc - ne));
+                    let mut column_scale = Data::zeros(dev, k, p).unwrap();
+                    dev.psc_gather(&classes, &xb, &mut bc, &mut be, &mut bi, &mut column_scale)
+                        .unwrap();
+                    for (what, part) in [("b_C", &bc), ("b_E", &be), ("b_I", &bi)] {
+                        out.add_sum(what, p, part.to_f64(dev).unwrap());
+                    }
+                    out.add_sum("column scale", p, column_scale.to_f64(dev).unwrap());
+                    dev.psc_scatter(&classes, &bc, &be, &bi, &column_scale, &mut xb)
+                        .unwrap();
+                    out.add_sum("scatter", p, xb.to_f64(dev).unwrap());
+                    dev.hierarchical_transform(&t, &mut xb, false).unwrap();
+                    out.add_sum("S", p, xb.to_f64(dev).unwrap());
+                    out
+                }};
+            }
+            run!(&gpu).compare(&run!(&cpu), &format!("PSC passes {p} {cell_parents:?}"));
+        }
+    }
+}
