@@ -44,12 +44,13 @@ test: deps lint
 	TENSORFEM_REQUIRE_NVRTC=$${TENSORFEM_REQUIRE_NVRTC:-$$([[ $${TENSORFEM_NO_NVRTC:-0} == 1 ]] && echo 0 || echo 1)} \
 	  $(CARGO) test --release
 
-## test-gpu: every CUDA kernel against its CPU reference (tests/gpu.rs) and M1/PSC-IR on
+## test-gpu: every CUDA kernel against its CPU reference (tests/gpu.rs) and naive loops
+## (tests/kernels.rs, ::cuda variants), and M1/PSC-IR on
 ## the GPU against the CPU backend (tests/psc.rs, the ::cuda variants); without a GPU it
 ## says so and exits 0, unless TENSORFEM_REQUIRE_CUDA=1
 test-gpu: build
 	@if $(BIN) info 2>/dev/null | grep -q "device 0:"; then \
-	  TENSORFEM_REQUIRE_CUDA=1 $(CARGO) test --release --test gpu --test psc -- --nocapture; \
+	  TENSORFEM_REQUIRE_CUDA=1 $(CARGO) test --release --test gpu --test kernels --test psc -- --nocapture; \
 	elif [[ "$${TENSORFEM_REQUIRE_CUDA:-0}" == 1 ]]; then \
 	  echo "make test-gpu: TENSORFEM_REQUIRE_CUDA=1 but this machine has no CUDA device ($$($(BIN) info | grep CUDA))" >&2; exit 1; \
 	else \

@@ -3,7 +3,7 @@
 //! On a machine without a GPU each test says it is skipped; `make test-gpu` sets
 //! TENSORFEM_REQUIRE_CUDA=1, so there a missing GPU fails.
 //!
-//! Each test names the entry points it exercises in a `covers(&[…])` call: tests/kernels.rs
+//! Each test names the entry points it exercises in a `covers(&[…])` call: tests/nvrtc.rs
 //! fails for any entry point of the compiled PTX not named here.
 
 use rand::{Rng, SeedableRng};
@@ -21,7 +21,7 @@ use tensorfem::sparse::Csr;
 const ALL: [Precision; 3] = [F16, F32, F64];
 const LAYOUTS: [Layout; 2] = [Layout::ColMajor, Layout::NodeMajor];
 
-/// The entry points a test exercises (read by tests/kernels.rs; nothing to do at run time).
+/// The entry points a test exercises (read by tests/nvrtc.rs; nothing to do at run time).
 fn covers(_entries: &[&str]) {}
 
 /// Relative tolerance of results computed in precision `p` on both backends.

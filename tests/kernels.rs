@@ -1,119 +1,803 @@
-//! Every CUDA kernel compiles for sm_90 through NVRTC with ptxas's spill check as an
-//! error, on any machine with NVRTC (no GPU needed); `make test` provides NVRTC (the
-//! pinned wheels of scripts/install-deps.sh) and sets TENSORFEM_REQUIRE_NVRTC=1, so there a
-//! missing NVRTC fails instead of skipping. Every entry point must have its launch
-//! signature (src/device/cuda/launch.rs) match its PTX parameters, and a CPU-reference
-//! comparison in tests/gpu.rs.
+//! Every device kernel against an independent host reference (naive loops, the host sparse
+//! products, the sparse S matrix), written once and run on every backend (`device_tests!`).
 
-use tensorfem::device::cuda::compile::{self, CHECK_ARCH, FILES};
-use tensorfem::device::cuda::launch;
+// The references index like the formulas they check.
+#![allow(clippy::needless_range_loop)]
 
-/// NVRTC and the CUDA headers, or None (with the reason printed) where this machine has
-/// neither and the run does not require them.
-fn include_dir() -> Option<std::path::PathBuf> {
-    let required = std::env::var("TENSORFEM_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
-    let found = if compile::nvrtc_available() {
-        compile::cuda_include_dir().map_err(|e| e.to_string())
-    } else {
-        Err("libnvrtc is not on the library path".to_string())
-    };
-    match found {
-        Ok(dir) => Some(dir),
-        Err(why) if required => panic!("TENSORFEM_REQUIRE_NVRTC=1 but {why}"),
-        Err(why) => {
-            eprintln!("skipped: {why} (make test provides it)");
-            None
+use half::f16;
+use tensorfem::device::psc::{Classes, HierarchicalTransform};
+use tensorfem::device::stencil::{Grid, Transfer};
+use tensorfem::device::{
+    Block, CsrMatrix, Data, EllMatrix, GridShape, Kernels, Layout, MatMut, MatRef, PscDevice, RowOp,
+    Scratch, Stats,
+};
+use tensorfem::device_tests;
+use tensorfem::mesh::{unit_square_refined, Element};
+use tensorfem::mg::assemble_level;
+use tensorfem::precision::{Precision, Stored};
+use tensorfem::psc::HierarchicalBasis;
+use tensorfem::sparse::{self, Csr, Ell};
+
+/// Deterministic test values in [−1, 1).
+fn values(n: usize, seed: usize) -> Vec<f64> {
+    // splitmix64 of (seed, i): uncorrelated between seeds, in [-1, 1).
+    (0..n as u64)
+        .map(|i| {
+            let mut z = (seed as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            (z >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+        })
+        .collect()
+}
+
+fn vector<D: PscDevice>(dev: &D, host: &[f64], p: Precision) -> Block<D> {
+    Block::from_f64(dev, host, host.len(), 1, p, Layout::ColMajor).unwrap()
+}
+
+fn max_diff(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+}
+
+/// A random-ish sparse matrix with `n` rows, several entries per row.
+fn test_matrix(n: usize) -> Csr<f64> {
+    let mut row_ptr = vec![0];
+    let (mut cols, mut vals) = (vec![], vec![]);
+    for r in 0..n {
+        let mut row: Vec<u32> = [r, (r * 7 + 3) % n, (r * 13 + 1) % n, (r + n - 1) % n]
+            .iter()
+            .map(|&c| c as u32)
+            .collect();
+        row.sort();
+        row.dedup();
+        for &c in &row {
+            cols.push(c);
+            vals.push(((r * 31 + c as usize * 17) % 23) as f64 / 8.0 - 1.0);
+        }
+        row_ptr.push(cols.len());
+    }
+    Csr::new(n, n, row_ptr, cols, vals).unwrap()
+}
+
+/// Conversions round to nearest exactly like `half` and `as`; axpby, scale, shift, the
+/// reductions and the pointwise products match naive loops.
+fn vector_kernels_match_naive_loops<D: PscDevice>(dev: &D) {
+    let n = 40_000;
+    let (x, y) = (values(n, 1), values(n, 2));
+    // f64 → f16 and f32 → f16 round like `half`; back to f64 exactly.
+    let wide = vector(dev, &x, Precision::F64);
+    for p in [Precision::F16, Precision::F32] {
+        let mut low = Block::vector(dev, n, p).unwrap();
+        dev.copy(wide.view(), low.view_mut()).unwrap();
+        let got = low.to_f64(dev).unwrap();
+        for (g, &v) in got.iter().zip(&x) {
+            let want = match p {
+                Precision::F16 => f16::from_f64(v).to_f64(),
+                _ => v as f32 as f64,
+            };
+            assert_eq!(g.to_bits(), want.to_bits(), "{p} rounding of {v}");
+        }
+    }
+    let x32 = vector(dev, &x, Precision::F32);
+    let mut h = Block::vector(dev, n, Precision::F16).unwrap();
+    dev.copy(x32.view(), h.view_mut()).unwrap();
+    for (g, &v) in h.to_f64(dev).unwrap().iter().zip(&x) {
+        assert_eq!(*g, f16::from_f32(v as f32).to_f64());
+    }
+
+    let mut yb = vector(dev, &y, Precision::F64);
+    dev.axpby(0.5, wide.view(), -2.0, yb.view_mut()).unwrap();
+    let want: Vec<f64> = x.iter().zip(&y).map(|(a, b)| 0.5 * a - 2.0 * b).collect();
+    assert_eq!(yb.to_f64(dev).unwrap(), want);
+    dev.scale(3.0, yb.view_mut()).unwrap();
+    dev.shift(yb.view_mut(), 1.5).unwrap();
+    let want: Vec<f64> = want.iter().map(|v| 3.0 * v + 1.5).collect();
+    assert_eq!(yb.to_f64(dev).unwrap(), want);
+
+    let dot: f64 = x.iter().zip(&y).map(|(a, b)| a * b).sum();
+    let got = dev
+        .dot(wide.view(), vector(dev, &y, Precision::F64).view())
+        .unwrap();
+    assert!((got - dot).abs() < 1e-10 * dot.abs().max(1.0));
+    let norm = x.iter().map(|v| v * v).sum::<f64>().sqrt();
+    assert!((dev.nrm2(wide.view()).unwrap() - norm).abs() < 1e-12 * norm);
+    let sum: f64 = x.iter().sum();
+    assert!((dev.sum(wide.view()).unwrap() - sum).abs() < 1e-10);
+    let mut nan = x.clone();
+    nan[1234] = f64::NAN;
+    assert!(dev
+        .nrm2(vector(dev, &nan, Precision::F64).view())
+        .unwrap()
+        .is_nan());
+
+    // Pointwise products over a slice of the vectors.
+    let d = values(n, 3);
+    let (db, xb, zb) = (
+        vector(dev, &d, Precision::F64),
+        vector(dev, &x, Precision::F64),
+        vector(dev, &y, Precision::F64),
+    );
+    let mut out = Block::vector(dev, n, Precision::F64).unwrap();
+    dev.scaled_product(2.0, db.view(), xb.view(), out.view_mut())
+        .unwrap();
+    let want: Vec<f64> = d.iter().zip(&x).map(|(d, x)| 2.0 * d * x).collect();
+    assert_eq!(out.to_f64(dev).unwrap(), want);
+    let range = 100..30_100;
+    dev.scaled_product_add(
+        0.5,
+        db.data.slice(range.clone()),
+        xb.data.slice(range.clone()),
+        zb.data.slice(range.clone()),
+        out.data.slice_mut(range.clone()),
+    )
+    .unwrap();
+    let got = out.to_f64(dev).unwrap();
+    for i in 0..n {
+        let want = if range.contains(&i) {
+            want[i] + 0.5 * d[i] * (x[i] - y[i])
+        } else {
+            want[i]
+        };
+        assert_eq!(got[i], want, "entry {i}");
+    }
+}
+
+/// Column statistics, per-column dots and axpbys, the scaled cast and the relayout, in
+/// both layouts, against naive loops; a column holds the same sums alone and in a block.
+fn block_kernels_match_naive_loops<D: PscDevice>(dev: &D) {
+    let (n, k) = (9_000, 5);
+    let col_major = values(n * k, 4);
+    let cm = Block::from_f64(dev, &col_major, n, k, Precision::F64, Layout::ColMajor).unwrap();
+    let mut nm = Block::zeros(dev, n, k, Precision::F64, Layout::NodeMajor).unwrap();
+    dev.relayout(&cm, &mut nm).unwrap();
+    let node = nm.to_f64(dev).unwrap();
+    for c in 0..k {
+        for i in 0..n {
+            assert_eq!(node[i * k + c], col_major[c * n + i]);
+        }
+    }
+    let mut back = Block::zeros(dev, n, k, Precision::F32, Layout::ColMajor).unwrap();
+    dev.relayout(&nm, &mut back).unwrap();
+    let back = back.to_f64(dev).unwrap();
+    assert!(max_diff(&back, &col_major) < 1e-7);
+
+    let mut stats = Stats::new(dev, k).unwrap();
+    for block in [&cm, &nm] {
+        dev.column_stats(block, &mut stats).unwrap();
+        let s = stats.read(dev).unwrap();
+        assert!(s.in_range);
+        for c in 0..k {
+            let column = &col_major[c * n..(c + 1) * n];
+            let sumsq: f64 = column.iter().map(|v| v * v).sum();
+            let max = column.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            assert!((s.sumsq[c] - sumsq).abs() < 1e-10 * sumsq);
+            assert_eq!(s.max_abs[c], max);
+        }
+    }
+    // A column alone has the same statistics as in the block (node-major, bitwise).
+    let mut single = Stats::new(dev, 1).unwrap();
+    let column: Vec<f64> = col_major[2 * n..3 * n].to_vec();
+    let alone = Block::from_f64(dev, &column, n, 1, Precision::F64, Layout::NodeMajor).unwrap();
+    dev.column_stats(&alone, &mut single).unwrap();
+    dev.column_stats(&nm, &mut stats).unwrap();
+    assert_eq!(
+        single.read(dev).unwrap().sumsq[0].to_bits(),
+        stats.read(dev).unwrap().sumsq[2].to_bits()
+    );
+
+    // Cast with a scale per column into f16: rounded once; a huge value is out of range.
+    let scale = [2.0, 0.0, 1.0, 4.0, 0.5];
+    let mut low = Block::zeros(dev, n, k, Precision::F16, Layout::NodeMajor).unwrap();
+    dev.scale_columns(&nm, &scale, &mut low, &mut stats)
+        .unwrap();
+    let got = low.to_f64(dev).unwrap();
+    for i in 0..n {
+        for c in 0..k {
+            let v = if scale[c] > 0.0 {
+                node[i * k + c] / scale[c]
+            } else {
+                0.0
+            };
+            assert_eq!(got[i * k + c], f16::from_f32(v as f32).to_f64());
+        }
+    }
+    assert!(stats.read(dev).unwrap().in_range);
+    dev.scale_columns(&nm, &[1e-6; 5], &mut low, &mut stats)
+        .unwrap();
+    assert!(!stats.read(dev).unwrap().in_range);
+
+    let other = values(n * k, 5);
+    let om = Block::from_f64(dev, &other, n, k, Precision::F64, Layout::ColMajor).unwrap();
+    let mut dots = vec![0.0; k];
+    dev.column_dots(&cm, &om, &mut dots, &mut Scratch::new(dev).unwrap())
+        .unwrap();
+    let (alpha, beta) = ([1.0, -2.0, 0.5, 0.0, 3.0], [1.0, 1.0, -1.0, 2.0, 0.0]);
+    let mut y = Block::from_f64(dev, &other, n, k, Precision::F64, Layout::ColMajor).unwrap();
+    dev.column_axpby(&alpha, &cm, &beta, &mut y).unwrap();
+    let y = y.to_f64(dev).unwrap();
+    for c in 0..k {
+        let span = c * n..(c + 1) * n;
+        let want: f64 = col_major[span.clone()]
+            .iter()
+            .zip(&other[span.clone()])
+            .map(|(a, b)| a * b)
+            .sum();
+        assert!((dots[c] - want).abs() < 1e-10);
+        for i in span {
+            assert_eq!(y[i], alpha[c] * col_major[i] + beta[c] * other[i]);
         }
     }
 }
 
-#[test]
-fn every_kernel_compiles_for_sm_90_without_spills() {
-    let Some(include) = include_dir() else { return };
-    let mut failed = Vec::new();
-    let mut entries = 0;
-    for file in &FILES {
-        match compile::compile(file, CHECK_ARCH, &include, true) {
-            Ok(c) => {
-                let points = compile::entry_points(&c.ptx);
-                let resources = compile::resources(&c.log);
-                assert!(
-                    !points.is_empty(),
-                    "kernels/{}.cu defines no kernel",
-                    file.name
-                );
-                for r in &resources {
-                    assert_eq!(
-                        (r.spill_store_bytes, r.spill_load_bytes),
-                        (0, 0),
-                        "{} spills",
-                        r.entry
-                    );
-                }
-                let gpu_tests = include_str!("gpu.rs");
-                for entry in &points {
+/// GEMM in every precision (plain, transposed, offsets and leading dimensions) and GEMV
+/// against naive products; small integers make every product exact.
+fn dense_kernels_match_naive_products<D: PscDevice>(dev: &D) {
+    let (m, n, k) = (237, 45, 300);
+    let a: Vec<f64> = (0..m * k).map(|i| ((i * 13) % 7) as f64 - 3.0).collect();
+    let b: Vec<f64> = (0..k * n).map(|i| ((i * 5) % 11) as f64 - 5.0).collect();
+    let naive = |i: usize, j: usize, transposed: bool| -> f64 {
+        (0..k)
+            .map(|l| if transposed { a[l + i * k] } else { a[i + l * m] } * b[l + j * k])
+            .sum()
+    };
+    for p in Precision::ALL {
+        for out in [p, p.compute()] {
+            let (ad, bd) = (
+                Data::from_f64(dev, &a, p).unwrap(),
+                Data::from_f64(dev, &b, p).unwrap(),
+            );
+            let mut d = Data::zeros(dev, m * n, out).unwrap();
+            dev.gemm(
+                MatRef::col_major(&ad, 0, m, k, m),
+                MatRef::col_major(&bd, 0, k, n, k),
+                MatMut::col_major(&mut d, 0, m, n, m),
+            )
+            .unwrap();
+            let got = d.to_f64(dev).unwrap();
+            for j in 0..n {
+                for i in 0..m {
+                    let want = naive(i, j, false);
+                    // f16 results round sums beyond 2048 (f16 has 11 significant bits).
+                    let tolerance = if out == Precision::F16 { 2.0 } else { 0.0 };
                     assert!(
-                        gpu_tests.contains(&format!("\"{entry}\"")),
-                        "kernel {entry} has no CPU-reference comparison in tests/gpu.rs (name it in a covers(&[…]) of the test that exercises it)"
+                        (got[i + j * m] - want).abs() <= tolerance,
+                        "{p} → {out} ({i}, {j}): {} vs {want}",
+                        got[i + j * m]
                     );
                 }
-                for (entry, params) in compile::entry_params(&c.ptx) {
-                    let expected = launch::signature(launch::op_of(&entry))
-                        .unwrap_or_else(|| panic!("{entry} has no signature in launch.rs"));
-                    assert_eq!(params, expected, "parameters of {entry}");
-                }
-                let most = resources.iter().map(|r| r.registers).max().unwrap_or(0);
-                println!(
-                    "kernels/{}.cu: {} kernels for {CHECK_ARCH}, no spills, at most {most} registers",
-                    file.name,
-                    points.len()
-                );
-                entries += points.len();
             }
-            Err(e) => failed.push(e.to_string()),
+            // Aᵀ with A stored k×m, into a sub-block of a larger C (offset, ld).
+            let mut big = Data::zeros(dev, (m + 3) * (n + 1), out).unwrap();
+            dev.gemm(
+                MatRef::transposed(&ad, 0, m, k, k),
+                MatRef::col_major(&bd, 0, k, n, k),
+                MatMut::col_major(&mut big, m + 3 + 2, m, n, m + 3),
+            )
+            .unwrap();
+            let got = big.to_f64(dev).unwrap();
+            let tolerance = if out == Precision::F16 { 2.0 } else { 0.0 };
+            assert!((got[(m + 3) + 2 + 3 + 2 * (m + 3)] - naive(3, 2, true)).abs() <= tolerance);
+            assert_eq!(got[0], 0.0, "outside the sub-block");
         }
+        // y = A x for one right-hand side.
+        let x: Vec<f64> = (0..k).map(|i| (i % 5) as f64 - 2.0).collect();
+        let ad = Data::from_f64(dev, &a, p).unwrap();
+        let xb = vector(dev, &x, p.compute());
+        let mut yb = Block::vector(dev, m, p.compute()).unwrap();
+        dev.gemv(MatRef::col_major(&ad, 0, m, k, m), xb.view(), yb.view_mut())
+            .unwrap();
+        let want: Vec<f64> = (0..m)
+            .map(|i| (0..k).map(|l| a[i + l * m] * x[l]).sum())
+            .collect();
+        assert_eq!(yb.to_f64(dev).unwrap(), want, "{p} GEMV");
     }
-    println!(
-        "CUDA kernels: {} passed, {} failed ({entries} entry points)",
-        FILES.len() - failed.len(),
-        failed.len()
-    );
-    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }
 
-/// The check has teeth: a kernel that needs more registers than its launch bounds allow
-/// fails the compile (ptxas's spill warning as an error), and a syntax error names the file.
-#[test]
-fn spills_and_syntax_errors_fail_the_compile() {
-    let Some(include) = include_dir() else { return };
-    let spilling = compile::KernelFile {
-        name: "spilling",
-        source: r#"
-extern "C" __global__ void __launch_bounds__(1024, 2) spill_f64(double *x, int n) {
-  double v[64];
-  #pragma unroll
-  for (int k = 0; k < 64; k++) v[k] = x[threadIdx.x + k * n];
-  #pragma unroll
-  for (int r = 0; r < 8; r++)
-    #pragma unroll
-    for (int k = 0; k < 64; k++) v[k] = v[k] * v[(k + r + 1) % 64] + v[(k + 7) % 64];
-  #pragma unroll
-  for (int k = 0; k < 64; k++) x[threadIdx.x + k * n] = v[k];
+/// The fused Gram-Schmidt step: h = Vᵀw, w ← w − V h, the norms before and after.
+fn orthogonalize_matches_naive_loops<D: PscDevice>(dev: &D) {
+    let n = 50_000;
+    let basis: Vec<Vec<f64>> = (0..4).map(|s| values(n, 10 + s)).collect();
+    let w0 = values(n, 20);
+    let blocks: Vec<Block<D>> = basis
+        .iter()
+        .map(|v| vector(dev, v, Precision::F64))
+        .collect();
+    let mut w = vector(dev, &w0, Precision::F64);
+    let mut h = vec![1.0; 4];
+    let (before, after) = dev
+        .orthogonalize(&blocks, &mut w, &mut h, &mut Scratch::new(dev).unwrap())
+        .unwrap();
+    let coefficients: Vec<f64> = basis
+        .iter()
+        .map(|v| v.iter().zip(&w0).map(|(a, b)| a * b).sum())
+        .collect();
+    let mut want = w0.clone();
+    for (v, c) in basis.iter().zip(&coefficients) {
+        want.iter_mut().zip(v).for_each(|(w, v)| *w -= c * v);
+    }
+    for (h, c) in h.iter().zip(&coefficients) {
+        assert!(
+            (h - (1.0 + c)).abs() < 1e-9,
+            "h accumulates: {h} vs 1 + {c}"
+        );
+    }
+    let diff = max_diff(&w.to_f64(dev).unwrap(), &want);
+    assert!(diff < 1e-10, "{diff} {coefficients:?}");
+    let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    assert!((before - norm(&w0)).abs() < 1e-9 * before);
+    assert!((after - norm(&want)).abs() < 1e-9 * after);
 }
-"#,
-    };
-    let err = compile::compile(&spilling, CHECK_ARCH, &include, true).unwrap_err();
-    assert!(err.to_string().contains("spilling.cu"), "{err}");
-    assert!(err.to_string().contains("spill"), "{err}");
-    assert!(
-        compile::compile(&spilling, CHECK_ARCH, &include, false).is_ok(),
-        "without the checks it compiles"
+
+/// CSR products on column-major blocks against the host products; the residual and the
+/// fused refinement update against loops over them.
+fn csr_kernels_match_host_products<D: PscDevice>(dev: &D) {
+    let n = 4_500;
+    let a = test_matrix(n);
+    for k in [1, 3, 8, 11] {
+        let x = values(n * k, k);
+        let mut want = vec![0.0; n * k];
+        for c in 0..k {
+            sparse::spmv(&a, &x[c * n..(c + 1) * n], &mut want[c * n..(c + 1) * n]);
+        }
+        for p in Precision::ALL {
+            let ap: Csr<f64> = match p {
+                Precision::F16 => a.convert::<f16>().unwrap().to_f64(),
+                Precision::F32 => a.convert::<f32>().unwrap().to_f64(),
+                Precision::F64 => a.clone(),
+            };
+            let device_a = match p {
+                Precision::F16 => CsrMatrix::upload(dev, &a.convert::<f16>().unwrap()),
+                Precision::F32 => CsrMatrix::upload(dev, &a.convert::<f32>().unwrap()),
+                Precision::F64 => CsrMatrix::upload(dev, &a),
+            }
+            .unwrap();
+            let xb = Block::from_f64(dev, &x, n, k, p.compute(), Layout::ColMajor).unwrap();
+            let mut yb = Block::zeros(dev, n, k, p.compute(), Layout::ColMajor).unwrap();
+            dev.csr_spmm(&device_a, &xb, &mut yb).unwrap();
+            let mut exact = vec![0.0; n * k];
+            for c in 0..k {
+                let xc: Vec<f64> = xb.to_f64(dev).unwrap()[c * n..(c + 1) * n].to_vec();
+                sparse::spmv(&ap, &xc, &mut exact[c * n..(c + 1) * n]);
+            }
+            let tolerance = if p == Precision::F64 { 1e-13 } else { 1e-5 };
+            assert!(
+                max_diff(&yb.to_f64(dev).unwrap(), &exact) < tolerance,
+                "{p} k = {k}"
+            );
+        }
+        let _ = want;
+    }
+    // r = b − A x and the update x += α c, r −= α A c, with their statistics.
+    let k = 3;
+    let (b, x, c) = (values(n * k, 30), values(n * k, 31), values(n * k, 32));
+    let device_a = CsrMatrix::upload(dev, &a).unwrap();
+    let block =
+        |v: &[f64]| Block::from_f64(dev, v, n, k, Precision::F64, Layout::ColMajor).unwrap();
+    let (bb, mut xb, cb) = (block(&b), block(&x), block(&c));
+    let mut rb = block(&vec![0.0; n * k]);
+    let mut stats = Stats::new(dev, k).unwrap();
+    dev.csr_residual(&device_a, &bb, &xb, &mut rb, &mut stats)
+        .unwrap();
+    let mut r = vec![0.0; n * k];
+    for j in 0..k {
+        let span = j * n..(j + 1) * n;
+        sparse::residual(&a, &b[span.clone()], &x[span.clone()], &mut r[span]);
+    }
+    assert!(max_diff(&rb.to_f64(dev).unwrap(), &r) < 1e-13);
+    let alpha = [0.5, 2.0, 0.0];
+    dev.csr_refine_update(&device_a, &cb, &alpha, &mut xb, &mut rb, &mut stats)
+        .unwrap();
+    let s = stats.read(dev).unwrap();
+    let (xs, rs) = (xb.to_f64(dev).unwrap(), rb.to_f64(dev).unwrap());
+    for j in 0..k {
+        let span = j * n..(j + 1) * n;
+        let mut ac = vec![0.0; n];
+        sparse::spmv(&a, &c[span.clone()], &mut ac);
+        let mut sumsq = 0.0;
+        for (i, g) in span.clone().enumerate() {
+            assert!((xs[g] - (x[g] + alpha[j] * c[g])).abs() < 1e-14);
+            let want = r[g] - alpha[j] * ac[i];
+            assert!((rs[g] - want).abs() < 1e-13);
+            sumsq += want * want;
+        }
+        assert!((s.sumsq[j] - sumsq).abs() < 1e-10 * sumsq);
+        let cmax = c[span].iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        assert_eq!(s.max_abs[j], cmax, "the maxima are those of the correction");
+    }
+}
+
+/// ELLPACK sweeps (apply, residual, Jacobi, Jacobi from zero) and the refinement update on
+/// node-major blocks, in every precision, against the host CSR products.
+fn ell_kernels_match_host_products<D: Kernels>(dev: &D) {
+    let a = assemble_level(2, 64).unwrap(); // 63² unknowns, the Q1 stencil
+    let n = sparse::SparseRows::nrows(&a);
+    let k = 3;
+    let ell = Ell::from_csr_diagonal_first(&a, dev.ell_layout()).unwrap();
+    let diag = a.diagonal();
+    let (x, b) = (values(n * k, 40), values(n * k, 41));
+    let node = |v: &[f64], p| Block::from_f64(dev, v, n, k, p, Layout::NodeMajor).unwrap();
+    let host = |v: &[f64], c: usize| -> Vec<f64> { (0..n).map(|i| v[i * k + c]).collect() };
+    for p in Precision::ALL {
+        let matrix = EllMatrix::upload(dev, &ell, p).unwrap();
+        let (xb, bb) = (node(&x, p), node(&b, p));
+        let (xr, br) = (xb.to_f64(dev).unwrap(), bb.to_f64(dev).unwrap());
+        let mut out = node(&vec![0.0; n * k], p);
+        let mut stats = Stats::new(dev, k).unwrap();
+        let tolerance = match p {
+            Precision::F16 => 4e-3,
+            Precision::F32 => 2e-6,
+            Precision::F64 => 1e-13,
+        };
+        for op in [RowOp::Apply, RowOp::Residual, RowOp::Jacobi { omega: 0.7 }] {
+            dev.ell_sweep(&matrix, op, &xb, Some(&bb), &mut out, &mut stats)
+                .unwrap();
+            let got = out.to_f64(dev).unwrap();
+            for c in 0..k {
+                let (xc, bc) = (host(&xr, c), host(&br, c));
+                let mut ax = vec![0.0; n];
+                sparse::spmv(&a, &xc, &mut ax);
+                for i in 0..n {
+                    let want = match op {
+                        RowOp::Apply => ax[i],
+                        RowOp::Residual => bc[i] - ax[i],
+                        RowOp::Jacobi { omega } => xc[i] + omega / diag[i] * (bc[i] - ax[i]),
+                    };
+                    assert!(
+                        (got[i * k + c] - want).abs() <= tolerance * want.abs().max(1.0),
+                        "{p} {op:?} row {i} column {c}: {} vs {want}",
+                        got[i * k + c]
+                    );
+                }
+            }
+        }
+        dev.ell_jacobi_from_zero(&matrix, 0.5, &bb, &mut out, &mut stats)
+            .unwrap();
+        let got = out.to_f64(dev).unwrap();
+        for i in 0..n {
+            for c in 0..k {
+                let want = 0.5 / diag[i] * br[i * k + c];
+                assert!((got[i * k + c] - want).abs() <= tolerance * want.abs().max(1.0));
+            }
+        }
+    }
+    let f64_matrix = EllMatrix::upload(dev, &ell, Precision::F64).unwrap();
+    let correction = values(n * k, 42);
+    let alpha = [1.0, 0.25, 3.0];
+    let (mut ub, mut rb) = (node(&x, Precision::F64), node(&b, Precision::F64));
+    let cb = node(&correction, Precision::F32);
+    let mut stats = Stats::new(dev, k).unwrap();
+    dev.ell_refine_update(&f64_matrix, &cb, &alpha, &mut ub, &mut rb, &mut stats)
+        .unwrap();
+    let cr = cb.to_f64(dev).unwrap();
+    let (u, r) = (ub.to_f64(dev).unwrap(), rb.to_f64(dev).unwrap());
+    for c in 0..k {
+        let mut ac = vec![0.0; n];
+        sparse::spmv(&a, &host(&cr, c), &mut ac);
+        for i in 0..n {
+            let g = i * k + c;
+            assert!((u[g] - (x[g] + alpha[c] * cr[g])).abs() < 1e-14);
+            assert!((r[g] - (b[g] - alpha[c] * ac[i])).abs() < 1e-12);
+        }
+    }
+}
+
+/// Multigrid transfers: P maps a coarse Q1 function's nodal values to the same function's
+/// fine nodal values (nested spaces), and ⟨s P c, f⟩ = s t ⟨c, Pᵀ f / t⟩ with scales per column; the
+/// cast into f16 rounds once and reports overflow.
+fn grid_transfers_are_interpolation_and_its_transpose<D: Kernels>(dev: &D) {
+    for dim in [2, 3] {
+        let coarse = GridShape { dim, m: 3 };
+        let fine = GridShape { dim, m: 7 };
+        // A coarse Q1 function: a hat at coarse node (2, 2[, 2]) (interior index 1).
+        let mut c = vec![0.0f64; coarse.points()];
+        let centre = (0..dim).map(|d| coarse.m.pow(d as u32)).sum::<usize>();
+        c[centre] = 1.0;
+        let cb = Block::from_f64(dev, &c, c.len(), 1, Precision::F64, Layout::NodeMajor).unwrap();
+        let mut fb =
+            Block::zeros(dev, fine.points(), 1, Precision::F64, Layout::NodeMajor).unwrap();
+        let mut stats = Stats::new(dev, 1).unwrap();
+        dev.prolongate_add(&cb, coarse, &mut fb, fine, &[1.0], &mut stats)
+            .unwrap();
+        // The hat at x = 1/2 has value Π (1 − |2x_d − 1|·2) on the fine nodes x = i/8.
+        for (k, &v) in fb.to_f64(dev).unwrap().iter().enumerate() {
+            let expected: f64 = (0..dim)
+                .map(|d| {
+                    let i = (k / fine.m.pow(d as u32)) % fine.m;
+                    let x = (i + 1) as f64 / 8.0;
+                    (1.0 - (4.0 * (x - 0.5)).abs()).max(0.0)
+                })
+                .product();
+            assert_eq!(v, expected, "dim {dim}, fine point {k}");
+        }
+
+        let nrhs = 2;
+        let value = |k: usize| ((k * 7919) % 113) as f64 / 17.0 - 3.0;
+        let c: Vec<f64> = (0..coarse.points() * nrhs).map(value).collect();
+        let f: Vec<f64> = (0..fine.points() * nrhs).map(|k| value(k + 5)).collect();
+        let block = |v: &[f64], rows: usize, p| {
+            Block::from_f64(dev, v, rows, nrhs, p, Layout::NodeMajor).unwrap()
+        };
+        let mut pc = block(&vec![0.0; f.len()], fine.points(), Precision::F64);
+        let mut rf = block(&vec![0.0; c.len()], coarse.points(), Precision::F64);
+        let mut stats = Stats::new(dev, nrhs).unwrap();
+        dev.prolongate_add(
+            &block(&c, coarse.points(), Precision::F64),
+            coarse,
+            &mut pc,
+            fine,
+            &[1.0, 2.0],
+            &mut stats,
+        )
+        .unwrap();
+        let fb = block(&f, fine.points(), Precision::F64);
+        dev.restrict(&fb, fine, &mut rf, coarse, &[1.0, 0.5], &mut stats)
+            .unwrap();
+        assert!(stats.read(dev).unwrap().in_range);
+        let (pc, rf) = (pc.to_f64(dev).unwrap(), rf.to_f64(dev).unwrap());
+        for col in 0..nrhs {
+            let lhs: f64 = (0..fine.points())
+                .map(|i| pc[i * nrhs + col] * f[i * nrhs + col])
+                .sum();
+            let rhs: f64 = (0..coarse.points())
+                .map(|i| c[i * nrhs + col] * rf[i * nrhs + col])
+                .sum();
+            // Prolongation multiplies by its scale, restriction divides by its own.
+            let scale = [1.0, 2.0][col] * [1.0, 0.5][col];
+            assert!(
+                (lhs - scale * rhs).abs() < 1e-12 * lhs.abs().max(1.0),
+                "dim {dim} col {col}"
+            );
+        }
+        // Into f16: rounded once, in range; a huge scale overflows and is reported.
+        let mut low = block(&vec![0.0; c.len()], coarse.points(), Precision::F16);
+        dev.restrict(&fb, fine, &mut low, coarse, &[1.0, 0.5], &mut stats)
+            .unwrap();
+        assert!(stats.read(dev).unwrap().in_range);
+        for (l, &r) in low.to_f64(dev).unwrap().iter().zip(&rf) {
+            assert_eq!(*l, f16::from_f64(r).to_f64());
+        }
+        dev.restrict(&fb, fine, &mut low, coarse, &[1e-6, 1.0], &mut stats)
+            .unwrap();
+        assert!(!stats.read(dev).unwrap().in_range);
+    }
+}
+
+/// The level-by-level hierarchical transforms agree with the sparse S and Sᵀ; the C/E/I
+/// gather and scatter are each other's inverse and match naive loops.
+fn psc_passes_match_the_matrices<D: PscDevice>(dev: &D) {
+    for element in [Element::Q1, Element::P1] {
+        let mesh = unit_square_refined(3, 3, element).unwrap();
+        let hb = HierarchicalBasis::new(&mesh).unwrap();
+        let transform: HierarchicalTransform = hb.transform();
+        let s = hb.matrix();
+        let st = s.transpose();
+        let n = hb.len();
+        let x: Vec<f64> = values(2 * n, 50);
+        for (transpose, matrix) in [(false, &s), (true, &st)] {
+            let mut xb = Block::from_f64(dev, &x, n, 2, Precision::F64, Layout::ColMajor).unwrap();
+            dev.hierarchical_transform(&transform, &mut xb, transpose)
+                .unwrap();
+            let got = xb.to_f64(dev).unwrap();
+            for c in 0..2 {
+                let mut want = vec![0.0; n];
+                sparse::spmv(matrix, &x[c * n..(c + 1) * n], &mut want);
+                assert!(
+                    max_diff(&got[c * n..(c + 1) * n], &want) < 1e-13,
+                    "{element:?}"
+                );
+            }
+        }
+    }
+    // A small class layout: C = {0, 5}, E = {1, 2, 7}, I = {3, 4, 6}.
+    let (c_dofs, e_dofs, i_dofs) = (vec![0u32, 5], vec![1u32, 2, 7], vec![3u32, 4, 6]);
+    let l_c_inv = [2.0, 0.5, 0.0, 4.0]; // column-major, lower triangular
+    let (scale_e, scale_i) = ([1.0, 2.0, 0.5], [3.0, 0.25, 1.0]);
+    let classes = Classes::upload(
+        dev,
+        &c_dofs,
+        &e_dofs,
+        &i_dofs,
+        &l_c_inv,
+        &scale_e,
+        &scale_i,
+        Precision::F64,
+    )
+    .unwrap();
+    let nodal = values(16, 60);
+    let nb = Block::from_f64(dev, &nodal, 8, 2, Precision::F64, Layout::ColMajor).unwrap();
+    let part = |rows| Block::zeros(dev, rows, 2, Precision::F64, Layout::ColMajor).unwrap();
+    let (mut bc, mut be, mut bi) = (part(2), part(3), part(3));
+    let mut column_scale = Data::zeros(dev, 2, Precision::F64).unwrap();
+    dev.psc_gather(&classes, &nb, &mut bc, &mut be, &mut bi, &mut column_scale)
+        .unwrap();
+    let scales = column_scale.to_f64(dev).unwrap();
+    let (gc, ge, gi) = (
+        bc.to_f64(dev).unwrap(),
+        be.to_f64(dev).unwrap(),
+        bi.to_f64(dev).unwrap(),
     );
-    let broken = compile::KernelFile {
-        name: "broken",
-        source: "extern \"C\" __global__ void f(float *x) { x[0] = undefined_name; }",
-    };
-    let err = compile::compile(&broken, CHECK_ARCH, &include, false).unwrap_err();
-    assert!(err.to_string().contains("broken.cu"), "{err}");
-    assert!(err.to_string().contains("undefined_name"), "{err}");
+    for col in 0..2 {
+        let v = &nodal[col * 8..(col + 1) * 8];
+        let c0 = 2.0 * v[0];
+        let c1 = 0.5 * v[0] + 4.0 * v[5];
+        let e: Vec<f64> = e_dofs
+            .iter()
+            .zip(scale_e)
+            .map(|(&d, s)| v[d as usize] * s)
+            .collect();
+        let i: Vec<f64> = i_dofs
+            .iter()
+            .zip(scale_i)
+            .map(|(&d, s)| v[d as usize] * s)
+            .collect();
+        let max = [c0, c1]
+            .iter()
+            .chain(&e)
+            .chain(&i)
+            .fold(0.0f64, |m, v| m.max(v.abs()));
+        assert_eq!(scales[col], max);
+        assert!(
+            (gc[col * 2] - c0 / max).abs() < 1e-15 && (gc[col * 2 + 1] - c1 / max).abs() < 1e-15
+        );
+        for t in 0..3 {
+            assert!((ge[col * 3 + t] - e[t] / max).abs() < 1e-15);
+            assert!((gi[col * 3 + t] - i[t] / max).abs() < 1e-15);
+        }
+    }
+    // The scatter applies L⁻ᵀ where the gather applied L⁻¹: with L⁻¹ the identity the two
+    // are inverse, giving the nodal values back.
+    let identity = Classes::upload(
+        dev,
+        &c_dofs,
+        &e_dofs,
+        &i_dofs,
+        &[1.0, 0.0, 0.0, 1.0],
+        &[1.0; 3],
+        &[1.0; 3],
+        Precision::F64,
+    )
+    .unwrap();
+    dev.psc_gather(&identity, &nb, &mut bc, &mut be, &mut bi, &mut column_scale)
+        .unwrap();
+    let mut back = part(8);
+    dev.psc_scatter(&identity, &bc, &be, &bi, &column_scale, &mut back)
+        .unwrap();
+    assert!(max_diff(&back.to_f64(dev).unwrap(), &nodal) < 1e-15);
 }
+
+/// Q2 and Q1 transfers reproduce quadratics and bilinears (the coarse space is nested),
+/// and restriction is the transpose of prolongation.
+fn stokes_transfers_are_interpolation_and_its_transpose<D: Kernels>(dev: &D) {
+    let nc = 3;
+    let (mc, mf) = (2 * nc + 1, 4 * nc + 1);
+    let q = |x: f64, y: f64| (0.3 + x - x * x) * (1.0 + 2.0 * y - 3.0 * y * y);
+    let coarse: Vec<f64> = (0..mc * mc)
+        .map(|k| {
+            q(
+                (k % mc) as f64 / (mc - 1) as f64,
+                (k / mc) as f64 / (mc - 1) as f64,
+            )
+        })
+        .collect();
+    let mut fine = vector(dev, &vec![0.0; mf * mf], Precision::F64);
+    dev.stokes_transfer(
+        Transfer::Q2Prolong,
+        nc,
+        vector(dev, &coarse, Precision::F64).view(),
+        fine.view_mut(),
+    )
+    .unwrap();
+    for (k, &got) in fine.to_f64(dev).unwrap().iter().enumerate() {
+        let want = q(
+            (k % mf) as f64 / (mf - 1) as f64,
+            (k / mf) as f64 / (mf - 1) as f64,
+        );
+        assert!((got - want).abs() < 1e-14, "{k}: {got} vs {want}");
+    }
+    let (pc, pf) = (nc + 1, 2 * nc + 1);
+    let bilinear = |x: f64, y: f64| 1.0 + 2.0 * x - y + 3.0 * x * y;
+    let coarse: Vec<f64> = (0..pc * pc)
+        .map(|k| bilinear((k % pc) as f64 / nc as f64, (k / pc) as f64 / nc as f64))
+        .collect();
+    let mut fine = vector(dev, &vec![0.0; pf * pf], Precision::F64);
+    dev.stokes_transfer(
+        Transfer::Q1Prolong,
+        nc,
+        vector(dev, &coarse, Precision::F64).view(),
+        fine.view_mut(),
+    )
+    .unwrap();
+    for (k, &got) in fine.to_f64(dev).unwrap().iter().enumerate() {
+        let want = bilinear(
+            (k % pf) as f64 / (2 * nc) as f64,
+            (k / pf) as f64 / (2 * nc) as f64,
+        );
+        assert!((got - want).abs() < 1e-14);
+    }
+    // ⟨P c, f⟩ = ⟨c, Pᵀ f⟩ for interior coarse lattice vectors and any pressure.
+    let nc = 4;
+    let (cg, fg) = (Grid { n: nc }, Grid { n: 2 * nc });
+    for (prolong, restrict, coarse_len, fine_len, m) in [
+        (
+            Transfer::Q2Prolong,
+            Transfer::Q2Restrict,
+            cg.lattice_len(),
+            fg.lattice_len(),
+            Some(cg.m()),
+        ),
+        (
+            Transfer::Q1Prolong,
+            Transfer::Q1Restrict,
+            cg.pressure_len(),
+            fg.pressure_len(),
+            None,
+        ),
+    ] {
+        let mut c = values(coarse_len, 70);
+        if let Some(m) = m {
+            for k in 0..m * m {
+                if !cg.is_interior(k % m, k / m) {
+                    c[k] = 0.0;
+                }
+            }
+        }
+        let f = values(fine_len, 71);
+        let mut pcb = vector(dev, &vec![0.0; fine_len], Precision::F64);
+        dev.stokes_transfer(
+            prolong,
+            nc,
+            vector(dev, &c, Precision::F64).view(),
+            pcb.view_mut(),
+        )
+        .unwrap();
+        let mut rfb = vector(dev, &vec![0.0; coarse_len], Precision::F64);
+        dev.stokes_transfer(
+            restrict,
+            nc,
+            vector(dev, &f, Precision::F64).view(),
+            rfb.view_mut(),
+        )
+        .unwrap();
+        let (pcv, rfv) = (pcb.to_f64(dev).unwrap(), rfb.to_f64(dev).unwrap());
+        let lhs: f64 = pcv.iter().zip(&f).map(|(a, b)| a * b).sum();
+        let rhs: f64 = c.iter().zip(&rfv).map(|(a, b)| a * b).sum();
+        assert!(
+            (lhs - rhs).abs() < 1e-12 * lhs.abs().max(1.0),
+            "{prolong:?}: {lhs} vs {rhs}"
+        );
+    }
+}
+
+/// Storage conversions of the CPU: f16 values round like `half` (the storage types agree
+/// with the device's).
+fn stored_values_round_trip<D: PscDevice>(dev: &D) {
+    let all: Vec<f64> = (0..=u16::MAX)
+        .map(f16::from_bits)
+        .filter(|h| h.is_finite())
+        .map(|h| h.to_f64())
+        .collect();
+    let data = Data::from_f64(dev, &all, Precision::F16).unwrap();
+    assert_eq!(data.to_f64(dev).unwrap(), all);
+    assert_eq!(<f16 as Stored>::PRECISION, Precision::F16);
+}
+
+device_tests!(
+    cuda: vector_kernels_match_naive_loops,
+    block_kernels_match_naive_loops,
+    dense_kernels_match_naive_products,
+    orthogonalize_matches_naive_loops,
+    csr_kernels_match_host_products,
+    psc_passes_match_the_matrices,
+    stored_values_round_trip,
+);
+
+device_tests!(
+    ell_kernels_match_host_products,
+    grid_transfers_are_interpolation_and_its_transpose,
+    stokes_transfers_are_interpolation_and_its_transpose,
+);
