@@ -8,8 +8,8 @@ use half::f16;
 use tensorfem::device::psc::{Classes, HierarchicalTransform};
 use tensorfem::device::stencil::{Grid, Transfer};
 use tensorfem::device::{
-    Block, CsrMatrix, Data, EllMatrix, GridShape, Kernels, Layout, MatMut, MatRef, PscDevice, RowOp,
-    Scratch, Stats,
+    Block, CsrMatrix, Data, EllMatrix, GridShape, Kernels, Layout, MatMut, MatRef, PscDevice,
+    RowOp, Scratch, Stats,
 };
 use tensorfem::device_tests;
 use tensorfem::mesh::{unit_square_refined, Element};
