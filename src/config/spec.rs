@@ -33,9 +33,12 @@ impl Method {
         }
     }
 
+    /// Whether the method runs on the CUDA backend (PSC; multigrid and Stokes run on the
+    /// CPU, the sparse Cholesky reference on the host).
     pub fn has_cuda(self) -> bool {
         match self {
-            Method::Cholesky | Method::PscM1 | Method::Mg | Method::Stokes => false,
+            Method::PscM1 => true,
+            Method::Cholesky | Method::Mg | Method::Stokes => false,
         }
     }
 }

@@ -136,6 +136,13 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// Waits until every kernel issued so far has finished (timings, host reads).
     fn synchronize(&self) -> Result<()>;
 
+    /// Bytes of this device's own memory still free, where it has a fixed amount apart
+    /// from the host's (a GPU); None for the host itself, whose limit the run checks up
+    /// front (`run::check_memory`).
+    fn free_memory(&self) -> Result<Option<usize>> {
+        Ok(None)
+    }
+
     /// Runs `f`, a solve's host-side driver that issues kernels, where this device runs them
     /// best (CPU: on a worker of the thread pool, so every kernel's parallel loop is a
     /// nested task rather than a job injected from outside; CUDA: on the calling thread).

@@ -58,24 +58,6 @@ impl Backend {
     }
 }
 
-/// Runs `$body` with `$dev` bound to a reference to this backend's device (each arm
-/// instantiates the solvers in `$body` for its device type).
-macro_rules! on_device {
-    ($backend:expr, $dev:ident => $body:expr) => {
-        match $backend {
-            $crate::run::Backend::Cpu { .. } => {
-                let $dev = &$crate::device::Cpu::new();
-                $body
-            }
-            $crate::run::Backend::Cuda(info) => Err($crate::error::Error::Backend(format!(
-                "cuda device {} ({}): this build has no CUDA kernels yet; use backend = \"cpu\"",
-                info.ordinal, info.name
-            ))),
-        }
-    };
-}
-pub(crate) use on_device;
-
 impl fmt::Display for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -16,7 +16,6 @@ use crate::device::cuda;
 use crate::error::Result;
 use crate::io::h5::{GIT_REVISION, VERSION};
 use crate::sys::{cores, hostname};
-pub(crate) use backend::on_device;
 pub use backend::Backend;
 
 /// Runs the job a config describes (the embedded quickstart without one) and prints its

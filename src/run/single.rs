@@ -8,10 +8,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::solver::Operator;
-use super::{on_device, Backend};
+use super::Backend;
 use crate::comm::Comm;
 use crate::config::{Method, RunConfig};
-use crate::device::Kernels;
 use crate::error::Result;
 use crate::fem::{ColumnReport, Exact, Manufactured};
 use crate::io::schema;
@@ -180,18 +179,17 @@ pub fn run(config: &RunConfig, backend: &Backend, comm: &dyn Comm) -> Result<Opt
     super::solver::check_memory(&config.mesh, &config.solver, config.ks.len())?;
 
     let t = Instant::now();
-    on_device!(backend, dev => match mesh::build(&config.mesh)? {
+    match mesh::build(&config.mesh)? {
         mesh::AnyMesh::Square(mesh) => {
-            solve_and_write(dev, config, mesh, t.elapsed().as_secs_f64(), backend).map(Some)
+            solve_and_write(config, mesh, t.elapsed().as_secs_f64(), backend).map(Some)
         }
         mesh::AnyMesh::Cube(mesh) => {
-            solve_and_write(dev, config, mesh, t.elapsed().as_secs_f64(), backend).map(Some)
+            solve_and_write(config, mesh, t.elapsed().as_secs_f64(), backend).map(Some)
         }
-    })
+    }
 }
 
-fn solve_and_write<const D: usize, K: Kernels>(
-    dev: &K,
+fn solve_and_write<const D: usize>(
     config: &RunConfig,
     mesh: Mesh<D>,
     mesh_seconds: f64,
@@ -203,7 +201,7 @@ fn solve_and_write<const D: usize, K: Kernels>(
         .iter()
         .map(|&k| Exact::Wave(Manufactured::new(k, D)))
         .collect();
-    let mut op = Operator::new(dev, mesh, &config.mesh, &config.solver)?;
+    let mut op = Operator::new(backend, mesh, &config.mesh, &config.solver)?;
     let t = Instant::now();
     let rhs = op.loads(&exact);
     let mut seconds = StageSeconds {

@@ -139,6 +139,22 @@ impl Cuda {
         })
     }
 
+    /// The process's device for `info`'s ordinal, set up on first use: the operators of a
+    /// rank share one context, stream and set of kernels.
+    pub fn shared(info: &CudaDeviceInfo) -> Result<Self> {
+        static DEVICES: OnceLock<Mutex<HashMap<usize, Cuda>>> = OnceLock::new();
+        let mut devices = DEVICES
+            .get_or_init(Default::default)
+            .lock()
+            .expect("not poisoned");
+        if let Some(dev) = devices.get(&info.ordinal) {
+            return Ok(dev.clone());
+        }
+        let dev = Cuda::new(info)?;
+        devices.insert(info.ordinal, dev.clone());
+        Ok(dev)
+    }
+
     pub fn info(&self) -> &CudaDeviceInfo {
         &self.inner.info
     }
@@ -308,6 +324,10 @@ impl Device for Cuda {
             .stream
             .synchronize()
             .map_err(|e| driver("synchronize", e))
+    }
+
+    fn free_memory(&self) -> Result<Option<usize>> {
+        Ok(Some(self.memory()?.0))
     }
 
     fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
