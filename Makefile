@@ -22,7 +22,7 @@ export LD_LIBRARY_PATH := $(CUDA_WHEELS)/lib$(if $(LD_LIBRARY_PATH),:$(LD_LIBRAR
 export TENSORFEM_CUDA_INCLUDE ?= $(CUDA_WHEELS)/include
 PTX_DIR ?= target/ptx
 
-.PHONY: all deps build run test test-gpu lint fmt clean ptx
+.PHONY: all deps build run test test-gpu lint fmt clean ptx bundle
 
 all: build
 
@@ -39,10 +39,17 @@ run: build
 
 ## test: formatting, lints, and the whole test suite in the release profile (unit,
 ## integration, CLI under mpirun -n 2, HDF5 read back by h5dump and h5py, every CUDA kernel
-## compiled for sm_90 by NVRTC with spills as errors)
+## compiled for sm_90 by NVRTC with spills as errors; then the GPU-machine bundle: under
+## 48 MiB, and run in a root holding nothing but glibc)
 test: deps lint
 	TENSORFEM_REQUIRE_NVRTC=$${TENSORFEM_REQUIRE_NVRTC:-$$([[ $${TENSORFEM_NO_NVRTC:-0} == 1 ]] && echo 0 || echo 1)} \
 	  $(CARGO) test --release
+	jobs/check-bundle.sh target/bundle
+
+## bundle: target/bundle/tensorfem-gpu.tar.gz, the binary, the CUDA test binaries, the PTX
+## and every non-glibc library, for a GPU machine without Rust or network (jobs/bundle-gpu.sh)
+bundle:
+	jobs/bundle-gpu.sh target/bundle
 
 ## test-gpu: every CUDA kernel against its CPU reference (tests/gpu.rs) and naive loops
 ## (tests/kernels.rs, ::cuda variants), and M1/PSC-IR on
