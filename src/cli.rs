@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::device::BackendChoice;
 use crate::mesh::Element;
 use crate::precision::Precision;
 
@@ -169,9 +170,18 @@ pub struct PscInfoArgs {
 
 #[derive(clap::Args)]
 pub struct MachineArgs {
-    /// Print one JSON object (keys triad_gbs, gemm_gflops_f64, gemm_gflops_f32, gemm_gflops_f16).
+    /// Print one JSON object (keys triad_gbs, gemm_gflops_f64, gemm_gflops_f32, gemm_gflops_f16;
+    /// on CUDA copy_gbs instead of triad_gbs).
     #[arg(long)]
     pub json: bool,
+    /// cpu: triad and GEMM on the host; cuda: device copy and cuBLAS GEMM of the first GPU;
+    /// auto: the GPU where there is one.
+    #[arg(long, default_value = "cpu", value_parser = parse_backend)]
+    pub backend: BackendChoice,
+}
+
+fn parse_backend(s: &str) -> Result<BackendChoice, String> {
+    s.parse()
 }
 
 #[derive(clap::Args)]
@@ -193,6 +203,9 @@ pub struct PscBenchArgs {
     /// Load (or fill) the operator cache here instead of timing a fresh set-up.
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
+    /// Where M1 runs: cpu, cuda (the first GPU), or auto (the GPU where there is one).
+    #[arg(long, default_value = "cpu", value_parser = parse_backend)]
+    pub backend: BackendChoice,
     /// Print one JSON object (keys n, n0, nrhs, precision, setup_seconds, solve_seconds,
     /// mdofs, gflops, gemm_peak_fraction, relative_residual, l2_error, and more).
     #[arg(long)]

@@ -5,7 +5,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::time_runs;
-use crate::device::{Cpu, Data, DenseKernels, Device, MatMut, MatRef};
+use crate::device::{Cpu, Data, DenseKernels, MatMut, MatRef, VectorKernels};
 use crate::precision::Precision;
 
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -51,17 +51,16 @@ pub fn triad_gbs() -> f64 {
     24.0 * n as f64 / best / 1e9
 }
 
-/// GFLOP/s of a square product in `p` (f16 operands multiplied in f32 into an f32
-/// result, as M1 does).
-fn gemm_of(p: Precision, size: usize) -> f64 {
-    let dev = Cpu::new();
+/// GFLOP/s of a square product of `size` in `p` on `dev` (f16 operands multiplied in f32
+/// into an f32 result, as M1 does), on non-trivial values; NaN when the device cannot hold it.
+pub fn device_gemm_gflops<D: DenseKernels>(dev: &D, p: Precision, size: usize) -> f64 {
     let values: Vec<f64> = (0..size * size)
         .map(|i| ((i % 17) as f64 - 8.0) / 16.0)
         .collect();
     let (a, b, mut d) = match (
-        Data::from_f64(&dev, &values, p),
-        Data::from_f64(&dev, &values, p),
-        Data::zeros(&dev, size * size, p.compute()),
+        Data::from_f64(dev, &values, p),
+        Data::from_f64(dev, &values, p),
+        Data::zeros(dev, size * size, p.compute()),
     ) {
         (Ok(a), Ok(b), Ok(d)) => (a, b, d),
         _ => return f64::NAN,
@@ -73,10 +72,33 @@ fn gemm_of(p: Precision, size: usize) -> f64 {
                 MatRef::col_major(&b, 0, size, size, size),
                 MatMut::col_major(&mut d, 0, size, size, size),
             )
+            .and_then(|()| dev.synchronize())
         });
         assert!(product.is_ok(), "square GEMM shapes are valid");
     });
     2.0 * (size as f64).powi(3) / best / 1e9
+}
+
+/// Device copy bandwidth in GB/s (bytes read plus bytes written) of `len` f32 values.
+pub fn device_copy_gbs<D: VectorKernels>(dev: &D, len: usize) -> f64 {
+    let (src, mut dst) = match (
+        Data::from_f64(dev, &vec![1.5; len], Precision::F32),
+        Data::zeros(dev, len, Precision::F32),
+    ) {
+        (Ok(s), Ok(d)) => (s, d),
+        _ => return f64::NAN,
+    };
+    let (best, _) = time_runs(5, 1.0, || {
+        let copied = dev
+            .copy(src.view(), dst.view_mut())
+            .and_then(|()| dev.synchronize());
+        assert!(copied.is_ok(), "equal lengths");
+    });
+    8.0 * len as f64 / best / 1e9
+}
+
+fn gemm_of(p: Precision, size: usize) -> f64 {
+    device_gemm_gflops(&Cpu::new(), p, size)
 }
 
 /// GEMM GFLOP/s for square products large enough to run at peak.
@@ -94,6 +116,51 @@ pub fn measure_machine() -> MachineCeilings {
         gemm_gflops_f64: gemm_gflops(Precision::F64),
         gemm_gflops_f32: gemm_gflops(Precision::F32),
         gemm_gflops_f16: gemm_gflops(Precision::F16),
+    }
+}
+
+/// A GPU's ceilings: device copy bandwidth and cuBLAS GEMM rates at 8192³ (f64 at 4096³).
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceCeilings {
+    pub device: String,
+    /// Bytes read plus bytes written per second, 2^28 f32 values.
+    pub copy_gbs: f64,
+    pub gemm_gflops_f64: f64,
+    pub gemm_gflops_f32: f64,
+    /// f16 operands on Tensor Cores, f32 accumulation and result.
+    pub gemm_gflops_f16: f64,
+}
+
+pub fn measure_device<D: DenseKernels + VectorKernels>(dev: &D) -> DeviceCeilings {
+    DeviceCeilings {
+        device: dev.name(),
+        copy_gbs: device_copy_gbs(dev, 1 << 28),
+        gemm_gflops_f64: device_gemm_gflops(dev, Precision::F64, 4096),
+        gemm_gflops_f32: device_gemm_gflops(dev, Precision::F32, 8192),
+        gemm_gflops_f16: device_gemm_gflops(dev, Precision::F16, 8192),
+    }
+}
+
+/// `tensorfem bench machine --backend cuda`: the GPU's ceilings.
+pub fn report_device<D: DenseKernels + VectorKernels>(dev: &D, json: bool) {
+    let m = measure_device(dev);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&m).expect("plain numbers serialise")
+        );
+    } else {
+        println!("device ceilings: {}", m.device);
+        println!(
+            "  device copy           {:8.1} GB/s (read + write)",
+            m.copy_gbs
+        );
+        println!("  GEMM f64              {:8.1} GFLOP/s", m.gemm_gflops_f64);
+        println!("  GEMM f32              {:8.1} GFLOP/s", m.gemm_gflops_f32);
+        println!(
+            "  GEMM f16 operands     {:8.1} GFLOP/s (Tensor Cores, f32 accumulation)",
+            m.gemm_gflops_f16
+        );
     }
 }
 

@@ -6,7 +6,10 @@ mod mg;
 mod psc;
 mod stokes;
 
-pub use machine::{gemm_gflops, measure_machine, triad_gbs, MachineCeilings};
+pub use machine::{
+    device_copy_gbs, device_gemm_gflops, gemm_gflops, measure_device, measure_machine, triad_gbs,
+    DeviceCeilings, MachineCeilings,
+};
 pub use mg::{bench_mg, MgBenchParams, MgBenchResult, MgBenchSolver};
 pub use psc::{bench_psc, PscBenchParams, PscBenchResult};
 pub use stokes::{bench_stokes, parse_preconditioners, StokesBenchParams, StokesBenchResult};
@@ -14,18 +17,36 @@ pub use stokes::{bench_stokes, parse_preconditioners, StokesBenchParams, StokesB
 use std::time::Instant;
 
 use crate::cli::BenchCommand;
+use crate::device::cuda::Cuda;
+use crate::device::BackendChoice;
 use crate::error::Result;
+use crate::run::Backend;
 
 /// Runs a `tensorfem bench` command and prints its table (or JSON).
 pub fn dispatch(command: &BenchCommand) -> Result<()> {
     match command {
-        BenchCommand::Machine(a) => {
-            machine::report(a.json);
-            Ok(())
-        }
+        BenchCommand::Machine(a) => match cuda_device(a.backend)? {
+            Some(dev) => {
+                machine::report_device(&dev, a.json);
+                Ok(())
+            }
+            None => {
+                machine::report(a.json);
+                Ok(())
+            }
+        },
         BenchCommand::Psc(a) => psc::report(a),
         BenchCommand::Mg(a) => mg::report(a),
         BenchCommand::Stokes(a) => stokes::report(a),
+    }
+}
+
+/// The CUDA device a benchmark runs on: None for the CPU (`--backend cpu`, or `auto` on a
+/// machine without a GPU), the first device for `cuda` (an error where there is none).
+pub fn cuda_device(choice: BackendChoice) -> Result<Option<Cuda>> {
+    match Backend::select(choice, &crate::device::cuda::probe(), "bench", true, 0)? {
+        Backend::Cpu { .. } => Ok(None),
+        Backend::Cuda(info) => Cuda::shared(&info).map(Some),
     }
 }
 

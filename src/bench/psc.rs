@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::{gemm_gflops, time_runs, triad_gbs};
+use super::{cuda_device, device_copy_gbs, device_gemm_gflops, gemm_gflops, time_runs, triad_gbs};
 use crate::cli::PscBenchArgs;
-use crate::device::{Block, Cpu, Device, Layout};
+use crate::device::{BackendChoice, Block, Cpu, Layout, PscDevice};
 use crate::error::{Error, Result};
 use crate::fem::{assemble_loads, l2_error, relative_residual, Dofs, Manufactured};
 use crate::linalg::LinOp;
@@ -26,10 +26,13 @@ pub struct PscBenchParams {
     pub precision: Precision,
     /// Reuse (or fill) an operator cache instead of timing a fresh set-up.
     pub cache_dir: Option<PathBuf>,
+    pub backend: BackendChoice,
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct PscBenchResult {
+    /// Where M1 ran.
+    pub device: String,
     pub element: &'static str,
     pub n: usize,
     pub n0: usize,
@@ -54,8 +57,10 @@ pub struct PscBenchResult {
     pub gemm_peak_fraction: f64,
     /// gflops_counted / the same peak.
     pub gemm_peak_fraction_counted: f64,
-    /// Stored operator bytes read per apply / seconds, and its fraction of the triad.
+    /// Stored operator bytes read per apply / seconds, and its fraction of the memory
+    /// ceiling: the triad on the CPU, the device copy (read + write) on a GPU.
     pub operator_gbs: f64,
+    pub bandwidth: &'static str,
     pub triad_gbs: f64,
     pub triad_fraction: f64,
     /// Worst column: f64 ‖b − Ax‖₂/‖b‖₂ of the M1 solution and its relative L2 error.
@@ -66,13 +71,21 @@ pub struct PscBenchResult {
 /// Distinct wave numbers in the block (columns cycle through them).
 const DISTINCT_K: u32 = 8;
 
-fn run(
+/// The GEMM peak of a precision and the memory bandwidth of a device, measured.
+struct Ceilings<'a> {
+    bandwidth: &'static str,
+    gemm: &'a dyn Fn(Precision) -> f64,
+    memory: &'a dyn Fn() -> f64,
+}
+
+fn run<D: PscDevice>(
+    dev: D,
+    ceilings: Ceilings<'_>,
     params: &PscBenchParams,
     setup: &PscSetup,
     setup_seconds: f64,
     from_cache: bool,
 ) -> Result<PscBenchResult> {
-    let dev = Cpu::new();
     let mut m1 = M1::new(&dev, setup, params.precision)?;
     let n_unknowns = setup.num_unknowns();
     let nrhs = params.nrhs;
@@ -103,11 +116,12 @@ fn run(
     let mut x = Block::zeros(&dev, n_unknowns, nrhs, kind.precision, Layout::ColMajor)?;
     // Ceilings are maxima: measured before and after the timed solves, the larger counts
     // (on a shared machine one measurement may fall into a slow phase).
-    let peak_before = gemm_gflops(params.precision);
-    let triad_before = triad_gbs();
+    let peak_before = (ceilings.gemm)(params.precision);
+    let triad_before = (ceilings.memory)();
     let mut failure = None;
+    // Each apply ends by reading its columns' statistics, which waits for the device.
     let (best, median) = time_runs(3, 2.0, || {
-        if let Err(e) = dev.run(|| m1.apply(&b, &mut x)) {
+        if let Err(e) = dev.run(|| m1.apply(&b, &mut x).and_then(|()| dev.synchronize())) {
             failure = Some(e);
         }
     });
@@ -135,10 +149,11 @@ fn run(
     let l = (n.sqrt() / n0).log2();
     let formula_flops = (8.0 / 4f64.powf(l) + 4.0 * 4f64.powf(l)) * (n * n).powf(1.5) * nrhs as f64;
     let counted_flops = m1.flops_per_rhs() * nrhs as f64;
-    let peak = gemm_gflops(params.precision).max(peak_before);
-    let triad = triad_gbs().max(triad_before);
+    let peak = (ceilings.gemm)(params.precision).max(peak_before);
+    let triad = (ceilings.memory)().max(triad_before);
     let operator_gbs = m1.operator_bytes() as f64 / best / 1e9;
     Ok(PscBenchResult {
+        device: dev.name(),
         element: params.element.name(),
         n: params.n,
         n0: params.n0,
@@ -156,6 +171,7 @@ fn run(
         gemm_peak_fraction: formula_flops / best / 1e9 / peak,
         gemm_peak_fraction_counted: counted_flops / best / 1e9 / peak,
         operator_gbs,
+        bandwidth: ceilings.bandwidth,
         triad_gbs: triad,
         triad_fraction: operator_gbs / triad,
         relative_residual: worst_residual,
@@ -168,6 +184,8 @@ pub fn bench_psc(params: &PscBenchParams) -> Result<PscBenchResult> {
     if params.nrhs == 0 {
         return Err(Error::InvalidInput("--nrhs must be at least 1".into()));
     }
+    // The device first: a missing GPU is said before minutes of set-up.
+    let device = cuda_device(params.backend)?;
     let t = Instant::now();
     let (setup, from_cache) = match &params.cache_dir {
         Some(dir) => {
@@ -181,7 +199,40 @@ pub fn bench_psc(params: &PscBenchParams) -> Result<PscBenchResult> {
         None => (PscSetup::new(params.element, params.n0, levels)?, false),
     };
     let setup_seconds = t.elapsed().as_secs_f64();
-    run(params, &setup, setup_seconds, from_cache)
+    match device {
+        None => {
+            let ceilings = Ceilings {
+                bandwidth: "triad",
+                gemm: &gemm_gflops,
+                memory: &triad_gbs,
+            };
+            run(
+                Cpu::new(),
+                ceilings,
+                params,
+                &setup,
+                setup_seconds,
+                from_cache,
+            )
+        }
+        Some(dev) => {
+            let gemm = |p| device_gemm_gflops(&dev, p, 8192);
+            let memory = || device_copy_gbs(&dev, 1 << 28);
+            let ceilings = Ceilings {
+                bandwidth: "device copy",
+                gemm: &gemm,
+                memory: &memory,
+            };
+            run(
+                dev.clone(),
+                ceilings,
+                params,
+                &setup,
+                setup_seconds,
+                from_cache,
+            )
+        }
+    }
 }
 
 /// Prints one result as a table or one JSON object.
@@ -194,8 +245,8 @@ pub fn print(r: &PscBenchResult, json: bool) {
         return;
     }
     println!(
-        "PSC-M1 {} h = 1/{}, h0 = 1/{}, {} right-hand side(s), {}",
-        r.element, r.n, r.n0, r.nrhs, r.precision
+        "PSC-M1 {} h = 1/{}, h0 = 1/{}, {} right-hand side(s), {} on {}",
+        r.element, r.n, r.n0, r.nrhs, r.precision, r.device
     );
     let source = if r.setup_from_cache {
         "loaded from cache"
@@ -218,10 +269,11 @@ pub fn print(r: &PscBenchResult, json: bool) {
         100.0 * r.gemm_peak_fraction
     );
     println!(
-        "  operator reads    {:.1} GB/s: {:.0}% of the {:.1} GB/s triad",
+        "  operator reads    {:.1} GB/s: {:.0}% of the {:.1} GB/s {}",
         r.operator_gbs,
         100.0 * r.triad_fraction,
-        r.triad_gbs
+        r.triad_gbs,
+        r.bandwidth
     );
     println!(
         "  accuracy          relative residual {:.2e} (f64), relative L2 error {:.2e}",
@@ -238,6 +290,7 @@ pub fn report(a: &PscBenchArgs) -> Result<()> {
         nrhs: a.nrhs,
         precision: a.precision.precision(),
         cache_dir: a.cache_dir.clone(),
+        backend: a.backend,
     })?;
     print(&result, a.json);
     Ok(())
