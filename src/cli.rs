@@ -18,7 +18,7 @@ use crate::precision::Precision;
     long_about = "Finite-element Poisson solvers for many right-hand sides at once.\n\n\
         Launch alone or under mpirun/srun (one rank per GPU). Logging: RUST_LOG=info|debug; \
         threads per rank: RAYON_NUM_THREADS (default: the host's cores divided by the ranks on it).\n\
-        Documentation: docs/configuration.md, docs/hdf5.md."
+        Documentation: docs/configuration.md, docs/hdf5.md, docs/cuda.md."
 )]
 pub struct Cli {
     #[command(subcommand)]
