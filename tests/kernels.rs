@@ -8,8 +8,8 @@ use half::f16;
 use tensorfem::device::psc::{Classes, HierarchicalTransform};
 use tensorfem::device::stencil::{Grid, Transfer};
 use tensorfem::device::{
-    Block, CsrMatrix, Data, EllMatrix, GridShape, Kernels, Layout, MatMut, MatRef, PscDevice,
-    RowOp, Scratch, Stats,
+    Batch, Block, CsrMatrix, Data, EllMatrix, GridShape, Kernels, Layout, MatMut, MatRef,
+    PscDevice, RowOp, Scratch, Stats,
 };
 use tensorfem::device_tests;
 use tensorfem::mesh::{unit_square_refined, Element};
@@ -299,6 +299,52 @@ fn dense_kernels_match_naive_products<D: PscDevice>(dev: &D) {
 }
 
 /// The fused Gram-Schmidt step: h = Vᵀw, w ← w − V h, the norms before and after.
+/// A batched GEMM with a shared A (stride 0) and B, C blocks at a stride with gaps between
+/// them equals the products one by one; entries between the blocks stay untouched.
+fn batched_gemm_equals_separate_products<D: PscDevice>(dev: &D) {
+    let (m, k, n, count, stride) = (6, 6, 4, 5, 30);
+    let a: Vec<f64> = (0..m * k).map(|i| ((i * 7) % 9) as f64 - 4.0).collect();
+    let b: Vec<f64> = (0..stride * count)
+        .map(|i| ((i * 3) % 13) as f64 - 6.0)
+        .collect();
+    for p in Precision::ALL {
+        let (ad, bd) = (
+            Data::from_f64(dev, &a, p).unwrap(),
+            Data::from_f64(dev, &b, p).unwrap(),
+        );
+        let mut c = Data::from_f64(dev, &vec![7.0; stride * count], p.compute()).unwrap();
+        dev.gemm_batched(
+            MatRef::col_major(&ad, 0, m, k, m),
+            MatRef::col_major(&bd, 2, k, n, k),
+            MatMut::col_major(&mut c, 2, m, n, m),
+            Batch {
+                count,
+                stride_a: 0,
+                stride_b: stride,
+                stride_c: stride,
+            },
+        )
+        .unwrap();
+        let got = c.to_f64(dev).unwrap();
+        for q in 0..count {
+            for j in 0..n {
+                for i in 0..m {
+                    let want: f64 = (0..k)
+                        .map(|l| a[i + l * m] * b[q * stride + 2 + l + j * k])
+                        .sum();
+                    assert_eq!(
+                        got[q * stride + 2 + i + j * m],
+                        want,
+                        "{p} product {q} ({i}, {j})"
+                    );
+                }
+            }
+            assert_eq!(got[q * stride], 7.0, "{p}: before product {q}");
+            assert_eq!(got[q * stride + 2 + m * n], 7.0, "{p}: after product {q}");
+        }
+    }
+}
+
 fn orthogonalize_matches_naive_loops<D: PscDevice>(dev: &D) {
     let n = 50_000;
     let basis: Vec<Vec<f64>> = (0..4).map(|s| values(n, 10 + s)).collect();
@@ -790,6 +836,7 @@ device_tests!(
     cuda: vector_kernels_match_naive_loops,
     block_kernels_match_naive_loops,
     dense_kernels_match_naive_products,
+    batched_gemm_equals_separate_products,
     orthogonalize_matches_naive_loops,
     csr_kernels_match_host_products,
     psc_passes_match_the_matrices,

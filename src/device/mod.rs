@@ -231,6 +231,37 @@ pub trait DenseKernels: Device {
     /// C = A·B with A and B in one storage precision S and C in S or in S's compute
     /// precision; products and sums in the compute precision (f16: f32).
     fn gemm(&self, a: MatRef<'_, Self>, b: MatRef<'_, Self>, c: MatMut<'_, Self>) -> Result<()>;
+    /// C_i = A_i·B_i for i < `batch.count`, the i-th operands at their offsets plus i times
+    /// the batch's strides (a stride of 0 shares an operand): the group-wise C⁻¹ products
+    /// of PSC for every right-hand side in one call. Precisions as in [`DenseKernels::gemm`].
+    fn gemm_batched(
+        &self,
+        a: MatRef<'_, Self>,
+        b: MatRef<'_, Self>,
+        c: MatMut<'_, Self>,
+        batch: Batch,
+    ) -> Result<()> {
+        for i in 0..batch.count {
+            self.gemm(
+                MatRef {
+                    offset: a.offset + i * batch.stride_a,
+                    ..a
+                },
+                MatRef {
+                    offset: b.offset + i * batch.stride_b,
+                    ..b
+                },
+                MatMut {
+                    data: &mut *c.data,
+                    offset: c.offset + i * batch.stride_c,
+                    rows: c.rows,
+                    cols: c.cols,
+                    ld: c.ld,
+                },
+            )?;
+        }
+        Ok(())
+    }
     /// y = A x for a column-major A in storage S, x and y in S's compute precision: one
     /// pass over A (the product of a single right-hand side).
     fn gemv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()>;
@@ -249,6 +280,16 @@ pub trait DenseKernels: Device {
 pub trait PscDevice: Device + VectorKernels + DenseKernels + SparseKernels + PscKernels {}
 
 impl<D> PscDevice for D where D: Device + VectorKernels + DenseKernels + SparseKernels + PscKernels {}
+
+/// How many products a batched GEMM computes and how far apart their operands lie (in
+/// elements).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Batch {
+    pub count: usize,
+    pub stride_a: usize,
+    pub stride_b: usize,
+    pub stride_c: usize,
+}
 
 /// Every kernel family: what multigrid and Stokes require of a device.
 pub trait Kernels: PscDevice + MultigridKernels + stencil::StokesKernels {}

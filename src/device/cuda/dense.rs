@@ -10,8 +10,8 @@ use super::device::Cuda;
 use super::launch::{self, Arg};
 use super::vector::address;
 use crate::device::{
-    kernel_name, unsupported, Block, DenseKernels, MatMut, MatRef, Scratch, VectorKernels, View,
-    ViewMut,
+    kernel_name, unsupported, Batch, Block, DenseKernels, MatMut, MatRef, Scratch, VectorKernels,
+    View, ViewMut,
 };
 use crate::error::{Error, Result};
 use crate::precision::Precision;
@@ -48,8 +48,15 @@ fn int(v: usize, what: &str) -> Result<i32> {
         .map_err(|_| Error::Backend(format!("GEMM {what} {v} exceeds cuBLAS's 32-bit sizes")))
 }
 
-impl DenseKernels for Cuda {
-    fn gemm(&self, a: MatRef<'_, Self>, b: MatRef<'_, Self>, c: MatMut<'_, Self>) -> Result<()> {
+impl Cuda {
+    /// One GEMM (`batch.count` 1) or a strided batch of them on cuBLAS.
+    fn cublas_gemm(
+        &self,
+        a: MatRef<'_, Self>,
+        b: MatRef<'_, Self>,
+        c: MatMut<'_, Self>,
+        batch: Batch,
+    ) -> Result<()> {
         let (m, k, n) = (a.rows, a.cols, b.cols);
         if b.rows != k || c.rows != m || c.cols != n {
             return Err(Error::Backend(format!(
@@ -61,7 +68,7 @@ impl DenseKernels for Cuda {
         if b.precision() != sp || !(cp == sp || cp == sp.compute()) {
             return Err(unsupported("gemm", &[sp, b.precision(), cp]));
         }
-        if m == 0 || n == 0 {
+        if m == 0 || n == 0 || batch.count == 0 {
             return Ok(());
         }
         let (ta, lda) = blas_operand(a.rows, a.cols, a.row_stride, a.col_stride)?;
@@ -93,33 +100,125 @@ impl DenseKernels for Cuda {
                 sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
             )
         };
-        // SAFETY: the operands lie inside live device buffers of the stated precisions
-        // (shapes checked above), the handle is bound to the rank's stream, and alpha/beta
-        // are host scalars of the compute type that live through the call.
+        let stride = |v: usize| v as i64;
+        let what = |e| {
+            Error::Backend(format!(
+                "cuBLAS GEMM ({m}×{k})·({k}×{n}) in {sp}, batch of {}: {e:?}",
+                batch.count
+            ))
+        };
+        let handle = *self.blas()?.handle();
+        // SAFETY: the operands (and, batched, every one of them at its stride) lie inside
+        // live device buffers of the stated precisions (shapes checked above and by the
+        // callers' blocks), the handle is bound to the rank's stream, and alpha/beta are host
+        // scalars of the compute type that live through the call.
         unsafe {
-            cublas::gemm_ex(
-                *self.blas().handle(),
-                op(ta),
-                op(tb),
-                int(m, "rows")?,
-                int(n, "columns")?,
-                int(k, "inner dimension")?,
-                alpha,
-                pa as *const c_void,
-                data_type(sp),
-                int(lda, "leading dimension")?,
-                pb as *const c_void,
-                data_type(sp),
-                int(ldb, "leading dimension")?,
-                beta,
-                pc as *mut c_void,
-                data_type(cp),
-                int(c.ld, "leading dimension")?,
-                compute,
-                sys::cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
-            )
+            if batch.count == 1 {
+                cublas::gemm_ex(
+                    handle,
+                    op(ta),
+                    op(tb),
+                    int(m, "rows")?,
+                    int(n, "columns")?,
+                    int(k, "inner dimension")?,
+                    alpha,
+                    pa as *const c_void,
+                    data_type(sp),
+                    int(lda, "leading dimension")?,
+                    pb as *const c_void,
+                    data_type(sp),
+                    int(ldb, "leading dimension")?,
+                    beta,
+                    pc as *mut c_void,
+                    data_type(cp),
+                    int(c.ld, "leading dimension")?,
+                    compute,
+                    sys::cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
+                )
+            } else {
+                cublas::gemm_strided_batched_ex(
+                    handle,
+                    op(ta),
+                    op(tb),
+                    int(m, "rows")?,
+                    int(n, "columns")?,
+                    int(k, "inner dimension")?,
+                    alpha,
+                    pa as *const c_void,
+                    data_type(sp),
+                    int(lda, "leading dimension")?,
+                    stride(batch.stride_a),
+                    pb as *const c_void,
+                    data_type(sp),
+                    int(ldb, "leading dimension")?,
+                    stride(batch.stride_b),
+                    beta,
+                    pc as *mut c_void,
+                    data_type(cp),
+                    int(c.ld, "leading dimension")?,
+                    stride(batch.stride_c),
+                    int(batch.count, "batch")?,
+                    compute,
+                    sys::cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
+                )
+            }
         }
-        .map_err(|e| Error::Backend(format!("cuBLAS GEMM ({m}×{k})·({k}×{n}) in {sp}: {e:?}")))
+        .map_err(what)
+    }
+}
+
+impl DenseKernels for Cuda {
+    fn gemm(&self, a: MatRef<'_, Self>, b: MatRef<'_, Self>, c: MatMut<'_, Self>) -> Result<()> {
+        let one = Batch {
+            count: 1,
+            stride_a: 0,
+            stride_b: 0,
+            stride_c: 0,
+        };
+        self.cublas_gemm(a, b, c, one)
+    }
+
+    fn gemm_batched(
+        &self,
+        a: MatRef<'_, Self>,
+        b: MatRef<'_, Self>,
+        c: MatMut<'_, Self>,
+        batch: Batch,
+    ) -> Result<()> {
+        // The last product must lie inside each buffer: cuBLAS does not check.
+        let last = batch.count.saturating_sub(1);
+        let inside = |offset: usize, stride: usize, extent: usize, len: usize| {
+            offset + last * stride + extent <= len
+        };
+        let extent = |rows: usize, cols: usize, rs: usize, cs: usize| {
+            if rows == 0 || cols == 0 {
+                0
+            } else {
+                (rows - 1) * rs + (cols - 1) * cs + 1
+            }
+        };
+        if !(inside(
+            a.offset,
+            batch.stride_a,
+            extent(a.rows, a.cols, a.row_stride, a.col_stride),
+            a.data.len(),
+        ) && inside(
+            b.offset,
+            batch.stride_b,
+            extent(b.rows, b.cols, b.row_stride, b.col_stride),
+            b.data.len(),
+        ) && inside(
+            c.offset,
+            batch.stride_c,
+            extent(c.rows, c.cols, 1, c.ld),
+            c.data.len(),
+        )) {
+            return Err(Error::Backend(format!(
+                "batched GEMM: {} products at strides ({}, {}, {}) exceed their buffers",
+                batch.count, batch.stride_a, batch.stride_b, batch.stride_c
+            )));
+        }
+        self.cublas_gemm(a, b, c, batch)
     }
 
     fn gemv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()> {

@@ -163,8 +163,19 @@ impl Cuda {
         &self.inner.stream
     }
 
-    pub(super) fn blas(&self) -> &CudaBlas {
-        &self.inner.blas
+    /// The cuBLAS handle, with the context made current on the calling thread (raw cuBLAS
+    /// and driver calls, unlike cudarc's own, do not do that themselves).
+    pub(super) fn blas(&self) -> Result<&CudaBlas> {
+        self.bind()?;
+        Ok(&self.inner.blas)
+    }
+
+    /// Makes the context current on the calling thread.
+    pub(super) fn bind(&self) -> Result<()> {
+        self.inner
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| driver("context", e))
     }
 
     /// Free and total device memory in bytes.

@@ -180,4 +180,14 @@ mod tests {
         );
         assert_eq!(per_column(0).grid_dim, (1, 1, 1));
     }
+
+    /// The shared-memory trees of kernels/prelude.cuh size themselves for THREADS threads.
+    #[test]
+    fn reduction_blocks_have_the_threads_the_kernels_expect() {
+        let prelude = include_str!("../../../kernels/prelude.cuh");
+        assert!(
+            prelude.contains(&format!("#define REDUCE_THREADS {THREADS}\n")),
+            "REDUCE_THREADS in kernels/prelude.cuh differs from launch::THREADS"
+        );
+    }
 }

@@ -131,7 +131,7 @@ pub fn test_device() -> Option<Cuda> {
     let probe = probe();
     match probe.devices().first() {
         Some(info) => {
-            Some(Cuda::new(info).unwrap_or_else(|e| panic!("CUDA device {}: {e}", info.ordinal)))
+            Some(Cuda::shared(info).unwrap_or_else(|e| panic!("CUDA device {}: {e}", info.ordinal)))
         }
         None if required => panic!("TENSORFEM_REQUIRE_CUDA=1 but {probe}"),
         None => {

@@ -181,6 +181,7 @@ impl VectorKernels for Cuda {
             self.data_ptr(dst.data, dst.offset),
         );
         if a == b {
+            self.bind()?;
             // SAFETY: both ranges lie inside live buffers (views are bounds-checked) and the
             // copy is ordered on the rank's stream.
             return unsafe {
