@@ -44,6 +44,7 @@ run: build
 test: deps lint
 	TENSORFEM_REQUIRE_NVRTC=$${TENSORFEM_REQUIRE_NVRTC:-$$([[ $${TENSORFEM_NO_NVRTC:-0} == 1 ]] && echo 0 || echo 1)} \
 	  $(CARGO) test --release
+	@set -o pipefail; if [[ $${TENSORFEM_NO_NVRTC:-0} != 1 ]]; then $(BIN) kernels --arch sm_90 | tail -1; fi
 	jobs/check-bundle.sh target/bundle
 
 ## bundle: target/bundle/tensorfem-gpu.tar.gz, the binary, the CUDA test binaries, the PTX

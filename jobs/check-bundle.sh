@@ -50,7 +50,7 @@ cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
 mknod -m 666 "$root/dev/null" c 1 3
 mknod -m 666 "$root/dev/zero" c 1 5
 mknod -m 666 "$root/dev/urandom" c 1 9
-if ! chroot "$root" /usr/bin/env true 2>/dev/null || ! mount -t proc proc "$root/proc" 2>/dev/null; then
+if ! chroot "$root" /usr/bin/env >/dev/null 2>&1 || ! mount -t proc proc "$root/proc" 2>/dev/null; then
   echo "check-bundle: the glibc-only chroot run is skipped (chroot or mount not permitted here)"
   exit 0
 fi
