@@ -465,40 +465,18 @@ impl<D: PscDevice> M1<D> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::device::Cpu;
-    use crate::mesh::Element;
+impl M1Host<f64> {
+    /// The first group split in two groups holding the same inverse: the several-groups
+    /// path on a mesh that has one group (tested in run::solver, which may name a device).
+    pub(crate) fn with_first_group_split(mut self) -> Self {
+        let (size, count) = self.parts.group_sizes[0];
+        self.parts.group_sizes[0] = (size, count / 2);
+        self.parts.group_sizes.insert(1, (size, count - count / 2));
+        self.c_inv.insert(1, self.c_inv[0].clone());
+        self
+    }
 
-    /// The several-groups path (one batched product per group over the right-hand sides)
-    /// gives what the one-group path gives: the unit square's single group split in two
-    /// groups holding the same inverse.
-    #[test]
-    fn several_groups_solve_like_one() {
-        let dev = Cpu::new();
-        let setup = PscSetup::new(Element::Q1, 4, 2).unwrap();
-        let (n, nrhs) = (setup.num_unknowns(), 3);
-        let b: Vec<f64> = (0..n * nrhs)
-            .map(|i| ((i * 31) % 17) as f64 / 8.0 - 1.0)
-            .collect();
-        let solve = |host: M1Host<f64>| {
-            let mut m1 = M1::upload(&dev, host).unwrap();
-            let input =
-                Block::from_f64(&dev, &b, n, nrhs, Precision::F64, Layout::ColMajor).unwrap();
-            let mut x = Block::zeros(&dev, n, nrhs, Precision::F64, Layout::ColMajor).unwrap();
-            m1.apply(&input, &mut x).unwrap();
-            x.to_f64(&dev).unwrap()
-        };
-        let one = M1Host::<f64>::new(&setup).unwrap();
-        assert_eq!(one.parts.group_sizes.len(), 1);
-        let mut two = M1Host::<f64>::new(&setup).unwrap();
-        let (size, count) = two.parts.group_sizes[0];
-        two.parts.group_sizes = vec![(size, count / 2), (size, count - count / 2)];
-        two.c_inv.push(two.c_inv[0].clone());
-        let (x1, x2) = (solve(one), solve(two));
-        let scale = x1.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        for (p, q) in x1.iter().zip(&x2) {
-            assert!((p - q).abs() <= 1e-13 * scale, "{p} vs {q}");
-        }
+    pub(crate) fn groups(&self) -> usize {
+        self.parts.group_sizes.len()
     }
 }
