@@ -350,6 +350,36 @@ pub fn kernel_name(op: &str, precisions: &[Precision]) -> String {
     name
 }
 
+/// Fails unless two lengths a kernel pairs up agree (every backend's argument check).
+pub(crate) fn check_len(what: &str, a: usize, b: usize) -> Result<()> {
+    if a == b {
+        Ok(())
+    } else {
+        Err(Error::Backend(format!(
+            "{what}: lengths {a} and {b} differ"
+        )))
+    }
+}
+
+/// Fails unless `b` is a column-major `rows × cols` block (the CSR and PSC kernels' blocks).
+pub(crate) fn check_col_major<D: Device>(
+    what: &str,
+    b: &Block<D>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    if b.layout() == Layout::ColMajor && b.rows() == rows && b.cols() == cols {
+        Ok(())
+    } else {
+        Err(Error::Backend(format!(
+            "{what}: a {}×{} {:?} block where a {rows}×{cols} column-major one belongs",
+            b.rows(),
+            b.cols(),
+            b.layout()
+        )))
+    }
+}
+
 /// The error of a kernel given data of a precision (or combination) it does not take.
 pub fn unsupported(op: &str, precisions: &[Precision]) -> Error {
     Error::Backend(format!(

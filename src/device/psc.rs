@@ -2,8 +2,8 @@
 //! transform S and Sᵀ, and the gather into / scatter out of the C/E/I numbering with the
 //! partial-Cholesky scaling.
 
-use super::{Block, Data, Device};
-use crate::error::Result;
+use super::{unsupported, Block, Data, Device, Layout};
+use crate::error::{Error, Result};
 use crate::precision::Precision;
 
 /// Parents of a cell midpoint new on a level (SPEC §2.1).
@@ -76,6 +76,38 @@ impl<D: Device> Classes<D> {
             sizes: (c_dofs.len(), e_dofs.len(), i_dofs.len()),
         })
     }
+}
+
+/// Fails unless the blocks are column-major with the classes' sizes and one precision.
+pub(crate) fn check_blocks<D: Device>(
+    op: &str,
+    classes: &Classes<D>,
+    nodal: &Block<D>,
+    parts: [&Block<D>; 3],
+    column_scale: &Data<D>,
+) -> Result<Precision> {
+    let (nc, ne, ni) = classes.sizes;
+    let k = nodal.cols();
+    let p = nodal.precision();
+    let shapes_ok = nodal.layout() == Layout::ColMajor
+        && nodal.rows() == nc + ne + ni
+        && parts
+            .iter()
+            .zip([nc, ne, ni])
+            .all(|(b, rows)| b.rows() == rows && b.cols() == k && b.layout() == Layout::ColMajor)
+        && column_scale.len() == k;
+    if !shapes_ok {
+        return Err(Error::Backend(format!(
+            "{op}: blocks do not match |C| = {nc}, |E| = {ne}, |I| = {ni} and {k} columns"
+        )));
+    }
+    if parts.iter().any(|b| b.precision() != p)
+        || column_scale.precision() != p
+        || classes.l_c_inv.precision() != p
+    {
+        return Err(unsupported(op, &[p]));
+    }
+    Ok(p)
 }
 
 /// The PSC passes. Blocks are column-major, in the compute precision of the solve.

@@ -17,7 +17,7 @@ mod vector;
 
 use rayon::prelude::*;
 
-use super::{DType, Data, Device, Storage, View, ViewMut};
+use super::{check_len, DType, Data, Device, Storage, View, ViewMut};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 
@@ -100,16 +100,6 @@ impl Device for Cpu {
         } else {
             rayon::scope(|_| f())
         }
-    }
-}
-
-fn check_len(what: &str, a: usize, b: usize) -> Result<()> {
-    if a == b {
-        Ok(())
-    } else {
-        Err(Error::Backend(format!(
-            "{what}: lengths {a} and {b} differ"
-        )))
     }
 }
 

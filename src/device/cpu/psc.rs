@@ -5,7 +5,7 @@
 use rayon::prelude::*;
 
 use super::{buffer, buffer_mut, Cpu};
-use crate::device::psc::{CellParents, Classes, HierarchicalTransform, PscKernels};
+use crate::device::psc::{check_blocks, CellParents, Classes, HierarchicalTransform, PscKernels};
 use crate::device::{unsupported, Block, Data, Layout};
 use crate::error::{Error, Result};
 use crate::precision::{Precision, Real};
@@ -247,38 +247,6 @@ fn scatter<T: Real + crate::device::Storage>(
         });
 }
 
-/// Fails unless the blocks are column-major with the classes' sizes and one precision.
-fn check(
-    op: &str,
-    classes: &Classes<Cpu>,
-    nodal: &Block<Cpu>,
-    parts: [&Block<Cpu>; 3],
-    column_scale: &Data<Cpu>,
-) -> Result<Precision> {
-    let (nc, ne, ni) = classes.sizes;
-    let k = nodal.cols();
-    let p = nodal.precision();
-    let shapes_ok = nodal.layout() == Layout::ColMajor
-        && nodal.rows() == nc + ne + ni
-        && parts
-            .iter()
-            .zip([nc, ne, ni])
-            .all(|(b, rows)| b.rows() == rows && b.cols() == k && b.layout() == Layout::ColMajor)
-        && column_scale.len() == k;
-    if !shapes_ok {
-        return Err(Error::Backend(format!(
-            "{op}: blocks do not match |C| = {nc}, |E| = {ne}, |I| = {ni} and {k} columns"
-        )));
-    }
-    if parts.iter().any(|b| b.precision() != p)
-        || column_scale.precision() != p
-        || classes.l_c_inv.precision() != p
-    {
-        return Err(unsupported(op, &[p]));
-    }
-    Ok(p)
-}
-
 impl PscKernels for Cpu {
     fn hierarchical_transform(
         &self,
@@ -319,7 +287,7 @@ impl PscKernels for Cpu {
         bi: &mut Block<Self>,
         column_scale: &mut Data<Self>,
     ) -> Result<()> {
-        let p = check("psc_gather", classes, nodal, [bc, be, bi], column_scale)?;
+        let p = check_blocks("psc_gather", classes, nodal, [bc, be, bi], column_scale)?;
         let n = nodal.rows();
         macro_rules! run {
             ($t:ty) => {
@@ -351,7 +319,7 @@ impl PscKernels for Cpu {
         column_scale: &Data<Self>,
         nodal: &mut Block<Self>,
     ) -> Result<()> {
-        let p = check("psc_scatter", classes, nodal, [xc, xe, xi], column_scale)?;
+        let p = check_blocks("psc_scatter", classes, nodal, [xc, xe, xi], column_scale)?;
         let n = nodal.rows();
         macro_rules! run {
             ($t:ty) => {

@@ -6,7 +6,7 @@ use rayon::prelude::*;
 use super::vector::{partials, reduce};
 use super::{buffer, buffer_mut, by_precision, ell, transfer, Compute, Cpu};
 use crate::device::{
-    unsupported, Block, CsrMatrix, EllMatrix, GridShape, Layout, MultigridKernels, RowOp,
+    check_col_major, unsupported, Block, CsrMatrix, EllMatrix, GridShape, MultigridKernels, RowOp,
     SparseKernels, Stats, Storage,
 };
 use crate::error::{Error, Result};
@@ -20,19 +20,6 @@ fn view<'a, S: Storage>(a: &'a CsrMatrix<Cpu>, kernel: &str) -> Result<CsrView<'
         col_idx: &a.col_idx,
         values: buffer::<S>(&a.values, kernel)?,
     })
-}
-
-fn check_col_major(what: &str, b: &Block<Cpu>, rows: usize, cols: usize) -> Result<()> {
-    if b.layout() == Layout::ColMajor && b.rows() == rows && b.cols() == cols {
-        Ok(())
-    } else {
-        Err(Error::Backend(format!(
-            "{what}: a {}×{} {:?} block where a {rows}×{cols} column-major one belongs",
-            b.rows(),
-            b.cols(),
-            b.layout()
-        )))
-    }
 }
 
 /// Σ r² per column and chunk (chunks fixed by the row count), then max |c| of column c

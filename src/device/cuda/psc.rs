@@ -3,13 +3,12 @@
 
 use super::device::Cuda;
 use super::launch::{self, Arg};
-use crate::device::psc::{CellParents, Classes, HierarchicalTransform, PscKernels};
+use crate::device::psc::{check_blocks, CellParents, Classes, HierarchicalTransform, PscKernels};
 use crate::device::{kernel_name, unsupported, Block, Data, Layout};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 
-/// Fails unless the blocks are column-major with the classes' sizes and one precision (f32
-/// or f64, the compute precisions).
+/// [`check_blocks`], and f32 or f64 (the compute precisions the kernels take).
 fn check(
     op: &str,
     classes: &Classes<Cuda>,
@@ -17,29 +16,10 @@ fn check(
     parts: [&Block<Cuda>; 3],
     column_scale: &Data<Cuda>,
 ) -> Result<Precision> {
-    let (nc, ne, ni) = classes.sizes;
-    let k = nodal.cols();
-    let p = nodal.precision();
-    let shapes_ok = nodal.layout() == Layout::ColMajor
-        && nodal.rows() == nc + ne + ni
-        && parts
-            .iter()
-            .zip([nc, ne, ni])
-            .all(|(b, rows)| b.rows() == rows && b.cols() == k && b.layout() == Layout::ColMajor)
-        && column_scale.len() == k;
-    if !shapes_ok {
-        return Err(Error::Backend(format!(
-            "{op}: blocks do not match |C| = {nc}, |E| = {ne}, |I| = {ni} and {k} columns"
-        )));
+    match check_blocks(op, classes, nodal, parts, column_scale)? {
+        Precision::F16 => Err(unsupported(op, &[Precision::F16])),
+        p => Ok(p),
     }
-    if p == Precision::F16
-        || parts.iter().any(|b| b.precision() != p)
-        || column_scale.precision() != p
-        || classes.l_c_inv.precision() != p
-    {
-        return Err(unsupported(op, &[p]));
-    }
-    Ok(p)
 }
 
 impl Cuda {

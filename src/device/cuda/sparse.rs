@@ -3,22 +3,11 @@
 
 use super::device::Cuda;
 use super::launch::{self, Arg, REDUCE_CHUNK};
-use crate::device::{kernel_name, unsupported, Block, CsrMatrix, Layout, SparseKernels, Stats};
+use crate::device::{
+    check_col_major, kernel_name, unsupported, Block, CsrMatrix, Layout, SparseKernels, Stats,
+};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
-
-fn check_col_major(what: &str, b: &Block<Cuda>, rows: usize, cols: usize) -> Result<()> {
-    if b.layout() == Layout::ColMajor && b.rows() == rows && b.cols() == cols {
-        Ok(())
-    } else {
-        Err(Error::Backend(format!(
-            "{what}: a {}×{} {:?} block where a {rows}×{cols} column-major one belongs",
-            b.rows(),
-            b.cols(),
-            b.layout()
-        )))
-    }
-}
 
 fn check_f64(what: &str, blocks: &[&Block<Cuda>], a: &CsrMatrix<Cuda>) -> Result<()> {
     if a.values.precision() != Precision::F64

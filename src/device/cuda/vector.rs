@@ -6,20 +6,11 @@ use cudarc::driver::{CudaSlice, LaunchConfig};
 use super::device::{driver, grow, Cuda};
 use super::launch::{self, Arg, REDUCE_CHUNK};
 use crate::device::{
-    kernel_name, unsupported, Block, Device, Layout, Scratch, Stats, VectorKernels, View, ViewMut,
+    check_len, kernel_name, unsupported, Block, Device, Layout, Scratch, Stats, VectorKernels,
+    View, ViewMut,
 };
 use crate::error::{Error, Result};
 use crate::precision::Precision;
-
-fn check_len(what: &str, a: usize, b: usize) -> Result<()> {
-    if a == b {
-        Ok(())
-    } else {
-        Err(Error::Backend(format!(
-            "{what}: lengths {a} and {b} differ"
-        )))
-    }
-}
 
 /// A device address as a raw value (for copies).
 pub(super) fn address(arg: Arg) -> u64 {
