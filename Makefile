@@ -22,12 +22,15 @@ export LD_LIBRARY_PATH := $(CUDA_WHEELS)/lib$(if $(LD_LIBRARY_PATH),:$(LD_LIBRAR
 export TENSORFEM_CUDA_INCLUDE ?= $(CUDA_WHEELS)/include
 PTX_DIR ?= target/ptx
 
-.PHONY: all deps build run test test-gpu lint fmt clean ptx bundle
+.PHONY: all deps deps-test build run test test-gpu lint fmt clean ptx bundle
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
+
+deps-test:
+	@scripts/install-deps.sh --test
 
 build: deps
 	$(CARGO) build --release
@@ -40,12 +43,15 @@ run: build
 ## test: formatting, lints, and the whole test suite in the release profile (unit,
 ## integration, CLI under mpirun -n 2, HDF5 read back by h5dump and h5py, every CUDA kernel
 ## compiled for sm_90 by NVRTC with spills as errors; then the GPU-machine bundle: under
-## 48 MiB, and run in a root holding nothing but glibc)
-test: deps lint
+## 48 MiB, and run in a root holding nothing but glibc; then jobs/*.sbatch under a private
+## single-node SLURM: completion, USR1 pre-emption, requeue, bitwise-equal results —
+## as root where no SLURM runs, skipped elsewhere, tests/slurm/run.sh)
+test: deps-test lint
 	TENSORFEM_REQUIRE_NVRTC=$${TENSORFEM_REQUIRE_NVRTC:-$$([[ $${TENSORFEM_NO_NVRTC:-0} == 1 ]] && echo 0 || echo 1)} \
 	  $(CARGO) test --release
 	@set -o pipefail; if [[ $${TENSORFEM_NO_NVRTC:-0} != 1 ]]; then $(BIN) kernels --arch sm_90 | tail -1; fi
 	jobs/check-bundle.sh target/bundle
+	tests/slurm/run.sh
 
 ## bundle: target/bundle/tensorfem-gpu.tar.gz, the binary, the CUDA test binaries, the PTX
 ## and every non-glibc library, for a GPU machine without Rust or network (jobs/bundle-gpu.sh)

@@ -4,6 +4,7 @@
 # Debian/Ubuntu with root (or passwordless sudo): apt-get installs the missing packages.
 # Elsewhere (a cluster with `module load hdf5 openmpi`): nothing is installed; the script
 # checks what the environment provides and says exactly what is missing, then fails.
+# --test adds what only the tests need (SLURM and munge, as root on Debian/Ubuntu).
 set -euo pipefail
 
 debian_packages=(libhdf5-dev libopenmpi-dev openmpi-bin libclang-dev pkg-config hdf5-tools)
@@ -81,6 +82,17 @@ if [[ "${TENSORFEM_NO_NVRTC:-0}" != 1 && ! -e "$cuda_dir/nvidia/cu13/lib/libnvrt
       "${cuda_wheels[@]}" 2>/dev/null; then
     echo "install-deps: could not install ${cuda_wheels[*]} with pip; make test needs them to compile the CUDA kernels (or set TENSORFEM_NO_NVRTC=1 to skip that check)" >&2
     exit 1
+  fi
+fi
+# With --test (make test): SLURM and munge for the real-SLURM test of jobs/ (tests/slurm/run.sh),
+# on Debian/Ubuntu as root only; elsewhere that test says it is skipped.
+if [[ "${1:-}" == --test ]] && ! have slurmctld; then
+  if have apt-get && [[ $(id -u) -eq 0 ]]; then
+    echo "install-deps: installing slurm-wlm and munge for the SLURM test"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null; }
+  else
+    echo "install-deps: slurm-wlm is not installed and cannot be here (no root apt-get): the SLURM test will be skipped"
   fi
 fi
 echo "install-deps: all present"

@@ -5,12 +5,21 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+use tensorfem::campaign::signals;
 use tensorfem::cli::{Cli, Command};
 use tensorfem::comm::{Comm, MpiComm};
 use tensorfem::{bench, psc, run, sys, Error};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before MPI start-up: a pre-emption signal that arrives while the ranks start is
+    // remembered (campaigns stop after it; other runs terminate, see run::dispatch).
+    if matches!(cli.command, Command::Run { .. }) {
+        if let Err(e) = signals::install() {
+            eprintln!("error: installing the SIGTERM/SIGUSR1 handlers: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let comm = match MpiComm::init() {
         Ok(c) => c,
         Err(e) => {
@@ -22,7 +31,10 @@ fn main() -> ExitCode {
     set_threads_per_rank(&comm);
 
     let result = match &cli.command {
-        Command::Run { config, fresh } => run::dispatch(config.clone(), *fresh, &comm),
+        Command::Run { config, fresh } => match run::dispatch(config.clone(), *fresh, &comm) {
+            Ok(run::Finished::Stopped) => return ExitCode::from(signals::EXIT_STOPPED),
+            other => other.map(|_| ()),
+        },
         Command::Info => run::info(&comm),
         // Single-process tools: under mpirun, rank 0 alone runs them.
         _ if !comm.is_root() => Ok(()),

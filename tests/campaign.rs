@@ -217,9 +217,10 @@ fn sigterm_stops_cleanly_and_the_campaign_resumes() {
     }
     let out = child.wait_with_output().unwrap();
     let stdout = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "exit 0 on SIGTERM: {stdout}{}",
+    assert_eq!(
+        out.status.code(),
+        Some(75),
+        "exit 75 (stopped, resumable) on SIGTERM: {stdout}{}",
         text(&out.stderr)
     );
     assert!(

@@ -13,7 +13,7 @@ mod output;
 mod perf;
 mod plan;
 mod queue;
-mod signals;
+pub mod signals;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -381,15 +381,23 @@ fn solve_batch(
     Ok(record)
 }
 
+/// What a campaign run printed (rank 0) and whether it finished every batch.
+pub struct Outcome {
+    /// The summary rank 0 prints; None on the other ranks.
+    pub summary: Option<String>,
+    /// False when a signal stopped it with batches left (exit [`signals::EXIT_STOPPED`]).
+    pub complete: bool,
+}
+
 /// Runs the campaign of `config` (which has a `[campaign]`) with the operators `operators`
-/// sets up on this rank's device. Rank 0 returns the printed summary; the other ranks
-/// return None.
+/// sets up on this rank's device. `tensorfem run` installs the signal handlers at start-up
+/// ([`signals::install`]); this installs them where nobody did.
 pub fn run(
     config: &RunConfig,
     operators: &dyn Operators,
     comm: &dyn Comm,
     fresh: bool,
-) -> Result<Option<String>> {
+) -> Result<Outcome> {
     let spec = config.campaign.as_ref().expect("a campaign config");
     signals::install().map_err(|e| Error::Campaign(format!("installing signal handlers: {e}")))?;
     log::info!(
@@ -458,7 +466,11 @@ pub fn run(
             totals.as_ref().copied().unwrap_or_default(),
         );
         totals?;
-        return Ok(None);
+        return Ok(Outcome {
+            summary: None,
+            // Only rank 0 knows; the launcher's exit status is the largest of the ranks'.
+            complete: true,
+        });
     }
 
     // Rank 0: the queue, the dispatcher thread, its own worker.
@@ -567,7 +579,10 @@ pub fn run(
             plan.batches.len(),
             if signals::stop_requested() { " (stop requested by a signal)" } else { "" }
         );
-        return Ok(Some(out));
+        return Ok(Outcome {
+            summary: Some(out),
+            complete: false,
+        });
     }
     let t = Instant::now();
     let merged = output::write_campaign(config, spec, &plan, comm.size(), &ranks)?;
@@ -608,5 +623,8 @@ pub fn run(
         spec.output_file().display(),
         merged.xdmf.display()
     );
-    Ok(Some(out))
+    Ok(Outcome {
+        summary: Some(out),
+        complete: true,
+    })
 }

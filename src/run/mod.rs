@@ -10,6 +10,7 @@ pub mod stokes;
 use std::io::Write;
 use std::path::PathBuf;
 
+use crate::campaign::signals;
 use crate::comm::Comm;
 use crate::config::{self, RunConfig};
 use crate::device::cuda;
@@ -18,9 +19,19 @@ use crate::io::h5::{GIT_REVISION, VERSION};
 use crate::sys::{cores, hostname};
 pub use backend::Backend;
 
+/// Whether the job a config describes is finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finished {
+    Complete,
+    /// A campaign stopped by a signal with batches left: run the same command again.
+    Stopped,
+}
+
 /// Runs the job a config describes (the embedded quickstart without one) and prints its
-/// summary on rank 0. A campaign resumes from its journal unless `fresh`.
-pub fn dispatch(path: Option<PathBuf>, fresh: bool, comm: &dyn Comm) -> Result<()> {
+/// summary on rank 0. A campaign resumes from its journal unless `fresh`. Expects
+/// `campaign::signals::install` to have run at start-up: only a campaign stops between
+/// batches on SIGTERM/SIGUSR1; other runs get the signals' default action back here.
+pub fn dispatch(path: Option<PathBuf>, fresh: bool, comm: &dyn Comm) -> Result<Finished> {
     let config = match &path {
         Some(p) => config::load(p)?,
         None => {
@@ -28,19 +39,27 @@ pub fn dispatch(path: Option<PathBuf>, fresh: bool, comm: &dyn Comm) -> Result<(
             config::quickstart()?
         }
     };
+    if config.campaign.is_none() {
+        signals::terminate_on_signal();
+    }
     if let Some(spec) = &config.stokes {
         if let Some(summary) = stokes::run(&config, spec, comm)? {
             println!("{summary}");
         }
-        return Ok(());
+        return Ok(Finished::Complete);
     }
     let backend = select_backend(&config, comm)?;
     if config.campaign.is_some() {
         let operators = solver::CampaignOperators { backend };
-        if let Some(summary) = crate::campaign::run(&config, &operators, comm, fresh)? {
+        let outcome = crate::campaign::run(&config, &operators, comm, fresh)?;
+        if let Some(summary) = outcome.summary {
             println!("{summary}");
         }
-        return Ok(());
+        return Ok(if outcome.complete {
+            Finished::Complete
+        } else {
+            Finished::Stopped
+        });
     }
     if fresh {
         log::info!("--fresh applies to campaigns only (this config has no [campaign])");
@@ -48,7 +67,7 @@ pub fn dispatch(path: Option<PathBuf>, fresh: bool, comm: &dyn Comm) -> Result<(
     if let Some(summary) = single::run(&config, &backend, comm)? {
         println!("{summary}");
     }
-    Ok(())
+    Ok(Finished::Complete)
 }
 
 /// The backend this rank runs on: the config's choice resolved against this machine's
