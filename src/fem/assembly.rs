@@ -80,12 +80,21 @@ pub struct PoissonSystem {
     pub dofs: Dofs,
 }
 
-/// Element load vectors (k per cell) and, when `with_stiffness`, element stiffness
-/// matrices (row-major, k×k per cell; empty otherwise).
+/// The bilinear form of an element matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Form {
+    /// ∫ ∇φ_a · ∇φ_b
+    Stiffness,
+    /// ∫ φ_a φ_b
+    Mass,
+}
+
+/// Element load vectors (k per cell) and, when `form` is given, element matrices of that
+/// form (row-major, k×k per cell; empty otherwise).
 fn element_systems<const D: usize>(
     mesh: &Mesh<D>,
     f: &(impl Fn(&[f64]) -> f64 + Sync),
-    with_stiffness: bool,
+    form: Option<Form>,
 ) -> (Vec<f64>, Vec<f64>) {
     let element = mesh.element;
     let (k, dim) = (element.nodes_per_cell(), element.dim());
@@ -125,9 +134,12 @@ fn element_systems<const D: usize>(
             if let Some(ke) = ke.as_deref_mut() {
                 for a in 0..k {
                     for b in 0..k {
-                        let g: f64 = (0..dim)
-                            .map(|d| grad[a * dim + d] * grad[b * dim + d])
-                            .sum();
+                        let g: f64 = match form {
+                            Some(Form::Mass) => n[a] * n[b],
+                            _ => (0..dim)
+                                .map(|d| grad[a * dim + d] * grad[b * dim + d])
+                                .sum(),
+                        };
                         ke[a * k + b] += w * g;
                     }
                 }
@@ -136,10 +148,10 @@ fn element_systems<const D: usize>(
     };
     let ncells = mesh.num_cells();
     let mut load = vec![0.0; ncells * k];
-    let mut stiffness = Vec::new();
-    if with_stiffness {
-        stiffness = vec![0.0; ncells * k * k];
-        stiffness
+    let mut matrices = Vec::new();
+    if form.is_some() {
+        matrices = vec![0.0; ncells * k * k];
+        matrices
             .par_chunks_mut(k * k)
             .zip(load.par_chunks_mut(k))
             .enumerate()
@@ -149,7 +161,7 @@ fn element_systems<const D: usize>(
             .enumerate()
             .for_each(|(c, fe)| cell_system(c, fe, None));
     }
-    (stiffness, load)
+    (matrices, load)
 }
 
 /// For every node, the (cell, local index) pairs it appears in, in cell order.
@@ -179,15 +191,39 @@ pub fn assemble_poisson<const D: usize>(
     mesh: &Mesh<D>,
     f: impl Fn(&[f64]) -> f64 + Sync,
 ) -> Result<PoissonSystem> {
+    check_dimension(mesh)?;
+    let dofs = Dofs::from_boundary(&mesh.on_boundary);
+    let (stiffness, load) = element_systems(mesh, &f, Some(Form::Stiffness));
+    let (matrix, rhs) = gather_system(mesh, &dofs, &stiffness, &load)?;
+    Ok(PoissonSystem { matrix, rhs, dofs })
+}
+
+/// The mass matrix ∫ φ_i φ_j over the unknowns of `dofs` (the L2 inner product of
+/// finite-element functions that vanish on the boundary).
+pub fn assemble_mass<const D: usize>(mesh: &Mesh<D>, dofs: &Dofs) -> Result<Csr<f64>> {
+    check_dimension(mesh)?;
+    let (mass, load) = element_systems(mesh, &|_: &[f64]| 0.0, Some(Form::Mass));
+    Ok(gather_system(mesh, dofs, &mass, &load)?.0)
+}
+
+fn check_dimension<const D: usize>(mesh: &Mesh<D>) -> Result<()> {
     if mesh.element.dim() != D {
         return Err(Error::InvalidInput(format!(
             "{} elements on a {D}-dimensional mesh",
             mesh.element.name()
         )));
     }
+    Ok(())
+}
+
+/// The global matrix and load vector on the unknowns from element matrices and loads.
+fn gather_system<const D: usize>(
+    mesh: &Mesh<D>,
+    dofs: &Dofs,
+    matrices: &[f64],
+    load: &[f64],
+) -> Result<(Csr<f64>, Vec<f64>)> {
     let k = mesh.element.nodes_per_cell();
-    let dofs = Dofs::from_boundary(&mesh.on_boundary);
-    let (stiffness, load) = element_systems(mesh, &f, true);
     let (start, slots) = node_incidence(mesh);
 
     let rows: Vec<(Vec<u32>, Vec<f64>, f64)> = dofs
@@ -202,7 +238,7 @@ pub fn assemble_poisson<const D: usize>(
                 for (b, &other) in mesh.cell(cell).iter().enumerate() {
                     let col = dofs.dof_of_node[other as usize];
                     if col != Dofs::NONE {
-                        entries.push((col, stiffness[(cell * k + a) * k + b]));
+                        entries.push((col, matrices[(cell * k + a) * k + b]));
                     }
                 }
             }
@@ -238,8 +274,7 @@ pub fn assemble_poisson<const D: usize>(
         row_ptr.push(col_idx.len());
     }
     let n = dofs.len();
-    let matrix = Csr::new(n, n, row_ptr, col_idx, values)?;
-    Ok(PoissonSystem { matrix, rhs, dofs })
+    Ok((Csr::new(n, n, row_ptr, col_idx, values)?, rhs))
 }
 
 /// Load vectors of several right-hand sides on the unknowns of `dofs`, as a column-major
@@ -249,23 +284,30 @@ pub fn assemble_loads<const D: usize, F: Fn(&[f64]) -> f64 + Sync>(
     dofs: &Dofs,
     fs: &[F],
 ) -> Vec<f64> {
-    let k = mesh.element.nodes_per_cell();
-    let (start, slots) = node_incidence(mesh);
     let mut block = vec![0.0; dofs.len() * fs.len()];
     for (f, column) in fs.iter().zip(block.chunks_mut(dofs.len().max(1))) {
-        let (_, load) = element_systems(mesh, f, false);
-        column
-            .par_iter_mut()
-            .zip(&dofs.node_of_dof)
-            .for_each(|(b, &node)| {
-                *b = slots[start[node as usize]..start[node as usize + 1]]
-                    .iter()
-                    .fold(0.0, |sum, &slot| {
-                        sum + load[(slot as usize / k) * k + slot as usize % k]
-                    });
-            });
+        let (_, load) = element_systems(mesh, f, None);
+        gather_cell_vector(mesh, dofs, &load, column);
     }
     block
+}
+
+/// Sums per-cell vectors (k entries per cell, in local node order) into a vector on the
+/// unknowns: every unknown adds the entries of its node in cell order (reproducible).
+pub(super) fn gather_cell_vector<const D: usize>(
+    mesh: &Mesh<D>,
+    dofs: &Dofs,
+    per_cell: &[f64],
+    out: &mut [f64],
+) {
+    let (start, slots) = node_incidence(mesh);
+    out.par_iter_mut()
+        .zip(&dofs.node_of_dof)
+        .for_each(|(b, &node)| {
+            *b = slots[start[node as usize]..start[node as usize + 1]]
+                .iter()
+                .fold(0.0, |sum, &slot| sum + per_cell[slot as usize]);
+        });
 }
 
 #[cfg(test)]

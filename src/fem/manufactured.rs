@@ -49,7 +49,7 @@ pub struct PressureSeries {
 }
 
 /// Wave numbers per axis of the second mode of [`PressureSeries`].
-const SECOND_MODE: [f64; 3] = [2.0, 3.0, 2.0];
+const SECOND_MODE: [u32; 3] = [2, 3, 2];
 
 impl PressureSeries {
     pub fn new(t: f64, dim: usize) -> Self {
@@ -63,9 +63,12 @@ impl PressureSeries {
         let second: f64 = x[..self.dim]
             .iter()
             .zip(SECOND_MODE)
-            .map(|(&xd, k)| (k * PI * xd).sin())
+            .map(|(&xd, k)| (k as f64 * PI * xd).sin())
             .product();
-        let k2: f64 = SECOND_MODE[..self.dim].iter().map(|k| k * k).sum();
+        let k2: f64 = SECOND_MODE[..self.dim]
+            .iter()
+            .map(|&k| (k * k) as f64)
+            .sum();
         [
             (phase.cos(), first, self.dim as f64),
             (0.5 * phase.sin(), second, k2),
@@ -88,6 +91,36 @@ impl PressureSeries {
         let phase = 2.0 * PI * self.t;
         let (a, b) = (phase.cos(), 0.5 * phase.sin());
         (a * a + b * b).sqrt() * 0.5f64.powf(self.dim as f64 / 2.0)
+    }
+}
+
+/// A sine mode φ(x) = Π_d sin(κ_d π x_d) on the unit square or cube: zero on the boundary,
+/// −Δφ = λφ with λ = π² Σ_d κ_d².
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Mode {
+    /// κ_d for the first `dim` axes; the others are 0.
+    kappa: [u32; 3],
+    dim: usize,
+}
+
+impl Mode {
+    pub fn new(kappa: [u32; 3], dim: usize) -> Self {
+        let mut k = [0; 3];
+        k[..dim].copy_from_slice(&kappa[..dim]);
+        Mode { kappa: k, dim }
+    }
+
+    pub fn value(&self, x: &[f64]) -> f64 {
+        x[..self.dim]
+            .iter()
+            .zip(self.kappa)
+            .map(|(&xd, k)| (k as f64 * PI * xd).sin())
+            .product()
+    }
+
+    /// λ = π² Σ_d κ_d²
+    pub fn eigenvalue(&self) -> f64 {
+        PI * PI * self.kappa.iter().map(|&k| (k * k) as f64).sum::<f64>()
     }
 }
 
@@ -117,6 +150,21 @@ impl Exact {
         match self {
             Exact::Wave(m) => m.l2_norm(),
             Exact::Pressure(p) => p.l2_norm(),
+        }
+    }
+
+    /// u as a sum of sine modes: u = Σ a_m φ_m, so f = Σ a_m λ_m φ_m (what makes loads and
+    /// L2 errors block operations over columns: see [`super::ModeBasis`]).
+    pub fn modes(&self) -> Vec<(f64, Mode)> {
+        match self {
+            Exact::Wave(m) => vec![(1.0, Mode::new([m.k as u32; 3], m.dim))],
+            Exact::Pressure(p) => {
+                let phase = 2.0 * PI * p.t;
+                vec![
+                    (phase.cos(), Mode::new([1; 3], p.dim)),
+                    (0.5 * phase.sin(), Mode::new(SECOND_MODE, p.dim)),
+                ]
+            }
         }
     }
 }

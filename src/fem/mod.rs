@@ -6,11 +6,13 @@ mod assembly;
 mod element;
 mod error_norms;
 mod manufactured;
+mod modes;
 mod quadrature;
 mod verify;
 
-pub use assembly::{assemble_loads, assemble_poisson, Dofs, PoissonSystem};
+pub use assembly::{assemble_loads, assemble_mass, assemble_poisson, Dofs, PoissonSystem};
 pub use error_norms::{l2_error, nodal_l2_error};
-pub use manufactured::{Exact, Manufactured, PressureSeries};
+pub use manufactured::{Exact, Manufactured, Mode, PressureSeries};
+pub use modes::{ColumnErrors, ModeBasis};
 pub use quadrature::{gauss_legendre_unit, QuadratureRule};
 pub use verify::{relative_residual, verify, ColumnReport};

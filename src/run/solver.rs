@@ -14,7 +14,7 @@ use crate::config::{Method, OperatorSpec, SolverSpec};
 use crate::device::cuda::Cuda;
 use crate::device::{Block, Cpu, Kernels, Layout, PscDevice, Storage};
 use crate::error::{Error, Result};
-use crate::fem::{assemble_loads, assemble_poisson, verify, ColumnReport, Dofs, Exact};
+use crate::fem::{assemble_poisson, verify, ColumnReport, Dofs, Exact, ModeBasis};
 use crate::linalg::LinOp;
 use crate::mesh::{self, Element, Mesh, MeshSpec};
 use crate::mg::{random_initial_guess, MgParams, Multigrid, StopParams};
@@ -436,6 +436,8 @@ pub struct Operator<const DIM: usize> {
     pub mesh: Mesh<DIM>,
     pub matrix: Csr<f64>,
     pub dofs: Dofs,
+    /// The manufactured solutions' modes met so far, for block loads and L2 errors.
+    modes: ModeBasis,
     solver: Box<dyn BlockSolve>,
     /// How the set-up was obtained (cache loaded/built), when there is one worth saying.
     pub setup_note: Option<String>,
@@ -468,6 +470,7 @@ impl<const DIM: usize> Operator<DIM> {
             mesh,
             matrix,
             dofs,
+            modes: ModeBasis::new(),
             solver,
             setup_note,
             assembly_seconds,
@@ -479,10 +482,10 @@ impl<const DIM: usize> Operator<DIM> {
         self.dofs.len()
     }
 
-    /// Load vectors of the exact solutions' f, column-major (unknowns × len).
+    /// Load vectors of the exact solutions' f, column-major (unknowns × len): a sum of the
+    /// modes' load vectors, each integrated once per operator.
     pub fn loads(&self, exact: &[Exact]) -> Vec<f64> {
-        let loads: Vec<_> = exact.iter().map(|m| move |x: &[f64]| m.f(x)).collect();
-        assemble_loads(&self.mesh, &self.dofs, &loads)
+        self.modes.loads(&self.mesh, &self.dofs, exact)
     }
 
     /// Solves the column-major block `rhs` (unknowns × nrhs).
@@ -498,7 +501,15 @@ impl<const DIM: usize> Operator<DIM> {
         u: &[f64],
         exact: &[Option<Exact>],
     ) -> Result<Vec<ColumnReport>> {
-        verify(&self.mesh, &self.dofs, &self.matrix, rhs, u, exact)
+        verify(
+            &self.mesh,
+            &self.dofs,
+            &self.matrix,
+            &self.modes,
+            rhs,
+            u,
+            exact,
+        )
     }
 }
 

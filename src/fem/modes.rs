@@ -1,0 +1,431 @@
+//! Loads and L2 errors of manufactured solutions as block operations over columns.
+//!
+//! Every exact solution a campaign verifies against is a short sum of sine modes,
+//! u = Σ_m a_m φ_m ([`Exact::modes`]), so its load vector is b = Σ_m a_m λ_m ℓ_m with
+//! ℓ_m,i = (φ_m, φ_i), and its L2 error splits through the interpolant
+//! I u = Σ_i u(x_i) φ_i (unknowns only, so I u vanishes on the boundary like u_h):
+//!
+//!   u − u_h = d + w_h,   d = u − I u = Σ_m a_m d_m,   w_h = Σ_i w_i φ_i,   w_i = u(x_i) − u_i,
+//!   ‖u − u_h‖² = Σ_{m,l} a_m a_l (d_m, d_l) + 2 Σ_m a_m Σ_i w_i (d_m, φ_i) + wᵀ M w.
+//!
+//! ℓ_m, (d_m, φ_i), φ_m(x_i) and the Gram entries (d_m, d_l) are integrated once per mesh
+//! and mode (Gauss with 4 points per direction, as `l2_error`) and kept; a column then
+//! costs one block product with the mass matrix M and a few dot products, not a quadrature
+//! over every cell. Every term is of the error's size (no difference of O(‖u‖²) numbers),
+//! so the error keeps its relative accuracy on fine meshes. The nodal error
+//! sqrt(h^d Σ w_i²) comes with it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use faer::{MatMut, MatRef};
+use rayon::prelude::*;
+
+use super::assembly::{assemble_mass, gather_cell_vector};
+use super::element::{physical_gradients, shape};
+use super::{Dofs, Exact, Mode, QuadratureRule};
+use crate::error::Result;
+use crate::mesh::Mesh;
+use crate::numeric::dot;
+use crate::sparse::{spmv_block, Csr};
+
+/// Gauss points per direction: the integrands are smooth times (bi/tri)linear.
+const GAUSS_POINTS: usize = 4;
+/// Cells per partial sum (fixed, so sums do not depend on the thread count).
+const CELLS_PER_CHUNK: usize = 4096;
+
+/// What one mode contributes, on the unknowns.
+struct ModeVectors {
+    /// φ(x_i)
+    nodal: Vec<f64>,
+    /// (φ, φ_i)
+    load: Vec<f64>,
+    /// (φ − I φ, φ_i)
+    defect: Vec<f64>,
+}
+
+/// The L2 errors of one column against its exact solution.
+#[derive(Clone, Copy, Debug)]
+pub struct ColumnErrors {
+    /// ‖u − u_h‖_{L2(Ω)}
+    pub l2: f64,
+    /// sqrt(h^d Σ_i (u(x_i) − u_i)²)
+    pub nodal: f64,
+}
+
+/// The per-mesh data of the modes seen so far, computed when first needed.
+#[derive(Default)]
+pub struct ModeBasis {
+    mass: Mutex<Option<Arc<Csr<f64>>>>,
+    vectors: Mutex<HashMap<Mode, Arc<ModeVectors>>>,
+    /// (d_m, d_l), both orders stored.
+    gram: Mutex<HashMap<(Mode, Mode), f64>>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The points of a cell's quadrature: (weight × |det J|, shape values, physical point).
+fn for_each_point<const D: usize>(
+    mesh: &Mesh<D>,
+    rule: &QuadratureRule,
+    shapes: &[f64],
+    ref_grads: &[f64],
+    cell: usize,
+    mut visit: impl FnMut(f64, &[f64], &[f64]),
+) {
+    let element = mesh.element;
+    let (k, dim) = (element.nodes_per_cell(), element.dim());
+    let mut x = [0.0; 24];
+    for (a, &node) in mesh.cell(cell).iter().enumerate() {
+        x[a * dim..(a + 1) * dim].copy_from_slice(&mesh.coords[node as usize]);
+    }
+    let mut grad = [0.0; 24];
+    for q in 0..rule.len() {
+        let det = physical_gradients(
+            dim,
+            k,
+            &x,
+            &ref_grads[q * k * dim..(q + 1) * k * dim],
+            &mut grad,
+        );
+        let n = &shapes[q * k..(q + 1) * k];
+        let mut xq = [0.0; 3];
+        for a in 0..k {
+            for d in 0..dim {
+                xq[d] += n[a] * x[a * dim + d];
+            }
+        }
+        visit(rule.weights[q] * det, n, &xq[..dim]);
+    }
+}
+
+/// The rule and its shape values and reference gradients at every point.
+fn tabulate(mesh_element: crate::mesh::Element) -> (QuadratureRule, Vec<f64>, Vec<f64>) {
+    let rule = QuadratureRule::gauss(mesh_element, GAUSS_POINTS);
+    let (k, dim) = (mesh_element.nodes_per_cell(), mesh_element.dim());
+    let (mut shapes, mut grads) = (vec![0.0; rule.len() * k], vec![0.0; rule.len() * k * dim]);
+    for q in 0..rule.len() {
+        shape(
+            mesh_element,
+            rule.point(q),
+            &mut shapes[q * k..(q + 1) * k],
+            &mut grads[q * k * dim..(q + 1) * k * dim],
+        );
+    }
+    (rule, shapes, grads)
+}
+
+/// φ at the cell's nodes, zero at Dirichlet nodes (the interpolant on the unknowns).
+fn nodal_in_cell<const D: usize>(
+    mesh: &Mesh<D>,
+    dofs: &Dofs,
+    cell: usize,
+    mode: &Mode,
+) -> [f64; 8] {
+    let mut values = [0.0; 8];
+    for (a, &node) in mesh.cell(cell).iter().enumerate() {
+        if dofs.dof_of_node[node as usize] != Dofs::NONE {
+            values[a] = mode.value(&mesh.coords[node as usize]);
+        }
+    }
+    values
+}
+
+/// The vectors of every mode in `modes` and their Gram matrix (d_m, d_l) (row-major
+/// m × m), in one pass over the cells: each point evaluates each mode once.
+fn integrate_modes<const D: usize>(
+    mesh: &Mesh<D>,
+    dofs: &Dofs,
+    modes: &[Mode],
+) -> (Vec<ModeVectors>, Vec<f64>) {
+    let k = mesh.element.nodes_per_cell();
+    let m = modes.len();
+    let (rule, shapes, grads) = tabulate(mesh.element);
+    let ncells = mesh.num_cells();
+    // Per cell and mode: k load entries, then k defect entries.
+    let per_cell = 2 * m * k;
+    let mut cell_vectors = vec![0.0; ncells * per_cell];
+    let partials: Vec<Vec<f64>> = cell_vectors
+        .par_chunks_mut(CELLS_PER_CHUNK * per_cell)
+        .enumerate()
+        .map(|(chunk, out)| {
+            let mut gram = vec![0.0; m * m];
+            let (mut phi, mut d) = (vec![0.0; m], vec![0.0; m]);
+            for (offset, cell_out) in out.chunks_mut(per_cell).enumerate() {
+                let c = chunk * CELLS_PER_CHUNK + offset;
+                let at_nodes: Vec<[f64; 8]> = modes
+                    .iter()
+                    .map(|mode| nodal_in_cell(mesh, dofs, c, mode))
+                    .collect();
+                for_each_point(mesh, &rule, &shapes, &grads, c, |w, n, x| {
+                    for (j, mode) in modes.iter().enumerate() {
+                        phi[j] = mode.value(x);
+                        let interpolant: f64 = (0..k).map(|a| n[a] * at_nodes[j][a]).sum();
+                        d[j] = phi[j] - interpolant;
+                        let (load, defect) = cell_out[2 * j * k..2 * (j + 1) * k].split_at_mut(k);
+                        for a in 0..k {
+                            load[a] += w * phi[j] * n[a];
+                            defect[a] += w * d[j] * n[a];
+                        }
+                    }
+                    for i in 0..m {
+                        for j in 0..m {
+                            gram[i * m + j] += w * d[i] * d[j];
+                        }
+                    }
+                });
+            }
+            gram
+        })
+        .collect();
+    let mut gram = vec![0.0; m * m];
+    for p in &partials {
+        for (g, v) in gram.iter_mut().zip(p) {
+            *g += v;
+        }
+    }
+    let vectors = modes
+        .iter()
+        .enumerate()
+        .map(|(j, mode)| {
+            let part = |which: usize| {
+                let per_mode: Vec<f64> = cell_vectors
+                    .par_chunks(per_cell)
+                    .flat_map_iter(|cell| {
+                        cell[(2 * j + which) * k..(2 * j + which + 1) * k]
+                            .iter()
+                            .copied()
+                    })
+                    .collect();
+                let mut v = vec![0.0; dofs.len()];
+                gather_cell_vector(mesh, dofs, &per_mode, &mut v);
+                v
+            };
+            ModeVectors {
+                nodal: dofs
+                    .node_of_dof
+                    .par_iter()
+                    .map(|&node| mode.value(&mesh.coords[node as usize]))
+                    .collect(),
+                load: part(0),
+                defect: part(1),
+            }
+        })
+        .collect();
+    (vectors, gram)
+}
+
+impl ModeBasis {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The vectors of `modes` and their Gram matrix (row-major), integrated in one pass
+    /// when any of them is new.
+    fn prepare<const D: usize>(
+        &self,
+        mesh: &Mesh<D>,
+        dofs: &Dofs,
+        modes: &[Mode],
+    ) -> (Vec<Arc<ModeVectors>>, Vec<f64>) {
+        let m = modes.len();
+        let cached = || -> Option<(Vec<Arc<ModeVectors>>, Vec<f64>)> {
+            let vectors = locked(&self.vectors);
+            let gram = locked(&self.gram);
+            Some((
+                modes
+                    .iter()
+                    .map(|mode| vectors.get(mode).cloned())
+                    .collect::<Option<_>>()?,
+                (0..m * m)
+                    .map(|ij| gram.get(&(modes[ij / m], modes[ij % m])).copied())
+                    .collect::<Option<_>>()?,
+            ))
+        };
+        if let Some(found) = cached() {
+            return found;
+        }
+        let (vectors, gram) = integrate_modes(mesh, dofs, modes);
+        let vectors: Vec<_> = vectors.into_iter().map(Arc::new).collect();
+        let mut cache = locked(&self.vectors);
+        for (mode, v) in modes.iter().zip(&vectors) {
+            cache.insert(*mode, Arc::clone(v));
+        }
+        let mut cache = locked(&self.gram);
+        for i in 0..m {
+            for j in 0..m {
+                cache.insert((modes[i], modes[j]), gram[i * m + j]);
+            }
+        }
+        (vectors, gram)
+    }
+
+    fn mass<const D: usize>(&self, mesh: &Mesh<D>, dofs: &Dofs) -> Result<Arc<Csr<f64>>> {
+        let mut mass = locked(&self.mass);
+        if mass.is_none() {
+            *mass = Some(Arc::new(assemble_mass(mesh, dofs)?));
+        }
+        Ok(Arc::clone(mass.as_ref().expect("just set")))
+    }
+
+    /// The load vectors of the exact solutions' f = −Δu, column-major (unknowns × columns):
+    /// b = Σ_m a_m λ_m ℓ_m.
+    pub fn loads<const D: usize>(&self, mesh: &Mesh<D>, dofs: &Dofs, exact: &[Exact]) -> Vec<f64> {
+        let n = dofs.len();
+        let mut block = vec![0.0; n * exact.len()];
+        for (e, column) in exact.iter().zip(block.chunks_mut(n.max(1))) {
+            let terms = e.modes();
+            let modes: Vec<Mode> = terms.iter().map(|(_, m)| *m).collect();
+            let (vectors, _) = self.prepare(mesh, dofs, &modes);
+            for ((a, mode), v) in terms.iter().zip(&vectors) {
+                let scale = a * mode.eigenvalue();
+                column
+                    .par_iter_mut()
+                    .zip(&v.load)
+                    .for_each(|(b, l)| *b += scale * l);
+            }
+        }
+        block
+    }
+
+    /// The L2 errors of every column of `u` (unknowns × columns, column-major) against
+    /// its exact solution.
+    pub fn errors<const D: usize>(
+        &self,
+        mesh: &Mesh<D>,
+        dofs: &Dofs,
+        u: &[f64],
+        exact: &[Exact],
+    ) -> Result<Vec<ColumnErrors>> {
+        let n = dofs.len();
+        let columns = exact.len();
+        assert_eq!(u.len(), n * columns, "errors: u is not unknowns × columns");
+        // w = I u − u_h per column.
+        let mut w = vec![0.0; n * columns];
+        let mut prepared = Vec::with_capacity(columns);
+        for ((e, wc), uc) in exact
+            .iter()
+            .zip(w.chunks_mut(n.max(1)))
+            .zip(u.chunks(n.max(1)))
+        {
+            let terms = e.modes();
+            let modes: Vec<Mode> = terms.iter().map(|(_, m)| *m).collect();
+            let (vectors, gram) = self.prepare(mesh, dofs, &modes);
+            wc.par_iter_mut().zip(uc).for_each(|(wi, ui)| *wi = -ui);
+            for ((a, _), v) in terms.iter().zip(&vectors) {
+                wc.par_iter_mut()
+                    .zip(&v.nodal)
+                    .for_each(|(wi, phi)| *wi += a * phi);
+            }
+            prepared.push((terms, vectors, gram));
+        }
+        let mut mw = vec![0.0; n * columns];
+        let mass = self.mass(mesh, dofs)?;
+        spmv_block(
+            mass.as_ref(),
+            MatRef::from_column_major_slice(&w, n, columns),
+            MatMut::from_column_major_slice_mut(&mut mw, n, columns),
+        );
+        let h_d = mesh.h().powi(D as i32);
+        Ok(prepared
+            .iter()
+            .enumerate()
+            .map(|(c, (terms, vectors, gram))| {
+                let (wc, mwc) = (&w[c * n..(c + 1) * n], &mw[c * n..(c + 1) * n]);
+                let m = terms.len();
+                let mut squared = dot(wc, mwc);
+                for (i, ((a, _), v)) in terms.iter().zip(vectors).enumerate() {
+                    squared += 2.0 * a * dot(wc, &v.defect);
+                    for (j, (b, _)) in terms.iter().enumerate() {
+                        squared += a * b * gram[i * m + j];
+                    }
+                }
+                ColumnErrors {
+                    l2: squared.max(0.0).sqrt(),
+                    nodal: (dot(wc, wc) * h_d).sqrt(),
+                }
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fem::{assemble_loads, l2_error, nodal_l2_error, Manufactured, PressureSeries};
+    use crate::mesh::{unit_cube, unit_square, Element};
+
+    /// Loads and errors through the modes equal the direct per-column quadrature
+    /// (`assemble_loads`, `l2_error`, `nodal_l2_error`) on Q1 and P1 squares and a Q1 cube,
+    /// for the interpolant perturbed (errors of the discretisation's size), zero (error =
+    /// ‖u‖), and a perturbation much smaller than the interpolation error.
+    fn check<const D: usize>(mesh: &Mesh<D>) {
+        // u(x_i) is O(1): evaluating it two ways differs by a few ulps, which is what an
+        // error of 1e-9 is compared with.
+        const ROUNDING: f64 = 1e-14;
+        let dofs = Dofs::from_boundary(&mesh.on_boundary);
+        let n = dofs.len();
+        let exact = [
+            Exact::Wave(Manufactured::new(1, D)),
+            Exact::Wave(Manufactured::new(3, D)),
+            Exact::Pressure(PressureSeries::new(0.3, D)),
+            Exact::Pressure(PressureSeries::new(0.0, D)),
+        ];
+        let basis = ModeBasis::new();
+        let loads = basis.loads(mesh, &dofs, &exact);
+        let fs: Vec<_> = exact.iter().map(|e| move |x: &[f64]| e.f(x)).collect();
+        let direct = assemble_loads(mesh, &dofs, &fs);
+        let scale = direct.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let worst = loads
+            .iter()
+            .zip(&direct)
+            .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+        // 4- vs 3-point Gauss: both O(h^6)-accurate.
+        assert!(
+            worst <= 1e-5 * scale,
+            "loads differ by {worst:e} (scale {scale:e})"
+        );
+
+        for amplitude in [1e-2, 0.0, 1e-9] {
+            let mut u = Vec::with_capacity(n * exact.len());
+            for e in &exact {
+                for (i, &node) in dofs.node_of_dof.iter().enumerate() {
+                    let wiggle = amplitude * ((i * 7919 % 101) as f64 / 50.0 - 1.0);
+                    let value = if amplitude == 0.0 {
+                        0.0
+                    } else {
+                        e.u(&mesh.coords[node as usize])
+                    };
+                    u.push(value + wiggle);
+                }
+            }
+            let errors = basis.errors(mesh, &dofs, &u, &exact).unwrap();
+            for (c, e) in exact.iter().enumerate() {
+                let uc = &u[c * n..(c + 1) * n];
+                let l2 = l2_error(mesh, &dofs, uc, |x| e.u(x));
+                let nodal = nodal_l2_error(mesh, &dofs, uc, |x| e.u(x));
+                let got = errors[c];
+                assert!(
+                    (got.l2 - l2).abs() <= 1e-9 * l2 + ROUNDING,
+                    "{:?} column {c}, amplitude {amplitude}: L2 {} vs {l2}",
+                    mesh.element,
+                    got.l2
+                );
+                assert!(
+                    (got.nodal - nodal).abs() <= 1e-12 * nodal + ROUNDING,
+                    "column {c}, amplitude {amplitude}: nodal {} vs {nodal}",
+                    got.nodal
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn mode_loads_and_errors_equal_direct_quadrature() {
+        check(&unit_square(32, Element::Q1).unwrap());
+        check(&unit_square(32, Element::P1).unwrap());
+        check(&unit_cube(12).unwrap());
+    }
+}
