@@ -49,6 +49,7 @@ run: build
 test: deps-test lint
 	TENSORFEM_REQUIRE_NVRTC=$${TENSORFEM_REQUIRE_NVRTC:-$$([[ $${TENSORFEM_NO_NVRTC:-0} == 1 ]] && echo 0 || echo 1)} \
 	  $(CARGO) test --release
+	python3 postprocess/test_tensorfem_h5.py $(BIN)
 	@set -o pipefail; if [[ $${TENSORFEM_NO_NVRTC:-0} != 1 ]]; then $(BIN) kernels --arch sm_90 | tail -1; fi
 	jobs/check-bundle.sh target/bundle
 	tests/slurm/run.sh
