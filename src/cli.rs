@@ -39,7 +39,7 @@ pub enum Command {
     },
     /// Print the version and the backends found: CPU cores, CUDA driver and devices, MPI.
     Info,
-    /// PSC figures of SPEC §2.6 for the unit square: |C|, |E|, |I|, κ(C_i), κ(Π), storage
+    /// PSC figures for the unit square (the PSC paper's Table 1, docs/mathematics.md §3): |C|, |E|, |I|, κ(C_i), κ(Π), storage
     /// of C_i⁻¹ and Π⁻¹ relative to the FEM matrix (and whole-matrix κ with --whole).
     PscInfo(PscInfoArgs),
     /// Benchmarks: measure, print a table (or JSON with --json).
@@ -68,11 +68,11 @@ pub enum BenchCommand {
     /// PSC-M1 on a block of right-hand sides: set-up and solve time, MDof/s, GFLOP/s and
     /// fractions of the machine's ceilings measured in the same run, accuracy.
     Psc(PscBenchArgs),
-    /// Mixed-precision multigrid (SPEC §3) side by side in one process: IR iterations, time
+    /// Mixed-precision multigrid (docs/mathematics.md §4) side by side in one process: IR iterations, time
     /// to solution, time per iteration, MDof/s, GB/s moved (fraction of the triad measured in
     /// the same run), speedup over D_MG, f64 residual and L2 error.
     Mg(MgBenchArgs),
-    /// Q2-Q1 Stokes (SPEC §4): FGMRES with each preconditioner side by side in one process:
+    /// Q2-Q1 Stokes (docs/mathematics.md §1): FGMRES with each preconditioner side by side in one process:
     /// iterations, time to solution, ms per element and per iteration, velocity and pressure
     /// L2 errors.
     Stokes(StokesArgs),
