@@ -4,6 +4,7 @@
 //! campaign order with the meshes, the config echo and the performance log, plus an XDMF
 //! sidecar for ParaView. Layout: docs/hdf5.md.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use hdf5::Group;
@@ -14,7 +15,7 @@ use super::plan::{ColumnSource, Plan};
 use crate::config::CampaignSpec;
 use crate::config::RunConfig;
 use crate::error::{Error, Result};
-use crate::fem::ColumnReport;
+use crate::fem::{ColumnReport, Exact, Mode};
 use crate::io::{h5, xdmf};
 use crate::mesh::Mesh;
 use crate::mesh::{build as build_mesh, AnyMesh};
@@ -211,6 +212,7 @@ pub fn write_campaign(
             .create("u")
             .map_err(hdf5_error(format!("creating /operators/{o}/u")))?;
         let mut exact_values = Vec::new();
+        let mut mode_nodes = ModesAtNodes::default();
         for batch in plan.batches.iter().filter(|b| b.operator == o) {
             let file = read_batch(&batch_path(&spec.directory, batch.index), plan.fingerprint)?;
             let count = batch.columns.len();
@@ -230,8 +232,8 @@ pub fn write_campaign(
             for c in batch.columns.clone() {
                 if let Some(exact) = plan.columns[c].source.exact(dim) {
                     match &mesh {
-                        AnyMesh::Square(m) => exact_values.extend(nodal(m, |x| exact.u(x))),
-                        AnyMesh::Cube(m) => exact_values.extend(nodal(m, |x| exact.u(x))),
+                        AnyMesh::Square(m) => exact_values.extend(mode_nodes.exact(m, &exact)),
+                        AnyMesh::Cube(m) => exact_values.extend(mode_nodes.exact(m, &exact)),
                     }
                 }
             }
@@ -380,8 +382,26 @@ pub fn write_campaign(
     Ok(Merged { reports, xdmf })
 }
 
-fn nodal<const D: usize>(mesh: &Mesh<D>, f: impl Fn(&[f64]) -> f64) -> Vec<f64> {
-    mesh.coords.iter().map(|x| f(x)).collect()
+/// Exact solutions at every node from each sine mode's nodal values, computed once per
+/// operator and mode: bitwise `exact.u(x)` (the same products and sums), without sines per
+/// node per column.
+#[derive(Default)]
+struct ModesAtNodes(HashMap<Mode, Vec<f64>>);
+
+impl ModesAtNodes {
+    fn exact<const D: usize>(&mut self, mesh: &Mesh<D>, exact: &Exact) -> Vec<f64> {
+        let mut values = vec![0.0; mesh.num_nodes()];
+        for (a, mode) in exact.modes() {
+            let phi = self
+                .0
+                .entry(mode)
+                .or_insert_with(|| mesh.coords.iter().map(|x| mode.value(x)).collect());
+            for (v, p) in values.iter_mut().zip(phi.iter()) {
+                *v += a * p;
+            }
+        }
+        values
+    }
 }
 
 /// The performance log: one entry per batch in batch order, and this run's stage totals
