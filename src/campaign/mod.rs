@@ -207,33 +207,80 @@ struct WorkContext<'a> {
     device: String,
 }
 
-/// Solves batches until told to stop or signalled; returns where the time went.
+/// A batch file being written on its own thread while the worker solves the next batch.
+struct Writing {
+    batch: usize,
+    handle: std::thread::JoinHandle<Result<BatchRecord>>,
+}
+
+/// Solves batches until told to stop or signalled; returns where the time went. Each
+/// batch's file is written on a thread of its own while the next batch is solved; the
+/// batch is reported done (and journaled) once its file is durable.
 fn work(ctx: &WorkContext<'_>, dispatch: &mut dyn Dispatch) -> Result<StageTotals> {
     let start = Instant::now();
     let mut totals = StageTotals::default();
     let mut held: Option<(usize, Box<dyn BatchOperator>)> = None;
-    while !signals::stop_requested() {
-        let t = Instant::now();
-        let order = dispatch.next(held.as_ref().map(|h| h.0))?;
-        totals.idle += t.elapsed().as_secs_f64();
-        let Order::Solve { batch, lock } = order else {
-            break;
-        };
-        if signals::stop_requested() {
-            dispatch.abandon(batch);
-            break;
-        }
-        match solve_batch(ctx, batch, lock, &mut held, &mut totals, dispatch) {
-            Ok(record) => dispatch.done(record)?,
-            Err(e) => {
-                let place = record_failure(ctx, batch, &e);
-                dispatch.failed(format!("batch {batch}: {e}{place}"));
-                return Err(e);
+    let mut writing: Option<Writing> = None;
+    let result = (|| {
+        while !signals::stop_requested() {
+            let t = Instant::now();
+            let order = dispatch.next(held.as_ref().map(|h| h.0))?;
+            totals.idle += t.elapsed().as_secs_f64();
+            let Order::Solve { batch, lock } = order else {
+                break;
+            };
+            if signals::stop_requested() {
+                dispatch.abandon(batch);
+                break;
+            }
+            match solve_batch(ctx, batch, lock, &mut held, &mut totals, dispatch) {
+                Ok(solved) => {
+                    finish_write(ctx, &mut writing, &mut totals, dispatch)?;
+                    writing = Some(solved.write(ctx));
+                }
+                Err(e) => {
+                    let place = record_failure(ctx, batch, &e);
+                    dispatch.failed(format!("batch {batch}: {e}{place}"));
+                    return Err(e);
+                }
             }
         }
-    }
+        Ok(())
+    })();
+    // The last file is finished whatever stopped the loop: its batch was solved.
+    let finished = finish_write(ctx, &mut writing, &mut totals, dispatch);
+    result?;
+    finished?;
     totals.wall = start.elapsed().as_secs_f64();
     Ok(totals)
+}
+
+/// Waits for the file being written, then reports its batch done. The wait is what the
+/// I/O stage counts (the part of the write the next solve did not hide).
+fn finish_write(
+    ctx: &WorkContext<'_>,
+    writing: &mut Option<Writing>,
+    totals: &mut StageTotals,
+    dispatch: &mut dyn Dispatch,
+) -> Result<()> {
+    let Some(Writing { batch, handle }) = writing.take() else {
+        return Ok(());
+    };
+    let t = Instant::now();
+    let written = handle.join().unwrap_or_else(|_| {
+        Err(Error::Campaign(format!(
+            "the thread writing batch {batch} panicked"
+        )))
+    });
+    totals.io += t.elapsed().as_secs_f64();
+    match written {
+        Ok(record) => dispatch.done(record),
+        Err(e) => {
+            let place = record_failure(ctx, batch, &e);
+            dispatch.failed(format!("batch {batch}: {e}{place}"));
+            Err(e)
+        }
+    }
 }
 
 /// Logs a failed batch with its solver's record and writes it to `failures/`; returns
@@ -287,7 +334,7 @@ fn solve_batch(
     held: &mut Option<(usize, Box<dyn BatchOperator>)>,
     totals: &mut StageTotals,
     dispatch: &mut dyn Dispatch,
-) -> Result<BatchRecord> {
+) -> Result<Solved> {
     let start = now();
     let batch = &ctx.plan.batches[index];
     let spec = &ctx.spec.operators[batch.operator];
@@ -355,22 +402,11 @@ fn solve_batch(
         start,
         end: 0.0,
     };
-    let t = Instant::now();
     record.end = now();
-    output::write_batch(
-        &output::batch_path(&ctx.spec.directory, index),
-        ctx.plan.fingerprint,
-        &record,
-        nodes,
-        &nodal,
-        &reports,
-    )?;
-    record.write_seconds = t.elapsed().as_secs_f64();
     totals.setup += setup_seconds;
     totals.rhs += rhs_seconds;
     totals.solve += solve_seconds;
     totals.verify += verify_seconds;
-    totals.io += record.write_seconds;
     totals.batches += 1;
     totals.columns += nrhs;
     log::info!(
@@ -378,7 +414,43 @@ fn solve_batch(
         batch.operator,
         record.max_relative_residual
     );
-    Ok(record)
+    Ok(Solved {
+        record,
+        nodes,
+        nodal,
+        reports,
+    })
+}
+
+/// A solved and verified batch, its file not yet written.
+struct Solved {
+    record: BatchRecord,
+    nodes: usize,
+    nodal: Vec<f64>,
+    reports: Vec<crate::fem::ColumnReport>,
+}
+
+impl Solved {
+    /// Writes the batch file on a thread of its own; the thread returns the record with
+    /// its write time.
+    fn write(self, ctx: &WorkContext<'_>) -> Writing {
+        let path = output::batch_path(&ctx.spec.directory, self.record.batch);
+        let fingerprint = ctx.plan.fingerprint;
+        let batch = self.record.batch;
+        let handle = std::thread::spawn(move || {
+            let Solved {
+                mut record,
+                nodes,
+                nodal,
+                reports,
+            } = self;
+            let t = Instant::now();
+            output::write_batch(&path, fingerprint, &record, nodes, &nodal, &reports)?;
+            record.write_seconds = t.elapsed().as_secs_f64();
+            Ok(record)
+        });
+        Writing { batch, handle }
+    }
 }
 
 /// What a campaign run printed (rank 0) and whether it finished every batch.
