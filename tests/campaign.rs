@@ -568,3 +568,69 @@ fn a_campaign_directory_is_held_by_one_run_at_a_time() {
     let out = run_campaign(1, &config, &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
+
+/// `campaign.store = "f32"` and `campaign.compression`: the solutions of campaign.h5 and
+/// the batch files are f32 (gzip-compressed), equal to the f64 campaign's rounded to f32,
+/// with the verification of the f64 solutions; the XDMF says 4-byte values; the files are
+/// smaller; changing `store` is a plan change, changing only `compression` resumes.
+#[test]
+fn solutions_stored_in_f32_and_compressed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let full = tmp.path().join("f64");
+    let config = write(tmp.path(), "f64.toml", &study(&full));
+    let out = run_campaign(2, &config, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let small = tmp.path().join("f32");
+    let body = |compression: u8| {
+        study(&small).replace(
+            "batch_size = 2\n",
+            &format!("batch_size = 2\nstore = \"f32\"\ncompression = {compression}\n"),
+        )
+    };
+    let config = write(tmp.path(), "f32.toml", &body(6));
+    let out = run_campaign(2, &config, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let (a, b) = (
+        h5::open(&full.join("campaign.h5")).unwrap(),
+        h5::open(&small.join("campaign.h5")).unwrap(),
+    );
+    for o in ["0", "1"] {
+        let ds = b.dataset(&format!("operators/{o}/u")).unwrap();
+        assert_eq!(ds.dtype().unwrap().size(), 4, "stored in f32");
+        assert!(!ds.filters().is_empty(), "compressed");
+        let (_, _, u64s) =
+            h5::read_dense::<f64>(&a.group(&format!("operators/{o}")).unwrap(), "u").unwrap();
+        let (_, _, u32s) =
+            h5::read_block(&b.group(&format!("operators/{o}")).unwrap(), "u").unwrap();
+        assert_eq!(u64s.len(), u32s.len());
+        for (x, y) in u64s.iter().zip(&u32s) {
+            assert_eq!(*x as f32 as f64, *y, "f64 rounded to f32");
+        }
+    }
+    let columns = |f: &hdf5::File| {
+        h5::read_vector::<f64>(&f.group("columns").unwrap(), "relative_residual").unwrap()
+    };
+    assert_eq!(columns(&a), columns(&b), "verified in f64 before storing");
+    let xdmf = std::fs::read_to_string(small.join("campaign.xdmf")).unwrap();
+    assert!(
+        xdmf.contains("Precision=\"4\" Format=\"HDF\">campaign.h5:/operators/0/u"),
+        "{xdmf}"
+    );
+    let stored = |f: &hdf5::File| f.dataset("operators/0/u").unwrap().storage_size();
+    assert!(
+        stored(&b) * 2 < stored(&a),
+        "f32 + gzip at least halves the solutions ({} vs {} bytes)",
+        stored(&b),
+        stored(&a)
+    );
+
+    // compression alone does not change the results: the finished campaign resumes.
+    let config = write(tmp.path(), "f32.toml", &body(0));
+    let out = run_campaign(1, &config, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let back = study(&small);
+    let config = write(tmp.path(), "f32.toml", &back);
+    refused(&config, &[], &small, "changed: campaign.store: f32 → f64");
+}

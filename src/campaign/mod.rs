@@ -137,6 +137,12 @@ fn preflight(spec: &CampaignSpec, operators: &dyn Operators, fresh: bool) -> Res
         operators.check_memory(op, spec.batch_size)?;
     }
     check_writable_folder(dir, "campaign.directory")?;
+    if spec.compression > 0 && !hdf5::filters::deflate_available() {
+        return Err(Error::InvalidInput(format!(
+            "campaign.compression = {}: the HDF5 library this tensorfem uses has no gzip (deflate) filter; set campaign.compression = 0 or use an HDF5 built with zlib",
+            spec.compression
+        )));
+    }
     for op in &spec.operators {
         if let Some(cache) = &op.solver.cache_dir {
             check_writable_folder(cache, "solver.cache_dir")?;
@@ -436,6 +442,7 @@ impl Solved {
     fn write(self, ctx: &WorkContext<'_>) -> Writing {
         let path = output::batch_path(&ctx.spec.directory, self.record.batch);
         let fingerprint = ctx.plan.fingerprint;
+        let storage = output::Storage::of(ctx.spec);
         let batch = self.record.batch;
         let handle = std::thread::spawn(move || {
             let Solved {
@@ -445,7 +452,15 @@ impl Solved {
                 reports,
             } = self;
             let t = Instant::now();
-            output::write_batch(&path, fingerprint, &record, nodes, &nodal, &reports)?;
+            output::write_batch(
+                &path,
+                fingerprint,
+                storage,
+                &record,
+                nodes,
+                &nodal,
+                &reports,
+            )?;
             record.write_seconds = t.elapsed().as_secs_f64();
             Ok(record)
         });

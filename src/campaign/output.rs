@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use hdf5::Group;
-use ndarray::ArrayView2;
 
 use super::perf::{BatchRecord, FailureRecord, StageTotals};
 use super::plan::{ColumnSource, Plan};
@@ -19,6 +18,7 @@ use crate::fem::{ColumnReport, Exact, Mode};
 use crate::io::{h5, xdmf};
 use crate::mesh::Mesh;
 use crate::mesh::{build as build_mesh, AnyMesh};
+use crate::precision::Precision;
 
 pub fn batches_dir(directory: &Path) -> PathBuf {
     directory.join("batches")
@@ -69,11 +69,28 @@ fn report_values(reports: &[ColumnReport]) -> [Vec<f64>; 4] {
     ]
 }
 
+/// How solutions are stored: precision and gzip level (campaign.store, campaign.compression).
+#[derive(Clone, Copy, Debug)]
+pub struct Storage {
+    pub precision: Precision,
+    pub deflate: u8,
+}
+
+impl Storage {
+    pub fn of(spec: &CampaignSpec) -> Self {
+        Storage {
+            precision: spec.store,
+            deflate: spec.compression,
+        }
+    }
+}
+
 /// Writes a batch's solutions (nodal, column-major nodes × columns), its column reports and
 /// its performance record, durably.
 pub fn write_batch(
     path: &Path,
     fingerprint: u64,
+    storage: Storage,
     record: &BatchRecord,
     nodes: usize,
     nodal: &[f64],
@@ -86,7 +103,7 @@ pub fn write_batch(
     h5::write_scalar_attr(root, "batch", record.batch as u64)?;
     let perf = serde_json::to_string(record).expect("records serialise");
     h5::write_str_attr(root, "perf", &perf)?;
-    h5::write_dense(root, "u", nodes, reports.len(), nodal)?;
+    h5::write_block(root, "u", nodes, nodal, storage.precision, storage.deflate)?;
     for (name, values) in REPORT_FIELDS.iter().zip(report_values(reports)) {
         h5::write_vector(root, name, &values)?;
     }
@@ -116,7 +133,7 @@ pub fn read_batch(path: &Path, fingerprint: u64) -> Result<BatchFile> {
             path: path.to_path_buf(),
             message: format!("attribute perf: {e}"),
         })?;
-    let (nodes, columns, u) = h5::read_dense::<f64>(&file, "u")?;
+    let (nodes, columns, u) = h5::read_block(&file, "u")?;
     let mut fields = Vec::new();
     for name in REPORT_FIELDS {
         let v = h5::read_vector::<f64>(&file, name)?;
@@ -206,11 +223,8 @@ pub fn write_campaign(
         )?;
         h5::write_scalar_attr(&g, "unknowns", op.mesh.unknowns() as u64)?;
         let columns = plan.operator_columns[o];
-        let u = g
-            .new_dataset::<f64>()
-            .shape([columns, nodes])
-            .create("u")
-            .map_err(hdf5_error(format!("creating /operators/{o}/u")))?;
+        let storage = Storage::of(spec);
+        let u = h5::create_block(&g, "u", nodes, columns, storage.precision, storage.deflate)?;
         let mut exact_values = Vec::new();
         let mut mode_nodes = ModesAtNodes::default();
         for batch in plan.batches.iter().filter(|b| b.operator == o) {
@@ -225,9 +239,7 @@ pub fn write_campaign(
                 )));
             }
             let first = plan.columns[batch.columns.start].index_in_operator;
-            let view = ArrayView2::from_shape((count, nodes), &file.u).expect("shape checked");
-            u.write_slice(view, ndarray::s![first..first + count, ..])
-                .map_err(hdf5_error(format!("writing /operators/{o}/u")))?;
+            h5::write_block_rows(&u, first, nodes, &file.u, storage.precision)?;
             let dim = op.mesh.dim();
             for c in batch.columns.clone() {
                 if let Some(exact) = plan.columns[c].source.exact(dim) {
@@ -245,7 +257,14 @@ pub fn write_campaign(
             records.push(file.record);
         }
         if exact_values.len() == columns * nodes {
-            h5::write_dense(&g, "exact", nodes, columns, &exact_values)?;
+            h5::write_block(
+                &g,
+                "exact",
+                nodes,
+                &exact_values,
+                storage.precision,
+                storage.deflate,
+            )?;
         }
         grids.push((o, element, nodes, cells, columns, !exact_values.is_empty()));
     }
@@ -350,6 +369,7 @@ pub fn write_campaign(
                     dataset,
                     column: *column,
                     columns: *columns,
+                    bytes: spec.store.bytes(),
                 })
                 .collect()
         })

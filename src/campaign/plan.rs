@@ -107,6 +107,8 @@ fn settings(spec: &CampaignSpec, input: InputDigest) -> Settings {
     settings.insert("tensorfem".into(), env!("CARGO_PKG_VERSION").into());
     settings.insert("campaign.rhs".into(), spec.rhs.name().into());
     settings.insert("campaign.batch_size".into(), spec.batch_size.to_string());
+    // The stored precision changes the results read back; compression does not.
+    settings.insert("campaign.store".into(), spec.store.name().into());
     match &spec.rhs {
         RhsSource::TimeSeries { steps, t_end } => {
             settings.insert("campaign.time_series.steps".into(), steps.to_string());

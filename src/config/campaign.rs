@@ -45,6 +45,8 @@ pub struct RawCampaign {
     pub batch_size: Option<i64>,
     pub directory: Option<String>,
     pub checkpoint: Option<String>,
+    pub store: Option<String>,
+    pub compression: Option<i64>,
     pub time_series: Option<RawTimeSeries>,
     pub study: Option<RawStudy>,
     pub input: Option<RawInput>,
@@ -120,6 +122,27 @@ pub(super) fn validate(
             problems.push(problem(
                 "campaign.checkpoint",
                 format!("unknown policy '{other}' (allowed: batch — journal every batch and resume; none)"),
+            ));
+            None
+        }
+    };
+    let store = match campaign.store.as_deref().unwrap_or("f64") {
+        "f64" => Some(Precision::F64),
+        "f32" => Some(Precision::F32),
+        other => {
+            problems.push(problem(
+                "campaign.store",
+                format!("'{other}' (allowed: f64, f32 — the precision solutions are stored in)"),
+            ));
+            None
+        }
+    };
+    let compression = match campaign.compression.unwrap_or(0) {
+        c @ 0..=9 => Some(c as u8),
+        c => {
+            problems.push(problem(
+                "campaign.compression",
+                format!("{c} (allowed: 0 = none, 1 ..= 9 = gzip level)"),
             ));
             None
         }
@@ -246,6 +269,8 @@ pub(super) fn validate(
         batch_size: batch_size?,
         directory: directory?,
         checkpoint: checkpoint?,
+        store: store?,
+        compression: compression?,
         operators: operators?,
     };
     problems.is_empty().then_some((spec, run?))

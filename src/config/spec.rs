@@ -143,6 +143,10 @@ pub struct CampaignSpec {
     /// Journal every batch and resume from the journal (false: a stopped campaign starts
     /// over).
     pub checkpoint: bool,
+    /// Precision the solutions are stored in (batch files and campaign.h5): f64 or f32.
+    pub store: Precision,
+    /// gzip level of the stored solutions (0: uncompressed).
+    pub compression: u8,
     /// The operators, in campaign order (one unless a study varies mesh or solver).
     pub operators: Vec<OperatorSpec>,
 }

@@ -12,6 +12,7 @@ use hdf5::{Dataset, Group, H5Type, Location};
 
 use crate::error::{Error, Result};
 use crate::mesh::{Element, Hierarchy, MacroLocation, Mesh, Parents};
+use crate::precision::Precision;
 
 /// Version of the layout in docs/hdf5.md, stored as the root attribute `schema_version`.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -253,6 +254,98 @@ pub fn write_dense<T: H5Type>(
         .map_err(&err)?;
     ds.write_raw(col_major).map_err(&err)?;
     Ok(ds)
+}
+
+/// Creates a `[columns, nodes]` dataset of solutions in `precision` (f64 or f32), one
+/// column per chunk and, with `deflate` in 1..=9, gzip-compressed at that level after byte
+/// shuffling. Fill it with [`write_block_rows`]. Campaign solutions.
+pub fn create_block(
+    group: &Group,
+    name: &str,
+    nodes: usize,
+    columns: usize,
+    precision: Precision,
+    deflate: u8,
+) -> Result<Dataset> {
+    fn create<T: H5Type>(
+        group: &Group,
+        name: &str,
+        nodes: usize,
+        columns: usize,
+        deflate: u8,
+    ) -> hdf5::Result<Dataset> {
+        let builder = group.new_dataset::<T>().shape([columns, nodes]);
+        let builder = if deflate > 0 && columns > 0 && nodes > 0 {
+            builder.chunk([1, nodes]).shuffle().deflate(deflate)
+        } else {
+            builder
+        };
+        builder.create(name)
+    }
+    match precision {
+        Precision::F32 => create::<f32>(group, name, nodes, columns, deflate),
+        _ => create::<f64>(group, name, nodes, columns, deflate),
+    }
+    .map_err(error_at(group, &format!("creating dataset {name}")))
+}
+
+/// Writes the column-major block `values` (nodes × columns) into rows `first..` of a
+/// dataset made by [`create_block`], converted to its `precision`.
+pub fn write_block_rows(
+    ds: &Dataset,
+    first: usize,
+    nodes: usize,
+    values: &[f64],
+    precision: Precision,
+) -> Result<()> {
+    let count = values.len() / nodes.max(1);
+    let rows = ndarray::s![first..first + count, ..];
+    let err = |e: hdf5::Error| Error::Hdf5 {
+        path: PathBuf::from(ds.filename()),
+        message: format!("writing rows {first}.. of {}: {e}", ds.name()),
+    };
+    match precision {
+        Precision::F32 => {
+            let narrow: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+            let view = ndarray::ArrayView2::from_shape((count, nodes), &narrow).expect("shape");
+            ds.write_slice(view, rows).map_err(err)
+        }
+        _ => {
+            let view = ndarray::ArrayView2::from_shape((count, nodes), values).expect("shape");
+            ds.write_slice(view, rows).map_err(err)
+        }
+    }
+}
+
+/// [`create_block`] and [`write_block_rows`] for a whole block.
+pub fn write_block(
+    group: &Group,
+    name: &str,
+    nodes: usize,
+    values: &[f64],
+    precision: Precision,
+    deflate: u8,
+) -> Result<Dataset> {
+    let columns = values.len() / nodes.max(1);
+    let ds = create_block(group, name, nodes, columns, precision, deflate)?;
+    write_block_rows(&ds, 0, nodes, values, precision)?;
+    Ok(ds)
+}
+
+/// Reads a block written by [`write_block`] (f64 or f32 stored) as f64: (nodes, columns,
+/// column-major data).
+pub fn read_block(group: &Group, name: &str) -> Result<(usize, usize, Vec<f64>)> {
+    let err = error_at(group, &format!("reading dataset {name}"));
+    let ds = group.dataset(name).map_err(&err)?;
+    let shape = ds.shape();
+    if shape.len() != 2 {
+        return Err(Error::Hdf5 {
+            path: PathBuf::from(group.filename()),
+            message: format!("dataset {name} has shape {shape:?}, expected 2 axes"),
+        });
+    }
+    let data: Vec<f64> = ds.read_raw().map_err(&err)?;
+    Ok((shape[1], shape[0], data))
 }
 
 /// Reads a matrix written by [`write_dense`]: (nrows, ncols, column-major data).

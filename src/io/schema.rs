@@ -108,6 +108,7 @@ pub fn write_run<const D: usize>(
             },
             column: *c,
             columns: nrhs,
+            bytes: 8,
         })
         .collect();
     let xdmf = xdmf::write_sidecar(&output, mesh.element, nodes, mesh.num_cells(), &fields)?;

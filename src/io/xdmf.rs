@@ -15,6 +15,8 @@ pub struct NodalField<'a> {
     pub dataset: &'a str,
     pub column: usize,
     pub columns: usize,
+    /// Bytes per value stored: 8 (f64) or 4 (f32).
+    pub bytes: usize,
 }
 
 /// A mesh stored in the HDF5 file under `mesh_group` (docs/hdf5.md) with nodal fields.
@@ -107,8 +109,8 @@ fn grid_xml(xml: &mut String, h5_name: &str, grid: &Grid<'_>) {
     for field in grid.fields {
         // A hyperslab picks row `column` of the [columns, nodes] dataset.
         xml.push_str(&format!(
-            "   <Attribute Name=\"{}\" AttributeType=\"Scalar\" Center=\"Node\">\n    <DataItem ItemType=\"HyperSlab\" Dimensions=\"1 {num_nodes}\" Type=\"HyperSlab\">\n     <DataItem Dimensions=\"3 2\" Format=\"XML\">{} 0 1 1 1 {num_nodes}</DataItem>\n     <DataItem Dimensions=\"{} {num_nodes}\" NumberType=\"Float\" Precision=\"8\" Format=\"HDF\">{h5_name}:{}</DataItem>\n    </DataItem>\n   </Attribute>\n",
-            field.name, field.column, field.columns, field.dataset
+            "   <Attribute Name=\"{}\" AttributeType=\"Scalar\" Center=\"Node\">\n    <DataItem ItemType=\"HyperSlab\" Dimensions=\"1 {num_nodes}\" Type=\"HyperSlab\">\n     <DataItem Dimensions=\"3 2\" Format=\"XML\">{} 0 1 1 1 {num_nodes}</DataItem>\n     <DataItem Dimensions=\"{} {num_nodes}\" NumberType=\"Float\" Precision=\"{}\" Format=\"HDF\">{h5_name}:{}</DataItem>\n    </DataItem>\n   </Attribute>\n",
+            field.name, field.column, field.columns, field.bytes, field.dataset
         ));
     }
     xml.push_str("  </Grid>\n");
