@@ -36,7 +36,7 @@ build: deps
 	$(CARGO) build --release
 
 ## run: the main job, the quickstart campaign on $(RANKS) MPI ranks (or CONFIG=path/to/config.toml,
-## RANKS=n), then the report of its campaign.h5 (summary and plots, postprocess/report.py)
+## RANKS=n), then the report of its campaign.h5 (summary, plots, report/index.html: postprocess/report.py)
 run: build
 	jobs/run-local.sh -n $(RANKS) $(CONFIG)
 

@@ -1,17 +1,26 @@
 #!/usr/bin/env python3
-"""Report on a tensorfem campaign: the summary table, and PNG plots.
+"""Report on a tensorfem campaign: the summary table, PNG plots and one HTML page.
 
     python3 postprocess/report.py out/quickstart/campaign.h5 [--out DIR] [--column J]
 
 Prints the campaign's summary (columns, batches, per-rank batches and throughput, stage
 totals of the last run, accuracy) and writes into DIR (default: report/ next to the file):
+  timeline.png    per rank, what it did over the run's wall time: set-up, rhs, solve,
+                  verify of every batch, its file's write (overlapping the next batch),
+                  idle gaps
   throughput.png  MDof/s of every batch over time, one colour per rank
   accuracy.png    f64 relative residual and relative L2 error of every column
-  solution.png    column J (default: the last) of the solution on its mesh
+  iterations.png  refinement steps (or V-cycles) of every batch
+  solution.png    column J (default: the last): the solution on its mesh and, with an
+                  exact solution, the error u_h − u
+  index.html      all of the above in one self-contained page (figures embedded), with
+                  the summary tables and the config the campaign ran with
 Layout of the file: docs/hdf5.md.
 """
 
 import argparse
+import base64
+import html
 import os
 import sys
 
@@ -19,6 +28,7 @@ import h5py
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.ticker  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -64,6 +74,70 @@ def summary(f):
     return "\n".join(lines)
 
 
+STAGES = [  # (perf field, label, colour)
+    ("setup_seconds", "set-up", "#7f7f7f"),
+    ("rhs_seconds", "rhs", "#1f77b4"),
+    ("solve_seconds", "solve", "#2ca02c"),
+    ("verify_seconds", "verify", "#ff7f0e"),
+]
+WRITE_COLOUR = "#9467bd"
+IDLE_COLOUR = "#e5e5e5"
+
+
+def plot_timeline(f, path):
+    """One row per rank: the stages of each batch from its start, the file write after it
+    (a thin bar: it overlaps the next batch), and the gaps in between as idle."""
+    perf = f["perf"]
+    ranks = perf["rank"][:]
+    start = perf["start"][:]
+    t0 = start.min()
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.6 * len(np.unique(ranks))))
+    for row, r in enumerate(np.unique(ranks)):
+        sel = np.flatnonzero(ranks == r)
+        sel = sel[np.argsort(start[sel])]
+        busy_until = 0.0  # before its first batch a rank waits (for work or a cache file)
+        for b in sel:
+            t = start[b] - t0
+            if t > busy_until:
+                ax.broken_barh([(busy_until, t - busy_until)], (row - 0.4, 0.8), color=IDLE_COLOUR)
+            for field, _, colour in STAGES:
+                d = perf[field][b]
+                ax.broken_barh([(t, d)], (row - 0.4, 0.8), color=colour)
+                t += d
+            w = perf["write_seconds"][b]
+            ax.broken_barh([(t, w)], (row - 0.45, 0.12), color=WRITE_COLOUR)
+            busy_until = t
+    ax.set_yticks(range(len(np.unique(ranks))))
+    ax.set_yticklabels([f"rank {r}" for r in np.unique(ranks)])
+    ax.invert_yaxis()
+    ax.set_xlabel("time since the first batch started [s]")
+    ax.set_title("what every rank did (batches of all runs of this campaign)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for _, _, c in STAGES]
+    handles += [plt.Rectangle((0, 0), 1, 1, color=WRITE_COLOUR), plt.Rectangle((0, 0), 1, 1, color=IDLE_COLOUR)]
+    labels = [label for _, label, _ in STAGES] + ["write (overlaps)", "idle"]
+    ax.legend(handles, labels, ncol=6, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_iterations(f, path):
+    perf = f["perf"]
+    iterations = perf["iterations"][:].astype(float)
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    if (iterations >= 0).any():
+        ax.bar(perf["batch"][:], np.where(iterations >= 0, iterations, 0), color="#2ca02c")
+        ax.set_ylabel("steps of the slowest column")
+        ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    else:
+        ax.text(0.5, 0.5, "direct solves: no iterations", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("batch")
+    ax.set_title("refinement steps (PSC-IR) or V-cycles (multigrid) per batch")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def plot_throughput(f, path):
     perf = f["perf"]
     start = perf["start"][:]
@@ -97,31 +171,91 @@ def plot_accuracy(f, path):
     plt.close(fig)
 
 
+def draw_field(ax, g, values, title):
+    xy = g["mesh/coordinates"][:]
+    if xy.shape[1] == 2:
+        cells = g["mesh/cells"][:].astype(np.int64)
+        if cells.shape[1] == 4:  # quads (counter-clockwise): two triangles each
+            cells = np.vstack([cells[:, [0, 1, 2]], cells[:, [0, 2, 3]]])
+        image = ax.tripcolor(xy[:, 0], xy[:, 1], cells, values, shading="gouraud")
+    else:  # 3D: the nodes of the plane z = 1/2 (or nearest)
+        z = xy[:, 2]
+        sel = np.isclose(z, z[np.argmin(np.abs(z - 0.5))])
+        image = ax.tricontourf(xy[sel, 0], xy[sel, 1], values[sel], 40)
+    ax.figure.colorbar(image, ax=ax)
+    ax.set_aspect("equal")
+    ax.set_title(title, fontsize=10)
+
+
 def plot_solution(f, column, path):
     cols = f["columns"]
     op = int(cols["operator"][column])
     index = int(cols["index"][column])
     g = f[f"operators/{op}"]
-    xy = g["mesh/coordinates"][:]
-    u = g["u"][index]
-    fig, ax = plt.subplots(figsize=(5.5, 4.5))
-    if xy.shape[1] == 2:
-        cells = g["mesh/cells"][:].astype(np.int64)
-        if cells.shape[1] == 4:  # quads (counter-clockwise): two triangles each
-            cells = np.vstack([cells[:, [0, 1, 2]], cells[:, [0, 2, 3]]])
-        image = ax.tripcolor(xy[:, 0], xy[:, 1], cells, u, shading="gouraud")
-    else:  # 3D: the nodes of the plane z = 1/2 (or nearest)
-        z = xy[:, 2]
-        sel = np.isclose(z, z[np.argmin(np.abs(z - 0.5))])
-        image = ax.tricontourf(xy[sel, 0], xy[sel, 1], u[sel], 40)
-    fig.colorbar(image, ax=ax)
-    ax.set_aspect("equal")
+    u = g["u"][index].astype(np.float64)
     t = cols["t"][column]
     what = f"t = {t:.4g}" if np.isfinite(t) else f"k = {cols['k'][column]}"
-    ax.set_title(f"column {column} (operator {op}, {what})")
+    panels = 2 if "exact" in g else 1
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.5), squeeze=False)
+    draw_field(axes[0, 0], g, u, f"u_h, column {column} (operator {op}, {what})")
+    if panels == 2:
+        draw_field(axes[0, 1], g, u - g["exact"][index], "u_h − u (error at the nodes)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def summary_html(f):
+    """The per-rank and stage tables of the summary, and the config, as HTML."""
+    perf = f["perf"]
+    ranks = perf["rank"][:]
+    dofs = perf["unknowns"][:] * perf["nrhs"][:]
+    solve = perf["solve_seconds"][:]
+    rows = []
+    for r in np.unique(ranks):
+        sel = ranks == r
+        rows.append(f"<tr><td>{r}</td><td>{sel.sum()}</td><td>{perf['nrhs'][:][sel].sum()}</td>"
+                    f"<td>{solve[sel].sum():.3f}</td><td>{dofs[sel].sum() / max(solve[sel].sum(), 1e-12) / 1e6:.2f}</td></tr>")
+    stages = f["perf/ranks"]
+    names = ["setup", "rhs", "solve", "verify", "io", "idle"]
+    wall = max(stages["wall_seconds"][:].sum(), 1e-12)
+    stage_rows = "".join(
+        f"<tr><td>{n}</td><td>{stages[f'{n}_seconds'][:].sum():.3f}</td>"
+        f"<td>{100 * stages[f'{n}_seconds'][:].sum() / wall:.1f} %</td></tr>" for n in names)
+    residual = f["columns/relative_residual"][:]
+    error = f["columns/relative_l2_error"][:]
+    accuracy = f"max relative residual (f64) {residual.max():.3e}"
+    if np.isfinite(error).any():
+        accuracy += f", max relative L2 error {np.nanmax(error):.3e}"
+    return (
+        "<h2>Ranks</h2><table><tr><th>rank</th><th>batches</th><th>columns</th><th>solve [s]</th>"
+        "<th>MDof/s while solving</th></tr>" + "".join(rows) + "</table>"
+        "<h2>Stages of the last run (all ranks)</h2><table><tr><th>stage</th><th>total [s]</th>"
+        "<th>share of rank time</th></tr>" + stage_rows + "</table>"
+        f"<p>{html.escape(accuracy)}</p>"
+        f"<h2>Config</h2><pre>{html.escape(text(f.attrs.get('config', '')))}</pre>"
+    )
+
+
+def write_html(f, out, figures, summary_text):
+    def embed(name):
+        with open(os.path.join(out, name), "rb") as png:
+            data = base64.b64encode(png.read()).decode()
+        return f'<img alt="{name}" src="data:image/png;base64,{data}">'
+
+    title = f"tensorfem campaign: {html.escape(summary_text.splitlines()[0])}"
+    body = "".join(f"<h2>{html.escape(caption)}</h2>{embed(name)}" for name, caption in figures)
+    page = (
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>tensorfem report</title>"
+        "<style>body{font-family:sans-serif;max-width:1000px;margin:auto}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
+        "img{max-width:100%}pre{background:#f4f4f4;padding:8px;overflow:auto}</style></head><body>"
+        f"<h1>{title}</h1>{summary_html(f)}{body}</body></html>\n"
+    )
+    path = os.path.join(out, "index.html")
+    with open(path, "w") as page_file:
+        page_file.write(page)
+    return path
 
 
 def main():
@@ -143,12 +277,22 @@ def main():
             sys.exit(f"error: --column {args.column}: the campaign has {ncols} columns")
         out = args.out or os.path.join(os.path.dirname(os.path.abspath(args.campaign)), "report")
         os.makedirs(out, exist_ok=True)
-        print(summary(f))
+        text_summary = summary(f)
+        print(text_summary)
+        figures = [
+            ("timeline.png", "What every rank did over the run"),
+            ("throughput.png", "Throughput per batch"),
+            ("accuracy.png", "Residual and error of every column"),
+            ("iterations.png", "Refinement steps per batch"),
+            ("solution.png", f"Column {column}"),
+        ]
+        plot_timeline(f, os.path.join(out, "timeline.png"))
         plot_throughput(f, os.path.join(out, "throughput.png"))
         plot_accuracy(f, os.path.join(out, "accuracy.png"))
+        plot_iterations(f, os.path.join(out, "iterations.png"))
         plot_solution(f, column, os.path.join(out, "solution.png"))
-        print(f"plots: {out}/throughput.png, accuracy.png, solution.png")
-
+        page = write_html(f, out, figures, text_summary)
+        print(f"report: {page} (plots: {', '.join(name for name, _ in figures)} in {out})")
 
 if __name__ == "__main__":
     main()

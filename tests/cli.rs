@@ -295,11 +295,36 @@ fn run_without_config_uses_the_embedded_quickstart() {
     let printed = text(&report.stdout);
     assert!(report.status.success(), "{printed}{}", text(&report.stderr));
     assert!(printed.contains("32 columns"), "{printed}");
-    for png in ["throughput.png", "accuracy.png", "solution.png"] {
+    let figures = [
+        "timeline.png",
+        "throughput.png",
+        "accuracy.png",
+        "iterations.png",
+        "solution.png",
+    ];
+    for png in figures {
         let path = dir.path().join("out/quickstart/report").join(png);
         let bytes = std::fs::read(&path).unwrap_or_else(|_| panic!("{} written", path.display()));
         assert!(bytes.starts_with(b"\x89PNG"), "{png} is a PNG");
     }
+    // One self-contained page: every figure embedded, the summary tables and the config.
+    let page = std::fs::read_to_string(dir.path().join("out/quickstart/report/index.html"))
+        .expect("index.html written");
+    for png in figures {
+        assert!(
+            page.contains(&format!(
+                "<img alt=\"{png}\" src=\"data:image/png;base64,iVBORw0KGgo"
+            )),
+            "{png} embedded"
+        );
+    }
+    assert!(page.contains("<th>MDof/s while solving</th>"), "rank table");
+    assert!(page.contains("<td>solve</td>"), "stage table");
+    assert!(page.contains("[campaign.time_series]"), "config echo");
+    assert!(
+        !page.contains("src=\"http"),
+        "nothing fetched from elsewhere"
+    );
 }
 
 /// A PSC block solve in f16 with refinement: every column reaches the f64 tolerance; the
