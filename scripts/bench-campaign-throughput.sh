@@ -7,10 +7,12 @@
 #
 #   scripts/bench-campaign-throughput.sh [STEPS]     (default 32, the quickstart's)
 #
-# "solver-only" is the solve stage of the same run: the same solves (method, precision,
-# refinement, block size, threads) without set-up, right-hand sides, verification or I/O.
-# "campaign" divides the unknowns × columns a rank solved by the run's wall time (from the
-# queue's start to the last batch written; the merge into campaign.h5 is listed apart).
+# "solver-only" is `tensorfem bench` on the same solves: `bench psc --refine` (M1 f32 inside
+# f64 refinement to rtol 1e-12, 8 right-hand sides) and `bench mg --variant H_MG --nrhs 8`
+# (refinement to the same absolute 1e-9), set-up excluded, one bench process per rank
+# running at the same time with the same threads as the campaign's ranks; "solve stage" is
+# the campaign's own solve time. "campaign" divides the unknowns × columns a rank solved by
+# the run's wall time (queue start to last batch written; the merge is listed apart).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps="${1:-32}"
@@ -39,6 +41,17 @@ for method in psc mg; do
         # No binding: mpirun's default (a core per rank) would leave one rank one thread.
         RAYON_NUM_THREADS=$(( $(nproc) / p > 0 ? $(nproc) / p : 1 )) \
             mpirun --bind-to none --oversubscribe -x RAYON_NUM_THREADS -n "$p" "$bin" run --fresh "$out/$name.toml" > "$out/$name.log"
+        # The solver alone: one bench process per rank, side by side, same threads.
+        if [[ $method == psc ]]; then
+            bench=(bench psc --n 256 --n0 16 --nrhs 8 --precision f32 --refine --cache-dir "$out/psc-cache" --json)
+        else
+            bench=(bench mg --n 256 --variant H_MG --nrhs 8 --json)
+        fi
+        rm -f "$out/$name.bench.jsonl"
+        for _ in $(seq "$p"); do
+            RAYON_NUM_THREADS=$(( $(nproc) / p > 0 ? $(nproc) / p : 1 )) "$bin" "${bench[@]}" >> "$out/$name.bench.jsonl" &
+        done
+        wait
         runs+=("$out/$name")
     done
 done

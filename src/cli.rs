@@ -206,6 +206,13 @@ pub struct PscBenchArgs {
     /// Where M1 runs: cpu, cuda (the first GPU), or auto (the GPU where there is one).
     #[arg(long, default_value = "cpu", value_parser = parse_backend)]
     pub backend: BackendChoice,
+    /// Time PSC-IR: M1 inside f64 iterative refinement to ‖b − Ax‖₂ ≤ rtol·‖b‖₂ (what a
+    /// campaign with refine = true solves), instead of one M1 apply.
+    #[arg(long)]
+    pub refine: bool,
+    /// The refinement's relative tolerance (with --refine).
+    #[arg(long, default_value_t = 1e-12)]
+    pub rtol: f64,
     /// Print one JSON object (keys n, n0, nrhs, precision, setup_seconds, solve_seconds,
     /// mdofs, gflops, gemm_peak_fraction, relative_residual, l2_error, and more).
     #[arg(long)]
