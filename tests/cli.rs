@@ -493,6 +493,31 @@ fn bench_commands_print_their_json_keys() {
         "f64 M1 is a direct solve: {p}"
     );
     assert!(p["l2_error"].as_f64().unwrap() < 1e-2, "{p}");
+    assert!(p["refine_steps"].is_null(), "no refinement asked: {p}");
+
+    // --refine: f16 M1 inside f64 refinement reaches the f64 tolerance in a few steps.
+    let r = json(&run(
+        &[
+            "bench",
+            "psc",
+            "--n",
+            "64",
+            "--n0",
+            "8",
+            "--nrhs",
+            "4",
+            "--precision",
+            "f16",
+            "--refine",
+            "--rtol",
+            "1e-11",
+            "--json",
+        ],
+        dir.path(),
+    ));
+    let steps = r["refine_steps"].as_u64().expect("refine_steps");
+    assert!((1..=20).contains(&steps), "{r}");
+    assert!(r["relative_residual"].as_f64().unwrap() <= 1e-11, "{r}");
 }
 
 #[test]
