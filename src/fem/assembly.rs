@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use super::element::{physical_gradients, shape};
+use super::element::{physical_gradients, tabulate};
 use super::QuadratureRule;
 use crate::error::{Error, Result};
 use crate::mesh::Mesh;
@@ -100,15 +100,7 @@ fn element_systems<const D: usize>(
     let (k, dim) = (element.nodes_per_cell(), element.dim());
     assert_eq!(dim, D, "mesh dimension and element dimension differ");
     let rule = QuadratureRule::gauss(element, GAUSS_POINTS);
-    let (mut shapes, mut ref_grads) = (vec![0.0; rule.len() * k], vec![0.0; rule.len() * k * dim]);
-    for q in 0..rule.len() {
-        shape(
-            element,
-            rule.point(q),
-            &mut shapes[q * k..(q + 1) * k],
-            &mut ref_grads[q * k * dim..(q + 1) * k * dim],
-        );
-    }
+    let (shapes, ref_grads) = tabulate(element, &rule);
     // Integrates one cell: its load vector, and its stiffness matrix when asked for.
     let cell_system = |c: usize, fe: &mut [f64], mut ke: Option<&mut [f64]>| {
         let mut x = [0.0; 24];

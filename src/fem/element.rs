@@ -1,5 +1,6 @@
 //! Shape functions of the reference elements and the isoparametric map.
 
+use super::QuadratureRule;
 use crate::mesh::Element;
 
 /// Shape function values `n[a]` and reference gradients `dn[a * dim + d]` at `xi`.
@@ -83,6 +84,22 @@ fn invert(dim: usize, m: &[f64; 9]) -> (f64, [f64; 9]) {
         }
         (det, inv)
     }
+}
+
+/// Shape values (k per point) and reference gradients (k × dim per point) at every point
+/// of `rule`: the same at every cell, so computed once per integral.
+pub fn tabulate(element: Element, rule: &QuadratureRule) -> (Vec<f64>, Vec<f64>) {
+    let (k, dim) = (element.nodes_per_cell(), element.dim());
+    let (mut shapes, mut grads) = (vec![0.0; rule.len() * k], vec![0.0; rule.len() * k * dim]);
+    for q in 0..rule.len() {
+        shape(
+            element,
+            rule.point(q),
+            &mut shapes[q * k..(q + 1) * k],
+            &mut grads[q * k * dim..(q + 1) * k * dim],
+        );
+    }
+    (shapes, grads)
 }
 
 #[cfg(test)]

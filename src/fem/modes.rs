@@ -22,7 +22,7 @@ use faer::{MatMut, MatRef};
 use rayon::prelude::*;
 
 use super::assembly::{assemble_mass, gather_cell_vector};
-use super::element::{physical_gradients, shape};
+use super::element::{physical_gradients, tabulate};
 use super::{Dofs, Exact, Mode, QuadratureRule};
 use crate::error::Result;
 use crate::mesh::Mesh;
@@ -101,22 +101,6 @@ fn for_each_point<const D: usize>(
     }
 }
 
-/// The rule and its shape values and reference gradients at every point.
-fn tabulate(mesh_element: crate::mesh::Element) -> (QuadratureRule, Vec<f64>, Vec<f64>) {
-    let rule = QuadratureRule::gauss(mesh_element, GAUSS_POINTS);
-    let (k, dim) = (mesh_element.nodes_per_cell(), mesh_element.dim());
-    let (mut shapes, mut grads) = (vec![0.0; rule.len() * k], vec![0.0; rule.len() * k * dim]);
-    for q in 0..rule.len() {
-        shape(
-            mesh_element,
-            rule.point(q),
-            &mut shapes[q * k..(q + 1) * k],
-            &mut grads[q * k * dim..(q + 1) * k * dim],
-        );
-    }
-    (rule, shapes, grads)
-}
-
 /// φ at the cell's nodes, zero at Dirichlet nodes (the interpolant on the unknowns).
 fn nodal_in_cell<const D: usize>(
     mesh: &Mesh<D>,
@@ -142,7 +126,8 @@ fn integrate_modes<const D: usize>(
 ) -> (Vec<ModeVectors>, Vec<f64>) {
     let k = mesh.element.nodes_per_cell();
     let m = modes.len();
-    let (rule, shapes, grads) = tabulate(mesh.element);
+    let rule = QuadratureRule::gauss(mesh.element, GAUSS_POINTS);
+    let (shapes, grads) = tabulate(mesh.element, &rule);
     let ncells = mesh.num_cells();
     // Per cell and mode: k load entries, then k defect entries.
     let per_cell = 2 * m * k;
