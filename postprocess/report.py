@@ -9,10 +9,11 @@ totals of the last run, accuracy) and writes into DIR (default: report/ next to 
                   verify of every batch, its file's write (overlapping the next batch),
                   idle gaps
   throughput.png  MDof/s of every batch over time, one colour per rank
-  accuracy.png    f64 relative residual and relative L2 error of every column
-  iterations.png  refinement steps (or V-cycles) of every batch
+  accuracy.png    f64 relative residual and the errors of every column (relative L2;
+                  a Stokes study: velocity and pressure L2)
+  iterations.png  refinement steps (or V-cycles; Stokes: FGMRES iterations) per batch
   solution.png    column J (default: the last): the solution on its mesh and, with an
-                  exact solution, the error u_h − u
+                  exact solution, the error u_h − u (Stokes: |u_h|, p_h and p_h − p)
   index.html      all of the above in one self-contained page (figures embedded), with
                   the summary tables and the config the campaign ran with
 Layout of the file: docs/hdf5.md.
@@ -67,11 +68,27 @@ def summary(f):
         + ", ".join(f"{n} {totals[n]:.3f} s ({100 * totals[n] / wall:.1f} %)" for n in names)
     )
     residual = cols["relative_residual"][:]
-    error = cols["relative_l2_error"][:]
     lines.append(f"  max relative residual (f64) {residual.max():.3e}")
-    if np.isfinite(error).any():
-        lines.append(f"  max relative L2 error {np.nanmax(error):.3e}")
+    for label, values in errors(cols):
+        lines.append(f"  max {label} {np.nanmax(values):.3e}")
     return "\n".join(lines)
+
+
+ERRORS = [  # (column dataset, label): those a campaign's columns carry
+    ("relative_l2_error", "relative L2 error"),
+    ("velocity_l2_error", "velocity L2 error"),
+    ("pressure_l2_error", "pressure L2 error"),
+]
+
+
+def errors(cols):
+    """(label, values) of every error the columns carry with a finite value."""
+    return [(label, cols[name][:]) for name, label in ERRORS
+            if name in cols and np.isfinite(cols[name][:]).any()]
+
+
+def is_stokes(f):
+    return text(f.attrs.get("problem", "poisson")) == "stokes-q2q1"
 
 
 STAGES = [  # (perf field, label, colour)
@@ -132,7 +149,10 @@ def plot_iterations(f, path):
     else:
         ax.text(0.5, 0.5, "direct solves: no iterations", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("batch")
-    ax.set_title("refinement steps (PSC-IR) or V-cycles (multigrid) per batch")
+    if is_stokes(f):
+        ax.set_title("FGMRES iterations per batch (one operator each)")
+    else:
+        ax.set_title("refinement steps (PSC-IR) or V-cycles (multigrid) per batch")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -160,9 +180,8 @@ def plot_accuracy(f, path):
     fig, ax = plt.subplots(figsize=(7, 4))
     x = np.arange(len(cols["operator"]))
     ax.semilogy(x, cols["relative_residual"][:], "o", label="relative residual (f64)")
-    error = cols["relative_l2_error"][:]
-    if np.isfinite(error).any():
-        ax.semilogy(x, error, "s", label="relative L2 error")
+    for (label, values), marker in zip(errors(cols), "s^v"):
+        ax.semilogy(x, values, marker, label=label)
     ax.set_xlabel("column (campaign order)")
     ax.set_title("accuracy per column")
     ax.legend()
@@ -171,10 +190,16 @@ def plot_accuracy(f, path):
     plt.close(fig)
 
 
-def draw_field(ax, g, values, title):
-    xy = g["mesh/coordinates"][:]
+# The four sub-quadrilaterals of a 9-node cell (VTK order: corners, edge midpoints, centre).
+QUAD9_SPLIT = [[0, 4, 8, 7], [4, 1, 5, 8], [8, 5, 2, 6], [7, 8, 6, 3]]
+
+
+def draw_field(ax, g, values, title, mesh="mesh"):
+    xy = g[f"{mesh}/coordinates"][:]
     if xy.shape[1] == 2:
-        cells = g["mesh/cells"][:].astype(np.int64)
+        cells = g[f"{mesh}/cells"][:].astype(np.int64)
+        if cells.shape[1] == 9:  # biquadratic: four quads each
+            cells = np.vstack([cells[:, q] for q in QUAD9_SPLIT])
         if cells.shape[1] == 4:  # quads (counter-clockwise): two triangles each
             cells = np.vstack([cells[:, [0, 1, 2]], cells[:, [0, 2, 3]]])
         image = ax.tripcolor(xy[:, 0], xy[:, 1], cells, values, shading="gouraud")
@@ -187,7 +212,28 @@ def draw_field(ax, g, values, title):
     ax.set_title(title, fontsize=10)
 
 
+def plot_stokes_solution(f, column, path):
+    """|u_h| on the Q2 lattice, p_h on the Q1 nodes and the pressure error p_h − p."""
+    cols = f["columns"]
+    op, index = int(cols["operator"][column]), int(cols["index"][column])
+    g = f[f"operators/{op}"]
+    speed = np.linalg.norm(g["velocity"][index].astype(np.float64), axis=1)
+    p = g["pressure"][index].astype(np.float64)
+    what = f"operator {op}: n = {g.attrs['n']}, {text(g.attrs['preconditioner'])}"
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    draw_field(axes[0], g, speed, f"|u_h| ({what})", mesh="velocity_mesh")
+    draw_field(axes[1], g, p, "p_h", mesh="pressure_mesh")
+    draw_field(axes[2], g, p - g["exact_pressure"][index], "p_h − p (error at the nodes)",
+               mesh="pressure_mesh")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def plot_solution(f, column, path):
+    if is_stokes(f):
+        plot_stokes_solution(f, column, path)
+        return
     cols = f["columns"]
     op = int(cols["operator"][column])
     index = int(cols["index"][column])
@@ -223,10 +269,9 @@ def summary_html(f):
         f"<tr><td>{n}</td><td>{stages[f'{n}_seconds'][:].sum():.3f}</td>"
         f"<td>{100 * stages[f'{n}_seconds'][:].sum() / wall:.1f} %</td></tr>" for n in names)
     residual = f["columns/relative_residual"][:]
-    error = f["columns/relative_l2_error"][:]
     accuracy = f"max relative residual (f64) {residual.max():.3e}"
-    if np.isfinite(error).any():
-        accuracy += f", max relative L2 error {np.nanmax(error):.3e}"
+    for label, values in errors(f["columns"]):
+        accuracy += f", max {label} {np.nanmax(values):.3e}"
     return (
         "<h2>Ranks</h2><table><tr><th>rank</th><th>batches</th><th>columns</th><th>solve [s]</th>"
         "<th>MDof/s while solving</th></tr>" + "".join(rows) + "</table>"
@@ -283,7 +328,8 @@ def main():
             ("timeline.png", "What every rank did over the run"),
             ("throughput.png", "Throughput per batch"),
             ("accuracy.png", "Residual and error of every column"),
-            ("iterations.png", "Refinement steps per batch"),
+            ("iterations.png",
+             "FGMRES iterations per operator" if is_stokes(f) else "Refinement steps per batch"),
             ("solution.png", f"Column {column}"),
         ]
         plot_timeline(f, os.path.join(out, "timeline.png"))

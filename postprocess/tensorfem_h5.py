@@ -11,19 +11,31 @@
     c.columns["relative_residual"], c.columns["t"]
     c.column(7)              # the solution of campaign column 7, whatever its operator
 
-    python3 postprocess/tensorfem_h5.py FILE    # prints what FILE holds
+    s = tensorfem_h5.read("out/stokes-study/campaign.h5")  # a Stokes study (schema 3)
+    op = s.operators[0]      # a StokesOperator
+    op.velocity[0]           # [lattice nodes, 2]: (u_x, u_y) at op.velocity_coordinates
+    op.pressure[0]           # pressure at op.pressure_coordinates (Q1 nodes)
+
+    grids = tensorfem_h5.read_xdmf("out/stokes-study/campaign.xdmf")   # what ParaView sees
+    grids["operator_0_velocity"].attributes["velocity_0"]               # [nodes, 2]
+
+    python3 postprocess/tensorfem_h5.py FILE    # prints what FILE holds (.h5 or .xdmf)
 
 A file with a schema version this reader does not know is refused (SchemaError), rather
 than read wrongly.
 """
 
+import os
 import sys
+import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 
 import h5py
 import numpy as np
 
-SUPPORTED_SCHEMA_VERSIONS = (2,)
+# 2: campaigns of Poisson operators, single and Stokes runs; 3: also Stokes studies in
+# campaigns (operators with velocity and pressure, root attribute problem).
+SUPPORTED_SCHEMA_VERSIONS = (2, 3)
 
 
 class SchemaError(ValueError):
@@ -47,6 +59,22 @@ class Operator:
     on_boundary: np.ndarray
     u: np.ndarray
     exact: np.ndarray | None
+    attrs: dict
+
+
+@dataclass
+class StokesOperator:
+    """One Stokes solver of a study: `velocity[c]` is column c's (u_x, u_y) at every node
+    of the Q2 lattice, `pressure[c]` its pressure at every Q1 node (integral mean zero)."""
+
+    velocity_coordinates: np.ndarray
+    velocity_cells: np.ndarray
+    pressure_coordinates: np.ndarray
+    pressure_cells: np.ndarray
+    velocity: np.ndarray
+    pressure: np.ndarray
+    exact_velocity: np.ndarray
+    exact_pressure: np.ndarray
     attrs: dict
 
 
@@ -81,6 +109,14 @@ def _operator(mesh_group, solution_group):
                     _attrs(solution_group))
 
 
+def _stokes_operator(g):
+    return StokesOperator(
+        g["velocity_mesh/coordinates"][...], g["velocity_mesh/cells"][...],
+        g["pressure_mesh/coordinates"][...], g["pressure_mesh/cells"][...],
+        g["velocity"][...], g["pressure"][...], g["exact_velocity"][...],
+        g["exact_pressure"][...], _attrs(g))
+
+
 def _table(group):
     out = {}
     for name, item in group.items():
@@ -109,7 +145,10 @@ def read(path):
             result = Result("campaign", path, attrs)
             for o in sorted(f["operators"], key=int):
                 g = f[f"operators/{o}"]
-                result.operators.append(_operator(g["mesh"], g))
+                if "velocity" in g:
+                    result.operators.append(_stokes_operator(g))
+                else:
+                    result.operators.append(_operator(g["mesh"], g))
             result.columns = _table(f["columns"])
             result.perf = _table(f["perf"])
             result.perf["ranks"] = _table(f["perf/ranks"])
@@ -135,25 +174,94 @@ def describe(result):
     lines = [f"{result.path}: {result.kind} (schema {result.attrs['schema_version']}, "
              f"tensorfem {result.attrs.get('tensorfem_version', '?')})"]
     for o, op in enumerate(result.operators):
+        if isinstance(op, StokesOperator):
+            lines.append(f"  operator {o}: stokes n = {op.attrs['n']}, "
+                         f"{op.attrs['preconditioner']} ({op.attrs['precision']}): "
+                         f"{op.velocity.shape[0]} column(s), velocity at {op.velocity.shape[1]} "
+                         f"lattice nodes, pressure at {op.pressure.shape[1]} nodes")
+            continue
         lines.append(f"  operator {o}: {op.u.shape[0]} column(s) of {op.u.shape[1]} nodes, "
                      f"{len(op.cells)} cells, method {op.attrs.get('method', '?')}")
     if "relative_residual" in result.columns:
         r = result.columns["relative_residual"]
         lines.append(f"  max relative residual {np.max(r):.3e}")
-    if "relative_l2_error" in result.columns:
-        e = result.columns["relative_l2_error"]
-        if np.isfinite(e).any():
-            lines.append(f"  max relative L2 error {np.nanmax(e):.3e}")
+    for name in ("relative_l2_error", "velocity_l2_error", "pressure_l2_error"):
+        e = result.columns.get(name)
+        if e is not None and np.isfinite(e).any():
+            lines.append(f"  max {name.replace('_', ' ').replace('l2', 'L2')} {np.nanmax(e):.3e}")
     for name, value in result.fields.items():
         shape = value.shape if hasattr(value, "shape") else f"{len(value)} datasets"
         lines.append(f"  {name}: {shape}")
     return "\n".join(lines)
 
 
+@dataclass
+class XdmfGrid:
+    """One grid of an XDMF file as a reader sees it: its topology type, the cells (node
+    indices), the node coordinates and every nodal attribute (name -> [nodes] or
+    [nodes, components])."""
+
+    name: str
+    topology: str
+    cells: np.ndarray
+    points: np.ndarray
+    attributes: dict
+
+
+def _xdmf_data(item, folder, files):
+    """The array a DataItem stands for: an HDF5 dataset (Format="HDF"), inline XML
+    numbers, or a HyperSlab of another item (start, stride and count per axis)."""
+    dims = tuple(int(d) for d in item.get("Dimensions").split())
+    if item.get("ItemType") == "HyperSlab":
+        selection, source = list(item)
+        start, stride, count = _xdmf_data(selection, folder, files).astype(int)
+        data = _xdmf_data(source, folder, files)
+        index = tuple(slice(b, b + s * c, s) for b, s, c in zip(start, stride, count))
+        return data[index].reshape(dims)
+    if item.get("Format") == "HDF":
+        name, dataset = item.text.strip().split(":", 1)
+        if name not in files:
+            files[name] = h5py.File(os.path.join(folder, name), "r")
+        data = files[name][dataset][...]
+        if data.shape != dims:
+            raise SchemaError(f"{dataset}: shape {data.shape}, the XDMF says {dims}")
+        return data
+    return np.array(item.text.split(), dtype=float).reshape(dims)
+
+
+def read_xdmf(path):
+    """Reads an XDMF sidecar and the HDF5 data it points to: {grid name: XdmfGrid}."""
+    folder, files = os.path.dirname(os.path.abspath(path)), {}
+    try:
+        grids = {}
+        for grid in ElementTree.parse(path).getroot().iter("Grid"):
+            if grid.get("GridType") != "Uniform":
+                continue
+            topology, geometry = grid.find("Topology"), grid.find("Geometry")
+            attributes = {}
+            for a in grid.findall("Attribute"):
+                values = _xdmf_data(a.find("DataItem"), folder, files)
+                values = values.reshape(values.shape[1:]) if values.shape[0] == 1 else values
+                attributes[a.get("Name")] = values
+            grids[grid.get("Name")] = XdmfGrid(
+                grid.get("Name"), topology.get("TopologyType"),
+                _xdmf_data(topology.find("DataItem"), folder, files),
+                _xdmf_data(geometry.find("DataItem"), folder, files), attributes)
+        return grids
+    finally:
+        for f in files.values():
+            f.close()
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: tensorfem_h5.py FILE")
     try:
-        print(describe(read(sys.argv[1])))
-    except (SchemaError, OSError) as e:
+        if sys.argv[1].endswith(".xdmf"):
+            for g in read_xdmf(sys.argv[1]).values():
+                print(f"{g.name}: {g.topology}, {len(g.cells)} cells, {len(g.points)} nodes, "
+                      f"fields {', '.join(g.attributes)}")
+        else:
+            print(describe(read(sys.argv[1])))
+    except (SchemaError, OSError, ElementTree.ParseError) as e:
         sys.exit(f"error: {e}")

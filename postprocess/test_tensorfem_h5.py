@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Test of postprocess/tensorfem_h5.py (make test): tensorfem writes a single run, a
-campaign and a Stokes run into a temporary folder; the reader must give what h5py reads
+campaign, a Stokes run and a Stokes study into a temporary folder; the reader must give what h5py reads
 directly, solutions in the node order of the coordinates (compared with the exact solution
 evaluated at those coordinates), and refuse an unknown schema version.
 
@@ -62,6 +62,24 @@ def main(binary):
             assert np.array_equal(campaign.columns["relative_residual"], f["columns/relative_residual"][...])
         assert np.max(campaign.columns["relative_residual"]) < 1e-10
         assert len(campaign.perf["ranks"]["wall_seconds"]) == 1
+        grids = tensorfem_h5.read_xdmf(os.path.join(folder, "study", "campaign.xdmf"))
+        assert grids["operator_1"].topology == "Quadrilateral"
+        assert np.array_equal(grids["operator_1"].attributes["u_2"], campaign.operators[1].u[2])
+        assert np.array_equal(grids["operator_0"].points, campaign.operators[0].coordinates)
+
+        run(binary, folder, "stokes-study",
+            '[mesh]\nelement = "q2-q1"\n[solver]\nmethod = "stokes"\n[campaign]\n'
+            'rhs = "study"\ndirectory = "stokes-study"\n[campaign.study]\nn = [8, 16]\n')
+        study = tensorfem_h5.read(os.path.join(folder, "stokes-study", "campaign.h5"))
+        assert study.kind == "campaign" and len(study.operators) == 2
+        op = study.operators[1]
+        assert isinstance(op, tensorfem_h5.StokesOperator)
+        assert op.velocity.shape == (1, 33 * 33, 2) and op.pressure.shape == (1, 17 * 17)
+        x, y = op.velocity_coordinates[:, 0], op.velocity_coordinates[:, 1]
+        a = x * (1 - x) * (2 * x - 1) * (6 * y * y - 6 * y + 1)
+        assert np.allclose(op.exact_velocity[0, :, 0], a, atol=1e-14), "velocity (x, y) in node order"
+        assert np.abs(op.velocity[0] - op.exact_velocity[0]).max() < 1e-5
+        assert np.max(study.columns["velocity_l2_error"]) < 1e-3
 
         run(binary, folder, "stokes",
             '[mesh]\nelement = "q2-q1"\nn = 8\n[solver]\nmethod = "stokes"\n'

@@ -634,3 +634,73 @@ fn solutions_stored_in_f32_and_compressed() {
     let config = write(tmp.path(), "f32.toml", &back);
     refused(&config, &[], &small, "changed: campaign.store: f32 → f64");
 }
+
+/// A Stokes parameter study (mesh size × preconditioner × relaxation) on 2 ranks: the same
+/// queue, journal, batch files and merge as a Poisson campaign; the summary names every
+/// operator; campaign.xdmf opens in a reader (tests/python/stokes_study_xdmf.py: h5py and
+/// the XML, checked against the exact solution); run again, it resumes with nothing left.
+#[test]
+fn stokes_study_on_two_ranks_writes_a_readable_xdmf() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("stokes");
+    let config = write(
+        dir.path(),
+        "stokes.toml",
+        &format!(
+            "[mesh]\nelement = \"q2-q1\"\n[solver]\nmethod = \"stokes\"\nprecision = \"f32\"\n\
+             [campaign]\nrhs = \"study\"\ndirectory = \"{}\"\n\
+             [campaign.study]\nn = [16, 32]\npreconditioner = [\"multigrid\", \"block-triangular\"]\n\
+             relaxation = [\"vanka-tuned\", \"braess-sarazin\"]\n",
+            out_dir.display()
+        ),
+    );
+    let out = run_campaign(2, &config, &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("6 columns in 6 batches of ≤ 1 over 6 operator(s), 2 rank(s)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("max velocity L2 error"), "{stdout}");
+    for name in ["vanka-tuned", "braess-sarazin", "block-triangular"] {
+        assert_eq!(
+            stdout.lines().filter(|l| l.contains(name)).count(),
+            2,
+            "{name} once per n: {stdout}"
+        );
+    }
+    let mut journaled = journal_batches(&out_dir);
+    journaled.sort();
+    assert_eq!(journaled, (0..6).collect::<Vec<_>>());
+    assert_eq!(
+        std::fs::read_dir(out_dir.join("batches")).unwrap().count(),
+        6
+    );
+
+    let check = std::process::Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/stokes_study_xdmf.py"
+        ))
+        .arg(&out_dir)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        check.status.success(),
+        "{}{}",
+        text(&check.stdout),
+        text(&check.stderr)
+    );
+
+    let again = run_campaign(2, &config, &[]);
+    let stdout = text(&again.stdout);
+    assert!(again.status.success(), "{stdout}{}", text(&again.stderr));
+    assert!(
+        stdout.contains("resumed             6 batch(es)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("this run            0 batch(es)"),
+        "{stdout}"
+    );
+}

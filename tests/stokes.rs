@@ -274,8 +274,8 @@ fn bad_stokes_input_is_refused_with_named_problems() {
             vec!["solver.t", "solver.nrhs"],
         ),
         (
-            "[mesh]\nn = 32\n[solver]\nmethod = \"stokes\"\n[campaign]\ndirectory = \"c\"\n",
-            vec!["solver.method", "remove [campaign]"],
+            "[mesh]\nn = 32\n[solver]\nmethod = \"stokes\"\n[campaign]\nrhs = \"time-series\"\ndirectory = \"c\"\n",
+            vec!["campaign.rhs", "campaign.rhs = \"study\""],
         ),
         (
             "[mesh]\nn = 32\n[solver]\nmethod = \"mg\"\nrelaxation = \"vanka\"\n[output]\npath = \"o.h5\"\n",

@@ -27,9 +27,10 @@ use crate::error::{Error, Result};
 use crate::sys::hostname;
 use input::InputColumns;
 use journal::Journal;
-pub use operator::{BatchOperator, BlockOutcome, Operators};
+pub use operator::{BatchOperator, BlockOutcome, Checks, Operators, POISSON_ERRORS, STOKES_ERRORS};
 use perf::{now, BatchRecord, FailureRecord, StageTotals};
-use plan::{ColumnSource, InputDigest, Plan};
+pub use plan::ColumnSource;
+use plan::{InputDigest, Plan};
 use queue::{Dispatch, LocalDispatch, Order, Queue, RemoteDispatch};
 
 /// Files a campaign owns in its directory (removed by --fresh; the operator cache stays).
@@ -358,31 +359,26 @@ fn solve_batch(
     }
     let op = &mut held.as_mut().expect("set up above").1;
     let nrhs = batch.columns.len();
-    let dim = spec.mesh.dim();
-    let columns = &ctx.plan.columns[batch.columns.clone()];
-    let exact: Vec<_> = columns.iter().map(|c| c.source.exact(dim)).collect();
+    let sources: Vec<ColumnSource> = ctx.plan.columns[batch.columns.clone()]
+        .iter()
+        .map(|c| c.source)
+        .collect();
 
     let t = Instant::now();
-    let rhs = match (ctx.input, columns[0].source) {
+    let rhs = match (ctx.input, sources[0]) {
         (Some(input), ColumnSource::Input { index }) => input.read(index..index + nrhs)?,
-        _ => op.loads(
-            &exact
-                .iter()
-                .map(|e| e.expect("manufactured columns"))
-                .collect::<Vec<_>>(),
-        ),
+        _ => op.loads(&sources),
     };
     let rhs_seconds = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let outcome = op.solve(&rhs, nrhs)?;
     let solve_seconds = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let reports = op.verify(&rhs, &outcome.u, &exact)?;
+    let checks = op.verify(&rhs, &outcome.u, &sources)?;
     let nodal = op.to_nodal(&outcome.u);
     let verify_seconds = t.elapsed().as_secs_f64();
     let unknowns = op.unknowns();
     let nodes = nodal.len() / nrhs;
-    let max = |v: &mut dyn Iterator<Item = f64>| v.fold(0.0, f64::max);
     let mut record = BatchRecord {
         batch: index,
         operator: batch.operator,
@@ -401,10 +397,8 @@ fn solve_batch(
         mdofs: (unknowns * nrhs) as f64 / solve_seconds.max(1e-12) / 1e6,
         gflops: outcome.flops.map(|f| f / solve_seconds.max(1e-12) / 1e9),
         iterations: outcome.iterations,
-        max_relative_residual: max(&mut reports.iter().map(|r| r.relative_residual)),
-        max_relative_l2_error: exact[0]
-            .is_some()
-            .then(|| max(&mut reports.iter().map(|r| r.relative_l2_error))),
+        max_relative_residual: checks.max_residual(),
+        max_relative_l2_error: checks.max_error(POISSON_ERRORS[0]),
         start,
         end: 0.0,
     };
@@ -424,7 +418,7 @@ fn solve_batch(
         record,
         nodes,
         nodal,
-        reports,
+        checks,
     })
 }
 
@@ -433,7 +427,7 @@ struct Solved {
     record: BatchRecord,
     nodes: usize,
     nodal: Vec<f64>,
-    reports: Vec<crate::fem::ColumnReport>,
+    checks: Checks,
 }
 
 impl Solved {
@@ -449,18 +443,10 @@ impl Solved {
                 mut record,
                 nodes,
                 nodal,
-                reports,
+                checks,
             } = self;
             let t = Instant::now();
-            output::write_batch(
-                &path,
-                fingerprint,
-                storage,
-                &record,
-                nodes,
-                &nodal,
-                &reports,
-            )?;
+            output::write_batch(&path, fingerprint, storage, &record, nodes, &nodal, &checks)?;
             record.write_seconds = t.elapsed().as_secs_f64();
             Ok(record)
         });
@@ -674,17 +660,22 @@ pub fn run(
     let t = Instant::now();
     let merged = output::write_campaign(config, spec, &plan, comm.size(), &ranks)?;
     let merge_seconds = t.elapsed().as_secs_f64();
-    let worst_residual = merged
-        .reports
+    let worst_residual = merged.checks.max_residual();
+    let errors: String = merged
+        .checks
+        .errors
         .iter()
-        .map(|r| r.relative_residual)
-        .fold(0.0, f64::max);
-    let worst_error = merged
-        .reports
-        .iter()
-        .map(|r| r.relative_l2_error)
-        .filter(|e| e.is_finite())
-        .fold(f64::NAN, f64::max);
+        .filter_map(|(name, _)| {
+            let label = match *name {
+                "relative_l2_error" => "relative L2 error",
+                "velocity_l2_error" => "velocity L2 error",
+                "pressure_l2_error" => "pressure L2 error",
+                _ => return None,
+            };
+            let worst = merged.checks.max_error(name)?;
+            Some(format!(", max {label} {worst:.3e}"))
+        })
+        .collect();
     let dofs: f64 = done_now.iter().map(|r| (r.unknowns * r.nrhs) as f64).sum();
     let solve: f64 = done_now.iter().map(|r| r.solve_seconds).sum();
     if solve > 0.0 {
@@ -697,13 +688,15 @@ pub fn run(
     }
     let _ = writeln!(
         out,
-        "  accuracy            max relative residual (f64) {worst_residual:.3e}{}",
-        if worst_error.is_finite() {
-            format!(", max relative L2 error {worst_error:.3e}")
-        } else {
-            String::new()
-        }
+        "  accuracy            max relative residual (f64) {worst_residual:.3e}{errors}"
     );
+    if spec.is_stokes() {
+        out.push_str(&perf::stokes_study_table(
+            spec,
+            &merged.records,
+            &merged.checks,
+        ));
+    }
     let _ = write!(
         out,
         "  output              {} (merged in {merge_seconds:.3} s; ParaView: {})",

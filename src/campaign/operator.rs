@@ -4,9 +4,10 @@
 
 use std::path::PathBuf;
 
+use super::plan::ColumnSource;
 use crate::config::OperatorSpec;
 use crate::error::Result;
-use crate::fem::{ColumnReport, Exact};
+use crate::fem::ColumnReport;
 
 /// The solve of one block of right-hand sides.
 pub struct BlockOutcome {
@@ -17,6 +18,65 @@ pub struct BlockOutcome {
     pub iterations: Option<usize>,
     /// Floating-point operations counted (PSC only: GEMMs 2mnk, sparse products 2 nnz).
     pub flops: Option<f64>,
+}
+
+/// The error norms a campaign of Poisson operators records per column (the relative L2
+/// error against the exact solution first), and those of a Stokes study.
+pub const POISSON_ERRORS: [&str; 3] = ["relative_l2_error", "l2_error", "nodal_l2_error"];
+pub const STOKES_ERRORS: [&str; 2] = ["velocity_l2_error", "pressure_l2_error"];
+
+/// The verification of a block, per column: what `campaign.h5` keeps as `/columns/<name>`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Checks {
+    /// ‖b − A x‖₂ / ‖b‖₂ in f64.
+    pub relative_residual: Vec<f64>,
+    /// Error norms against the exact solution (NaN where none is known), by name: one of
+    /// [`POISSON_ERRORS`] or [`STOKES_ERRORS`], in that order.
+    pub errors: Vec<(&'static str, Vec<f64>)>,
+}
+
+impl Checks {
+    /// The checks of Poisson columns.
+    pub fn poisson(reports: &[ColumnReport]) -> Checks {
+        let get = |f: fn(&ColumnReport) -> f64| reports.iter().map(f).collect();
+        Checks {
+            relative_residual: get(|r| r.relative_residual),
+            errors: vec![
+                (POISSON_ERRORS[0], get(|r| r.relative_l2_error)),
+                (POISSON_ERRORS[1], get(|r| r.l2_error)),
+                (POISSON_ERRORS[2], get(|r| r.nodal_l2_error)),
+            ],
+        }
+    }
+
+    pub fn columns(&self) -> usize {
+        self.relative_residual.len()
+    }
+
+    /// Appends the columns of `more` (the same names).
+    pub fn extend(&mut self, more: Checks) {
+        if self.errors.is_empty() {
+            self.errors = more.errors.iter().map(|(n, _)| (*n, Vec::new())).collect();
+        }
+        self.relative_residual.extend(more.relative_residual);
+        for ((name, values), (more_name, more_values)) in self.errors.iter_mut().zip(more.errors) {
+            debug_assert_eq!(*name, more_name);
+            values.extend(more_values);
+        }
+    }
+
+    /// The largest residual.
+    pub fn max_residual(&self) -> f64 {
+        self.relative_residual.iter().copied().fold(0.0, f64::max)
+    }
+
+    /// The largest finite value of the error `name`, if any column has one.
+    pub fn max_error(&self, name: &str) -> Option<f64> {
+        self.errors
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, v)| v.iter().copied().filter(|e| e.is_finite()).reduce(f64::max))
+    }
 }
 
 /// Builds the operators of a campaign on this rank's device.
@@ -36,12 +96,13 @@ pub trait Operators: Sync {
 /// of blocks of right-hand sides.
 pub trait BatchOperator {
     fn unknowns(&self) -> usize;
-    /// Load vectors of the exact solutions' f, column-major (unknowns × len).
-    fn loads(&self, exact: &[Exact]) -> Vec<f64>;
+    /// The right-hand sides of manufactured columns, column-major (unknowns × len).
+    fn loads(&self, columns: &[ColumnSource]) -> Vec<f64>;
     /// Solves the column-major block `rhs` (unknowns × nrhs).
     fn solve(&mut self, rhs: &[f64], nrhs: usize) -> Result<BlockOutcome>;
-    /// The f64 residual and, where known, the L2 errors of every column.
-    fn verify(&self, rhs: &[f64], u: &[f64], exact: &[Option<Exact>]) -> Result<Vec<ColumnReport>>;
+    /// The f64 residual and, where the exact solution is known, the errors of every
+    /// column; a column that is not finite is an error.
+    fn verify(&mut self, rhs: &[f64], u: &[f64], columns: &[ColumnSource]) -> Result<Checks>;
     /// Solutions on the unknowns, column-major, to nodal values (boundary included).
     fn to_nodal(&self, u: &[f64]) -> Vec<f64>;
 }

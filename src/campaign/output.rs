@@ -9,16 +9,18 @@ use std::path::{Path, PathBuf};
 
 use hdf5::Group;
 
+use super::operator::{Checks, POISSON_ERRORS, STOKES_ERRORS};
 use super::perf::{BatchRecord, FailureRecord, StageTotals};
 use super::plan::{ColumnSource, Plan};
-use crate::config::CampaignSpec;
-use crate::config::RunConfig;
+use crate::config::{CampaignSpec, OperatorSpec, RunConfig};
 use crate::error::{Error, Result};
-use crate::fem::{ColumnReport, Exact, Mode};
+use crate::fem::{Exact, Mode};
 use crate::io::{h5, xdmf};
-use crate::mesh::Mesh;
-use crate::mesh::{build as build_mesh, AnyMesh};
+use crate::mesh::{build as build_mesh, AnyMesh, Element, Mesh};
 use crate::precision::Precision;
+use crate::stokes::assembly::exact_at_nodes;
+use crate::stokes::lattice::{lattice_coordinates, q2_cells, split};
+use crate::stokes::{Grid, Preconditioner, Relaxation, StokesSpec};
 
 pub fn batches_dir(directory: &Path) -> PathBuf {
     directory.join("batches")
@@ -53,22 +55,6 @@ pub fn write_failure(directory: &Path, record: &FailureRecord) -> Result<PathBuf
     Ok(path)
 }
 
-const REPORT_FIELDS: [&str; 4] = [
-    "relative_residual",
-    "l2_error",
-    "relative_l2_error",
-    "nodal_l2_error",
-];
-
-fn report_values(reports: &[ColumnReport]) -> [Vec<f64>; 4] {
-    [
-        reports.iter().map(|r| r.relative_residual).collect(),
-        reports.iter().map(|r| r.l2_error).collect(),
-        reports.iter().map(|r| r.relative_l2_error).collect(),
-        reports.iter().map(|r| r.nodal_l2_error).collect(),
-    ]
-}
-
 /// How solutions are stored: precision and gzip level (campaign.store, campaign.compression).
 #[derive(Clone, Copy, Debug)]
 pub struct Storage {
@@ -85,8 +71,17 @@ impl Storage {
     }
 }
 
-/// Writes a batch's solutions (nodal, column-major nodes × columns), its column reports and
-/// its performance record, durably.
+/// The error names the columns of `spec`'s campaign carry.
+pub fn error_names(spec: &CampaignSpec) -> &'static [&'static str] {
+    if spec.is_stokes() {
+        &STOKES_ERRORS
+    } else {
+        &POISSON_ERRORS
+    }
+}
+
+/// Writes a batch's solutions (nodal, column-major nodes × columns), its checks and its
+/// performance record, durably.
 pub fn write_batch(
     path: &Path,
     fingerprint: u64,
@@ -94,7 +89,7 @@ pub fn write_batch(
     record: &BatchRecord,
     nodes: usize,
     nodal: &[f64],
-    reports: &[ColumnReport],
+    checks: &Checks,
 ) -> Result<()> {
     let writer = h5::H5Writer::create(path)?;
     let root = writer.root();
@@ -104,8 +99,9 @@ pub fn write_batch(
     let perf = serde_json::to_string(record).expect("records serialise");
     h5::write_str_attr(root, "perf", &perf)?;
     h5::write_block(root, "u", nodes, nodal, storage.precision, storage.deflate)?;
-    for (name, values) in REPORT_FIELDS.iter().zip(report_values(reports)) {
-        h5::write_vector(root, name, &values)?;
+    h5::write_vector(root, "relative_residual", &checks.relative_residual)?;
+    for (name, values) in &checks.errors {
+        h5::write_vector(root, name, values)?;
     }
     writer.commit()?;
     Ok(())
@@ -116,10 +112,11 @@ pub struct BatchFile {
     pub record: BatchRecord,
     pub nodes: usize,
     pub u: Vec<f64>,
-    pub reports: Vec<ColumnReport>,
+    pub checks: Checks,
 }
 
-pub fn read_batch(path: &Path, fingerprint: u64) -> Result<BatchFile> {
+/// Reads a batch file of the plan `fingerprint` whose columns carry the errors `names`.
+pub fn read_batch(path: &Path, fingerprint: u64, names: &[&'static str]) -> Result<BatchFile> {
     let file = h5::open(path)?;
     let plan = h5::read_str_attr(&file, "plan")?;
     if plan != format!("{fingerprint:016x}") {
@@ -134,8 +131,7 @@ pub fn read_batch(path: &Path, fingerprint: u64) -> Result<BatchFile> {
             message: format!("attribute perf: {e}"),
         })?;
     let (nodes, columns, u) = h5::read_block(&file, "u")?;
-    let mut fields = Vec::new();
-    for name in REPORT_FIELDS {
+    let read = |name: &str| -> Result<Vec<f64>> {
         let v = h5::read_vector::<f64>(&file, name)?;
         if v.len() != columns {
             return Err(Error::Hdf5 {
@@ -143,27 +139,28 @@ pub fn read_batch(path: &Path, fingerprint: u64) -> Result<BatchFile> {
                 message: format!("{name} has {} entries for {columns} columns", v.len()),
             });
         }
-        fields.push(v);
-    }
-    let reports = (0..columns)
-        .map(|c| ColumnReport {
-            relative_residual: fields[0][c],
-            l2_error: fields[1][c],
-            relative_l2_error: fields[2][c],
-            nodal_l2_error: fields[3][c],
-        })
-        .collect();
+        Ok(v)
+    };
+    let checks = Checks {
+        relative_residual: read("relative_residual")?,
+        errors: names
+            .iter()
+            .map(|&name| Ok((name, read(name)?)))
+            .collect::<Result<_>>()?,
+    };
     Ok(BatchFile {
         record,
         nodes,
         u,
-        reports,
+        checks,
     })
 }
 
 /// What `campaign.h5` holds besides the solutions, for the printed summary.
 pub struct Merged {
-    pub reports: Vec<ColumnReport>,
+    pub checks: Checks,
+    /// Every batch's record, in batch order.
+    pub records: Vec<BatchRecord>,
     pub xdmf: PathBuf,
 }
 
@@ -181,34 +178,27 @@ pub fn write_campaign(
     let root = writer.root();
     h5::write_provenance(root, Some(&config.source))?;
     h5::write_str_attr(root, "plan", &format!("{:016x}", plan.fingerprint))?;
+    h5::write_str_attr(
+        root,
+        "problem",
+        if spec.is_stokes() {
+            "stokes-q2q1"
+        } else {
+            "poisson"
+        },
+    )?;
     h5::write_str_attr(root, "rhs_source", spec.rhs.name())?;
     h5::write_scalar_attr(root, "ranks", ranks as u64)?;
     h5::write_scalar_attr(root, "batch_size", spec.batch_size as u64)?;
-    let hdf5_error = |what: String| h5::error_in(&path, &what);
-    let group = |parent: &Group, name: &str| {
-        parent
-            .create_group(name)
-            .map_err(hdf5_error(format!("creating group {name}")))
-    };
+    let storage = Storage::of(spec);
 
     let mut records = Vec::with_capacity(plan.batches.len());
-    let mut reports = Vec::with_capacity(plan.columns.len());
+    let mut checks = Checks::default();
     let mut iterations = Vec::with_capacity(plan.columns.len());
-    let operators = group(root, "operators")?;
+    let operators = create_group(root, "operators")?;
     let mut grids = Vec::new();
     for (o, op) in spec.operators.iter().enumerate() {
-        let g = group(&operators, &o.to_string())?;
-        let mesh = build_mesh(&op.mesh)?;
-        let (nodes, cells, element) = match &mesh {
-            AnyMesh::Square(m) => {
-                h5::write_mesh(&group(&g, "mesh")?, m)?;
-                (m.num_nodes(), m.num_cells(), m.element)
-            }
-            AnyMesh::Cube(m) => {
-                h5::write_mesh(&group(&g, "mesh")?, m)?;
-                (m.num_nodes(), m.num_cells(), m.element)
-            }
-        };
+        let g = create_group(&operators, &o.to_string())?;
         h5::write_str_attr(&g, "method", op.solver.method.name())?;
         let precision = match &op.solver.mg {
             Some(mg) => crate::mg::schedule_name(&mg.schedule),
@@ -216,65 +206,52 @@ pub fn write_campaign(
         };
         h5::write_str_attr(&g, "precision", &precision)?;
         h5::write_scalar_attr(&g, "n", op.mesh.n as u64)?;
-        h5::write_scalar_attr(
-            &g,
-            "h0",
-            op.mesh.coarse.map_or(f64::NAN, |(n0, _)| 1.0 / n0 as f64),
-        )?;
-        h5::write_scalar_attr(&g, "unknowns", op.mesh.unknowns() as u64)?;
-        let columns = plan.operator_columns[o];
-        let storage = Storage::of(spec);
-        let u = h5::create_block(&g, "u", nodes, columns, storage.precision, storage.deflate)?;
-        let mut exact_values = Vec::new();
-        let mut mode_nodes = ModesAtNodes::default();
+        // The operator's batches, in order: solutions column-major (nodes × columns).
+        let mut nodal = Vec::new();
+        let mut nodes = 0;
         for batch in plan.batches.iter().filter(|b| b.operator == o) {
-            let file = read_batch(&batch_path(&spec.directory, batch.index), plan.fingerprint)?;
+            let path = batch_path(&spec.directory, batch.index);
+            let file = read_batch(&path, plan.fingerprint, error_names(spec))?;
             let count = batch.columns.len();
-            if file.nodes != nodes || file.reports.len() != count {
+            nodes = file.nodes;
+            if file.checks.columns() != count || file.u.len() != count * nodes {
                 return Err(Error::Campaign(format!(
-                    "{} holds {} columns of {} nodes, the plan says {count} of {nodes}: run with --fresh",
-                    batch_path(&spec.directory, batch.index).display(),
-                    file.reports.len(),
-                    file.nodes
+                    "{} holds {} columns, the plan says {count}: run with --fresh",
+                    path.display(),
+                    file.checks.columns()
                 )));
-            }
-            let first = plan.columns[batch.columns.start].index_in_operator;
-            h5::write_block_rows(&u, first, nodes, &file.u, storage.precision)?;
-            let dim = op.mesh.dim();
-            for c in batch.columns.clone() {
-                if let Some(exact) = plan.columns[c].source.exact(dim) {
-                    match &mesh {
-                        AnyMesh::Square(m) => exact_values.extend(mode_nodes.exact(m, &exact)),
-                        AnyMesh::Cube(m) => exact_values.extend(mode_nodes.exact(m, &exact)),
-                    }
-                }
             }
             iterations.extend(std::iter::repeat_n(
                 file.record.iterations.map_or(-1, |i| i as i64),
                 count,
             ));
-            reports.extend(file.reports);
+            nodal.extend(file.u);
+            checks.extend(file.checks);
             records.push(file.record);
         }
-        if exact_values.len() == columns * nodes {
-            h5::write_block(
-                &g,
-                "exact",
-                nodes,
-                &exact_values,
-                storage.precision,
-                storage.deflate,
-            )?;
+        let columns = plan.operator_columns[o];
+        let sources: Vec<ColumnSource> = plan
+            .columns
+            .iter()
+            .filter(|c| c.operator == o)
+            .map(|c| c.source)
+            .collect();
+        match &op.stokes {
+            Some(stokes) => grids.extend(write_stokes_operator(
+                &g, o, stokes, &nodal, columns, storage,
+            )?),
+            None => grids.push(write_poisson_operator(
+                &g, o, op, &nodal, nodes, &sources, storage,
+            )?),
         }
-        grids.push((o, element, nodes, cells, columns, !exact_values.is_empty()));
     }
-    if spec.operators.len() == 1 {
+    if spec.operators.len() == 1 && !spec.is_stokes() {
         // One operator: its solutions are also /solution/u, as in a single run's file.
         root.link_soft("/operators/0", "solution")
-            .map_err(hdf5_error("linking /solution".into()))?;
+            .map_err(h5::error_in(&path, "linking /solution"))?;
     }
 
-    let columns = group(root, "columns")?;
+    let columns = create_group(root, "columns")?;
     let sources: Vec<ColumnSource> = plan.columns.iter().map(|c| c.source).collect();
     h5::write_vector(
         &columns,
@@ -294,112 +271,282 @@ pub fn write_campaign(
             .map(|c| c.index_in_operator as u64)
             .collect::<Vec<_>>(),
     )?;
-    h5::write_vector(
-        &columns,
-        "k",
-        &sources
-            .iter()
-            .map(|s| match s {
-                ColumnSource::Wave { k } => *k,
-                _ => 0,
-            })
-            .collect::<Vec<_>>(),
-    )?;
-    h5::write_vector(
-        &columns,
-        "t",
-        &sources
-            .iter()
-            .map(|s| match s {
-                ColumnSource::TimeStep { t, .. } => *t,
-                _ => f64::NAN,
-            })
-            .collect::<Vec<_>>(),
-    )?;
-    h5::write_vector(
-        &columns,
-        "input_column",
-        &sources
-            .iter()
-            .map(|s| match s {
-                ColumnSource::Input { index } => *index as i64,
-                _ => -1,
-            })
-            .collect::<Vec<_>>(),
-    )?;
+    if !spec.is_stokes() {
+        h5::write_vector(
+            &columns,
+            "k",
+            &sources
+                .iter()
+                .map(|s| match s {
+                    ColumnSource::Wave { k } => *k,
+                    _ => 0,
+                })
+                .collect::<Vec<_>>(),
+        )?;
+        h5::write_vector(
+            &columns,
+            "t",
+            &sources
+                .iter()
+                .map(|s| match s {
+                    ColumnSource::TimeStep { t, .. } => *t,
+                    _ => f64::NAN,
+                })
+                .collect::<Vec<_>>(),
+        )?;
+        h5::write_vector(
+            &columns,
+            "input_column",
+            &sources
+                .iter()
+                .map(|s| match s {
+                    ColumnSource::Input { index } => *index as i64,
+                    _ => -1,
+                })
+                .collect::<Vec<_>>(),
+        )?;
+    }
     let mut batch_of = vec![0u64; plan.columns.len()];
     for b in &plan.batches {
         batch_of[b.columns.clone()].fill(b.index as u64);
     }
     h5::write_vector(&columns, "batch", &batch_of)?;
     h5::write_vector(&columns, "iterations", &iterations)?;
-    for (name, values) in REPORT_FIELDS.iter().zip(report_values(&reports)) {
-        h5::write_vector(&columns, name, &values)?;
+    h5::write_vector(&columns, "relative_residual", &checks.relative_residual)?;
+    for (name, values) in &checks.errors {
+        h5::write_vector(&columns, name, values)?;
     }
 
-    write_perf(&group(root, "perf")?, &records, stage_totals)?;
+    write_perf(&create_group(root, "perf")?, &records, stage_totals)?;
     let output = writer.commit()?;
+    let xdmf = xdmf::write_grids(&output, &grids)?;
+    Ok(Merged {
+        checks,
+        records,
+        xdmf,
+    })
+}
 
-    // ParaView: one grid per operator, every solution column (and exact solution) a field.
-    let names: Vec<Vec<(String, String, usize, usize)>> = grids
-        .iter()
-        .map(|&(o, _, _, _, columns, has_exact)| {
-            (0..columns)
-                .flat_map(|c| {
-                    let mut f = vec![(format!("u_{c}"), format!("/operators/{o}/u"), c, columns)];
-                    if has_exact {
-                        f.push((
-                            format!("exact_{c}"),
-                            format!("/operators/{o}/exact"),
-                            c,
-                            columns,
-                        ));
-                    }
-                    f
-                })
-                .collect()
-        })
-        .collect();
-    let fields: Vec<Vec<xdmf::NodalField<'_>>> = names
-        .iter()
-        .map(|list| {
-            list.iter()
-                .map(|(name, dataset, column, columns)| xdmf::NodalField {
-                    name,
-                    dataset,
-                    column: *column,
-                    columns: *columns,
-                    bytes: spec.store.bytes(),
-                })
-                .collect()
-        })
-        .collect();
-    let grid_names: Vec<(String, String)> = grids
-        .iter()
-        .map(|g| {
-            (
-                format!("operator_{}", g.0),
-                format!("/operators/{}/mesh", g.0),
-            )
-        })
-        .collect();
-    let xdmf_grids: Vec<xdmf::Grid<'_>> = grids
-        .iter()
-        .zip(&fields)
-        .zip(&grid_names)
-        .map(
-            |((&(_, element, nodes, cells, _, _), fields), (name, mesh_group))| xdmf::Grid {
-                name,
-                mesh_group,
-                element,
-                num_nodes: nodes,
-                num_cells: cells,
-                fields,
-            },
-        )
-        .collect();
-    let xdmf = xdmf::write_grids(&output, &xdmf_grids)?;
-    Ok(Merged { reports, xdmf })
+fn create_group(parent: &Group, name: &str) -> Result<Group> {
+    parent
+        .create_group(name)
+        .map_err(h5::error_at(parent, &format!("creating group {name}")))
+}
+
+/// A field of `columns` columns for ParaView, stored at `dataset`.
+fn fields(
+    name: &str,
+    dataset: String,
+    columns: usize,
+    components: usize,
+    storage: Storage,
+) -> impl Iterator<Item = xdmf::NodalField> + '_ {
+    (0..columns).map(move |c| xdmf::NodalField {
+        name: format!("{name}_{c}"),
+        dataset: dataset.clone(),
+        column: c,
+        columns,
+        bytes: storage.precision.bytes(),
+        components,
+    })
+}
+
+/// A Poisson operator's mesh, solutions `u` and (where known) exact solutions at the
+/// nodes; its grid for ParaView.
+fn write_poisson_operator(
+    g: &Group,
+    o: usize,
+    op: &OperatorSpec,
+    nodal: &[f64],
+    nodes: usize,
+    sources: &[ColumnSource],
+    storage: Storage,
+) -> Result<xdmf::Grid> {
+    let mesh = build_mesh(&op.mesh)?;
+    let (mesh_nodes, cells, element) = match &mesh {
+        AnyMesh::Square(m) => {
+            h5::write_mesh(&create_group(g, "mesh")?, m)?;
+            (m.num_nodes(), m.num_cells(), m.element)
+        }
+        AnyMesh::Cube(m) => {
+            h5::write_mesh(&create_group(g, "mesh")?, m)?;
+            (m.num_nodes(), m.num_cells(), m.element)
+        }
+    };
+    if nodes != mesh_nodes {
+        return Err(Error::Campaign(format!(
+            "the batch files of operator {o} hold solutions of {nodes} nodes, its mesh has {mesh_nodes}: run with --fresh"
+        )));
+    }
+    h5::write_scalar_attr(
+        g,
+        "h0",
+        op.mesh.coarse.map_or(f64::NAN, |(n0, _)| 1.0 / n0 as f64),
+    )?;
+    h5::write_scalar_attr(g, "unknowns", op.mesh.unknowns() as u64)?;
+    h5::write_block(g, "u", nodes, nodal, storage.precision, storage.deflate)?;
+    let mut exact_values = Vec::new();
+    let mut mode_nodes = ModesAtNodes::default();
+    for exact in sources.iter().filter_map(|s| s.exact(op.mesh.dim())) {
+        match &mesh {
+            AnyMesh::Square(m) => exact_values.extend(mode_nodes.exact(m, &exact)),
+            AnyMesh::Cube(m) => exact_values.extend(mode_nodes.exact(m, &exact)),
+        }
+    }
+    let columns = sources.len();
+    let has_exact = exact_values.len() == columns * nodes && columns > 0;
+    if has_exact {
+        h5::write_block(
+            g,
+            "exact",
+            nodes,
+            &exact_values,
+            storage.precision,
+            storage.deflate,
+        )?;
+    }
+    // ParaView: every solution column (and exact solution) a field.
+    let mut list: Vec<_> = fields("u", format!("/operators/{o}/u"), columns, 1, storage).collect();
+    if has_exact {
+        let exact = fields(
+            "exact",
+            format!("/operators/{o}/exact"),
+            columns,
+            1,
+            storage,
+        );
+        // u_0, exact_0, u_1, exact_1, ...
+        list = list
+            .into_iter()
+            .zip(exact)
+            .flat_map(|(u, e)| [u, e])
+            .collect();
+    }
+    Ok(xdmf::Grid {
+        name: format!("operator_{o}"),
+        mesh_group: format!("/operators/{o}/mesh"),
+        cells: xdmf::Cells::Of(element),
+        num_nodes: nodes,
+        num_cells: cells,
+        fields: list,
+    })
+}
+
+/// A Stokes operator's meshes (the Q2 lattice of the velocity, the Q1 mesh of the
+/// pressure), its solutions and the exact solution split into velocity `[columns, lattice
+/// nodes, 2]` and pressure `[columns, pressure nodes]`, and its solver's settings; its two
+/// grids for ParaView.
+fn write_stokes_operator(
+    g: &Group,
+    o: usize,
+    spec: &StokesSpec,
+    flows: &[f64],
+    columns: usize,
+    storage: Storage,
+) -> Result<[xdmf::Grid; 2]> {
+    let grid = Grid { n: spec.n };
+    let (lattice, pressure_nodes) = (grid.lattice_len(), grid.pressure_len());
+    if flows.len() != columns * grid.flow_len() {
+        return Err(Error::Campaign(format!(
+            "the batch files of operator {o} do not hold {columns} Stokes solutions of {} unknowns: run with --fresh",
+            grid.flow_len()
+        )));
+    }
+    h5::write_scalar_attr(g, "unknowns", grid.flow_len() as u64)?;
+    h5::write_str_attr(g, "preconditioner", spec.preconditioner.name())?;
+    for (name, value) in stokes_parameters(spec) {
+        h5::write_scalar_attr(g, name, value)?;
+    }
+    h5::write_scalar_attr(g, "restart", spec.fgmres.restart as u64)?;
+    h5::write_scalar_attr(g, "rtol", spec.fgmres.rtol)?;
+    h5::write_scalar_attr(g, "atol", spec.fgmres.atol)?;
+
+    let velocity_mesh = create_group(g, "velocity_mesh")?;
+    h5::write_dense(
+        &velocity_mesh,
+        "coordinates",
+        2,
+        lattice,
+        &lattice_coordinates(grid),
+    )?;
+    h5::write_dense(&velocity_mesh, "cells", 9, grid.n * grid.n, &q2_cells(grid))?;
+    let pressure_mesh = create_group(g, "pressure_mesh")?;
+    let q1 = crate::mesh::unit_square(spec.n, Element::Q1)?;
+    h5::write_mesh(&pressure_mesh, &q1)?;
+
+    let (mut velocity, mut pressure) = (Vec::new(), Vec::new());
+    for flow in flows.chunks_exact(grid.flow_len()) {
+        let (ux, uy, p) = split(flow, grid);
+        velocity.extend(ux.iter().zip(uy).flat_map(|(x, y)| [*x, *y]));
+        pressure.extend_from_slice(p);
+    }
+    let (exact_velocity, exact_pressure) = exact_at_nodes(grid);
+    let repeat = |v: &[f64]| v.repeat(columns);
+    let (Storage { precision, deflate }, exact) = (storage, &exact_velocity);
+    h5::write_vector_block(g, "velocity", lattice, 2, &velocity, precision, deflate)?;
+    h5::write_vector_block(
+        g,
+        "exact_velocity",
+        lattice,
+        2,
+        &repeat(exact),
+        precision,
+        deflate,
+    )?;
+    h5::write_block(g, "pressure", pressure_nodes, &pressure, precision, deflate)?;
+    h5::write_block(
+        g,
+        "exact_pressure",
+        pressure_nodes,
+        &repeat(&exact_pressure),
+        precision,
+        deflate,
+    )?;
+
+    let at = |name: &str| format!("/operators/{o}/{name}");
+    let pair = |a: Vec<xdmf::NodalField>, b: Vec<xdmf::NodalField>| {
+        a.into_iter().zip(b).flat_map(|(a, b)| [a, b]).collect()
+    };
+    Ok([
+        xdmf::Grid {
+            name: format!("operator_{o}_velocity"),
+            mesh_group: at("velocity_mesh"),
+            cells: xdmf::Cells::Quad9,
+            num_nodes: lattice,
+            num_cells: grid.n * grid.n,
+            fields: pair(
+                fields("velocity", at("velocity"), columns, 2, storage).collect(),
+                fields("exact_velocity", at("exact_velocity"), columns, 2, storage).collect(),
+            ),
+        },
+        xdmf::Grid {
+            name: format!("operator_{o}_pressure"),
+            mesh_group: at("pressure_mesh"),
+            cells: xdmf::Cells::Of(Element::Q1),
+            num_nodes: pressure_nodes,
+            num_cells: grid.n * grid.n,
+            fields: pair(
+                fields("pressure", at("pressure"), columns, 1, storage).collect(),
+                fields("exact_pressure", at("exact_pressure"), columns, 1, storage).collect(),
+            ),
+        },
+    ])
+}
+
+/// The relaxation parameters a Stokes preconditioner uses, by config key.
+pub fn stokes_parameters(spec: &StokesSpec) -> Vec<(&'static str, f64)> {
+    match spec.preconditioner {
+        Preconditioner::Multigrid(Relaxation::Vanka { omega, .. }) => vec![("omega", omega)],
+        Preconditioner::Multigrid(Relaxation::BraessSarazin(p) | Relaxation::SchurUzawa(p)) => {
+            vec![
+                ("omega", p.omega),
+                ("t", p.t),
+                ("jacobi_steps", p.jacobi_steps as f64),
+                ("jacobi_weight", p.jacobi_weight),
+            ]
+        }
+        Preconditioner::BlockTriangular => vec![],
+    }
 }
 
 /// Exact solutions at every node from each sine mode's nodal values, computed once per

@@ -6,6 +6,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use super::operator::Checks;
+use crate::config::CampaignSpec;
+
 /// Seconds since the Unix epoch.
 pub fn now() -> f64 {
     SystemTime::now()
@@ -130,6 +133,48 @@ pub fn summary_table(ranks: &[(usize, String, StageTotals)]) -> String {
             out,
             "  {rank:>4}  {host:<20} {:>7}  {:>7}  {:>9.3}  {:>7.3}  {:>7.3}  {:>7.3}  {:>7.3}  {:>7.3}  {:>7.3}",
             t.batches, t.columns, t.wall, t.setup, t.rhs, t.solve, t.verify, t.io, t.idle
+        );
+    }
+    out
+}
+
+/// A Stokes study's results, one line per operator (each solves the manufactured problem
+/// once): its settings, FGMRES iterations, solve time and checks.
+pub fn stokes_study_table(spec: &CampaignSpec, records: &[BatchRecord], checks: &Checks) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  operator     n  preconditioner    parameters               precision  iterations  solve [s]  ms/iter  residual   velocity L2  pressure L2"
+    );
+    for record in records {
+        let (o, c) = (record.operator, record.batch);
+        let Some(stokes) = &spec.operators[o].stokes else {
+            continue;
+        };
+        // ω, t, and Jacobi steps × weight, as the relaxation uses them.
+        let p = super::output::stokes_parameters(stokes);
+        let parameters = match p[..] {
+            [] => "-".to_string(),
+            [(_, omega)] => format!("ω={omega}"),
+            [(_, omega), (_, t), (_, steps), (_, weight)] => {
+                format!("ω={omega} t={t} jacobi {steps}×{weight}")
+            }
+            _ => unreachable!("stokes_parameters gives none, ω, or ω, t, steps, weight"),
+        };
+        let iterations = record.iterations.unwrap_or(0);
+        let error = |i: usize| checks.errors[i].1[c];
+        let _ = writeln!(
+            out,
+            "  {o:>8} {:>5}  {:<17} {:<24} {:<10} {iterations:>10}  {:>9.3}  {:>7.3}  {:.2e}   {:.3e}    {:.3e}",
+            stokes.n,
+            stokes.preconditioner.name(),
+            parameters,
+            stokes.precision.name(),
+            record.solve_seconds,
+            record.solve_seconds * 1e3 / iterations.max(1) as f64,
+            checks.relative_residual[c],
+            error(0),
+            error(1),
         );
     }
     out

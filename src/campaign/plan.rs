@@ -16,6 +16,7 @@ use std::ops::Range;
 
 use crate::config::{CampaignSpec, OperatorSpec, RhsSource};
 use crate::fem::{Exact, Manufactured, PressureSeries};
+use crate::stokes::{Preconditioner, Relaxation, StokesSpec};
 
 /// What one column (right-hand side) of the campaign is.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -26,6 +27,8 @@ pub enum ColumnSource {
     TimeStep { step: usize, t: f64 },
     /// Column `index` of the user's HDF5 dataset.
     Input { index: usize },
+    /// The manufactured Stokes problem (a Stokes study's one column per operator).
+    Stokes,
 }
 
 impl ColumnSource {
@@ -33,7 +36,7 @@ impl ColumnSource {
         match *self {
             ColumnSource::Wave { k } => Some(Exact::Wave(Manufactured::new(k, dim))),
             ColumnSource::TimeStep { t, .. } => Some(Exact::Pressure(PressureSeries::new(t, dim))),
-            ColumnSource::Input { .. } => None,
+            ColumnSource::Input { .. } | ColumnSource::Stokes => None,
         }
     }
 }
@@ -83,7 +86,11 @@ fn operator_settings(settings: &mut Settings, prefix: &str, op: &OperatorSpec) {
     };
     let (mesh, solver) = (&op.mesh, &op.solver);
     set("mesh.kind", mesh.kind.name().into());
-    set("mesh.element", mesh.element.name().into());
+    let element = match op.stokes {
+        Some(_) => "q2-q1",
+        None => mesh.element.name(),
+    };
+    set("mesh.element", element.into());
     set("mesh.n", mesh.n.to_string());
     if let Some((n0, _)) = mesh.coarse {
         set("mesh.h0", format!("1/{n0}"));
@@ -93,12 +100,35 @@ fn operator_settings(settings: &mut Settings, prefix: &str, op: &OperatorSpec) {
     set("solver.refine", solver.refine.to_string());
     set("solver.rtol", format!("{:e}", solver.rtol));
     set("solver.atol", format!("{:e}", solver.atol));
+    if let Some(stokes) = &op.stokes {
+        stokes_settings(&mut set, stokes);
+        return;
+    }
     if let Some(mg) = &solver.mg {
         set("solver.schedule", crate::mg::schedule_name(&mg.schedule));
         set("solver.smoother", mg.smoother_name.clone());
         set("solver.residual_scaling", mg.residual_scaling.to_string());
         set("solver.seed", mg.seed.to_string());
     }
+}
+
+/// The settings of a Stokes solver: the preconditioner, the parameters its relaxation
+/// uses, and FGMRES's restart and stopping rule (max_iterations is left out, as above).
+fn stokes_settings(set: &mut impl FnMut(&str, String), spec: &StokesSpec) {
+    set("solver.preconditioner", spec.preconditioner.name().into());
+    match spec.preconditioner {
+        Preconditioner::Multigrid(Relaxation::Vanka { omega, .. }) => {
+            set("solver.omega", format!("{omega:e}"));
+        }
+        Preconditioner::Multigrid(Relaxation::BraessSarazin(p) | Relaxation::SchurUzawa(p)) => {
+            set("solver.omega", format!("{:e}", p.omega));
+            set("solver.t", format!("{:e}", p.t));
+            set("solver.jacobi_steps", p.jacobi_steps.to_string());
+            set("solver.jacobi_weight", format!("{:e}", p.jacobi_weight));
+        }
+        Preconditioner::BlockTriangular => {}
+    }
+    set("solver.restart", spec.fgmres.restart.to_string());
 }
 
 /// Every setting of `spec` the results depend on (see the module comment).
@@ -117,6 +147,7 @@ fn settings(spec: &CampaignSpec, input: InputDigest) -> Settings {
         RhsSource::Study { ks } => {
             settings.insert("campaign.study.k".into(), format!("{ks:?}"));
         }
+        RhsSource::StokesStudy => {}
         RhsSource::Hdf5 { dataset, .. } => {
             settings.insert("campaign.input.dataset".into(), dataset.clone());
             settings.insert("campaign.input columns".into(), input.columns.to_string());
@@ -152,6 +183,7 @@ impl Plan {
             RhsSource::Hdf5 { .. } => (0..input_columns)
                 .map(|index| ColumnSource::Input { index })
                 .collect(),
+            RhsSource::StokesStudy => vec![ColumnSource::Stokes],
         };
         let mut columns = Vec::new();
         let mut batches = Vec::new();

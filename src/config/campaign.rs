@@ -29,6 +29,12 @@ pub struct RawStudy {
     pub h0: Option<Vec<f64>>,
     pub method: Option<Vec<String>>,
     pub precision: Option<Vec<String>>,
+    pub preconditioner: Option<Vec<String>>,
+    pub relaxation: Option<Vec<String>>,
+    pub omega: Option<Vec<f64>>,
+    pub t: Option<Vec<f64>>,
+    pub jacobi_steps: Option<Vec<i64>>,
+    pub jacobi_weight: Option<Vec<f64>>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -63,20 +69,21 @@ pub(super) fn validate(
     source: &str,
     problems: &mut Problems,
 ) -> Option<(CampaignSpec, RunConfig)> {
-    let stokes = Some(STOKES);
-    if raw.solver.method.as_deref() == stokes
-        || campaign
-            .study
-            .as_ref()
-            .and_then(|s| s.method.as_ref())
-            .is_some_and(|m| m.iter().any(|m| Some(m.as_str()) == stokes))
-    {
-        problems.push(problem(
-            "solver.method",
-            "stokes solves one manufactured Stokes problem per run, not a campaign of right-hand sides: remove [campaign]",
-        ));
-        return None;
-    }
+    let study_methods = campaign.study.as_ref().and_then(|s| s.method.as_deref());
+    let stokes = match study_methods {
+        Some(methods) if methods.iter().any(|m| m == STOKES) => {
+            if methods.iter().any(|m| m != STOKES) {
+                problems.push(problem(
+                    "campaign.study.method",
+                    "stokes cannot share a study with the Poisson methods (another problem, another output): run them as two campaigns",
+                ));
+                return None;
+            }
+            true
+        }
+        Some(_) => false,
+        None => raw.solver.method.as_deref() == Some(STOKES),
+    };
     let directory = match campaign.directory.as_deref() {
         None => {
             problems.push(problem(
@@ -105,7 +112,13 @@ pub(super) fn validate(
             problems.push(problem(key, "a campaign takes its right-hand sides from campaign.rhs (the study's wave numbers: campaign.study.k)"));
         }
     }
-    let batch_size = match campaign.batch_size.unwrap_or(8) {
+    if stokes && campaign.batch_size.is_some() {
+        problems.push(problem(
+            "campaign.batch_size",
+            "does not apply to method stokes: FGMRES solves one right-hand side at a time, so each operator's problem is one batch",
+        ));
+    }
+    let batch_size = match campaign.batch_size.unwrap_or(if stokes { 1 } else { 8 }) {
         b if (1..=MAX_NRHS).contains(&b) => Some(b as usize),
         b => {
             problems.push(problem(
@@ -191,6 +204,26 @@ pub(super) fn validate(
             .to_string(),
     );
     let (rhs, operators, run) = match rhs_name {
+        Some("study") if stokes => {
+            let study = campaign.study.clone().unwrap_or_default();
+            for (key, given) in [
+                ("campaign.study.k", study.k.is_some()),
+                ("campaign.study.h0", study.h0.is_some()),
+            ] {
+                if given {
+                    problems.push(problem(key, "does not apply to method stokes (each operator solves the manufactured Stokes problem once)"));
+                }
+            }
+            let (operators, run) = expand_stokes_study(&base, &study, source, problems);
+            (Some(RhsSource::StokesStudy), operators, run)
+        }
+        Some(other) if stokes => {
+            problems.push(problem(
+                "campaign.rhs",
+                format!("'{other}' does not apply to method stokes: a Stokes campaign is a parameter study of the manufactured problem (campaign.rhs = \"study\")"),
+            ));
+            (None, None, None)
+        }
         Some("time-series") => {
             let ts = campaign.time_series.clone().unwrap_or_default();
             let steps = match ts.steps {
@@ -259,6 +292,24 @@ pub(super) fn validate(
             } else {
                 Some(ks.iter().map(|&k| k as u32).collect())
             };
+            for (key, given) in [
+                (
+                    "campaign.study.preconditioner",
+                    study.preconditioner.is_some(),
+                ),
+                ("campaign.study.relaxation", study.relaxation.is_some()),
+                ("campaign.study.omega", study.omega.is_some()),
+                ("campaign.study.t", study.t.is_some()),
+                ("campaign.study.jacobi_steps", study.jacobi_steps.is_some()),
+                (
+                    "campaign.study.jacobi_weight",
+                    study.jacobi_weight.is_some(),
+                ),
+            ] {
+                if given {
+                    problems.push(problem(key, "applies to method stokes only"));
+                }
+            }
             let (operators, run) = expand_study(&base, &study, source, problems);
             (ks.map(|ks| RhsSource::Study { ks }), operators, run)
         }
@@ -280,6 +331,7 @@ fn operator_of(run: &RunConfig) -> OperatorSpec {
     OperatorSpec {
         mesh: run.mesh,
         solver: run.solver.clone(),
+        stokes: run.stokes,
     }
 }
 
@@ -303,45 +355,20 @@ fn expand_study(
     source: &str,
     problems: &mut Problems,
 ) -> (Option<Vec<OperatorSpec>>, Option<RunConfig>) {
-    let mut empty = Vec::new();
-    let ns: Vec<Option<i64>> = match &study.n {
-        Some(list) if list.is_empty() => {
-            empty.push("campaign.study.n");
-            vec![]
-        }
-        Some(list) => list.iter().copied().map(Some).collect(),
-        None => vec![None],
-    };
-    let h0s: Vec<Option<f64>> = match &study.h0 {
-        Some(list) if list.is_empty() => {
-            empty.push("campaign.study.h0");
-            vec![]
-        }
-        Some(list) => list.iter().copied().map(Some).collect(),
-        None => vec![base.mesh.h0],
-    };
-    let methods: Vec<Option<String>> = match &study.method {
-        Some(list) if list.is_empty() => {
-            empty.push("campaign.study.method");
-            vec![]
-        }
-        Some(list) => list.iter().cloned().map(Some).collect(),
-        None => vec![base.solver.method.clone()],
-    };
-    let precisions: Vec<Option<String>> = match &study.precision {
-        Some(list) if list.is_empty() => {
-            empty.push("campaign.study.precision");
-            vec![]
-        }
-        Some(list) => list.iter().cloned().map(Some).collect(),
-        None => vec![base.solver.precision.clone()],
-    };
-    for key in empty {
-        problems.push(problem(
-            key,
-            "the list is empty (leave it out to use the base value)",
-        ));
-    }
+    let ns = study_values("campaign.study.n", &study.n, None, problems);
+    let h0s = study_values("campaign.study.h0", &study.h0, base.mesh.h0, problems);
+    let methods = study_values(
+        "campaign.study.method",
+        &study.method,
+        base.solver.method.clone(),
+        problems,
+    );
+    let precisions = study_values(
+        "campaign.study.precision",
+        &study.precision,
+        base.solver.precision.clone(),
+        problems,
+    );
     let mut operators: Vec<OperatorSpec> = Vec::new();
     let mut first_run = None;
     let mut seen: Vec<String> = Vec::new();
@@ -406,5 +433,195 @@ fn expand_study(
         }
     }
     let complete = operators.len() == seen.len() && !seen.is_empty();
+    (complete.then_some(operators), first_run)
+}
+
+/// A study list's values (`None`: the base value, once); an empty list is a problem.
+fn study_values<T: Clone>(
+    key: &'static str,
+    list: &Option<Vec<T>>,
+    base: Option<T>,
+    problems: &mut Problems,
+) -> Vec<Option<T>> {
+    match list {
+        Some(list) if list.is_empty() => {
+            problems.push(problem(
+                key,
+                "the list is empty (leave it out to use the base value)",
+            ));
+            vec![]
+        }
+        Some(list) => list.iter().cloned().map(Some).collect(),
+        None => vec![base],
+    }
+}
+
+/// Every config of `configs` once with each value of a study list (`key`: the list given,
+/// or else the base value) set by `set`.
+fn vary<T: Clone>(
+    configs: Vec<RawConfig>,
+    key: &'static str,
+    (list, base): (&Option<Vec<T>>, Option<T>),
+    problems: &mut Problems,
+    set: impl Fn(&mut RawConfig, Option<T>),
+) -> Vec<RawConfig> {
+    let values = study_values(key, list, base, problems);
+    let set = &set;
+    configs
+        .into_iter()
+        .flat_map(|raw| {
+            values.iter().map(move |v| {
+                let mut raw = raw.clone();
+                set(&mut raw, v.clone());
+                raw
+            })
+        })
+        .collect()
+}
+
+/// Every combination of a Stokes study's lists (mesh size, precision, preconditioner,
+/// relaxation and its parameters), validated as if written out by hand. A parameter
+/// applies only where the relaxation uses it (ω: vanka, vanka-tuned, braess-sarazin; t and
+/// the Jacobi steps and weight: braess-sarazin, schur-uzawa; none: block-triangular), so
+/// combinations differing only in parameters they do not use are one operator; a list that
+/// applies to none of the study's combinations is refused.
+fn expand_stokes_study(
+    base: &RawConfig,
+    study: &RawStudy,
+    source: &str,
+    problems: &mut Problems,
+) -> (Option<Vec<OperatorSpec>>, Option<RunConfig>) {
+    let s = &base.solver;
+    let mut base = base.clone();
+    base.solver.method = Some(STOKES.into());
+    let mut raws = vec![base];
+    raws = vary(
+        raws,
+        "campaign.study.n",
+        (&study.n, None),
+        problems,
+        |r, n| {
+            if let Some(n) = n {
+                r.mesh.n = Some(n);
+                r.mesh.h = None;
+            }
+        },
+    );
+    let key = "campaign.study.precision";
+    let list = (&study.precision, s.precision.clone());
+    raws = vary(raws, key, list, problems, |r, v| r.solver.precision = v);
+    let key = "campaign.study.preconditioner";
+    let list = (&study.preconditioner, s.preconditioner.clone());
+    raws = vary(raws, key, list, problems, |r, v| {
+        r.solver.preconditioner = v
+    });
+    let key = "campaign.study.relaxation";
+    let list = (&study.relaxation, s.relaxation.clone());
+    raws = vary(raws, key, list, problems, |r, v| r.solver.relaxation = v);
+    let list = (&study.omega, s.omega);
+    raws = vary(raws, "campaign.study.omega", list, problems, |r, v| {
+        r.solver.omega = v
+    });
+    let list = (&study.t, s.t);
+    raws = vary(raws, "campaign.study.t", list, problems, |r, v| {
+        r.solver.t = v
+    });
+    let key = "campaign.study.jacobi_steps";
+    let list = (&study.jacobi_steps, s.jacobi_steps);
+    raws = vary(raws, key, list, problems, |r, v| r.solver.jacobi_steps = v);
+    let key = "campaign.study.jacobi_weight";
+    let list = (&study.jacobi_weight, s.jacobi_weight);
+    raws = vary(raws, key, list, problems, |r, v| r.solver.jacobi_weight = v);
+
+    let (mut any_multigrid, mut any_omega, mut any_schur) = (false, false, false);
+    let mut operators: Vec<OperatorSpec> = Vec::new();
+    let mut first_run = None;
+    let mut failed = false;
+    for mut raw in raws {
+        let r = &mut raw.solver;
+        let multigrid = r.preconditioner.as_deref().unwrap_or("multigrid") == "multigrid";
+        if !multigrid {
+            r.relaxation = None;
+        }
+        let relaxation = r.relaxation.as_deref().unwrap_or("vanka-tuned");
+        let uses_omega =
+            multigrid && ["vanka", "vanka-tuned", "braess-sarazin"].contains(&relaxation);
+        let uses_schur = multigrid && ["braess-sarazin", "schur-uzawa"].contains(&relaxation);
+        if !uses_omega {
+            r.omega = None;
+        }
+        if !uses_schur {
+            (r.t, r.jacobi_steps, r.jacobi_weight) = (None, None, None);
+        }
+        any_multigrid |= multigrid;
+        any_omega |= uses_omega;
+        any_schur |= uses_schur;
+        let show = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+        let label = format!(
+            "n = {}, precision = {}, preconditioner = {}, relaxation = {}, omega = {}, t = {}, jacobi_steps = {}, jacobi_weight = {}",
+            show(raw.mesh.n.map(|n| n.to_string())),
+            show(r.precision.clone()),
+            show(r.preconditioner.clone()),
+            show(r.relaxation.clone()),
+            show(r.omega.map(|v| v.to_string())),
+            show(r.t.map(|v| v.to_string())),
+            show(r.jacobi_steps.map(|v| v.to_string())),
+            show(r.jacobi_weight.map(|v| v.to_string())),
+        );
+        match super::validate(&raw, source) {
+            Ok(run) => {
+                let op = operator_of(&run);
+                if !operators.contains(&op) {
+                    operators.push(op);
+                }
+                first_run.get_or_insert(run);
+            }
+            Err(more) => {
+                failed = true;
+                problems.extend(more.into_iter().map(|p| {
+                    problem(
+                        "campaign.study",
+                        format!("combination [{label}]: {}: {}", p.key, p.message),
+                    )
+                }));
+            }
+        }
+    }
+    let schur = "relaxations braess-sarazin and schur-uzawa";
+    for (key, given, applied, applies_to) in [
+        (
+            "campaign.study.relaxation",
+            study.relaxation.is_some(),
+            any_multigrid,
+            "preconditioner multigrid",
+        ),
+        (
+            "campaign.study.omega",
+            study.omega.is_some(),
+            any_omega,
+            "relaxations vanka, vanka-tuned and braess-sarazin",
+        ),
+        ("campaign.study.t", study.t.is_some(), any_schur, schur),
+        (
+            "campaign.study.jacobi_steps",
+            study.jacobi_steps.is_some(),
+            any_schur,
+            schur,
+        ),
+        (
+            "campaign.study.jacobi_weight",
+            study.jacobi_weight.is_some(),
+            any_schur,
+            schur,
+        ),
+    ] {
+        if given && !applied {
+            problems.push(problem(
+                key,
+                format!("applies to {applies_to}, none of which this study runs"),
+            ));
+        }
+    }
+    let complete = !failed && !operators.is_empty();
     (complete.then_some(operators), first_run)
 }

@@ -115,13 +115,15 @@ pub enum RhsSource {
     /// Columns of a dataset of shape [columns, unknowns] in a user's HDF5 file: assembled
     /// load vectors b on the interior nodes (lexicographic order, x fastest).
     Hdf5 { path: PathBuf, dataset: String },
+    /// The manufactured Stokes problem, once on every operator of a Stokes study.
+    StokesStudy,
 }
 
 impl RhsSource {
     pub fn name(&self) -> &'static str {
         match self {
             RhsSource::TimeSeries { .. } => "time-series",
-            RhsSource::Study { .. } => "study",
+            RhsSource::Study { .. } | RhsSource::StokesStudy => "study",
             RhsSource::Hdf5 { .. } => "hdf5",
         }
     }
@@ -130,8 +132,11 @@ impl RhsSource {
 /// One operator of a campaign: a mesh and a solver, set up once per rank that needs it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OperatorSpec {
+    /// For Stokes, the Q1 pressure mesh (velocity is Q2 on the same cells).
     pub mesh: MeshSpec,
     pub solver: SolverSpec,
+    /// The Stokes solver (method stokes), as `RunConfig::stokes`.
+    pub stokes: Option<StokesSpec>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -154,5 +159,10 @@ pub struct CampaignSpec {
 impl CampaignSpec {
     pub fn output_file(&self) -> PathBuf {
         self.directory.join("campaign.h5")
+    }
+
+    /// Whether the campaign is a Stokes study (a study never mixes Stokes and Poisson).
+    pub fn is_stokes(&self) -> bool {
+        self.operators.iter().any(|o| o.stokes.is_some())
     }
 }

@@ -311,3 +311,96 @@ fn relative_paths_are_resolved_against_the_config_folder() {
     .unwrap();
     assert_eq!(load(&path).unwrap().output, PathBuf::from("/abs/run.h5"));
 }
+
+const STOKES_STUDY: &str = "[mesh]\nelement = \"q2-q1\"\n[solver]\nmethod = \"stokes\"\n\
+     [campaign]\nrhs = \"study\"\ndirectory = \"s\"\n[campaign.study]\n";
+
+/// A Stokes study: every combination is one operator, parameters a relaxation does not use
+/// do not multiply the operators, and each operator solves the manufactured problem once.
+#[test]
+fn stokes_study_expands_into_operators() {
+    let c = parse(
+        &format!(
+            "{STOKES_STUDY}n = [16, 32]\nprecision = [\"f64\", \"f32\"]\n\
+             preconditioner = [\"multigrid\", \"block-triangular\"]\n\
+             relaxation = [\"vanka-tuned\", \"braess-sarazin\"]\nt = [1.0, 1.5]\n"
+        ),
+        "t",
+    )
+    .unwrap();
+    let campaign = c.campaign.unwrap();
+    assert_eq!(campaign.rhs, RhsSource::StokesStudy);
+    assert_eq!(campaign.batch_size, 1);
+    assert!(campaign.is_stokes());
+    // Per n and precision: vanka-tuned (t unused), braess-sarazin × 2 t, block-triangular.
+    assert_eq!(campaign.operators.len(), 2 * 2 * 4);
+    let specs: Vec<_> = campaign
+        .operators
+        .iter()
+        .map(|o| o.stokes.expect("Stokes operators"))
+        .collect();
+    for (i, a) in specs.iter().enumerate() {
+        assert!(!specs[i + 1..].contains(a), "operator {i} appears twice");
+    }
+    let ts: Vec<f64> = specs
+        .iter()
+        .filter_map(|s| match s.preconditioner {
+            crate::stokes::Preconditioner::Multigrid(crate::stokes::Relaxation::BraessSarazin(
+                p,
+            )) => Some(p.t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ts, vec![1.0, 1.5, 1.0, 1.5, 1.0, 1.5, 1.0, 1.5]);
+    assert!(specs.iter().all(|s| [16, 32].contains(&s.n)));
+    assert_eq!(campaign.operators[0].mesh.n, 16);
+}
+
+#[test]
+fn stokes_study_mistakes_are_named() {
+    let cases = [
+        (
+            format!("{STOKES_STUDY}k = [1, 2]\nh0 = [0.25]\n"),
+            vec!["campaign.study.k", "campaign.study.h0"],
+        ),
+        (
+            STOKES_STUDY.replace("rhs = \"study\"", "rhs = \"time-series\"\nbatch_size = 4"),
+            vec!["campaign.rhs", "campaign.batch_size"],
+        ),
+        (
+            format!("{STOKES_STUDY}method = [\"stokes\", \"mg\"]\n"),
+            vec!["campaign.study.method"],
+        ),
+        (
+            format!("{STOKES_STUDY}relaxation = [\"vanka\"]\nt = [1.0, 2.0]\n"),
+            vec!["campaign.study.t"],
+        ),
+        (
+            format!("{STOKES_STUDY}n = [16, 100]\n"),
+            vec!["campaign.study"],
+        ),
+        (
+            "[mesh]\nn = 16\n[campaign]\nrhs = \"study\"\ndirectory = \"s\"\n\
+             [campaign.study]\nk = [1]\nmethod = [\"cholesky\"]\npreconditioner = [\"multigrid\"]\n"
+                .to_string(),
+            vec!["campaign.study.preconditioner"],
+        ),
+    ];
+    for (text, keys) in cases {
+        let found = problems(&text);
+        for key in keys {
+            assert!(
+                found.iter().any(|p| p.key == key),
+                "{text}: no problem about {key} in {found:?}"
+            );
+        }
+    }
+    // The combination that fails is named, with the solver's own message.
+    let found = problems(&format!("{STOKES_STUDY}n = [16, 100]\n"));
+    assert!(
+        found
+            .iter()
+            .any(|p| p.message.contains("n = 100") && p.message.contains("mesh.n")),
+        "{found:?}"
+    );
+}

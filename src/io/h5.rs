@@ -15,7 +15,7 @@ use crate::mesh::{Element, Hierarchy, MacroLocation, Mesh, Parents};
 use crate::precision::Precision;
 
 /// Version of the layout in docs/hdf5.md, stored as the root attribute `schema_version`.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const GIT_REVISION: &str = env!("TENSORFEM_GIT_REVISION");
 
@@ -267,26 +267,70 @@ pub fn create_block(
     precision: Precision,
     deflate: u8,
 ) -> Result<Dataset> {
+    create_solutions(group, name, &[columns, nodes], precision, deflate)
+}
+
+/// A dataset of solutions of `shape` (columns first), one column per chunk when
+/// compressed: [`create_block`]'s and [`write_vector_block`]'s.
+fn create_solutions(
+    group: &Group,
+    name: &str,
+    shape: &[usize],
+    precision: Precision,
+    deflate: u8,
+) -> Result<Dataset> {
     fn create<T: H5Type>(
         group: &Group,
         name: &str,
-        nodes: usize,
-        columns: usize,
+        shape: &[usize],
         deflate: u8,
     ) -> hdf5::Result<Dataset> {
-        let builder = group.new_dataset::<T>().shape([columns, nodes]);
-        let builder = if deflate > 0 && columns > 0 && nodes > 0 {
-            builder.chunk([1, nodes]).shuffle().deflate(deflate)
+        let builder = group.new_dataset::<T>().shape(shape);
+        let builder = if deflate > 0 && shape.iter().all(|&s| s > 0) {
+            let mut chunk = shape.to_vec();
+            chunk[0] = 1;
+            builder.chunk(chunk).shuffle().deflate(deflate)
         } else {
             builder
         };
         builder.create(name)
     }
     match precision {
-        Precision::F32 => create::<f32>(group, name, nodes, columns, deflate),
-        _ => create::<f64>(group, name, nodes, columns, deflate),
+        Precision::F32 => create::<f32>(group, name, shape, deflate),
+        _ => create::<f64>(group, name, shape, deflate),
     }
     .map_err(error_at(group, &format!("creating dataset {name}")))
+}
+
+/// Writes a block of vector fields, `components` values per node and `nodes` per column
+/// (column after column, components interleaved), as a `[columns, nodes, components]`
+/// dataset in `precision`, compressed as [`create_block`] says.
+pub fn write_vector_block(
+    group: &Group,
+    name: &str,
+    nodes: usize,
+    components: usize,
+    values: &[f64],
+    precision: Precision,
+    deflate: u8,
+) -> Result<Dataset> {
+    let columns = values.len() / (nodes * components).max(1);
+    let ds = create_solutions(
+        group,
+        name,
+        &[columns, nodes, components],
+        precision,
+        deflate,
+    )?;
+    let err = error_at(group, &format!("writing dataset {name}"));
+    match precision {
+        Precision::F32 => {
+            let narrow: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+            ds.write_raw(&narrow).map_err(err)?
+        }
+        _ => ds.write_raw(values).map_err(err)?,
+    }
+    Ok(ds)
 }
 
 /// Writes the column-major block `values` (nodes × columns) into rows `first..` of a

@@ -94,24 +94,18 @@ pub fn write_run<const D: usize>(
         }
     }
     let output = writer.commit()?;
-    let names: Vec<(String, usize)> = (0..nrhs)
-        .flat_map(|c| [(format!("u_{c}"), c), (format!("exact_{c}"), c)])
-        .collect();
-    let fields: Vec<xdmf::NodalField<'_>> = names
-        .iter()
-        .map(|(name, c)| xdmf::NodalField {
-            name,
-            dataset: if name.starts_with('u') {
-                "/solution/u"
-            } else {
-                "/solution/exact"
-            },
-            column: *c,
+    let fields = (0..nrhs)
+        .flat_map(|c| [("u", "/solution/u", c), ("exact", "/solution/exact", c)])
+        .map(|(name, dataset, c)| xdmf::NodalField {
+            name: format!("{name}_{c}"),
+            dataset: dataset.into(),
+            column: c,
             columns: nrhs,
             bytes: 8,
+            components: 1,
         })
         .collect();
-    let xdmf = xdmf::write_sidecar(&output, mesh.element, nodes, mesh.num_cells(), &fields)?;
+    let xdmf = xdmf::write_sidecar(&output, mesh.element, nodes, mesh.num_cells(), fields)?;
     Ok((output, xdmf))
 }
 

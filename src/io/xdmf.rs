@@ -7,27 +7,63 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::mesh::Element;
 
-/// A nodal field stored in the HDF5 file: column `column` of a `[columns, nodes]` f64
-/// dataset (a block of nodal vectors as written by `h5::write_dense`).
-pub struct NodalField<'a> {
-    pub name: &'a str,
+/// A nodal field stored in the HDF5 file: column `column` of a `[columns, nodes]` dataset
+/// (a block of nodal vectors as written by `h5::write_dense`), or of a `[columns, nodes, 2]`
+/// dataset for a 2D vector field.
+pub struct NodalField {
+    pub name: String,
     /// Dataset path inside the HDF5 file, e.g. "/solution/u".
-    pub dataset: &'a str,
+    pub dataset: String,
     pub column: usize,
     pub columns: usize,
     /// Bytes per value stored: 8 (f64) or 4 (f32).
     pub bytes: usize,
+    /// 1: a scalar; 2: a vector (x, y) per node.
+    pub components: usize,
 }
 
-/// A mesh stored in the HDF5 file under `mesh_group` (docs/hdf5.md) with nodal fields.
-pub struct Grid<'a> {
-    pub name: &'a str,
+/// The cells of a grid: a mesh's element, or the 9-node biquadratic quadrilateral of a
+/// Q2 lattice (nodes in VTK's order: corners counterclockwise from the lower left, then
+/// the midpoints of the lower, right, upper and left edges, then the centre).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cells {
+    Of(Element),
+    Quad9,
+}
+
+impl Cells {
+    fn topology(self) -> &'static str {
+        match self {
+            Cells::Of(e) => e.xdmf_topology(),
+            Cells::Quad9 => "Quadrilateral_9",
+        }
+    }
+
+    fn nodes_per_cell(self) -> usize {
+        match self {
+            Cells::Of(e) => e.nodes_per_cell(),
+            Cells::Quad9 => 9,
+        }
+    }
+
+    fn dim(self) -> usize {
+        match self {
+            Cells::Of(e) => e.dim(),
+            Cells::Quad9 => 2,
+        }
+    }
+}
+
+/// A mesh stored in the HDF5 file under `mesh_group` (`coordinates` [nodes, dim] f64,
+/// `cells` [cells, nodes per cell] u32; docs/hdf5.md) with nodal fields.
+pub struct Grid {
+    pub name: String,
     /// Group path of the mesh, e.g. "/mesh".
-    pub mesh_group: &'a str,
-    pub element: Element,
+    pub mesh_group: String,
+    pub cells: Cells,
     pub num_nodes: usize,
     pub num_cells: usize,
-    pub fields: &'a [NodalField<'a>],
+    pub fields: Vec<NodalField>,
 }
 
 /// Writes `<h5 stem>.xdmf` next to `h5_path` for a mesh stored under `/mesh` (docs/hdf5.md).
@@ -36,14 +72,14 @@ pub fn write_sidecar(
     element: Element,
     num_nodes: usize,
     num_cells: usize,
-    fields: &[NodalField<'_>],
+    fields: Vec<NodalField>,
 ) -> Result<PathBuf> {
     write_grids(
         h5_path,
         &[Grid {
-            name: "mesh",
-            mesh_group: "/mesh",
-            element,
+            name: "mesh".into(),
+            mesh_group: "/mesh".into(),
+            cells: Cells::Of(element),
             num_nodes,
             num_cells,
             fields,
@@ -53,7 +89,7 @@ pub fn write_sidecar(
 
 /// Writes `<h5 stem>.xdmf` next to `h5_path` with one grid per mesh (a spatial collection
 /// when there are several).
-pub fn write_grids(h5_path: &Path, grids: &[Grid<'_>]) -> Result<PathBuf> {
+pub fn write_grids(h5_path: &Path, grids: &[Grid]) -> Result<PathBuf> {
     let h5_name = h5_path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -87,10 +123,10 @@ pub fn write_grids(h5_path: &Path, grids: &[Grid<'_>]) -> Result<PathBuf> {
     Ok(xdmf_path)
 }
 
-fn grid_xml(xml: &mut String, h5_name: &str, grid: &Grid<'_>) {
-    let (num_nodes, num_cells, group) = (grid.num_nodes, grid.num_cells, grid.mesh_group);
-    let k = grid.element.nodes_per_cell();
-    let (geometry, dim) = if grid.element.dim() == 3 {
+fn grid_xml(xml: &mut String, h5_name: &str, grid: &Grid) {
+    let (num_nodes, num_cells, group) = (grid.num_nodes, grid.num_cells, &grid.mesh_group);
+    let k = grid.cells.nodes_per_cell();
+    let (geometry, dim) = if grid.cells.dim() == 3 {
         ("XYZ", 3)
     } else {
         ("XY", 2)
@@ -101,16 +137,34 @@ fn grid_xml(xml: &mut String, h5_name: &str, grid: &Grid<'_>) {
     ));
     xml.push_str(&format!(
         "   <Topology TopologyType=\"{}\" NumberOfElements=\"{num_cells}\">\n    <DataItem Dimensions=\"{num_cells} {k}\" NumberType=\"UInt\" Precision=\"4\" Format=\"HDF\">{h5_name}:{group}/cells</DataItem>\n   </Topology>\n",
-        grid.element.xdmf_topology()
+        grid.cells.topology()
     ));
     xml.push_str(&format!(
         "   <Geometry GeometryType=\"{geometry}\">\n    <DataItem Dimensions=\"{num_nodes} {dim}\" NumberType=\"Float\" Precision=\"8\" Format=\"HDF\">{h5_name}:{group}/coordinates</DataItem>\n   </Geometry>\n"
     ));
-    for field in grid.fields {
-        // A hyperslab picks row `column` of the [columns, nodes] dataset.
+    for field in &grid.fields {
+        // A hyperslab picks row `column` of the [columns, nodes(, 2)] dataset.
+        let (kind, shape, slab) = match field.components {
+            1 => (
+                "Scalar",
+                format!("{num_nodes}"),
+                format!(
+                    "Dimensions=\"3 2\" Format=\"XML\">{} 0 1 1 1 {num_nodes}",
+                    field.column
+                ),
+            ),
+            c => (
+                "Vector",
+                format!("{num_nodes} {c}"),
+                format!(
+                    "Dimensions=\"3 3\" Format=\"XML\">{} 0 0 1 1 1 1 {num_nodes} {c}",
+                    field.column
+                ),
+            ),
+        };
         xml.push_str(&format!(
-            "   <Attribute Name=\"{}\" AttributeType=\"Scalar\" Center=\"Node\">\n    <DataItem ItemType=\"HyperSlab\" Dimensions=\"1 {num_nodes}\" Type=\"HyperSlab\">\n     <DataItem Dimensions=\"3 2\" Format=\"XML\">{} 0 1 1 1 {num_nodes}</DataItem>\n     <DataItem Dimensions=\"{} {num_nodes}\" NumberType=\"Float\" Precision=\"{}\" Format=\"HDF\">{h5_name}:{}</DataItem>\n    </DataItem>\n   </Attribute>\n",
-            field.name, field.column, field.columns, field.bytes, field.dataset
+            "   <Attribute Name=\"{}\" AttributeType=\"{kind}\" Center=\"Node\">\n    <DataItem ItemType=\"HyperSlab\" Dimensions=\"1 {shape}\" Type=\"HyperSlab\">\n     <DataItem {slab}</DataItem>\n     <DataItem Dimensions=\"{} {shape}\" NumberType=\"Float\" Precision=\"{}\" Format=\"HDF\">{h5_name}:{}</DataItem>\n    </DataItem>\n   </Attribute>\n",
+            field.name, field.columns, field.bytes, field.dataset
         ));
     }
     xml.push_str("  </Grid>\n");

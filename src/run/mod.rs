@@ -42,12 +42,6 @@ pub fn dispatch(path: Option<PathBuf>, fresh: bool, comm: &dyn Comm) -> Result<F
     if config.campaign.is_none() {
         signals::terminate_on_signal();
     }
-    if let Some(spec) = &config.stokes {
-        if let Some(summary) = stokes::run(&config, spec, comm)? {
-            println!("{summary}");
-        }
-        return Ok(Finished::Complete);
-    }
     let backend = select_backend(&config, comm)?;
     if config.campaign.is_some() {
         let operators = solver::CampaignOperators { backend };
@@ -63,6 +57,12 @@ pub fn dispatch(path: Option<PathBuf>, fresh: bool, comm: &dyn Comm) -> Result<F
     }
     if fresh {
         log::info!("--fresh applies to campaigns only (this config has no [campaign])");
+    }
+    if let Some(spec) = &config.stokes {
+        if let Some(summary) = stokes::run(&config, spec, comm)? {
+            println!("{summary}");
+        }
+        return Ok(Finished::Complete);
     }
     if let Some(summary) = single::run(&config, &backend, comm)? {
         println!("{summary}");

@@ -9,7 +9,7 @@ use std::time::Instant;
 use half::f16;
 
 use super::backend::Backend;
-use crate::campaign::{BatchOperator, BlockOutcome, Operators};
+use crate::campaign::{BatchOperator, BlockOutcome, Checks, ColumnSource, Operators};
 use crate::config::{Method, OperatorSpec, SolverSpec};
 use crate::device::cuda::Cuda;
 use crate::device::{Block, Cpu, Kernels, Layout, PscDevice, Storage};
@@ -528,6 +528,13 @@ impl AnyOperator {
             mesh::AnyMesh::Cube(m) => AnyOperator::Cube(Operator::new(backend, m, mesh, solver)?),
         })
     }
+
+    fn dim(&self) -> usize {
+        match self {
+            AnyOperator::Square(_) => 2,
+            AnyOperator::Cube(_) => 3,
+        }
+    }
 }
 
 /// Runs `$body` with `$op` bound to the [`Operator`] inside an [`AnyOperator`].
@@ -545,16 +552,24 @@ impl BatchOperator for AnyOperator {
         with_operator!(self, op => op.unknowns())
     }
 
-    fn loads(&self, exact: &[Exact]) -> Vec<f64> {
-        with_operator!(self, op => op.loads(exact))
+    fn loads(&self, columns: &[ColumnSource]) -> Vec<f64> {
+        let dim = self.dim();
+        let exact: Vec<Exact> = columns
+            .iter()
+            .map(|c| c.exact(dim).expect("manufactured columns"))
+            .collect();
+        with_operator!(self, op => op.loads(&exact))
     }
 
     fn solve(&mut self, rhs: &[f64], nrhs: usize) -> Result<BlockOutcome> {
         with_operator!(self, op => op.solve(rhs, nrhs))
     }
 
-    fn verify(&self, rhs: &[f64], u: &[f64], exact: &[Option<Exact>]) -> Result<Vec<ColumnReport>> {
-        with_operator!(self, op => op.verify(rhs, u, exact))
+    fn verify(&mut self, rhs: &[f64], u: &[f64], columns: &[ColumnSource]) -> Result<Checks> {
+        let dim = self.dim();
+        let exact: Vec<Option<Exact>> = columns.iter().map(|c| c.exact(dim)).collect();
+        let reports = with_operator!(self, op => op.verify(rhs, u, &exact))?;
+        Ok(Checks::poisson(&reports))
     }
 
     fn to_nodal(&self, u: &[f64]) -> Vec<f64> {
@@ -573,7 +588,10 @@ impl Operators for CampaignOperators {
     }
 
     fn check_memory(&self, op: &OperatorSpec, nrhs: usize) -> Result<()> {
-        check_memory(&op.mesh, &op.solver, nrhs)
+        match &op.stokes {
+            Some(spec) => crate::stokes::check_memory(spec),
+            None => check_memory(&op.mesh, &op.solver, nrhs),
+        }
     }
 
     fn cache_file(&self, op: &OperatorSpec) -> Option<PathBuf> {
@@ -581,6 +599,9 @@ impl Operators for CampaignOperators {
     }
 
     fn set_up(&self, op: &OperatorSpec) -> Result<Box<dyn BatchOperator>> {
+        if let Some(spec) = &op.stokes {
+            return Ok(Box::new(super::stokes::StokesOperator::new(spec)?));
+        }
         Ok(Box::new(AnyOperator::new(
             &self.backend,
             &op.mesh,

@@ -4,12 +4,13 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::campaign::{BatchOperator, BlockOutcome, Checks, ColumnSource, STOKES_ERRORS};
 use crate::comm::Comm;
 use crate::config::RunConfig;
 use crate::device::{Cpu, Device};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::io::schema;
-use crate::stokes::{solve, StokesSolution, StokesSpec};
+use crate::stokes::{l2_errors, solve, StokesSolution, StokesSolver, StokesSpec};
 
 /// What a Stokes run prints.
 pub struct StokesSummary {
@@ -75,4 +76,80 @@ pub fn run(
         solution,
         output,
     }))
+}
+
+/// A Stokes study's operator in a campaign: the manufactured problem set up once on the
+/// CPU; each column is solved by FGMRES from zero, then checked by the f64 residual of the
+/// stored solution and its velocity and pressure L2 errors.
+pub struct StokesOperator {
+    dev: Cpu,
+    solver: StokesSolver<Cpu>,
+}
+
+impl StokesOperator {
+    pub fn new(spec: &StokesSpec) -> Result<Self> {
+        let dev = Cpu::new();
+        let solver = dev.run(|| StokesSolver::new(&dev, spec))?;
+        Ok(StokesOperator { dev, solver })
+    }
+}
+
+impl BatchOperator for StokesOperator {
+    fn unknowns(&self) -> usize {
+        self.solver.grid().flow_len()
+    }
+
+    fn loads(&self, columns: &[ColumnSource]) -> Vec<f64> {
+        assert!(
+            columns.iter().all(|c| *c == ColumnSource::Stokes),
+            "a Stokes operator solves the manufactured Stokes problem"
+        );
+        self.solver.manufactured_rhs().repeat(columns.len())
+    }
+
+    fn solve(&mut self, rhs: &[f64], nrhs: usize) -> Result<BlockOutcome> {
+        let (dev, solver) = (&self.dev, &mut self.solver);
+        let len = solver.grid().flow_len();
+        let mut u = Vec::with_capacity(len * nrhs);
+        let mut iterations = 0;
+        for b in rhs.chunks_exact(len) {
+            let (flow, info) = dev.run(|| solver.solve(b))?;
+            iterations = iterations.max(info.iterations);
+            u.extend(flow);
+        }
+        Ok(BlockOutcome {
+            u,
+            iterations: Some(iterations),
+            flops: None,
+        })
+    }
+
+    fn verify(&mut self, rhs: &[f64], u: &[f64], _: &[ColumnSource]) -> Result<Checks> {
+        let (dev, solver) = (&self.dev, &mut self.solver);
+        let (grid, len) = (solver.grid(), solver.grid().flow_len());
+        let mut checks = Checks {
+            relative_residual: Vec::new(),
+            errors: STOKES_ERRORS
+                .iter()
+                .map(|&name| (name, Vec::new()))
+                .collect(),
+        };
+        for (c, (b, flow)) in rhs.chunks_exact(len).zip(u.chunks_exact(len)).enumerate() {
+            let residual = dev.run(|| solver.relative_residual(b, flow))?;
+            let (velocity, pressure) = dev.run(|| l2_errors(grid, flow));
+            if ![residual, velocity, pressure].iter().all(|v| v.is_finite()) {
+                return Err(Error::Solver(format!(
+                    "the Stokes solution of column {c} is not finite (relative residual {residual}, velocity L2 error {velocity}, pressure L2 error {pressure})"
+                )));
+            }
+            checks.relative_residual.push(residual);
+            checks.errors[0].1.push(velocity);
+            checks.errors[1].1.push(pressure);
+        }
+        Ok(checks)
+    }
+
+    fn to_nodal(&self, u: &[f64]) -> Vec<f64> {
+        u.to_vec()
+    }
 }

@@ -341,6 +341,19 @@ fn loads(grid: Grid) -> Vec<f64> {
     f
 }
 
+/// The exact solution at the nodes: the velocity at every lattice node, (x, y)
+/// interleaved, and the pressure (of integral mean zero) at every Q1 node.
+pub fn exact_at_nodes(grid: Grid) -> (Vec<f64>, Vec<f64>) {
+    let (m, np, h) = (grid.m(), grid.np(), 1.0 / grid.n as f64);
+    let velocity = (0..m * m)
+        .flat_map(|k| exact::velocity((k % m) as f64 * h / 2.0, (k / m) as f64 * h / 2.0))
+        .collect();
+    let pressure = (0..np * np)
+        .map(|k| exact::pressure((k % np) as f64 * h, (k / np) as f64 * h))
+        .collect();
+    (velocity, pressure)
+}
+
 /// L2 errors of a discrete solution against the exact one: (velocity, pressure), with
 /// the discrete pressure shifted to integral mean zero (4×4 Gauss per element).
 /// `flow` is the full solution: velocity including its boundary values.

@@ -29,6 +29,39 @@ pub fn split_mut<T>(v: &mut [T], grid: Grid) -> (&mut [T], &mut [T], &mut [T]) {
     (ux, uy, p)
 }
 
+/// The (x, y) of every lattice node (the Q2 velocity nodes, spacing h/2, x fastest),
+/// interleaved.
+pub fn lattice_coordinates(grid: Grid) -> Vec<f64> {
+    let (m, half) = (grid.m(), 0.5 / grid.n as f64);
+    (0..m * m)
+        .flat_map(|k| [(k % m) as f64 * half, (k / m) as f64 * half])
+        .collect()
+}
+
+/// The nine lattice nodes of every cell (cells x fastest) in VTK's biquadratic order:
+/// corners counterclockwise from the lower left, the midpoints of the lower, right, upper
+/// and left edges, the centre.
+pub fn q2_cells(grid: Grid) -> Vec<u32> {
+    const LOCAL: [(usize, usize); 9] = [
+        (0, 0),
+        (2, 0),
+        (2, 2),
+        (0, 2),
+        (1, 0),
+        (2, 1),
+        (1, 2),
+        (0, 1),
+        (1, 1),
+    ];
+    let (n, m) = (grid.n, grid.m());
+    (0..n * n)
+        .flat_map(|c| {
+            let (i, j) = (2 * (c % n), 2 * (c / n));
+            LOCAL.map(|(di, dj)| ((j + dj) * m + i + di) as u32)
+        })
+        .collect()
+}
+
 /// Row coefficients of one operator whose rows are lattice nodes, stored set by set.
 #[derive(Clone, Debug)]
 pub struct LatticeRows {

@@ -34,6 +34,7 @@ use crate::linalg::{
     fgmres, BlockKind, Cost, FgmresError, FgmresFailure, FgmresInfo, FgmresParams, FgmresWorkspace,
     LinOp,
 };
+use crate::numeric::nrm2;
 use crate::precision::Precision;
 
 /// Tuned defaults (docs/performance.md, "Stokes: tuning"): Braess-Sarazin with L ≈ t·D.
@@ -272,65 +273,142 @@ pub fn check_memory(spec: &StokesSpec) -> Result<()> {
     Ok(())
 }
 
+/// A Stokes problem set up once on a device: the manufactured problem assembled, the
+/// system and the preconditioner, FGMRES's workspace. It solves any right-hand side of the
+/// assembled form ([f_x | f_y | g], zero on boundary velocity rows) with the manufactured
+/// problem's boundary values: a single run solves once, a campaign's operator per batch.
+pub struct StokesSolver<D: Kernels> {
+    dev: D,
+    spec: StokesSpec,
+    problem: StokesProblem,
+    system: StokesSystem<D>,
+    precond: Box<dyn LinOp<D> + Send>,
+    work: FgmresWorkspace<D>,
+    pub preconditioner_bytes: usize,
+    pub assembly_seconds: f64,
+    pub setup_seconds: f64,
+}
+
+impl<D: Kernels> StokesSolver<D> {
+    /// Checks the mesh and the memory, assembles, and sets the solver up on `dev`.
+    pub fn new(dev: &D, spec: &StokesSpec) -> Result<Self> {
+        multigrid::mesh_hierarchy(spec.n)?;
+        check_memory(spec)?;
+        let t = Instant::now();
+        let problem = StokesProblem::manufactured(spec.n);
+        let assembly_seconds = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let (precond, preconditioner_bytes) = preconditioner(dev, spec)?;
+        let grid = problem.operator.grid;
+        let system = StokesSystem::new(dev, &problem.operator)?;
+        let work = FgmresWorkspace::new(
+            dev,
+            grid.flow_len(),
+            spec.fgmres.restart,
+            spec.fgmres.max_iterations,
+        )?;
+        Ok(StokesSolver {
+            dev: dev.clone(),
+            spec: *spec,
+            problem,
+            system,
+            precond,
+            work,
+            preconditioner_bytes,
+            assembly_seconds,
+            setup_seconds: t.elapsed().as_secs_f64(),
+        })
+    }
+
+    pub fn grid(&self) -> Grid {
+        self.problem.operator.grid
+    }
+
+    /// The manufactured problem's right-hand side.
+    pub fn manufactured_rhs(&self) -> &[f64] {
+        &self.problem.rhs
+    }
+
+    /// Solves with FGMRES from zero; returns the full solution (velocity with its boundary
+    /// values, pressure of integral mean zero) and FGMRES's record.
+    pub fn solve(&mut self, rhs: &[f64]) -> Result<(Vec<f64>, FgmresInfo)> {
+        let (dev, grid) = (&self.dev, self.grid());
+        let b = Block::from_f64(
+            dev,
+            rhs,
+            grid.flow_len(),
+            1,
+            Precision::F64,
+            Layout::ColMajor,
+        )?;
+        let mut x = Block::vector(dev, grid.flow_len(), Precision::F64)?;
+        let result = fgmres(
+            self.spec.fgmres,
+            &b,
+            &mut x,
+            &mut self.work,
+            &mut self.system,
+            &mut *self.precond,
+            |v| remove_pressure_mean(dev, grid, v),
+        );
+        let info = match result {
+            Ok(info) => info.clone(),
+            Err(e) => return Err(StokesError::from_fgmres(&self.spec, e).into()),
+        };
+        let mut flow = x.to_f64(dev)?;
+        flow.iter_mut()
+            .zip(&self.problem.boundary)
+            .for_each(|(x, b)| *x += b);
+        shift_pressure_mean(grid, &mut flow);
+        Ok((flow, info))
+    }
+
+    /// ‖b − A x‖₂ / ‖b‖₂ in f64 (‖b − A x‖₂ when b = 0) of a full solution `flow`, its
+    /// boundary values taken off: the check of what is stored, independent of FGMRES.
+    pub fn relative_residual(&mut self, rhs: &[f64], flow: &[f64]) -> Result<f64> {
+        let len = self.grid().flow_len();
+        let x: Vec<f64> = flow
+            .iter()
+            .zip(&self.problem.boundary)
+            .map(|(f, b)| f - b)
+            .collect();
+        let x = Block::from_f64(&self.dev, &x, len, 1, Precision::F64, Layout::ColMajor)?;
+        let mut ax = Block::vector(&self.dev, len, Precision::F64)?;
+        self.system.apply(&x, &mut ax)?;
+        let residual: Vec<f64> = rhs
+            .iter()
+            .zip(ax.to_f64(&self.dev)?)
+            .map(|(b, ax)| b - ax)
+            .collect();
+        let b_norm = nrm2(rhs);
+        Ok(if b_norm > 0.0 {
+            nrm2(&residual) / b_norm
+        } else {
+            nrm2(&residual)
+        })
+    }
+}
+
 /// Assembles the manufactured problem, builds the preconditioner on `dev`, solves with
 /// FGMRES from zero, and measures the errors.
 pub fn solve<D: Kernels>(dev: &D, spec: &StokesSpec) -> Result<StokesSolution> {
-    multigrid::mesh_hierarchy(spec.n)?;
-    check_memory(spec)?;
+    let mut solver = StokesSolver::new(dev, spec)?;
+    let rhs = solver.manufactured_rhs().to_vec();
     let t = Instant::now();
-    let problem = StokesProblem::manufactured(spec.n);
-    let assembly_seconds = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let (mut precond, preconditioner_bytes) = preconditioner(dev, spec)?;
-    let grid = problem.operator.grid;
-    let mut system = StokesSystem::new(dev, &problem.operator)?;
-    let mut work = FgmresWorkspace::new(
-        dev,
-        grid.flow_len(),
-        spec.fgmres.restart,
-        spec.fgmres.max_iterations,
-    )?;
-    let b = Block::from_f64(
-        dev,
-        &problem.rhs,
-        grid.flow_len(),
-        1,
-        Precision::F64,
-        Layout::ColMajor,
-    )?;
-    let mut x = Block::vector(dev, grid.flow_len(), Precision::F64)?;
-    let setup_seconds = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let result = fgmres(
-        spec.fgmres,
-        &b,
-        &mut x,
-        &mut work,
-        &mut system,
-        &mut *precond,
-        |v| remove_pressure_mean(dev, grid, v),
-    );
+    let (flow, info) = solver.solve(&rhs)?;
     let solve_seconds = t.elapsed().as_secs_f64();
-    let info = match result {
-        Ok(info) => info.clone(),
-        Err(e) => return Err(StokesError::from_fgmres(spec, e).into()),
-    };
-    let mut x = x.to_f64(dev)?;
-    x.iter_mut()
-        .zip(&problem.boundary)
-        .for_each(|(x, b)| *x += b);
-    let (velocity_l2_error, pressure_l2_error) = l2_errors(grid, &x);
-    shift_pressure_mean(grid, &mut x);
+    let grid = solver.grid();
+    let (velocity_l2_error, pressure_l2_error) = l2_errors(grid, &flow);
     Ok(StokesSolution {
         grid,
-        flow: x,
+        flow,
         info,
         velocity_l2_error,
         pressure_l2_error,
-        assembly_seconds,
-        setup_seconds,
+        assembly_seconds: solver.assembly_seconds,
+        setup_seconds: solver.setup_seconds,
         solve_seconds,
-        preconditioner_bytes,
+        preconditioner_bytes: solver.preconditioner_bytes,
     })
 }
 
