@@ -575,6 +575,7 @@ pub fn run(
                 .iter()
                 .map(|o| operators.cache_file(o))
                 .collect(),
+            spec.operators.iter().map(|o| o.mesh.unknowns()).collect(),
             &done,
             journal,
         )),

@@ -6,6 +6,7 @@
 //! file no other rank is writing (it becomes that file's only writer), or waits. A batch
 //! is done only when its file is durable and rank 0 has journaled it.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
@@ -51,7 +52,10 @@ pub struct Queue {
     operator_of_batch: Vec<usize>,
     /// Per operator: the cache file its set-up reads and writes, if any.
     cache_file: Vec<Option<PathBuf>>,
-    pending: BTreeSet<usize>,
+    /// Per operator: its size; larger operators' batches are handed out first.
+    size: Vec<usize>,
+    /// Batches not yet handed out, in hand-out order: (larger first, batch index).
+    pending: BTreeSet<(Reverse<usize>, usize)>,
     assigned: BTreeMap<usize, usize>,
     ready: HashSet<usize>,
     busy: HashMap<PathBuf, usize>,
@@ -64,18 +68,24 @@ pub struct Queue {
 }
 
 impl Queue {
+    /// `size`: per operator, a measure of its batches' cost (its unknowns). Batches are
+    /// handed out largest operator first (longest processing time first), so a study's
+    /// largest operators do not come last and leave one rank working while the others idle.
     pub fn new(
         operator_of_batch: Vec<usize>,
         cache_file: Vec<Option<PathBuf>>,
+        size: Vec<usize>,
         done: &BTreeSet<usize>,
         journal: Option<Journal>,
     ) -> Queue {
         let pending = (0..operator_of_batch.len())
             .filter(|b| !done.contains(b))
+            .map(|b| (Reverse(size[operator_of_batch[b]]), b))
             .collect();
         Queue {
             operator_of_batch,
             cache_file,
+            size,
             pending,
             assigned: BTreeMap::new(),
             ready: HashSet::new(),
@@ -102,13 +112,13 @@ impl Queue {
             return Some(Order::Stop);
         }
         let of = |b: &usize| self.operator_of_batch[*b];
+        let mut pending = self.pending.iter().map(|(_, b)| b);
         let pick = holding
-            .and_then(|h| self.pending.iter().find(|b| of(b) == h))
-            .or_else(|| self.pending.iter().find(|b| self.is_ready(of(b))))
+            .and_then(|h| pending.clone().find(|b| of(b) == h))
+            .or_else(|| pending.clone().find(|b| self.is_ready(of(b))))
             .map(|&b| (b, false))
             .or_else(|| {
-                self.pending
-                    .iter()
+                pending
                     .find(|b| {
                         let file = self.cache_file[of(b)]
                             .as_ref()
@@ -124,9 +134,14 @@ impl Queue {
                 .expect("locked: has a file");
             self.busy.insert(file, rank);
         }
-        self.pending.remove(&batch);
+        let key = self.pending_key(batch);
+        self.pending.remove(&key);
         self.assigned.insert(batch, rank);
         Some(Order::Solve { batch, lock })
+    }
+
+    fn pending_key(&self, batch: usize) -> (Reverse<usize>, usize) {
+        (Reverse(self.size[self.operator_of_batch[batch]]), batch)
     }
 
     fn cache_ready(&mut self, operator: usize) {
@@ -149,7 +164,7 @@ impl Queue {
 
     fn abandon(&mut self, batch: usize) {
         if self.assigned.remove(&batch).is_some() {
-            self.pending.insert(batch);
+            self.pending.insert(self.pending_key(batch));
         }
     }
 
@@ -334,6 +349,7 @@ mod tests {
         let mut q = Queue::new(
             vec![0, 0, 1, 1],
             vec![file.clone(), file],
+            vec![1, 1],
             &BTreeSet::new(),
             None,
         );
@@ -371,7 +387,7 @@ mod tests {
         );
         assert_eq!(q.decide(0, Some(1)), Some(Order::Stop));
         // A rank leaving with a batch hands it back.
-        let mut q = Queue::new(vec![0, 0], vec![None], &BTreeSet::from([0]), None);
+        let mut q = Queue::new(vec![0, 0], vec![None], vec![1], &BTreeSet::from([0]), None);
         assert_eq!(
             q.decide(2, None),
             Some(Order::Solve {
@@ -387,5 +403,24 @@ mod tests {
                 lock: false
             })
         );
+    }
+
+    /// The largest operators' batches go out first; equal sizes in batch order.
+    #[test]
+    fn larger_operators_are_handed_out_first() {
+        let mut q = Queue::new(
+            vec![0, 1, 1, 2],
+            vec![None; 3],
+            vec![10, 40, 20],
+            &BTreeSet::new(),
+            None,
+        );
+        let order: Vec<_> = (0..4)
+            .map(|_| match q.decide(0, None) {
+                Some(Order::Solve { batch, .. }) => batch,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(order, vec![1, 2, 3, 0]);
     }
 }
