@@ -23,7 +23,10 @@ bin=target/release/tensorfem
 # OpenMPI refuses to run as root without these (containers, CI); harmless otherwise.
 export OMPI_ALLOW_RUN_AS_ROOT="${OMPI_ALLOW_RUN_AS_ROOT:-1}"
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
-mpirun --oversubscribe -n "$ranks" "$bin" run "$config" "$@"
+# No core binding: tensorfem gives each rank its share of the cores (cores / ranks per host)
+# and lends a waiting rank's cores to the one building a set-up; mpirun's default binding
+# would pin each rank (and all its threads) to one core.
+mpirun --oversubscribe --bind-to none -n "$ranks" "$bin" run "$config" "$@"
 # The report, when the config is a campaign that completed.
 dir=$(python3 - "$config" <<'PY'
 import os, sys, tomllib

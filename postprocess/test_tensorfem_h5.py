@@ -97,8 +97,8 @@ def main(binary):
             raise AssertionError("schema version 99 was read")
         except tensorfem_h5.SchemaError as e:
             assert "schema version 99" in str(e), e
-        print("postprocess/tensorfem_h5.py: single run, campaign (2 operators), Stokes run and "
-              "an unknown schema version read as expected")
+        print("postprocess/tensorfem_h5.py: single run, campaign (2 operators) and its XDMF, "
+              "Stokes run, Stokes study and an unknown schema version read as expected")
     finally:
         shutil.rmtree(folder)
 

@@ -704,3 +704,52 @@ fn stokes_study_on_two_ranks_writes_a_readable_xdmf() {
         "{stdout}"
     );
 }
+
+/// A campaign of one operator whose PSC set-up goes to the cache: the other rank waits for
+/// the file, so the rank building it uses the host's cores (both ranks unbound here, as
+/// jobs/run-local.sh starts them); the results are bitwise those of one rank, whose set-up
+/// ran on its own threads.
+#[test]
+fn a_waited_for_set_up_borrows_the_waiting_ranks_cores() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |name: &str| {
+        write(
+            dir.path(),
+            &format!("{name}.toml"),
+            &format!(
+                "[mesh]\nn = 128\nh0 = 0.125\n[solver]\nmethod = \"psc-m1\"\nprecision = \"f32\"\n\
+                 [campaign]\nrhs = \"time-series\"\nbatch_size = 4\ndirectory = \"{}\"\n\
+                 [campaign.time_series]\nsteps = 8\n",
+                dir.path().join(name).display()
+            ),
+        )
+    };
+    let two = mpirun(2)
+        .args(["--bind-to", "none"])
+        .arg(common::BIN)
+        .arg("run")
+        .arg(config("two"))
+        .env("RUST_LOG", "info")
+        .env_remove("RAYON_NUM_THREADS")
+        .env("HDF5_USE_FILE_LOCKING", "FALSE")
+        .output()
+        .expect("mpirun runs");
+    let log = text(&two.stderr);
+    assert!(two.status.success(), "{}{log}", text(&two.stdout));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores >= 2 {
+        assert!(
+            log.contains("(on 2 threads: the other ranks wait for it)")
+                || log.contains(&format!(
+                    "(on {cores} threads: the other ranks wait for it)"
+                )),
+            "{log}"
+        );
+    }
+    let one = run_campaign(1, &config("one"), &[]);
+    assert!(one.status.success(), "{}", text(&one.stderr));
+    assert_eq!(
+        results(&dir.path().join("two/campaign.h5")),
+        results(&dir.path().join("one/campaign.h5"))
+    );
+}

@@ -212,6 +212,21 @@ struct WorkContext<'a> {
     rank: usize,
     host: String,
     device: String,
+    /// Threads for a set-up the other ranks wait for ([`shared_setup_threads`]).
+    setup_threads: usize,
+}
+
+/// Threads for building a set-up every other rank waits for. In a campaign of one operator
+/// whose set-up goes to a cache file, the ranks that did not get the file's lock have no
+/// other work until it is written, so the rank building it borrows the cores of its host's
+/// ranks, as far as its CPU affinity allows (a rank bound to its own cores keeps them; a
+/// RAYON_NUM_THREADS the user set is kept too).
+fn shared_setup_threads(spec: &CampaignSpec, comm: &dyn Comm) -> usize {
+    let own = rayon::current_num_threads();
+    if spec.operators.len() != 1 || std::env::var_os("RAYON_NUM_THREADS").is_some() {
+        return own;
+    }
+    (own * comm.local_size()).min(crate::sys::cores()).max(own)
 }
 
 /// A batch file being written on its own thread while the worker solves the next batch.
@@ -349,9 +364,25 @@ fn solve_batch(
     if held.as_ref().map(|h| h.0) != Some(batch.operator) {
         *held = None; // free the old operator first
         let t = Instant::now();
-        let op = ctx.operators.set_up(spec)?;
+        let wide = lock && ctx.setup_threads > rayon::current_num_threads();
+        let op = if wide {
+            ctx.operators.set_up_wide(spec, ctx.setup_threads)?
+        } else {
+            ctx.operators.set_up(spec)?
+        };
         setup_seconds = t.elapsed().as_secs_f64();
-        log::info!("operator {} set up in {setup_seconds:.3} s", batch.operator);
+        log::info!(
+            "operator {} set up in {setup_seconds:.3} s{}",
+            batch.operator,
+            if wide {
+                format!(
+                    " (on {} threads: the other ranks wait for it)",
+                    ctx.setup_threads
+                )
+            } else {
+                String::new()
+            }
+        );
         *held = Some((batch.operator, op));
     }
     if lock {
@@ -529,6 +560,7 @@ pub fn run(
         rank: comm.rank(),
         host: hostname(),
         device: operators.device(),
+        setup_threads: shared_setup_threads(spec, comm),
     };
 
     if !comm.is_root() {

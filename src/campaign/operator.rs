@@ -90,6 +90,12 @@ pub trait Operators: Sync {
     fn cache_file(&self, op: &OperatorSpec) -> Option<PathBuf>;
     /// Builds the mesh, assembles the system and sets up the solver.
     fn set_up(&self, op: &OperatorSpec) -> Result<Box<dyn BatchOperator>>;
+    /// [`Operators::set_up`] on `threads` threads, more than the rank's own: the cores of
+    /// ranks that wait for this set-up. Where that cannot be done, on the rank's own.
+    fn set_up_wide(&self, op: &OperatorSpec, threads: usize) -> Result<Box<dyn BatchOperator>> {
+        let _ = threads;
+        self.set_up(op)
+    }
 }
 
 /// A mesh with its assembled system and its solver, set up once and applied to any number

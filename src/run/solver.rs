@@ -223,7 +223,7 @@ impl<D: PscDevice> Psc<D> {
 
 /// A set-up solver of a run, on the device it was built for: it solves column-major
 /// blocks of right-hand sides of the f64 system `a`.
-trait BlockSolve {
+trait BlockSolve: Send {
     fn solve(&mut self, a: &Csr<f64>, b: &[f64], nrhs: usize) -> Result<BlockOutcome>;
 }
 
@@ -596,6 +596,21 @@ impl Operators for CampaignOperators {
 
     fn cache_file(&self, op: &OperatorSpec) -> Option<PathBuf> {
         operator_cache_file(&op.mesh, &op.solver)
+    }
+
+    fn set_up_wide(&self, op: &OperatorSpec, threads: usize) -> Result<Box<dyn BatchOperator>> {
+        // CPU only: a CUDA set-up keeps the thread it was made on.
+        if op.stokes.is_some() || !matches!(self.backend, Backend::Cpu { .. }) {
+            return self.set_up(op);
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| {
+                Error::Backend(format!("a pool of {threads} threads for the set-up: {e}"))
+            })?;
+        let operator = pool.install(|| AnyOperator::new(&self.backend, &op.mesh, &op.solver))?;
+        Ok(Box::new(operator))
     }
 
     fn set_up(&self, op: &OperatorSpec) -> Result<Box<dyn BatchOperator>> {
