@@ -71,7 +71,7 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
         ("solver.cache_dir", s.cache_dir.is_some()),
     ] {
         if given {
-            problems.push(problem(key, "does not apply to method stokes (it solves the manufactured Stokes problem of SPEC §1 with FGMRES)"));
+            problems.push(problem(key, "does not apply to method stokes (it solves the manufactured Stokes problem of docs/mathematics.md §1 with FGMRES)"));
         }
     }
     let n = cells(raw, &mut problems);
@@ -154,7 +154,7 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
         })),
         Preconditioner::Multigrid(Relaxation::SchurUzawa(d)) => {
             if s.omega.is_some() {
-                problems.push(problem("solver.omega", "Schur-Uzawa takes no outer damping (SPEC §4.2); applies to vanka and braess-sarazin"));
+                problems.push(problem("solver.omega", "Schur-Uzawa takes no outer damping (docs/configuration.md, Stokes); applies to vanka and braess-sarazin"));
             }
             Preconditioner::Multigrid(Relaxation::SchurUzawa(crate::stokes::SchurParams {
                 t: s.t.unwrap_or(d.t),
