@@ -2,8 +2,9 @@
 //! requests over MPI (polling, so a waiting rank sleeps instead of spinning on a core the
 //! solvers need) while rank 0's own worker takes batches straight from the shared state.
 //! A rank asking for work gets, in this order: a batch of the operator it already holds
-//! (its set-up is reused), a batch of an operator whose cache is ready, a batch whose cache
-//! file no other rank is writing (it becomes that file's only writer), or waits. A batch
+//! (its set-up is reused), a batch of an operator whose cache is ready (its file existed at
+//! the start, or its writer has finished it), a batch whose cache file no other rank is
+//! writing (it becomes that file's only writer), or waits. A batch
 //! is done only when its file is durable and rank 0 has journaled it.
 
 use std::cmp::Reverse;
@@ -82,13 +83,19 @@ impl Queue {
             .filter(|b| !done.contains(b))
             .map(|b| (Reverse(size[operator_of_batch[b]]), b))
             .collect();
+        // A cache file that exists is read by every rank at once: reading needs no turn (a
+        // rank that rewrites it, to add its precision's copies, replaces it atomically).
+        // Turns are for building one.
+        let ready = (0..cache_file.len())
+            .filter(|&o| cache_file[o].as_ref().is_some_and(|f| f.is_file()))
+            .collect();
         Queue {
             operator_of_batch,
             cache_file,
             size,
             pending,
             assigned: BTreeMap::new(),
-            ready: HashSet::new(),
+            ready,
             busy: HashMap::new(),
             failure: None,
             journal,
@@ -422,5 +429,26 @@ mod tests {
             })
             .collect();
         assert_eq!(order, vec![1, 2, 3, 0]);
+    }
+
+    /// A cache file present at the start needs no turns: every rank reads it at once.
+    #[test]
+    fn an_existing_cache_file_is_read_by_every_rank_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cache.h5");
+        std::fs::write(&file, b"cached").unwrap();
+        let mut q = Queue::new(
+            vec![0, 0],
+            vec![Some(file)],
+            vec![1],
+            &BTreeSet::new(),
+            None,
+        );
+        for (rank, batch) in [(0, 0), (1, 1)] {
+            assert_eq!(
+                q.decide(rank, None),
+                Some(Order::Solve { batch, lock: false })
+            );
+        }
     }
 }
