@@ -59,7 +59,17 @@ srun_pid=$!
 (( stop_requested )) && kill -USR1 "$srun_pid" 2>/dev/null
 # `wait` returns early (status > 128) whenever a trapped signal arrives: wait until srun
 # has exited, then take its own status (bash keeps it for an exited background job).
-while kill -0 "$srun_pid" 2>/dev/null; do wait "$srun_pid"; done
+# After a stop signal the signal is repeated until the step ends: srun forwards a signal
+# only to tasks that have started, so one that arrives while it launches them is lost
+# (seen in the SLURM test), and tensorfem stops once however many arrive.
+while kill -0 "$srun_pid" 2>/dev/null; do
+  if (( stop_requested )); then
+    sleep 0.2
+    kill -USR1 "$srun_pid" 2>/dev/null
+  else
+    wait "$srun_pid"
+  fi
+done
 wait "$srun_pid"; status=$?
 
 case $status in

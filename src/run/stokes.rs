@@ -1,5 +1,6 @@
-//! The `method = "stokes"` run: solve the manufactured problem on rank 0, report, and
-//! write the HDF5 file (layout in `io::schema`, docs/hdf5.md).
+//! `method = "stokes"`: the single run (solve the manufactured problem on rank 0, report,
+//! write the HDF5 file; layout in `io::schema`, docs/hdf5.md) and the operator a Stokes
+//! study's campaign solves with ([`StokesOperator`]).
 
 use std::fmt;
 use std::path::PathBuf;
