@@ -192,9 +192,7 @@ pub fn write_campaign(
     h5::write_scalar_attr(root, "batch_size", spec.batch_size as u64)?;
     let storage = Storage::of(spec);
 
-    let mut records = Vec::with_capacity(plan.batches.len());
-    let mut checks = Checks::default();
-    let mut iterations = Vec::with_capacity(plan.columns.len());
+    let mut gathered = Gathered::default();
     let operators = create_group(root, "operators")?;
     let mut grids = Vec::new();
     for (o, op) in spec.operators.iter().enumerate() {
@@ -206,45 +204,33 @@ pub fn write_campaign(
         };
         h5::write_str_attr(&g, "precision", &precision)?;
         h5::write_scalar_attr(&g, "n", op.mesh.n as u64)?;
-        // The operator's batches, in order: solutions column-major (nodes × columns).
-        let mut nodal = Vec::new();
-        let mut nodes = 0;
-        for batch in plan.batches.iter().filter(|b| b.operator == o) {
-            let path = batch_path(&spec.directory, batch.index);
-            let file = read_batch(&path, plan.fingerprint, error_names(spec))?;
-            let count = batch.columns.len();
-            nodes = file.nodes;
-            if file.checks.columns() != count || file.u.len() != count * nodes {
-                return Err(Error::Campaign(format!(
-                    "{} holds {} columns, the plan says {count}: run with --fresh",
-                    path.display(),
-                    file.checks.columns()
-                )));
-            }
-            iterations.extend(std::iter::repeat_n(
-                file.record.iterations.map_or(-1, |i| i as i64),
-                count,
-            ));
-            nodal.extend(file.u);
-            checks.extend(file.checks);
-            records.push(file.record);
-        }
-        let columns = plan.operator_columns[o];
-        let sources: Vec<ColumnSource> = plan
-            .columns
-            .iter()
-            .filter(|c| c.operator == o)
-            .map(|c| c.source)
-            .collect();
+        let batches = OperatorBatches {
+            spec,
+            plan,
+            operator: o,
+        };
         match &op.stokes {
             Some(stokes) => grids.extend(write_stokes_operator(
-                &g, o, stokes, &nodal, columns, storage,
+                &g,
+                stokes,
+                batches,
+                &mut gathered,
+                storage,
             )?),
             None => grids.push(write_poisson_operator(
-                &g, o, op, &nodal, nodes, &sources, storage,
+                &g,
+                op,
+                batches,
+                &mut gathered,
+                storage,
             )?),
         }
     }
+    let Gathered {
+        records,
+        checks,
+        iterations,
+    } = gathered;
     if spec.operators.len() == 1 && !spec.is_stokes() {
         // One operator: its solutions are also /solution/u, as in a single run's file.
         root.link_soft("/operators/0", "solution")
@@ -327,6 +313,65 @@ pub fn write_campaign(
     })
 }
 
+/// The campaign-wide columns a merge gathers from the batch files, operator by operator.
+#[derive(Default)]
+struct Gathered {
+    records: Vec<BatchRecord>,
+    checks: Checks,
+    iterations: Vec<i64>,
+}
+
+/// The batch files of one operator of a campaign.
+struct OperatorBatches<'a> {
+    spec: &'a CampaignSpec,
+    plan: &'a Plan,
+    operator: usize,
+}
+
+impl OperatorBatches<'_> {
+    fn columns(&self) -> usize {
+        self.plan.operator_columns[self.operator]
+    }
+
+    fn sources(&self) -> Vec<ColumnSource> {
+        let o = self.operator;
+        let columns = self.plan.columns.iter().filter(|c| c.operator == o);
+        columns.map(|c| c.source).collect()
+    }
+
+    /// Reads the batch files in order into `gathered` (records, checks, iterations) and
+    /// hands each file's solutions (nodes × its columns) to `solutions` with the position
+    /// of its first column among the operator's: one batch is held at a time.
+    fn read(
+        &self,
+        gathered: &mut Gathered,
+        mut solutions: impl FnMut(usize, usize, &[f64]) -> Result<()>,
+    ) -> Result<()> {
+        let (spec, plan) = (self.spec, self.plan);
+        for batch in plan.batches.iter().filter(|b| b.operator == self.operator) {
+            let path = batch_path(&spec.directory, batch.index);
+            let file = read_batch(&path, plan.fingerprint, error_names(spec))?;
+            let count = batch.columns.len();
+            if file.checks.columns() != count || file.u.len() != count * file.nodes {
+                return Err(Error::Campaign(format!(
+                    "{} holds {} columns, the plan says {count}: run with --fresh",
+                    path.display(),
+                    file.checks.columns()
+                )));
+            }
+            let first = plan.columns[batch.columns.start].index_in_operator;
+            solutions(first, file.nodes, &file.u)?;
+            gathered.iterations.extend(std::iter::repeat_n(
+                file.record.iterations.map_or(-1, |i| i as i64),
+                count,
+            ));
+            gathered.checks.extend(file.checks);
+            gathered.records.push(file.record);
+        }
+        Ok(())
+    }
+}
+
 fn create_group(parent: &Group, name: &str) -> Result<Group> {
     parent
         .create_group(name)
@@ -355,15 +400,14 @@ fn fields(
 /// nodes; its grid for ParaView.
 fn write_poisson_operator(
     g: &Group,
-    o: usize,
     op: &OperatorSpec,
-    nodal: &[f64],
-    nodes: usize,
-    sources: &[ColumnSource],
+    batches: OperatorBatches<'_>,
+    gathered: &mut Gathered,
     storage: Storage,
 ) -> Result<xdmf::Grid> {
+    let o = batches.operator;
     let mesh = build_mesh(&op.mesh)?;
-    let (mesh_nodes, cells, element) = match &mesh {
+    let (nodes, cells, element) = match &mesh {
         AnyMesh::Square(m) => {
             h5::write_mesh(&create_group(g, "mesh")?, m)?;
             (m.num_nodes(), m.num_cells(), m.element)
@@ -373,18 +417,22 @@ fn write_poisson_operator(
             (m.num_nodes(), m.num_cells(), m.element)
         }
     };
-    if nodes != mesh_nodes {
-        return Err(Error::Campaign(format!(
-            "the batch files of operator {o} hold solutions of {nodes} nodes, its mesh has {mesh_nodes}: run with --fresh"
-        )));
-    }
     h5::write_scalar_attr(
         g,
         "h0",
         op.mesh.coarse.map_or(f64::NAN, |(n0, _)| 1.0 / n0 as f64),
     )?;
     h5::write_scalar_attr(g, "unknowns", op.mesh.unknowns() as u64)?;
-    h5::write_block(g, "u", nodes, nodal, storage.precision, storage.deflate)?;
+    let (sources, columns) = (batches.sources(), batches.columns());
+    let u = h5::create_block(g, "u", nodes, columns, storage.precision, storage.deflate)?;
+    batches.read(gathered, |first, file_nodes, values| {
+        if file_nodes != nodes {
+            return Err(Error::Campaign(format!(
+                "the batch files of operator {o} hold solutions of {file_nodes} nodes, its mesh has {nodes}: run with --fresh"
+            )));
+        }
+        h5::write_block_rows(&u, first, nodes, values, storage.precision)
+    })?;
     let mut exact_values = Vec::new();
     let mut mode_nodes = ModesAtNodes::default();
     for exact in sources.iter().filter_map(|s| s.exact(op.mesh.dim())) {
@@ -393,7 +441,6 @@ fn write_poisson_operator(
             AnyMesh::Cube(m) => exact_values.extend(mode_nodes.exact(m, &exact)),
         }
     }
-    let columns = sources.len();
     let has_exact = exact_values.len() == columns * nodes && columns > 0;
     if has_exact {
         h5::write_block(
@@ -438,14 +485,20 @@ fn write_poisson_operator(
 /// grids for ParaView.
 fn write_stokes_operator(
     g: &Group,
-    o: usize,
     spec: &StokesSpec,
-    flows: &[f64],
-    columns: usize,
+    batches: OperatorBatches<'_>,
+    gathered: &mut Gathered,
     storage: Storage,
 ) -> Result<[xdmf::Grid; 2]> {
+    let (o, columns) = (batches.operator, batches.columns());
     let grid = Grid { n: spec.n };
     let (lattice, pressure_nodes) = (grid.lattice_len(), grid.pressure_len());
+    // One column per operator: its solution is small enough to hold whole.
+    let mut flows = Vec::new();
+    batches.read(gathered, |_, _, values| {
+        flows.extend_from_slice(values);
+        Ok(())
+    })?;
     if flows.len() != columns * grid.flow_len() {
         return Err(Error::Campaign(format!(
             "the batch files of operator {o} do not hold {columns} Stokes solutions of {} unknowns: run with --fresh",
