@@ -55,6 +55,21 @@ __device__ void hierarchical_level(T *x, u32 n, u32 s, u64 ld, u32 cols, u32 cor
   }
 }
 
+// One level of S or Sᵀ on a mesh without a grid, as sparse rows: x[rows[r]] += Σ weights[p]
+// x[col_idx[p]], p in row_ptr[r] .. row_ptr[r+1], one thread per row and column. No row
+// reads a row that is written, so threads run in any order.
+template <typename T>
+__device__ void row_update(T *x, u64 ld, u32 cols, const u32 *rows, const u32 *row_ptr,
+                           const u32 *col_idx, const T *weights, u32 nrows) {
+  FOR_EACH(t, (u64)nrows * cols) {
+    u32 c = (u32)(t / nrows), r = (u32)(t % nrows);
+    T *col = x + (u64)c * ld;
+    T v = 0;
+    for (u32 p = row_ptr[r]; p < row_ptr[r + 1]; p++) v += weights[p] * col[col_idx[p]];
+    col[rows[r]] += v;
+  }
+}
+
 // From `nodal` (Sᵀ b), one block per column: b_C = L_C⁻¹ b[C] (L_C⁻¹ column-major, lower),
 // b_E = b[E] ∘ scale_E, b_I = b[I] ∘ scale_I, then the column divided by its largest
 // magnitude (kept in column_scale; 1 for a zero column). Each thread rescales the
@@ -117,6 +132,11 @@ __device__ void psc_scatter(const T *bc, const T *be, const T *bi, const T *colu
   extern "C" __global__ void hierarchical_level_##name(T *x, u32 n, u32 s, u64 ld, u32 cols,      \
                                                        u32 corners, u32 transpose) {              \
     hierarchical_level<T>(x, n, s, ld, cols, corners, transpose);                                 \
+  }                                                                                               \
+  extern "C" __global__ void row_update_##name(T *x, u64 ld, u32 cols, const u32 *rows,           \
+                                               const u32 *row_ptr, const u32 *col_idx,            \
+                                               const T *weights, u32 nrows) {                     \
+    row_update<T>(x, ld, cols, rows, row_ptr, col_idx, weights, nrows);                           \
   }                                                                                               \
   extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) psc_gather_##name(                 \
       const T *nodal, u64 n, const u32 *c_dofs, u32 nc, const u32 *e_dofs, u32 ne,                \

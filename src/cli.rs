@@ -152,20 +152,92 @@ impl PrecisionArg {
 
 #[derive(clap::Args)]
 pub struct PscInfoArgs {
-    /// Cells per direction of the fine mesh (h = 1/n).
+    /// The domain: the unit square refined from h0 = 1/n0 to h = 1/n (--n, --n0), or the
+    /// flow around a square's coarse mesh refined L0 times into the macro elements and L
+    /// times in all (--coarse-levels, --levels).
+    #[arg(long, value_enum, default_value_t = InfoMeshArg::UnitSquare)]
+    pub mesh: InfoMeshArg,
+    /// Cells per direction of the fine mesh (h = 1/n; unit square).
     #[arg(long)]
-    pub n: usize,
-    /// Cells per direction of the coarse mesh (h0 = 1/n0); n = n0·2^j.
+    pub n: Option<usize>,
+    /// Cells per direction of the coarse mesh (h0 = 1/n0; unit square); n = n0·2^j.
     #[arg(long)]
-    pub n0: usize,
-    #[arg(long, value_enum, default_value_t = ElementArg::Q1)]
-    pub element: ElementArg,
+    pub n0: Option<usize>,
+    /// Refinements of the coarse mesh in all (flow around a square).
+    #[arg(long)]
+    pub levels: Option<usize>,
+    /// Refinements of the coarse mesh that make the macro elements (flow around a square).
+    #[arg(long)]
+    pub coarse_levels: Option<usize>,
+    /// q1 or p1 (default q1 on the unit square; the flow around a square is p1).
+    #[arg(long, value_enum)]
+    pub element: Option<ElementArg>,
     /// Also the spectral condition numbers of A, SᵀAS and the prehandled matrix (Lanczos).
     #[arg(long)]
     pub whole: bool,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum InfoMeshArg {
+    UnitSquare,
+    FlowAroundSquare,
+}
+
+impl PscInfoArgs {
+    /// The mesh asked for, its options checked together.
+    pub fn mesh(&self) -> crate::error::Result<crate::psc::InfoMesh> {
+        use crate::error::Error;
+        use crate::psc::InfoMesh;
+        let element = self.element.map(ElementArg::element);
+        match self.mesh {
+            InfoMeshArg::UnitSquare => {
+                if self.levels.is_some() || self.coarse_levels.is_some() {
+                    return Err(Error::InvalidInput(
+                        "psc-info --mesh unit-square takes --n and --n0, not --levels or --coarse-levels".into(),
+                    ));
+                }
+                match (self.n, self.n0) {
+                    (Some(n), Some(n0)) => Ok(InfoMesh::UnitSquare {
+                        n,
+                        n0,
+                        element: element.unwrap_or(Element::Q1),
+                    }),
+                    _ => Err(Error::InvalidInput(
+                        "psc-info on the unit square needs --n and --n0".into(),
+                    )),
+                }
+            }
+            InfoMeshArg::FlowAroundSquare => {
+                if self.n.is_some() || self.n0.is_some() {
+                    return Err(Error::InvalidInput(
+                        "psc-info --mesh flow-around-square takes --levels and --coarse-levels, not --n or --n0".into(),
+                    ));
+                }
+                if element == Some(Element::Q1) {
+                    return Err(Error::InvalidInput(
+                        "the flow around a square is a triangle mesh: --element p1".into(),
+                    ));
+                }
+                match (self.levels, self.coarse_levels) {
+                    (Some(levels), Some(coarse_levels)) if coarse_levels < levels => {
+                        Ok(InfoMesh::FlowAroundSquare {
+                            levels,
+                            coarse_levels,
+                        })
+                    }
+                    (Some(levels), Some(coarse_levels)) => Err(Error::InvalidInput(format!(
+                        "--coarse-levels {coarse_levels} must be below --levels {levels} (PSC refines the macro elements at least once)"
+                    ))),
+                    _ => Err(Error::InvalidInput(
+                        "psc-info --mesh flow-around-square needs --levels and --coarse-levels".into(),
+                    )),
+                }
+            }
+        }
+    }
 }
 
 #[derive(clap::Args)]

@@ -38,7 +38,9 @@ fn main() -> ExitCode {
         Command::Info => run::info(&comm),
         // Single-process tools: under mpirun, rank 0 alone runs them.
         _ if !comm.is_root() => Ok(()),
-        Command::PscInfo(a) => psc::report_info(a.n, a.n0, a.element.element(), a.whole, a.json),
+        Command::PscInfo(a) => a
+            .mesh()
+            .and_then(|mesh| psc::report_info(&mesh, a.whole, a.json)),
         Command::Bench(command) => bench::dispatch(command),
         Command::Kernels(a) => {
             tensorfem::device::cuda::compile::report(&a.arch, a.ptx_dir.as_deref())

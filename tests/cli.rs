@@ -445,6 +445,63 @@ fn psc_info_prints_the_spec_keys() {
     );
 }
 
+/// The flow around a square (SPEC §2.6): |C| = 42 at L0 = 1, three groups of 12·4, 8·4 and
+/// 8·4 macro elements, N and the per-group list in the JSON; option mistakes exit 2.
+#[test]
+fn psc_info_on_the_flow_around_a_square() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = json(&run(
+        &[
+            "psc-info",
+            "--mesh",
+            "flow-around-square",
+            "--levels",
+            "4",
+            "--coarse-levels",
+            "1",
+            "--json",
+        ],
+        dir.path(),
+    ));
+    assert_eq!(v["C"].as_u64(), Some(42));
+    // N: all nodes (21 + 49·15 + 28·105) minus the 14·16 boundary nodes.
+    assert_eq!(v["N"].as_u64(), Some(21 + 49 * 15 + 28 * 105 - 14 * 16));
+    let sum = ["C", "E", "I"]
+        .iter()
+        .map(|k| v[k].as_u64().unwrap())
+        .sum::<u64>();
+    assert_eq!(Some(sum), v["N"].as_u64());
+    let members: Vec<u64> = v["group_blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["members"].as_u64().unwrap())
+        .collect();
+    assert_eq!(members, [48, 32, 32]);
+    assert_eq!(v["groups"].as_u64(), Some(3));
+    for (args, message) in [
+        (&["--levels", "4"][..], "needs --levels and --coarse-levels"),
+        (
+            &["--levels", "3", "--coarse-levels", "3"],
+            "must be below --levels",
+        ),
+        (
+            &["--levels", "3", "--coarse-levels", "1", "--element", "q1"],
+            "--element p1",
+        ),
+        (
+            &["--n", "32", "--levels", "3", "--coarse-levels", "1"],
+            "not --n or --n0",
+        ),
+    ] {
+        let mut all = vec!["psc-info", "--mesh", "flow-around-square"];
+        all.extend(args);
+        let bad = run(&all, dir.path());
+        assert_eq!(bad.status.code(), Some(2), "{args:?}");
+        assert!(text(&bad.stderr).contains(message), "{}", text(&bad.stderr));
+    }
+}
+
 #[test]
 fn bench_commands_print_their_json_keys() {
     let dir = tempfile::tempdir().unwrap();

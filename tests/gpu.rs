@@ -10,7 +10,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use tensorfem::device::cuda::{test_device, Cuda};
-use tensorfem::device::psc::{CellParents, Classes, HierarchicalTransform, PscKernels};
+use tensorfem::device::psc::{
+    CellParents, Classes, GridTransform, HierarchicalTransform, PscKernels,
+};
 use tensorfem::device::{
     Block, CsrMatrix, Data, DenseKernels, Device, Layout, MatMut, MatRef, Scratch, SparseKernels,
     Stats, VectorKernels,
@@ -405,6 +407,8 @@ fn psc_passes_match_the_cpu() {
     covers(&[
         "hierarchical_level_f32",
         "hierarchical_level_f64",
+        "row_update_f32",
+        "row_update_f64",
         "psc_gather_f32",
         "psc_gather_f64",
         "psc_scatter_f32",
@@ -436,7 +440,7 @@ fn psc_passes_match_the_cpu() {
         .collect();
     for p in [F32, F64] {
         for cell_parents in [CellParents::Corners, CellParents::Diagonal] {
-            let t = HierarchicalTransform {
+            let grid = GridTransform {
                 n,
                 levels,
                 cell_parents,
@@ -444,6 +448,7 @@ fn psc_passes_match_the_cpu() {
             macro_rules! run {
                 ($dev:expr) => {{
                     let dev = $dev;
+                    let t = HierarchicalTransform::Grid(grid);
                     let mut out = Parts::default();
                     let mut xb = block(dev, &x, len, k, p, Layout::ColMajor);
                     dev.hierarchical_transform(&t, &mut xb, true).unwrap();
@@ -471,5 +476,24 @@ fn psc_passes_match_the_cpu() {
             }
             run!(&gpu).compare(&run!(&cpu), &format!("PSC passes {p} {cell_parents:?}"));
         }
+        // S and Sᵀ as sparse level rows, on a mesh without a grid.
+        let mesh =
+            tensorfem::mesh::refine(&tensorfem::mesh::CoarseMesh::flow_around_square(), 3).unwrap();
+        let hb = tensorfem::psc::HierarchicalBasis::new(&mesh).unwrap();
+        let x = random(18, hb.len() * k);
+        macro_rules! run {
+            ($dev:expr) => {{
+                let dev = $dev;
+                let t = hb.transform(dev, p).unwrap();
+                let mut out = Parts::default();
+                let mut xb = block(dev, &x, hb.len(), k, p, Layout::ColMajor);
+                dev.hierarchical_transform(&t, &mut xb, true).unwrap();
+                out.add_sum("Sᵀ", p, xb.to_f64(dev).unwrap());
+                dev.hierarchical_transform(&t, &mut xb, false).unwrap();
+                out.add_sum("S Sᵀ", p, xb.to_f64(dev).unwrap());
+                out
+            }};
+        }
+        run!(&gpu).compare(&run!(&cpu), &format!("PSC level rows {p}"));
     }
 }

@@ -5,14 +5,14 @@
 #![allow(clippy::needless_range_loop)]
 
 use half::f16;
-use tensorfem::device::psc::{Classes, HierarchicalTransform};
+use tensorfem::device::psc::Classes;
 use tensorfem::device::stencil::{Grid, Transfer};
 use tensorfem::device::{
     Batch, Block, CsrMatrix, Data, EllMatrix, GridShape, Kernels, Layout, MatMut, MatRef,
     PscDevice, RowOp, Scratch, Stats,
 };
 use tensorfem::device_tests;
-use tensorfem::mesh::{unit_square_refined, Element};
+use tensorfem::mesh::{refine, unit_square_refined, CoarseMesh, Element};
 use tensorfem::mg::assemble_level;
 use tensorfem::precision::{Precision, Stored};
 use tensorfem::psc::HierarchicalBasis;
@@ -613,13 +613,27 @@ fn grid_transfers_are_interpolation_and_its_transpose<D: Kernels>(dev: &D) {
     }
 }
 
-/// The level-by-level hierarchical transforms agree with the sparse S and Sᵀ; the C/E/I
+/// The level-by-level hierarchical transforms (on the unit square's grid and as sparse
+/// level rows on the flow around a square) agree with the sparse S and Sᵀ; the C/E/I
 /// gather and scatter are each other's inverse and match naive loops.
 fn psc_passes_match_the_matrices<D: PscDevice>(dev: &D) {
-    for element in [Element::Q1, Element::P1] {
-        let mesh = unit_square_refined(3, 3, element).unwrap();
+    let meshes = [
+        (
+            unit_square_refined(3, 3, Element::Q1).unwrap(),
+            "unit square q1",
+        ),
+        (
+            unit_square_refined(3, 3, Element::P1).unwrap(),
+            "unit square p1",
+        ),
+        (
+            refine(&CoarseMesh::flow_around_square(), 3).unwrap(),
+            "flow around a square",
+        ),
+    ];
+    for (mesh, name) in meshes {
         let hb = HierarchicalBasis::new(&mesh).unwrap();
-        let transform: HierarchicalTransform = hb.transform();
+        let transform = hb.transform(dev, Precision::F64).unwrap();
         let s = hb.matrix();
         let st = s.transpose();
         let n = hb.len();
@@ -634,7 +648,7 @@ fn psc_passes_match_the_matrices<D: PscDevice>(dev: &D) {
                 sparse::spmv(matrix, &x[c * n..(c + 1) * n], &mut want);
                 assert!(
                     max_diff(&got[c * n..(c + 1) * n], &want) < 1e-13,
-                    "{element:?}"
+                    "{name}, transpose {transpose}"
                 );
             }
         }

@@ -15,17 +15,39 @@ pub enum CellParents {
     Diagonal,
 }
 
-/// The hierarchical-basis transform S = S_j ··· S_1 on the (n−1)² interior unknowns of a
-/// unit-square mesh of n cells per direction refined `levels` times: a new node takes the
-/// mean of its parents (Dirichlet parents contribute nothing). Applied level by level.
+/// The hierarchical-basis transform S = (I + N_j) ··· (I + N_1) on the unknowns of a mesh
+/// refined `levels` times: N_k gives every unknown new on level k the mean of its parents
+/// (Dirichlet parents contribute nothing). Applied level by level, Sᵀ in reverse.
+pub enum HierarchicalTransform<D: Device> {
+    /// The unit square's structured mesh: parents found on the grid.
+    Grid(GridTransform),
+    /// Any refined mesh: the rows of N_k and of N_kᵀ, level by level.
+    Levels(LevelTransform<D>),
+}
+
+impl<D: Device> HierarchicalTransform<D> {
+    /// Unknowns transformed.
+    pub fn len(&self) -> usize {
+        match self {
+            HierarchicalTransform::Grid(g) => g.len(),
+            HierarchicalTransform::Levels(l) => l.len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// S on the (n−1)² interior unknowns of the unit square's n×n mesh, lexicographic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HierarchicalTransform {
+pub struct GridTransform {
     pub n: usize,
     pub levels: usize,
     pub cell_parents: CellParents,
 }
 
-impl HierarchicalTransform {
+impl GridTransform {
     /// Unknowns: (n − 1)².
     pub fn len(&self) -> usize {
         (self.n - 1) * (self.n - 1)
@@ -33,6 +55,45 @@ impl HierarchicalTransform {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// S as sparse updates, for meshes without a grid.
+pub struct LevelTransform<D: Device> {
+    pub len: usize,
+    /// N_1 … N_j: unknowns new on level k ← their weighted parents.
+    pub forward: Vec<RowUpdate<D>>,
+    /// N_1ᵀ … N_jᵀ: parents ← their weighted children on level k.
+    pub transpose: Vec<RowUpdate<D>>,
+}
+
+/// x[rows[r]] += Σ weights[p] x[cols[p]], p in row_ptr[r]..row_ptr[r+1], in every column
+/// of a block. No row reads a row that is written, so rows update in any order.
+pub struct RowUpdate<D: Device> {
+    pub rows: D::Buffer<u32>,
+    pub row_ptr: D::Buffer<u32>,
+    pub cols: D::Buffer<u32>,
+    /// In the compute precision of the solve (1/2 and 1/4: exact in every precision).
+    pub weights: Data<D>,
+    pub nrows: usize,
+}
+
+impl<D: Device> RowUpdate<D> {
+    pub fn upload(
+        dev: &D,
+        rows: &[u32],
+        row_ptr: &[u32],
+        cols: &[u32],
+        weights: &[f64],
+        precision: Precision,
+    ) -> Result<Self> {
+        Ok(RowUpdate {
+            rows: dev.upload(rows)?,
+            row_ptr: dev.upload(row_ptr)?,
+            cols: dev.upload(cols)?,
+            weights: Data::from_f64(dev, weights, precision)?,
+            nrows: rows.len(),
+        })
     }
 }
 
@@ -115,7 +176,7 @@ pub trait PscKernels: Device {
     /// x ← S x, or x ← Sᵀ x with `transpose`, for every column.
     fn hierarchical_transform(
         &self,
-        t: &HierarchicalTransform,
+        t: &HierarchicalTransform<Self>,
         x: &mut Block<Self>,
         transpose: bool,
     ) -> Result<()>;

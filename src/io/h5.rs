@@ -480,8 +480,13 @@ pub fn write_mesh<const D: usize>(group: &Group, mesh: &Mesh<D>) -> Result<()> {
         let hg = group
             .create_group("hierarchy")
             .map_err(error_at(group, "creating group hierarchy"))?;
-        write_scalar_attr(&hg, "coarse_cells_per_direction", h.n0 as u64)?;
+        if let Some(n0) = h.n0 {
+            write_scalar_attr(&hg, "coarse_cells_per_direction", n0 as u64)?;
+        }
         write_scalar_attr(&hg, "levels", h.levels as u64)?;
+        write_scalar_attr(&hg, "macro_elements", h.macros as u64)?;
+        let lattice: Vec<u32> = h.macro_lattice.iter().flatten().copied().collect();
+        write_dense(&hg, "macro_lattice", 2, mesh.num_nodes(), &lattice)?;
         write_vector(&hg, "level", &h.level)?;
         let parents: Vec<i64> = h
             .parents
@@ -553,7 +558,14 @@ pub fn read_mesh<const D: usize>(group: &Group) -> Result<Mesh<D>> {
         let kinds = read_vector::<u8>(&hg, "location_kind")?;
         let indices = read_vector::<u32>(&hg, "location_index")?;
         let cell_macro = read_vector::<u32>(&hg, "cell_macro")?;
-        if [level.len(), kinds.len(), indices.len(), parents.len() / 4] != [nnodes; 4]
+        let (_, _, lattice) = read_dense::<u32>(&hg, "macro_lattice")?;
+        if [
+            level.len(),
+            kinds.len(),
+            indices.len(),
+            parents.len() / 4,
+            lattice.len() / 2,
+        ] != [nnodes; 5]
             || cell_macro.len() != ncells
         {
             return Err(bad("mesh hierarchy arrays do not match the mesh".into()));
@@ -582,13 +594,20 @@ pub fn read_mesh<const D: usize>(group: &Group) -> Result<Mesh<D>> {
                 _ => Err(bad(format!("unknown location kind {kind}"))),
             })
             .collect::<Result<Vec<_>>>()?;
+        let n0 = if hg.attr("coarse_cells_per_direction").is_ok() {
+            Some(read_scalar_attr::<u64>(&hg, "coarse_cells_per_direction")? as usize)
+        } else {
+            None
+        };
         Some(Hierarchy {
-            n0: read_scalar_attr::<u64>(&hg, "coarse_cells_per_direction")? as usize,
+            n0,
             levels: read_scalar_attr::<u64>(&hg, "levels")? as usize,
+            macros: read_scalar_attr::<u64>(&hg, "macro_elements")? as usize,
             level,
             parents,
             location,
             cell_macro,
+            macro_lattice: lattice.chunks(2).map(|p| [p[0], p[1]]).collect(),
         })
     } else {
         None

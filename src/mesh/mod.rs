@@ -1,16 +1,22 @@
-//! Structured meshes of the unit square (Q1 quads, P1 right triangles) and the unit cube
-//! (Q1 hexahedra), with the refinement hierarchy the PSC method needs: for every fine node
-//! the level it first appears on, its hierarchical-basis parents, and the coarse macro
-//! element (or coarse edge or vertex) it lies in.
+//! Meshes: structured meshes of the unit square (Q1 quads, P1 right triangles) and the unit
+//! cube (Q1 hexahedra), and uniform refinements of coarse triangle or quadrilateral meshes
+//! of polygonal domains (the flow around a square, Gmsh files), with the refinement
+//! hierarchy PSC and multigrid need: for every fine node the level it first appears on,
+//! its hierarchical-basis parents, and the coarse macro element (or coarse edge or vertex)
+//! it lies in.
 //!
-//! Nodes are numbered lexicographically (x fastest), so node `(i, j)` of an n×n square mesh
-//! is `i + j (n + 1)` at `(i h, j h)` with `h = 1/n`.
+//! Structured nodes are numbered lexicographically (x fastest), so node `(i, j)` of an n×n
+//! square mesh is `i + j (n + 1)` at `(i h, j h)` with `h = 1/n`.
 
+mod coarse;
 mod cube;
+mod refine;
 mod spec;
 mod square;
 
+pub use coarse::{BoundaryEdge, CoarseMesh, Edges};
 pub use cube::unit_cube;
+pub use refine::refine;
 pub use spec::{build, AnyMesh, MeshKind, MeshSpec};
 pub use square::{unit_square, unit_square_refined, Hierarchy, MacroLocation, Parents};
 
@@ -66,12 +72,13 @@ impl Element {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Mesh<const D: usize> {
     pub element: Element,
-    /// Cells per direction of the uniform mesh (h = 1/n).
+    /// Cells per direction of the unit square or cube (h = 1/n); for a refined coarse
+    /// mesh, cells per coarse cell side (h = h0/n).
     pub n: usize,
     pub coords: Vec<[f64; D]>,
     /// `nodes_per_cell` node indices per cell, cell after cell.
     pub cells: Vec<u32>,
-    /// Dirichlet nodes (the whole boundary of the unit square or cube).
+    /// Dirichlet nodes (the whole boundary).
     pub on_boundary: Vec<bool>,
     /// The refinement hierarchy, for meshes refined from a coarse mesh.
     pub hierarchy: Option<Hierarchy>,

@@ -23,34 +23,33 @@ pub enum MacroLocation {
     Interior(u32),
 }
 
-/// The refinement hierarchy of a square mesh refined `levels` times from `n0`×`n0` cells.
+/// The refinement hierarchy of a mesh refined `levels` times from a coarse mesh.
 ///
-/// Coarse entity numbering (I, J the coarse column and row):
-/// nodes `I + J (n0+1)`; horizontal edges `I + J n0`; vertical edges
+/// Coarse entity numbering of the unit square's n0×n0 mesh (I, J the coarse column and
+/// row): nodes `I + J (n0+1)`; horizontal edges `I + J n0`; vertical edges
 /// `n0 (n0+1) + I + J (n0+1)`; for P1 the diagonals `2 n0 (n0+1) + I + J n0`;
 /// Q1 cells `I + J n0`; P1 triangles `2 (I + J n0)` (below the diagonal) and `+ 1` (above).
+/// A refined [`super::CoarseMesh`] keeps its own numbering (edges as in
+/// [`super::CoarseMesh::edges`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hierarchy {
-    /// Coarse cells per direction: h0 = 1/n0.
-    pub n0: usize,
+    /// Coarse cells per direction (h0 = 1/n0) when the mesh is the unit square's,
+    /// structured and numbered lexicographically; None for a refined coarse mesh.
+    pub n0: Option<usize>,
     /// Uniform refinements: h = h0 · 2^-levels.
     pub levels: usize,
+    /// Coarse cells (macro elements).
+    pub macros: usize,
     /// Level each node first appears on (0 = coarse mesh).
     pub level: Vec<u8>,
     pub parents: Vec<Parents>,
     pub location: Vec<MacroLocation>,
     /// Coarse cell (macro element) of every fine cell.
     pub cell_macro: Vec<u32>,
-}
-
-impl Hierarchy {
-    pub fn num_coarse_cells(&self, element: Element) -> usize {
-        let squares = self.n0 * self.n0;
-        match element {
-            Element::P1 => 2 * squares,
-            _ => squares,
-        }
-    }
+    /// Lattice point (i, j) of every node inside a macro element, in that element's own
+    /// frame (see [`super::refine`]; the unit square's upper P1 triangles are (v00, v11,
+    /// v01)): similar macro elements number their nodes alike from it. Unused elsewhere.
+    pub macro_lattice: Vec<[u32; 2]>,
 }
 
 fn node_index(n: usize, i: usize, j: usize) -> u32 {
@@ -143,6 +142,7 @@ pub fn unit_square_refined(n0: usize, levels: usize, element: Element) -> Result
     let mut level = Vec::with_capacity(nodes);
     let mut parents = Vec::with_capacity(nodes);
     let mut location = Vec::with_capacity(nodes);
+    let mut macro_lattice = Vec::with_capacity(nodes);
     let horizontal_edges = n0 * (n0 + 1);
     let diagonal_base = 2 * n0 * (n0 + 1);
     for j in 0..=n {
@@ -170,6 +170,11 @@ pub fn unit_square_refined(n0: usize, levels: usize, element: Element) -> Result
                 }
             });
             let (ci, cj, ri, rj) = (i / m, j / m, i % m, j % m);
+            macro_lattice.push(match element {
+                Element::P1 if ri > rj => [(ri - rj) as u32, rj as u32],
+                Element::P1 => [ri as u32, (rj - ri) as u32],
+                _ => [ri as u32, rj as u32],
+            });
             location.push(match (ri, rj) {
                 (0, 0) => MacroLocation::Vertex((ci + cj * (n0 + 1)) as u32),
                 (_, 0) => MacroLocation::Edge((ci + cj * n0) as u32),
@@ -208,12 +213,17 @@ pub fn unit_square_refined(n0: usize, levels: usize, element: Element) -> Result
     }
 
     mesh.hierarchy = Some(Hierarchy {
-        n0,
+        n0: Some(n0),
         levels,
+        macros: match element {
+            Element::P1 => 2 * n0 * n0,
+            _ => n0 * n0,
+        },
         level,
         parents,
         location,
         cell_macro,
+        macro_lattice,
     });
     Ok(mesh)
 }
@@ -300,7 +310,7 @@ mod tests {
             let mesh = unit_square_refined(n0, levels, element).unwrap();
             let coarse = unit_square(n0, element).unwrap();
             let hier = mesh.hierarchy.as_ref().unwrap();
-            assert_eq!(hier.num_coarse_cells(element), coarse.num_cells());
+            assert_eq!(hier.macros, coarse.num_cells());
             for c in 0..mesh.num_cells() {
                 let centroid = centroid(&mesh.coords, mesh.cell(c));
                 let macro_cell = coarse.cell(hier.cell_macro[c] as usize);

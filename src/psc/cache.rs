@@ -274,7 +274,10 @@ pub fn save<S: Stored + H5Type>(
     s: &PscSetup,
     working: Option<&M1Host<S>>,
 ) -> Result<()> {
-    let (key, _) = cache_key(s.element, s.n0, s.levels);
+    let n0 = s.n0.ok_or_else(|| {
+        Error::InvalidInput("the operator cache keeps set-ups of the unit square only".into())
+    })?;
+    let (key, _) = cache_key(s.element, n0, s.levels);
     let w = h5::H5Writer::create(path)?;
     let root = w.root();
     h5::write_provenance(root, None)?;
@@ -398,7 +401,7 @@ pub fn load_m1<S: Stored + H5Type>(
     let probe = PscSetup {
         element,
         n: mesh.n,
-        n0,
+        n0: Some(n0),
         levels,
         hb: HierarchicalBasis::new(&mesh)?,
         stiffness: Csr::new(0, 0, vec![0], vec![], vec![])?,
@@ -498,7 +501,7 @@ pub fn load(path: &Path, element: Element, n0: usize, levels: usize) -> Result<P
     let setup = PscSetup {
         element,
         n: n0 << levels,
-        n0,
+        n0: Some(n0),
         levels,
         hb,
         stiffness,

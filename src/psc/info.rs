@@ -1,25 +1,42 @@
-//! The figures of SPEC §2.6 (Table 1) for a PSC set-up: class sizes, condition numbers of
-//! the blocks, storage relative to the FEM matrix; optionally the whole-matrix condition
-//! numbers of A, SᵀAS and the prehandled matrix.
+//! The figures of SPEC §2.6 (Table 1) for a PSC set-up: class sizes, the groups of
+//! identical macro elements, condition numbers of the blocks, storage relative to the FEM
+//! matrix; optionally the whole-matrix condition numbers of A, SᵀAS and the prehandled
+//! matrix.
+
+use std::time::Instant;
 
 use faer::Side;
 
 use super::{refinement_levels, PscSetup};
 use crate::error::{Error, Result};
 use crate::linalg::{extreme_eigenvalues, LanczosParams};
-use crate::mesh::Element;
+use crate::mesh::{refine, CoarseMesh, Element};
 use crate::reference::CholeskySolver;
 use crate::sparse::spmv;
 
+/// The meshes `psc-info` reports on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InfoMesh {
+    /// The unit square refined from h0 = 1/n0 to h = 1/n.
+    UnitSquare {
+        n: usize,
+        n0: usize,
+        element: Element,
+    },
+    /// The flow around a square (P1): its coarse mesh refined `coarse_levels` times makes
+    /// the macro elements, `levels` times in all the fine mesh.
+    FlowAroundSquare { levels: usize, coarse_levels: usize },
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct PscInfo {
-    pub n: usize,
-    pub n0: usize,
     pub element: &'static str,
+    /// Unknowns N = |C| + |E| + |I|.
+    pub unknowns: usize,
     pub c: usize,
     pub e: usize,
     pub i: usize,
-    pub groups: usize,
+    pub groups: Vec<GroupInfo>,
     /// Largest κ(C_g) over the groups.
     pub kappa_ci: f64,
     pub kappa_pi: f64,
@@ -27,6 +44,15 @@ pub struct PscInfo {
     pub nnz_ci_inv_over_fem: f64,
     pub nnz_pi_inv_over_fem: f64,
     pub whole: Option<WholeConditionNumbers>,
+}
+
+/// One group of identical macro elements.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GroupInfo {
+    pub members: usize,
+    pub block_size: usize,
+    /// κ(C_g), spectral.
+    pub kappa: f64,
 }
 
 /// Spectral condition numbers of the whole matrices (SPEC §2.6, below Table 1).
@@ -53,12 +79,17 @@ fn numerical_nnz(m: &faer::Mat<f64>) -> usize {
 impl PscInfo {
     pub fn compute(setup: &PscSetup, whole: bool) -> Result<Self> {
         let fem = setup.stiffness.numerical_nnz() as f64;
-        let mut kappa_ci = 0.0f64;
+        let mut groups = Vec::new();
         let mut nnz_ci = 0usize;
         for g in &setup.groups {
-            kappa_ci = kappa_ci.max(dense_condition_number(&g.block)?);
+            groups.push(GroupInfo {
+                members: g.macros.len(),
+                block_size: g.block_size(),
+                kappa: dense_condition_number(&g.block)?,
+            });
             nnz_ci += numerical_nnz(&g.inverse);
         }
+        let kappa_ci = groups.iter().fold(0.0f64, |a, g| a.max(g.kappa));
         // κ(Π) = κ(Π⁻¹): Lanczos on the stored inverse (|E| can be large).
         let pi_inv = setup.pi_inv.as_ref();
         let ne = pi_inv.nrows();
@@ -68,13 +99,12 @@ impl PscInfo {
             y.iter_mut().zip(yv.iter()).for_each(|(a, b)| *a = *b);
         })?;
         Ok(PscInfo {
-            n: setup.n,
-            n0: setup.n0,
             element: setup.element.name(),
+            unknowns: setup.num_unknowns(),
             c: setup.c_dofs.len(),
             e: setup.e_dofs.len(),
             i: setup.i_dofs.len(),
-            groups: setup.groups.len(),
+            groups,
             kappa_ci,
             kappa_pi: lanczos.largest / lanczos.smallest,
             nnz_ci_inv_over_fem: nnz_ci as f64 / fem,
@@ -157,19 +187,61 @@ fn prehandling_scale(setup: &PscSetup, n: usize) -> Vec<f64> {
     scale
 }
 
-/// `tensorfem psc-info`: the figures of the unit square refined from h0 = 1/n0 to h = 1/n,
-/// printed as a table or one JSON object.
-pub fn report(n: usize, n0: usize, element: Element, whole: bool, json: bool) -> Result<()> {
-    let setup = PscSetup::new(element, n0, refinement_levels(n, n0)?)?;
+/// `tensorfem psc-info`: the figures of a mesh's PSC set-up, printed as a table or one
+/// JSON object, with the seconds the set-up and the figures took.
+pub fn report(mesh: &InfoMesh, whole: bool, json: bool) -> Result<()> {
+    let start = Instant::now();
+    let (setup, title) = match *mesh {
+        InfoMesh::UnitSquare { n, n0, element } => (
+            PscSetup::new(element, n0, refinement_levels(n, n0)?)?,
+            format!(
+                "the unit square, {}, h = 1/{n}, h0 = 1/{n0}",
+                element.name()
+            ),
+        ),
+        InfoMesh::FlowAroundSquare {
+            levels,
+            coarse_levels,
+        } => {
+            let macros = CoarseMesh::flow_around_square().refined(coarse_levels)?;
+            (
+                PscSetup::on_mesh(refine(&macros, levels - coarse_levels)?)?,
+                format!("the flow around a square, p1, L = {levels}, L0 = {coarse_levels}"),
+            )
+        }
+    };
+    let setup_seconds = start.elapsed().as_secs_f64();
+    let start = Instant::now();
     let info = PscInfo::compute(&setup, whole)?;
+    let info_seconds = start.elapsed().as_secs_f64();
+    let kappa_ci = info.kappa_ci;
     if json {
         let mut object = serde_json::json!({
-            "n": info.n, "n0": info.n0, "element": info.element,
-            "C": info.c, "E": info.e, "I": info.i, "groups": info.groups,
-            "kappa_Ci": info.kappa_ci, "kappa_Pi": info.kappa_pi,
+            "element": info.element, "N": info.unknowns,
+            "C": info.c, "E": info.e, "I": info.i, "groups": info.groups.len(),
+            "group_blocks": info.groups.iter().map(|g| serde_json::json!({
+                "members": g.members, "block_size": g.block_size, "kappa": g.kappa,
+            })).collect::<Vec<_>>(),
+            "kappa_Ci": kappa_ci, "kappa_Pi": info.kappa_pi,
             "nnz_Ci_inv_over_fem": info.nnz_ci_inv_over_fem,
             "nnz_Pi_inv_over_fem": info.nnz_pi_inv_over_fem,
+            "setup_seconds": setup_seconds, "info_seconds": info_seconds,
         });
+        match *mesh {
+            InfoMesh::UnitSquare { n, n0, .. } => {
+                object["mesh"] = "unit-square".into();
+                object["n"] = n.into();
+                object["n0"] = n0.into();
+            }
+            InfoMesh::FlowAroundSquare {
+                levels,
+                coarse_levels,
+            } => {
+                object["mesh"] = "flow-around-square".into();
+                object["levels"] = levels.into();
+                object["coarse_levels"] = coarse_levels.into();
+            }
+        }
         if let Some(w) = info.whole {
             object["kappa_A"] = w.kappa_a.into();
             object["kappa_hb"] = w.kappa_hb.into();
@@ -177,15 +249,22 @@ pub fn report(n: usize, n0: usize, element: Element, whole: bool, json: bool) ->
         }
         println!("{object}");
     } else {
+        println!("PSC on {title}");
         println!(
-            "PSC on the unit square, {}, h = 1/{}, h0 = 1/{}",
-            info.element, info.n, info.n0
+            "  N = {}: |C| = {}, |E| = {}, |I| = {}",
+            info.unknowns, info.c, info.e, info.i
         );
         println!(
-            "  |C| = {}, |E| = {}, |I| = {}, {} group(s) of identical macro elements",
-            info.c, info.e, info.i, info.groups
+            "  {} group(s) of identical macro elements:",
+            info.groups.len()
         );
-        println!("  κ(C_i) (max over groups)      {:.1}", info.kappa_ci);
+        for (k, g) in info.groups.iter().enumerate() {
+            println!(
+                "    group {k}: {} members, block {}, κ(C_g) = {:.1}",
+                g.members, g.block_size, g.kappa
+            );
+        }
+        println!("  κ(C_i) (max over groups)      {kappa_ci:.1}");
         println!("  κ(Π)                          {:.1}", info.kappa_pi);
         println!(
             "  NNZ(C_i⁻¹)/NNZ_FEM (summed)   {:.3}",
@@ -201,6 +280,7 @@ pub fn report(n: usize, n0: usize, element: Element, whole: bool, json: bool) ->
                 w.kappa_a, w.kappa_hb, w.kappa_prehandled
             );
         }
+        println!("  set-up {setup_seconds:.1} s, figures {info_seconds:.1} s");
     }
     Ok(())
 }
@@ -215,7 +295,8 @@ mod tests {
         let setup = PscSetup::new(Element::Q1, 4, 3).unwrap();
         let info = PscInfo::compute(&setup, true).unwrap();
         assert_eq!((info.c, info.e, info.i), (9, 2 * 3 * 28, 28 * 28));
-        assert_eq!(info.groups, 1);
+        assert_eq!(info.groups.len(), 1);
+        assert_eq!(info.unknowns, 31 * 31);
         let whole = info.whole.unwrap();
         assert!(whole.kappa_prehandled < whole.kappa_hb && whole.kappa_hb < whole.kappa_a);
     }

@@ -46,7 +46,7 @@ pub(super) struct M1Parts {
 impl M1Parts {
     pub(super) fn of(setup: &PscSetup) -> Self {
         M1Parts {
-            hb: setup.hb,
+            hb: setup.hb.clone(),
             c_dofs: setup.c_dofs.clone(),
             e_dofs: setup.e_dofs.clone(),
             i_dofs: setup.i_dofs.clone(),
@@ -144,7 +144,7 @@ pub struct M1<D: PscDevice> {
     dev: D,
     precision: Precision,
     n: usize,
-    transform: crate::device::psc::HierarchicalTransform,
+    transform: crate::device::psc::HierarchicalTransform<D>,
     classes: Classes<D>,
     pi_inv: Data<D>,
     b: Data<D>,
@@ -190,7 +190,7 @@ impl<D: PscDevice> M1<D> {
         let d = dt.transpose();
         Ok(M1 {
             n: parts.c_dofs.len() + parts.e_dofs.len() + parts.i_dofs.len(),
-            transform: parts.hb.transform(),
+            transform: parts.hb.transform(dev, compute)?,
             classes: Classes::upload(
                 dev,
                 &parts.c_dofs,

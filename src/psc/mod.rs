@@ -8,13 +8,14 @@ mod error;
 mod hierarchical;
 mod info;
 mod m1;
+mod macros;
 mod refine;
 mod setup;
 
 pub use cache::{CacheOutcome, OperatorCache};
 pub use error::{PscError, PscFailure};
 pub use hierarchical::HierarchicalBasis;
-pub use info::{report as report_info, PscInfo, WholeConditionNumbers};
+pub use info::{report as report_info, GroupInfo, InfoMesh, PscInfo, WholeConditionNumbers};
 pub use m1::{M1Host, M1};
 pub use refine::{PscIr, RefineParams};
 pub use setup::{refinement_levels, Group, PscSetup};

@@ -7,6 +7,7 @@ use faer::linalg::solvers::DenseSolveCore;
 use faer::{Accum, Mat, Par, Side};
 use rayon::prelude::*;
 
+use super::macros::{group_blocks, Lattice, SparseBlock};
 use super::HierarchicalBasis;
 use crate::error::{Error, Result};
 use crate::fem::assemble_poisson;
@@ -37,8 +38,11 @@ impl Group {
 /// `[x_C; x_E; x_I]` with I grouped (group by group, macro by macro, local order).
 pub struct PscSetup {
     pub element: Element,
+    /// Fine cells per direction of the unit square (h = 1/n), or per coarse cell side of
+    /// another coarse mesh.
     pub n: usize,
-    pub n0: usize,
+    /// Coarse cells per direction when the mesh is the unit square's.
+    pub n0: Option<usize>,
     pub levels: usize,
     pub hb: HierarchicalBasis,
     /// The nodal stiffness matrix (interior unknowns, lexicographic).
@@ -62,28 +66,6 @@ pub struct PscSetup {
     pub pi_inv: Mat<f64>,
     /// Largest |Ã_CI| relative to max |diag Ã| (checked to vanish).
     pub a_ci_relative: f64,
-}
-
-/// Local index of a fine node inside its macro element, in one geometric order shared by
-/// all similar macro elements. Q1: lexicographic in the cell. P1: the upper triangle is the
-/// lower one mirrored in the diagonal, so mirrored coordinates give both the same order.
-fn local_index(element: Element, ratio: usize, ri: usize, rj: usize) -> usize {
-    match element {
-        Element::P1 => {
-            let (a, b) = if ri > rj { (ri, rj) } else { (rj, ri) };
-            // pairs (b, a), 1 ≤ b < a ≤ ratio-1, ordered by b then a
-            (b - 1) * (ratio - 1) - (b - 1) * b / 2 + (a - b - 1)
-        }
-        _ => (ri - 1) + (rj - 1) * (ratio - 1),
-    }
-}
-
-/// Interior fine nodes per macro element.
-fn nodes_per_macro(element: Element, ratio: usize) -> usize {
-    match element {
-        Element::P1 => (ratio - 1) * (ratio.saturating_sub(2)) / 2,
-        _ => (ratio - 1) * (ratio - 1),
-    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -156,8 +138,28 @@ impl PscSetup {
                 "PSC needs a coarse mesh with interior nodes (n0 ≥ 2, got {n0}) refined at least once (got {levels})"
             )));
         }
-        let mesh = unit_square_refined(n0, levels, element)?;
-        let progress = Progress::new(2 * (n0 << levels) * n0);
+        Self::on_mesh(unit_square_refined(n0, levels, element)?)
+    }
+
+    /// Builds the operators for any mesh refined from a coarse mesh at least once, whose
+    /// coarse mesh has an interior vertex (the class C).
+    pub fn on_mesh(mesh: Mesh2d) -> Result<Self> {
+        let Some(hierarchy) = mesh.hierarchy.as_ref() else {
+            return Err(Error::InvalidInput(
+                "PSC needs a mesh refined from a coarse mesh".into(),
+            ));
+        };
+        if hierarchy.levels == 0 {
+            return Err(Error::InvalidInput(
+                "PSC needs a mesh refined at least once from its coarse mesh".into(),
+            ));
+        }
+        let edge_nodes = hierarchy
+            .location
+            .iter()
+            .filter(|l| matches!(l, MacroLocation::Edge(_)))
+            .count();
+        let progress = Progress::new(edge_nodes);
         progress.stage("assembling SᵀAS");
         let hb = HierarchicalBasis::new(&mesh)?;
         let sys = assemble_poisson(&mesh, |_| 0.0)?;
@@ -179,11 +181,12 @@ impl PscSetup {
     ) -> Result<Self> {
         let hierarchy = mesh.hierarchy.as_ref().expect("refined mesh");
         let (element, n, n0, levels) = (mesh.element, mesh.n, hierarchy.n0, hierarchy.levels);
-        let ratio = 1usize << levels;
-        let per_macro = nodes_per_macro(element, ratio);
-        let num_macros = hierarchy.num_coarse_cells(element);
+        let lattice = Lattice::new(element, levels);
+        let per_macro = lattice.len();
+        let num_macros = hierarchy.macros;
 
-        // Classes in lexicographic order; I sorted later by group.
+        // Classes in unknown order; I numbered macro by macro in the lattice order, then
+        // sorted by group.
         let mut c_dofs = Vec::new();
         let mut e_dofs = Vec::new();
         let mut macro_dofs = vec![vec![u32::MAX; per_macro]; num_macros];
@@ -192,15 +195,19 @@ impl PscSetup {
                 MacroLocation::Vertex(_) => c_dofs.push(dof as u32),
                 MacroLocation::Edge(_) => e_dofs.push(dof as u32),
                 MacroLocation::Interior(m) => {
-                    let node = node as usize;
-                    let (ri, rj) = ((node % (n + 1)) % ratio, (node / (n + 1)) % ratio);
-                    macro_dofs[m as usize][local_index(element, ratio, ri, rj)] = dof as u32;
+                    let local = lattice.index(hierarchy.macro_lattice[node as usize]);
+                    macro_dofs[m as usize][local] = dof as u32;
                 }
             }
         }
         if macro_dofs.iter().flatten().any(|&d| d == u32::MAX) {
             return Err(Error::InvalidInput(
                 "macro elements do not all have the same interior nodes".into(),
+            ));
+        }
+        if c_dofs.is_empty() {
+            return Err(Error::InvalidInput(
+                "PSC needs a coarse mesh with an interior vertex (the class C is empty)".into(),
             ));
         }
         let mut class = vec![Class::C(0); node_of_dof.len()];
@@ -228,9 +235,11 @@ impl PscSetup {
         let (nc, ne) = (c_dofs.len(), e_dofs.len());
 
         // Per macro element: the scaled I-block (checking that I couples only inside its
-        // macro element and not at all with C) and the scaled couplings to E.
+        // macro element and not at all with C) and the scaled couplings to E; entries at
+        // rounding level are couplings that cancel exactly and are dropped.
+        let negligible = ZERO_TOLERANCE * max_diag;
         struct MacroBlocks {
-            block: Mat<f64>,
+            block: SparseBlock,
             /// (local I row, E index, scaled value)
             ie: Vec<(u32, u32, f64)>,
             a_ci: f64,
@@ -240,28 +249,29 @@ impl PscSetup {
             .par_iter()
             .enumerate()
             .map(|(m, dofs)| {
-                let mut block = Mat::<f64>::zeros(per_macro, per_macro);
+                let mut rows = Vec::with_capacity(per_macro);
                 let (mut ie, mut a_ci, mut foreign) = (Vec::new(), 0.0f64, 0.0f64);
                 for (l, &d) in dofs.iter().enumerate() {
                     let (cols, vals) = a_hb.row(d as usize);
+                    let mut row = Vec::new();
                     for (&c, &v) in cols.iter().zip(vals) {
                         let scaled = v * inv_sqrt(d) * inv_sqrt(c);
                         match class[c as usize] {
-                            Class::I(mm, ll) if mm as usize == m => {
-                                block[(l, ll as usize)] = scaled
+                            Class::I(mm, ll) if mm as usize == m && v.abs() > negligible => {
+                                row.push((ll, scaled))
                             }
+                            Class::I(mm, _) if mm as usize == m => {}
                             Class::I(..) => foreign = foreign.max(v.abs()),
                             Class::C(_) => a_ci = a_ci.max(v.abs()),
-                            // Entries at rounding level are couplings that cancel exactly.
-                            Class::E(e) if v.abs() > ZERO_TOLERANCE * max_diag => {
-                                ie.push((l as u32, e, scaled))
-                            }
+                            Class::E(e) if v.abs() > negligible => ie.push((l as u32, e, scaled)),
                             Class::E(_) => {}
                         }
                     }
+                    row.sort_unstable_by_key(|e| e.0);
+                    rows.push(row);
                 }
                 MacroBlocks {
-                    block,
+                    block: SparseBlock { rows },
                     ie,
                     a_ci,
                     foreign,
@@ -271,31 +281,28 @@ impl PscSetup {
         let a_ci_relative = blocks.iter().fold(0.0f64, |a, b| a.max(b.a_ci)) / max_diag;
         let foreign = blocks.iter().fold(0.0f64, |a, b| a.max(b.foreign)) / max_diag;
         if a_ci_relative > ZERO_TOLERANCE || foreign > ZERO_TOLERANCE {
+            let hint = if element == Element::Q1 {
+                " (Q1 macro elements must be rectangles: on other quadrilaterals the coarse basis functions are not a-orthogonal to those inside a macro element)"
+            } else {
+                ""
+            };
             return Err(Error::Solver(format!(
-                "the prehandled matrix lacks the PSC structure: max |A_CI| = {a_ci_relative:.2e}, max coupling between macro elements = {foreign:.2e} (relative)"
+                "the prehandled matrix lacks the PSC structure: max |A_CI| = {a_ci_relative:.2e}, max coupling between macro elements = {foreign:.2e} (relative){hint}"
             )));
         }
 
-        // Groups of identical blocks.
-        let mut group_of_macro = vec![0usize; num_macros];
-        let mut representatives: Vec<usize> = Vec::new();
-        for m in 0..num_macros {
-            let block = &blocks[m].block;
-            let scale = block.norm_max();
-            let found = representatives.iter().position(|&r| {
-                let diff = (block - &blocks[r].block).norm_max();
-                diff <= ZERO_TOLERANCE * scale
-            });
-            group_of_macro[m] = found.unwrap_or_else(|| {
-                representatives.push(m);
-                representatives.len() - 1
-            });
-        }
-        log::info!("PSC: |C| = {nc}, |E| = {ne}, {num_macros} macro elements in {} group(s) of identical blocks", representatives.len());
-        let mut groups: Vec<Group> = representatives
+        // Groups of blocks identical up to a symmetry of the local numbering; σ takes a
+        // member's local index to its representative's.
+        let symmetries = lattice.symmetries();
+        let block_refs: Vec<&SparseBlock> = blocks.iter().map(|b| &b.block).collect();
+        let grouping = group_blocks(&block_refs, &symmetries, ZERO_TOLERANCE);
+        let sigma = |m: usize| &symmetries[grouping.symmetry_of[m]];
+        log::info!("PSC: |C| = {nc}, |E| = {ne}, {num_macros} macro elements in {} group(s) of identical blocks", grouping.representatives.len());
+        let mut groups: Vec<Group> = grouping
+            .representatives
             .par_iter()
             .map(|&r| {
-                let block = blocks[r].block.clone();
+                let block = blocks[r].block.to_dense();
                 let inverse = block
                     .llt(Side::Lower)
                     .map_err(|e| {
@@ -310,7 +317,15 @@ impl PscSetup {
             })
             .collect::<Result<_>>()?;
         for m in 0..num_macros {
-            groups[group_of_macro[m]].macros.push(m as u32);
+            groups[grouping.group_of[m]].macros.push(m as u32);
+        }
+        // Each member's unknowns in its representative's local order.
+        for (m, dofs) in macro_dofs.iter_mut().enumerate() {
+            let mut ordered = vec![0; per_macro];
+            for (l, &d) in dofs.iter().enumerate() {
+                ordered[sigma(m)[l] as usize] = d;
+            }
+            *dofs = ordered;
         }
         let i_dofs: Vec<u32> = groups
             .iter()
@@ -336,9 +351,9 @@ impl PscSetup {
             .iter()
             .enumerate()
             .flat_map(|(m, b)| {
-                let offset = macro_offset[m];
+                let (offset, sigma) = (macro_offset[m], sigma(m));
                 b.ie.iter()
-                    .map(move |&(l, e, v)| ((offset + l as usize) as u32, e, v))
+                    .map(move |&(l, e, v)| ((offset + sigma[l as usize] as usize) as u32, e, v))
             })
             .collect();
         triplets.sort_unstable_by_key(|t| (t.0, t.1));
@@ -412,9 +427,9 @@ impl PscSetup {
                 let mut dm_t = Mat::<f64>::zeros(per_macro, e_local.len());
                 for &(l, e, v) in ie {
                     let col = e_local.binary_search(&e).expect("listed");
-                    dm_t[(l as usize, col)] = v;
+                    dm_t[(sigma(m)[l as usize] as usize, col)] = v;
                 }
-                let inverse = &groups[group_of_macro[m]].inverse;
+                let inverse = &groups[grouping.group_of[m]].inverse;
                 let w = inverse * &dm_t;
                 (e_local, dm_t.transpose() * &w)
             })
@@ -467,36 +482,5 @@ impl PscSetup {
 
     pub fn num_unknowns(&self) -> usize {
         self.hb.len()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn local_indices_are_a_bijection() {
-        for (element, ratio) in [(Element::Q1, 8), (Element::P1, 8), (Element::P1, 4)] {
-            let mut seen = vec![false; nodes_per_macro(element, ratio)];
-            for rj in 1..ratio {
-                for ri in 1..ratio {
-                    if element == Element::P1 && ri == rj {
-                        continue;
-                    }
-                    let l = local_index(element, ratio, ri, rj);
-                    if element == Element::P1 && ri < rj {
-                        assert_eq!(
-                            l,
-                            local_index(element, ratio, rj, ri),
-                            "mirror images share an index"
-                        );
-                        continue;
-                    }
-                    assert!(!seen[l]);
-                    seen[l] = true;
-                }
-            }
-            assert!(seen.iter().all(|&s| s));
-        }
     }
 }

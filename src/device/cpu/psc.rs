@@ -5,7 +5,9 @@
 use rayon::prelude::*;
 
 use super::{buffer, buffer_mut, Cpu};
-use crate::device::psc::{check_blocks, CellParents, Classes, HierarchicalTransform, PscKernels};
+use crate::device::psc::{
+    check_blocks, CellParents, Classes, GridTransform, HierarchicalTransform, PscKernels, RowUpdate,
+};
 use crate::device::{unsupported, Block, Data, Layout};
 use crate::error::{Error, Result};
 use crate::precision::{Precision, Real};
@@ -15,7 +17,7 @@ const EDGE_WEIGHT: f64 = 0.5;
 const CELL_WEIGHT: f64 = 0.25;
 
 /// Index helpers of the structured grid of a transform.
-struct Grid<'a>(&'a HierarchicalTransform);
+struct Grid<'a>(&'a GridTransform);
 
 impl Grid<'_> {
     /// Unknown index of interior node (i, j); None on the boundary.
@@ -124,19 +126,56 @@ impl Grid<'_> {
     }
 }
 
+/// One level's sparse rows: rows, row pointers, columns, weights.
+type Rows<'a, T> = (&'a [u32], &'a [u32], &'a [u32], &'a [T]);
+
+/// x ← S x (or Sᵀ x) for every column of a block.
 fn transform<T: Real + crate::device::Storage>(
-    t: &HierarchicalTransform,
+    t: &HierarchicalTransform<Cpu>,
     x: &mut [T],
     transpose: bool,
-) {
-    let grid = Grid(t);
-    x.par_chunks_mut(t.len().max(1)).for_each(|column| {
-        if transpose {
-            grid.apply_transpose(column)
-        } else {
-            grid.apply(column)
+) -> Result<()> {
+    let len = t.len().max(1);
+    match t {
+        HierarchicalTransform::Grid(g) => {
+            let grid = Grid(g);
+            x.par_chunks_mut(len).for_each(|column| {
+                if transpose {
+                    grid.apply_transpose(column)
+                } else {
+                    grid.apply(column)
+                }
+            });
         }
-    });
+        HierarchicalTransform::Levels(l) => {
+            fn typed<T: crate::device::Storage>(u: &RowUpdate<Cpu>) -> Result<Rows<'_, T>> {
+                Ok((
+                    &u.rows,
+                    &u.row_ptr,
+                    &u.cols,
+                    buffer::<T>(&u.weights, "hierarchical_transform")?,
+                ))
+            }
+            let updates: Vec<Rows<'_, T>> = if transpose {
+                l.transpose.iter().rev().map(typed).collect::<Result<_>>()?
+            } else {
+                l.forward.iter().map(typed).collect::<Result<_>>()?
+            };
+            x.par_chunks_mut(len).for_each(|column| {
+                for &(rows, row_ptr, cols, weights) in &updates {
+                    for (r, &row) in rows.iter().enumerate() {
+                        let (start, end) = (row_ptr[r] as usize, row_ptr[r + 1] as usize);
+                        let mut v = T::zero();
+                        for p in start..end {
+                            v = v + weights[p] * column[cols[p] as usize];
+                        }
+                        column[row as usize] = column[row as usize] + v;
+                    }
+                }
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The typed slices of a class description.
@@ -250,7 +289,7 @@ fn scatter<T: Real + crate::device::Storage>(
 impl PscKernels for Cpu {
     fn hierarchical_transform(
         &self,
-        t: &HierarchicalTransform,
+        t: &HierarchicalTransform<Self>,
         x: &mut Block<Self>,
         transpose: bool,
     ) -> Result<()> {
@@ -273,9 +312,8 @@ impl PscKernels for Cpu {
                 buffer_mut::<f32>(&mut x.data, "hierarchical_transform")?,
                 transpose,
             ),
-            p => return Err(unsupported("hierarchical_transform", &[p])),
+            p => Err(unsupported("hierarchical_transform", &[p])),
         }
-        Ok(())
     }
 
     fn psc_gather(

@@ -116,6 +116,7 @@ const SIGNATURES: &[(&str, &str)] = &[
     ("csr_residual", "lppppppi"),
     ("csr_refine_update", "lpppppppi"),
     ("hierarchical_level", "piiliii"),
+    ("row_update", "plipppi"),
     ("psc_gather", "plpipipipppppppi"),
     ("psc_scatter", "pppppipipippppli"),
 ];

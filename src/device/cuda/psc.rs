@@ -3,7 +3,9 @@
 
 use super::device::Cuda;
 use super::launch::{self, Arg};
-use crate::device::psc::{check_blocks, CellParents, Classes, HierarchicalTransform, PscKernels};
+use crate::device::psc::{
+    check_blocks, CellParents, Classes, GridTransform, HierarchicalTransform, PscKernels,
+};
 use crate::device::{kernel_name, unsupported, Block, Data, Layout};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
@@ -40,29 +42,15 @@ impl Cuda {
     }
 }
 
-impl PscKernels for Cuda {
-    fn hierarchical_transform(
+impl Cuda {
+    /// S or Sᵀ on the unit square's grid, one level per launch.
+    fn grid_transform(
         &self,
-        t: &HierarchicalTransform,
-        x: &mut Block<Self>,
+        t: &GridTransform,
+        x: &mut Block<Cuda>,
         transpose: bool,
     ) -> Result<()> {
-        if x.rows() != t.len() || x.layout() != Layout::ColMajor {
-            return Err(Error::Backend(format!(
-                "hierarchical_transform: a {}×{} block for {} unknowns",
-                x.rows(),
-                x.cols(),
-                t.len()
-            )));
-        }
-        let p = x.precision();
-        if p == Precision::F16 {
-            return Err(unsupported("hierarchical_transform", &[p]));
-        }
-        let cols = x.cols();
-        if cols == 0 || t.is_empty() {
-            return Ok(());
-        }
+        let (p, cols) = (x.precision(), x.cols());
         let levels: Vec<usize> = if transpose {
             (1..=t.levels).rev().collect()
         } else {
@@ -86,6 +74,59 @@ impl PscKernels for Cuda {
             )?;
         }
         Ok(())
+    }
+}
+
+impl PscKernels for Cuda {
+    fn hierarchical_transform(
+        &self,
+        t: &HierarchicalTransform<Self>,
+        x: &mut Block<Self>,
+        transpose: bool,
+    ) -> Result<()> {
+        if x.rows() != t.len() || x.layout() != Layout::ColMajor {
+            return Err(Error::Backend(format!(
+                "hierarchical_transform: a {}×{} block for {} unknowns",
+                x.rows(),
+                x.cols(),
+                t.len()
+            )));
+        }
+        let p = x.precision();
+        if p == Precision::F16 {
+            return Err(unsupported("hierarchical_transform", &[p]));
+        }
+        let cols = x.cols();
+        if cols == 0 || t.is_empty() {
+            return Ok(());
+        }
+        match t {
+            HierarchicalTransform::Grid(g) => self.grid_transform(g, x, transpose),
+            HierarchicalTransform::Levels(l) => {
+                let updates: Vec<_> = if transpose {
+                    l.transpose.iter().rev().collect()
+                } else {
+                    l.forward.iter().collect()
+                };
+                for u in updates.into_iter().filter(|u| u.nrows > 0) {
+                    self.launch(
+                        &kernel_name("row_update", &[p]),
+                        launch::elementwise((u.nrows * cols) as u64),
+                        &[
+                            self.data_ptr(&x.data, 0),
+                            Arg::U64(t.len() as u64),
+                            Arg::U32(cols as u32),
+                            self.ptr(&u.rows, 0),
+                            self.ptr(&u.row_ptr, 0),
+                            self.ptr(&u.cols, 0),
+                            self.data_ptr(&u.weights, 0),
+                            Arg::U32(u.nrows as u32),
+                        ],
+                    )?;
+                }
+                Ok(())
+            }
+        }
     }
 
     fn psc_gather(
