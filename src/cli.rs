@@ -152,9 +152,10 @@ impl PrecisionArg {
 
 #[derive(clap::Args)]
 pub struct PscInfoArgs {
-    /// The domain: the unit square refined from h0 = 1/n0 to h = 1/n (--n, --n0), or the
-    /// flow around a square's coarse mesh refined L0 times into the macro elements and L
-    /// times in all (--coarse-levels, --levels).
+    /// The domain: the unit square refined from h0 = 1/n0 to h = 1/n (--n, --n0), the flow
+    /// around a square's coarse mesh refined L0 times into the macro elements and L times in
+    /// all (--coarse-levels, --levels), or a Gmsh MSH 4.1 file's mesh, its cells the macro
+    /// elements, refined L times (--file, --levels).
     #[arg(long, value_enum, default_value_t = InfoMeshArg::UnitSquare)]
     pub mesh: InfoMeshArg,
     /// Cells per direction of the fine mesh (h = 1/n; unit square).
@@ -169,6 +170,9 @@ pub struct PscInfoArgs {
     /// Refinements of the coarse mesh that make the macro elements (flow around a square).
     #[arg(long)]
     pub coarse_levels: Option<usize>,
+    /// The Gmsh mesh file (--mesh gmsh).
+    #[arg(long)]
+    pub file: Option<PathBuf>,
     /// q1 or p1 (default q1 on the unit square; the flow around a square is p1).
     #[arg(long, value_enum)]
     pub element: Option<ElementArg>,
@@ -184,6 +188,7 @@ pub struct PscInfoArgs {
 pub enum InfoMeshArg {
     UnitSquare,
     FlowAroundSquare,
+    Gmsh,
 }
 
 impl PscInfoArgs {
@@ -192,6 +197,11 @@ impl PscInfoArgs {
         use crate::error::Error;
         use crate::psc::InfoMesh;
         let element = self.element.map(ElementArg::element);
+        if self.file.is_some() && self.mesh != InfoMeshArg::Gmsh {
+            return Err(Error::InvalidInput(
+                "--file is the mesh of --mesh gmsh".into(),
+            ));
+        }
         match self.mesh {
             InfoMeshArg::UnitSquare => {
                 if self.levels.is_some() || self.coarse_levels.is_some() {
@@ -236,6 +246,21 @@ impl PscInfoArgs {
                     )),
                 }
             }
+            InfoMeshArg::Gmsh => match (&self.file, self.levels) {
+                _ if self.n.is_some() || self.n0.is_some() || self.coarse_levels.is_some() => {
+                    Err(Error::InvalidInput(
+                        "psc-info --mesh gmsh takes --file and --levels (the file's cells are the macro elements)".into(),
+                    ))
+                }
+                (Some(file), Some(levels)) if levels >= 1 => Ok(InfoMesh::Gmsh {
+                    file: file.clone(),
+                    levels,
+                    element,
+                }),
+                _ => Err(Error::InvalidInput(
+                    "psc-info --mesh gmsh needs --file and --levels ≥ 1".into(),
+                )),
+            },
         }
     }
 }

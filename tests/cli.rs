@@ -500,6 +500,29 @@ fn psc_info_on_the_flow_around_a_square() {
         assert_eq!(bad.status.code(), Some(2), "{args:?}");
         assert!(text(&bad.stderr).contains(message), "{}", text(&bad.stderr));
     }
+    // A Gmsh file's mesh: the file decides the element; P1 needs two refinements.
+    let mesh = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/inputs/meshes/channel-cylinder.msh"
+    );
+    let v = json(&run(
+        &[
+            "psc-info", "--mesh", "gmsh", "--file", mesh, "--levels", "2", "--json",
+        ],
+        dir.path(),
+    ));
+    assert_eq!(v["mesh"].as_str(), Some("gmsh"));
+    assert_eq!(v["element"].as_str(), Some("p1"));
+    for (args, message) in [
+        (&["--levels", "1"][..], "at least 2 refinements"),
+        (&["--levels", "2", "--element", "q1"], "holds p1 cells"),
+    ] {
+        let mut all = vec!["psc-info", "--mesh", "gmsh", "--file", mesh];
+        all.extend(args);
+        let bad = run(&all, dir.path());
+        assert_eq!(bad.status.code(), Some(2), "{args:?}");
+        assert!(text(&bad.stderr).contains(message), "{}", text(&bad.stderr));
+    }
 }
 
 #[test]

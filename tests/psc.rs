@@ -5,7 +5,7 @@ use tensorfem::device::{Block, Layout, PscDevice};
 use tensorfem::device_tests;
 use tensorfem::fem::{assemble_poisson, Manufactured};
 use tensorfem::linalg::LinOp;
-use tensorfem::mesh::{refine, unit_square_refined, CoarseMesh, Element, Mesh2d};
+use tensorfem::mesh::{read_gmsh, refine, unit_square_refined, CoarseMesh, Element, Mesh2d};
 use tensorfem::precision::Precision;
 use tensorfem::psc::{PscInfo, PscIr, PscSetup, RefineParams, M1};
 use tensorfem::reference::CholeskySolver;
@@ -224,6 +224,14 @@ fn m1_matches_the_reference_in_every_precision<D: PscDevice>(dev: &D) {
             }),
         ));
     }
+    cases.push((
+        "Gmsh channel with a cylinder levels=2 nrhs=2".into(),
+        Box::new(|| {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("inputs/meshes/channel-cylinder.msh");
+            problem_on(refine(&read_gmsh(&path).unwrap(), 2).unwrap(), 2)
+        }),
+    ));
     cases.push((
         "rectangles of two shapes levels=3 nrhs=2".into(),
         Box::new(|| problem_on(refine(&tensor_rectangles(), 3).unwrap(), 2)),

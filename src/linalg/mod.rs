@@ -1,14 +1,16 @@
 //! Linear algebra over any device: the operator interface ([`LinOp`]), one iterative
-//! refinement shared by PSC-IR and mixed-precision multigrid, block CG, FGMRES; and Lanczos
-//! for the set-up's condition numbers (host).
+//! refinement shared by PSC-IR and mixed-precision multigrid, block CG, FGMRES; and, on the
+//! host, Lanczos for the set-up's condition numbers and the in-place dense SPD inverse.
 
 mod cg;
+mod dense;
 mod fgmres;
 mod lanczos;
 mod linop;
 mod refine;
 
 pub use cg::{BlockCg, CgInfo, CgParams};
+pub use dense::{spd_inverse_in_place, NotPositiveDefinite};
 pub use fgmres::{fgmres, FgmresError, FgmresFailure, FgmresInfo, FgmresParams, FgmresWorkspace};
 pub use lanczos::{extreme_eigenvalues, LanczosInfo, LanczosParams};
 pub use linop::{block_of, BlockKind, Cost, LinOp};

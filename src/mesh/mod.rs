@@ -10,12 +10,14 @@
 
 mod coarse;
 mod cube;
+mod gmsh;
 mod refine;
 mod spec;
 mod square;
 
 pub use coarse::{BoundaryEdge, CoarseMesh, Edges};
 pub use cube::unit_cube;
+pub use gmsh::read_gmsh;
 pub use refine::refine;
 pub use spec::{build, AnyMesh, MeshKind, MeshSpec};
 pub use square::{unit_square, unit_square_refined, Hierarchy, MacroLocation, Parents};

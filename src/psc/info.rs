@@ -3,6 +3,7 @@
 //! matrix; optionally the whole-matrix condition numbers of A, SᵀAS and the prehandled
 //! matrix.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use faer::Side;
@@ -10,12 +11,12 @@ use faer::Side;
 use super::{refinement_levels, PscSetup};
 use crate::error::{Error, Result};
 use crate::linalg::{extreme_eigenvalues, LanczosParams};
-use crate::mesh::{refine, CoarseMesh, Element};
+use crate::mesh::{read_gmsh, refine, CoarseMesh, Element};
 use crate::reference::CholeskySolver;
 use crate::sparse::spmv;
 
 /// The meshes `psc-info` reports on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum InfoMesh {
     /// The unit square refined from h0 = 1/n0 to h = 1/n.
     UnitSquare {
@@ -26,6 +27,13 @@ pub enum InfoMesh {
     /// The flow around a square (P1): its coarse mesh refined `coarse_levels` times makes
     /// the macro elements, `levels` times in all the fine mesh.
     FlowAroundSquare { levels: usize, coarse_levels: usize },
+    /// A Gmsh file's mesh, its cells the macro elements, refined `levels` times; the element
+    /// when one was asked for (the file's cells decide it).
+    Gmsh {
+        file: PathBuf,
+        levels: usize,
+        element: Option<Element>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -63,7 +71,22 @@ pub struct WholeConditionNumbers {
     pub kappa_prehandled: f64,
 }
 
-fn dense_condition_number(m: &faer::Mat<f64>) -> Result<f64> {
+/// Groups listed one per line in the table; more are summarised (all are in the JSON).
+const LISTED_GROUPS: usize = 12;
+
+/// Block size above which κ comes from Lanczos instead of all eigenvalues: the dense
+/// eigensolver costs O(n³) (minutes at n = 8,001, the flow around a square's L0 = 0).
+const DENSE_EIGEN_MAX: usize = 1500;
+
+/// Spectral condition number of a symmetric positive definite matrix.
+fn condition_number(m: &faer::Mat<f64>) -> Result<f64> {
+    if m.nrows() > DENSE_EIGEN_MAX {
+        let lanczos = extreme_eigenvalues(m.nrows(), LanczosParams::default(), |x, y| {
+            let yv = m * faer::ColRef::from_slice(x);
+            y.iter_mut().zip(yv.iter()).for_each(|(a, b)| *a = *b);
+        })?;
+        return Ok(lanczos.largest / lanczos.smallest);
+    }
     let ev = m
         .self_adjoint_eigenvalues(Side::Lower)
         .map_err(|e| Error::Solver(format!("eigenvalues: {e:?}")))?;
@@ -85,7 +108,7 @@ impl PscInfo {
             groups.push(GroupInfo {
                 members: g.macros.len(),
                 block_size: g.block_size(),
-                kappa: dense_condition_number(&g.block)?,
+                kappa: condition_number(&g.block)?,
             });
             nnz_ci += numerical_nnz(&g.inverse);
         }
@@ -191,15 +214,15 @@ fn prehandling_scale(setup: &PscSetup, n: usize) -> Vec<f64> {
 /// JSON object, with the seconds the set-up and the figures took.
 pub fn report(mesh: &InfoMesh, whole: bool, json: bool) -> Result<()> {
     let start = Instant::now();
-    let (setup, title) = match *mesh {
-        InfoMesh::UnitSquare { n, n0, element } => (
+    let (setup, title) = match mesh {
+        &InfoMesh::UnitSquare { n, n0, element } => (
             PscSetup::new(element, n0, refinement_levels(n, n0)?)?,
             format!(
                 "the unit square, {}, h = 1/{n}, h0 = 1/{n0}",
                 element.name()
             ),
         ),
-        InfoMesh::FlowAroundSquare {
+        &InfoMesh::FlowAroundSquare {
             levels,
             coarse_levels,
         } => {
@@ -207,6 +230,26 @@ pub fn report(mesh: &InfoMesh, whole: bool, json: bool) -> Result<()> {
             (
                 PscSetup::on_mesh(refine(&macros, levels - coarse_levels)?)?,
                 format!("the flow around a square, p1, L = {levels}, L0 = {coarse_levels}"),
+            )
+        }
+        InfoMesh::Gmsh {
+            file,
+            levels,
+            element,
+        } => {
+            let coarse = read_gmsh(file)?;
+            if element.is_some_and(|e| e != coarse.element) {
+                return Err(Error::InvalidInput(format!(
+                    "--element {}: {} holds {} cells",
+                    element.map_or("", Element::name),
+                    file.display(),
+                    coarse.element.name()
+                )));
+            }
+            let element = coarse.element.name();
+            (
+                PscSetup::on_mesh(refine(&coarse, *levels)?)?,
+                format!("{}, {element}, refined {levels} times", file.display()),
             )
         }
     };
@@ -227,19 +270,24 @@ pub fn report(mesh: &InfoMesh, whole: bool, json: bool) -> Result<()> {
             "nnz_Pi_inv_over_fem": info.nnz_pi_inv_over_fem,
             "setup_seconds": setup_seconds, "info_seconds": info_seconds,
         });
-        match *mesh {
-            InfoMesh::UnitSquare { n, n0, .. } => {
+        match mesh {
+            &InfoMesh::UnitSquare { n, n0, .. } => {
                 object["mesh"] = "unit-square".into();
                 object["n"] = n.into();
                 object["n0"] = n0.into();
             }
-            InfoMesh::FlowAroundSquare {
+            &InfoMesh::FlowAroundSquare {
                 levels,
                 coarse_levels,
             } => {
                 object["mesh"] = "flow-around-square".into();
                 object["levels"] = levels.into();
                 object["coarse_levels"] = coarse_levels.into();
+            }
+            InfoMesh::Gmsh { file, levels, .. } => {
+                object["mesh"] = "gmsh".into();
+                object["file"] = file.display().to_string().into();
+                object["levels"] = (*levels).into();
             }
         }
         if let Some(w) = info.whole {
@@ -254,14 +302,28 @@ pub fn report(mesh: &InfoMesh, whole: bool, json: bool) -> Result<()> {
             "  N = {}: |C| = {}, |E| = {}, |I| = {}",
             info.unknowns, info.c, info.e, info.i
         );
-        println!(
-            "  {} group(s) of identical macro elements:",
-            info.groups.len()
-        );
-        for (k, g) in info.groups.iter().enumerate() {
+        if info.groups.len() <= LISTED_GROUPS {
             println!(
-                "    group {k}: {} members, block {}, κ(C_g) = {:.1}",
-                g.members, g.block_size, g.kappa
+                "  {} group(s) of identical macro elements:",
+                info.groups.len()
+            );
+            for (k, g) in info.groups.iter().enumerate() {
+                println!(
+                    "    group {k}: {} members, block {}, κ(C_g) = {:.1}",
+                    g.members, g.block_size, g.kappa
+                );
+            }
+        } else {
+            let members = info.groups.iter().map(|g| g.members);
+            let kappa = info.groups.iter().map(|g| g.kappa);
+            println!(
+                "  {} groups of identical macro elements (listed in --json): {}–{} members, block {}, κ(C_g) {:.1}–{:.1}",
+                info.groups.len(),
+                members.clone().min().unwrap_or(0),
+                members.max().unwrap_or(0),
+                info.groups[0].block_size,
+                kappa.clone().fold(f64::INFINITY, f64::min),
+                kappa.fold(0.0, f64::max),
             );
         }
         println!("  κ(C_i) (max over groups)      {kappa_ci:.1}");

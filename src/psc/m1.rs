@@ -18,7 +18,7 @@ use crate::device::{
 use crate::error::{Error, Result};
 use crate::linalg::{BlockKind, Cost, LinOp};
 use crate::precision::{convert_checked, Precision};
-use crate::sparse::Csr;
+use crate::sparse::{Csr, SparseRows};
 
 /// A group's I rows: `count` macro elements of `size` unknowns from `offset` on.
 #[derive(Clone, Copy, Debug)]
@@ -79,12 +79,12 @@ pub(super) fn dense_col_major(m: &faer::Mat<f64>) -> Vec<f64> {
         .collect()
 }
 
-/// Converts a dense f64 operator to S. Entries below S's resolution relative to the
+/// Converts an f64 operator's values to S. Entries below S's resolution relative to the
 /// operator's largest entry (|v| ≤ u·max|M|) may flush to zero: they are below what S can
-/// represent next to that entry anyway. Overflow, non-finite values and the flush of a
-/// larger entry are errors naming the operator.
-fn convert_dense<S: Storage>(what: &str, m: &faer::Mat<f64>) -> Result<Vec<S>> {
-    let data = dense_col_major(m);
+/// represent next to that entry anyway (on meshes with nearly right angles, couplings of
+/// 1e-10 relative occur). Overflow, non-finite values and the flush of a larger entry are
+/// errors naming the operator.
+fn convert_values<S: Storage>(what: &str, data: &[f64]) -> Result<Vec<S>> {
     let negligible = S::PRECISION.unit_roundoff() * data.iter().fold(0.0f64, |a, v| a.max(v.abs()));
     data.iter()
         .enumerate()
@@ -103,6 +103,22 @@ fn convert_dense<S: Storage>(what: &str, m: &faer::Mat<f64>) -> Result<Vec<S>> {
         .collect()
 }
 
+/// [`convert_values`] of a dense operator, column-major.
+fn convert_dense<S: Storage>(what: &str, m: &faer::Mat<f64>) -> Result<Vec<S>> {
+    convert_values(what, &dense_col_major(m))
+}
+
+/// [`convert_values`] of a sparse operator, its pattern kept.
+fn convert_sparse<S: Storage>(what: &str, m: &Csr<f64>) -> Result<Csr<S>> {
+    Csr::new(
+        m.nrows(),
+        m.ncols(),
+        m.row_ptr().to_vec(),
+        m.col_idx().to_vec(),
+        convert_values(what, m.values())?,
+    )
+}
+
 impl<S: Storage> M1Host<S> {
     /// Converts the f64 set-up to storage precision S; values out of S's range are an error
     /// naming the operator.
@@ -116,7 +132,7 @@ impl<S: Storage> M1Host<S> {
                 .iter()
                 .map(|g| convert_dense("C⁻¹", &g.inverse))
                 .collect::<Result<_>>()?,
-            dt: setup.dt.convert()?,
+            dt: convert_sparse("Dᵀ", &setup.dt)?,
         })
     }
 }

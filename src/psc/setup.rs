@@ -11,6 +11,7 @@ use super::macros::{group_blocks, Lattice, SparseBlock};
 use super::HierarchicalBasis;
 use crate::error::{Error, Result};
 use crate::fem::assemble_poisson;
+use crate::linalg::spd_inverse_in_place;
 use crate::mesh::{unit_square_refined, Element, MacroLocation, Mesh2d};
 use crate::sparse::{spgemm, Csr};
 
@@ -183,6 +184,12 @@ impl PscSetup {
         let (element, n, n0, levels) = (mesh.element, mesh.n, hierarchy.n0, hierarchy.levels);
         let lattice = Lattice::new(element, levels);
         let per_macro = lattice.len();
+        if per_macro == 0 {
+            return Err(Error::InvalidInput(format!(
+                "PSC needs nodes inside the macro elements: {} macro elements need at least 2 refinements (got {levels})",
+                element.name()
+            )));
+        }
         let num_macros = hierarchy.macros;
 
         // Classes in unknown order; I numbered macro by macro in the lattice order, then
@@ -452,10 +459,14 @@ impl PscSetup {
             -1.0,
             Par::rayon(0),
         );
-        let pi_inv = pi
-            .llt(Side::Lower)
-            .map_err(|e| Error::Solver(format!("Cholesky of Π (|E| = {ne}) failed: {e:?}")))?
-            .inverse();
+        // In place: Λ became Π and Π becomes Π⁻¹ in one |E|×|E| allocation.
+        let mut pi_inv = pi;
+        spd_inverse_in_place(&mut pi_inv).map_err(|e| {
+            Error::Solver(format!(
+                "Cholesky of Π (|E| = {ne}) failed: pivot {} is not positive",
+                e.index
+            ))
+        })?;
 
         Ok(PscSetup {
             element,
