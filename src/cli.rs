@@ -39,9 +39,13 @@ pub enum Command {
     },
     /// Print the version and the backends found: CPU cores, CUDA driver and devices, MPI.
     Info,
-    /// PSC figures for the unit square (the PSC paper's Table 1, docs/mathematics.md §3): |C|, |E|, |I|, κ(C_i), κ(Π), storage
+    /// PSC figures (the PSC paper's Table 1, docs/mathematics.md §3) for the unit square, the
+    /// flow around a square or a Gmsh mesh: |C|, |E|, |I|, the groups, κ(C_i), κ(Π), storage
     /// of C_i⁻¹ and Π⁻¹ relative to the FEM matrix (and whole-matrix κ with --whole).
     PscInfo(PscInfoArgs),
+    /// Write a refined mesh (the flow around a square or a Gmsh file's) to HDF5 with an XDMF
+    /// sidecar: nodes, cells, hierarchy, boundary parts (docs/hdf5.md).
+    Mesh(MeshArgs),
     /// Benchmarks: measure, print a table (or JSON with --json).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -182,6 +186,47 @@ pub struct PscInfoArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct MeshArgs {
+    /// The coarse mesh: the flow around a square's (p1) or a Gmsh MSH 4.1 file's (--file).
+    #[arg(long, value_enum)]
+    pub mesh: ExportMeshArg,
+    /// The Gmsh mesh file (--mesh gmsh).
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+    /// Uniform refinements of the coarse mesh.
+    #[arg(long)]
+    pub levels: usize,
+    /// The HDF5 file to write (the XDMF sidecar goes beside it).
+    #[arg(long)]
+    pub output: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportMeshArg {
+    FlowAroundSquare,
+    Gmsh,
+}
+
+impl MeshArgs {
+    /// The coarse mesh asked for, read or built.
+    pub fn coarse(&self) -> crate::error::Result<crate::mesh::CoarseMesh> {
+        use crate::error::Error;
+        match (self.mesh, &self.file) {
+            (ExportMeshArg::FlowAroundSquare, None) => {
+                Ok(crate::mesh::CoarseMesh::flow_around_square())
+            }
+            (ExportMeshArg::Gmsh, Some(file)) => crate::mesh::read_gmsh(file),
+            (ExportMeshArg::FlowAroundSquare, Some(_)) => Err(Error::InvalidInput(
+                "--file is the mesh of --mesh gmsh".into(),
+            )),
+            (ExportMeshArg::Gmsh, None) => {
+                Err(Error::InvalidInput("--mesh gmsh needs --file".into()))
+            }
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -41,6 +41,7 @@ fn main() -> ExitCode {
         Command::PscInfo(a) => a
             .mesh()
             .and_then(|mesh| psc::report_info(&mesh, a.whole, a.json)),
+        Command::Mesh(a) => export_mesh(a),
         Command::Bench(command) => bench::dispatch(command),
         Command::Kernels(a) => {
             tensorfem::device::cuda::compile::report(&a.arch, a.ptx_dir.as_deref())
@@ -94,4 +95,20 @@ fn set_threads_per_rank(comm: &dyn Comm) {
     {
         log::warn!("could not size the thread pool to {threads} threads: {e}");
     }
+}
+
+/// `tensorfem mesh`: refines the coarse mesh and writes it with its sidecar.
+fn export_mesh(args: &tensorfem::cli::MeshArgs) -> Result<(), Error> {
+    let mesh = tensorfem::mesh::refine(&args.coarse()?, args.levels)?;
+    let (h5, xdmf) = tensorfem::io::schema::write_mesh_file(&args.output, &mesh)?;
+    println!(
+        "{} nodes ({} unknowns with Dirichlet on the whole boundary), {} cells, boundary parts {}: {} ({})",
+        mesh.num_nodes(),
+        mesh.num_interior(),
+        mesh.num_cells(),
+        mesh.boundary.names.join(", "),
+        h5.display(),
+        xdmf.display()
+    );
+    Ok(())
 }

@@ -755,3 +755,48 @@ fn run_local_works_from_any_directory() {
     assert!(tmp.path().join("sub/out/campaign.h5").exists());
     assert!(!tmp.path().join("out").exists());
 }
+
+/// `tensorfem mesh` writes a refined mesh that reads back with its hierarchy and boundary
+/// parts, and an XDMF sidecar beside it; a Gmsh mesh without --file is refused.
+#[test]
+fn mesh_export_writes_a_readable_refined_mesh() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        &[
+            "mesh",
+            "--mesh",
+            "flow-around-square",
+            "--levels",
+            "2",
+            "--output",
+            "flow.h5",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("inflow, outflow, walls, obstacle"));
+    let file = tensorfem::io::h5::open(&dir.path().join("flow.h5")).unwrap();
+    let mesh: tensorfem::mesh::Mesh2d =
+        tensorfem::io::h5::read_mesh(&file.group("mesh").unwrap()).unwrap();
+    let built =
+        tensorfem::mesh::refine(&tensorfem::mesh::CoarseMesh::flow_around_square(), 2).unwrap();
+    assert_eq!(mesh, built, "the mesh reads back as built");
+    // 14 coarse boundary edges, 4 fine edges each.
+    assert_eq!(mesh.boundary.edges.len(), 14 * 4);
+    let xdmf = std::fs::read_to_string(dir.path().join("flow.xdmf")).unwrap();
+    assert!(xdmf.contains("Triangle") && xdmf.contains("/fields/boundary_part"));
+
+    let bad = run(
+        &[
+            "mesh", "--mesh", "gmsh", "--levels", "2", "--output", "x.h5",
+        ],
+        dir.path(),
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("needs --file"),
+        "{}",
+        text(&bad.stderr)
+    );
+    assert!(!dir.path().join("x.h5").exists());
+}

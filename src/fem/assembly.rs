@@ -82,7 +82,7 @@ pub struct PoissonSystem {
 
 /// The bilinear form of an element matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Form {
+pub(super) enum Form {
     /// ∫ ∇φ_a · ∇φ_b
     Stiffness,
     /// ∫ φ_a φ_b
@@ -91,7 +91,7 @@ enum Form {
 
 /// Element load vectors (k per cell) and, when `form` is given, element matrices of that
 /// form (row-major, k×k per cell; empty otherwise).
-fn element_systems<const D: usize>(
+pub(super) fn element_systems<const D: usize>(
     mesh: &Mesh<D>,
     f: &(impl Fn(&[f64]) -> f64 + Sync),
     form: Option<Form>,
@@ -206,6 +206,21 @@ fn check_dimension<const D: usize>(mesh: &Mesh<D>) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The global load on the unknowns of `dofs` from per-cell loads (k per cell): each row
+/// sums its node's entries in cell order.
+pub(super) fn gather_load<const D: usize>(mesh: &Mesh<D>, dofs: &Dofs, load: &[f64]) -> Vec<f64> {
+    let (start, slots) = node_incidence(mesh);
+    dofs.node_of_dof
+        .par_iter()
+        .map(|&node| {
+            slots[start[node as usize]..start[node as usize + 1]]
+                .iter()
+                .map(|&slot| load[slot as usize])
+                .sum()
+        })
+        .collect()
 }
 
 /// The global matrix and load vector on the unknowns from element matrices and loads.

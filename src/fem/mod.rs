@@ -1,8 +1,9 @@
-//! Finite elements on the structured meshes: Q1/P1 (2D) and Q1 (3D) Poisson stiffness and
-//! load assembly with the Dirichlet rows and columns removed, manufactured solutions, and
-//! L2 errors, and the verification of solutions against them.
+//! Finite elements: Q1/P1 (2D) and Q1 (3D) Poisson stiffness and load assembly with the
+//! Dirichlet rows and columns removed, boundary conditions per boundary part (2D),
+//! manufactured solutions, L2 errors, and the verification of solutions against them.
 
 mod assembly;
+mod boundary;
 mod element;
 mod error_norms;
 mod manufactured;
@@ -11,6 +12,10 @@ mod quadrature;
 mod verify;
 
 pub use assembly::{assemble_loads, assemble_mass, assemble_poisson, Dofs, PoissonSystem};
+pub use boundary::{
+    boundary_load, dirichlet_values, nodal_solution, outward_normal, BoundaryData, Condition,
+    Conditions, PINNED_NODE,
+};
 pub use error_norms::{l2_error, nodal_l2_error};
 pub use manufactured::{Exact, Manufactured, Mode, PressureSeries};
 pub use modes::{ColumnErrors, ModeBasis};

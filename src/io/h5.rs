@@ -11,7 +11,7 @@ use hdf5::types::VarLenUnicode;
 use hdf5::{Dataset, Group, H5Type, Location};
 
 use crate::error::{Error, Result};
-use crate::mesh::{Element, Hierarchy, MacroLocation, Mesh, Parents};
+use crate::mesh::{BoundaryEdge, BoundaryParts, Element, Hierarchy, MacroLocation, Mesh, Parents};
 use crate::precision::Precision;
 
 /// Version of the layout in docs/hdf5.md, stored as the root attribute `schema_version`.
@@ -476,6 +476,19 @@ pub fn write_mesh<const D: usize>(group: &Group, mesh: &Mesh<D>) -> Result<()> {
     write_vector(group, "on_boundary", &boundary)?;
     write_str_attr(group, "element", mesh.element.name())?;
     write_scalar_attr(group, "cells_per_direction", mesh.n as u64)?;
+    if !mesh.boundary.edges.is_empty() {
+        let edges: Vec<u32> = mesh.boundary.edges.iter().flat_map(|e| e.nodes).collect();
+        write_dense(
+            group,
+            "boundary_edges",
+            2,
+            mesh.boundary.edges.len(),
+            &edges,
+        )?;
+        let parts: Vec<u16> = mesh.boundary.edges.iter().map(|e| e.part).collect();
+        write_vector(group, "boundary_edge_part", &parts)?;
+        write_str_attr(group, "boundary_parts", &mesh.boundary.names.join("\n"))?;
+    }
     if let Some(h) = &mesh.hierarchy {
         let hg = group
             .create_group("hierarchy")
@@ -549,6 +562,33 @@ pub fn read_mesh<const D: usize>(group: &Group) -> Result<Mesh<D>> {
     if cells.iter().any(|&v| v as usize >= nnodes) {
         return Err(bad("mesh cells refer to nodes that do not exist".into()));
     }
+    let boundary_parts = if group.link_exists("boundary_edges") {
+        let (_, _, nodes) = read_dense::<u32>(group, "boundary_edges")?;
+        let parts = read_vector::<u16>(group, "boundary_edge_part")?;
+        let names: Vec<String> = read_str_attr(group, "boundary_parts")?
+            .lines()
+            .map(String::from)
+            .collect();
+        if nodes.len() != 2 * parts.len()
+            || nodes.iter().any(|&v| v as usize >= nnodes)
+            || parts.iter().any(|&p| p as usize >= names.len())
+        {
+            return Err(bad("mesh boundary edges do not match the mesh".into()));
+        }
+        BoundaryParts {
+            names,
+            edges: nodes
+                .chunks(2)
+                .zip(parts)
+                .map(|(n, part)| BoundaryEdge {
+                    nodes: [n[0], n[1]],
+                    part,
+                })
+                .collect(),
+        }
+    } else {
+        BoundaryParts::default()
+    };
     let hierarchy = if group.link_exists("hierarchy") {
         let hg = group
             .group("hierarchy")
@@ -622,6 +662,7 @@ pub fn read_mesh<const D: usize>(group: &Group) -> Result<Mesh<D>> {
         cells,
         on_boundary: boundary.iter().map(|&b| b != 0).collect(),
         hierarchy,
+        boundary: boundary_parts,
     })
 }
 

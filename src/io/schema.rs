@@ -157,3 +157,49 @@ pub fn write_stokes(config: &RunConfig, spec: &StokesSpec, s: &StokesSolution) -
     h5::write_vector(&fgmres, "history", &s.info.history)?;
     writer.commit()
 }
+
+/// `tensorfem mesh`: a refined mesh with its hierarchy and boundary parts (docs/hdf5.md,
+/// `/mesh`), and two nodal fields for a look in ParaView: `level` (the level each node
+/// first appears on) and `boundary_part` (1 + the part of a boundary edge at the node, 0
+/// inside), with an XDMF sidecar.
+pub fn write_mesh_file(path: &std::path::Path, mesh: &Mesh<2>) -> Result<(PathBuf, PathBuf)> {
+    let nodes = mesh.num_nodes();
+    let writer = h5::H5Writer::create(path)?;
+    let root = writer.root();
+    h5::write_provenance(root, None)?;
+    let mesh_group = root
+        .create_group("mesh")
+        .map_err(h5::error_in(path, "creating group mesh"))?;
+    h5::write_mesh(&mesh_group, mesh)?;
+    let fields = root
+        .create_group("fields")
+        .map_err(h5::error_in(path, "creating group fields"))?;
+    let level: Vec<f64> = match &mesh.hierarchy {
+        Some(h) => h.level.iter().map(|&l| f64::from(l)).collect(),
+        None => vec![0.0; nodes],
+    };
+    let mut part = vec![0.0; nodes];
+    for edge in &mesh.boundary.edges {
+        for v in edge.nodes {
+            if part[v as usize] == 0.0 {
+                part[v as usize] = 1.0 + f64::from(edge.part);
+            }
+        }
+    }
+    h5::write_dense(&fields, "level", nodes, 1, &level)?;
+    h5::write_dense(&fields, "boundary_part", nodes, 1, &part)?;
+    let output = writer.commit()?;
+    let fields = ["level", "boundary_part"]
+        .map(|name| xdmf::NodalField {
+            name: name.into(),
+            dataset: format!("/fields/{name}"),
+            column: 0,
+            columns: 1,
+            bytes: 8,
+            components: 1,
+        })
+        .into_iter()
+        .collect();
+    let xdmf = xdmf::write_sidecar(&output, mesh.element, nodes, mesh.num_cells(), fields)?;
+    Ok((output, xdmf))
+}

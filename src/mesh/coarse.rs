@@ -17,7 +17,8 @@ pub struct CoarseMesh {
     pub cells: Vec<u32>,
     /// Names of the boundary parts (inflow, walls, …), indexed by [`BoundaryEdge::part`].
     pub parts: Vec<String>,
-    /// Every boundary edge exactly once, with its part.
+    /// Every boundary edge exactly once, with its part, running counterclockwise (the
+    /// domain on its left).
     pub boundary: Vec<BoundaryEdge>,
 }
 
@@ -113,7 +114,7 @@ impl CoarseMesh {
                 }
             }
         }
-        let mesh = CoarseMesh {
+        let mut mesh = CoarseMesh {
             element,
             coords,
             cells,
@@ -121,6 +122,20 @@ impl CoarseMesh {
             boundary,
         };
         mesh.edges()?;
+        // Boundary edges run as their cell runs them (counterclockwise): the domain lies on
+        // their left, and the outward normal is the edge turned clockwise.
+        let mut sides = HashMap::new();
+        for c in 0..mesh.num_cells() {
+            let cell = mesh.cell(c);
+            for a in 0..k {
+                let (u, v) = (cell[a], cell[(a + 1) % k]);
+                sides.insert([u.min(v), u.max(v)], [u, v]);
+            }
+        }
+        for b in &mut mesh.boundary {
+            let [u, v] = b.nodes;
+            b.nodes = sides[&[u.min(v), u.max(v)]];
+        }
         Ok(mesh)
     }
 
@@ -210,30 +225,13 @@ impl CoarseMesh {
             ));
         }
         let fine = super::unit_square(n0, element)?;
-        let v = |i: usize, j: usize| (i + j * (n0 + 1)) as u32;
-        let mut boundary = Vec::new();
-        for i in 0..n0 {
-            boundary.push(BoundaryEdge {
-                nodes: [v(i, 0), v(i + 1, 0)],
-                part: 2,
-            });
-            boundary.push(BoundaryEdge {
-                nodes: [v(i, n0), v(i + 1, n0)],
-                part: 3,
-            });
-            boundary.push(BoundaryEdge {
-                nodes: [v(0, i), v(0, i + 1)],
-                part: 0,
-            });
-            boundary.push(BoundaryEdge {
-                nodes: [v(n0, i), v(n0, i + 1)],
-                part: 1,
-            });
-        }
-        let parts = ["left", "right", "bottom", "top"]
-            .map(String::from)
-            .to_vec();
-        CoarseMesh::new(element, fine.coords, fine.cells, parts, boundary)
+        CoarseMesh::new(
+            element,
+            fine.coords,
+            fine.cells,
+            fine.boundary.names,
+            fine.boundary.edges,
+        )
     }
 
     /// The coarse mesh of the flow around a square (SPEC §2.6): the channel [0, 4] × [0, 1]

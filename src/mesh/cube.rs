@@ -44,6 +44,7 @@ pub fn unit_cube(n: usize) -> Result<Mesh3d> {
         cells,
         on_boundary,
         hierarchy: None,
+        boundary: super::BoundaryParts::default(),
     })
 }
 

@@ -16,6 +16,7 @@ mod spec;
 mod square;
 
 pub use coarse::{BoundaryEdge, CoarseMesh, Edges};
+
 pub use cube::unit_cube;
 pub use gmsh::read_gmsh;
 pub use refine::refine;
@@ -84,6 +85,17 @@ pub struct Mesh<const D: usize> {
     pub on_boundary: Vec<bool>,
     /// The refinement hierarchy, for meshes refined from a coarse mesh.
     pub hierarchy: Option<Hierarchy>,
+    /// The named boundary parts and the boundary edges that make them up (2D meshes; empty
+    /// for the cube).
+    pub boundary: BoundaryParts,
+}
+
+/// Named parts of a 2D mesh's boundary (inflow, walls, …) and every boundary edge with
+/// the part it belongs to.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BoundaryParts {
+    pub names: Vec<String>,
+    pub edges: Vec<BoundaryEdge>,
 }
 
 pub type Mesh2d = Mesh<2>;

@@ -10,7 +10,7 @@
 
 use super::coarse::{BoundaryEdge, CoarseMesh, Edges};
 use super::square::{Hierarchy, MacroLocation, Parents};
-use super::{check_node_count, Element, Mesh2d};
+use super::{check_node_count, BoundaryParts, Element, Mesh2d};
 use crate::error::{Error, Result};
 
 /// Node indices of one coarse cell's lattice, and how lattice points map to fine nodes.
@@ -262,6 +262,28 @@ pub fn refine(coarse: &CoarseMesh, levels: usize) -> Result<Mesh2d> {
         ));
     }
 
+    // Fine boundary edges: the nodes along every coarse boundary edge, in order.
+    let mut boundary_edges = Vec::with_capacity(coarse.boundary.len() * m);
+    for b in &coarse.boundary {
+        let [a, z] = b.nodes;
+        let e = edges.find(a, z).expect("boundary edges are edges") as usize;
+        // edge nodes are numbered from the lower vertex; keep the edge's direction
+        let mut inner: Vec<u32> = (0..m - 1)
+            .map(|t| (lattice.edge_base + e * (m - 1) + t) as u32)
+            .collect();
+        if a > z {
+            inner.reverse();
+        }
+        let along: Vec<u32> = std::iter::once(a)
+            .chain(inner)
+            .chain(std::iter::once(z))
+            .collect();
+        boundary_edges.extend(along.windows(2).map(|w| BoundaryEdge {
+            nodes: [w[0], w[1]],
+            part: b.part,
+        }));
+    }
+
     let mut on_boundary = vec![false; nodes];
     for (node, loc) in location.iter().enumerate() {
         if let MacroLocation::Edge(e) = *loc {
@@ -280,6 +302,10 @@ pub fn refine(coarse: &CoarseMesh, levels: usize) -> Result<Mesh2d> {
         coords,
         cells,
         on_boundary,
+        boundary: BoundaryParts {
+            names: coarse.parts.clone(),
+            edges: boundary_edges,
+        },
         hierarchy: Some(Hierarchy {
             n0: None,
             levels,
@@ -298,30 +324,12 @@ impl CoarseMesh {
     /// a further refinement), boundary edges keeping their parts.
     pub fn refined(&self, levels: usize) -> Result<CoarseMesh> {
         let fine = refine(self, levels)?;
-        let edges = self.edges()?;
-        let m = 1u32 << levels;
-        let edge_base = self.coords.len() as u32;
-        let mut boundary = Vec::with_capacity(self.boundary.len() * m as usize);
-        for b in &self.boundary {
-            let [a, z] = b.nodes;
-            let e = edges.find(a, z).expect("boundary edges are edges");
-            // nodes along the edge from its lower vertex
-            let (lo, hi) = (a.min(z), a.max(z));
-            let along: Vec<u32> = std::iter::once(lo)
-                .chain((0..m - 1).map(|t| edge_base + e * (m - 1) + t))
-                .chain(std::iter::once(hi))
-                .collect();
-            boundary.extend(along.windows(2).map(|w| BoundaryEdge {
-                nodes: [w[0], w[1]],
-                part: b.part,
-            }));
-        }
         CoarseMesh::new(
             self.element,
             fine.coords,
             fine.cells,
-            self.parts.clone(),
-            boundary,
+            fine.boundary.names,
+            fine.boundary.edges,
         )
     }
 }

@@ -1,6 +1,6 @@
 //! The unit square: uniform Q1 and P1 meshes and their refinement hierarchy.
 
-use super::{check_node_count, Element, Mesh2d};
+use super::{check_node_count, BoundaryEdge, BoundaryParts, Element, Mesh2d};
 use crate::error::{Error, Result};
 
 /// Hierarchical-basis parents of a node new on some level: its value in the nodal basis is
@@ -68,6 +68,29 @@ fn check_cells_per_side(n: usize) -> Result<()> {
     )
 }
 
+/// The sides of the n×n square mesh as boundary parts `left`, `right`, `bottom`, `top`,
+/// edges counterclockwise.
+pub(super) fn square_sides(n: usize) -> BoundaryParts {
+    let mut edges = Vec::with_capacity(4 * n);
+    for i in 0..n {
+        // counterclockwise: the square on the left of every edge
+        for (nodes, part) in [
+            ([node_index(n, 0, i + 1), node_index(n, 0, i)], 0),
+            ([node_index(n, n, i), node_index(n, n, i + 1)], 1),
+            ([node_index(n, i, 0), node_index(n, i + 1, 0)], 2),
+            ([node_index(n, i + 1, n), node_index(n, i, n)], 3),
+        ] {
+            edges.push(BoundaryEdge { nodes, part });
+        }
+    }
+    BoundaryParts {
+        names: ["left", "right", "bottom", "top"]
+            .map(String::from)
+            .to_vec(),
+        edges,
+    }
+}
+
 /// The uniform n×n mesh of the unit square with Q1 cells or P1 triangles.
 pub fn unit_square(n: usize, element: Element) -> Result<Mesh2d> {
     check_cells_per_side(n)?;
@@ -103,6 +126,7 @@ pub fn unit_square(n: usize, element: Element) -> Result<Mesh2d> {
         cells,
         on_boundary,
         hierarchy: None,
+        boundary: square_sides(n),
     })
 }
 

@@ -22,7 +22,8 @@ const CELL_WEIGHT: f64 = 0.25;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum HierarchicalBasis {
-    /// The unit square's structured mesh, unknowns lexicographic.
+    /// The unit square's structured mesh with Dirichlet conditions on the whole boundary,
+    /// unknowns lexicographic.
     Grid(Grid),
     /// Any refined mesh: N_k level by level.
     Levels(Arc<Levels>),
@@ -35,13 +36,15 @@ impl HierarchicalBasis {
                 "the hierarchical basis needs a mesh refined from a coarse mesh (mesh.h0)".into(),
             )
         })?;
+        // The grid transform leaves out the whole boundary: only for Dirichlet everywhere.
+        let dirichlet_everywhere = mesh.num_interior() == (mesh.n - 1) * (mesh.n - 1);
         Ok(match hierarchy.n0 {
-            Some(_) => HierarchicalBasis::Grid(Grid {
+            Some(_) if dirichlet_everywhere => HierarchicalBasis::Grid(Grid {
                 element: mesh.element,
                 n: mesh.n,
                 levels: hierarchy.levels,
             }),
-            None => HierarchicalBasis::Levels(Arc::new(Levels::from_mesh(mesh)?)),
+            _ => HierarchicalBasis::Levels(Arc::new(Levels::from_mesh(mesh)?)),
         })
     }
 

@@ -269,6 +269,7 @@ pub fn report(mesh: &InfoMesh, whole: bool, json: bool) -> Result<()> {
             "nnz_Ci_inv_over_fem": info.nnz_ci_inv_over_fem,
             "nnz_Pi_inv_over_fem": info.nnz_pi_inv_over_fem,
             "setup_seconds": setup_seconds, "info_seconds": info_seconds,
+            "peak_memory_bytes": crate::sys::peak_memory(),
         });
         match mesh {
             &InfoMesh::UnitSquare { n, n0, .. } => {
@@ -342,7 +343,10 @@ pub fn report(mesh: &InfoMesh, whole: bool, json: bool) -> Result<()> {
                 w.kappa_a, w.kappa_hb, w.kappa_prehandled
             );
         }
-        println!("  set-up {setup_seconds:.1} s, figures {info_seconds:.1} s");
+        let peak = crate::sys::peak_memory().map_or(String::new(), |b| {
+            format!(", peak memory {:.2} GB", b as f64 / 1e9)
+        });
+        println!("  set-up {setup_seconds:.1} s, figures {info_seconds:.1} s{peak}");
     }
     Ok(())
 }

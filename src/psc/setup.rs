@@ -181,7 +181,13 @@ impl PscSetup {
         progress: &Progress,
     ) -> Result<Self> {
         let hierarchy = mesh.hierarchy.as_ref().expect("refined mesh");
-        let (element, n, n0, levels) = (mesh.element, mesh.n, hierarchy.n0, hierarchy.levels);
+        let (element, n, levels) = (mesh.element, mesh.n, hierarchy.levels);
+        // The unit square's n0 names a set-up (the operator cache's key) only with Dirichlet
+        // conditions everywhere, which is when the grid transform applies.
+        let n0 = match hb {
+            HierarchicalBasis::Grid(_) => hierarchy.n0,
+            HierarchicalBasis::Levels(_) => None,
+        };
         let lattice = Lattice::new(element, levels);
         let per_macro = lattice.len();
         if per_macro == 0 {

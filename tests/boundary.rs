@@ -1,0 +1,239 @@
+//! Boundary conditions per boundary part: manufactured solutions whose Neumann data are
+//! their normal derivatives converge at O(h²) in L2 (mixed and pure Neumann, the flow
+//! around a square and the unit square), pure Neumann solutions do not depend on the pinned
+//! node, incompatible pure Neumann data are refused, and PSC solves the same systems as the
+//! sparse Cholesky reference.
+
+use tensorfem::device::{Block, Cpu, Layout};
+use tensorfem::fem::{
+    assemble_poisson, boundary_load, l2_error, nodal_solution, BoundaryData, Condition, Conditions,
+    Dofs,
+};
+use tensorfem::linalg::LinOp;
+use tensorfem::mesh::{refine, unit_square_refined, CoarseMesh, Mesh2d};
+use tensorfem::precision::Precision;
+use tensorfem::psc::{PscSetup, M1};
+use tensorfem::reference::CholeskySolver;
+
+/// u = sin(πx/4 + 0.3) cosh(y): −Δu = ((π/4)² − 1) u.
+fn u(x: [f64; 2]) -> f64 {
+    (std::f64::consts::FRAC_PI_4 * x[0] + 0.3).sin() * x[1].cosh()
+}
+
+fn f(x: &[f64]) -> f64 {
+    let k = std::f64::consts::FRAC_PI_4;
+    (k * k - 1.0) * u([x[0], x[1]])
+}
+
+fn grad_u(x: [f64; 2]) -> [f64; 2] {
+    let k = std::f64::consts::FRAC_PI_4;
+    let a = k * x[0] + 0.3;
+    [k * a.cos() * x[1].cosh(), a.sin() * x[1].sinh()]
+}
+
+fn exact_data() -> BoundaryData<'static> {
+    BoundaryData {
+        dirichlet: &|_, x| u(x),
+        neumann: &|_, x, n| {
+            let g = grad_u(x);
+            g[0] * n[0] + g[1] * n[1]
+        },
+    }
+}
+
+/// Solves with the conditions applied (sparse Cholesky) and returns the nodal solution and
+/// the unknowns' system.
+fn solve(mesh: &mut Mesh2d, conditions: &Conditions) -> (Vec<f64>, Dofs) {
+    conditions.apply(mesh).unwrap();
+    let system = assemble_poisson(mesh, |_| 0.0).unwrap();
+    let data = exact_data();
+    let b = boundary_load(mesh, &system.dofs, conditions, f, &data).unwrap();
+    let x = CholeskySolver::factor(&system.matrix).unwrap().solve(&b);
+    let nodal = nodal_solution(mesh, &system.dofs, conditions, &data, &x);
+    (nodal, system.dofs)
+}
+
+fn all_nodes(mesh: &Mesh2d) -> Dofs {
+    Dofs::from_boundary(&vec![false; mesh.num_nodes()])
+}
+
+/// L2 errors on levels 3, 4, 5 and their rates, with u shifted to mean zero for pure
+/// Neumann problems.
+fn rates(coarse: &CoarseMesh, conditions: &dyn Fn(&Mesh2d) -> Conditions) -> Vec<f64> {
+    let errors: Vec<f64> = (3..=5)
+        .map(|levels| {
+            let mut mesh = refine(coarse, levels).unwrap();
+            let conditions = conditions(&mesh);
+            let (nodal, _) = solve(&mut mesh, &conditions);
+            let all = all_nodes(&mesh);
+            // A pure Neumann solution has mean zero: compare with u minus its mean.
+            let shift = if conditions.is_pure_neumann() {
+                let area = l2_error(&mesh, &all, &vec![0.0; mesh.num_nodes()], |_| 1.0).powi(2);
+                integral_of_u(&mesh) / area
+            } else {
+                0.0
+            };
+            l2_error(&mesh, &all, &nodal, |x| u([x[0], x[1]]) - shift)
+        })
+        .collect();
+    errors.windows(2).map(|e| (e[0] / e[1]).log2()).collect()
+}
+
+/// ∫ u over the mesh's domain by the error's quadrature: ‖u + 1‖² − ‖u‖² − ‖1‖² = 2∫u.
+fn integral_of_u(mesh: &Mesh2d) -> f64 {
+    let all = all_nodes(mesh);
+    let zero = vec![0.0; mesh.num_nodes()];
+    let plus = l2_error(mesh, &all, &zero, |x| u([x[0], x[1]]) + 1.0).powi(2);
+    let uu = l2_error(mesh, &all, &zero, |x| u([x[0], x[1]])).powi(2);
+    let one = l2_error(mesh, &all, &zero, |_| 1.0).powi(2);
+    (plus - uu - one) / 2.0
+}
+
+fn conditions_by_name(mesh: &Mesh2d, neumann: &[&str]) -> Conditions {
+    Conditions(
+        mesh.boundary
+            .names
+            .iter()
+            .map(|name| {
+                if neumann.contains(&name.as_str()) {
+                    Condition::Neumann
+                } else {
+                    Condition::Dirichlet
+                }
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn mixed_and_pure_neumann_converge_at_second_order() {
+    let flow = CoarseMesh::flow_around_square();
+    let square = CoarseMesh::unit_square(2, tensorfem::mesh::Element::Q1).unwrap();
+    for (name, coarse, neumann) in [
+        (
+            "flow around a square, Dirichlet outflow",
+            &flow,
+            &["inflow", "walls", "obstacle"][..],
+        ),
+        (
+            "flow around a square, pure Neumann",
+            &flow,
+            &["inflow", "outflow", "walls", "obstacle"],
+        ),
+        (
+            "unit square q1, Neumann left and top",
+            &square,
+            &["left", "top"],
+        ),
+        (
+            "unit square q1, pure Neumann",
+            &square,
+            &["left", "right", "bottom", "top"],
+        ),
+    ] {
+        let rates = rates(coarse, &|mesh| conditions_by_name(mesh, neumann));
+        println!("{name}: L2 rates {rates:?}");
+        for r in rates {
+            assert!((1.85..2.2).contains(&r), "{name}: rate {r}");
+        }
+    }
+}
+
+/// Pinning another node changes the unknowns but not the mean-zero solution.
+#[test]
+fn the_pure_neumann_solution_does_not_depend_on_the_pinned_node() {
+    let coarse = CoarseMesh::flow_around_square();
+    let mut mesh = refine(&coarse, 3).unwrap();
+    let conditions = conditions_by_name(&mesh, &["inflow", "outflow", "walls", "obstacle"]);
+    let (pinned_at_0, _) = solve(&mut mesh, &conditions);
+    // The same problem with node 5 pinned instead, solved by hand.
+    let mut other = mesh.clone();
+    other.on_boundary.iter_mut().for_each(|b| *b = false);
+    other.on_boundary[5] = true;
+    let system = assemble_poisson(&other, |_| 0.0).unwrap();
+    let data = exact_data();
+    // The load on node 0's system, moved to node 5's unknowns.
+    let full = boundary_load(&mesh, &all_nodes(&mesh), &conditions, f, &data);
+    assert!(full.is_ok());
+    let b_all = full.unwrap();
+    let b: Vec<f64> = system
+        .dofs
+        .node_of_dof
+        .iter()
+        .map(|&n| b_all[n as usize])
+        .collect();
+    let x = CholeskySolver::factor(&system.matrix).unwrap().solve(&b);
+    let shifted = nodal_solution(&mesh, &system.dofs, &conditions, &data, &x);
+    let diff = pinned_at_0
+        .iter()
+        .zip(&shifted)
+        .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+    assert!(diff < 1e-10, "{diff:e}");
+}
+
+#[test]
+fn incompatible_pure_neumann_data_are_refused() {
+    let mut mesh = refine(&CoarseMesh::flow_around_square(), 2).unwrap();
+    let conditions = conditions_by_name(&mesh, &["inflow", "outflow", "walls", "obstacle"]);
+    conditions.apply(&mut mesh).unwrap();
+    let system = assemble_poisson(&mesh, |_| 0.0).unwrap();
+    let data = BoundaryData {
+        dirichlet: &|_, _| 0.0,
+        neumann: &|_, _, _| 1.0, // outflow everywhere, no source: no solution
+    };
+    let err = boundary_load(&mesh, &system.dofs, &conditions, |_| 0.0, &data)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("incompatible"), "{err}");
+    let wrong = Conditions(vec![Condition::Neumann; 2]).apply(&mut mesh);
+    assert!(wrong.unwrap_err().to_string().contains("4 boundary parts"));
+}
+
+/// PSC (M1 in f64) on mixed and pure Neumann conditions solves what the sparse Cholesky
+/// solves: the flow around a square and the unit square (where the grid transform gives way
+/// to the level rows).
+#[test]
+fn psc_matches_cholesky_with_neumann_conditions() {
+    let dev = Cpu::new();
+    let cases = [
+        (
+            refine(&CoarseMesh::flow_around_square().refined(1).unwrap(), 2).unwrap(),
+            &["inflow", "walls", "obstacle"][..],
+        ),
+        (
+            refine(&CoarseMesh::flow_around_square(), 3).unwrap(),
+            &["inflow", "outflow", "walls", "obstacle"],
+        ),
+        (
+            unit_square_refined(4, 3, tensorfem::mesh::Element::Q1).unwrap(),
+            &["left", "top"],
+        ),
+        (
+            unit_square_refined(4, 3, tensorfem::mesh::Element::P1).unwrap(),
+            &["left", "right", "bottom", "top"],
+        ),
+    ];
+    for (mut mesh, neumann) in cases {
+        let conditions = conditions_by_name(&mesh, neumann);
+        conditions.apply(&mut mesh).unwrap();
+        let system = assemble_poisson(&mesh, |_| 0.0).unwrap();
+        let b = boundary_load(&mesh, &system.dofs, &conditions, f, &exact_data()).unwrap();
+        let reference = CholeskySolver::factor(&system.matrix).unwrap().solve(&b);
+        let setup = PscSetup::on_mesh(mesh.clone()).unwrap();
+        let mut m1 = M1::new(&dev, &setup, Precision::F64).unwrap();
+        let n = reference.len();
+        let bb = Block::from_f64(&dev, &b, n, 1, Precision::F64, Layout::ColMajor).unwrap();
+        let mut x = Block::zeros(&dev, n, 1, Precision::F64, Layout::ColMajor).unwrap();
+        m1.apply(&bb, &mut x).unwrap();
+        let x = x.to_f64(&dev).unwrap();
+        let err = x
+            .iter()
+            .zip(&reference)
+            .map(|(a, r)| (a - r).powi(2))
+            .sum::<f64>()
+            .sqrt()
+            / reference.iter().map(|r| r * r).sum::<f64>().sqrt();
+        println!("{neumann:?}: M1 f64 vs Cholesky {err:.2e}");
+        assert!(err < 1e-10, "{neumann:?}: {err:e}");
+    }
+}
