@@ -180,6 +180,11 @@ pub struct PscInfoArgs {
     /// q1 or p1 (default q1 on the unit square; the flow around a square is p1).
     #[arg(long, value_enum)]
     pub element: Option<ElementArg>,
+    /// dirichlet: Dirichlet on the whole boundary (the published counts); pressure: the
+    /// pressure of a projection method, Dirichlet on the part named outflow and Neumann on
+    /// the others (the flow around a square, or a Gmsh mesh with an outflow part).
+    #[arg(long, value_enum, default_value_t = BcArg::Dirichlet)]
+    pub bc: BcArg,
     /// Also the spectral condition numbers of A, SᵀAS and the prehandled matrix (Lanczos).
     #[arg(long)]
     pub whole: bool,
@@ -225,6 +230,21 @@ impl MeshArgs {
             (ExportMeshArg::Gmsh, None) => {
                 Err(Error::InvalidInput("--mesh gmsh needs --file".into()))
             }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BcArg {
+    Dirichlet,
+    Pressure,
+}
+
+impl BcArg {
+    pub fn conditions(self) -> crate::psc::InfoConditions {
+        match self {
+            BcArg::Dirichlet => crate::psc::InfoConditions::Dirichlet,
+            BcArg::Pressure => crate::psc::InfoConditions::Pressure,
         }
     }
 }

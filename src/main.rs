@@ -40,7 +40,7 @@ fn main() -> ExitCode {
         _ if !comm.is_root() => Ok(()),
         Command::PscInfo(a) => a
             .mesh()
-            .and_then(|mesh| psc::report_info(&mesh, a.whole, a.json)),
+            .and_then(|mesh| psc::report_info(&mesh, a.bc.conditions(), a.whole, a.json)),
         Command::Mesh(a) => export_mesh(a),
         Command::Bench(command) => bench::dispatch(command),
         Command::Kernels(a) => {

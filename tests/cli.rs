@@ -479,6 +479,29 @@ fn psc_info_on_the_flow_around_a_square() {
         .collect();
     assert_eq!(members, [48, 32, 32]);
     assert_eq!(v["groups"].as_u64(), Some(3));
+    // The pressure's conditions: Neumann except at the outflow (x = 4: 17 nodes at L = 4);
+    // the 25 coarse boundary vertices off the outflow join C at L0 = 1.
+    let p = json(&run(
+        &[
+            "psc-info",
+            "--mesh",
+            "flow-around-square",
+            "--levels",
+            "4",
+            "--coarse-levels",
+            "1",
+            "--bc",
+            "pressure",
+            "--json",
+        ],
+        dir.path(),
+    ));
+    assert_eq!(p["bc"].as_str(), Some("pressure"));
+    assert_eq!(p["C"].as_u64(), Some(42 + 25));
+    assert_eq!(
+        p["N"].as_u64(),
+        Some(v["N"].as_u64().unwrap() + 14 * 16 - 17)
+    );
     for (args, message) in [
         (&["--levels", "4"][..], "needs --levels and --coarse-levels"),
         (
@@ -488,6 +511,10 @@ fn psc_info_on_the_flow_around_a_square() {
         (
             &["--levels", "3", "--coarse-levels", "1", "--element", "q1"],
             "--element p1",
+        ),
+        (
+            &["--levels", "3", "--coarse-levels", "1", "--bc", "neumann"],
+            "invalid value",
         ),
         (
             &["--n", "32", "--levels", "3", "--coarse-levels", "1"],

@@ -10,10 +10,64 @@ use faer::Side;
 
 use super::{refinement_levels, PscSetup};
 use crate::error::{Error, Result};
+use crate::fem::{Condition, Conditions};
 use crate::linalg::{extreme_eigenvalues, LanczosParams};
-use crate::mesh::{read_gmsh, refine, CoarseMesh, Element};
+use crate::mesh::{read_gmsh, refine, CoarseMesh, Element, Mesh2d};
 use crate::reference::CholeskySolver;
 use crate::sparse::spmv;
+
+/// The boundary conditions `psc-info` sets up for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InfoConditions {
+    /// Dirichlet on the whole boundary (what the published counts describe).
+    Dirichlet,
+    /// The pressure of a projection method: Dirichlet on the part named `outflow`, Neumann
+    /// on every other part (inflow, walls, obstacle).
+    Pressure,
+}
+
+impl InfoConditions {
+    fn name(self) -> &'static str {
+        match self {
+            InfoConditions::Dirichlet => "dirichlet",
+            InfoConditions::Pressure => "pressure",
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            InfoConditions::Dirichlet => "Dirichlet everywhere",
+            InfoConditions::Pressure => "Dirichlet at the outflow, Neumann elsewhere",
+        }
+    }
+}
+
+/// The mesh with the conditions applied (its Dirichlet nodes marked).
+fn with_conditions(mut mesh: Mesh2d, bc: InfoConditions) -> Result<Mesh2d> {
+    if bc == InfoConditions::Pressure {
+        let names = &mesh.boundary.names;
+        if !names.iter().any(|n| n == "outflow") {
+            return Err(Error::InvalidInput(format!(
+                "--bc pressure needs a boundary part named outflow (this mesh has {})",
+                names.join(", ")
+            )));
+        }
+        let conditions = Conditions(
+            names
+                .iter()
+                .map(|n| {
+                    if n == "outflow" {
+                        Condition::Dirichlet
+                    } else {
+                        Condition::Neumann
+                    }
+                })
+                .collect(),
+        );
+        conditions.apply(&mut mesh)?;
+    }
+    Ok(mesh)
+}
 
 /// The meshes `psc-info` reports on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -212,23 +266,33 @@ fn prehandling_scale(setup: &PscSetup, n: usize) -> Vec<f64> {
 
 /// `tensorfem psc-info`: the figures of a mesh's PSC set-up, printed as a table or one
 /// JSON object, with the seconds the set-up and the figures took.
-pub fn report(mesh: &InfoMesh, whole: bool, json: bool) -> Result<()> {
+pub fn report(mesh: &InfoMesh, bc: InfoConditions, whole: bool, json: bool) -> Result<()> {
     let start = Instant::now();
     let (setup, title) = match mesh {
-        &InfoMesh::UnitSquare { n, n0, element } => (
-            PscSetup::new(element, n0, refinement_levels(n, n0)?)?,
-            format!(
-                "the unit square, {}, h = 1/{n}, h0 = 1/{n0}",
-                element.name()
-            ),
-        ),
+        &InfoMesh::UnitSquare { n, n0, element } => {
+            if bc == InfoConditions::Pressure {
+                return Err(Error::InvalidInput(
+                    "--bc pressure needs a boundary part named outflow: the flow around a square, or a Gmsh mesh with one".into(),
+                ));
+            }
+            (
+                PscSetup::new(element, n0, refinement_levels(n, n0)?)?,
+                format!(
+                    "the unit square, {}, h = 1/{n}, h0 = 1/{n0}",
+                    element.name()
+                ),
+            )
+        }
         &InfoMesh::FlowAroundSquare {
             levels,
             coarse_levels,
         } => {
             let macros = CoarseMesh::flow_around_square().refined(coarse_levels)?;
             (
-                PscSetup::on_mesh(refine(&macros, levels - coarse_levels)?)?,
+                PscSetup::on_mesh(with_conditions(
+                    refine(&macros, levels - coarse_levels)?,
+                    bc,
+                )?)?,
                 format!("the flow around a square, p1, L = {levels}, L0 = {coarse_levels}"),
             )
         }
@@ -248,11 +312,12 @@ pub fn report(mesh: &InfoMesh, whole: bool, json: bool) -> Result<()> {
             }
             let element = coarse.element.name();
             (
-                PscSetup::on_mesh(refine(&coarse, *levels)?)?,
+                PscSetup::on_mesh(with_conditions(refine(&coarse, *levels)?, bc)?)?,
                 format!("{}, {element}, refined {levels} times", file.display()),
             )
         }
     };
+    let title = format!("{title}, {}", bc.describe());
     let setup_seconds = start.elapsed().as_secs_f64();
     let start = Instant::now();
     let info = PscInfo::compute(&setup, whole)?;
@@ -268,6 +333,7 @@ pub fn report(mesh: &InfoMesh, whole: bool, json: bool) -> Result<()> {
             "kappa_Ci": kappa_ci, "kappa_Pi": info.kappa_pi,
             "nnz_Ci_inv_over_fem": info.nnz_ci_inv_over_fem,
             "nnz_Pi_inv_over_fem": info.nnz_pi_inv_over_fem,
+            "bc": bc.name(),
             "setup_seconds": setup_seconds, "info_seconds": info_seconds,
             "peak_memory_bytes": crate::sys::peak_memory(),
         });

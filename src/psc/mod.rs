@@ -15,7 +15,9 @@ mod setup;
 pub use cache::{CacheOutcome, OperatorCache};
 pub use error::{PscError, PscFailure};
 pub use hierarchical::HierarchicalBasis;
-pub use info::{report as report_info, GroupInfo, InfoMesh, PscInfo, WholeConditionNumbers};
+pub use info::{
+    report as report_info, GroupInfo, InfoConditions, InfoMesh, PscInfo, WholeConditionNumbers,
+};
 pub use m1::{M1Host, M1};
 pub use refine::{PscIr, RefineParams};
 pub use setup::{refinement_levels, Group, PscSetup};
