@@ -116,7 +116,7 @@ const SIGNATURES: &[(&str, &str)] = &[
     ("csr_residual", "lppppppi"),
     ("csr_refine_update", "lpppppppi"),
     ("hierarchical_level", "piiliii"),
-    ("row_update", "plipppi"),
+    ("row_update", "plippppi"),
     ("psc_gather", "plpipipipppppppi"),
     ("psc_scatter", "pppppipipippppli"),
 ];
