@@ -139,6 +139,19 @@ impl<D: Device> Classes<D> {
     }
 }
 
+/// Fails unless `x` is a column-major block of the transform's unknowns.
+pub(crate) fn check_transform<D: Device>(t: &HierarchicalTransform<D>, x: &Block<D>) -> Result<()> {
+    if x.rows() != t.len() || x.layout() != Layout::ColMajor {
+        return Err(Error::Backend(format!(
+            "hierarchical_transform: a {}×{} block for {} unknowns",
+            x.rows(),
+            x.cols(),
+            t.len()
+        )));
+    }
+    Ok(())
+}
+
 /// Fails unless the blocks are column-major with the classes' sizes and one precision.
 pub(crate) fn check_blocks<D: Device>(
     op: &str,

@@ -311,8 +311,15 @@ impl CoarseMesh {
     }
 }
 
+/// The signed area of the cell with vertices `cell` (positive when counterclockwise).
+#[cfg(test)]
+pub(super) fn cell_area(coords: &[[f64; 2]], cell: &[u32]) -> f64 {
+    let p: Vec<[f64; 2]> = cell.iter().map(|&v| coords[v as usize]).collect();
+    signed_area(&p)
+}
+
 /// The signed area of a polygon (positive when counterclockwise).
-pub(super) fn signed_area(p: &[[f64; 2]]) -> f64 {
+fn signed_area(p: &[[f64; 2]]) -> f64 {
     (0..p.len())
         .map(|a| {
             let (u, v) = (p[a], p[(a + 1) % p.len()]);
@@ -342,14 +349,7 @@ mod tests {
         );
         // The cells tile the channel minus the obstacle: area 4 − 1/4.
         let area: f64 = (0..mesh.num_cells())
-            .map(|c| {
-                let p: Vec<_> = mesh
-                    .cell(c)
-                    .iter()
-                    .map(|&v| mesh.coords[v as usize])
-                    .collect();
-                signed_area(&p)
-            })
+            .map(|c| cell_area(&mesh.coords, mesh.cell(c)))
             .sum();
         assert!((area - 3.75).abs() < 1e-14, "{area}");
         let obstacle = mesh.part("obstacle").unwrap();

@@ -330,14 +330,7 @@ $EndElements
         assert_eq!(mesh.element, Element::P1);
         assert_eq!(mesh.parts, ["inflow", "outflow", "walls", "obstacle"]);
         let area: f64 = (0..mesh.num_cells())
-            .map(|c| {
-                let p: Vec<_> = mesh
-                    .cell(c)
-                    .iter()
-                    .map(|&v| mesh.coords[v as usize])
-                    .collect();
-                super::super::coarse::signed_area(&p)
-            })
+            .map(|c| super::super::coarse::cell_area(&mesh.coords, mesh.cell(c)))
             .sum();
         let disc = std::f64::consts::PI * 0.05 * 0.05;
         assert!(

@@ -109,20 +109,15 @@ impl CellLattice<'_> {
 
     /// Coordinates of lattice point (i, j) of cell `c`.
     fn position(&self, c: usize, i: usize, j: usize) -> [f64; 2] {
-        let p: Vec<[f64; 2]> = self
-            .coarse
-            .cell(c)
-            .iter()
-            .map(|&v| self.coarse.coords[v as usize])
-            .collect();
         let (u, v) = (i as f64 / self.m as f64, j as f64 / self.m as f64);
         let weights = if self.is_triangle() {
-            vec![1.0 - u - v, u, v]
+            [1.0 - u - v, u, v, 0.0]
         } else {
-            vec![(1.0 - u) * (1.0 - v), u * (1.0 - v), u * v, (1.0 - u) * v]
+            [(1.0 - u) * (1.0 - v), u * (1.0 - v), u * v, (1.0 - u) * v]
         };
         let mut x = [0.0; 2];
-        for (w, q) in weights.iter().zip(&p) {
+        for (w, &vertex) in weights.iter().zip(self.coarse.cell(c)) {
+            let q = self.coarse.coords[vertex as usize];
             x[0] += w * q[0];
             x[1] += w * q[1];
         }
@@ -427,22 +422,12 @@ mod tests {
             }
             let mut area = vec![0.0; coarse.num_cells()];
             for c in 0..mesh.num_cells() {
-                let p: Vec<_> = mesh
-                    .cell(c)
-                    .iter()
-                    .map(|&v| mesh.coords[v as usize])
-                    .collect();
-                let a = crate::mesh::coarse::signed_area(&p);
+                let a = crate::mesh::coarse::cell_area(&mesh.coords, mesh.cell(c));
                 assert!(a > 0.0, "fine cell {c} is not counterclockwise");
                 area[h.cell_macro[c] as usize] += a;
             }
             for (m, a) in area.iter().enumerate() {
-                let p: Vec<_> = coarse
-                    .cell(m)
-                    .iter()
-                    .map(|&v| coarse.coords[v as usize])
-                    .collect();
-                let expected = crate::mesh::coarse::signed_area(&p);
+                let expected = crate::mesh::coarse::cell_area(&coarse.coords, coarse.cell(m));
                 assert!((a - expected).abs() < 1e-13 * expected, "macro {m}");
             }
         }

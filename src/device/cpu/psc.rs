@@ -6,10 +6,11 @@ use rayon::prelude::*;
 
 use super::{buffer, buffer_mut, Cpu};
 use crate::device::psc::{
-    check_blocks, CellParents, Classes, GridTransform, HierarchicalTransform, PscKernels, RowUpdate,
+    check_blocks, check_transform, CellParents, Classes, GridTransform, HierarchicalTransform,
+    PscKernels, RowUpdate,
 };
-use crate::device::{unsupported, Block, Data, Layout};
-use crate::error::{Error, Result};
+use crate::device::{unsupported, Block, Data};
+use crate::error::Result;
 use crate::precision::{Precision, Real};
 
 /// Weight of an edge-midpoint parent and of a Q1 cell-midpoint parent.
@@ -293,14 +294,7 @@ impl PscKernels for Cpu {
         x: &mut Block<Self>,
         transpose: bool,
     ) -> Result<()> {
-        if x.rows() != t.len() || x.layout() != Layout::ColMajor {
-            return Err(Error::Backend(format!(
-                "hierarchical_transform: a {}×{} block for {} unknowns",
-                x.rows(),
-                x.cols(),
-                t.len()
-            )));
-        }
+        check_transform(t, x)?;
         match x.precision() {
             Precision::F64 => transform(
                 t,

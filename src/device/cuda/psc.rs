@@ -4,10 +4,11 @@
 use super::device::Cuda;
 use super::launch::{self, Arg};
 use crate::device::psc::{
-    check_blocks, CellParents, Classes, GridTransform, HierarchicalTransform, PscKernels,
+    check_blocks, check_transform, CellParents, Classes, GridTransform, HierarchicalTransform,
+    PscKernels,
 };
-use crate::device::{kernel_name, unsupported, Block, Data, Layout};
-use crate::error::{Error, Result};
+use crate::device::{kernel_name, unsupported, Block, Data};
+use crate::error::Result;
 use crate::precision::Precision;
 
 /// [`check_blocks`], and f32 or f64 (the compute precisions the kernels take).
@@ -84,14 +85,7 @@ impl PscKernels for Cuda {
         x: &mut Block<Self>,
         transpose: bool,
     ) -> Result<()> {
-        if x.rows() != t.len() || x.layout() != Layout::ColMajor {
-            return Err(Error::Backend(format!(
-                "hierarchical_transform: a {}×{} block for {} unknowns",
-                x.rows(),
-                x.cols(),
-                t.len()
-            )));
-        }
+        check_transform(t, x)?;
         let p = x.precision();
         if p == Precision::F16 {
             return Err(unsupported("hierarchical_transform", &[p]));
