@@ -195,15 +195,23 @@ pub struct PscInfoArgs {
 
 #[derive(clap::Args)]
 pub struct MeshArgs {
+    /// The mesh of a config (a run's, or a campaign's first operator's), with the nodes its
+    /// boundary conditions leave as loads: what a right-hand-side file is built on.
+    #[arg(long, conflicts_with_all = ["mesh", "file", "levels", "coarse_levels"])]
+    pub config: Option<PathBuf>,
     /// The coarse mesh: the flow around a square's (p1) or a Gmsh MSH 4.1 file's (--file).
-    #[arg(long, value_enum)]
-    pub mesh: ExportMeshArg,
+    #[arg(long, value_enum, required_unless_present = "config")]
+    pub mesh: Option<ExportMeshArg>,
     /// The Gmsh mesh file (--mesh gmsh).
     #[arg(long)]
     pub file: Option<PathBuf>,
     /// Uniform refinements of the coarse mesh.
-    #[arg(long)]
-    pub levels: usize,
+    #[arg(long, required_unless_present = "config")]
+    pub levels: Option<usize>,
+    /// Refinements that make PSC's macro elements (mesh.coarse_levels; the node order
+    /// depends on it).
+    #[arg(long, default_value_t = 0)]
+    pub coarse_levels: usize,
     /// The HDF5 file to write (the XDMF sidecar goes beside it).
     #[arg(long)]
     pub output: PathBuf,
@@ -216,21 +224,65 @@ pub enum ExportMeshArg {
 }
 
 impl MeshArgs {
-    /// The coarse mesh asked for, read or built.
-    pub fn coarse(&self) -> crate::error::Result<crate::mesh::CoarseMesh> {
+    /// The mesh asked for: the config's, or the coarse mesh read or built and refined
+    /// (Dirichlet conditions on the whole boundary).
+    pub fn spec(&self) -> crate::error::Result<crate::mesh::MeshSpec> {
         use crate::error::Error;
-        match (self.mesh, &self.file) {
-            (ExportMeshArg::FlowAroundSquare, None) => {
-                Ok(crate::mesh::CoarseMesh::flow_around_square())
-            }
-            (ExportMeshArg::Gmsh, Some(file)) => crate::mesh::read_gmsh(file),
-            (ExportMeshArg::FlowAroundSquare, Some(_)) => Err(Error::InvalidInput(
-                "--file is the mesh of --mesh gmsh".into(),
-            )),
-            (ExportMeshArg::Gmsh, None) => {
-                Err(Error::InvalidInput("--mesh gmsh needs --file".into()))
-            }
+        use crate::mesh::{CoarseMesh, MeshKind, MeshSpec, RefinedDomain};
+        if let Some(path) = &self.config {
+            let config = crate::config::load(path)?;
+            let spec = match &config.campaign {
+                Some(c) if c.is_stokes() => None,
+                Some(c) => Some(c.operators[0].mesh.clone()),
+                None if config.stokes.is_some() => None,
+                None => Some(config.mesh),
+            };
+            return match spec {
+                Some(s) if s.dim() == 2 => Ok(s),
+                _ => Err(Error::InvalidInput(format!(
+                    "{}: tensorfem mesh writes 2D Poisson meshes (not the unit cube or a Stokes run's)",
+                    path.display()
+                ))),
+            };
         }
+        let (kind, coarse) = match (self.mesh, &self.file) {
+            (Some(ExportMeshArg::FlowAroundSquare), None) => {
+                (MeshKind::FlowAroundSquare, CoarseMesh::flow_around_square())
+            }
+            (Some(ExportMeshArg::Gmsh), Some(file)) => {
+                (MeshKind::Gmsh, crate::mesh::read_gmsh(file)?)
+            }
+            (Some(ExportMeshArg::FlowAroundSquare), Some(_)) => {
+                return Err(Error::InvalidInput(
+                    "--file is the mesh of --mesh gmsh".into(),
+                ))
+            }
+            (_, None) => return Err(Error::InvalidInput("--mesh gmsh needs --file".into())),
+            (None, Some(_)) => return Err(Error::InvalidInput("--file needs --mesh gmsh".into())),
+        };
+        let levels = self.levels.unwrap_or(0);
+        if self.coarse_levels >= levels.max(1) && self.coarse_levels > 0 {
+            return Err(Error::InvalidInput(format!(
+                "--coarse-levels {} must be below --levels {levels}",
+                self.coarse_levels
+            )));
+        }
+        let element = coarse.element;
+        let domain = RefinedDomain {
+            file: self.file.clone(),
+            coarse_edges: coarse.edges()?.len(),
+            coarse,
+            levels,
+            coarse_levels: self.coarse_levels,
+        };
+        Ok(MeshSpec {
+            kind,
+            element,
+            n: 1 << levels,
+            coarse: None,
+            domain: Some(domain),
+            boundary: None,
+        })
     }
 }
 

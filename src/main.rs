@@ -97,18 +97,10 @@ fn set_threads_per_rank(comm: &dyn Comm) {
     }
 }
 
-/// `tensorfem mesh`: refines the coarse mesh and writes it with its sidecar.
+/// `tensorfem mesh`: builds the mesh asked for and writes it with its sidecar.
 fn export_mesh(args: &tensorfem::cli::MeshArgs) -> Result<(), Error> {
-    let mesh = tensorfem::mesh::refine(&args.coarse()?, args.levels)?;
-    let (h5, xdmf) = tensorfem::io::schema::write_mesh_file(&args.output, &mesh)?;
-    println!(
-        "{} nodes ({} unknowns with Dirichlet on the whole boundary), {} cells, boundary parts {}: {} ({})",
-        mesh.num_nodes(),
-        mesh.num_interior(),
-        mesh.num_cells(),
-        mesh.boundary.names.join(", "),
-        h5.display(),
-        xdmf.display()
-    );
+    let spec = args.spec()?;
+    let summary = tensorfem::io::schema::export_mesh(&spec, &args.output)?;
+    println!("{summary}");
     Ok(())
 }

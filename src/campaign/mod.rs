@@ -25,9 +25,11 @@ use crate::comm::Comm;
 use crate::config::{CampaignSpec, RhsSource, RunConfig, SolverSpec};
 use crate::error::{Error, Result};
 use crate::sys::hostname;
-use input::InputColumns;
+pub use input::InputColumns;
 use journal::Journal;
-pub use operator::{BatchOperator, BlockOutcome, Checks, Operators, POISSON_ERRORS, STOKES_ERRORS};
+pub use operator::{
+    BatchOperator, BatchRhs, BlockOutcome, Checks, Operators, POISSON_ERRORS, STOKES_ERRORS,
+};
 use perf::{now, BatchRecord, FailureRecord, StageTotals};
 pub use plan::ColumnSource;
 use plan::{InputDigest, Plan};
@@ -47,12 +49,20 @@ fn owned_paths(directory: &Path) -> [std::path::PathBuf; 4] {
 /// entry checked finite).
 fn open_input(spec: &CampaignSpec, scan: bool) -> Result<Option<InputColumns>> {
     match &spec.rhs {
-        RhsSource::Hdf5 { path, dataset } => Ok(Some(InputColumns::open(
-            path,
-            dataset,
-            spec.operators[0].mesh.unknowns(),
-            scan,
-        )?)),
+        RhsSource::Hdf5 { path, dataset } => {
+            let mesh = &spec.operators[0].mesh;
+            let from_file = mesh
+                .boundary
+                .as_ref()
+                .is_some_and(|b| b.dirichlet_from_input());
+            Ok(Some(InputColumns::open(
+                path,
+                dataset,
+                mesh.load_nodes(),
+                from_file.then(|| mesh.dirichlet_nodes()),
+                scan,
+            )?))
+        }
         _ => Ok(None),
     }
 }
@@ -396,17 +406,14 @@ fn solve_batch(
         .collect();
 
     let t = Instant::now();
-    let rhs = match (ctx.input, sources[0]) {
-        (Some(input), ColumnSource::Input { index }) => input.read(index..index + nrhs)?,
-        _ => op.loads(&sources),
-    };
+    let rhs = op.rhs(&sources, ctx.input)?;
     let rhs_seconds = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let outcome = op.solve(&rhs, nrhs)?;
+    let outcome = op.solve(&rhs.b, nrhs)?;
     let solve_seconds = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let checks = op.verify(&rhs, &outcome.u, &sources)?;
-    let nodal = op.to_nodal(&outcome.u);
+    let nodal = op.to_nodal(&outcome.u, &rhs);
+    let checks = op.verify(&rhs, &outcome.u, &nodal, &sources)?;
     let verify_seconds = t.elapsed().as_secs_f64();
     let unknowns = op.unknowns();
     let nodes = nodal.len() / nrhs;

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use super::input::InputColumns;
 use super::plan::ColumnSource;
 use crate::config::OperatorSpec;
 use crate::error::Result;
@@ -98,17 +99,32 @@ pub trait Operators: Sync {
     }
 }
 
+/// A batch's right-hand sides, with the boundary values its nodal solutions take.
+pub struct BatchRhs {
+    /// Column-major, unknowns × columns.
+    pub b: Vec<f64>,
+    /// g_D at every node, nodes × columns (None: zero).
+    pub dirichlet: Option<Vec<f64>>,
+}
+
 /// A mesh with its assembled system and its solver, set up once and applied to any number
 /// of blocks of right-hand sides.
 pub trait BatchOperator {
     fn unknowns(&self) -> usize;
-    /// The right-hand sides of manufactured columns, column-major (unknowns × len).
-    fn loads(&self, columns: &[ColumnSource]) -> Vec<f64>;
+    /// The right-hand sides of a batch's columns: manufactured ones from their exact
+    /// solutions, file ones read from `input`.
+    fn rhs(&self, columns: &[ColumnSource], input: Option<&InputColumns>) -> Result<BatchRhs>;
     /// Solves the column-major block `rhs` (unknowns × nrhs).
     fn solve(&mut self, rhs: &[f64], nrhs: usize) -> Result<BlockOutcome>;
+    /// Solutions on the unknowns, column-major, to nodal values (boundary values included).
+    fn to_nodal(&self, u: &[f64], rhs: &BatchRhs) -> Vec<f64>;
     /// The f64 residual and, where the exact solution is known, the errors of every
-    /// column; a column that is not finite is an error.
-    fn verify(&mut self, rhs: &[f64], u: &[f64], columns: &[ColumnSource]) -> Result<Checks>;
-    /// Solutions on the unknowns, column-major, to nodal values (boundary included).
-    fn to_nodal(&self, u: &[f64]) -> Vec<f64>;
+    /// column (`nodal`: its nodal solutions); a column that is not finite is an error.
+    fn verify(
+        &mut self,
+        rhs: &BatchRhs,
+        u: &[f64],
+        nodal: &[f64],
+        columns: &[ColumnSource],
+    ) -> Result<Checks>;
 }

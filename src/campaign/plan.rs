@@ -16,6 +16,7 @@ use std::ops::Range;
 
 use crate::config::{CampaignSpec, OperatorSpec, RhsSource};
 use crate::fem::{Exact, Manufactured, PressureSeries};
+use crate::mesh::BoundaryValue;
 use crate::stokes::{Preconditioner, Relaxation, StokesSpec};
 
 /// What one column (right-hand side) of the campaign is.
@@ -94,6 +95,22 @@ fn operator_settings(settings: &mut Settings, prefix: &str, op: &OperatorSpec) {
     set("mesh.n", mesh.n.to_string());
     if let Some((n0, _)) = mesh.coarse {
         set("mesh.h0", format!("1/{n0}"));
+    }
+    if let Some(d) = &mesh.domain {
+        set("mesh.levels", d.levels.to_string());
+        set("mesh.coarse_levels", d.coarse_levels.to_string());
+        // The coarse mesh itself, so a rewritten Gmsh file is another campaign.
+        set("mesh.coarse_mesh", format!("{:016x}", d.content()));
+    }
+    for part in mesh.boundary.iter().flat_map(|b| &b.parts) {
+        let value = match part.value {
+            BoundaryValue::Constant(v) => format!("{v:e}"),
+            BoundaryValue::Input => "hdf5".into(),
+        };
+        set(
+            &format!("boundary.{}", part.name),
+            format!("{} {value}", part.condition.name()),
+        );
     }
     set("solver.method", solver.method.name().into());
     set("solver.precision", solver.precision.name().into());

@@ -195,6 +195,7 @@ pub(super) fn validate(
     base.campaign = None;
     base.problem.k = None;
     base.solver.nrhs = None;
+    base.rhs_from_input = rhs_name == Some("hdf5");
     base.output.path = Some(
         directory
             .clone()
@@ -329,7 +330,7 @@ pub(super) fn validate(
 
 fn operator_of(run: &RunConfig) -> OperatorSpec {
     OperatorSpec {
-        mesh: run.mesh,
+        mesh: run.mesh.clone(),
         solver: run.solver.clone(),
         stokes: run.stokes,
     }

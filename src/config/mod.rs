@@ -114,7 +114,7 @@ pub fn load(path: &Path) -> Result<RunConfig> {
         .unwrap_or(Path::new("."))
         .canonicalize()
         .map_err(read_error)?;
-    let mut config = parse(&text, &path.display().to_string())?;
+    let mut config = parse_in(&text, &path.display().to_string(), Some(&folder))?;
     resolve_paths(&mut config, &folder);
     Ok(config)
 }
@@ -132,7 +132,7 @@ pub fn quickstart() -> Result<RunConfig> {
 }
 
 /// `path` relative to `folder` (a canonical path); the `..` it starts with climb `folder`.
-fn resolve(folder: &Path, path: &Path) -> PathBuf {
+pub(crate) fn resolve(folder: &Path, path: &Path) -> PathBuf {
     if path.is_absolute() {
         return path.to_path_buf();
     }
@@ -173,13 +173,20 @@ fn resolve_paths(config: &mut RunConfig, folder: &Path) {
     }
 }
 
-/// Parses and validates config text; `origin` names it in errors.
+/// Parses and validates config text; `origin` names it in errors. Files it reads while
+/// validating (mesh.file) are taken relative to the working directory.
 pub fn parse(text: &str, origin: &str) -> Result<RunConfig> {
+    parse_in(text, origin, None)
+}
+
+/// [`parse`] for a config lying in `folder`: the files it names are relative to it.
+fn parse_in(text: &str, origin: &str, folder: Option<&Path>) -> Result<RunConfig> {
     let fail = |problems: Vec<ConfigProblem>| Error::Config {
         path: origin.to_string(),
         problems,
     };
-    let (raw, mut problems) = raw::parse_raw(text).map_err(|p| fail(vec![p]))?;
+    let (mut raw, mut problems) = raw::parse_raw(text).map_err(|p| fail(vec![p]))?;
+    raw.folder = folder.map(Path::to_path_buf);
     match validate(&raw, text) {
         Ok(config) if problems.is_empty() => Ok(config),
         Ok(_) => Err(fail(problems)),

@@ -2,20 +2,35 @@
 //! `[problem]`, the mesh, the method with its own settings (each method's validator in
 //! its module), the output file.
 
-use super::mesh::{backend, cells_within_limits, coarse, kind_and_element, output_path};
+use super::mesh::{backend, boundary, cells_within_limits, coarse, kind_and_element, output_path};
 use super::raw::{RawConfig, RawWaveNumbers};
 use super::spec::{Method, RunConfig, SolverSpec, MAX_K, MAX_NRHS};
 use super::{mg, problem, psc, stokes, Problems};
-use crate::mesh::MeshSpec;
+use crate::mesh::{MeshKind, MeshSpec};
 use crate::precision::Precision;
 
 /// Checks every value of a Poisson run; returns all problems found, or the validated config.
 pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Problems> {
     let mut problems = Vec::new();
     let backend = backend(raw, &mut problems);
-    let (kind, element) = kind_and_element(raw, &mut problems);
-    let n = cells_within_limits(raw, kind, &mut problems);
-    let coarse = coarse(raw, kind, n, &mut problems);
+    let mesh = kind_and_element(raw, &mut problems);
+    let boundary = boundary(raw, &mesh, &mut problems);
+    let (kind, element, domain) = (mesh.kind, mesh.element, mesh.domain);
+    let refined = matches!(kind, Some(MeshKind::FlowAroundSquare | MeshKind::Gmsh));
+    // A refined domain: n = 2^levels cells per coarse cell side, macro elements of
+    // 2^coarse_levels cells per side.
+    let (n, coarse) = if refined {
+        let n = domain.as_ref().map(|d| 1 << d.levels);
+        let coarse = domain
+            .as_ref()
+            .map(|d| (1 << d.coarse_levels, d.levels - d.coarse_levels));
+        (n, coarse)
+    } else if kind.is_some() {
+        let n = cells_within_limits(raw, kind, &mut problems);
+        (n, coarse(raw, kind, n, &mut problems))
+    } else {
+        (None, None) // an unknown kind: its cells would only add follow-on problems
+    };
     let ks = wave_numbers(raw, &mut problems);
 
     let method = match raw.solver.method.as_deref().unwrap_or("cholesky") {
@@ -56,10 +71,16 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
         mg::refuse_keys(raw, &mut problems);
     }
     let mut mg = None;
+    if method == Some(Method::Mg) && (refined || boundary.is_some()) {
+        problems.push(problem(
+            "solver.method",
+            "mg solves on the unit square and cube with u = 0 on the boundary; on flow-around-square and gmsh meshes, or with [boundary], use psc-m1 or cholesky",
+        ));
+    }
     match method {
         Some(Method::Mg) => mg = mg::validate(raw, element, n, &mut problems),
         Some(Method::Cholesky) => psc::validate_cholesky(raw, precision, &mut problems),
-        Some(Method::PscM1) => psc::validate(raw, kind, coarse, &mut problems),
+        Some(Method::PscM1) => psc::validate(raw, kind, coarse, domain.as_ref(), &mut problems),
         // Stokes configs are validated by stokes::validate before reaching here.
         Some(Method::Stokes) | None => {}
     }
@@ -84,6 +105,13 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
     }
 
     let output = output_path(raw, "out/run.h5", &mut problems);
+    let cacheable = !refined && boundary.is_none();
+    let cache_dir = match (method, &output) {
+        (Some(method), Some(output)) => {
+            psc::cache_dir(raw, method, output, cacheable, &mut problems)
+        }
+        _ => None,
+    };
 
     match (backend, kind, element, n, ks, method, precision, output) {
         (
@@ -102,6 +130,8 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
                 element,
                 n,
                 coarse,
+                domain,
+                boundary,
             },
             ks,
             solver: SolverSpec {
@@ -114,7 +144,7 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
                 rtol,
                 atol,
                 max_iterations: max_iterations as usize,
-                cache_dir: psc::cache_dir(raw, method, &output),
+                cache_dir,
                 mg,
             },
             output,

@@ -6,17 +6,24 @@ use std::path::{Path, PathBuf};
 use super::raw::RawConfig;
 use super::spec::Method;
 use super::{problem, Problems};
-use crate::mesh::MeshKind;
+use crate::mesh::{Element, MeshKind, RefinedDomain};
 use crate::precision::Precision;
 
-/// psc-m1: a unit-square mesh refined from h0 with coarse interior nodes.
+/// psc-m1: a unit-square mesh refined from h0 with coarse interior nodes, or a refined
+/// domain whose macro elements hold interior nodes.
 pub(super) fn validate(
     raw: &RawConfig,
     kind: Option<MeshKind>,
     coarse: Option<(usize, usize)>,
+    domain: Option<&RefinedDomain>,
     problems: &mut Problems,
 ) {
-    if kind == Some(MeshKind::UnitCube) {
+    if let Some(d) = domain {
+        let (below, element) = (d.levels - d.coarse_levels, d.coarse.element);
+        if element == Element::P1 && below < 2 {
+            problems.push(problem("mesh.coarse_levels", format!("psc-m1 on triangles needs nodes inside the macro elements: mesh.levels − mesh.coarse_levels ≥ 2 (got {} − {})", d.levels, d.coarse_levels)));
+        }
+    } else if kind == Some(MeshKind::UnitCube) {
         problems.push(problem(
             "solver.method",
             "psc-m1 solves on unit-square meshes (allowed mesh.kind: unit-square)",
@@ -58,8 +65,27 @@ pub(super) fn validate_cholesky(
 }
 
 /// Where PSC set-ups are cached: solver.cache_dir, by default `psc-cache` beside the
-/// output file; none for other methods or with solver.cache = false.
-pub(super) fn cache_dir(raw: &RawConfig, method: Method, output: &Path) -> Option<PathBuf> {
+/// output file; none for other methods, with solver.cache = false, or for meshes other
+/// than the unit square with u = 0 on its boundary (the cache's key is its h, h0 and
+/// element; asking for the cache there is a problem).
+pub(super) fn cache_dir(
+    raw: &RawConfig,
+    method: Method,
+    output: &Path,
+    cacheable: bool,
+    problems: &mut Problems,
+) -> Option<PathBuf> {
+    if !cacheable {
+        for (key, given) in [
+            ("solver.cache", raw.solver.cache == Some(true)),
+            ("solver.cache_dir", raw.solver.cache_dir.is_some()),
+        ] {
+            if given {
+                problems.push(problem(key, "the operator cache keeps PSC set-ups of the unit square with u = 0 on its boundary; other meshes and conditions are set up on every run"));
+            }
+        }
+        return None;
+    }
     match (method, raw.solver.cache.unwrap_or(true)) {
         (Method::PscM1, true) => Some(
             raw.solver

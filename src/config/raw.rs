@@ -16,6 +16,9 @@ pub struct RawMesh {
     pub n: Option<i64>,
     pub h: Option<f64>,
     pub h0: Option<f64>,
+    pub file: Option<String>,
+    pub levels: Option<i64>,
+    pub coarse_levels: Option<i64>,
 }
 
 /// One wave number or a list of them.
@@ -74,9 +77,19 @@ pub struct RawConfig {
     pub solver: RawSolver,
     pub output: RawOutput,
     pub campaign: Option<RawCampaign>,
+    /// `[boundary]`: boundary part name → its condition (a name or a table), checked
+    /// against the mesh's parts in validation.
+    pub boundary: Option<toml::Table>,
+    /// Set by the campaign validator, not read from the file: the right-hand sides come
+    /// from an HDF5 file (so boundary values may be given; manufactured ones bring their own).
+    pub rhs_from_input: bool,
+    /// The folder of the config file (set by `config::load`): mesh.file is relative to it.
+    pub folder: Option<std::path::PathBuf>,
 }
 
-const SECTIONS: [&str; 5] = ["mesh", "problem", "solver", "output", "campaign"];
+const SECTIONS: [&str; 6] = [
+    "mesh", "problem", "solver", "output", "campaign", "boundary",
+];
 
 /// Reads the TOML into raw sections. Unknown keys and type errors are collected (every
 /// section is read even when another has a problem); a TOML syntax error ends parsing.
@@ -176,6 +189,14 @@ pub(super) fn parse_raw(text: &str) -> Result<(RawConfig, Vec<ConfigProblem>), C
     raw.output = section(&mut table, "output", &mut problems);
     if table.contains_key("campaign") {
         raw.campaign = Some(section(&mut table, "campaign", &mut problems));
+    }
+    match table.remove("boundary") {
+        None => {}
+        Some(toml::Value::Table(parts)) => raw.boundary = Some(parts),
+        Some(other) => problems.push(problem(
+            "boundary",
+            format!("expected a table [boundary], found {}", other.type_str()),
+        )),
     }
     Ok((raw, problems))
 }

@@ -58,6 +58,10 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
     }
     for (key, given) in [
         ("mesh.h0", raw.mesh.h0.is_some()),
+        ("mesh.file", raw.mesh.file.is_some()),
+        ("mesh.levels", raw.mesh.levels.is_some()),
+        ("mesh.coarse_levels", raw.mesh.coarse_levels.is_some()),
+        ("boundary", raw.boundary.is_some()),
         ("problem.k", raw.problem.k.is_some()),
         ("solver.variant", s.variant.is_some()),
         ("solver.schedule", s.schedule.is_some()),
@@ -216,6 +220,8 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
                     element: Element::Q1,
                     n,
                     coarse: None,
+                    domain: None,
+                    boundary: None,
                 },
                 ks: Vec::new(),
                 solver: SolverSpec {

@@ -43,7 +43,9 @@ fn full_config() {
             kind: MeshKind::UnitSquare,
             element: Element::P1,
             n: 128,
-            coarse: Some((4, 5))
+            coarse: Some((4, 5)),
+            domain: None,
+            boundary: None,
         }
     );
     assert_eq!(c.ks, vec![20]);

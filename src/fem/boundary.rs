@@ -14,63 +14,11 @@ use super::assembly::{element_systems, gather_load, Form};
 use super::Dofs;
 use crate::error::{Error, Result};
 use crate::mesh::Mesh2d;
-
-/// What holds on one boundary part.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Condition {
-    /// u = g_D.
-    Dirichlet,
-    /// ∂u/∂n = g_N (outward normal).
-    Neumann,
-}
-
-/// The node pinned to zero in a pure Neumann problem: node 0, a vertex of the coarse mesh
-/// on every mesh tensorfem builds (so PSC's class C loses one node and keeps its structure).
-pub const PINNED_NODE: u32 = 0;
+pub use crate::mesh::{Condition, Conditions, PINNED_NODE};
 
 /// The load beyond which a pure Neumann problem counts as incompatible: the part of b the
 /// projection removes, relative to Σ|b_i| (quadrature leaves far less on compatible data).
 const INCOMPATIBLE: f64 = 1e-6;
-
-/// The condition on each boundary part of a mesh (indexed like `mesh.boundary.names`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Conditions(pub Vec<Condition>);
-
-impl Conditions {
-    /// Dirichlet on every part.
-    pub fn dirichlet(mesh: &Mesh2d) -> Self {
-        Conditions(vec![Condition::Dirichlet; mesh.boundary.names.len()])
-    }
-
-    pub fn is_pure_neumann(&self) -> bool {
-        self.0.iter().all(|&c| c == Condition::Neumann)
-    }
-
-    /// Marks the mesh's Dirichlet nodes (`on_boundary`): the nodes of the edges of
-    /// Dirichlet parts, or the pinned node of a pure Neumann problem.
-    pub fn apply(&self, mesh: &mut Mesh2d) -> Result<()> {
-        if self.0.len() != mesh.boundary.names.len() {
-            return Err(Error::InvalidInput(format!(
-                "{} boundary conditions for the {} boundary parts {}",
-                self.0.len(),
-                mesh.boundary.names.len(),
-                mesh.boundary.names.join(", ")
-            )));
-        }
-        mesh.on_boundary.iter_mut().for_each(|b| *b = false);
-        for edge in &mesh.boundary.edges {
-            if self.0[edge.part as usize] == Condition::Dirichlet {
-                for v in edge.nodes {
-                    mesh.on_boundary[v as usize] = true;
-                }
-            }
-        }
-        if self.is_pure_neumann() {
-            mesh.on_boundary[PINNED_NODE as usize] = true;
-        }
-        Ok(())
-    }
-}
 
 /// Boundary data: g_D(part, x) on Dirichlet parts, g_N(part, x, n) on Neumann parts with
 /// n the outward unit normal there (what a manufactured ∂u/∂n needs; data given as numbers
@@ -191,7 +139,7 @@ pub fn boundary_load(
 }
 
 /// w_i = ∫ φ_i at every node: ∫ u_h = Σ_i w_i u_i.
-fn node_weights(mesh: &Mesh2d) -> Vec<f64> {
+pub fn node_weights(mesh: &Mesh2d) -> Vec<f64> {
     let (_, load) = element_systems(mesh, &|_: &[f64]| 1.0, None);
     let all = Dofs::from_boundary(&vec![false; mesh.num_nodes()]);
     gather_load(mesh, &all, &load)

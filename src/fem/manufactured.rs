@@ -118,6 +118,24 @@ impl Mode {
             .product()
     }
 
+    /// ∂φ/∂x_d = κ_d π cos(κ_d π x_d) Π_{e≠d} sin(κ_e π x_e), for the first `dim` axes.
+    pub fn gradient(&self, x: &[f64]) -> [f64; 3] {
+        let mut g = [0.0; 3];
+        for (d, gd) in g.iter_mut().enumerate().take(self.dim) {
+            *gd = (0..self.dim)
+                .map(|e| {
+                    let kpi = self.kappa[e] as f64 * PI;
+                    if e == d {
+                        kpi * (kpi * x[e]).cos()
+                    } else {
+                        (kpi * x[e]).sin()
+                    }
+                })
+                .product();
+        }
+        g
+    }
+
     /// λ = π² Σ_d κ_d²
     pub fn eigenvalue(&self) -> f64 {
         PI * PI * self.kappa.iter().map(|&k| (k * k) as f64).sum::<f64>()
@@ -151,6 +169,17 @@ impl Exact {
             Exact::Wave(m) => m.l2_norm(),
             Exact::Pressure(p) => p.l2_norm(),
         }
+    }
+
+    /// ∇u at x (the first `dim` entries), from the modes: the Neumann data ∂u/∂n = ∇u·n.
+    pub fn gradient(&self, x: &[f64]) -> [f64; 3] {
+        let mut g = [0.0; 3];
+        for (a, mode) in self.modes() {
+            for (gd, md) in g.iter_mut().zip(mode.gradient(x)) {
+                *gd += a * md;
+            }
+        }
+        g
     }
 
     /// u as a sum of sine modes: u = Σ a_m φ_m, so f = Σ a_m λ_m φ_m (what makes loads and
@@ -206,6 +235,32 @@ mod tests {
                 sum.sqrt(),
                 p.l2_norm()
             );
+        }
+    }
+
+    /// ∇u (the Neumann data of the manufactured solutions) against central differences.
+    #[test]
+    fn gradients_match_differences() {
+        let x = [0.31, 0.57, 0.23];
+        let h = 1e-6;
+        for dim in [2, 3] {
+            for exact in [
+                Exact::Wave(Manufactured::new(3, dim)),
+                Exact::Pressure(PressureSeries::new(0.3, dim)),
+            ] {
+                let g = exact.gradient(&x);
+                for d in 0..dim {
+                    let (mut plus, mut minus) = (x, x);
+                    plus[d] += h;
+                    minus[d] -= h;
+                    let difference = (exact.u(&plus) - exact.u(&minus)) / (2.0 * h);
+                    assert!(
+                        (g[d] - difference).abs() < 1e-7 * difference.abs().max(1.0),
+                        "{exact:?} ∂/∂x_{d}: {} vs {difference}",
+                        g[d]
+                    );
+                }
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use super::{h5, xdmf};
 use crate::config::RunConfig;
 use crate::error::Result;
-use crate::fem::{ColumnReport, Exact};
+use crate::fem::ColumnReport;
 use crate::mesh::Mesh;
 use crate::stokes::{StokesSolution, StokesSpec};
 
@@ -17,7 +17,8 @@ pub fn write_run<const D: usize>(
     config: &RunConfig,
     mesh: &Mesh<D>,
     nodal: &[f64],
-    exact: &[Exact],
+    // The exact solutions at the nodes, nodes × columns.
+    exact: &[f64],
     columns: &[ColumnReport],
     // (attribute name, seconds) of each stage timed before the write.
     seconds: &[(&str, f64)],
@@ -40,11 +41,7 @@ pub fn write_run<const D: usize>(
             .create_group("solution")
             .map_err(hdf5_error("creating group solution"))?;
         h5::write_dense(&solution, "u", nodes, nrhs, nodal)?;
-        let exact_nodal: Vec<f64> = exact
-            .iter()
-            .flat_map(|m| mesh.coords.iter().map(move |x| m.u(x)))
-            .collect();
-        h5::write_dense(&solution, "exact", nodes, nrhs, &exact_nodal)?;
+        h5::write_dense(&solution, "exact", nodes, nrhs, exact)?;
         h5::write_vector(&solution, "k", &config.ks)?;
         h5::write_vector(
             &solution,
@@ -162,7 +159,11 @@ pub fn write_stokes(config: &RunConfig, spec: &StokesSpec, s: &StokesSolution) -
 /// `/mesh`), and two nodal fields for a look in ParaView: `level` (the level each node
 /// first appears on) and `boundary_part` (1 + the part of a boundary edge at the node, 0
 /// inside), with an XDMF sidecar.
-pub fn write_mesh_file(path: &std::path::Path, mesh: &Mesh<2>) -> Result<(PathBuf, PathBuf)> {
+pub fn write_mesh_file(
+    path: &std::path::Path,
+    mesh: &Mesh<2>,
+    on_dirichlet_parts: &[bool],
+) -> Result<(PathBuf, PathBuf)> {
     let nodes = mesh.num_nodes();
     let writer = h5::H5Writer::create(path)?;
     let root = writer.root();
@@ -171,6 +172,12 @@ pub fn write_mesh_file(path: &std::path::Path, mesh: &Mesh<2>) -> Result<(PathBu
         .create_group("mesh")
         .map_err(h5::error_in(path, "creating group mesh"))?;
     h5::write_mesh(&mesh_group, mesh)?;
+    // The nodes a right-hand-side row holds (off the Dirichlet parts) and those the
+    // dataset of Dirichlet values holds, both in node order.
+    let (dirichlet, loads): (Vec<u32>, Vec<u32>) =
+        (0..nodes as u32).partition(|&v| on_dirichlet_parts[v as usize]);
+    h5::write_vector(&mesh_group, "load_nodes", &loads)?;
+    h5::write_vector(&mesh_group, "dirichlet_nodes", &dirichlet)?;
     let fields = root
         .create_group("fields")
         .map_err(h5::error_in(path, "creating group fields"))?;
@@ -202,4 +209,37 @@ pub fn write_mesh_file(path: &std::path::Path, mesh: &Mesh<2>) -> Result<(PathBu
         .collect();
     let xdmf = xdmf::write_sidecar(&output, mesh.element, nodes, mesh.num_cells(), fields)?;
     Ok((output, xdmf))
+}
+
+/// `tensorfem mesh`: the mesh of `spec` with its conditions written to `path`; returns a
+/// line saying what was written.
+pub fn export_mesh(spec: &crate::mesh::MeshSpec, path: &std::path::Path) -> Result<String> {
+    let crate::mesh::AnyMesh::Square(mesh) = crate::mesh::build(spec)? else {
+        return Err(crate::error::Error::InvalidInput(
+            "tensorfem mesh writes 2D meshes".into(),
+        ));
+    };
+    let conditions = match &spec.boundary {
+        Some(b) => b.conditions(),
+        None => crate::mesh::Conditions::dirichlet(&mesh),
+    };
+    let on_dirichlet = conditions.on_dirichlet_parts(&mesh);
+    let (h5, xdmf) = write_mesh_file(path, &mesh, &on_dirichlet)?;
+    let described: Vec<String> = mesh
+        .boundary
+        .names
+        .iter()
+        .zip(&conditions.0)
+        .map(|(name, c)| format!("{name} {}", c.name()))
+        .collect();
+    Ok(format!(
+        "{} nodes, {} cells, {} unknowns, {} load nodes (boundary: {}): {} ({})",
+        mesh.num_nodes(),
+        mesh.num_cells(),
+        mesh.num_interior(),
+        on_dirichlet.iter().filter(|d| !**d).count(),
+        described.join(", "),
+        h5.display(),
+        xdmf.display()
+    ))
 }

@@ -9,6 +9,7 @@
 //! square mesh is `i + j (n + 1)` at `(i h, j h)` with `h = 1/n`.
 
 mod coarse;
+mod conditions;
 mod cube;
 mod gmsh;
 mod refine;
@@ -16,11 +17,14 @@ mod spec;
 mod square;
 
 pub use coarse::{BoundaryEdge, CoarseMesh, Edges};
+pub use conditions::{Condition, Conditions, PINNED_NODE};
 
 pub use cube::unit_cube;
 pub use gmsh::read_gmsh;
 pub use refine::refine;
-pub use spec::{build, AnyMesh, MeshKind, MeshSpec};
+pub use spec::{
+    build, AnyMesh, BoundarySpec, BoundaryValue, MeshKind, MeshSpec, PartCondition, RefinedDomain,
+};
 pub use square::{unit_square, unit_square_refined, Hierarchy, MacroLocation, Parents};
 
 use crate::error::{Error, Result};

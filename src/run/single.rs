@@ -7,14 +7,14 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::solver::Operator;
+use super::solver::{with_operator, AnyOperator};
 use super::Backend;
+use crate::campaign::{BatchOperator, ColumnSource};
 use crate::comm::Comm;
 use crate::config::{Method, RunConfig};
 use crate::error::Result;
-use crate::fem::{ColumnReport, Exact, Manufactured};
+use crate::fem::ColumnReport;
 use crate::io::schema;
-use crate::mesh::{self, Mesh};
 
 /// What a run produced, for the printed summary.
 #[derive(Clone, Debug)]
@@ -135,10 +135,27 @@ impl fmt::Display for JobSummary {
 
 fn describe(config: &RunConfig) -> String {
     let m = &config.mesh;
-    let coarse = m
-        .coarse
-        .map(|(n0, levels)| format!(", refined {levels}× from h0 = 1/{n0}"))
-        .unwrap_or_default();
+    let coarse = match (&m.domain, m.coarse) {
+        (Some(d), _) => format!(
+            "{} refinements of the coarse mesh ({} cells; macro elements after {})",
+            d.levels,
+            d.coarse.num_cells(),
+            d.coarse_levels
+        ),
+        (None, Some((n0, levels))) => {
+            format!("h = 1/{}, refined {levels}× from h0 = 1/{n0}", m.n)
+        }
+        (None, None) => format!("h = 1/{}", m.n),
+    };
+    let boundary = match &m.boundary {
+        None => "u = 0 on the boundary".to_string(),
+        Some(b) => b
+            .parts
+            .iter()
+            .map(|p| format!("{} {}", p.name, p.condition.name()))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
     let s = &config.solver;
     let precision = match (&s.mg, s.method == Method::PscM1 && s.refine) {
         (Some(mg), _) => format!(
@@ -157,10 +174,9 @@ fn describe(config: &RunConfig) -> String {
         (None, false) => s.precision.to_string(),
     };
     format!(
-        "{} {} mesh, h = 1/{}{coarse}; u = sin(kπx)·… for {} right-hand side(s); method {} in {precision}",
+        "{} {} mesh, {coarse}; {boundary}; u = sin(kπx)·… for {} right-hand side(s); method {} in {precision}",
         m.element.name(),
         m.kind.name(),
-        m.n,
         config.ks.len(),
         s.method.name(),
     )
@@ -179,72 +195,60 @@ pub fn run(config: &RunConfig, backend: &Backend, comm: &dyn Comm) -> Result<Opt
     super::solver::check_memory(&config.mesh, &config.solver, config.ks.len())?;
 
     let t = Instant::now();
-    match mesh::build(&config.mesh)? {
-        mesh::AnyMesh::Square(mesh) => {
-            solve_and_write(config, mesh, t.elapsed().as_secs_f64(), backend).map(Some)
-        }
-        mesh::AnyMesh::Cube(mesh) => {
-            solve_and_write(config, mesh, t.elapsed().as_secs_f64(), backend).map(Some)
-        }
-    }
-}
-
-fn solve_and_write<const D: usize>(
-    config: &RunConfig,
-    mesh: Mesh<D>,
-    mesh_seconds: f64,
-    backend: &Backend,
-) -> Result<JobSummary> {
-    let nrhs = config.ks.len();
-    let exact: Vec<Exact> = config
-        .ks
-        .iter()
-        .map(|&k| Exact::Wave(Manufactured::new(k, D)))
-        .collect();
-    let mut op = Operator::new(backend, mesh, &config.mesh, &config.solver)?;
-    let t = Instant::now();
-    let rhs = op.loads(&exact);
+    let mut op = AnyOperator::new(backend, &config.mesh, &config.solver)?;
+    let (assembly, setup) = (op.assembly_seconds(), op.setup_seconds());
     let mut seconds = StageSeconds {
-        mesh: mesh_seconds,
-        assembly: op.assembly_seconds + t.elapsed().as_secs_f64(),
-        setup: op.setup_seconds,
+        mesh: t.elapsed().as_secs_f64() - assembly - setup,
+        assembly,
+        setup,
         ..Default::default()
     };
+    let columns: Vec<ColumnSource> = config
+        .ks
+        .iter()
+        .map(|&k| ColumnSource::Wave { k })
+        .collect();
+    let nrhs = columns.len();
+    let t = Instant::now();
+    let rhs = op.rhs(&columns, None)?;
+    seconds.assembly += t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    let outcome = op.solve(&rhs, nrhs)?;
+    let outcome = op.solve(&rhs.b, nrhs)?;
     seconds.solve = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    let known: Vec<Option<Exact>> = exact.iter().copied().map(Some).collect();
-    let columns = op.verify(&rhs, &outcome.u, &known)?;
+    let nodal = op.to_nodal(&outcome.u, &rhs);
+    let reports = op.reports(&rhs, &outcome.u, &nodal, &columns)?;
     seconds.verify = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    let (output, xdmf) = schema::write_run(
+    let exact = op.exact_nodal(&columns);
+    let nonzeros = op.nonzeros();
+    let (output, xdmf) = with_operator!(&op, o => schema::write_run(
         config,
-        &op.mesh,
-        &op.dofs.to_nodal_block(&outcome.u),
+        &o.mesh,
+        &nodal,
         &exact,
-        &columns,
+        &reports,
         &seconds.attributes(),
         &backend.to_string(),
-        op.matrix.nnz(),
+        nonzeros,
         outcome.iterations,
-    )?;
+    ))?;
     seconds.write = t.elapsed().as_secs_f64();
 
-    Ok(JobSummary {
+    Ok(Some(JobSummary {
         description: describe(config),
         backend: backend.to_string(),
         unknowns: op.unknowns(),
-        nonzeros: op.matrix.nnz(),
+        nonzeros,
         ks: config.ks.clone(),
-        columns,
-        setup_note: op.setup_note.clone(),
+        columns: reports,
+        setup_note: op.setup_note(),
         refine_iterations: outcome.iterations,
         seconds,
         output,
         xdmf,
-    })
+    }))
 }

@@ -9,14 +9,17 @@ use std::time::Instant;
 use half::f16;
 
 use super::backend::Backend;
-use crate::campaign::{BatchOperator, BlockOutcome, Checks, ColumnSource, Operators};
+use super::conditions::BoundaryProblem;
+use crate::campaign::{
+    BatchOperator, BatchRhs, BlockOutcome, Checks, ColumnSource, InputColumns, Operators,
+};
 use crate::config::{Method, OperatorSpec, SolverSpec};
 use crate::device::cuda::Cuda;
 use crate::device::{Block, Cpu, Kernels, Layout, PscDevice, Storage};
 use crate::error::{Error, Result};
 use crate::fem::{assemble_poisson, verify, ColumnReport, Dofs, Exact, ModeBasis};
 use crate::linalg::LinOp;
-use crate::mesh::{self, Element, Mesh, MeshSpec};
+use crate::mesh::{self, Element, Mesh, Mesh2d, MeshSpec};
 use crate::mg::{random_initial_guess, MgParams, Multigrid, StopParams};
 use crate::precision::Precision;
 use crate::psc::{CacheOutcome, OperatorCache, PscIr, PscSetup, RefineParams, M1};
@@ -328,6 +331,7 @@ fn set_up_solver<const DIM: usize>(
     matrix: &Csr<f64>,
     mesh_spec: &MeshSpec,
     solver_spec: &SolverSpec,
+    general: Option<&Mesh2d>,
 ) -> Result<(Box<dyn BlockSolve>, Option<String>)> {
     fn boxed<D: PscDevice>((psc, note): (Psc<D>, String)) -> (Box<dyn BlockSolve>, Option<String>) {
         (Box::new(psc), Some(note))
@@ -336,10 +340,10 @@ fn set_up_solver<const DIM: usize>(
         (Method::Cholesky, _) => Ok((Box::new(CholeskySolver::factor(matrix)?), None)),
         (Method::Mg, Backend::Cpu { .. }) => multigrid_setup::<DIM>(matrix, mesh_spec, solver_spec),
         (Method::PscM1, Backend::Cpu { .. }) => {
-            psc_setup(&Cpu::new(), mesh_spec, solver_spec).map(boxed)
+            psc_setup(&Cpu::new(), mesh_spec, solver_spec, general).map(boxed)
         }
         (Method::PscM1, Backend::Cuda(info)) => {
-            psc_setup(&Cuda::shared(info)?, mesh_spec, solver_spec).map(boxed)
+            psc_setup(&Cuda::shared(info)?, mesh_spec, solver_spec, general).map(boxed)
         }
         (method @ (Method::Mg | Method::Stokes), Backend::Cuda(info)) => Err(Error::Backend(format!(
             "method {} has no CUDA implementation (cuda device {}); use backend = \"cpu\" or \"auto\"",
@@ -353,16 +357,22 @@ fn set_up_solver<const DIM: usize>(
 }
 
 /// M1 in precision S through the operator cache when enabled, with a note on where its
-/// set-up came from.
+/// set-up came from; on `general` (a refined domain or boundary conditions) set up from
+/// that mesh.
 fn psc_m1<D: PscDevice, S: Storage + hdf5::H5Type>(
     dev: &D,
     mesh: &MeshSpec,
     solver: &SolverSpec,
+    general: Option<&Mesh2d>,
 ) -> Result<(M1<D>, String)> {
-    let (n0, levels) = mesh.coarse.expect("validated: psc-m1 has h0");
+    let (n0, levels) = mesh.coarse.expect("validated: psc-m1 has macro elements");
     let element = mesh.element;
-    let (m1, note) = match &solver.cache_dir {
-        Some(dir) => {
+    let (m1, note) = match (&solver.cache_dir, general) {
+        (_, Some(mesh)) => (
+            M1::new(dev, &PscSetup::on_mesh(mesh.clone())?, S::PRECISION)?,
+            "computed (the operator cache keeps unit-square set-ups with u = 0 only)".to_string(),
+        ),
+        (Some(dir), None) => {
             let (host, outcome) =
                 OperatorCache::new(dir).load_or_build_m1::<S>(element, n0, levels)?;
             let note = match outcome {
@@ -378,7 +388,7 @@ fn psc_m1<D: PscDevice, S: Storage + hdf5::H5Type>(
             };
             (M1::upload(dev, host)?, note)
         }
-        None => (
+        (None, None) => (
             M1::new(dev, &PscSetup::new(element, n0, levels)?, S::PRECISION)?,
             "computed (operator cache disabled)".to_string(),
         ),
@@ -395,11 +405,12 @@ fn psc_setup<D: PscDevice>(
     dev: &D,
     mesh: &MeshSpec,
     solver: &SolverSpec,
+    general: Option<&Mesh2d>,
 ) -> Result<(Psc<D>, String)> {
     let (m1, note) = match solver.precision {
-        Precision::F64 => psc_m1::<D, f64>(dev, mesh, solver)?,
-        Precision::F32 => psc_m1::<D, f32>(dev, mesh, solver)?,
-        Precision::F16 => psc_m1::<D, f16>(dev, mesh, solver)?,
+        Precision::F64 => psc_m1::<D, f64>(dev, mesh, solver, general)?,
+        Precision::F32 => psc_m1::<D, f32>(dev, mesh, solver, general)?,
+        Precision::F16 => psc_m1::<D, f16>(dev, mesh, solver, general)?,
     };
     let refine = solver.refine.then_some(RefineParams {
         rtol: solver.rtol,
@@ -452,6 +463,7 @@ impl<const DIM: usize> Operator<DIM> {
         mesh: Mesh<DIM>,
         mesh_spec: &MeshSpec,
         solver_spec: &SolverSpec,
+        general: Option<&Mesh2d>,
     ) -> Result<Self> {
         let t = Instant::now();
         let sys = assemble_poisson(&mesh, |_| 0.0)?;
@@ -464,7 +476,8 @@ impl<const DIM: usize> Operator<DIM> {
         );
 
         let t = Instant::now();
-        let (solver, setup_note) = set_up_solver::<DIM>(backend, &matrix, mesh_spec, solver_spec)?;
+        let (solver, setup_note) =
+            set_up_solver::<DIM>(backend, &matrix, mesh_spec, solver_spec, general)?;
         let setup_seconds = t.elapsed().as_secs_f64();
         Ok(Operator {
             mesh,
@@ -513,67 +526,173 @@ impl<const DIM: usize> Operator<DIM> {
     }
 }
 
-/// An [`Operator`] on the unit square or cube.
+/// An [`Operator`] on the unit square or cube with u = 0 on the boundary, or on a 2D mesh
+/// with boundary data (refined domains, `[boundary]`).
 pub enum AnyOperator {
     Square(Operator<2>),
     Cube(Operator<3>),
+    Conditioned(Operator<2>, BoundaryProblem),
 }
 
 impl AnyOperator {
     pub fn new(backend: &Backend, mesh: &MeshSpec, solver: &SolverSpec) -> Result<Self> {
+        let conditioned = mesh.domain.is_some() || mesh.boundary.is_some();
         Ok(match mesh::build(mesh)? {
-            mesh::AnyMesh::Square(m) => {
-                AnyOperator::Square(Operator::new(backend, m, mesh, solver)?)
+            mesh::AnyMesh::Square(m) if conditioned => {
+                let boundary = BoundaryProblem::new(&m, mesh.boundary.as_ref())?;
+                let general = m.clone();
+                let op = Operator::new(backend, m, mesh, solver, Some(&general))?;
+                AnyOperator::Conditioned(op, boundary)
             }
-            mesh::AnyMesh::Cube(m) => AnyOperator::Cube(Operator::new(backend, m, mesh, solver)?),
+            mesh::AnyMesh::Square(m) => {
+                AnyOperator::Square(Operator::new(backend, m, mesh, solver, None)?)
+            }
+            mesh::AnyMesh::Cube(m) => {
+                AnyOperator::Cube(Operator::new(backend, m, mesh, solver, None)?)
+            }
         })
     }
 
     fn dim(&self) -> usize {
         match self {
-            AnyOperator::Square(_) => 2,
+            AnyOperator::Square(_) | AnyOperator::Conditioned(..) => 2,
             AnyOperator::Cube(_) => 3,
+        }
+    }
+
+    pub fn assembly_seconds(&self) -> f64 {
+        with_operator!(self, op => op.assembly_seconds)
+    }
+
+    pub fn setup_seconds(&self) -> f64 {
+        with_operator!(self, op => op.setup_seconds)
+    }
+
+    pub fn setup_note(&self) -> Option<String> {
+        with_operator!(self, op => op.setup_note.clone())
+    }
+
+    pub fn nonzeros(&self) -> usize {
+        with_operator!(self, op => op.matrix.nnz())
+    }
+
+    /// The exact solutions of manufactured columns at every node, nodes × columns (shifted
+    /// to mean zero as the solutions are, for a pure Neumann problem).
+    pub fn exact_nodal(&self, columns: &[ColumnSource]) -> Vec<f64> {
+        let dim = self.dim();
+        let exact = columns
+            .iter()
+            .map(|c| c.exact(dim).expect("manufactured columns"));
+        match self {
+            AnyOperator::Conditioned(op, boundary) => exact
+                .flat_map(|e| boundary.exact_nodal(&op.mesh, &e))
+                .collect(),
+            _ => with_operator!(self, op => exact
+                .flat_map(|e| op.mesh.coords.iter().map(move |x| e.u(x)).collect::<Vec<_>>())
+                .collect()),
+        }
+    }
+
+    /// The checks of every column (see [`BatchOperator::verify`]), one report each.
+    pub fn reports(
+        &self,
+        rhs: &BatchRhs,
+        u: &[f64],
+        nodal: &[f64],
+        columns: &[ColumnSource],
+    ) -> Result<Vec<ColumnReport>> {
+        let dim = self.dim();
+        let exact: Vec<Option<Exact>> = columns.iter().map(|c| c.exact(dim)).collect();
+        match self {
+            AnyOperator::Conditioned(op, boundary) => {
+                boundary.verify(&op.mesh, &op.matrix, &rhs.b, u, nodal, &exact)
+            }
+            _ => with_operator!(self, op => op.verify(&rhs.b, u, &exact)),
         }
     }
 }
 
 /// Runs `$body` with `$op` bound to the [`Operator`] inside an [`AnyOperator`].
-macro_rules! with_operator {
+macro_rules! with_operator_impl {
     ($any:expr, $op:ident => $body:expr) => {
         match $any {
-            AnyOperator::Square($op) => $body,
+            AnyOperator::Square($op) | AnyOperator::Conditioned($op, _) => $body,
             AnyOperator::Cube($op) => $body,
         }
     };
 }
+pub(super) use with_operator_impl as with_operator;
 
 impl BatchOperator for AnyOperator {
     fn unknowns(&self) -> usize {
         with_operator!(self, op => op.unknowns())
     }
 
-    fn loads(&self, columns: &[ColumnSource]) -> Vec<f64> {
+    fn rhs(&self, columns: &[ColumnSource], input: Option<&InputColumns>) -> Result<BatchRhs> {
         let dim = self.dim();
-        let exact: Vec<Exact> = columns
-            .iter()
-            .map(|c| c.exact(dim).expect("manufactured columns"))
-            .collect();
-        with_operator!(self, op => op.loads(&exact))
+        let nrhs = columns.len();
+        let read = |input: &InputColumns| match columns[0] {
+            ColumnSource::Input { index } => Ok((
+                input.read(index..index + nrhs)?,
+                input.read_dirichlet(index..index + nrhs)?,
+            )),
+            other => Err(Error::Campaign(format!(
+                "column {other:?} is not a column of the right-hand-side file"
+            ))),
+        };
+        let exact = || -> Vec<Exact> {
+            columns
+                .iter()
+                .map(|c| c.exact(dim).expect("manufactured columns"))
+                .collect()
+        };
+        match (self, input) {
+            (AnyOperator::Conditioned(op, boundary), Some(input)) => {
+                let (rows, dirichlet) = read(input)?;
+                let (b, g) =
+                    boundary.from_input(&op.mesh, &op.dofs, &rows, nrhs, dirichlet.as_deref())?;
+                Ok(BatchRhs {
+                    b,
+                    dirichlet: Some(g),
+                })
+            }
+            (AnyOperator::Conditioned(op, boundary), None) => {
+                let (b, g) = boundary.manufactured(&op.mesh, &op.dofs, &exact())?;
+                Ok(BatchRhs {
+                    b,
+                    dirichlet: Some(g),
+                })
+            }
+            (_, Some(input)) => Ok(BatchRhs {
+                b: read(input)?.0,
+                dirichlet: None,
+            }),
+            (_, None) => Ok(BatchRhs {
+                b: with_operator!(self, op => op.loads(&exact())),
+                dirichlet: None,
+            }),
+        }
     }
 
     fn solve(&mut self, rhs: &[f64], nrhs: usize) -> Result<BlockOutcome> {
         with_operator!(self, op => op.solve(rhs, nrhs))
     }
 
-    fn verify(&mut self, rhs: &[f64], u: &[f64], columns: &[ColumnSource]) -> Result<Checks> {
-        let dim = self.dim();
-        let exact: Vec<Option<Exact>> = columns.iter().map(|c| c.exact(dim)).collect();
-        let reports = with_operator!(self, op => op.verify(rhs, u, &exact))?;
-        Ok(Checks::poisson(&reports))
+    fn to_nodal(&self, u: &[f64], rhs: &BatchRhs) -> Vec<f64> {
+        match (self, &rhs.dirichlet) {
+            (AnyOperator::Conditioned(op, boundary), Some(g)) => boundary.nodal(&op.dofs, u, g),
+            _ => with_operator!(self, op => op.dofs.to_nodal_block(u)),
+        }
     }
 
-    fn to_nodal(&self, u: &[f64]) -> Vec<f64> {
-        with_operator!(self, op => op.dofs.to_nodal_block(u))
+    fn verify(
+        &mut self,
+        rhs: &BatchRhs,
+        u: &[f64],
+        nodal: &[f64],
+        columns: &[ColumnSource],
+    ) -> Result<Checks> {
+        Ok(Checks::poisson(&self.reports(rhs, u, nodal, columns)?))
     }
 }
 

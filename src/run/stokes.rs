@@ -5,7 +5,9 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::campaign::{BatchOperator, BlockOutcome, Checks, ColumnSource, STOKES_ERRORS};
+use crate::campaign::{
+    BatchOperator, BatchRhs, BlockOutcome, Checks, ColumnSource, InputColumns, STOKES_ERRORS,
+};
 use crate::comm::Comm;
 use crate::config::RunConfig;
 use crate::device::{Cpu, Device};
@@ -100,12 +102,15 @@ impl BatchOperator for StokesOperator {
         self.solver.grid().flow_len()
     }
 
-    fn loads(&self, columns: &[ColumnSource]) -> Vec<f64> {
+    fn rhs(&self, columns: &[ColumnSource], _: Option<&InputColumns>) -> Result<BatchRhs> {
         assert!(
             columns.iter().all(|c| *c == ColumnSource::Stokes),
             "a Stokes operator solves the manufactured Stokes problem"
         );
-        self.solver.manufactured_rhs().repeat(columns.len())
+        Ok(BatchRhs {
+            b: self.solver.manufactured_rhs().repeat(columns.len()),
+            dirichlet: None,
+        })
     }
 
     fn solve(&mut self, rhs: &[f64], nrhs: usize) -> Result<BlockOutcome> {
@@ -125,7 +130,14 @@ impl BatchOperator for StokesOperator {
         })
     }
 
-    fn verify(&mut self, rhs: &[f64], u: &[f64], _: &[ColumnSource]) -> Result<Checks> {
+    fn verify(
+        &mut self,
+        rhs: &BatchRhs,
+        u: &[f64],
+        _: &[f64],
+        _: &[ColumnSource],
+    ) -> Result<Checks> {
+        let rhs = &rhs.b;
         let (dev, solver) = (&self.dev, &mut self.solver);
         let (grid, len) = (solver.grid(), solver.grid().flow_len());
         let mut checks = Checks {
@@ -150,7 +162,7 @@ impl BatchOperator for StokesOperator {
         Ok(checks)
     }
 
-    fn to_nodal(&self, u: &[f64]) -> Vec<f64> {
+    fn to_nodal(&self, u: &[f64], _: &BatchRhs) -> Vec<f64> {
         u.to_vec()
     }
 }
