@@ -14,7 +14,7 @@ use super::perf::{BatchRecord, FailureRecord, StageTotals};
 use super::plan::{ColumnSource, Plan};
 use crate::config::{CampaignSpec, OperatorSpec, RunConfig};
 use crate::error::{Error, Result};
-use crate::fem::{Exact, Mode};
+use crate::fem::{mean_value, Exact, Mode};
 use crate::io::{h5, xdmf};
 use crate::mesh::{build as build_mesh, AnyMesh, Element, Mesh};
 use crate::precision::Precision;
@@ -417,12 +417,26 @@ fn write_poisson_operator(
             (m.num_nodes(), m.num_cells(), m.element)
         }
     };
-    h5::write_scalar_attr(
-        g,
-        "h0",
-        op.mesh.coarse.map_or(f64::NAN, |(n0, _)| 1.0 / n0 as f64),
-    )?;
+    let h0 = match (&op.mesh.domain, op.mesh.coarse) {
+        (None, Some((n0, _))) => 1.0 / n0 as f64,
+        _ => f64::NAN,
+    };
+    h5::write_scalar_attr(g, "h0", h0)?;
     h5::write_scalar_attr(g, "unknowns", op.mesh.unknowns() as u64)?;
+    h5::write_str_attr(g, "mesh_kind", op.mesh.kind.name())?;
+    if let Some(d) = &op.mesh.domain {
+        h5::write_scalar_attr(g, "levels", d.levels as u64)?;
+        h5::write_scalar_attr(g, "coarse_levels", d.coarse_levels as u64)?;
+    }
+    // "part=condition" per boundary part, one per line (u = 0 everywhere: none).
+    let conditions: Vec<String> = op
+        .mesh
+        .boundary
+        .iter()
+        .flat_map(|b| &b.parts)
+        .map(|p| format!("{}={}", p.name, p.condition.name()))
+        .collect();
+    h5::write_str_attr(g, "boundary_conditions", &conditions.join("\n"))?;
     let (sources, columns) = (batches.sources(), batches.columns());
     let u = h5::create_block(g, "u", nodes, columns, storage.precision, storage.deflate)?;
     batches.read(gathered, |first, file_nodes, values| {
@@ -435,9 +449,22 @@ fn write_poisson_operator(
     })?;
     let mut exact_values = Vec::new();
     let mut mode_nodes = ModesAtNodes::default();
+    let pure_neumann = op
+        .mesh
+        .boundary
+        .as_ref()
+        .is_some_and(|b| b.conditions().is_pure_neumann());
     for exact in sources.iter().filter_map(|s| s.exact(op.mesh.dim())) {
         match &mesh {
-            AnyMesh::Square(m) => exact_values.extend(mode_nodes.exact(m, &exact)),
+            AnyMesh::Square(m) => {
+                let mut values = mode_nodes.exact(m, &exact);
+                // A pure Neumann solution has mean zero: so has the exact one it is shown with.
+                if pure_neumann {
+                    let mean = mean_value(m, |x| exact.u(x));
+                    values.iter_mut().for_each(|v| *v -= mean);
+                }
+                exact_values.extend(values)
+            }
             AnyMesh::Cube(m) => exact_values.extend(mode_nodes.exact(m, &exact)),
         }
     }
