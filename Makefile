@@ -22,7 +22,7 @@ export LD_LIBRARY_PATH := $(CUDA_WHEELS)/lib$(if $(LD_LIBRARY_PATH),:$(LD_LIBRAR
 export TENSORFEM_CUDA_INCLUDE ?= $(CUDA_WHEELS)/include
 PTX_DIR ?= target/ptx
 
-.PHONY: all deps deps-test build run test test-gpu lint fmt clean ptx bundle
+.PHONY: all deps deps-test build run test test-gpu lint fmt clean ptx bundle example-pressure
 
 all: build
 
@@ -50,9 +50,16 @@ test: deps-test lint
 	TENSORFEM_REQUIRE_NVRTC=$${TENSORFEM_REQUIRE_NVRTC:-$$([[ $${TENSORFEM_NO_NVRTC:-0} == 1 ]] && echo 0 || echo 1)} \
 	  $(CARGO) test --release
 	python3 postprocess/test_tensorfem_h5.py $(BIN)
+	python3 postprocess/test_build_rhs.py $(BIN)
 	@set -o pipefail; if [[ $${TENSORFEM_NO_NVRTC:-0} != 1 ]]; then $(BIN) kernels --arch sm_90 | tail -1; fi
 	jobs/check-bundle.sh target/bundle
 	tests/slurm/run.sh
+
+## example-pressure: the pressure-Poisson time series around a square obstacle with mixed
+## conditions (inputs/pressure-around-square.toml): mesh, right-hand sides from
+## postprocess/build_rhs.py, the campaign on $(RANKS) ranks, its report on the real geometry
+example-pressure: build
+	inputs/pressure-around-square.sh $(RANKS)
 
 ## bundle: target/bundle/tensorfem-gpu.tar.gz, the binary, the CUDA test binaries, the PTX
 ## and every non-glibc library, for a GPU machine without Rust or network (jobs/bundle-gpu.sh)

@@ -178,6 +178,11 @@ def main():
         dirichlet = part_expressions(args.dirichlet, "--dirichlet")
         for name in list(neumann) + list(dirichlet):
             mesh.part(name)
+        on_dirichlet = np.zeros(len(mesh.coords), dtype=bool)
+        on_dirichlet[mesh.dirichlet_nodes] = True
+        for name in dirichlet:
+            if not on_dirichlet[mesh.edges[mesh.edge_part == mesh.part(name)]].all():
+                raise ValueError(f"part {name} is not a Dirichlet part of this mesh")
         times = [0.0] if not args.steps else \
             [args.t_end * j / args.steps for j in range(1, args.steps + 1)]
         x, y = mesh.coords[:, 0], mesh.coords[:, 1]

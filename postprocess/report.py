@@ -230,6 +230,25 @@ def plot_stokes_solution(f, column, path):
     plt.close(fig)
 
 
+def column_label(f, column):
+    """What a column is: its time step, its wave number or its row of the input file."""
+    cols = f["columns"]
+    t = cols["t"][column]
+    if np.isfinite(t):
+        return f"t = {t:.4g}"
+    if "input_column" in cols and cols["input_column"][column] >= 0:
+        return f"input row {cols['input_column'][column]}"
+    return f"k = {cols['k'][column]}"
+
+
+def panel_size(g):
+    """(width, height) of one field panel: the domain's aspect, colour bar included."""
+    xy = g["mesh/coordinates"][:]
+    width, height = np.ptp(xy[:, 0]), np.ptp(xy[:, 1])
+    aspect = min(max(width / height, 1.0), 5.0) if height > 0 and xy.shape[1] == 2 else 1.0
+    return 4.5 * aspect ** 0.5 + 1.0, 4.5 / aspect ** 0.5 + 0.5
+
+
 def plot_solution(f, column, path):
     if is_stokes(f):
         plot_stokes_solution(f, column, path)
@@ -239,16 +258,40 @@ def plot_solution(f, column, path):
     index = int(cols["index"][column])
     g = f[f"operators/{op}"]
     u = g["u"][index].astype(np.float64)
-    t = cols["t"][column]
-    what = f"t = {t:.4g}" if np.isfinite(t) else f"k = {cols['k'][column]}"
+    what = column_label(f, column)
     panels = 2 if "exact" in g else 1
-    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.5), squeeze=False)
+    w, h = panel_size(g)
+    fig, axes = plt.subplots(1, panels, figsize=(w * panels, h), squeeze=False)
     draw_field(axes[0, 0], g, u, f"u_h, column {column} (operator {op}, {what})")
     if panels == 2:
         draw_field(axes[0, 1], g, u - g["exact"][index], "u_h − u (error at the nodes)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def plot_series(f, path, count=6):
+    """Solutions of up to `count` columns of the first operator spread over the campaign
+    (a time series: its evolution), each on the operator's mesh."""
+    cols = f["columns"]
+    first = np.flatnonzero(cols["operator"][:] == 0)
+    if len(first) < 2:
+        return False
+    picks = first[np.unique(np.linspace(0, len(first) - 1, min(count, len(first))).round().astype(int))]
+    g = f["operators/0"]
+    w, h = panel_size(g)
+    per_row = 2 if w > 6 else 3
+    rows = -(-len(picks) // per_row)
+    fig, axes = plt.subplots(rows, per_row, figsize=(w * per_row, h * rows), squeeze=False)
+    for ax, column in zip(axes.flat, picks):
+        u = g["u"][int(cols["index"][column])].astype(np.float64)
+        draw_field(ax, g, u, f"u_h, column {column} ({column_label(f, column)})")
+    for ax in list(axes.flat)[len(picks):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
 
 
 def summary_html(f):
@@ -337,6 +380,8 @@ def main():
         plot_accuracy(f, os.path.join(out, "accuracy.png"))
         plot_iterations(f, os.path.join(out, "iterations.png"))
         plot_solution(f, column, os.path.join(out, "solution.png"))
+        if not is_stokes(f) and plot_series(f, os.path.join(out, "series.png")):
+            figures.append(("series.png", "Solutions over the campaign (first operator)"))
         page = write_html(f, out, figures, text_summary)
         print(f"report: {page} (plots: {', '.join(name for name, _ in figures)} in {out})")
 

@@ -827,3 +827,111 @@ fn mesh_export_writes_a_readable_refined_mesh() {
     );
     assert!(!dir.path().join("x.h5").exists());
 }
+
+/// Runs on the refined domains with the pressure's conditions (Neumann except at the
+/// outflow): psc-m1 in f32 with refinement agrees with the Cholesky reference on the flow
+/// around a square, and a Gmsh mesh is read relative to the config's folder, whatever the
+/// working directory.
+#[test]
+fn runs_on_refined_domains_with_boundary_conditions() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = |method: &str, precision: &str| {
+        format!(
+            "backend = \"cpu\"\n[mesh]\nkind = \"flow-around-square\"\nlevels = 4\ncoarse_levels = 1\n\
+             [boundary]\ninflow = \"neumann\"\noutflow = \"dirichlet\"\nwalls = \"neumann\"\nobstacle = \"neumann\"\n\
+             [problem]\nk = [1, 2]\n[solver]\nmethod = \"{method}\"\nprecision = \"{precision}\"\n\
+             [output]\npath = \"{method}.h5\"\n"
+        )
+    };
+    // The L2 errors of both columns, from the printed table.
+    let errors = |out: &Output| -> Vec<f64> {
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert!(stdout.contains("outflow dirichlet"), "{stdout}");
+        stdout
+            .lines()
+            .skip_while(|l| !l.contains("L2 error"))
+            .skip(1)
+            .take(2)
+            .map(|l| {
+                let fields: Vec<&str> = l.split_whitespace().collect();
+                let residual: f64 = fields[5].parse().unwrap();
+                assert!(residual < 1e-10, "{l}");
+                fields[2].parse().unwrap()
+            })
+            .collect()
+    };
+    let psc = errors(&run(
+        &["run", &write_config(dir.path(), &body("psc-m1", "f32"))],
+        dir.path(),
+    ));
+    let cholesky = errors(&run(
+        &["run", &write_config(dir.path(), &body("cholesky", "f64"))],
+        dir.path(),
+    ));
+    assert_eq!(psc.len(), 2);
+    for (p, c) in psc.iter().zip(&cholesky) {
+        // O(h²) errors of a few 1e-3 at h = 1/16 of the coarse cells, equal to 4 digits.
+        assert!(*c > 1e-4 && *c < 3e-2, "{c}");
+        assert!((p - c).abs() <= 1e-4 * c, "psc-m1 {p} vs cholesky {c}");
+    }
+
+    let meshes = dir.path().join("configs/meshes");
+    std::fs::create_dir_all(&meshes).unwrap();
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/inputs/meshes/channel-cylinder.msh"
+        ),
+        meshes.join("channel.msh"),
+    )
+    .unwrap();
+    let gmsh = dir.path().join("configs/gmsh.toml");
+    std::fs::write(
+        &gmsh,
+        "backend = \"cpu\"\n[mesh]\nkind = \"gmsh\"\nfile = \"meshes/channel.msh\"\nlevels = 2\n\
+         [boundary]\ninflow = \"neumann\"\noutflow = \"dirichlet\"\nwalls = \"neumann\"\nobstacle = \"neumann\"\n\
+         [problem]\nk = 1\n[solver]\nmethod = \"psc-m1\"\nprecision = \"f64\"\n[output]\npath = \"gmsh.h5\"\n",
+    )
+    .unwrap();
+    let out = run(&["run", gmsh.to_str().unwrap()], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(dir.path().join("configs/gmsh.h5").exists());
+}
+
+/// Mistakes in [mesh] and [boundary] of the refined domains are all named at once.
+#[test]
+fn boundary_config_mistakes_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        "[mesh]\nkind = \"flow-around-square\"\nlevels = 3\nh0 = 0.5\n\
+         [boundary]\ninflw = \"neumann\"\noutflow = { condition = \"dirichlet\", value = 1.0 }\nwalls = \"robin\"\n\
+         [solver]\nmethod = \"mg\"\n[output]\npath = \"x.h5\"\n",
+    );
+    let out = run(&["run", &config], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    for expected in [
+        "mesh.h0: does not apply to mesh.kind = \"flow-around-square\"",
+        "boundary.inflw: no boundary part 'inflw' (did you mean 'inflow'?)",
+        "no condition for the part(s) inflow, obstacle",
+        "boundary.outflow.value: manufactured right-hand sides take the boundary data of their exact solution",
+        "boundary.walls: unknown condition 'robin'",
+        "solver.method: mg solves on the unit square and cube",
+    ] {
+        assert!(stderr.contains(expected), "missing {expected:?} in\n{stderr}");
+    }
+    assert!(!dir.path().join("x.h5").exists());
+    let missing = write_config(
+        dir.path(),
+        "[mesh]\nkind = \"gmsh\"\nfile = \"nowhere.msh\"\nlevels = 2\n[output]\npath = \"x.h5\"\n",
+    );
+    let out = run(&["run", &missing], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("nowhere.msh"),
+        "{}",
+        text(&out.stderr)
+    );
+}

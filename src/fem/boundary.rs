@@ -58,7 +58,7 @@ const EDGE_GAUSS: [(f64, f64); 3] = [
 
 /// ∫_{Γ_N} g_N φ_i at every node. Boundary edges run with the domain on their left, so
 /// the outward normal of the edge (a, b) is (b − a) turned clockwise.
-fn neumann_loads(mesh: &Mesh2d, conditions: &Conditions, data: &BoundaryData<'_>) -> Vec<f64> {
+pub fn neumann_loads(mesh: &Mesh2d, conditions: &Conditions, data: &BoundaryData<'_>) -> Vec<f64> {
     let mut loads = vec![0.0; mesh.num_nodes()];
     for edge in &mesh.boundary.edges {
         if conditions.0[edge.part as usize] != Condition::Neumann {

@@ -13,8 +13,8 @@ mod verify;
 
 pub use assembly::{assemble_loads, assemble_mass, assemble_poisson, Dofs, PoissonSystem};
 pub use boundary::{
-    boundary_load, dirichlet_values, mean_value, nodal_solution, node_weights, outward_normal,
-    BoundaryData, Condition, Conditions, PINNED_NODE,
+    boundary_load, dirichlet_values, mean_value, neumann_loads, nodal_solution, node_weights,
+    outward_normal, BoundaryData, Condition, Conditions, PINNED_NODE,
 };
 pub use error_norms::{l2_error, nodal_l2_error};
 pub use manufactured::{Exact, Manufactured, Mode, PressureSeries};

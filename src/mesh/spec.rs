@@ -252,3 +252,167 @@ pub fn build(spec: &MeshSpec) -> Result<AnyMesh> {
     }
     Ok(AnyMesh::Square(mesh))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn domain(coarse: CoarseMesh, levels: usize, coarse_levels: usize) -> RefinedDomain {
+        RefinedDomain {
+            file: None,
+            coarse_edges: coarse.edges().unwrap().len(),
+            coarse,
+            levels,
+            coarse_levels,
+        }
+    }
+
+    fn spec(kind: MeshKind, element: Element, n: usize, domain: Option<RefinedDomain>) -> MeshSpec {
+        MeshSpec {
+            kind,
+            element,
+            n,
+            coarse: None,
+            domain,
+            boundary: None,
+        }
+    }
+
+    fn with(mut s: MeshSpec, conditions: &[Condition]) -> MeshSpec {
+        let names: Vec<String> = match &s.domain {
+            Some(d) => d.coarse.parts.clone(),
+            None => ["left", "right", "bottom", "top"]
+                .map(String::from)
+                .to_vec(),
+        };
+        s.boundary = Some(BoundarySpec {
+            parts: names
+                .into_iter()
+                .zip(conditions)
+                .map(|(name, &condition)| PartCondition {
+                    name,
+                    condition,
+                    value: BoundaryValue::Constant(0.0),
+                })
+                .collect(),
+        });
+        s
+    }
+
+    /// The counts a spec gives without building its mesh (memory estimates, the input
+    /// file's expected shape) are those of the mesh it builds, for every kind of condition.
+    #[test]
+    fn counts_match_the_built_meshes() {
+        use Condition::{Dirichlet as D, Neumann as N};
+        let quads = CoarseMesh::new(
+            Element::Q1,
+            vec![
+                [0.0, 0.0],
+                [1.0, 0.0],
+                [2.0, 0.2],
+                [0.0, 1.0],
+                [1.1, 1.0],
+                [2.0, 1.3],
+            ],
+            vec![0, 1, 4, 3, 1, 2, 5, 4],
+            vec!["all".into()],
+            vec![
+                BoundaryEdge {
+                    nodes: [0, 1],
+                    part: 0,
+                },
+                BoundaryEdge {
+                    nodes: [1, 2],
+                    part: 0,
+                },
+                BoundaryEdge {
+                    nodes: [2, 5],
+                    part: 0,
+                },
+                BoundaryEdge {
+                    nodes: [5, 4],
+                    part: 0,
+                },
+                BoundaryEdge {
+                    nodes: [4, 3],
+                    part: 0,
+                },
+                BoundaryEdge {
+                    nodes: [3, 0],
+                    part: 0,
+                },
+            ],
+        )
+        .unwrap();
+        let cases = [
+            spec(MeshKind::UnitSquare, Element::Q1, 6, None),
+            spec(MeshKind::UnitSquare, Element::P1, 5, None),
+            with(
+                spec(MeshKind::UnitSquare, Element::Q1, 6, None),
+                &[N, D, N, N],
+            ),
+            with(
+                spec(MeshKind::UnitSquare, Element::P1, 4, None),
+                &[N, N, N, N],
+            ),
+            spec(
+                MeshKind::FlowAroundSquare,
+                Element::P1,
+                8,
+                Some(domain(CoarseMesh::flow_around_square(), 3, 1)),
+            ),
+            with(
+                spec(
+                    MeshKind::FlowAroundSquare,
+                    Element::P1,
+                    4,
+                    Some(domain(CoarseMesh::flow_around_square(), 2, 0)),
+                ),
+                &[N, D, N, N],
+            ),
+            with(
+                spec(
+                    MeshKind::FlowAroundSquare,
+                    Element::P1,
+                    4,
+                    Some(domain(CoarseMesh::flow_around_square(), 2, 0)),
+                ),
+                &[N, N, N, N],
+            ),
+            spec(
+                MeshKind::Gmsh,
+                Element::Q1,
+                8,
+                Some(domain(quads.clone(), 3, 2)),
+            ),
+            with(
+                spec(MeshKind::Gmsh, Element::Q1, 4, Some(domain(quads, 2, 0))),
+                &[N],
+            ),
+        ];
+        for s in cases {
+            let AnyMesh::Square(mesh) = build(&s).unwrap() else {
+                unreachable!()
+            };
+            let conditions = s
+                .boundary
+                .as_ref()
+                .map_or(Conditions::dirichlet(&mesh), |b| b.conditions());
+            let on_parts = conditions.on_dirichlet_parts(&mesh);
+            let what = format!("{:?} {:?} n = {}", s.kind, s.element, s.n);
+            assert_eq!(s.nodes(), mesh.num_nodes(), "{what}: nodes");
+            assert_eq!(s.cells(), mesh.num_cells(), "{what}: cells");
+            assert_eq!(s.unknowns(), mesh.num_interior(), "{what}: unknowns");
+            assert_eq!(
+                s.dirichlet_nodes(),
+                on_parts.iter().filter(|d| **d).count(),
+                "{what}: Dirichlet nodes"
+            );
+            assert_eq!(
+                s.load_nodes(),
+                on_parts.iter().filter(|d| !**d).count(),
+                "{what}: load nodes"
+            );
+        }
+    }
+}

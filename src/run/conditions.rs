@@ -9,8 +9,8 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::fem::{
-    assemble_poisson, boundary_load, dirichlet_values, l2_error, mean_value, node_weights,
-    BoundaryData, ColumnReport, Conditions, Dofs, Exact, PINNED_NODE,
+    assemble_poisson, boundary_load, dirichlet_values, l2_error, mean_value, neumann_loads,
+    node_weights, BoundaryData, ColumnReport, Conditions, Dofs, Exact, PINNED_NODE,
 };
 use crate::mesh::{BoundarySpec, BoundaryValue, Mesh2d};
 use crate::sparse::Csr;
@@ -36,6 +36,8 @@ pub struct BoundaryProblem {
     /// The nodes a right-hand-side file's row holds, in node order: the nodes off the
     /// Dirichlet parts (every node of a pure Neumann problem).
     pub load_nodes: Vec<u32>,
+    /// ∫_{Γ_N} g_N φ_i at every node for the parts' constant fluxes: added to file rows.
+    constant_fluxes: Vec<f64>,
 }
 
 /// The data of a column: from its exact solution, or the parts' values (and the file's
@@ -69,6 +71,19 @@ impl BoundaryProblem {
         let load_nodes = (0..mesh.num_nodes() as u32)
             .filter(|&v| !on_dirichlet[v as usize])
             .collect();
+        let flux = |part: u16, _: [f64; 2], _: [f64; 2]| match values[part as usize] {
+            BoundaryValue::Constant(v) => v,
+            BoundaryValue::Input => 0.0,
+        };
+        let none = |_: u16, _: [f64; 2]| 0.0;
+        let constant_fluxes = neumann_loads(
+            mesh,
+            &conditions,
+            &BoundaryData {
+                dirichlet: &none,
+                neumann: &flux,
+            },
+        );
         Ok(BoundaryProblem {
             conditions,
             values,
@@ -77,6 +92,7 @@ impl BoundaryProblem {
             full,
             dirichlet_nodes,
             load_nodes,
+            constant_fluxes,
         })
     }
 
@@ -156,7 +172,8 @@ impl BoundaryProblem {
 
     /// The loads of columns read from a file (`rows`: load-node values, columns one after
     /// another) with the parts' constant Dirichlet values or the file's (`dirichlet`: one
-    /// vector for every column, or one per column): b = row − A_{·,D} g_D on the unknowns;
+    /// vector for every column, or one per column): b = row + ∫ g_N φ_i (the parts' constant
+    /// fluxes) − A_{·,D} g_D on the unknowns;
     /// a pure Neumann row is checked for compatibility and projected. Also g_D at every
     /// node per column.
     pub fn from_input(
@@ -184,13 +201,13 @@ impl BoundaryProblem {
                 }
             });
             let g = self.dirichlet(mesh, &Data::Given(file));
-            let mut full = vec![0.0; mesh.num_nodes()];
+            let mut full = self.constant_fluxes.clone();
             for (&v, &value) in self
                 .load_nodes
                 .iter()
                 .zip(&rows[c * loads..(c + 1) * loads])
             {
-                full[v as usize] = value;
+                full[v as usize] += value;
             }
             if g.iter().any(|&v| v != 0.0) {
                 let mut lift = vec![0.0; mesh.num_nodes()];
@@ -324,5 +341,122 @@ impl BoundaryProblem {
             });
         }
         Ok(reports)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fem::assemble_loads;
+    use crate::mesh::{refine, CoarseMesh, Condition, PartCondition};
+
+    /// A right-hand-side file's rows (∫ f φ_i on the load nodes) with the parts' constant
+    /// fluxes and the Dirichlet values (constants, or per node from the file) give the load
+    /// the finite-element side builds from the same data, lifting included; a pure Neumann
+    /// row is projected as it projects built-in data.
+    #[test]
+    fn file_loads_equal_the_built_loads() {
+        use Condition::{Dirichlet as D, Neumann as N};
+        let f = |x: &[f64]| 1.0 + x[0] * x[1];
+        let g_d = |x: [f64; 2]| 0.5 + x[1] * x[1];
+        for (conditions, from_file) in [
+            ([N, D, N, N], false),
+            ([N, D, N, N], true),
+            ([D, D, N, D], false),
+            ([N, N, N, N], false),
+        ] {
+            let mut mesh = refine(&CoarseMesh::flow_around_square(), 2).unwrap();
+            let names = mesh.boundary.names.clone();
+            // Constant fluxes: 0.3 on the inflow; pure Neumann balances ∫f with it.
+            let area = 3.75;
+            let integral_f = crate::fem::mean_value(&mesh, f) * area;
+            let inflow_flux = if conditions == [N, N, N, N] {
+                -integral_f
+            } else {
+                0.3
+            };
+            let spec = BoundarySpec {
+                parts: names
+                    .iter()
+                    .zip(conditions)
+                    .map(|(name, condition)| PartCondition {
+                        name: name.clone(),
+                        condition,
+                        value: match (condition, name.as_str(), from_file) {
+                            (D, _, true) => BoundaryValue::Input,
+                            (D, _, false) => BoundaryValue::Constant(0.7),
+                            (N, "inflow", _) => BoundaryValue::Constant(inflow_flux),
+                            (N, _, _) => BoundaryValue::Constant(0.0),
+                        },
+                    })
+                    .collect(),
+            };
+            spec.conditions().apply(&mut mesh).unwrap();
+            let dofs = Dofs::from_boundary(&mesh.on_boundary);
+            let problem = BoundaryProblem::new(&mesh, Some(&spec)).unwrap();
+            let loads = Dofs::from_boundary(&spec.conditions().on_dirichlet_parts(&mesh));
+            assert_eq!(loads.node_of_dof, problem.load_nodes);
+            let row = assemble_loads(&mesh, &loads, &[f]);
+            let file_values: Vec<f64> = problem
+                .dirichlet_nodes
+                .iter()
+                .map(|&v| g_d(mesh.coords[v as usize]))
+                .collect();
+            let (b, g) = problem
+                .from_input(&mesh, &dofs, &row, 1, from_file.then_some(&file_values[..]))
+                .unwrap();
+            let dirichlet = |_: u16, x: [f64; 2]| if from_file { g_d(x) } else { 0.7 };
+            let inflow = names.iter().position(|n| n == "inflow").unwrap() as u16;
+            let neumann = |part: u16, _: [f64; 2], _: [f64; 2]| {
+                if part == inflow {
+                    inflow_flux
+                } else {
+                    0.0
+                }
+            };
+            let data = BoundaryData {
+                dirichlet: &dirichlet,
+                neumann: &neumann,
+            };
+            let reference = boundary_load(&mesh, &dofs, &spec.conditions(), f, &data).unwrap();
+            let scale = reference.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            for (i, (x, y)) in b.iter().zip(&reference).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-12 * scale,
+                    "{conditions:?} (file values {from_file}) unknown {i}: {x} vs {y}"
+                );
+            }
+            assert_eq!(g, dirichlet_values(&mesh, &spec.conditions(), &data));
+        }
+    }
+
+    /// An incompatible pure Neumann row (a flux left out) is refused, naming the sums.
+    #[test]
+    fn incompatible_pure_neumann_rows_are_refused() {
+        let mut mesh = refine(&CoarseMesh::flow_around_square(), 2).unwrap();
+        let spec = BoundarySpec {
+            parts: mesh
+                .boundary
+                .names
+                .iter()
+                .map(|name| PartCondition {
+                    name: name.clone(),
+                    condition: Condition::Neumann,
+                    value: BoundaryValue::Constant(0.0),
+                })
+                .collect(),
+        };
+        spec.conditions().apply(&mut mesh).unwrap();
+        let dofs = Dofs::from_boundary(&mesh.on_boundary);
+        let problem = BoundaryProblem::new(&mesh, Some(&spec)).unwrap();
+        let row = vec![1.0; problem.load_nodes.len()];
+        let err = problem
+            .from_input(&mesh, &dofs, &row, 1, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("incompatible") && err.contains("Σ_i b_i"),
+            "{err}"
+        );
     }
 }
