@@ -176,7 +176,7 @@ impl BoundaryProblem {
     /// fluxes) − A_{·,D} g_D on the unknowns;
     /// a pure Neumann row is checked for compatibility and projected. Also g_D at every
     /// node per column.
-    pub fn from_input(
+    pub fn file_loads(
         &self,
         mesh: &Mesh2d,
         dofs: &Dofs,
@@ -403,7 +403,7 @@ mod tests {
                 .map(|&v| g_d(mesh.coords[v as usize]))
                 .collect();
             let (b, g) = problem
-                .from_input(&mesh, &dofs, &row, 1, from_file.then_some(&file_values[..]))
+                .file_loads(&mesh, &dofs, &row, 1, from_file.then_some(&file_values[..]))
                 .unwrap();
             let dirichlet = |_: u16, x: [f64; 2]| if from_file { g_d(x) } else { 0.7 };
             let inflow = names.iter().position(|n| n == "inflow").unwrap() as u16;
@@ -451,7 +451,7 @@ mod tests {
         let problem = BoundaryProblem::new(&mesh, Some(&spec)).unwrap();
         let row = vec![1.0; problem.load_nodes.len()];
         let err = problem
-            .from_input(&mesh, &dofs, &row, 1, None)
+            .file_loads(&mesh, &dofs, &row, 1, None)
             .unwrap_err()
             .to_string();
         assert!(

@@ -531,7 +531,7 @@ impl<const DIM: usize> Operator<DIM> {
 pub enum AnyOperator {
     Square(Operator<2>),
     Cube(Operator<3>),
-    Conditioned(Operator<2>, BoundaryProblem),
+    Conditioned(Operator<2>, Box<BoundaryProblem>),
 }
 
 impl AnyOperator {
@@ -542,7 +542,7 @@ impl AnyOperator {
                 let boundary = BoundaryProblem::new(&m, mesh.boundary.as_ref())?;
                 let general = m.clone();
                 let op = Operator::new(backend, m, mesh, solver, Some(&general))?;
-                AnyOperator::Conditioned(op, boundary)
+                AnyOperator::Conditioned(op, Box::new(boundary))
             }
             mesh::AnyMesh::Square(m) => {
                 AnyOperator::Square(Operator::new(backend, m, mesh, solver, None)?)
@@ -650,7 +650,7 @@ impl BatchOperator for AnyOperator {
             (AnyOperator::Conditioned(op, boundary), Some(input)) => {
                 let (rows, dirichlet) = read(input)?;
                 let (b, g) =
-                    boundary.from_input(&op.mesh, &op.dofs, &rows, nrhs, dirichlet.as_deref())?;
+                    boundary.file_loads(&op.mesh, &op.dofs, &rows, nrhs, dirichlet.as_deref())?;
                 Ok(BatchRhs {
                     b,
                     dirichlet: Some(g),
