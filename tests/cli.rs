@@ -801,7 +801,12 @@ fn mesh_export_writes_a_readable_refined_mesh() {
         dir.path(),
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("inflow, outflow, walls, obstacle"));
+    assert!(
+        text(&out.stdout)
+            .contains("inflow dirichlet, outflow dirichlet, walls dirichlet, obstacle dirichlet"),
+        "{}",
+        text(&out.stdout)
+    );
     let file = tensorfem::io::h5::open(&dir.path().join("flow.h5")).unwrap();
     let mesh: tensorfem::mesh::Mesh2d =
         tensorfem::io::h5::read_mesh(&file.group("mesh").unwrap()).unwrap();
@@ -826,6 +831,31 @@ fn mesh_export_writes_a_readable_refined_mesh() {
         text(&bad.stderr)
     );
     assert!(!dir.path().join("x.h5").exists());
+
+    // From a config: the pressure's conditions leave every node but the outflow's 2² + 1
+    // as load nodes, in node order, the outflow's as Dirichlet nodes.
+    let config = write_config(
+        dir.path(),
+        "[mesh]\nkind = \"flow-around-square\"\nlevels = 2\ncoarse_levels = 1\n\
+         [boundary]\ninflow = \"neumann\"\noutflow = \"dirichlet\"\nwalls = \"neumann\"\nobstacle = \"neumann\"\n\
+         [output]\npath = \"x.h5\"\n",
+    );
+    let out = run(
+        &["mesh", "--config", &config, "--output", "pressure.h5"],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let file = tensorfem::io::h5::open(&dir.path().join("pressure.h5")).unwrap();
+    let group = file.group("mesh").unwrap();
+    let loads: Vec<u32> = tensorfem::io::h5::read_vector(&group, "load_nodes").unwrap();
+    let dirichlet: Vec<u32> = tensorfem::io::h5::read_vector(&group, "dirichlet_nodes").unwrap();
+    let mesh: tensorfem::mesh::Mesh2d = tensorfem::io::h5::read_mesh(&group).unwrap();
+    assert_eq!(dirichlet.len(), 5);
+    assert_eq!(loads.len() + dirichlet.len(), mesh.num_nodes());
+    assert!(loads.windows(2).all(|w| w[0] < w[1]));
+    assert!(dirichlet
+        .iter()
+        .all(|&v| (mesh.coords[v as usize][0] - 4.0).abs() < 1e-12));
 }
 
 /// Runs on the refined domains with the pressure's conditions (Neumann except at the
@@ -861,10 +891,27 @@ fn runs_on_refined_domains_with_boundary_conditions() {
             })
             .collect()
     };
-    let psc = errors(&run(
+    let first = run(
         &["run", &write_config(dir.path(), &body("psc-m1", "f32"))],
         dir.path(),
-    ));
+    );
+    assert!(
+        text(&first.stdout).contains("computed and saved to the operator cache"),
+        "{}",
+        text(&first.stdout)
+    );
+    // The set-up of this mesh and these conditions comes from the cache the second time.
+    let again = run(
+        &["run", &write_config(dir.path(), &body("psc-m1", "f32"))],
+        dir.path(),
+    );
+    assert!(
+        text(&again.stdout).contains("loaded from the operator cache"),
+        "{}",
+        text(&again.stdout)
+    );
+    let psc = errors(&again);
+    assert_eq!(psc, errors(&first));
     let cholesky = errors(&run(
         &["run", &write_config(dir.path(), &body("cholesky", "f64"))],
         dir.path(),

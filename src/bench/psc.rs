@@ -15,7 +15,7 @@ use crate::fem::{assemble_loads, l2_error, relative_residual, Dofs, Manufactured
 use crate::linalg::LinOp;
 use crate::mesh::{unit_square_refined, Element};
 use crate::precision::Precision;
-use crate::psc::{refinement_levels, OperatorCache, PscIr, PscSetup, RefineParams, M1};
+use crate::psc::{refinement_levels, OperatorCache, PscIr, PscSetup, RefineParams, SetupKey, M1};
 
 #[derive(Clone, Debug)]
 pub struct PscBenchParams {
@@ -223,8 +223,9 @@ pub fn bench_psc(params: &PscBenchParams) -> Result<PscBenchResult> {
     let t = Instant::now();
     let (setup, from_cache) = match &params.cache_dir {
         Some(dir) => {
-            let (setup, outcome) =
-                OperatorCache::new(dir).load_or_build(params.element, params.n0, levels)?;
+            let key = SetupKey::unit_square(params.element, params.n0, levels);
+            let mesh = unit_square_refined(params.n0, levels, params.element)?;
+            let (setup, outcome) = OperatorCache::new(dir).load_or_build(&key, &mesh)?;
             (
                 setup,
                 matches!(outcome, crate::psc::CacheOutcome::Loaded(_)),

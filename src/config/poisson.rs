@@ -105,11 +105,8 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
     }
 
     let output = output_path(raw, "out/run.h5", &mut problems);
-    let cacheable = !refined && boundary.is_none();
     let cache_dir = match (method, &output) {
-        (Some(method), Some(output)) => {
-            psc::cache_dir(raw, method, output, cacheable, &mut problems)
-        }
+        (Some(method), Some(output)) => psc::cache_dir(raw, method, output),
         _ => None,
     };
 

@@ -65,27 +65,8 @@ pub(super) fn validate_cholesky(
 }
 
 /// Where PSC set-ups are cached: solver.cache_dir, by default `psc-cache` beside the
-/// output file; none for other methods, with solver.cache = false, or for meshes other
-/// than the unit square with u = 0 on its boundary (the cache's key is its h, h0 and
-/// element; asking for the cache there is a problem).
-pub(super) fn cache_dir(
-    raw: &RawConfig,
-    method: Method,
-    output: &Path,
-    cacheable: bool,
-    problems: &mut Problems,
-) -> Option<PathBuf> {
-    if !cacheable {
-        for (key, given) in [
-            ("solver.cache", raw.solver.cache == Some(true)),
-            ("solver.cache_dir", raw.solver.cache_dir.is_some()),
-        ] {
-            if given {
-                problems.push(problem(key, "the operator cache keeps PSC set-ups of the unit square with u = 0 on its boundary; other meshes and conditions are set up on every run"));
-            }
-        }
-        return None;
-    }
+/// output file; none for other methods or with solver.cache = false.
+pub(super) fn cache_dir(raw: &RawConfig, method: Method, output: &Path) -> Option<PathBuf> {
     match (method, raw.solver.cache.unwrap_or(true)) {
         (Method::PscM1, true) => Some(
             raw.solver

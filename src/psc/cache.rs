@@ -21,7 +21,7 @@ use crate::device::Storage;
 use crate::error::{Error, Result};
 use crate::fem::assemble_poisson;
 use crate::io::h5;
-use crate::mesh::{unit_square_refined, Element};
+use crate::mesh::{Element, Mesh2d};
 use crate::precision::Stored;
 use crate::sparse::Csr;
 
@@ -73,15 +73,58 @@ impl Fnv {
     }
 }
 
-fn cache_key(element: Element, n0: usize, levels: usize) -> (String, u64) {
-    let key = format!(
-        "tensorfem PSC set-up v{SETUP_VERSION}; crate {}; element {}; n0 {n0}; levels {levels}",
-        env!("CARGO_PKG_VERSION"),
-        element.name()
-    );
-    let mut h = Fnv::new();
-    h.bytes(key.as_bytes());
-    (key, h.0)
+/// What a cached set-up is of: a text naming everything the set-up depends on (stored in
+/// the file and compared on loading) and the readable part of the file name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetupKey {
+    text: String,
+    name: String,
+}
+
+impl SetupKey {
+    /// The unit square refined `levels` times from n0×n0 cells, u = 0 on its boundary.
+    pub fn unit_square(element: Element, n0: usize, levels: usize) -> Self {
+        SetupKey {
+            text: format!(
+                "tensorfem PSC set-up v{SETUP_VERSION}; crate {}; element {}; n0 {n0}; levels {levels}",
+                env!("CARGO_PKG_VERSION"),
+                element.name()
+            ),
+            name: format!("psc-{}-n{}-n0-{n0}", element.name(), n0 << levels),
+        }
+    }
+
+    /// Any other mesh and conditions: `identity` names them completely (the coarse mesh's
+    /// content, the levels, the condition of every boundary part), `name` is readable.
+    pub fn described(element: Element, identity: &str, name: &str) -> Self {
+        SetupKey {
+            text: format!(
+                "tensorfem PSC set-up v{SETUP_VERSION}; crate {}; element {}; {identity}",
+                env!("CARGO_PKG_VERSION"),
+                element.name()
+            ),
+            name: format!("psc-{}-{name}", element.name()),
+        }
+    }
+
+    fn hash(&self) -> u64 {
+        let mut h = Fnv::new();
+        h.bytes(self.text.as_bytes());
+        h.0
+    }
+}
+
+/// n, n0 (the unit square's, with its grid transform) and levels of a set-up on `mesh`.
+fn shape(mesh: &Mesh2d, hb: &HierarchicalBasis) -> Result<(usize, Option<usize>, usize)> {
+    let h = mesh
+        .hierarchy
+        .as_ref()
+        .ok_or_else(|| Error::InvalidInput("PSC needs a mesh refined from a coarse mesh".into()))?;
+    let n0 = match hb {
+        HierarchicalBasis::Grid(_) => h.n0,
+        HierarchicalBasis::Levels(_) => None,
+    };
+    Ok((mesh.n, n0, h.levels))
 }
 
 fn checksum(s: &PscSetup) -> u64 {
@@ -116,27 +159,18 @@ impl OperatorCache {
         }
     }
 
-    pub fn path_for(&self, element: Element, n0: usize, levels: usize) -> PathBuf {
-        let (_, hash) = cache_key(element, n0, levels);
-        self.dir.join(format!(
-            "psc-{}-n{}-n0-{n0}-{hash:016x}.h5",
-            element.name(),
-            n0 << levels
-        ))
+    pub fn path_for(&self, key: &SetupKey) -> PathBuf {
+        self.dir
+            .join(format!("{}-{:016x}.h5", key.name, key.hash()))
     }
 
     /// Reads the f64 set-up at `path`; on failure, why (logged), and nothing.
-    fn try_load(
-        path: &Path,
-        element: Element,
-        n0: usize,
-        levels: usize,
-    ) -> (Option<PscSetup>, Option<String>) {
+    fn try_load(path: &Path, key: &SetupKey, mesh: &Mesh2d) -> (Option<PscSetup>, Option<String>) {
         if !path.exists() {
             return (None, None);
         }
         let t = Instant::now();
-        match load(path, element, n0, levels) {
+        match load(path, key, mesh) {
             Ok(setup) => {
                 log::info!(
                     "PSC set-up loaded from the cache {} in {:.2} s",
@@ -163,20 +197,16 @@ impl OperatorCache {
         }
     }
 
-    /// The f64 set-up from the cache, or built (and saved) when the cache has no usable copy.
-    pub fn load_or_build(
-        &self,
-        element: Element,
-        n0: usize,
-        levels: usize,
-    ) -> Result<(PscSetup, CacheOutcome)> {
-        let path = self.path_for(element, n0, levels);
-        let (loaded, reason) = Self::try_load(&path, element, n0, levels);
+    /// The f64 set-up of `mesh` (the mesh `key` names) from the cache, or built (and
+    /// saved) when the cache has no usable copy.
+    pub fn load_or_build(&self, key: &SetupKey, mesh: &Mesh2d) -> Result<(PscSetup, CacheOutcome)> {
+        let path = self.path_for(key);
+        let (loaded, reason) = Self::try_load(&path, key, mesh);
         if let Some(setup) = loaded {
             return Ok((setup, CacheOutcome::Loaded(path)));
         }
-        let setup = PscSetup::new(element, n0, levels)?;
-        save::<f64>(&path, &setup, None)?;
+        let setup = PscSetup::on_mesh(mesh.clone())?;
+        save::<f64>(&path, key, &setup, None)?;
         log::info!("PSC set-up saved to the cache {}", path.display());
         Ok((setup, Self::outcome(path, false, reason)))
     }
@@ -186,14 +216,13 @@ impl OperatorCache {
     /// with copies in S.
     pub fn load_or_build_m1<S: Storage + H5Type>(
         &self,
-        element: Element,
-        n0: usize,
-        levels: usize,
+        key: &SetupKey,
+        mesh: &Mesh2d,
     ) -> Result<(M1Host<S>, CacheOutcome)> {
-        let path = self.path_for(element, n0, levels);
+        let path = self.path_for(key);
         if path.exists() {
             let t = Instant::now();
-            match load_m1::<S>(&path, element, n0, levels) {
+            match load_m1::<S>(&path, key, mesh) {
                 Ok(Some(m1)) => {
                     log::info!(
                         "PSC operators in {} loaded from the cache {} in {:.2} s",
@@ -215,14 +244,14 @@ impl OperatorCache {
                 ),
             }
         }
-        let (loaded, reason) = Self::try_load(&path, element, n0, levels);
+        let (loaded, reason) = Self::try_load(&path, key, mesh);
         let was_loaded = loaded.is_some();
         let setup = match loaded {
             Some(setup) => setup,
-            None => PscSetup::new(element, n0, levels)?,
+            None => PscSetup::on_mesh(mesh.clone())?,
         };
         let m1 = M1Host::<S>::new(&setup)?;
-        save(&path, &setup, Some(&m1))?;
+        save(&path, key, &setup, Some(&m1))?;
         log::info!(
             "PSC set-up and its {} operators saved to the cache {}",
             S::PRECISION,
@@ -271,17 +300,14 @@ fn read_mat(group: &hdf5::Group, name: &str) -> Result<Mat<f64>> {
 /// leaves no half-written cache file).
 pub fn save<S: Stored + H5Type>(
     path: &Path,
+    key: &SetupKey,
     s: &PscSetup,
     working: Option<&M1Host<S>>,
 ) -> Result<()> {
-    let n0 = s.n0.ok_or_else(|| {
-        Error::InvalidInput("the operator cache keeps set-ups of the unit square only".into())
-    })?;
-    let (key, _) = cache_key(s.element, n0, s.levels);
     let w = h5::H5Writer::create(path)?;
     let root = w.root();
     h5::write_provenance(root, None)?;
-    h5::write_str_attr(root, "psc_key", &key)?;
+    h5::write_str_attr(root, "psc_key", &key.text)?;
     h5::write_str_attr(root, "checksum", &format!("{:016x}", checksum(s)))?;
     h5::write_scalar_attr(root, "a_ci_relative", s.a_ci_relative)?;
     h5::write_vector(root, "c_dofs", &s.c_dofs)?;
@@ -335,17 +361,15 @@ pub fn save<S: Stored + H5Type>(
 /// file has none; an error when it is unusable (key, checksum or shapes).
 pub fn load_m1<S: Stored + H5Type>(
     path: &Path,
-    element: Element,
-    n0: usize,
-    levels: usize,
+    key: &SetupKey,
+    mesh: &Mesh2d,
 ) -> Result<Option<M1Host<S>>> {
     let bad = |message: String| Error::Hdf5 {
         path: path.to_path_buf(),
         message,
     };
     let f = h5::open(path)?;
-    let (key, _) = cache_key(element, n0, levels);
-    if h5::read_str_attr(&f, "psc_key")? != key {
+    if h5::read_str_attr(&f, "psc_key")? != key.text {
         return Err(bad("the cache was built for another problem".into()));
     }
     let Ok(wg) = f.group(&format!("working/{}", S::PRECISION)) else {
@@ -389,21 +413,22 @@ pub fn load_m1<S: Stored + H5Type>(
         dt_values,
     )?;
     let l_c_inv = read_mat(&f, "l_c_inv")?;
-    let mesh = unit_square_refined(n0, levels, element)?;
     if pi_inv.len() != ne * ne
         || b.len() != nc * ne
         || l_c_inv.nrows() != nc
-        || nc + ne + ni != (mesh.n - 1) * (mesh.n - 1)
+        || nc + ne + ni != mesh.num_interior()
     {
         return Err(bad("array sizes do not fit the mesh".into()));
     }
     // Verify with the same checksum the writer computed (over what M1 is built from).
+    let hb = HierarchicalBasis::new(mesh)?;
+    let (n, n0, levels) = shape(mesh, &hb)?;
     let probe = PscSetup {
-        element,
-        n: mesh.n,
-        n0: Some(n0),
+        element: mesh.element,
+        n,
+        n0,
         levels,
-        hb: HierarchicalBasis::new(&mesh)?,
+        hb,
         stiffness: Csr::new(0, 0, vec![0], vec![], vec![])?,
         c_dofs,
         e_dofs,
@@ -456,18 +481,18 @@ pub fn load_m1<S: Stored + H5Type>(
     }))
 }
 
-/// Reads a set-up, checking its key and checksum.
-pub fn load(path: &Path, element: Element, n0: usize, levels: usize) -> Result<PscSetup> {
+/// Reads the set-up of `mesh` (the mesh `key` names), checking its key and checksum.
+pub fn load(path: &Path, key: &SetupKey, mesh: &Mesh2d) -> Result<PscSetup> {
     let bad = |message: String| Error::Hdf5 {
         path: path.to_path_buf(),
         message,
     };
     let f = h5::open(path)?;
-    let (key, _) = cache_key(element, n0, levels);
     let stored_key = h5::read_str_attr(&f, "psc_key")?;
-    if stored_key != key {
+    if stored_key != key.text {
         return Err(bad(format!(
-            "the cache holds '{stored_key}', expected '{key}'"
+            "the cache holds '{stored_key}', expected '{}'",
+            key.text
         )));
     }
     let groups = (0..h5::read_scalar_attr::<u64>(&f, "groups")? as usize)
@@ -482,9 +507,9 @@ pub fn load(path: &Path, element: Element, n0: usize, levels: usize) -> Result<P
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let mesh = unit_square_refined(n0, levels, element)?;
-    let hb = HierarchicalBasis::new(&mesh)?;
-    let stiffness = assemble_poisson(&mesh, |_| 0.0)?.matrix;
+    let hb = HierarchicalBasis::new(mesh)?;
+    let (n, n0, levels) = shape(mesh, &hb)?;
+    let stiffness = assemble_poisson(mesh, |_| 0.0)?.matrix;
     let e_dofs: Vec<u32> = h5::read_vector(&f, "e_dofs")?;
     let i_dofs: Vec<u32> = h5::read_vector(&f, "i_dofs")?;
     let row_ptr: Vec<usize> = h5::read_vector::<u64>(&f, "dt_row_ptr")?
@@ -499,9 +524,9 @@ pub fn load(path: &Path, element: Element, n0: usize, levels: usize) -> Result<P
         h5::read_vector(&f, "dt_values")?,
     )?;
     let setup = PscSetup {
-        element,
-        n: n0 << levels,
-        n0: Some(n0),
+        element: mesh.element,
+        n,
+        n0,
         levels,
         hb,
         stiffness,
@@ -555,48 +580,44 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = OperatorCache::new(dir.path());
         let (element, n0, levels) = (Element::Q1, 4, 2);
-        let (built, outcome) = cache.load_or_build_m1::<f16>(element, n0, levels).unwrap();
+        let key = SetupKey::unit_square(element, n0, levels);
+        let mesh = crate::mesh::unit_square_refined(n0, levels, element).unwrap();
+        let (built, outcome) = cache.load_or_build_m1::<f16>(&key, &mesh).unwrap();
         assert!(matches!(outcome, CacheOutcome::Built(_)));
-        let path = cache.path_for(element, n0, levels);
+        let path = cache.path_for(&key);
 
         // The f16 copies load as they were built.
-        let loaded = load_m1::<f16>(&path, element, n0, levels)
+        let loaded = load_m1::<f16>(&path, &key, &mesh)
             .unwrap()
             .expect("f16 copies stored");
         assert_eq!(loaded.pi_inv, built.pi_inv);
         assert_eq!(loaded.dt, built.dt);
         assert!(
-            load_m1::<f32>(&path, element, n0, levels)
-                .unwrap()
-                .is_none(),
+            load_m1::<f32>(&path, &key, &mesh).unwrap().is_none(),
             "no f32 copies yet"
         );
-        let (_, outcome) = cache.load_or_build_m1::<f16>(element, n0, levels).unwrap();
+        let (_, outcome) = cache.load_or_build_m1::<f16>(&key, &mesh).unwrap();
         assert!(matches!(outcome, CacheOutcome::Loaded(_)));
 
         // An f32 run converts from f64 and rewrites the file with its own copies.
-        let (_, outcome) = cache.load_or_build_m1::<f32>(element, n0, levels).unwrap();
+        let (_, outcome) = cache.load_or_build_m1::<f32>(&key, &mesh).unwrap();
         assert!(matches!(outcome, CacheOutcome::Loaded(_)));
-        assert!(load_m1::<f32>(&path, element, n0, levels)
-            .unwrap()
-            .is_some());
+        assert!(load_m1::<f32>(&path, &key, &mesh).unwrap().is_some());
 
         // A changed working copy fails its checksum, and the run rebuilds from f64.
         corrupt(&path, "working/f32/pi_inv", 3, 0.5f32);
-        assert!(load_m1::<f32>(&path, element, n0, levels).is_err());
-        let (_, outcome) = cache.load_or_build_m1::<f32>(element, n0, levels).unwrap();
+        assert!(load_m1::<f32>(&path, &key, &mesh).is_err());
+        let (_, outcome) = cache.load_or_build_m1::<f32>(&key, &mesh).unwrap();
         assert!(
             matches!(outcome, CacheOutcome::Loaded(_)),
             "the f64 set-up was intact"
         );
-        assert!(load_m1::<f32>(&path, element, n0, levels)
-            .unwrap()
-            .is_some());
+        assert!(load_m1::<f32>(&path, &key, &mesh).unwrap().is_some());
 
         // A changed f64 array fails the set-up checksum: recomputed, never used.
         corrupt(&path, "pi_inv", 7, 123.0f64);
-        assert!(load(&path, element, n0, levels).is_err());
-        let (setup, outcome) = cache.load_or_build(element, n0, levels).unwrap();
+        assert!(load(&path, &key, &mesh).is_err());
+        let (setup, outcome) = cache.load_or_build(&key, &mesh).unwrap();
         assert!(
             matches!(outcome, CacheOutcome::Rebuilt { .. }),
             "{outcome:?}"
@@ -605,10 +626,12 @@ mod tests {
             setup.pi_inv[(7 % setup.pi_inv.nrows(), 7 / setup.pi_inv.nrows())],
             123.0
         );
-        assert!(load(&path, element, n0, levels).is_ok());
+        assert!(load(&path, &key, &mesh).is_ok());
 
         // A cache file of another problem under this name is refused.
-        std::fs::copy(&path, cache.path_for(element, 8, 1)).unwrap();
-        assert!(load(&cache.path_for(element, 8, 1), element, 8, 1).is_err());
+        let other = SetupKey::unit_square(element, 8, 1);
+        let other_mesh = crate::mesh::unit_square_refined(8, 1, element).unwrap();
+        std::fs::copy(&path, cache.path_for(&other)).unwrap();
+        assert!(load(&cache.path_for(&other), &other, &other_mesh).is_err());
     }
 }

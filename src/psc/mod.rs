@@ -12,7 +12,7 @@ mod macros;
 mod refine;
 mod setup;
 
-pub use cache::{CacheOutcome, OperatorCache};
+pub use cache::{CacheOutcome, OperatorCache, SetupKey};
 pub use error::{PscError, PscFailure};
 pub use hierarchical::HierarchicalBasis;
 pub use info::{

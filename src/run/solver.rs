@@ -19,10 +19,10 @@ use crate::device::{Block, Cpu, Kernels, Layout, PscDevice, Storage};
 use crate::error::{Error, Result};
 use crate::fem::{assemble_poisson, verify, ColumnReport, Dofs, Exact, ModeBasis};
 use crate::linalg::LinOp;
-use crate::mesh::{self, Element, Mesh, Mesh2d, MeshSpec};
+use crate::mesh::{self, unit_square_refined, Element, Mesh, Mesh2d, MeshSpec};
 use crate::mg::{random_initial_guess, MgParams, Multigrid, StopParams};
 use crate::precision::Precision;
-use crate::psc::{CacheOutcome, OperatorCache, PscIr, PscSetup, RefineParams, M1};
+use crate::psc::{CacheOutcome, OperatorCache, PscIr, PscSetup, RefineParams, SetupKey, M1};
 use crate::reference::CholeskySolver;
 use crate::sparse::Csr;
 
@@ -367,14 +367,18 @@ fn psc_m1<D: PscDevice, S: Storage + hdf5::H5Type>(
 ) -> Result<(M1<D>, String)> {
     let (n0, levels) = mesh.coarse.expect("validated: psc-m1 has macro elements");
     let element = mesh.element;
-    let (m1, note) = match (&solver.cache_dir, general) {
-        (_, Some(mesh)) => (
-            M1::new(dev, &PscSetup::on_mesh(mesh.clone())?, S::PRECISION)?,
-            "computed (the operator cache keeps unit-square set-ups with u = 0 only)".to_string(),
-        ),
-        (Some(dir), None) => {
+    let (m1, note) = match &solver.cache_dir {
+        Some(dir) => {
+            let structured;
+            let fine = match general {
+                Some(m) => m,
+                None => {
+                    structured = unit_square_refined(n0, levels, element)?;
+                    &structured
+                }
+            };
             let (host, outcome) =
-                OperatorCache::new(dir).load_or_build_m1::<S>(element, n0, levels)?;
+                OperatorCache::new(dir).load_or_build_m1::<S>(&setup_key(mesh), fine)?;
             let note = match outcome {
                 CacheOutcome::Loaded(p) => {
                     format!("loaded from the operator cache {}", p.display())
@@ -388,10 +392,16 @@ fn psc_m1<D: PscDevice, S: Storage + hdf5::H5Type>(
             };
             (M1::upload(dev, host)?, note)
         }
-        (None, None) => (
-            M1::new(dev, &PscSetup::new(element, n0, levels)?, S::PRECISION)?,
-            "computed (operator cache disabled)".to_string(),
-        ),
+        None => {
+            let setup = match general {
+                Some(m) => PscSetup::on_mesh(m.clone())?,
+                None => PscSetup::new(element, n0, levels)?,
+            };
+            (
+                M1::new(dev, &setup, S::PRECISION)?,
+                "computed (operator cache disabled)".to_string(),
+            )
+        }
     };
     let (c, e, i, groups) = m1.class_sizes();
     Ok((
@@ -430,13 +440,60 @@ fn psc_setup<D: PscDevice>(
     ))
 }
 
+/// The key of a PSC set-up of this mesh and its conditions in the operator cache: the
+/// unit square with u = 0 by its element, h and h0; any other mesh by its coarse mesh's
+/// content, levels and the condition of every boundary part (the values do not change the
+/// operator).
+fn setup_key(mesh: &MeshSpec) -> SetupKey {
+    let (n0, levels) = mesh.coarse.expect("validated: psc-m1 has macro elements");
+    let conditions = match &mesh.boundary {
+        None => "dirichlet everywhere".to_string(),
+        Some(b) => b
+            .parts
+            .iter()
+            .map(|p| format!("{}={}", p.name, p.condition.name()))
+            .collect::<Vec<_>>()
+            .join(","),
+    };
+    match (&mesh.domain, &mesh.boundary) {
+        (None, None) => SetupKey::unit_square(mesh.element, n0, levels),
+        (None, Some(_)) => SetupKey::described(
+            mesh.element,
+            &format!("mesh unit-square; n0 {n0}; levels {levels}; conditions {conditions}"),
+            &format!("unit-square-n{}-n0-{n0}-{:08x}", mesh.n, fnv32(&conditions)),
+        ),
+        (Some(d), _) => SetupKey::described(
+            mesh.element,
+            &format!(
+                "mesh {} {:016x}; levels {}; coarse_levels {}; conditions {conditions}",
+                mesh.kind.name(),
+                d.content(),
+                d.levels,
+                d.coarse_levels
+            ),
+            &format!(
+                "{}-L{}-L0-{}-{:08x}",
+                mesh.kind.name(),
+                d.levels,
+                d.coarse_levels,
+                fnv32(&conditions)
+            ),
+        ),
+    }
+}
+
+/// A short hash of the conditions for a readable file name (the key holds them whole).
+fn fnv32(text: &str) -> u32 {
+    text.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ b as u32).wrapping_mul(0x0100_0193)
+    })
+}
+
 /// The cache file a PSC set-up of this mesh is read from and written to, if any: ranks that
 /// need the same file take turns (no two write it).
 pub fn operator_cache_file(mesh: &MeshSpec, solver: &SolverSpec) -> Option<PathBuf> {
-    match (solver.method, &solver.cache_dir, mesh.coarse) {
-        (Method::PscM1, Some(dir), Some((n0, levels))) => {
-            Some(OperatorCache::new(dir).path_for(mesh.element, n0, levels))
-        }
+    match (solver.method, &solver.cache_dir) {
+        (Method::PscM1, Some(dir)) => Some(OperatorCache::new(dir).path_for(&setup_key(mesh))),
         _ => None,
     }
 }
