@@ -1,7 +1,7 @@
 //! Boundary conditions per boundary part: manufactured solutions whose Neumann data are
 //! their normal derivatives converge at O(h²) in L2 (mixed and pure Neumann, the flow
-//! around a square and the unit square), pure Neumann solutions do not depend on the pinned
-//! node, incompatible pure Neumann data are refused, and PSC solves the same systems as the
+//! around a square, the Gmsh channel and the unit square), pure Neumann solutions do not
+//! depend on the pinned node, incompatible pure Neumann data are refused, and PSC solves the same systems as the
 //! sparse Cholesky reference.
 
 use tensorfem::device::{Block, Cpu, Layout};
@@ -10,7 +10,7 @@ use tensorfem::fem::{
     Dofs,
 };
 use tensorfem::linalg::LinOp;
-use tensorfem::mesh::{refine, unit_square_refined, CoarseMesh, Mesh2d};
+use tensorfem::mesh::{read_gmsh, refine, unit_square_refined, CoarseMesh, Mesh2d};
 use tensorfem::precision::Precision;
 use tensorfem::psc::{PscSetup, M1};
 use tensorfem::reference::CholeskySolver;
@@ -57,10 +57,14 @@ fn all_nodes(mesh: &Mesh2d) -> Dofs {
     Dofs::from_boundary(&vec![false; mesh.num_nodes()])
 }
 
-/// L2 errors on levels 3, 4, 5 and their rates, with u shifted to mean zero for pure
-/// Neumann problems.
-fn rates(coarse: &CoarseMesh, conditions: &dyn Fn(&Mesh2d) -> Conditions) -> Vec<f64> {
-    let errors: Vec<f64> = (3..=5)
+/// L2 errors on `levels` and their rates, with u shifted to mean zero for pure Neumann
+/// problems.
+fn rates(
+    coarse: &CoarseMesh,
+    levels: std::ops::RangeInclusive<usize>,
+    conditions: &dyn Fn(&Mesh2d) -> Conditions,
+) -> Vec<f64> {
+    let errors: Vec<f64> = levels
         .map(|levels| {
             let mut mesh = refine(coarse, levels).unwrap();
             let conditions = conditions(&mesh);
@@ -105,33 +109,60 @@ fn conditions_by_name(mesh: &Mesh2d, neumann: &[&str]) -> Conditions {
     )
 }
 
+/// The DFG channel with a cylinder, made in Gmsh (inputs/meshes/channel-cylinder.geo).
+fn channel() -> CoarseMesh {
+    read_gmsh(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/inputs/meshes/channel-cylinder.msh"
+    )))
+    .unwrap()
+}
+
 #[test]
 fn mixed_and_pure_neumann_converge_at_second_order() {
     let flow = CoarseMesh::flow_around_square();
     let square = CoarseMesh::unit_square(2, tensorfem::mesh::Element::Q1).unwrap();
-    for (name, coarse, neumann) in [
+    let channel = channel();
+    for (name, coarse, levels, neumann) in [
         (
             "flow around a square, Dirichlet outflow",
             &flow,
+            3..=5,
             &["inflow", "walls", "obstacle"][..],
         ),
         (
             "flow around a square, pure Neumann",
             &flow,
+            3..=5,
             &["inflow", "outflow", "walls", "obstacle"],
         ),
         (
             "unit square q1, Neumann left and top",
             &square,
+            3..=5,
             &["left", "top"],
         ),
         (
             "unit square q1, pure Neumann",
             &square,
+            3..=5,
             &["left", "right", "bottom", "top"],
         ),
+        // The Gmsh channel (318 triangles, h ≈ 0.03 … 0.05) from level 1.
+        (
+            "Gmsh channel, Dirichlet outflow",
+            &channel,
+            1..=3,
+            &["inflow", "walls", "obstacle"],
+        ),
+        (
+            "Gmsh channel, pure Neumann",
+            &channel,
+            1..=3,
+            &["inflow", "outflow", "walls", "obstacle"],
+        ),
     ] {
-        let rates = rates(coarse, &|mesh| conditions_by_name(mesh, neumann));
+        let rates = rates(coarse, levels, &|mesh| conditions_by_name(mesh, neumann));
         println!("{name}: L2 rates {rates:?}");
         for r in rates {
             assert!((1.85..2.2).contains(&r), "{name}: rate {r}");
@@ -211,6 +242,14 @@ fn psc_matches_cholesky_with_neumann_conditions() {
         (
             unit_square_refined(4, 3, tensorfem::mesh::Element::P1).unwrap(),
             &["left", "right", "bottom", "top"],
+        ),
+        (
+            refine(&channel(), 2).unwrap(),
+            &["inflow", "walls", "obstacle"],
+        ),
+        (
+            refine(&channel(), 2).unwrap(),
+            &["inflow", "outflow", "walls", "obstacle"],
         ),
     ];
     for (mut mesh, neumann) in cases {
