@@ -41,6 +41,7 @@ class Mesh:
     parts: list  # part names
     load_nodes: np.ndarray  # the nodes a right-hand-side row holds, node order
     dirichlet_nodes: np.ndarray  # the nodes the dataset dirichlet holds, node order
+    fingerprint: str = ""  # the mesh's, copied into the file so tensorfem can check it
 
     def part(self, name):
         if name not in self.parts:
@@ -54,14 +55,17 @@ class Mesh:
         return np.stack([d[:, 1] / length, -d[:, 0] / length], axis=1), length
 
 
+def text(value):
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def read_mesh(path):
     """The mesh of a `tensorfem mesh` file (or the /mesh group of any tensorfem output)."""
     with h5py.File(path, "r") as f:
         g = f["mesh"]
         if "load_nodes" not in g:
             raise ValueError(f"{path}: no /mesh/load_nodes; write the mesh with `tensorfem mesh --config`")
-        names = g.attrs["boundary_parts"]
-        names = names.decode() if isinstance(names, bytes) else str(names)
+        names = text(g.attrs["boundary_parts"])
         return Mesh(
             coords=g["coordinates"][:].astype(np.float64),
             cells=g["cells"][:].astype(np.int64),
@@ -70,6 +74,7 @@ def read_mesh(path):
             parts=names.split("\n") if names else [],
             load_nodes=g["load_nodes"][:].astype(np.int64),
             dirichlet_nodes=g["dirichlet_nodes"][:].astype(np.int64),
+            fingerprint=text(g.attrs.get("fingerprint", "")),
         )
 
 
@@ -129,11 +134,14 @@ def load_vector(mesh, f, fluxes=None):
     return full[mesh.load_nodes]
 
 
-def write_input(path, columns, dirichlet=None, dataset="rhs"):
+def write_input(path, columns, dirichlet=None, dataset="rhs", mesh=None):
     """Writes the right-hand sides (one row per column) and, when given, the Dirichlet
-    values (one row per column, or one vector for all)."""
+    values (one row per column, or one vector for all); with the mesh, its fingerprint
+    (a campaign on another mesh refuses the file)."""
     with h5py.File(path, "w") as f:
         f[dataset] = np.asarray(columns, dtype=np.float64)
+        if mesh is not None and mesh.fingerprint:
+            f.attrs["mesh_fingerprint"] = mesh.fingerprint
         if dirichlet is not None:
             f["dirichlet"] = np.asarray(dirichlet, dtype=np.float64)
 
@@ -206,7 +214,7 @@ def main():
                     raise ValueError(f"{missing.sum()} Dirichlet nodes have no --dirichlet value "
                                      "(give one for every Dirichlet part)")
                 values.append(g[mesh.dirichlet_nodes])
-        write_input(args.output, rows, values if dirichlet else None, args.dataset)
+        write_input(args.output, rows, values if dirichlet else None, args.dataset, mesh)
     except (ValueError, KeyError, OSError, SyntaxError, NameError) as e:
         sys.exit(f"error: {e}")
     print(f"{args.output}: {len(rows)} column(s) of {len(mesh.load_nodes)} load nodes"

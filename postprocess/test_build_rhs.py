@@ -94,6 +94,18 @@ def main(binary):
                       neumann + ["--neumann", f"outflow={FLUX}"])
                 for levels in (3, 4)]
         assert pure[0] < 0.03 and pure[0] / pure[1] > 3.0, f"pure Neumann: {pure}"
+        # A file built for another mesh (levels 3 for a campaign on levels 4) is refused.
+        shutil.copy(os.path.join(folder, "psc-m1-3", "rhs.h5"),
+                    os.path.join(folder, "psc-m1-4", "rhs.h5"))
+        with h5py.File(os.path.join(folder, "psc-m1-4", "rhs.h5"), "a") as f:
+            del f["rhs"]
+            f["rhs"] = np.zeros((STEPS, len(h5py.File(os.path.join(
+                folder, "psc-m1-4", "mesh.h5"), "r")["mesh/load_nodes"])))
+            del f["dirichlet"]
+            f["dirichlet"] = np.zeros((STEPS, 17))
+        r = subprocess.run([binary, "run", "--fresh", os.path.join(folder, "psc-m1-4", "campaign.toml")],
+                           capture_output=True, text=True, env=dict(os.environ, RUST_LOG="warn"))
+        assert r.returncode == 2 and "built for another mesh" in r.stderr, r.stderr
         mesh = os.path.join(folder, "psc-m1-3", "mesh.h5")
         out = os.path.join(folder, "x.h5")
         refused(["--mesh", mesh, "--output", out, "--neumann", "outflow=1"],

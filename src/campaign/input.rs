@@ -30,6 +30,9 @@ pub struct InputColumns {
     dirichlet: Option<(usize, bool)>,
     /// xxh3-64 of every value (as f64, file order), when the dataset was scanned.
     pub content: Option<u64>,
+    /// The root attribute `mesh_fingerprint`: the mesh the file was built for (written by
+    /// postprocess/build_rhs.py from `tensorfem mesh`), when it says.
+    pub mesh_fingerprint: Option<String>,
 }
 
 impl InputColumns {
@@ -89,6 +92,10 @@ impl InputColumns {
             unknowns,
             dirichlet,
             content: None,
+            mesh_fingerprint: file
+                .attr("mesh_fingerprint")
+                .ok()
+                .and(crate::io::h5::read_str_attr(&file, "mesh_fingerprint").ok()),
         };
         if !scan {
             return Ok(input);

@@ -55,16 +55,41 @@ fn open_input(spec: &CampaignSpec, scan: bool) -> Result<Option<InputColumns>> {
                 .boundary
                 .as_ref()
                 .is_some_and(|b| b.dirichlet_from_input());
-            Ok(Some(InputColumns::open(
+            let input = InputColumns::open(
                 path,
                 dataset,
                 mesh.load_nodes(),
                 from_file.then(|| mesh.dirichlet_nodes()),
                 scan,
-            )?))
+            )?;
+            if let (true, Some(stated)) = (scan, &input.mesh_fingerprint) {
+                check_input_mesh(path, stated, mesh)?;
+            }
+            Ok(Some(input))
         }
         _ => Ok(None),
     }
+}
+
+/// Refuses a right-hand-side file built for another mesh than the campaign's: its rows
+/// follow a node order (which levels, coarse levels and conditions fix), so a file of the
+/// right shape could still mean another problem.
+fn check_input_mesh(path: &Path, stated: &str, spec: &crate::mesh::MeshSpec) -> Result<()> {
+    let crate::mesh::AnyMesh::Square(mesh) = crate::mesh::build(spec)? else {
+        return Ok(());
+    };
+    let conditions = match &spec.boundary {
+        Some(b) => b.conditions(),
+        None => crate::mesh::Conditions::dirichlet(&mesh),
+    };
+    let actual = mesh.fingerprint(&conditions.on_dirichlet_parts(&mesh));
+    if actual != stated {
+        return Err(Error::InvalidInput(format!(
+            "{}: built for another mesh (its mesh_fingerprint {stated}, this campaign's mesh {actual}): rebuild it on `tensorfem mesh --config` of this config",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 /// A folder the run writes (created if missing): it must be creatable and writable. `key`

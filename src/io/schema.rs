@@ -178,6 +178,11 @@ pub fn write_mesh_file(
         (0..nodes as u32).partition(|&v| on_dirichlet_parts[v as usize]);
     h5::write_vector(&mesh_group, "load_nodes", &loads)?;
     h5::write_vector(&mesh_group, "dirichlet_nodes", &dirichlet)?;
+    h5::write_str_attr(
+        &mesh_group,
+        "fingerprint",
+        &mesh.fingerprint(on_dirichlet_parts),
+    )?;
     let fields = root
         .create_group("fields")
         .map_err(h5::error_in(path, "creating group fields"))?;

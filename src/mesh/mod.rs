@@ -128,6 +128,25 @@ impl<const D: usize> Mesh<D> {
     pub fn num_interior(&self) -> usize {
         self.on_boundary.iter().filter(|b| !**b).count()
     }
+
+    /// xxh3-64 of the coordinates, the cells and which nodes are `given` (the Dirichlet
+    /// parts' nodes): what a right-hand-side file built on this mesh depends on (its rows
+    /// follow the node order), as 16 hex digits.
+    pub fn fingerprint(&self, given: &[bool]) -> String {
+        let mut hash = xxhash_rust::xxh3::Xxh3::new();
+        for x in &self.coords {
+            for c in x {
+                hash.update(&c.to_le_bytes());
+            }
+        }
+        for v in &self.cells {
+            hash.update(&v.to_le_bytes());
+        }
+        for &g in given {
+            hash.update(&[g as u8]);
+        }
+        format!("{:016x}", hash.digest())
+    }
 }
 
 /// The largest node count a mesh may have: node indices are stored as u32.
