@@ -26,6 +26,7 @@ pub struct RawTimeSeries {
 pub struct RawStudy {
     pub k: Option<Vec<i64>>,
     pub n: Option<Vec<i64>>,
+    pub levels: Option<Vec<i64>>,
     pub h0: Option<Vec<f64>>,
     pub method: Option<Vec<String>>,
     pub precision: Option<Vec<String>>,
@@ -210,6 +211,7 @@ pub(super) fn validate(
             for (key, given) in [
                 ("campaign.study.k", study.k.is_some()),
                 ("campaign.study.h0", study.h0.is_some()),
+                ("campaign.study.levels", study.levels.is_some()),
             ] {
                 if given {
                     problems.push(problem(key, "does not apply to method stokes (each operator solves the manufactured Stokes problem once)"));
@@ -357,6 +359,8 @@ fn expand_study(
     problems: &mut Problems,
 ) -> (Option<Vec<OperatorSpec>>, Option<RunConfig>) {
     let ns = study_values("campaign.study.n", &study.n, None, problems);
+    // The refined domains' mesh sizes (mesh.levels), as n is the unit square's.
+    let levels = study_values("campaign.study.levels", &study.levels, None, problems);
     let h0s = study_values("campaign.study.h0", &study.h0, base.mesh.h0, problems);
     let methods = study_values(
         "campaign.study.method",
@@ -373,7 +377,7 @@ fn expand_study(
     let mut operators: Vec<OperatorSpec> = Vec::new();
     let mut first_run = None;
     let mut seen: Vec<String> = Vec::new();
-    for &n in &ns {
+    for (&n, &level) in ns.iter().flat_map(|n| levels.iter().map(move |l| (n, l))) {
         for &h0 in &h0s {
             for method in &methods {
                 for precision in &precisions {
@@ -381,6 +385,9 @@ fn expand_study(
                     if let Some(n) = n {
                         raw.mesh.n = Some(n);
                         raw.mesh.h = None;
+                    }
+                    if let Some(level) = level {
+                        raw.mesh.levels = Some(level);
                     }
                     let is_psc = method.as_deref() == Some(Method::PscM1.name());
                     raw.mesh.h0 = if is_psc { h0 } else { None };
@@ -407,8 +414,14 @@ fn expand_study(
                         raw.solver.seed = None;
                     }
                     let label = format!(
-                        "n = {}, h0 = {}, method = {}, precision = {}",
-                        raw.mesh.n.map_or("(base)".into(), |n| n.to_string()),
+                        "{}, h0 = {}, method = {}, precision = {}",
+                        match raw.mesh.levels {
+                            Some(l) => format!("levels = {l}"),
+                            None => format!(
+                                "n = {}",
+                                raw.mesh.n.map_or("(base)".into(), |n| n.to_string())
+                            ),
+                        },
                         raw.mesh.h0.map_or("-".into(), |h| h.to_string()),
                         raw.solver.method.as_deref().unwrap_or("(base)"),
                         raw.solver.precision.as_deref().unwrap_or("-"),

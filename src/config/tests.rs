@@ -406,3 +406,31 @@ fn stokes_study_mistakes_are_named() {
         "{found:?}"
     );
 }
+
+/// A study over mesh.levels on a refined domain: one operator per level and method, each
+/// with its levels and conditions; levels on the unit square is a problem of every
+/// combination.
+#[test]
+fn studies_over_levels_on_refined_domains() {
+    let body = "[mesh]\nkind = \"flow-around-square\"\nlevels = 3\ncoarse_levels = 1\n\
+                [boundary]\ninflow = \"neumann\"\noutflow = \"dirichlet\"\nwalls = \"neumann\"\nobstacle = \"neumann\"\n\
+                [solver]\nmethod = \"psc-m1\"\n\
+                [campaign]\nrhs = \"study\"\ndirectory = \"d\"\n\
+                [campaign.study]\nk = [1, 2]\nlevels = [3, 4, 5]\nmethod = [\"psc-m1\", \"cholesky\"]\n";
+    let c = parse(body, "t").unwrap();
+    let ops = &c.campaign.unwrap().operators;
+    let levels: Vec<usize> = ops
+        .iter()
+        .map(|o| o.mesh.domain.as_ref().unwrap().levels)
+        .collect();
+    assert_eq!(levels, [3, 3, 4, 4, 5, 5]);
+    assert!(ops.iter().all(|o| o.mesh.boundary.is_some()));
+    let p = problems(
+        "[mesh]\nn = 16\n[campaign]\nrhs = \"study\"\ndirectory = \"d\"\n[campaign.study]\nlevels = [2, 3]\n",
+    );
+    assert!(
+        p.iter()
+            .any(|p| p.key == "campaign.study" && p.message.contains("mesh.levels: applies to")),
+        "{p:?}"
+    );
+}
