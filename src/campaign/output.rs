@@ -14,7 +14,7 @@ use super::perf::{BatchRecord, FailureRecord, StageTotals};
 use super::plan::{ColumnSource, Plan};
 use crate::config::{CampaignSpec, OperatorSpec, RunConfig};
 use crate::error::{Error, Result};
-use crate::fem::{mean_value, Exact, Mode};
+use crate::fem::{integral, node_weights, Exact, Mode};
 use crate::io::{h5, xdmf};
 use crate::mesh::{build as build_mesh, AnyMesh, Element, Mesh};
 use crate::precision::Precision;
@@ -429,14 +429,12 @@ fn write_poisson_operator(
         h5::write_scalar_attr(g, "coarse_levels", d.coarse_levels as u64)?;
     }
     // "part=condition" per boundary part, one per line (u = 0 everywhere: none).
-    let conditions: Vec<String> = op
+    let conditions = op
         .mesh
         .boundary
-        .iter()
-        .flat_map(|b| &b.parts)
-        .map(|p| format!("{}={}", p.name, p.condition.name()))
-        .collect();
-    h5::write_str_attr(g, "boundary_conditions", &conditions.join("\n"))?;
+        .as_ref()
+        .map_or(String::new(), |b| b.describe("=", "\n"));
+    h5::write_str_attr(g, "boundary_conditions", &conditions)?;
     let (sources, columns) = (batches.sources(), batches.columns());
     let u = h5::create_block(g, "u", nodes, columns, storage.precision, storage.deflate)?;
     batches.read(gathered, |first, file_nodes, values| {
@@ -454,13 +452,18 @@ fn write_poisson_operator(
         .boundary
         .as_ref()
         .is_some_and(|b| b.conditions().is_pure_neumann());
+    // |Ω|, once per operator (pure Neumann exact solutions are shown less their mean).
+    let area = match (&mesh, pure_neumann) {
+        (AnyMesh::Square(m), true) => node_weights(m).iter().sum(),
+        _ => f64::NAN,
+    };
     for exact in sources.iter().filter_map(|s| s.exact(op.mesh.dim())) {
         match &mesh {
             AnyMesh::Square(m) => {
                 let mut values = mode_nodes.exact(m, &exact);
                 // A pure Neumann solution has mean zero: so has the exact one it is shown with.
                 if pure_neumann {
-                    let mean = mean_value(m, |x| exact.u(x));
+                    let mean = integral(m, |x| exact.u(x)) / area;
                     values.iter_mut().for_each(|v| *v -= mean);
                 }
                 exact_values.extend(values)

@@ -13,7 +13,7 @@ mod verify;
 
 pub use assembly::{assemble_loads, assemble_mass, assemble_poisson, Dofs, PoissonSystem};
 pub use boundary::{
-    boundary_load, dirichlet_values, mean_value, neumann_loads, nodal_solution, node_weights,
+    boundary_load, dirichlet_values, integral, neumann_loads, nodal_solution, node_weights,
     outward_normal, BoundaryData, Condition, Conditions, PINNED_NODE,
 };
 pub use error_norms::{l2_error, nodal_l2_error};

@@ -113,6 +113,16 @@ impl BoundarySpec {
         Conditions(self.parts.iter().map(|p| p.condition).collect())
     }
 
+    /// `part<between>condition` for every part, joined by `separator` (logs, attributes,
+    /// cache keys).
+    pub fn describe(&self, between: &str, separator: &str) -> String {
+        self.parts
+            .iter()
+            .map(|p| format!("{}{between}{}", p.name, p.condition.name()))
+            .collect::<Vec<_>>()
+            .join(separator)
+    }
+
     /// Whether the Dirichlet values are read from the right-hand-side file.
     pub fn dirichlet_from_input(&self) -> bool {
         self.parts.iter().any(|p| p.value == BoundaryValue::Input)

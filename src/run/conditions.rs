@@ -9,7 +9,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::fem::{
-    assemble_poisson, boundary_load, dirichlet_values, l2_error, mean_value, neumann_loads,
+    assemble_poisson, boundary_load, dirichlet_values, integral, l2_error, neumann_loads,
     node_weights, BoundaryData, ColumnReport, Conditions, Dofs, Exact, PINNED_NODE,
 };
 use crate::mesh::{BoundarySpec, BoundaryValue, Mesh2d};
@@ -190,9 +190,8 @@ impl BoundaryProblem {
             loads * nrhs,
             "rows are not load nodes × columns"
         );
-        let mut b = Vec::with_capacity(dofs.len() * nrhs);
-        let mut g_all = Vec::with_capacity(mesh.num_nodes() * nrhs);
-        for c in 0..nrhs {
+        // g_D and its lifting A g_D at every node, for column c.
+        let lifted = |c: usize| {
             let file = dirichlet.map(|v| {
                 if v.len() == d {
                     v
@@ -201,6 +200,27 @@ impl BoundaryProblem {
                 }
             });
             let g = self.dirichlet(mesh, &Data::Given(file));
+            let lift = g.iter().any(|&v| v != 0.0).then(|| {
+                let mut lift = vec![0.0; mesh.num_nodes()];
+                crate::sparse::spmv(&self.full, &g, &mut lift);
+                lift
+            });
+            (g, lift)
+        };
+        // Values shared by every column are lifted once.
+        let per_column = dirichlet.is_some_and(|v| v.len() != d);
+        let shared = (!per_column).then(|| lifted(0));
+        let mut b = Vec::with_capacity(dofs.len() * nrhs);
+        let mut g_all = Vec::with_capacity(mesh.num_nodes() * nrhs);
+        for c in 0..nrhs {
+            let own;
+            let (g, lift) = match &shared {
+                Some(both) => both,
+                None => {
+                    own = lifted(c);
+                    &own
+                }
+            };
             let mut full = self.constant_fluxes.clone();
             for (&v, &value) in self
                 .load_nodes
@@ -209,10 +229,8 @@ impl BoundaryProblem {
             {
                 full[v as usize] += value;
             }
-            if g.iter().any(|&v| v != 0.0) {
-                let mut lift = vec![0.0; mesh.num_nodes()];
-                crate::sparse::spmv(&self.full, &g, &mut lift);
-                full.iter_mut().zip(&lift).for_each(|(b, l)| *b -= l);
+            if let Some(lift) = lift {
+                full.iter_mut().zip(lift).for_each(|(b, l)| *b -= l);
             }
             if self.pure_neumann() {
                 let removed = self.project(&mut full, c)?;
@@ -221,7 +239,7 @@ impl BoundaryProblem {
                 }
             }
             b.extend(dofs.node_of_dof.iter().map(|&v| full[v as usize]));
-            g_all.extend(g);
+            g_all.extend_from_slice(g);
         }
         Ok((b, g_all))
     }
@@ -272,7 +290,7 @@ impl BoundaryProblem {
     /// a pure Neumann problem.
     fn shifted<'a>(&self, mesh: &Mesh2d, exact: &'a Exact) -> impl Fn(&[f64]) -> f64 + Sync + 'a {
         let mean = if self.pure_neumann() {
-            mean_value(mesh, |x| exact.u(x))
+            integral(mesh, |x| exact.u(x)) / self.area
         } else {
             0.0
         };
@@ -368,8 +386,7 @@ mod tests {
             let mut mesh = refine(&CoarseMesh::flow_around_square(), 2).unwrap();
             let names = mesh.boundary.names.clone();
             // Constant fluxes: 0.3 on the inflow; pure Neumann balances ∫f with it.
-            let area = 3.75;
-            let integral_f = crate::fem::mean_value(&mesh, f) * area;
+            let integral_f = integral(&mesh, f);
             let inflow_flux = if conditions == [N, N, N, N] {
                 -integral_f
             } else {

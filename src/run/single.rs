@@ -149,12 +149,7 @@ fn describe(config: &RunConfig) -> String {
     };
     let boundary = match &m.boundary {
         None => "u = 0 on the boundary".to_string(),
-        Some(b) => b
-            .parts
-            .iter()
-            .map(|p| format!("{} {}", p.name, p.condition.name()))
-            .collect::<Vec<_>>()
-            .join(", "),
+        Some(b) => b.describe(" ", ", "),
     };
     let s = &config.solver;
     let precision = match (&s.mg, s.method == Method::PscM1 && s.refine) {

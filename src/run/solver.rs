@@ -448,12 +448,7 @@ fn setup_key(mesh: &MeshSpec) -> SetupKey {
     let (n0, levels) = mesh.coarse.expect("validated: psc-m1 has macro elements");
     let conditions = match &mesh.boundary {
         None => "dirichlet everywhere".to_string(),
-        Some(b) => b
-            .parts
-            .iter()
-            .map(|p| format!("{}={}", p.name, p.condition.name()))
-            .collect::<Vec<_>>()
-            .join(","),
+        Some(b) => b.describe("=", ","),
     };
     match (&mesh.domain, &mesh.boundary) {
         (None, None) => SetupKey::unit_square(mesh.element, n0, levels),
