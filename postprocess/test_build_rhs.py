@@ -3,7 +3,8 @@
 the manufactured solution u = (1 + t) sin(x) cos(y) on the flow around a square, solved by
 tensorfem campaigns with mixed conditions (Dirichlet values per node from the file) and
 pure Neumann conditions; the nodal solutions must converge to u at second order (to u less
-its mean for pure Neumann). Also the helper's refusals.
+its mean for pure Neumann), and multigrid campaigns on the same files must give the same
+errors. Also the helper's refusals.
 
     python3 postprocess/test_build_rhs.py target/release/tensorfem
 """
@@ -26,11 +27,14 @@ STEPS = 2
 
 
 def config(levels, outflow, method):
+    # PSC's macro elements: the coarse triangles refined once (multigrid coarsens down to
+    # the coarse mesh itself and takes no coarse_levels).
+    macros = "" if method == "mg" else "coarse_levels = 1"
     return f"""backend = "cpu"
 [mesh]
 kind = "flow-around-square"
 levels = {levels}
-coarse_levels = 1
+{macros}
 [boundary]
 inflow = "neumann"
 outflow = {outflow}
@@ -50,7 +54,7 @@ path = "rhs.h5"
 def solve(binary, folder, levels, outflow, method, helper_args):
     """Writes the config, the mesh and the right-hand sides; runs the campaign; returns
     the largest nodal error of every column against u (less its mean when `shift`)."""
-    case = os.path.join(folder, f"{method}-{levels}")
+    case = os.path.join(folder, f"{method}-{levels}" + ("-pure" if "neumann" in outflow else ""))
     os.makedirs(case)
     path = os.path.join(case, "campaign.toml")
     with open(path, "w") as f:
@@ -94,6 +98,16 @@ def main(binary):
                       neumann + ["--neumann", f"outflow={FLUX}"])
                 for levels in (3, 4)]
         assert pure[0] < 0.03 and pure[0] / pure[1] > 3.0, f"pure Neumann: {pure}"
+        # Multigrid campaigns on the same meshes and data: the same discrete solutions.
+        mixed_mg = [solve(binary, folder, levels, '{ condition = "dirichlet", value = "hdf5" }',
+                          "mg", neumann + ["--dirichlet", f"outflow={U}"])
+                    for levels in (3, 4)]
+        pure_mg = [solve(binary, folder, levels, '"neumann"', "mg",
+                         neumann + ["--neumann", f"outflow={FLUX}"])
+                   for levels in (3, 4)]
+        for name, mg, reference in (("mixed", mixed_mg, mixed), ("pure Neumann", pure_mg, pure)):
+            for a, b in zip(mg, reference):
+                assert abs(a - b) <= 1e-4 * b, f"mg {name}: {mg} vs {reference}"
         # A file built for another mesh (levels 3 for a campaign on levels 4) is refused.
         shutil.copy(os.path.join(folder, "psc-m1-3", "rhs.h5"),
                     os.path.join(folder, "psc-m1-4", "rhs.h5"))
@@ -115,7 +129,7 @@ def main(binary):
         refused(["--mesh", mesh, "--output", out, "--dirichlet", "walls=0"],
                 ["part walls is not a Dirichlet part"])
         print(f"build_rhs test: passed (max nodal errors, levels 3 → 4: mixed {mixed[0]:.2e} → "
-              f"{mixed[1]:.2e}, pure Neumann {pure[0]:.2e} → {pure[1]:.2e})")
+              f"{mixed[1]:.2e}, pure Neumann {pure[0]:.2e} → {pure[1]:.2e}; multigrid the same)")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

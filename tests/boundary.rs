@@ -1,16 +1,20 @@
 //! Boundary conditions per boundary part: manufactured solutions whose Neumann data are
 //! their normal derivatives converge at O(h²) in L2 (mixed and pure Neumann, the flow
 //! around a square, the Gmsh channel and the unit square), pure Neumann solutions do not
-//! depend on the pinned node, incompatible pure Neumann data are refused, and PSC solves the same systems as the
-//! sparse Cholesky reference.
+//! depend on the pinned node, incompatible pure Neumann data are refused, and PSC and
+//! multigrid solve the same systems as the sparse Cholesky reference.
 
+mod common;
+
+use common::channel;
 use tensorfem::device::{Block, Cpu, Layout};
 use tensorfem::fem::{
     assemble_poisson, boundary_load, l2_error, nodal_solution, BoundaryData, Condition, Conditions,
     Dofs,
 };
 use tensorfem::linalg::LinOp;
-use tensorfem::mesh::{read_gmsh, refine, unit_square_refined, CoarseMesh, Mesh2d};
+use tensorfem::mesh::{refine, unit_square_refined, CoarseMesh, Mesh2d};
+use tensorfem::mg::{random_initial_guess, MgParams, Multigrid, Smoother, StopParams, Variant};
 use tensorfem::precision::Precision;
 use tensorfem::psc::{PscSetup, M1};
 use tensorfem::reference::CholeskySolver;
@@ -107,15 +111,6 @@ fn conditions_by_name(mesh: &Mesh2d, neumann: &[&str]) -> Conditions {
             })
             .collect(),
     )
-}
-
-/// The DFG channel with a cylinder, made in Gmsh (inputs/meshes/channel-cylinder.geo).
-fn channel() -> CoarseMesh {
-    read_gmsh(std::path::Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/inputs/meshes/channel-cylinder.msh"
-    )))
-    .unwrap()
 }
 
 #[test]
@@ -220,13 +215,11 @@ fn incompatible_pure_neumann_data_are_refused() {
     assert!(wrong.unwrap_err().to_string().contains("4 boundary parts"));
 }
 
-/// PSC (M1 in f64) on mixed and pure Neumann conditions solves what the sparse Cholesky
-/// solves: the flow around a square and the unit square (where the grid transform gives way
-/// to the level rows).
-#[test]
-fn psc_matches_cholesky_with_neumann_conditions() {
-    let dev = Cpu::new();
-    let cases = [
+/// Meshes with Neumann parts for the solver comparisons: the flow around a square (mixed
+/// on macro elements refined once, pure Neumann), the unit square (where PSC's grid
+/// transform gives way to the level rows) and the Gmsh channel (mixed, pure Neumann).
+fn neumann_cases() -> Vec<(Mesh2d, &'static [&'static str])> {
+    vec![
         (
             refine(&CoarseMesh::flow_around_square().refined(1).unwrap(), 2).unwrap(),
             &["inflow", "walls", "obstacle"][..],
@@ -251,8 +244,21 @@ fn psc_matches_cholesky_with_neumann_conditions() {
             refine(&channel(), 2).unwrap(),
             &["inflow", "outflow", "walls", "obstacle"],
         ),
-    ];
-    for (mut mesh, neumann) in cases {
+    ]
+}
+
+/// ‖x − r‖₂ / ‖r‖₂.
+fn relative_difference(x: &[f64], reference: &[f64]) -> f64 {
+    let diff: f64 = x.iter().zip(reference).map(|(a, r)| (a - r).powi(2)).sum();
+    (diff / reference.iter().map(|r| r * r).sum::<f64>()).sqrt()
+}
+
+/// PSC (M1 in f64) on mixed and pure Neumann conditions solves what the sparse Cholesky
+/// solves.
+#[test]
+fn psc_matches_cholesky_with_neumann_conditions() {
+    let dev = Cpu::new();
+    for (mut mesh, neumann) in neumann_cases() {
         let conditions = conditions_by_name(&mesh, neumann);
         conditions.apply(&mut mesh).unwrap();
         let system = assemble_poisson(&mesh, |_| 0.0).unwrap();
@@ -264,15 +270,66 @@ fn psc_matches_cholesky_with_neumann_conditions() {
         let bb = Block::from_f64(&dev, &b, n, 1, Precision::F64, Layout::ColMajor).unwrap();
         let mut x = Block::zeros(&dev, n, 1, Precision::F64, Layout::ColMajor).unwrap();
         m1.apply(&bb, &mut x).unwrap();
-        let x = x.to_f64(&dev).unwrap();
-        let err = x
-            .iter()
-            .zip(&reference)
-            .map(|(a, r)| (a - r).powi(2))
-            .sum::<f64>()
-            .sqrt()
-            / reference.iter().map(|r| r * r).sum::<f64>().sqrt();
+        let err = relative_difference(&x.to_f64(&dev).unwrap(), &reference);
         println!("{neumann:?}: M1 f64 vs Cholesky {err:.2e}");
         assert!(err < 1e-10, "{neumann:?}: {err:e}");
+    }
+}
+
+/// Multigrid along the meshes' hierarchies (Galerkin coarse levels down to the coarse
+/// mesh; pure Neumann on the singular system of every node) solves what the sparse
+/// Cholesky solves, in f64 and with f16 coarse levels (DSH_MG), in a bounded number of
+/// refinement steps.
+#[test]
+fn multigrid_matches_cholesky_with_neumann_conditions() {
+    let dev = Cpu::new();
+    let stop = StopParams {
+        rtol: 1e-12,
+        atol: 0.0,
+        max_iterations: 200,
+    };
+    // The flow around a square's ring of obtuse (143°) triangles slows the point smoother
+    // down; the other meshes converge like the unit square.
+    let bounds = [60, 90, 25, 25, 25, 25];
+    for ((mut mesh, neumann), bound) in neumann_cases().into_iter().zip(bounds) {
+        let conditions = conditions_by_name(&mesh, neumann);
+        conditions.apply(&mut mesh).unwrap();
+        let system = assemble_poisson(&mesh, |_| 0.0).unwrap();
+        let b = boundary_load(&mesh, &system.dofs, &conditions, f, &exact_data()).unwrap();
+        let reference = CholeskySolver::factor(&system.matrix).unwrap().solve(&b);
+        let levels = mesh.hierarchy.as_ref().unwrap().levels + 1;
+        for variant in [Variant::DMg, Variant::DshMg] {
+            let params = MgParams {
+                schedule: variant.schedule(levels),
+                smoother: Smoother::JACOBI,
+                base_tolerance: 1e-4,
+                residual_scaling: true,
+            };
+            let (mut mg, embedding) = Multigrid::on_mesh(
+                &dev,
+                &mesh,
+                &system.matrix,
+                params,
+                conditions.is_pure_neumann(),
+            )
+            .unwrap();
+            assert_eq!(embedding.is_some(), conditions.is_pure_neumann());
+            let (rhs, n) = match &embedding {
+                Some(e) => (e.embed(&b, 1), mesh.num_nodes()),
+                None => (b.clone(), b.len()),
+            };
+            let mut u = random_initial_guess(n, 3);
+            let info = mg.solve_refined(&rhs, &mut u, 1, stop).unwrap();
+            if let Some(e) = &embedding {
+                u = e.extract(&u);
+            }
+            let err = relative_difference(&u, &reference);
+            let steps = info.iterations[0];
+            println!(
+                "{neumann:?} {variant:?}: {levels} levels, {steps} steps, vs Cholesky {err:.2e}"
+            );
+            assert!(err < 1e-9, "{neumann:?} {variant:?}: {err:e}");
+            assert!(steps <= bound, "{neumann:?} {variant:?}: {steps} steps");
+        }
     }
 }

@@ -728,13 +728,13 @@ fn mg_runs_from_configs() {
 
     let bad = write_config(
         dir.path(),
-        "[mesh]\nn = 96\nelement = \"p1\"\n[solver]\nmethod = \"mg\"\nschedule = [\"f16\", \"f64\"]\nvariant = \"H_MG\"\nlevels = 7\nrefine = false\nprecision = \"f32\"\n[output]\npath = \"x.h5\"\n",
+        "[mesh]\nn = 96\nh0 = 0.25\n[solver]\nmethod = \"mg\"\nschedule = [\"f16\", \"f64\"]\nvariant = \"H_MG\"\nlevels = 7\nrefine = false\nprecision = \"f32\"\n[output]\npath = \"x.h5\"\n",
     );
     let out = run(&["run", &bad], dir.path());
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     for key in [
-        "mesh.element",
+        "mesh.h0",
         "solver.levels",
         "solver.schedule",
         "solver.precision",
@@ -859,8 +859,8 @@ fn mesh_export_writes_a_readable_refined_mesh() {
 }
 
 /// Runs on the refined domains with the pressure's conditions (Neumann except at the
-/// outflow): psc-m1 in f32 with refinement agrees with the Cholesky reference on the flow
-/// around a square, and a Gmsh mesh is read relative to the config's folder, whatever the
+/// outflow): psc-m1 in f32 with refinement and multigrid with f16 coarse levels agree with
+/// the Cholesky reference on the flow around a square, and a Gmsh mesh is read relative to the config's folder, whatever the
 /// working directory.
 #[test]
 fn runs_on_refined_domains_with_boundary_conditions() {
@@ -916,11 +916,26 @@ fn runs_on_refined_domains_with_boundary_conditions() {
         &["run", &write_config(dir.path(), &body("cholesky", "f64"))],
         dir.path(),
     ));
+    // Multigrid along the same hierarchy, f16 on the coarse levels, down to the coarse mesh.
+    let mg = errors(&run(
+        &[
+            "run",
+            &write_config(
+                dir.path(),
+                "backend = \"cpu\"\n[mesh]\nkind = \"flow-around-square\"\nlevels = 4\n\
+                 [boundary]\ninflow = \"neumann\"\noutflow = \"dirichlet\"\nwalls = \"neumann\"\nobstacle = \"neumann\"\n\
+                 [problem]\nk = [1, 2]\n[solver]\nmethod = \"mg\"\nvariant = \"DSH_MG\"\nrtol = 1e-12\natol = 0.0\n\
+                 [output]\npath = \"mg.h5\"\n",
+            ),
+        ],
+        dir.path(),
+    ));
     assert_eq!(psc.len(), 2);
-    for (p, c) in psc.iter().zip(&cholesky) {
+    for ((p, m), c) in psc.iter().zip(&mg).zip(&cholesky) {
         // O(h²) errors of a few 1e-3 at h = 1/16 of the coarse cells, equal to 4 digits.
         assert!(*c > 1e-4 && *c < 3e-2, "{c}");
         assert!((p - c).abs() <= 1e-4 * c, "psc-m1 {p} vs cholesky {c}");
+        assert!((m - c).abs() <= 1e-4 * c, "mg {m} vs cholesky {c}");
     }
 
     let meshes = dir.path().join("configs/meshes");
@@ -952,9 +967,9 @@ fn boundary_config_mistakes_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(
         dir.path(),
-        "[mesh]\nkind = \"flow-around-square\"\nlevels = 3\nh0 = 0.5\n\
+        "[mesh]\nkind = \"flow-around-square\"\nlevels = 3\nh0 = 0.5\ncoarse_levels = 1\n\
          [boundary]\ninflw = \"neumann\"\noutflow = { condition = \"dirichlet\", value = 1.0 }\nwalls = \"robin\"\n\
-         [solver]\nmethod = \"mg\"\n[output]\npath = \"x.h5\"\n",
+         [solver]\nmethod = \"mg\"\nlevels = 5\n[output]\npath = \"x.h5\"\n",
     );
     let out = run(&["run", &config], dir.path());
     assert_eq!(out.status.code(), Some(2));
@@ -965,7 +980,8 @@ fn boundary_config_mistakes_are_named() {
         "no condition for the part(s) inflow, obstacle",
         "boundary.outflow.value: manufactured right-hand sides take the boundary data of their exact solution",
         "boundary.walls: unknown condition 'robin'",
-        "solver.method: mg solves on the unit square and cube",
+        "solver.levels: 5 levels on a coarse mesh refined 3 times",
+        "mesh.coarse_levels: applies to method psc-m1 only",
     ] {
         assert!(stderr.contains(expected), "missing {expected:?} in\n{stderr}");
     }

@@ -8,8 +8,8 @@ use half::f16;
 use tensorfem::device::psc::Classes;
 use tensorfem::device::stencil::{Grid, Transfer};
 use tensorfem::device::{
-    Batch, Block, CsrMatrix, Data, EllMatrix, GridShape, Kernels, Layout, MatMut, MatRef,
-    PscDevice, RowOp, Scratch, Stats,
+    Batch, Block, CsrMatrix, Data, EllMatrix, GridShape, Kernels, Layout, LevelTransfer, MatMut,
+    MatRef, PscDevice, RowOp, Scratch, Stats,
 };
 use tensorfem::device_tests;
 use tensorfem::mesh::{refine, unit_square_refined, CoarseMesh, Element};
@@ -532,13 +532,69 @@ fn ell_kernels_match_host_products<D: Kernels>(dev: &D) {
     }
 }
 
+/// The grid transfer's P as a CSR matrix, column by column from unit vectors.
+fn grid_prolongation<D: Kernels>(dev: &D, fine: GridShape, coarse: GridShape) -> Csr<f64> {
+    let grid = LevelTransfer::Grid { fine, coarse };
+    let mut dense = vec![0.0; fine.points() * coarse.points()];
+    let mut stats = Stats::new(dev, 1).unwrap();
+    for j in 0..coarse.points() {
+        let mut e = vec![0.0; coarse.points()];
+        e[j] = 1.0;
+        let eb = Block::from_f64(dev, &e, e.len(), 1, Precision::F64, Layout::NodeMajor).unwrap();
+        let mut column =
+            Block::zeros(dev, fine.points(), 1, Precision::F64, Layout::NodeMajor).unwrap();
+        dev.prolongate_add(&grid, &eb, &mut column, &[1.0], &mut stats)
+            .unwrap();
+        for (i, v) in column.to_f64(dev).unwrap().into_iter().enumerate() {
+            dense[i * coarse.points() + j] = v;
+        }
+    }
+    let (mut row_ptr, mut col_idx, mut values) = (vec![0], Vec::new(), Vec::new());
+    for row in dense.chunks(coarse.points()) {
+        for (j, &v) in row.iter().enumerate() {
+            if v != 0.0 {
+                col_idx.push(j as u32);
+                values.push(v);
+            }
+        }
+        row_ptr.push(col_idx.len());
+    }
+    Csr::new(fine.points(), coarse.points(), row_ptr, col_idx, values).unwrap()
+}
+
 /// Multigrid transfers: P maps a coarse Q1 function's nodal values to the same function's
-/// fine nodal values (nested spaces), and ⟨s P c, f⟩ = s t ⟨c, Pᵀ f / t⟩ with scales per column; the
-/// cast into f16 rounds once and reports overflow.
+/// fine nodal values (nested spaces), and ⟨s P c, f⟩ = s t ⟨c, Pᵀ f / t⟩ with scales per
+/// column; the cast into f16 rounds once and reports overflow. The same for the grid
+/// transfer and for its P stored as a matrix (the transfer of refined meshes), which agree.
 fn grid_transfers_are_interpolation_and_its_transpose<D: Kernels>(dev: &D) {
     for dim in [2, 3] {
         let coarse = GridShape { dim, m: 3 };
         let fine = GridShape { dim, m: 7 };
+        let transfers = [
+            LevelTransfer::Grid { fine, coarse },
+            LevelTransfer::matrix(dev, &grid_prolongation(dev, fine, coarse)).unwrap(),
+        ];
+        let grid = check_transfer(dev, &transfers[0], fine, coarse);
+        let matrix = check_transfer(dev, &transfers[1], fine, coarse);
+        for (g, m) in grid.iter().zip(&matrix) {
+            assert!(
+                (g - m).abs() <= 1e-14 * g.abs().max(1.0),
+                "dim {dim}: {g} vs {m}"
+            );
+        }
+    }
+}
+
+/// The checks of [`grid_transfers_are_interpolation_and_its_transpose`] on one transfer;
+/// returns the restriction of a test block.
+fn check_transfer<D: Kernels>(
+    dev: &D,
+    transfer: &LevelTransfer<D>,
+    fine: GridShape,
+    coarse: GridShape,
+) -> Vec<f64> {
+    let dim = fine.dim;
+    {
         // A coarse Q1 function: a hat at coarse node (2, 2[, 2]) (interior index 1).
         let mut c = vec![0.0f64; coarse.points()];
         let centre = (0..dim).map(|d| coarse.m.pow(d as u32)).sum::<usize>();
@@ -547,7 +603,7 @@ fn grid_transfers_are_interpolation_and_its_transpose<D: Kernels>(dev: &D) {
         let mut fb =
             Block::zeros(dev, fine.points(), 1, Precision::F64, Layout::NodeMajor).unwrap();
         let mut stats = Stats::new(dev, 1).unwrap();
-        dev.prolongate_add(&cb, coarse, &mut fb, fine, &[1.0], &mut stats)
+        dev.prolongate_add(transfer, &cb, &mut fb, &[1.0], &mut stats)
             .unwrap();
         // The hat at x = 1/2 has value Π (1 − |2x_d − 1|·2) on the fine nodes x = i/8.
         for (k, &v) in fb.to_f64(dev).unwrap().iter().enumerate() {
@@ -572,16 +628,15 @@ fn grid_transfers_are_interpolation_and_its_transpose<D: Kernels>(dev: &D) {
         let mut rf = block(&vec![0.0; c.len()], coarse.points(), Precision::F64);
         let mut stats = Stats::new(dev, nrhs).unwrap();
         dev.prolongate_add(
+            transfer,
             &block(&c, coarse.points(), Precision::F64),
-            coarse,
             &mut pc,
-            fine,
             &[1.0, 2.0],
             &mut stats,
         )
         .unwrap();
         let fb = block(&f, fine.points(), Precision::F64);
-        dev.restrict(&fb, fine, &mut rf, coarse, &[1.0, 0.5], &mut stats)
+        dev.restrict(transfer, &fb, &mut rf, &[1.0, 0.5], &mut stats)
             .unwrap();
         assert!(stats.read(dev).unwrap().in_range);
         let (pc, rf) = (pc.to_f64(dev).unwrap(), rf.to_f64(dev).unwrap());
@@ -601,15 +656,16 @@ fn grid_transfers_are_interpolation_and_its_transpose<D: Kernels>(dev: &D) {
         }
         // Into f16: rounded once, in range; a huge scale overflows and is reported.
         let mut low = block(&vec![0.0; c.len()], coarse.points(), Precision::F16);
-        dev.restrict(&fb, fine, &mut low, coarse, &[1.0, 0.5], &mut stats)
+        dev.restrict(transfer, &fb, &mut low, &[1.0, 0.5], &mut stats)
             .unwrap();
         assert!(stats.read(dev).unwrap().in_range);
         for (l, &r) in low.to_f64(dev).unwrap().iter().zip(&rf) {
             assert_eq!(*l, f16::from_f64(r).to_f64());
         }
-        dev.restrict(&fb, fine, &mut low, coarse, &[1e-6, 1.0], &mut stats)
+        dev.restrict(transfer, &fb, &mut low, &[1e-6, 1.0], &mut stats)
             .unwrap();
         assert!(!stats.read(dev).unwrap().in_range);
+        rf
     }
 }
 

@@ -3,7 +3,7 @@
 //! Cholesky reference, range failures named by level, blocks equal to single columns, the
 //! Galerkin identity of the rediscretised coarse operators, the stand-alone f64 baseline.
 
-use tensorfem::device::{Block, GridShape, Kernels, Layout, Stats};
+use tensorfem::device::{Block, GridShape, Kernels, Layout, LevelTransfer, Stats};
 use tensorfem::fem::{assemble_loads, assemble_poisson, l2_error, Manufactured, PoissonSystem};
 use tensorfem::mesh::{unit_cube, unit_square, Element, Mesh};
 use tensorfem::mg::{
@@ -361,7 +361,8 @@ fn rediscretised_coarse_operators_are_galerkin<K: Kernels>(dev: &K) {
                 let mut column =
                     Block::zeros(dev, nf, 1, Precision::F64, Layout::NodeMajor).unwrap();
                 let mut stats = Stats::new(dev, 1).unwrap();
-                dev.prolongate_add(&e, coarse, &mut column, fine, &[1.0], &mut stats)
+                let transfer = LevelTransfer::Grid { fine, coarse };
+                dev.prolongate_add(&transfer, &e, &mut column, &[1.0], &mut stats)
                     .unwrap();
                 column.to_f64(dev).unwrap()
             })

@@ -405,7 +405,10 @@ fn expand_study(
                         raw.solver.atol = None;
                         raw.solver.max_iterations = None;
                     }
-                    if !is_mg {
+                    if is_mg {
+                        // PSC's macro elements: mg coarsens down to the coarse mesh.
+                        raw.mesh.coarse_levels = None;
+                    } else {
                         raw.solver.variant = None;
                         raw.solver.schedule = None;
                         raw.solver.smoother = None;

@@ -4,16 +4,22 @@
 use super::raw::RawConfig;
 use super::spec::MgSpec;
 use super::{problem, Problems};
-use crate::mesh::Element;
 use crate::mg::{check_levels, default_levels, Smoother, Variant};
 use crate::precision::Precision;
+
+/// What multigrid coarsens: the unit square or cube of n cells per direction (halved per
+/// level), or a coarse mesh refined `levels` times (one level per refinement).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Coarsening {
+    Uniform { n: usize },
+    Refined { levels: usize },
+}
 
 /// The multigrid settings: mesh, levels, schedule (a preset or a list), smoother; and the
 /// keys of other methods refused.
 pub(super) fn validate(
     raw: &RawConfig,
-    element: Option<Element>,
-    n: Option<usize>,
+    coarsening: Option<Coarsening>,
     problems: &mut Problems,
 ) -> Option<MgSpec> {
     let solver = &raw.solver;
@@ -23,21 +29,24 @@ pub(super) fn validate(
             "method mg takes a precision per level: give solver.variant or solver.schedule",
         ));
     }
-    if element == Some(Element::P1) {
-        problems.push(problem(
-            "mesh.element",
-            "method mg solves Q1 problems (allowed: q1)",
-        ));
-    }
-    let levels = match (solver.levels, n) {
-        (Some(l), Some(n)) => match check_levels(n, l.max(0) as usize) {
+    let levels = match (solver.levels, coarsening) {
+        (Some(l), Some(Coarsening::Uniform { n })) => match check_levels(n, l.max(0) as usize) {
             Ok(()) if l >= 1 => Some(l as usize),
             _ => {
                 problems.push(problem("solver.levels", format!("{l} levels on n = {n} cells per direction: n must be divisible by 2^(levels−1) leaving at least 2 cells on the coarsest level")));
                 None
             }
         },
-        (None, Some(n)) => Some(default_levels(n)),
+        (Some(l), Some(Coarsening::Refined { levels })) => {
+            if (1..=levels as i64 + 1).contains(&l) {
+                Some(l as usize)
+            } else {
+                problems.push(problem("solver.levels", format!("{l} levels on a coarse mesh refined {levels} times (mesh.levels; allowed: 1 ..= {})", levels + 1)));
+                None
+            }
+        }
+        (None, Some(Coarsening::Uniform { n })) => Some(default_levels(n)),
+        (None, Some(Coarsening::Refined { levels })) => Some(levels + 1),
         (_, None) => None,
     };
     let variant = match solver.variant.as_deref().map(str::parse::<Variant>) {
@@ -105,6 +114,7 @@ pub(super) fn validate(
         ("solver.cache", solver.cache.is_some()),
         ("solver.cache_dir", solver.cache_dir.is_some()),
         ("mesh.h0", raw.mesh.h0.is_some()),
+        ("mesh.coarse_levels", raw.mesh.coarse_levels.is_some()),
     ] {
         if given && !problems.iter().any(|p| p.key == key) {
             problems.push(problem(

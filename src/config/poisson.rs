@@ -71,14 +71,13 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
         mg::refuse_keys(raw, &mut problems);
     }
     let mut mg = None;
-    if method == Some(Method::Mg) && (refined || boundary.is_some()) {
-        problems.push(problem(
-            "solver.method",
-            "mg solves on the unit square and cube with u = 0 on the boundary; on flow-around-square and gmsh meshes, or with [boundary], use psc-m1 or cholesky",
-        ));
-    }
+    let coarsening = match &domain {
+        Some(d) => Some(mg::Coarsening::Refined { levels: d.levels }),
+        None if refined => None,
+        None => n.map(|n| mg::Coarsening::Uniform { n }),
+    };
     match method {
-        Some(Method::Mg) => mg = mg::validate(raw, element, n, &mut problems),
+        Some(Method::Mg) => mg = mg::validate(raw, coarsening, &mut problems),
         Some(Method::Cholesky) => psc::validate_cholesky(raw, precision, &mut problems),
         Some(Method::PscM1) => psc::validate(raw, kind, coarse, domain.as_ref(), &mut problems),
         // Stokes configs are validated by stokes::validate before reaching here.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use super::*;
 use crate::device::BackendChoice;
 use crate::mesh::{Element, MeshKind, MeshSpec};
-use crate::mg::{Smoother, Variant};
+use crate::mg::{default_levels, Smoother, Variant};
 use crate::precision::Precision;
 
 #[test]
@@ -114,6 +114,25 @@ fn multigrid_settings() {
         "[mesh]\nn = 64\n[solver]\nmethod = \"cholesky\"\nvariant = \"H_MG\"\n[output]\npath = \"m.h5\"\n",
     );
     assert_eq!(p[0].key, "solver.variant");
+    // Refined domains: one level per refinement, down to the coarse mesh by default.
+    let c = parse(
+        "[mesh]\nkind = \"flow-around-square\"\nlevels = 5\n[boundary]\ninflow = \"neumann\"\noutflow = \"dirichlet\"\nwalls = \"neumann\"\nobstacle = \"neumann\"\n[solver]\nmethod = \"mg\"\nvariant = \"DSH_MG\"\n[output]\npath = \"m.h5\"\n",
+        "t",
+    )
+    .unwrap();
+    assert_eq!(c.solver.mg.unwrap().schedule.len(), 6);
+    let p = problems(
+        "[mesh]\nkind = \"flow-around-square\"\nlevels = 5\ncoarse_levels = 2\n[solver]\nmethod = \"mg\"\nlevels = 7\n[output]\npath = \"m.h5\"\n",
+    );
+    let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(keys, ["solver.levels", "mesh.coarse_levels"], "{p:?}");
+    // P1 on the unit square (Galerkin levels along its hierarchy).
+    let c = parse(
+        "[mesh]\nn = 64\nelement = \"p1\"\n[solver]\nmethod = \"mg\"\n[output]\npath = \"m.h5\"\n",
+        "t",
+    )
+    .unwrap();
+    assert_eq!(c.solver.mg.unwrap().schedule.len(), default_levels(64));
 }
 
 fn problems(text: &str) -> Vec<ConfigProblem> {
@@ -408,23 +427,31 @@ fn stokes_study_mistakes_are_named() {
 }
 
 /// A study over mesh.levels on a refined domain: one operator per level and method, each
-/// with its levels and conditions; levels on the unit square is a problem of every
-/// combination.
+/// with its levels and conditions (multigrid down to the coarse mesh, without PSC's macro
+/// elements); levels on the unit square is a problem of every combination.
 #[test]
 fn studies_over_levels_on_refined_domains() {
     let body = "[mesh]\nkind = \"flow-around-square\"\nlevels = 3\ncoarse_levels = 1\n\
                 [boundary]\ninflow = \"neumann\"\noutflow = \"dirichlet\"\nwalls = \"neumann\"\nobstacle = \"neumann\"\n\
                 [solver]\nmethod = \"psc-m1\"\n\
                 [campaign]\nrhs = \"study\"\ndirectory = \"d\"\n\
-                [campaign.study]\nk = [1, 2]\nlevels = [3, 4, 5]\nmethod = [\"psc-m1\", \"cholesky\"]\n";
+                [campaign.study]\nk = [1, 2]\nlevels = [3, 4, 5]\nmethod = [\"psc-m1\", \"cholesky\", \"mg\"]\n";
     let c = parse(body, "t").unwrap();
     let ops = &c.campaign.unwrap().operators;
     let levels: Vec<usize> = ops
         .iter()
         .map(|o| o.mesh.domain.as_ref().unwrap().levels)
         .collect();
-    assert_eq!(levels, [3, 3, 4, 4, 5, 5]);
+    assert_eq!(levels, [3, 3, 3, 4, 4, 4, 5, 5, 5]);
     assert!(ops.iter().all(|o| o.mesh.boundary.is_some()));
+    for o in ops.iter().filter(|o| o.solver.method == Method::Mg) {
+        let domain = o.mesh.domain.as_ref().unwrap();
+        assert_eq!(domain.coarse_levels, 0);
+        assert_eq!(
+            o.solver.mg.as_ref().unwrap().schedule.len(),
+            domain.levels + 1
+        );
+    }
     let p = problems(
         "[mesh]\nn = 16\n[campaign]\nrhs = \"study\"\ndirectory = \"d\"\n[campaign.study]\nlevels = [2, 3]\n",
     );

@@ -29,7 +29,9 @@ use half::f16;
 pub use block::{Block, Data, Layout, MatMut, MatRef, View, ViewMut};
 pub use cpu::Cpu;
 pub use psc::PscKernels;
-pub use sparse::{CsrMatrix, EllMatrix, GridShape, MultigridKernels, RowOp, SparseKernels};
+pub use sparse::{
+    CsrMatrix, EllMatrix, GridShape, LevelTransfer, MultigridKernels, RowOp, SparseKernels,
+};
 pub use stats::{ColumnStats, Stats};
 pub use stencil::StokesKernels;
 

@@ -1,6 +1,7 @@
 //! Sparse matrices on the device and their kernels: CSR (PSC's D and Dᵀ, the f64 stiffness
 //! matrix of PSC-IR) on column-major blocks, ELLPACK (multigrid levels) on node-major
-//! blocks, and the grid transfers of geometric multigrid.
+//! blocks, and the grid transfers of geometric multigrid (uniform grids, or the
+//! interpolation matrices of a refined mesh's hierarchy).
 
 use super::{Block, Data, Device, Stats, Storage};
 use crate::error::{Error, Result};
@@ -184,6 +185,55 @@ impl GridShape {
     }
 }
 
+/// How a multigrid level passes residuals down to the next coarser level and corrections
+/// back up.
+pub enum LevelTransfer<D: Device> {
+    /// Bilinear (trilinear) interpolation between uniform grids of the unit square (cube).
+    Grid { fine: GridShape, coarse: GridShape },
+    /// Interpolation from a refinement hierarchy: the prolongation P (fine × coarse
+    /// unknowns, the mean of a new node's parents) and the restriction R = Pᵀ, f64 weights.
+    Matrix {
+        prolongation: CsrMatrix<D>,
+        restriction: CsrMatrix<D>,
+    },
+}
+
+impl<D: Device> LevelTransfer<D> {
+    /// The interpolation matrix P and its transpose on the device.
+    pub fn matrix(dev: &D, prolongation: &Csr<f64>) -> Result<Self> {
+        Ok(LevelTransfer::Matrix {
+            prolongation: CsrMatrix::upload(dev, prolongation)?,
+            restriction: CsrMatrix::upload(dev, &prolongation.transpose())?,
+        })
+    }
+
+    /// Unknowns of the fine and the coarse level.
+    pub fn sizes(&self) -> (usize, usize) {
+        match self {
+            LevelTransfer::Grid { fine, coarse } => (fine.points(), coarse.points()),
+            LevelTransfer::Matrix { prolongation, .. } => (prolongation.nrows, prolongation.ncols),
+        }
+    }
+
+    /// Flops of one restriction or prolongation of one column.
+    pub fn flops_per_column(&self) -> f64 {
+        match self {
+            LevelTransfer::Grid { fine, coarse } => {
+                2.0 * 3f64.powi(fine.dim as i32) * coarse.points() as f64
+            }
+            LevelTransfer::Matrix { prolongation, .. } => 2.0 * prolongation.nnz() as f64,
+        }
+    }
+
+    /// Bytes the transfer's own data take per pass (the matrix; nothing for grids).
+    pub fn bytes(&self) -> f64 {
+        match self {
+            LevelTransfer::Grid { .. } => 0.0,
+            LevelTransfer::Matrix { prolongation, .. } => prolongation.bytes() as f64,
+        }
+    }
+}
+
 /// CSR products (PSC's D and Dᵀ, PSC-IR's f64 residual). Statistics are those of the
 /// block each kernel writes (before rounding to its storage precision), per column.
 pub trait SparseKernels: Device {
@@ -254,14 +304,13 @@ pub trait MultigridKernels: Device {
         stats: &mut Stats<Self>,
     ) -> Result<()>;
 
-    /// coarse = Pᵀ fine / s_c per column (bilinear/trilinear interpolation P; a zero scale
-    /// gives a zero column); node-major blocks, the precisions may differ.
+    /// coarse = Pᵀ fine / s_c per column (a zero scale gives a zero column); node-major
+    /// blocks, the precisions may differ.
     fn restrict(
         &self,
+        transfer: &LevelTransfer<Self>,
         fine: &Block<Self>,
-        fine_grid: GridShape,
         coarse: &mut Block<Self>,
-        coarse_grid: GridShape,
         scale: &[f64],
         stats: &mut Stats<Self>,
     ) -> Result<()>;
@@ -269,10 +318,9 @@ pub trait MultigridKernels: Device {
     /// fine += s_c · P coarse per column.
     fn prolongate_add(
         &self,
+        transfer: &LevelTransfer<Self>,
         coarse: &Block<Self>,
-        coarse_grid: GridShape,
         fine: &mut Block<Self>,
-        fine_grid: GridShape,
         scale: &[f64],
         stats: &mut Stats<Self>,
     ) -> Result<()>;

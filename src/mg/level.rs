@@ -1,12 +1,12 @@
-//! One level of the hierarchy, stored in its own precision: the rediscretised Q1 matrix in
-//! ELLPACK (diagonal first), the level's work block, and the kernels the cycle runs on it,
-//! each checked against the precision's range.
+//! One level of the hierarchy, stored in its own precision: its matrix in ELLPACK
+//! (diagonal first), the transfer to the next coarser level, the level's work block, and
+//! the kernels the cycle runs on it, each checked against the precision's range.
 
 use std::sync::Arc;
 
 use super::error::{MgFailure, Remedy};
 use super::schedule::Smoother;
-use crate::device::{Block, EllMatrix, GridShape, Kernels, Layout, RowOp, Stats};
+use crate::device::{Block, EllMatrix, Kernels, Layout, LevelTransfer, RowOp, Scratch, Stats};
 use crate::error::Error;
 use crate::linalg::{BlockCg, CgParams, Cost};
 use crate::precision::Precision;
@@ -21,8 +21,10 @@ pub(super) struct Level<D: Kernels> {
     /// 0 = coarsest.
     pub index: usize,
     pub count: usize,
-    pub grid: GridShape,
+    pub unknowns: usize,
     pub matrix: Arc<EllMatrix<D>>,
+    /// To the next coarser level (none on the coarsest).
+    pub transfer: Option<LevelTransfer<D>>,
     pub nrhs: usize,
     /// The residual, or the next Jacobi iterate (node-major N × nrhs).
     pub tmp: Block<D>,
@@ -32,15 +34,63 @@ pub(super) struct Level<D: Kernels> {
     pub scale: Vec<f64>,
     /// The base solve (coarsest level only).
     pub cg: Option<BlockCg<D>>,
+    /// Whether the constants are the matrix's null space (a pure Neumann problem); the
+    /// base solve then projects them out.
+    pub singular: bool,
+    /// The projection's work (coarsest level of a singular hierarchy only).
+    pub constants: Option<Constants<D>>,
 }
 
-/// Entries below 64·ε·|a_ii| are set to zero: they are exact zeros of the stencil (the 3D
-/// Q1 stencil has some) that assembly leaves at rounding level (~1e-18), which f16 would
-/// otherwise refuse as an underflow.
-fn without_roundoff(mut matrix: Ell<f64>) -> Ell<f64> {
+/// The constant vector of a level and the work of removing each column's mean (the
+/// component along the null space of a singular level's matrix).
+pub(super) struct Constants<D: Kernels> {
+    ones: Block<D>,
+    scratch: Scratch<D>,
+    sums: Vec<f64>,
+    minus_means: Vec<f64>,
+    keep: Vec<f64>,
+}
+
+impl<D: Kernels> Constants<D> {
+    fn new(dev: &D, n: usize, nrhs: usize, precision: Precision) -> Result<Self, Error> {
+        Ok(Constants {
+            ones: Block::from_f64(
+                dev,
+                &vec![1.0; n * nrhs],
+                n,
+                nrhs,
+                precision,
+                Layout::NodeMajor,
+            )?,
+            scratch: Scratch::new(dev)?,
+            sums: vec![0.0; nrhs],
+            minus_means: vec![0.0; nrhs],
+            keep: vec![1.0; nrhs],
+        })
+    }
+
+    /// x_c −= mean(x_c) for every column.
+    fn project(&mut self, dev: &D, x: &mut Block<D>) -> Result<(), Error> {
+        dev.column_dots(&self.ones, x, &mut self.sums, &mut self.scratch)?;
+        let n = x.rows().max(1) as f64;
+        for (m, &s) in self.minus_means.iter_mut().zip(&self.sums) {
+            *m = -s / n;
+        }
+        dev.column_axpby(&self.minus_means, &self.ones, &self.keep, x)
+    }
+}
+
+/// Entries below max(64·ε, u)·|a_ii| (u the level precision's unit roundoff) are set to
+/// zero: exact zeros of the stencil (the 3D Q1 stencil has some) that assembly or the
+/// Galerkin products leave at rounding level (~1e-18), and entries of unstructured meshes
+/// below what the precision resolves beside their row's diagonal (nearly right angles),
+/// which f16 would otherwise refuse as underflows. Dropping them changes the row by less
+/// than rounding its diagonal does.
+fn without_roundoff(mut matrix: Ell<f64>, precision: Precision) -> Ell<f64> {
     let width = matrix.width();
+    let relative = (64.0 * f64::EPSILON).max(precision.unit_roundoff());
     for r in 0..matrix.nrows() {
-        let threshold = 64.0 * f64::EPSILON * matrix.values()[matrix.index(0, r)].abs();
+        let threshold = relative * matrix.values()[matrix.index(0, r)].abs();
         for s in 1..width {
             let k = matrix.index(s, r);
             let v = &mut matrix.values_mut()[k];
@@ -57,38 +107,45 @@ impl<D: Kernels> Level<D> {
         dev: &D,
         index: usize,
         count: usize,
-        grid: GridShape,
         matrix: &Csr<f64>,
+        transfer: Option<LevelTransfer<D>>,
         precision: Precision,
+        singular: bool,
     ) -> Result<Self, MgFailure> {
+        let unknowns = matrix.nrows();
         let ell = Ell::from_csr_diagonal_first(matrix, dev.ell_layout()).map_err(other)?;
         let matrix =
-            EllMatrix::upload(dev, &without_roundoff(ell), precision).map_err(|e| match e {
-                Error::PrecisionRange {
-                    precision,
-                    index: entry,
-                    problem,
-                    ..
-                } => MgFailure::Range {
-                    level: index,
-                    levels: count,
-                    precision,
-                    unknowns: grid.points(),
-                    what: format!("matrix entry {entry}: {problem}"),
-                    remedy: Remedy::None,
-                },
-                other => MgFailure::Other(other.to_string()),
+            EllMatrix::upload(dev, &without_roundoff(ell, precision), precision).map_err(|e| {
+                match e {
+                    Error::PrecisionRange {
+                        precision,
+                        index: entry,
+                        problem,
+                        ..
+                    } => MgFailure::Range {
+                        level: index,
+                        levels: count,
+                        precision,
+                        unknowns,
+                        what: format!("matrix entry {entry}: {problem}"),
+                        remedy: Remedy::None,
+                    },
+                    other => MgFailure::Other(other.to_string()),
+                }
             })?;
         Ok(Level {
             index,
             count,
-            grid,
+            unknowns,
             matrix: Arc::new(matrix),
+            transfer,
             nrhs: 0,
             tmp: Block::zeros(dev, 0, 0, precision, Layout::NodeMajor).map_err(other)?,
             stats: Stats::new(dev, 0).map_err(other)?,
             scale: Vec::new(),
             cg: None,
+            singular,
+            constants: None,
         })
     }
 
@@ -100,7 +157,7 @@ impl<D: Kernels> Level<D> {
     pub fn block(&self, dev: &D, nrhs: usize) -> Result<Block<D>, Error> {
         Block::zeros(
             dev,
-            self.grid.points(),
+            self.unknowns,
             nrhs,
             self.precision(),
             Layout::NodeMajor,
@@ -118,11 +175,14 @@ impl<D: Kernels> Level<D> {
         if self.index == 0 {
             self.cg = Some(BlockCg::new(
                 dev,
-                self.grid.points(),
+                self.unknowns,
                 nrhs,
                 self.precision(),
                 Layout::NodeMajor,
             )?);
+            if self.singular {
+                self.constants = Some(Constants::new(dev, self.unknowns, nrhs, self.precision())?);
+            }
         }
         self.nrhs = nrhs;
         Ok(())
@@ -135,7 +195,7 @@ impl<D: Kernels> Level<D> {
             level: self.index,
             levels: self.count,
             precision: self.precision(),
-            unknowns: self.grid.points(),
+            unknowns: self.unknowns,
             what,
             remedy: Remedy::Scaling { scaling_on: None },
         }
@@ -180,7 +240,7 @@ impl<D: Kernels> Level<D> {
 
     /// Bytes of one block vector.
     pub fn vector_bytes(&self) -> f64 {
-        (self.grid.points() * self.nrhs * self.precision().bytes()) as f64
+        (self.unknowns * self.nrhs * self.precision().bytes()) as f64
     }
 
     /// Flops of one pass over the matrix with the block.
@@ -199,7 +259,7 @@ impl<D: Kernels> Level<D> {
         x: &mut Block<D>,
     ) -> Result<Cost, MgFailure> {
         let mut cost = Cost::default();
-        let points = (self.grid.points() * self.nrhs) as f64;
+        let points = (self.unknowns * self.nrhs) as f64;
         for step in 0..steps {
             if step == 0 && zero_initial {
                 dev.ell_jacobi_from_zero(&self.matrix, smoother.omega, b, x, &mut self.stats)
@@ -246,14 +306,16 @@ impl<D: Kernels> Level<D> {
         .map_err(other)?;
         self.check(dev, "the residual")?;
         Ok(Cost {
-            flops: self.matrix_flops() + (self.grid.points() * self.nrhs) as f64,
+            flops: self.matrix_flops() + (self.unknowns * self.nrhs) as f64,
             bytes: self.matrix_bytes() + 3.0 * self.vector_bytes(),
         })
     }
 
     /// The base solve: CG on every column in this level's precision, from x = 0, until
     /// ‖r‖₂ ≤ max(`tolerance`, 10·u·‖b‖₂) (`tolerance` relative to ‖b‖₂ when `relative`),
-    /// breakdown, or 2N + 100 iterations.
+    /// breakdown, or 2N + 100 iterations. On a singular level the right-hand side's and
+    /// the solution's means are removed: rounding leaves the restricted residual slightly
+    /// off the matrix's range, and CG would otherwise grow a constant without bound.
     pub fn base_solve(
         &mut self,
         dev: &D,
@@ -262,15 +324,28 @@ impl<D: Kernels> Level<D> {
         b: &Block<D>,
         x: &mut Block<D>,
     ) -> Result<Cost, MgFailure> {
-        let n = self.grid.points();
+        let n = self.unknowns;
         let (matrix_bytes, vector_bytes, matrix_flops) = (
             self.matrix_bytes(),
             self.vector_bytes(),
             self.matrix_flops(),
         );
         let Level {
-            matrix, stats, cg, ..
+            matrix,
+            stats,
+            cg,
+            tmp,
+            constants,
+            ..
         } = self;
+        let b = match constants.as_mut() {
+            Some(constants) => {
+                dev.copy(b.view(), tmp.view_mut()).map_err(other)?;
+                constants.project(dev, tmp).map_err(other)?;
+                &*tmp
+            }
+            None => b,
+        };
         let cg = cg.as_mut().expect("the coarsest level has a base solver");
         let info = cg
             .solve(
@@ -285,12 +360,17 @@ impl<D: Kernels> Level<D> {
                 },
             )
             .map_err(other)?;
+        if let Some(constants) = constants.as_mut() {
+            constants.project(dev, x).map_err(other)?;
+        }
         dev.column_stats(x, &mut self.stats).map_err(other)?;
         self.check(dev, "the base solver's solution")?;
         let iterations = info.iterations as f64;
+        let projections = if self.singular { 4.0 } else { 0.0 };
         Ok(Cost {
             flops: iterations * (matrix_flops + 10.0 * (n * self.nrhs) as f64),
-            bytes: 2.0 * vector_bytes + iterations * (matrix_bytes + 10.0 * vector_bytes),
+            bytes: (2.0 + projections) * vector_bytes
+                + iterations * (matrix_bytes + 10.0 * vector_bytes),
         })
     }
 }

@@ -1,28 +1,35 @@
-//! Geometric multigrid for Q1 Poisson on the unit square and cube, with a precision per
-//! level, inside f64 iterative refinement (MP-MG, SPEC §3), and the f64 baseline.
+//! Geometric multigrid for Poisson, with a precision per level, inside f64 iterative
+//! refinement (MP-MG, SPEC §3), and the f64 baseline.
 //!
 //! - [`schedule`]: precision schedules (D_MG, H_MG, DSH_MG, HSD_MG presets), smoothers,
 //!   level counts
-//! - [`Multigrid`]: set-up (levels by uniform coarsening, matrices rediscretised and stored
-//!   in ELLPACK in their level's precision, on any device), the V-cycle ([`VCycle`], a
-//!   `LinOp`), refinement (`linalg`'s, around the cycle) and stand-alone solves
+//! - [`Multigrid`]: set-up (the levels' matrices stored in ELLPACK in their level's
+//!   precision, on any device), the V-cycle ([`VCycle`], a `LinOp`), refinement
+//!   (`linalg`'s, around the cycle) and stand-alone solves
+//! - [`hierarchy`]: the levels of a refined mesh (prolongations from its refinement
+//!   hierarchy, [`Multigrid::on_mesh`], pure Neumann problems on every node)
 //! - [`MgInfo`], [`MgError`]: what a solve did, and why it failed
 //!
-//! Coarse operators are rediscretised. For Q1 on nested uniform meshes with the bilinear
-//! (trilinear) interpolation as prolongation this *is* the Galerkin operator PᵀAP (the
-//! coarse space is a subspace of the fine one), so there is nothing to choose between
-//! them; `tests/mg.rs` checks the identity.
+//! Two kinds of hierarchy. The Q1 unit square and cube with u = 0 coarsen uniformly
+//! ([`Multigrid::new`]): bilinear (trilinear) grid transfers and rediscretised coarse
+//! operators, which for nested uniform Q1 meshes *are* the Galerkin operators PᵀAP
+//! (`tests/mg.rs` checks the identity). Every other mesh coarsens along its refinement
+//! hierarchy ([`Multigrid::galerkin`]): P from the hierarchy's parents, stored as a sparse
+//! matrix with its transpose, and Galerkin coarse operators.
 //!
 //! Precision changes happen inside restriction and prolongation (read in one precision,
 //! written in the other). f16 levels store f16 and compute in f32 on the CPU.
 
 mod error;
+pub mod hierarchy;
 mod level;
 mod multigrid;
 pub mod schedule;
 
 pub use error::{MgError, MgFailure, MgInfo, Remedy};
+pub use hierarchy::PinnedEmbedding;
 pub use multigrid::{
-    assemble_level, random_initial_guess, MgParams, Multigrid, StopParams, VCycle,
+    assemble_level, galerkin_product, random_initial_guess, MgParams, Multigrid, NullSpace,
+    StopParams, VCycle,
 };
 pub use schedule::{check_levels, default_levels, schedule_name, Smoother, Variant};

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use super::error::{MgError, MgFailure, MgInfo, Remedy};
 use super::level::{other, Level};
 use super::schedule::{check_levels, schedule_name, Smoother};
-use crate::device::{Block, EllMatrix, GridShape, Kernels, Layout};
+use crate::device::{Block, EllMatrix, GridShape, Kernels, Layout, LevelTransfer};
 use crate::error::{Error, Result};
 use crate::fem::assemble_poisson;
 use crate::linalg::{BlockKind, Cost, LinOp, RefineFailure, RefineInfo, RefineParams, Refinement};
 use crate::mesh::{unit_cube, unit_square, Element};
 use crate::precision::Precision;
-use crate::sparse::{Csr, Ell, SparseRows};
+use crate::sparse::{ordering, spgemm, Csr, Ell, Ordering, SparseRows};
 
 /// How the hierarchy is built and cycled.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,6 +30,16 @@ pub struct MgParams {
     /// Scale residuals into range where they enter a lower precision: by α = ‖r‖₂ at the
     /// refinement level, by the largest magnitude where the cycle enters an f16 level.
     pub residual_scaling: bool,
+}
+
+/// The null space of the matrix multigrid solves with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NullSpace {
+    /// Nonsingular (some Dirichlet condition, or a pinned node).
+    None,
+    /// The constants (every node an unknown of a pure Neumann problem): right-hand sides
+    /// must sum to zero, and solutions are determined up to a constant.
+    Constants,
 }
 
 /// When iterative refinement (or the stand-alone cycle) stops.
@@ -61,6 +71,35 @@ pub fn assemble_level(dim: usize, n: usize) -> Result<Csr<f64>> {
             )))
         }
     })
+}
+
+/// The Galerkin coarse matrix Pᵀ A P, symmetrised ((M + Mᵀ)/2 removes the rounding-level
+/// asymmetry of the two products, so the coarse CG sees a symmetric matrix) and without
+/// entries below 64·ε of their row's diagonal (exact zeros of the coarse stencil that the
+/// products leave at rounding level).
+pub fn galerkin_product(p: &Csr<f64>, a: &Csr<f64>) -> Result<Csr<f64>> {
+    let m = spgemm(&p.transpose(), &spgemm(a, p)?)?;
+    let mt = m.transpose();
+    let diagonal = m.diagonal();
+    let (mut row_ptr, mut col_idx, mut values) = (vec![0], Vec::new(), Vec::new());
+    for r in 0..m.nrows() {
+        let ((cols, vals), (cols_t, vals_t)) = (m.row(r), mt.row(r));
+        if cols != cols_t {
+            return Err(Error::InvalidInput(format!(
+                "Galerkin product: row {r} of PᵀAP is not structurally symmetric (A's pattern must be)"
+            )));
+        }
+        for ((&c, &v), &vt) in cols.iter().zip(vals).zip(vals_t) {
+            let v = 0.5 * (v + vt);
+            let threshold = 64.0 * f64::EPSILON * diagonal[r].abs().max(diagonal[c as usize].abs());
+            if c as usize == r || v.abs() > threshold {
+                col_idx.push(c);
+                values.push(v);
+            }
+        }
+        row_ptr.push(col_idx.len());
+    }
+    Csr::new(m.nrows(), m.ncols(), row_ptr, col_idx, values)
 }
 
 /// The initial guess of SPEC §3.2: uniform random in [0, 1), reproducible from `seed`
@@ -145,39 +184,34 @@ fn vcycle<D: Kernels>(
     let (b_lower, b_this) = bs.split_at_mut(l - 1);
     let (x_lower, x_this) = xs.split_at_mut(l - 1);
     let (coarse_b, coarse_x) = (&mut b_this[0], &mut x_this[0]);
+    let transfer = level
+        .transfer
+        .as_ref()
+        .expect("every level above the coarsest has a transfer");
     dev.restrict(
+        transfer,
         &level.tmp,
-        level.grid,
         coarse_b,
-        coarse.grid,
         &level.scale,
         &mut coarse.stats,
     )
     .map_err(other)?;
     coarse.check(dev, "the restricted residual")?;
     coarse.check_not_flushed(dev, active, "the restricted residual")?;
-    let transfer = |fine: &Level<D>, coarse: &Level<D>| Cost {
-        flops: 2.0 * 3f64.powi(fine.grid.dim as i32) * (coarse.grid.points() * coarse.nrhs) as f64,
-        bytes: fine.vector_bytes() + coarse.vector_bytes(),
+    let transfer_cost = Cost {
+        flops: transfer.flops_per_column() * level.nrhs as f64,
+        bytes: transfer.bytes() + level.vector_bytes() + coarse.vector_bytes(),
     };
-    cost = cost + transfer(level, coarse);
+    cost = cost + transfer_cost;
     cost = cost
         + vcycle(
             dev, settings, lower, b_lower, x_lower, coarse_b, coarse_x, true, active,
         )?;
-    let coarse = &lower[l - 1];
-    dev.prolongate_add(
-        coarse_x,
-        coarse.grid,
-        x,
-        level.grid,
-        &level.scale,
-        &mut level.stats,
-    )
-    .map_err(other)?;
+    dev.prolongate_add(transfer, coarse_x, x, &level.scale, &mut level.stats)
+        .map_err(other)?;
     level.check(dev, "the coarse-grid corrected iterate")?;
     cost = cost
-        + transfer(level, coarse)
+        + transfer_cost
         + Cost {
             flops: 0.0,
             bytes: level.vector_bytes(),
@@ -248,7 +282,7 @@ impl<D: Kernels> VCycle<D> {
 
 impl<D: Kernels> LinOp<D> for VCycle<D> {
     fn size(&self) -> usize {
-        self.finest().grid.points()
+        self.finest().unknowns
     }
 
     fn input(&self) -> BlockKind {
@@ -283,6 +317,8 @@ struct HostBlocks<D: Kernels> {
     col_major: Block<D>,
     b: Block<D>,
     u: Block<D>,
+    /// A host block in the hierarchy's order (when it has its own).
+    ordered: Vec<f64>,
 }
 
 /// A multigrid hierarchy, set up once, solving blocks of right-hand sides.
@@ -295,42 +331,156 @@ pub struct Multigrid<D: Kernels> {
     /// The f64 fine-grid operator of the refinement (the finest level's own when f64).
     outer: Arc<EllMatrix<D>>,
     host: Option<HostBlocks<D>>,
+    /// The hierarchy's own order of the caller's unknowns (Galerkin hierarchies: reverse
+    /// Cuthill–McKee of the finest matrix), applied on the way in and out of the host API;
+    /// device blocks ([`Multigrid::solve_blocks`]) are in this order.
+    order: Option<Ordering>,
 }
 
 impl<D: Kernels> Multigrid<D> {
     /// Sets up `params.schedule.len()` levels under the finest mesh of n cells per direction
-    /// in `dim` dimensions, whose stiffness matrix `finest` the caller assembled (coarser
-    /// levels are rediscretised here).
+    /// of the unit square or cube (`dim` = 2 or 3), whose Q1 stiffness matrix `finest` the
+    /// caller assembled: coarser levels are rediscretised, transfers bilinear (trilinear).
     pub fn new(dev: &D, dim: usize, n: usize, finest: &Csr<f64>, params: MgParams) -> Result<Self> {
         let count = params.schedule.len();
         check_levels(n, count)?;
-        let fine_grid = GridShape { dim, m: n - 1 };
-        if finest.nrows() != fine_grid.points() {
+        let grid = |level: usize| GridShape {
+            dim,
+            m: (n >> (count - 1 - level)) - 1,
+        };
+        if finest.nrows() != grid(count - 1).points() {
             return Err(Error::InvalidInput(format!(
                 "multigrid: the finest matrix has {} rows, the {dim}D mesh with n = {n} has {} unknowns",
                 finest.nrows(),
-                fine_grid.points()
+                grid(count - 1).points()
             )));
         }
-        let mut levels = Vec::with_capacity(count);
-        for index in 0..count {
-            let cells = n >> (count - 1 - index);
-            let grid = GridShape { dim, m: cells - 1 };
-            let precision = params.schedule[count - 1 - index];
-            let level = if index == count - 1 {
-                Level::new(dev, index, count, grid, finest, precision)
-            } else {
-                Level::new(
-                    dev,
-                    index,
-                    count,
-                    grid,
-                    &assemble_level(dim, cells)?,
-                    precision,
-                )
-            };
-            levels.push(level.map_err(|failure| Error::from(MgError::new(failure)))?);
+        let mut matrices = Vec::with_capacity(count);
+        for index in 0..count - 1 {
+            let transfer = (index > 0).then(|| LevelTransfer::Grid {
+                fine: grid(index),
+                coarse: grid(index - 1),
+            });
+            matrices.push((assemble_level(dim, n >> (count - 1 - index))?, transfer));
         }
+        let finest_transfer = (count > 1).then(|| LevelTransfer::Grid {
+            fine: grid(count - 1),
+            coarse: grid(count - 2),
+        });
+        let description = format!("{dim}D unit domain, finest n = {n}");
+        Self::with_levels(
+            dev,
+            matrices,
+            (finest, finest_transfer),
+            params,
+            NullSpace::None,
+            &description,
+        )
+    }
+
+    /// Sets up multigrid on a refinement hierarchy: `prolongations[k]` interpolates from
+    /// the level k + 1 below the finest to the one above it (finest first, at least one
+    /// per level below the finest), and the coarse matrices are Galerkin products
+    /// A_{ℓ−1} = Pᵀ A_ℓ P of the finest matrix `finest`, whose null space is `null_space`
+    /// (the prolongations map constants to constants, so every level shares it).
+    ///
+    /// Every level is renumbered for a narrow band (refined meshes number nodes by coarse
+    /// entity, which puts neighbours far apart): the finest by reverse Cuthill–McKee, each
+    /// coarser one following it through P. The host API takes and returns the caller's
+    /// order.
+    pub fn galerkin(
+        dev: &D,
+        finest: &Csr<f64>,
+        prolongations: &[Csr<f64>],
+        params: MgParams,
+        null_space: NullSpace,
+    ) -> Result<Self> {
+        let count = params.schedule.len();
+        if count == 0 || prolongations.len() < count - 1 {
+            return Err(Error::InvalidInput(format!(
+                "{count} multigrid levels on a hierarchy of {} levels",
+                prolongations.len() + 1
+            )));
+        }
+        let order = Ordering::reverse_cuthill_mckee(finest);
+        let finest = &ordering::permute(finest, &order, &order)?;
+        // C_k = the level k + 1 below the finest, T_k = the transfer P_k on the device, both
+        // in the levels' orders.
+        let mut coarse_matrices: Vec<Csr<f64>> = Vec::with_capacity(count - 1);
+        let mut transfers = Vec::with_capacity(count - 1);
+        let mut fine_order = order.clone();
+        for p in &prolongations[..count - 1] {
+            let finer = coarse_matrices.last().unwrap_or(finest);
+            if p.nrows() != finer.nrows() {
+                return Err(Error::InvalidInput(format!(
+                    "multigrid: a prolongation with {} rows under a level of {} unknowns",
+                    p.nrows(),
+                    finer.nrows()
+                )));
+            }
+            let coarse_order = Ordering::following(p, &fine_order)?;
+            let p = ordering::permute(p, &fine_order, &coarse_order)?;
+            coarse_matrices.push(galerkin_product(&p, finer)?);
+            transfers.push(LevelTransfer::matrix(dev, &p)?);
+            fine_order = coarse_order;
+        }
+        // Level C_k passes down through T_{k+1}; the finest through T_0.
+        let mut transfers = transfers.into_iter();
+        let finest_transfer = transfers.next();
+        let mut matrices: Vec<_> = coarse_matrices
+            .into_iter()
+            .zip(transfers.map(Some).chain(std::iter::once(None)))
+            .collect();
+        matrices.reverse();
+        let description = match null_space {
+            NullSpace::None => "refined mesh, Galerkin coarse levels",
+            NullSpace::Constants => "refined mesh, Galerkin coarse levels, constants projected out",
+        };
+        let mut mg = Self::with_levels(
+            dev,
+            matrices,
+            (finest, finest_transfer),
+            params,
+            null_space,
+            description,
+        )?;
+        mg.order = Some(order);
+        Ok(mg)
+    }
+
+    /// The hierarchy from the matrices of the levels below the finest (coarsest first,
+    /// each with its transfer to the next coarser), the finest matrix and its transfer.
+    fn with_levels(
+        dev: &D,
+        matrices: Vec<(Csr<f64>, Option<LevelTransfer<D>>)>,
+        (finest, finest_transfer): (&Csr<f64>, Option<LevelTransfer<D>>),
+        params: MgParams,
+        null_space: NullSpace,
+        description: &str,
+    ) -> Result<Self> {
+        let singular = null_space == NullSpace::Constants;
+        let count = params.schedule.len();
+        let mut levels = Vec::with_capacity(count);
+        let mg_error = |failure| Error::from(MgError::new(failure));
+        for (index, (matrix, transfer)) in matrices.into_iter().enumerate() {
+            let precision = params.schedule[count - 1 - index];
+            levels.push(
+                Level::new(dev, index, count, &matrix, transfer, precision, singular)
+                    .map_err(mg_error)?,
+            );
+        }
+        levels.push(
+            Level::new(
+                dev,
+                count - 1,
+                count,
+                finest,
+                finest_transfer,
+                params.schedule[0],
+                singular,
+            )
+            .map_err(mg_error)?,
+        );
         let outer = match levels.last() {
             Some(l) if l.precision() == Precision::F64 => Arc::clone(&l.matrix),
             _ => {
@@ -339,8 +489,8 @@ impl<D: Kernels> Multigrid<D> {
             }
         };
         log::info!(
-            "multigrid: {count} levels, {dim}D, finest n = {n} ({} unknowns), precisions {}",
-            fine_grid.points(),
+            "multigrid: {count} levels, {description} ({} unknowns), precisions {}",
+            finest.nrows(),
             schedule_name(&params.schedule)
         );
         Ok(Multigrid {
@@ -360,6 +510,7 @@ impl<D: Kernels> Multigrid<D> {
             refinement: None,
             outer,
             host: None,
+            order: None,
             dev: dev.clone(),
             params,
         })
@@ -425,9 +576,15 @@ impl<D: Kernels> Multigrid<D> {
         Ok(())
     }
 
+    /// The order of the unknowns inside the hierarchy, when it differs from the caller's.
+    pub fn order(&self) -> Option<&Ordering> {
+        self.order.as_ref()
+    }
+
     /// Solves A u = b for node-major f64 blocks on the device by f64 iterative refinement
     /// around one V-cycle per step (SPEC §3.2); `u` holds the initial guess on entry and the
-    /// solution on return. Allocates nothing after [`Multigrid::prepare`].
+    /// solution on return, both in the hierarchy's order ([`Multigrid::order`]). Allocates
+    /// nothing after [`Multigrid::prepare`].
     pub fn solve_blocks(
         &mut self,
         b: &Block<D>,
@@ -445,7 +602,7 @@ impl<D: Kernels> Multigrid<D> {
         let refinement = self.refinement.as_mut().expect("prepared");
         refinement.inner_mut().relative_base = false;
         let finest = refinement.inner().finest();
-        let finest_level = (finest.index, finest.count, finest.grid.points());
+        let finest_level = (finest.index, finest.count, finest.unknowns);
         match refinement.solve(&*self.outer, b, u, params) {
             Ok(info) => Ok(info),
             Err(e) => Err(refine_error(e, finest_level, stop).with_scaling(scaling)),
@@ -462,19 +619,37 @@ impl<D: Kernels> Multigrid<D> {
                 col_major: block(Layout::ColMajor)?,
                 b: block(Layout::NodeMajor)?,
                 u: block(Layout::NodeMajor)?,
+                ordered: match self.order {
+                    Some(_) => vec![0.0; n * nrhs],
+                    None => Vec::new(),
+                },
             });
         }
         Ok(self.host.as_mut().expect("just set"))
     }
 
-    /// Copies the column-major host blocks b and u to the device (node-major).
+    /// Copies the column-major host blocks b and u to the device (node-major, in the
+    /// hierarchy's order).
     fn upload(&mut self, b: &[f64], u: &[f64], nrhs: usize) -> Result<()> {
         let dev = self.dev.clone();
-        let h = self.host_blocks(nrhs)?;
-        h.col_major.data.write_f64(&dev, b)?;
-        dev.relayout(&h.col_major, &mut h.b)?;
-        h.col_major.data.write_f64(&dev, u)?;
-        dev.relayout(&h.col_major, &mut h.u)
+        self.host_blocks(nrhs)?;
+        let (h, order) = (self.host.as_mut().expect("just set"), &self.order);
+        for (given, device) in [(b, &mut h.b), (u, &mut h.u)] {
+            match order {
+                Some(order) => {
+                    let n = order.len();
+                    for (ordered, given) in h.ordered.chunks_mut(n).zip(given.chunks(n)) {
+                        for (o, &old) in ordered.iter_mut().zip(&order.old_of_new) {
+                            *o = given[old as usize];
+                        }
+                    }
+                    h.col_major.data.write_f64(&dev, &h.ordered)?;
+                }
+                None => h.col_major.data.write_f64(&dev, given)?,
+            }
+            dev.relayout(&h.col_major, device)?;
+        }
+        Ok(())
     }
 
     /// Copies the device solution back to the column-major host block u.
@@ -482,9 +657,21 @@ impl<D: Kernels> Multigrid<D> {
         let dev = self.dev.clone();
         let h = self.host.as_mut().expect("uploaded");
         dev.relayout(&h.u, &mut h.col_major)?;
-        match &h.col_major.data {
-            crate::device::Data::F64(buffer) => dev.download(buffer, u),
-            _ => unreachable!("host blocks are f64"),
+        let crate::device::Data::F64(buffer) = &h.col_major.data else {
+            unreachable!("host blocks are f64")
+        };
+        match &self.order {
+            Some(order) => {
+                dev.download(buffer, &mut h.ordered)?;
+                let n = order.len();
+                for (u, ordered) in u.chunks_mut(n).zip(h.ordered.chunks(n)) {
+                    for (u, &new) in u.iter_mut().zip(&order.new_of_old) {
+                        *u = ordered[new as usize];
+                    }
+                }
+                Ok(())
+            }
+            None => dev.download(buffer, u),
         }
     }
 

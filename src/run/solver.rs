@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::fem::{assemble_poisson, verify, ColumnReport, Dofs, Exact, ModeBasis};
 use crate::linalg::LinOp;
 use crate::mesh::{self, unit_square_refined, Element, Mesh, Mesh2d, MeshSpec};
-use crate::mg::{random_initial_guess, MgParams, Multigrid, StopParams};
+use crate::mg::{random_initial_guess, MgParams, Multigrid, PinnedEmbedding, StopParams};
 use crate::precision::Precision;
 use crate::psc::{CacheOutcome, OperatorCache, PscIr, PscSetup, RefineParams, SetupKey, M1};
 use crate::reference::CholeskySolver;
@@ -252,10 +252,20 @@ struct MultigridSolver<D: Kernels> {
     refine: bool,
     stop: StopParams,
     seed: u64,
+    /// A pure Neumann problem: multigrid solves the singular system of every node.
+    singular: Option<PinnedEmbedding>,
 }
 
 impl<D: Kernels> BlockSolve for MultigridSolver<D> {
     fn solve(&mut self, _a: &Csr<f64>, b: &[f64], nrhs: usize) -> Result<BlockOutcome> {
+        let embedded;
+        let b = match &self.singular {
+            Some(embedding) => {
+                embedded = embedding.embed(b, nrhs);
+                &embedded
+            }
+            None => b,
+        };
         let n = self.mg.unknowns();
         let mut u: Vec<f64> = (0..nrhs)
             .flat_map(|c| random_initial_guess(n, self.seed + c as u64))
@@ -268,6 +278,9 @@ impl<D: Kernels> BlockSolve for MultigridSolver<D> {
                 mg.solve_plain(b, &mut u, nrhs, stop)
             }
         })?;
+        if let Some(embedding) = &self.singular {
+            u = embedding.extract(&u);
+        }
         Ok(BlockOutcome {
             u,
             iterations: Some(info.max_iterations()),
@@ -282,29 +295,61 @@ impl<D: PscDevice> BlockSolve for Psc<D> {
     }
 }
 
+/// The mesh whose hierarchy multigrid coarsens along: `general` (a refined domain, or the
+/// unit square with boundary conditions) or the unit square of P1 elements, with the
+/// unit square's hierarchy added for `count` levels; None for the structured Q1 unit
+/// square and cube (uniform grid transfers, rediscretised levels).
+fn multigrid_mesh(
+    general: Option<&Mesh2d>,
+    mesh_spec: &MeshSpec,
+    count: usize,
+) -> Result<Option<Mesh2d>> {
+    let square = |on_boundary: Option<&[bool]>| -> Result<Mesh2d> {
+        let levels = count - 1;
+        let mut mesh = unit_square_refined(mesh_spec.n >> levels, levels, mesh_spec.element)?;
+        if let Some(on_boundary) = on_boundary {
+            mesh.on_boundary = on_boundary.to_vec();
+        }
+        Ok(mesh)
+    };
+    Ok(match general {
+        Some(m) if m.hierarchy.is_some() => Some(m.clone()),
+        Some(m) => Some(square(Some(&m.on_boundary))?),
+        None if mesh_spec.dim() == 2 && mesh_spec.element == Element::P1 => Some(square(None)?),
+        None => None,
+    })
+}
+
 /// Multigrid on the CPU device (its only backend so far).
 fn multigrid_setup<const DIM: usize>(
     matrix: &Csr<f64>,
     mesh_spec: &MeshSpec,
     solver_spec: &SolverSpec,
+    general: Option<&Mesh2d>,
 ) -> Result<(Box<dyn BlockSolve>, Option<String>)> {
     let spec = solver_spec
         .mg
         .as_ref()
         .expect("validated: mg has its settings");
     let dev = Cpu::new();
-    let mg = Multigrid::new(
-        &dev,
-        DIM,
-        mesh_spec.n,
-        matrix,
-        MgParams {
-            schedule: spec.schedule.clone(),
-            smoother: spec.smoother,
-            base_tolerance: 1e-4,
-            residual_scaling: spec.residual_scaling,
-        },
-    )?;
+    let params = MgParams {
+        schedule: spec.schedule.clone(),
+        smoother: spec.smoother,
+        base_tolerance: 1e-4,
+        residual_scaling: spec.residual_scaling,
+    };
+    let count = spec.schedule.len();
+    let pure_neumann = mesh_spec
+        .boundary
+        .as_ref()
+        .is_some_and(|b| b.conditions().is_pure_neumann());
+    let (mg, singular) = match multigrid_mesh(general, mesh_spec, count)? {
+        Some(mesh) => Multigrid::on_mesh(&dev, &mesh, matrix, params, pure_neumann)?,
+        None => (
+            Multigrid::new(&dev, DIM, mesh_spec.n, matrix, params)?,
+            None,
+        ),
+    };
     let note = format!(
         "{} levels, matrices {:.1} MiB (ELLPACK, each level in its precision)",
         spec.schedule.len(),
@@ -320,6 +365,7 @@ fn multigrid_setup<const DIM: usize>(
             max_iterations: solver_spec.max_iterations,
         },
         seed: spec.seed,
+        singular,
     };
     Ok((Box::new(solver), Some(note)))
 }
@@ -338,7 +384,9 @@ fn set_up_solver<const DIM: usize>(
     }
     match (solver_spec.method, backend) {
         (Method::Cholesky, _) => Ok((Box::new(CholeskySolver::factor(matrix)?), None)),
-        (Method::Mg, Backend::Cpu { .. }) => multigrid_setup::<DIM>(matrix, mesh_spec, solver_spec),
+        (Method::Mg, Backend::Cpu { .. }) => {
+            multigrid_setup::<DIM>(matrix, mesh_spec, solver_spec, general)
+        }
         (Method::PscM1, Backend::Cpu { .. }) => {
             psc_setup(&Cpu::new(), mesh_spec, solver_spec, general).map(boxed)
         }

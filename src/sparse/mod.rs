@@ -1,14 +1,17 @@
 //! Sparse matrix storage on the host, generic over the storage precision (f64, f32, f16):
 //! CSR for assembly and the reference solvers, ELLPACK for bandwidth-bound kernels (fixed
 //! row width, slot-major or row-major), and their host products ([`products`]), which the
-//! set-up, the verification of solutions and the CPU device's kernels share.
+//! set-up, the verification of solutions and the CPU device's kernels share; orderings
+//! that narrow a matrix's band ([`ordering`]).
 
 mod csr;
 mod ell;
+pub mod ordering;
 pub mod products;
 
 pub use csr::{spgemm, Csr, CsrView};
 pub use ell::{Ell, EllLayout};
+pub use ordering::Ordering;
 pub use products::{residual, spmv, spmv_block};
 
 use crate::precision::Stored;

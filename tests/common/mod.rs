@@ -1,4 +1,5 @@
-//! Helpers shared by the integration tests that run the `tensorfem` binary.
+//! Helpers shared by the integration tests: running the `tensorfem` binary, the meshes
+//! shipped in inputs/.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -32,4 +33,13 @@ pub fn mpirun(n: usize) -> Command {
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     c
+}
+
+/// The DFG channel with a cylinder, made in Gmsh (inputs/meshes/channel-cylinder.geo).
+pub fn channel() -> tensorfem::mesh::CoarseMesh {
+    tensorfem::mesh::read_gmsh(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/inputs/meshes/channel-cylinder.msh"
+    )))
+    .unwrap()
 }

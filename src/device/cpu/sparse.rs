@@ -6,8 +6,8 @@ use rayon::prelude::*;
 use super::vector::{partials, reduce};
 use super::{buffer, buffer_mut, by_precision, ell, transfer, Compute, Cpu};
 use crate::device::{
-    check_col_major, unsupported, Block, CsrMatrix, EllMatrix, GridShape, MultigridKernels, RowOp,
-    SparseKernels, Stats, Storage,
+    check_col_major, unsupported, Block, CsrMatrix, EllMatrix, LevelTransfer, MultigridKernels,
+    RowOp, SparseKernels, Stats, Storage,
 };
 use crate::error::{Error, Result};
 use crate::numeric;
@@ -181,26 +181,24 @@ impl MultigridKernels for Cpu {
 
     fn restrict(
         &self,
+        transfer: &LevelTransfer<Self>,
         fine: &Block<Self>,
-        fine_grid: GridShape,
         coarse: &mut Block<Self>,
-        coarse_grid: GridShape,
         scale: &[f64],
         stats: &mut Stats<Self>,
     ) -> Result<()> {
-        transfer::restrict_block(fine, fine_grid, coarse, coarse_grid, scale, stats)
+        transfer::restrict_block(transfer, fine, coarse, scale, stats)
     }
 
     fn prolongate_add(
         &self,
+        transfer: &LevelTransfer<Self>,
         coarse: &Block<Self>,
-        coarse_grid: GridShape,
         fine: &mut Block<Self>,
-        fine_grid: GridShape,
         scale: &[f64],
         stats: &mut Stats<Self>,
     ) -> Result<()> {
-        transfer::prolongate_add_block(coarse, coarse_grid, fine, fine_grid, scale, stats)
+        transfer::prolongate_add_block(transfer, coarse, fine, scale, stats)
     }
 }
 

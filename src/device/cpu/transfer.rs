@@ -1,11 +1,13 @@
-//! Grid transfers of Q1 multigrid on uniform meshes of the unit square and cube: bilinear
-//! (trilinear) prolongation P and restriction Pᵀ, on node-major blocks of interior
-//! unknowns (lexicographic, x fastest; m points per direction, m_fine = 2·m_coarse + 1).
+//! Grid transfers of multigrid on node-major blocks: on uniform meshes of the unit square
+//! and cube, bilinear (trilinear) prolongation P and restriction Pᵀ of interior unknowns
+//! (lexicographic, x fastest; m points per direction, m_fine = 2·m_coarse + 1); on a
+//! refined mesh's hierarchy, products with the stored P and R = Pᵀ.
 //!
-//! Both are gathers over planes of the slowest direction (lines in 2D), one rayon task per
-//! output plane, and change precision on the way: values are read in the source level's
-//! storage precision, combined in f64, scaled per column, and rounded once to the target
-//! level's storage precision.
+//! Grid transfers are gathers over planes of the slowest direction (lines in 2D), one rayon
+//! task per output plane; matrix transfers one task per chunk of output rows. Both change
+//! precision on the way: values are read in the source level's storage precision,
+//! combined in f64, scaled per column, and rounded once to the target level's storage
+//! precision.
 
 use rayon::prelude::*;
 
@@ -13,7 +15,7 @@ use super::arena;
 use super::vector::{inverse_scale, partials, record_stats, reduce};
 use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::sparse::check_grids;
-use crate::device::{Block, GridShape, Stats, Storage};
+use crate::device::{Block, CsrMatrix, GridShape, LevelTransfer, Stats, Storage};
 use crate::error::{Error, Result};
 use crate::precision::{Real, Stored};
 
@@ -208,28 +210,79 @@ fn restrict<F: Storage, C: Storage>(
     reduce(stats);
 }
 
-fn check(
+/// Output rows of a matrix transfer per rayon task.
+const MATRIX_CHUNK_ROWS: usize = 1024;
+
+/// dst = (keep ? dst : 0) + factor_c · (M src) per column, M a CSR matrix with f64 weights
+/// (out rows × in rows); the statistics are those of the stored dst.
+fn matrix_transfer<S: Storage, T: Storage>(
+    m: &CsrMatrix<Cpu>,
+    src: &[S],
+    dst: &mut [T],
+    keep: bool,
+    nrhs: usize,
+    factor: &[f64],
+    stats: &mut Stats<Cpu>,
+) -> Result<()> {
+    let weights = buffer::<f64>(&m.values, "matrix transfer")?;
+    let (row_ptr, col_idx) = (&m.row_ptr, &m.col_idx);
+    let part = partials(stats, m.nrows.div_ceil(MATRIX_CHUNK_ROWS).max(1));
+    dst.par_chunks_mut(MATRIX_CHUNK_ROWS * nrhs)
+        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
+        .enumerate()
+        .for_each(|(k, (dst_rows, part))| {
+            arena::with(|arena| {
+                let (acc, outs, _, _) =
+                    arena.four::<f64, Compute<T>, f64, f64>(dst_rows.len(), dst_rows.len(), 0, 0);
+                acc.fill(0.0);
+                let first = k * MATRIX_CHUNK_ROWS;
+                for (i, acc_row) in acc.chunks_exact_mut(nrhs).enumerate() {
+                    let row = first + i;
+                    for e in row_ptr[row] as usize..row_ptr[row + 1] as usize {
+                        let (j, w) = (col_idx[e] as usize, weights[e]);
+                        for (a, v) in acc_row.iter_mut().zip(&src[j * nrhs..(j + 1) * nrhs]) {
+                            *a += w * v.to_f64();
+                        }
+                    }
+                }
+                for ((o_row, a_row), d_row) in outs
+                    .chunks_exact_mut(nrhs)
+                    .zip(acc.chunks_exact(nrhs))
+                    .zip(dst_rows.chunks_exact(nrhs))
+                {
+                    for (((o, &a), d), &f) in o_row.iter_mut().zip(a_row).zip(d_row).zip(factor) {
+                        let kept = if keep { d.to_f64() } else { 0.0 };
+                        *o = Compute::<T>::from_f64(kept + f * a);
+                    }
+                }
+                record_stats(part, outs, nrhs, T::MAX);
+                T::narrow_slice(outs, dst_rows);
+            })
+        });
+    arena::sync();
+    reduce(stats);
+    Ok(())
+}
+
+/// Fails unless the blocks and scales fit a transfer between `fine` and `coarse` unknowns.
+fn check_blocks(
     fine: &Block<Cpu>,
-    fine_grid: GridShape,
     coarse: &Block<Cpu>,
-    coarse_grid: GridShape,
+    (fine_rows, coarse_rows): (usize, usize),
     scale: &[f64],
 ) -> Result<usize> {
-    check_grids(fine_grid, coarse_grid)?;
     let nrhs = fine.cols();
     if coarse.cols() != nrhs
         || scale.len() != nrhs
-        || fine.rows() != fine_grid.points()
-        || coarse.rows() != coarse_grid.points()
+        || fine.rows() != fine_rows
+        || coarse.rows() != coarse_rows
     {
         return Err(Error::Backend(format!(
-            "grid transfer: blocks {}×{} and {}×{} for grids of {} and {} points, {} scales",
+            "grid transfer: blocks {}×{} and {}×{} for levels of {fine_rows} and {coarse_rows} unknowns, {} scales",
             fine.rows(),
             fine.cols(),
             coarse.rows(),
             coarse.cols(),
-            fine_grid.points(),
-            coarse_grid.points(),
             scale.len()
         )));
     }
@@ -237,43 +290,80 @@ fn check(
 }
 
 pub(super) fn restrict_block(
+    transfer: &LevelTransfer<Cpu>,
     fine: &Block<Cpu>,
-    fine_grid: GridShape,
     coarse: &mut Block<Cpu>,
-    coarse_grid: GridShape,
     scale: &[f64],
     stats: &mut Stats<Cpu>,
 ) -> Result<()> {
-    let nrhs = check(fine, fine_grid, coarse, coarse_grid, scale)?;
-    by_precision!(fine.precision(), F => by_precision!(coarse.precision(), C => restrict::<F, C>(
-        buffer::<F>(&fine.data, "restrict")?,
-        fine_grid,
-        buffer_mut::<C>(&mut coarse.data, "restrict")?,
-        coarse_grid,
-        nrhs,
-        scale,
-        stats,
-    )));
+    let nrhs = check_blocks(fine, coarse, transfer.sizes(), scale)?;
+    match transfer {
+        LevelTransfer::Grid {
+            fine: fine_grid,
+            coarse: coarse_grid,
+        } => {
+            check_grids(*fine_grid, *coarse_grid)?;
+            by_precision!(fine.precision(), F => by_precision!(coarse.precision(), C => restrict::<F, C>(
+                buffer::<F>(&fine.data, "restrict")?,
+                *fine_grid,
+                buffer_mut::<C>(&mut coarse.data, "restrict")?,
+                *coarse_grid,
+                nrhs,
+                scale,
+                stats,
+            )));
+        }
+        LevelTransfer::Matrix { restriction, .. } => {
+            let factor: Vec<f64> = scale.iter().map(|&s| inverse_scale(s)).collect();
+            by_precision!(fine.precision(), F => by_precision!(coarse.precision(), C => matrix_transfer::<F, C>(
+                restriction,
+                buffer::<F>(&fine.data, "restrict")?,
+                buffer_mut::<C>(&mut coarse.data, "restrict")?,
+                false,
+                nrhs,
+                &factor,
+                stats,
+            )?));
+        }
+    }
     Ok(())
 }
 
 pub(super) fn prolongate_add_block(
+    transfer: &LevelTransfer<Cpu>,
     coarse: &Block<Cpu>,
-    coarse_grid: GridShape,
     fine: &mut Block<Cpu>,
-    fine_grid: GridShape,
     scale: &[f64],
     stats: &mut Stats<Cpu>,
 ) -> Result<()> {
-    let nrhs = check(fine, fine_grid, coarse, coarse_grid, scale)?;
-    by_precision!(coarse.precision(), C => by_precision!(fine.precision(), F => prolongate_add::<C, F>(
-        buffer::<C>(&coarse.data, "prolongate_add")?,
-        coarse_grid,
-        buffer_mut::<F>(&mut fine.data, "prolongate_add")?,
-        fine_grid,
-        nrhs,
-        scale,
-        stats,
-    )));
+    let nrhs = check_blocks(fine, coarse, transfer.sizes(), scale)?;
+    match transfer {
+        LevelTransfer::Grid {
+            fine: fine_grid,
+            coarse: coarse_grid,
+        } => {
+            check_grids(*fine_grid, *coarse_grid)?;
+            by_precision!(coarse.precision(), C => by_precision!(fine.precision(), F => prolongate_add::<C, F>(
+                buffer::<C>(&coarse.data, "prolongate_add")?,
+                *coarse_grid,
+                buffer_mut::<F>(&mut fine.data, "prolongate_add")?,
+                *fine_grid,
+                nrhs,
+                scale,
+                stats,
+            )));
+        }
+        LevelTransfer::Matrix { prolongation, .. } => {
+            by_precision!(coarse.precision(), C => by_precision!(fine.precision(), F => matrix_transfer::<C, F>(
+                prolongation,
+                buffer::<C>(&coarse.data, "prolongate_add")?,
+                buffer_mut::<F>(&mut fine.data, "prolongate_add")?,
+                true,
+                nrhs,
+                scale,
+                stats,
+            )?));
+        }
+    }
     Ok(())
 }

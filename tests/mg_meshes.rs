@@ -1,0 +1,257 @@
+//! Multigrid on refined meshes' hierarchies (flow around a square, a Gmsh channel, the
+//! unit square): the hierarchy's prolongations are the nodal interpolation (exact on
+//! linear functions, equal to the unit square's bilinear grid transfer), the Galerkin
+//! coarse matrices are the coarse meshes' own stiffness matrices, and pure Neumann
+//! problems converge in as few steps on fine meshes as on coarse ones. The solves against
+//! the sparse Cholesky reference are in `tests/boundary.rs`.
+
+mod common;
+
+use common::channel;
+use tensorfem::device::{Block, Cpu, GridShape, Layout, LevelTransfer, MultigridKernels, Stats};
+use tensorfem::fem::assemble_poisson;
+use tensorfem::mesh::{
+    refine, unit_square_refined, CoarseMesh, Condition, Conditions, Element, Mesh2d,
+};
+use tensorfem::mg::{
+    galerkin_product, hierarchy, random_initial_guess, MgParams, Multigrid, Smoother, StopParams,
+    Variant,
+};
+use tensorfem::precision::Precision;
+use tensorfem::sparse::SparseRows;
+
+/// The flow around a square refined `levels` times with `conditions` applied.
+fn flow(levels: usize, conditions: &[Condition]) -> Mesh2d {
+    let mut mesh = refine(&CoarseMesh::flow_around_square(), levels).unwrap();
+    Conditions(conditions.to_vec()).apply(&mut mesh).unwrap();
+    mesh
+}
+
+/// Unknowns of a mesh with their coordinates, in node order.
+fn unknown_coords(mesh: &Mesh2d) -> Vec<[f64; 2]> {
+    (0..mesh.num_nodes())
+        .filter(|&i| !mesh.on_boundary[i])
+        .map(|i| mesh.coords[i])
+        .collect()
+}
+
+#[test]
+fn galerkin_coarse_matrices_are_the_coarse_meshes_stiffness() {
+    use Condition::*;
+    let mixed = [Neumann, Dirichlet, Neumann, Neumann];
+    for conditions in [[Dirichlet; 4], mixed] {
+        let fine = flow(3, &conditions);
+        let ps = hierarchy::prolongations(&fine, 3).unwrap();
+        let mut a = assemble_poisson(&fine, |_| 0.0).unwrap().matrix;
+        for (k, p) in ps.iter().enumerate() {
+            a = galerkin_product(p, &a).unwrap();
+            let coarse = flow(2 - k, &conditions);
+            let direct = assemble_poisson(&coarse, |_| 0.0).unwrap().matrix;
+            assert_eq!(a.nrows(), direct.nrows());
+            // Level unknowns in the fine mesh's node order against the coarse mesh's own.
+            let level_coords: Vec<[f64; 2]> = {
+                let h = fine.hierarchy.as_ref().unwrap();
+                (0..fine.num_nodes())
+                    .filter(|&i| !fine.on_boundary[i] && h.level[i] as usize <= 2 - k)
+                    .map(|i| fine.coords[i])
+                    .collect()
+            };
+            let own = unknown_coords(&coarse);
+            let position = |x: [f64; 2]| {
+                own.iter()
+                    .position(|y| (x[0] - y[0]).abs() + (x[1] - y[1]).abs() < 1e-12)
+                    .expect("a level node is a node of the coarse mesh")
+            };
+            let map: Vec<usize> = level_coords.iter().map(|&x| position(x)).collect();
+            let (ad, dd) = (a.to_dense_f64(), direct.to_dense_f64());
+            let n = a.nrows();
+            for i in 0..n {
+                for j in 0..n {
+                    let (g, d) = (ad[i + j * n], dd[map[i] + map[j] * n]);
+                    assert!(
+                        (g - d).abs() < 1e-12,
+                        "{conditions:?} level {}: entry ({i}, {j}) Galerkin {g}, assembled {d}",
+                        2 - k
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Nodal values of a linear function on a level: P of the coarser level's equals the
+/// finer level's (every node an unknown, so nothing is dropped).
+#[test]
+fn prolongations_reproduce_linear_functions() {
+    let linear = |x: [f64; 2]| 1.0 + 2.0 * x[0] - 3.0 * x[1];
+    for coarse in [CoarseMesh::flow_around_square(), channel()] {
+        let mut mesh = refine(&coarse, 3).unwrap();
+        mesh.on_boundary = vec![false; mesh.num_nodes()];
+        let h = mesh.hierarchy.clone().unwrap();
+        let values = |level: usize| -> Vec<f64> {
+            (0..mesh.num_nodes())
+                .filter(|&i| h.level[i] as usize <= level)
+                .map(|i| linear(mesh.coords[i]))
+                .collect()
+        };
+        for (k, p) in hierarchy::prolongations(&mesh, 4)
+            .unwrap()
+            .iter()
+            .enumerate()
+        {
+            let (fine, coarse) = (values(3 - k), values(2 - k));
+            for (r, &expected) in fine.iter().enumerate() {
+                let (cols, weights) = p.row(r);
+                let v: f64 = cols
+                    .iter()
+                    .zip(weights)
+                    .map(|(&c, w)| w * coarse[c as usize])
+                    .sum();
+                assert!((v - expected).abs() < 1e-13, "level {}: row {r}", 3 - k);
+            }
+        }
+    }
+}
+
+/// On the unit square, the hierarchy's prolongation (Dirichlet nodes dropped) is the
+/// bilinear grid transfer the structured multigrid uses, entry by entry.
+#[test]
+fn the_unit_squares_hierarchy_gives_the_grid_transfer() {
+    let dev = Cpu::new();
+    let mesh = unit_square_refined(4, 2, Element::Q1).unwrap();
+    let ps = hierarchy::prolongations(&mesh, 3).unwrap();
+    for (k, p) in ps.iter().enumerate() {
+        let fine = GridShape {
+            dim: 2,
+            m: (16 >> k) - 1,
+        };
+        let coarse = fine.coarse();
+        assert_eq!((p.nrows(), p.ncols()), (fine.points(), coarse.points()));
+        let dense = p.to_dense_f64();
+        let grid = LevelTransfer::Grid { fine, coarse };
+        let mut stats = Stats::new(&dev, 1).unwrap();
+        for j in 0..coarse.points() {
+            let mut e = vec![0.0; coarse.points()];
+            e[j] = 1.0;
+            let e =
+                Block::from_f64(&dev, &e, e.len(), 1, Precision::F64, Layout::NodeMajor).unwrap();
+            let mut column =
+                Block::zeros(&dev, fine.points(), 1, Precision::F64, Layout::NodeMajor).unwrap();
+            dev.prolongate_add(&grid, &e, &mut column, &[1.0], &mut stats)
+                .unwrap();
+            for (i, v) in column.to_f64(&dev).unwrap().into_iter().enumerate() {
+                assert_eq!(
+                    dense[i + j * fine.points()],
+                    v,
+                    "level {k}: entry ({i}, {j})"
+                );
+            }
+        }
+    }
+}
+
+/// Refinement steps of multigrid (DSH_MG down to the coarse mesh) to a relative residual
+/// of 1e-10 of the pinned (or Dirichlet) system, checked independently.
+fn multigrid_steps(mesh: &mut Mesh2d, conditions: &Conditions) -> usize {
+    conditions.apply(mesh).unwrap();
+    let system = assemble_poisson(mesh, |_| 0.0).unwrap();
+    let n = system.matrix.nrows();
+    // Any right-hand side: the pinned system has a solution for every one.
+    let b: Vec<f64> = (0..n)
+        .map(|i| ((i * 7919) % 113) as f64 / 113.0 - 0.5)
+        .collect();
+    let levels = mesh.hierarchy.as_ref().unwrap().levels + 1;
+    let params = MgParams {
+        schedule: Variant::DshMg.schedule(levels),
+        smoother: Smoother::JACOBI,
+        base_tolerance: 1e-4,
+        residual_scaling: true,
+    };
+    let pure_neumann = conditions.is_pure_neumann();
+    let (mut mg, embedding) =
+        Multigrid::on_mesh(&Cpu::new(), mesh, &system.matrix, params, pure_neumann).unwrap();
+    let (rhs, unknowns) = match &embedding {
+        Some(e) => (e.embed(&b, 1), mesh.num_nodes()),
+        None => (b.clone(), n),
+    };
+    let mut u = random_initial_guess(unknowns, 1);
+    let stop = StopParams {
+        rtol: 1e-10,
+        atol: 0.0,
+        max_iterations: 100,
+    };
+    let info = mg.solve_refined(&rhs, &mut u, 1, stop).unwrap();
+    if let Some(e) = &embedding {
+        u = e.extract(&u);
+    }
+    let mut au = vec![0.0; n];
+    tensorfem::sparse::spmv::<f64>(&system.matrix, &u, &mut au);
+    let r: f64 = au
+        .iter()
+        .zip(&b)
+        .map(|(a, b)| (a - b).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    let b_norm = b.iter().map(|v| v * v).sum::<f64>().sqrt();
+    assert!(r <= 1e-9 * b_norm, "residual {r:e}");
+    info.iterations[0]
+}
+
+/// Pure Neumann on the Gmsh channel: multigrid on the singular system of every node (f16
+/// coarse levels included) needs about as many refinement steps as the same mesh with a
+/// Dirichlet outflow, level after level.
+#[test]
+fn pure_neumann_multigrid_converges_like_a_mixed_problem() {
+    use Condition::*;
+    let coarse = channel();
+    for levels in 1..=3 {
+        let mesh = refine(&coarse, levels).unwrap();
+        // Parts: inflow, outflow, walls, obstacle.
+        let pure = multigrid_steps(&mut mesh.clone(), &Conditions(vec![Neumann; 4]));
+        let mixed = multigrid_steps(
+            &mut mesh.clone(),
+            &Conditions(vec![Neumann, Dirichlet, Neumann, Neumann]),
+        );
+        println!("channel, {levels} levels: pure Neumann {pure} steps, mixed {mixed}");
+        assert!(
+            pure <= mixed + 2 && pure <= 20,
+            "{levels} levels: {pure} vs {mixed}"
+        );
+    }
+}
+
+/// Largest |i − j| over the stored entries.
+fn bandwidth(a: &tensorfem::sparse::Csr<f64>) -> usize {
+    (0..a.nrows())
+        .flat_map(|r| a.row(r).0.iter().map(move |&c| (c as usize).abs_diff(r)))
+        .max()
+        .unwrap_or(0)
+}
+
+/// A refined mesh numbers nodes by coarse entity, so neighbours lie far apart; the
+/// hierarchy's own order (reverse Cuthill–McKee) brings them within a narrow band, which
+/// the row-chunked kernels need to run in parallel.
+#[test]
+fn the_hierarchy_orders_a_refined_mesh_into_a_narrow_band() {
+    let mesh = flow(5, &[Condition::Dirichlet; 4]);
+    let a = assemble_poisson(&mesh, |_| 0.0).unwrap().matrix;
+    let ps = hierarchy::prolongations(&mesh, 3).unwrap();
+    let params = MgParams {
+        schedule: vec![Precision::F64; 3],
+        smoother: Smoother::JACOBI,
+        base_tolerance: 1e-4,
+        residual_scaling: true,
+    };
+    let dev = Cpu::new();
+    let mg = Multigrid::galerkin(&dev, &a, &ps, params, tensorfem::mg::NullSpace::None).unwrap();
+    let order = mg.order().unwrap();
+    let ordered = tensorfem::sparse::ordering::permute(&a, order, order).unwrap();
+    let n = a.nrows();
+    println!(
+        "bandwidth {} → {} of {n} unknowns",
+        bandwidth(&a),
+        bandwidth(&ordered)
+    );
+    assert!(bandwidth(&a) > n / 2);
+    assert!(bandwidth(&ordered) < n / 20);
+}
