@@ -215,10 +215,11 @@ fn incompatible_pure_neumann_data_are_refused() {
     assert!(wrong.unwrap_err().to_string().contains("4 boundary parts"));
 }
 
-/// Meshes with Neumann parts for the solver comparisons: the flow around a square (mixed
-/// on macro elements refined once, pure Neumann), the unit square (where PSC's grid
-/// transform gives way to the level rows) and the Gmsh channel (mixed, pure Neumann).
-fn neumann_cases() -> Vec<(Mesh2d, &'static [&'static str])> {
+/// Meshes and their Neumann parts for the solver comparisons: the flow around a square
+/// (mixed on macro elements refined once, pure Neumann, Dirichlet), the unit square (where
+/// PSC's grid transform gives way to the level rows) and the Gmsh channel (mixed, pure
+/// Neumann, Dirichlet).
+fn solver_cases() -> Vec<(Mesh2d, &'static [&'static str])> {
     vec![
         (
             refine(&CoarseMesh::flow_around_square().refined(1).unwrap(), 2).unwrap(),
@@ -244,6 +245,8 @@ fn neumann_cases() -> Vec<(Mesh2d, &'static [&'static str])> {
             refine(&channel(), 2).unwrap(),
             &["inflow", "outflow", "walls", "obstacle"],
         ),
+        (refine(&CoarseMesh::flow_around_square(), 3).unwrap(), &[]),
+        (refine(&channel(), 2).unwrap(), &[]),
     ]
 }
 
@@ -253,12 +256,12 @@ fn relative_difference(x: &[f64], reference: &[f64]) -> f64 {
     (diff / reference.iter().map(|r| r * r).sum::<f64>()).sqrt()
 }
 
-/// PSC (M1 in f64) on mixed and pure Neumann conditions solves what the sparse Cholesky
-/// solves.
+/// PSC (M1 in f64) on Dirichlet, mixed and pure Neumann conditions solves what the sparse
+/// Cholesky solves.
 #[test]
-fn psc_matches_cholesky_with_neumann_conditions() {
+fn psc_matches_cholesky_with_every_kind_of_condition() {
     let dev = Cpu::new();
-    for (mut mesh, neumann) in neumann_cases() {
+    for (mut mesh, neumann) in solver_cases() {
         let conditions = conditions_by_name(&mesh, neumann);
         conditions.apply(&mut mesh).unwrap();
         let system = assemble_poisson(&mesh, |_| 0.0).unwrap();
@@ -281,7 +284,7 @@ fn psc_matches_cholesky_with_neumann_conditions() {
 /// Cholesky solves, in f64 and with f16 coarse levels (DSH_MG), in a bounded number of
 /// refinement steps.
 #[test]
-fn multigrid_matches_cholesky_with_neumann_conditions() {
+fn multigrid_matches_cholesky_with_every_kind_of_condition() {
     let dev = Cpu::new();
     let stop = StopParams {
         rtol: 1e-12,
@@ -290,8 +293,8 @@ fn multigrid_matches_cholesky_with_neumann_conditions() {
     };
     // The flow around a square's ring of obtuse (143°) triangles slows the point smoother
     // down; the other meshes converge like the unit square.
-    let bounds = [60, 90, 25, 25, 25, 25];
-    for ((mut mesh, neumann), bound) in neumann_cases().into_iter().zip(bounds) {
+    let bounds = [60, 90, 25, 25, 25, 25, 60, 25];
+    for ((mut mesh, neumann), bound) in solver_cases().into_iter().zip(bounds) {
         let conditions = conditions_by_name(&mesh, neumann);
         conditions.apply(&mut mesh).unwrap();
         let system = assemble_poisson(&mesh, |_| 0.0).unwrap();
