@@ -453,6 +453,15 @@ pub struct MgBenchArgs {
     /// jacobi (ω = 2/3, 3+3 steps) or richardson (ω = 0.3, 4+4 steps).
     #[arg(long, default_value = "jacobi")]
     pub smoother: String,
+    /// The smoother's damping ω instead of its own (0 < ω < 2).
+    #[arg(long)]
+    pub omega: Option<f64>,
+    /// Smoothing steps before the coarse-grid correction instead of the smoother's own.
+    #[arg(long)]
+    pub pre_smoothing: Option<usize>,
+    /// Smoothing steps after it.
+    #[arg(long)]
+    pub post_smoothing: Option<usize>,
     /// Levels (default: coarsen to 8 cells per direction).
     #[arg(long)]
     pub levels: Option<usize>,

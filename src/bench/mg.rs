@@ -236,7 +236,9 @@ fn run<const D: usize>(
 /// `tensorfem bench mg`: checks the arguments, runs, prints.
 pub fn report(a: &MgBenchArgs) -> Result<()> {
     let solvers = MgBenchSolver::parse_list(&a.variant).map_err(Error::InvalidInput)?;
-    let smoother = Smoother::by_name(&a.smoother).map_err(Error::InvalidInput)?;
+    let (smoother, smoother_name) = Smoother::by_name(&a.smoother)
+        .and_then(|s| s.adjusted(&a.smoother, a.omega, a.pre_smoothing, a.post_smoothing))
+        .map_err(Error::InvalidInput)?;
     if a.k == 0 {
         return Err(Error::InvalidInput(
             "--k 0: the wave number must be ≥ 1".into(),
@@ -249,7 +251,7 @@ pub fn report(a: &MgBenchArgs) -> Result<()> {
         k: a.k,
         nrhs: a.nrhs,
         smoother,
-        smoother_name: a.smoother.clone(),
+        smoother_name,
         levels: a.levels,
         residual_scaling: !a.no_residual_scaling,
         repeats: a.repeats,

@@ -412,6 +412,9 @@ fn expand_study(
                         raw.solver.variant = None;
                         raw.solver.schedule = None;
                         raw.solver.smoother = None;
+                        raw.solver.pre_smoothing = None;
+                        raw.solver.post_smoothing = None;
+                        raw.solver.omega = None;
                         raw.solver.levels = None;
                         raw.solver.residual_scaling = None;
                         raw.solver.seed = None;

@@ -82,13 +82,37 @@ pub(super) fn validate(
         (None, v, Some(l)) => Some(v.unwrap_or(Variant::DMg).schedule(l)),
         (None, _, None) => None,
     };
-    let smoother_name = solver.smoother.clone().unwrap_or_else(|| "jacobi".into());
-    let smoother = match Smoother::by_name(&smoother_name) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            problems.push(problem("solver.smoother", e));
-            None
+    let base_name = solver.smoother.clone().unwrap_or_else(|| "jacobi".into());
+    let steps = |key: &str, value: Option<i64>, problems: &mut Problems| match value {
+        Some(v) if !(0..=Smoother::MAX_STEPS as i64).contains(&v) => {
+            problems.push(problem(
+                key,
+                format!("{v} (allowed: 0 ..= {})", Smoother::MAX_STEPS),
+            ));
+            Err(())
         }
+        v => Ok(v.map(|v| v as usize)),
+    };
+    let pre = steps("solver.pre_smoothing", solver.pre_smoothing, problems);
+    let post = steps("solver.post_smoothing", solver.post_smoothing, problems);
+    let (smoother, smoother_name) = match (Smoother::by_name(&base_name), pre, post) {
+        (Err(e), _, _) => {
+            problems.push(problem("solver.smoother", e));
+            (None, base_name)
+        }
+        (Ok(base), Ok(pre), Ok(post)) => match base.adjusted(&base_name, solver.omega, pre, post) {
+            Ok((s, name)) => (Some(s), name),
+            Err(e) => {
+                let key = if e.starts_with('ω') {
+                    "solver.omega"
+                } else {
+                    "solver.pre_smoothing"
+                };
+                problems.push(problem(key, e));
+                (None, base_name)
+            }
+        },
+        _ => (None, base_name),
     };
     if solver.refine == Some(false)
         && schedule
@@ -140,6 +164,8 @@ pub(super) fn refuse_keys(raw: &RawConfig, problems: &mut Problems) {
         ("solver.variant", s.variant.is_some()),
         ("solver.schedule", s.schedule.is_some()),
         ("solver.smoother", s.smoother.is_some()),
+        ("solver.pre_smoothing", s.pre_smoothing.is_some()),
+        ("solver.post_smoothing", s.post_smoothing.is_some()),
         ("solver.levels", s.levels.is_some()),
         ("solver.residual_scaling", s.residual_scaling.is_some()),
         ("solver.seed", s.seed.is_some()),
@@ -147,5 +173,11 @@ pub(super) fn refuse_keys(raw: &RawConfig, problems: &mut Problems) {
         if given {
             problems.push(problem(key, "applies to method mg only"));
         }
+    }
+    if s.omega.is_some() {
+        problems.push(problem(
+            "solver.omega",
+            "applies to methods mg (the smoother's damping) and stokes only",
+        ));
     }
 }

@@ -43,6 +43,8 @@ pub struct RawSolver {
     pub variant: Option<String>,
     pub schedule: Option<Vec<String>>,
     pub smoother: Option<String>,
+    pub pre_smoothing: Option<i64>,
+    pub post_smoothing: Option<i64>,
     pub levels: Option<i64>,
     pub residual_scaling: Option<bool>,
     pub seed: Option<i64>,

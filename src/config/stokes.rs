@@ -11,14 +11,14 @@ use crate::mesh::{Element, MeshKind, MeshSpec};
 use crate::precision::Precision;
 use crate::stokes::{Preconditioner, Relaxation, StokesSpec};
 
-/// The [solver] keys only method stokes takes, refused for the others.
+/// The [solver] keys only method stokes takes, refused for the others (`solver.omega`,
+/// which multigrid takes too, is refused by the Poisson validator).
 pub(super) fn refuse_keys(raw: &RawConfig, problems: &mut Problems) {
     let s = &raw.solver;
     for (key, given) in [
         ("solver.preconditioner", s.preconditioner.is_some()),
         ("solver.relaxation", s.relaxation.is_some()),
         ("solver.restart", s.restart.is_some()),
-        ("solver.omega", s.omega.is_some()),
         ("solver.t", s.t.is_some()),
         ("solver.jacobi_steps", s.jacobi_steps.is_some()),
         ("solver.jacobi_weight", s.jacobi_weight.is_some()),
@@ -66,6 +66,8 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
         ("solver.variant", s.variant.is_some()),
         ("solver.schedule", s.schedule.is_some()),
         ("solver.smoother", s.smoother.is_some()),
+        ("solver.pre_smoothing", s.pre_smoothing.is_some()),
+        ("solver.post_smoothing", s.post_smoothing.is_some()),
         ("solver.levels", s.levels.is_some()),
         ("solver.residual_scaling", s.residual_scaling.is_some()),
         ("solver.seed", s.seed.is_some()),

@@ -114,6 +114,39 @@ fn multigrid_settings() {
         "[mesh]\nn = 64\n[solver]\nmethod = \"cholesky\"\nvariant = \"H_MG\"\n[output]\npath = \"m.h5\"\n",
     );
     assert_eq!(p[0].key, "solver.variant");
+    // The smoother's damping and steps: any V(ν₁, ν₂) cycle, named in the plan's setting.
+    let c = parse(
+        "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\nomega = 0.9\npre_smoothing = 2\npost_smoothing = 2\n[output]\npath = \"m.h5\"\n",
+        "t",
+    )
+    .unwrap();
+    let mg = c.solver.mg.unwrap();
+    assert_eq!(
+        (mg.smoother.omega, mg.smoother.pre, mg.smoother.post),
+        (0.9, 2, 2)
+    );
+    assert_eq!(mg.smoother_name, "jacobi (ω = 0.9, 2 + 2 steps)");
+    let p = problems(
+        "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\nomega = 2.0\npre_smoothing = -1\npost_smoothing = 99\n[output]\npath = \"m.h5\"\n",
+    );
+    let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["solver.pre_smoothing", "solver.post_smoothing"],
+        "{p:?}"
+    );
+    let p = problems(
+        "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\nomega = 2.0\n[output]\npath = \"m.h5\"\n",
+    );
+    assert_eq!(p[0].key, "solver.omega", "{p:?}");
+    let p = problems(
+        "[mesh]\nn = 64\n[solver]\nmethod = \"cholesky\"\nomega = 0.9\npre_smoothing = 2\n[output]\npath = \"m.h5\"\n",
+    );
+    let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+    assert!(
+        keys.contains(&"solver.omega") && keys.contains(&"solver.pre_smoothing"),
+        "{p:?}"
+    );
     // Refined domains: one level per refinement, down to the coarse mesh by default.
     let c = parse(
         "[mesh]\nkind = \"flow-around-square\"\nlevels = 5\n[boundary]\ninflow = \"neumann\"\noutflow = \"dirichlet\"\nwalls = \"neumann\"\nobstacle = \"neumann\"\n[solver]\nmethod = \"mg\"\nvariant = \"DSH_MG\"\n[output]\npath = \"m.h5\"\n",

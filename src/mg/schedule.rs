@@ -100,6 +100,50 @@ impl Smoother {
     };
     pub const NAMES: &'static str = "jacobi, richardson";
 
+    /// Most smoothing steps before or after the coarse-grid correction.
+    pub const MAX_STEPS: usize = 50;
+
+    /// This smoother (named `name`) with its damping and step counts replaced where given,
+    /// and how to call the result: the name alone when nothing changed, else the name with
+    /// its ω and steps. Fails naming the value out of range: 0 < ω < 2 (damped Jacobi
+    /// diverges on the highest frequencies beyond), 0 … [`Smoother::MAX_STEPS`] steps on
+    /// each side, at least one in all.
+    pub fn adjusted(
+        self,
+        name: &str,
+        omega: Option<f64>,
+        pre: Option<usize>,
+        post: Option<usize>,
+    ) -> Result<(Smoother, String), String> {
+        if let Some(w) = omega.filter(|w| !(w.is_finite() && *w > 0.0 && *w < 2.0)) {
+            return Err(format!("ω = {w} (allowed: 0 < ω < 2)"));
+        }
+        let adjusted = Smoother {
+            omega: omega.unwrap_or(self.omega),
+            pre: pre.unwrap_or(self.pre),
+            post: post.unwrap_or(self.post),
+        };
+        if adjusted.pre.max(adjusted.post) > Self::MAX_STEPS || adjusted.pre + adjusted.post == 0 {
+            return Err(format!(
+                "{} + {} smoothing steps (allowed: 0 … {} on each side, at least one in all)",
+                adjusted.pre,
+                adjusted.post,
+                Self::MAX_STEPS
+            ));
+        }
+        let described = if adjusted == self {
+            name.to_string()
+        } else {
+            // ω to 4 decimals: 2/3 reads 0.6667.
+            let omega = (adjusted.omega * 1e4).round() / 1e4;
+            format!(
+                "{name} (ω = {omega}, {} + {} steps)",
+                adjusted.pre, adjusted.post
+            )
+        };
+        Ok((adjusted, described))
+    }
+
     pub fn by_name(name: &str) -> Result<Smoother, String> {
         match name {
             "jacobi" => Ok(Smoother::JACOBI),
@@ -155,6 +199,34 @@ mod tests {
         assert_eq!("dsh_mg".parse::<Variant>().unwrap(), Variant::DshMg);
         assert!("X_MG".parse::<Variant>().is_err());
         assert_eq!(schedule_name(&[F64, F16]), "f64 → f16");
+    }
+
+    #[test]
+    fn adjusted_smoothers() {
+        let (s, name) = Smoother::JACOBI
+            .adjusted("jacobi", Some(0.9), Some(2), Some(2))
+            .unwrap();
+        assert_eq!((s.omega, s.pre, s.post), (0.9, 2, 2));
+        assert_eq!(name, "jacobi (ω = 0.9, 2 + 2 steps)");
+        let (s, name) = Smoother::JACOBI
+            .adjusted("jacobi", None, None, None)
+            .unwrap();
+        assert_eq!((s, name.as_str()), (Smoother::JACOBI, "jacobi"));
+        let (s, _) = Smoother::RICHARDSON
+            .adjusted("richardson", None, Some(0), None)
+            .unwrap();
+        assert_eq!((s.omega, s.pre, s.post), (0.3, 0, 4));
+        for (omega, pre, post) in [
+            (Some(2.0), None, None),
+            (Some(0.0), None, None),
+            (Some(f64::NAN), None, None),
+            (None, Some(0), Some(0)),
+            (None, Some(51), None),
+        ] {
+            assert!(Smoother::JACOBI
+                .adjusted("jacobi", omega, pre, post)
+                .is_err());
+        }
     }
 
     #[test]
