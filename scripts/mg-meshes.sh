@@ -5,13 +5,17 @@
 # outflow) and pure Neumann, one process after the other. Prints a Markdown table of the
 # refinement steps, solve time and L2 error; keeps every run's output in out/mg-meshes/.
 #
-#   scripts/mg-meshes.sh [VARIANT]
+# With KRYLOV = cg the cycle preconditions flexible CG (solver.krylov) instead of plain
+# refinement.
+#
+#   scripts/mg-meshes.sh [VARIANT [KRYLOV]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 variant="${1:-DSH_MG}"
+krylov="${2:-none}"
 bin=target/release/tensorfem
 [[ -x "$bin" ]] || { echo "error: $bin is missing: make build" >&2; exit 1; }
-out=out/mg-meshes
+out=out/mg-meshes-$krylov
 mkdir -p "$out"
 channel="$PWD/inputs/meshes/channel-cylinder.msh"
 echo "| mesh | refinements | conditions | unknowns | levels | steps | solve [s] | s / step | L2 error |"
@@ -40,6 +44,7 @@ k = 1
 [solver]
 method = "mg"
 variant = "$variant"
+krylov = "$krylov"
 [output]
 path = "$name.h5"
 EOF

@@ -468,6 +468,9 @@ pub struct MgBenchArgs {
     /// Cast residuals into low precision without scaling them (to see them fail).
     #[arg(long)]
     pub no_residual_scaling: bool,
+    /// Flexible CG around the V-cycle instead of plain refinement (not for F64_MG).
+    #[arg(long)]
+    pub krylov: bool,
     /// Timed solves per variant; the fastest counts.
     #[arg(long, default_value_t = 1)]
     pub repeats: usize,

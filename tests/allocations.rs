@@ -125,7 +125,8 @@ fn psc(dev: &Cpu, report: &mut Report) {
     }
 }
 
-/// V-cycles and MG IR solves, 2D n = 64 and 3D n = 16, D_MG and H_MG, 1 and 8 columns.
+/// V-cycles and MG IR solves (plain and accelerated by flexible CG), 2D n = 64 and 3D
+/// n = 16, D_MG and H_MG, 1 and 8 columns.
 fn multigrid(dev: &Cpu, report: &mut Report) {
     for (dim, n) in [(2, 64), (3, 16)] {
         let matrix = assemble_level(dim, n).unwrap();
@@ -161,6 +162,15 @@ fn multigrid(dev: &Cpu, report: &mut Report) {
                     Block::zeros(dev, rows, nrhs, Precision::F64, Layout::NodeMajor).unwrap();
                 report.check(
                     &format!("MG IR solve, {dim}D {}, {nrhs} column(s)", variant.name()),
+                    count(dev, || {
+                        dev.fill(u.data.view_mut(), 0.0).unwrap();
+                        mg.solve_blocks(&b, &mut u, stop).unwrap();
+                    }),
+                );
+                mg.set_krylov(true);
+                mg.prepare(nrhs, stop.max_iterations).unwrap();
+                report.check(
+                    &format!("MG FCG solve, {dim}D {}, {nrhs} column(s)", variant.name()),
                     count(dev, || {
                         dev.fill(u.data.view_mut(), 0.0).unwrap();
                         mg.solve_blocks(&b, &mut u, stop).unwrap();

@@ -916,7 +916,8 @@ fn runs_on_refined_domains_with_boundary_conditions() {
         &["run", &write_config(dir.path(), &body("cholesky", "f64"))],
         dir.path(),
     ));
-    // Multigrid along the same hierarchy, f16 on the coarse levels, down to the coarse mesh.
+    // Multigrid along the same hierarchy, f16 on the coarse levels, down to the coarse mesh,
+    // preconditioning flexible CG.
     let mg = errors(&run(
         &[
             "run",
@@ -924,7 +925,7 @@ fn runs_on_refined_domains_with_boundary_conditions() {
                 dir.path(),
                 "backend = \"cpu\"\n[mesh]\nkind = \"flow-around-square\"\nlevels = 4\n\
                  [boundary]\ninflow = \"neumann\"\noutflow = \"dirichlet\"\nwalls = \"neumann\"\nobstacle = \"neumann\"\n\
-                 [problem]\nk = [1, 2]\n[solver]\nmethod = \"mg\"\nvariant = \"DSH_MG\"\nrtol = 1e-12\natol = 0.0\n\
+                 [problem]\nk = [1, 2]\n[solver]\nmethod = \"mg\"\nvariant = \"DSH_MG\"\nkrylov = \"cg\"\nrtol = 1e-12\natol = 0.0\n\
                  [output]\npath = \"mg.h5\"\n",
             ),
         ],

@@ -73,6 +73,8 @@ pub struct MgBenchParams {
     /// None: [`default_levels`].
     pub levels: Option<usize>,
     pub residual_scaling: bool,
+    /// Flexible CG around the cycle instead of plain refinement (refined solvers).
+    pub krylov: bool,
     /// Timed solves per solver; the fastest counts.
     pub repeats: usize,
 }
@@ -88,6 +90,8 @@ pub struct MgBenchResult {
     pub nrhs: usize,
     pub k: u32,
     pub smoother: String,
+    /// Flexible CG around the cycle (refined solvers only).
+    pub krylov: bool,
     pub unknowns: usize,
     /// Refinement steps (V-cycles) of the slowest column.
     pub iterations: usize,
@@ -168,6 +172,7 @@ fn run<const D: usize>(
         };
         let t = Instant::now();
         let mut mg = Multigrid::new(&dev, D, params.n, &matrix, mg_params)?;
+        mg.set_krylov(params.krylov);
         let setup_seconds = t.elapsed().as_secs_f64();
         let mut best: Option<(f64, MgInfo, Vec<f64>)> = None;
         for _ in 0..params.repeats {
@@ -205,6 +210,7 @@ fn run<const D: usize>(
             nrhs: params.nrhs,
             k: params.k,
             smoother: params.smoother_name.clone(),
+            krylov: params.krylov && solver != MgBenchSolver::PlainF64,
             unknowns: n,
             iterations,
             setup_seconds,
@@ -254,6 +260,7 @@ pub fn report(a: &MgBenchArgs) -> Result<()> {
         smoother_name,
         levels: a.levels,
         residual_scaling: !a.no_residual_scaling,
+        krylov: a.krylov,
         repeats: a.repeats,
     })?;
     print(&results, a.json);
@@ -273,8 +280,9 @@ pub fn print(results: &[MgBenchResult], json: bool) {
     }
     let Some(first) = results.first() else { return };
     println!(
-        "multigrid, {}D Q1, n = {} ({} unknowns), {} levels, {} right-hand side(s), k = {}, smoother {}",
-        first.dim, first.n, first.unknowns, first.levels, first.nrhs, first.k, first.smoother
+        "multigrid, {}D Q1, n = {} ({} unknowns), {} levels, {} right-hand side(s), k = {}, smoother {}{}",
+        first.dim, first.n, first.unknowns, first.levels, first.nrhs, first.k, first.smoother,
+        if results.iter().any(|r| r.krylov) { ", flexible CG around the cycle" } else { "" }
     );
     println!(
         "  {:<8} {:>5} {:>9} {:>9} {:>9} {:>8} {:>7} {:>8} {:>10} {:>10}  schedule (fine → coarse)",

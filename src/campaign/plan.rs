@@ -126,6 +126,10 @@ fn operator_settings(settings: &mut Settings, prefix: &str, op: &OperatorSpec) {
         set("solver.smoother", mg.smoother_name.clone());
         set("solver.residual_scaling", mg.residual_scaling.to_string());
         set("solver.seed", mg.seed.to_string());
+        // Only when on: plans written before the setting existed stay valid.
+        if mg.krylov {
+            set("solver.krylov", "cg".into());
+        }
     }
 }
 

@@ -413,6 +413,7 @@ fn expand_study(
                         raw.solver.schedule = None;
                         raw.solver.smoother = None;
                         raw.solver.pre_smoothing = None;
+                        raw.solver.krylov = None;
                         raw.solver.post_smoothing = None;
                         raw.solver.omega = None;
                         raw.solver.levels = None;

@@ -147,6 +147,24 @@ pub(super) fn validate(
             ));
         }
     }
+    let krylov = match solver.krylov.as_deref() {
+        None | Some("none") => Some(false),
+        Some("cg") if solver.refine == Some(false) => {
+            problems.push(problem(
+                "solver.krylov",
+                "\"cg\" accelerates the f64 refinement; it needs solver.refine = true",
+            ));
+            None
+        }
+        Some("cg") => Some(true),
+        Some(other) => {
+            problems.push(problem(
+                "solver.krylov",
+                format!("unknown '{other}' (allowed: none, cg)"),
+            ));
+            None
+        }
+    };
     Some(MgSpec {
         schedule: schedule?,
         variant: variant.or((solver.schedule.is_none()).then_some(Variant::DMg)),
@@ -154,6 +172,7 @@ pub(super) fn validate(
         smoother_name,
         residual_scaling: solver.residual_scaling.unwrap_or(true),
         seed: seed?,
+        krylov: krylov?,
     })
 }
 
@@ -169,6 +188,7 @@ pub(super) fn refuse_keys(raw: &RawConfig, problems: &mut Problems) {
         ("solver.levels", s.levels.is_some()),
         ("solver.residual_scaling", s.residual_scaling.is_some()),
         ("solver.seed", s.seed.is_some()),
+        ("solver.krylov", s.krylov.is_some()),
     ] {
         if given {
             problems.push(problem(key, "applies to method mg only"));

@@ -48,6 +48,7 @@ pub struct RawSolver {
     pub levels: Option<i64>,
     pub residual_scaling: Option<bool>,
     pub seed: Option<i64>,
+    pub krylov: Option<String>,
     pub refine: Option<bool>,
     pub nrhs: Option<i64>,
     pub rtol: Option<f64>,

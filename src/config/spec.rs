@@ -55,6 +55,8 @@ pub struct MgSpec {
     pub residual_scaling: bool,
     /// Seed of the random initial guess (SPEC §3.2).
     pub seed: u64,
+    /// Flexible CG around the V-cycle instead of plain refinement (`solver.krylov = "cg"`).
+    pub krylov: bool,
 }
 
 /// Settings of the solver section that apply to PSC-M1.

@@ -71,6 +71,7 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
         ("solver.levels", s.levels.is_some()),
         ("solver.residual_scaling", s.residual_scaling.is_some()),
         ("solver.seed", s.seed.is_some()),
+        ("solver.krylov", s.krylov.is_some()),
         ("solver.refine", s.refine.is_some()),
         ("solver.nrhs", s.nrhs.is_some()),
         ("solver.cache", s.cache.is_some()),

@@ -147,6 +147,26 @@ fn multigrid_settings() {
         keys.contains(&"solver.omega") && keys.contains(&"solver.pre_smoothing"),
         "{p:?}"
     );
+    // Flexible CG around the cycle: refinement only, mg only.
+    let c = parse(
+        "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\nkrylov = \"cg\"\n[output]\npath = \"m.h5\"\n",
+        "t",
+    )
+    .unwrap();
+    assert!(c.solver.mg.unwrap().krylov);
+    for (body, key) in [
+        ("method = \"mg\"\nkrylov = \"gmres\"", "solver.krylov"),
+        (
+            "method = \"mg\"\nkrylov = \"cg\"\nrefine = false",
+            "solver.krylov",
+        ),
+        ("method = \"psc-m1\"\nkrylov = \"cg\"", "solver.krylov"),
+    ] {
+        let p = problems(&format!(
+            "[mesh]\nn = 64\n[solver]\n{body}\n[output]\npath = \"m.h5\"\n"
+        ));
+        assert!(p.iter().any(|p| p.key == key), "{body}: {p:?}");
+    }
     // Refined domains: one level per refinement, down to the coarse mesh by default.
     let c = parse(
         "[mesh]\nkind = \"flow-around-square\"\nlevels = 5\n[boundary]\ninflow = \"neumann\"\noutflow = \"dirichlet\"\nwalls = \"neumann\"\nobstacle = \"neumann\"\n[solver]\nmethod = \"mg\"\nvariant = \"DSH_MG\"\n[output]\npath = \"m.h5\"\n",

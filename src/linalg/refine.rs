@@ -10,6 +10,13 @@
 //!       x_c += α_c c_c,  r_c −= α_c (A c)_c     (f64, fused)
 //! ```
 //!
+//! With Krylov acceleration ([`Refinement::with_krylov`]) the corrections become the
+//! search directions of flexible CG (FCG(1), Notay 2000): z = α M⁻¹(r/α) in f64,
+//! p = z − γ p_prev with γ = (A z)·p_prev / p_prev·A p_prev, then x += β p, r −= β A p with
+//! β = p·r / p·A p, per column. It takes one product with A per step like the plain loop and
+//! pays off where the inner solve alone contracts slowly (multigrid on meshes with poorly
+//! shaped elements).
+//!
 //! Every buffer is allocated when the refinement is built; the history is preallocated to
 //! its longest length. A failure returns what was done so far with the error.
 
@@ -172,6 +179,8 @@ pub trait Residual<D: SparseKernels + VectorKernels> {
         r: &mut Block<D>,
         stats: &mut Stats<D>,
     ) -> Result<()>;
+    /// y = A x (f64 blocks; `stats` may be overwritten).
+    fn apply(&self, dev: &D, x: &Block<D>, y: &mut Block<D>, stats: &mut Stats<D>) -> Result<()>;
     /// x_c += α_c c_c, r_c −= α_c (A c)_c; statistics: Σ r² and max |c|.
     fn update(
         &self,
@@ -200,6 +209,10 @@ impl<D: SparseKernels + VectorKernels> Residual<D> for CsrMatrix<D> {
         stats: &mut Stats<D>,
     ) -> Result<()> {
         dev.csr_residual(self, b, x, r, stats)
+    }
+
+    fn apply(&self, dev: &D, x: &Block<D>, y: &mut Block<D>, _: &mut Stats<D>) -> Result<()> {
+        dev.csr_spmm(self, x, y)
     }
 
     fn update(
@@ -240,6 +253,10 @@ impl<D: SparseKernels + MultigridKernels + VectorKernels> Residual<D> for EllMat
         dev.ell_sweep(self, crate::device::RowOp::Residual, x, Some(b), r, stats)
     }
 
+    fn apply(&self, dev: &D, x: &Block<D>, y: &mut Block<D>, stats: &mut Stats<D>) -> Result<()> {
+        dev.ell_sweep(self, crate::device::RowOp::Apply, x, None, y, stats)
+    }
+
     fn update(
         &self,
         dev: &D,
@@ -276,6 +293,25 @@ pub struct Refinement<D: SparseKernels + VectorKernels, M: LinOp<D>> {
     scale: Vec<f64>,
     active: Vec<bool>,
     info: RefineInfo,
+    /// Flexible CG's directions, when the refinement is accelerated.
+    krylov: Option<Krylov<D>>,
+}
+
+/// The f64 blocks and per-column scalars of flexible CG around the inner solve.
+struct Krylov<D: VectorKernels> {
+    /// The scaled correction z and A z.
+    z: Block<D>,
+    az: Block<D>,
+    /// The search direction p and A p.
+    p: Block<D>,
+    ap: Block<D>,
+    scratch: crate::device::Scratch<D>,
+    /// p·A p of the current direction.
+    pap: Vec<f64>,
+    dots: Vec<f64>,
+    coefficient: Vec<f64>,
+    ones: Vec<f64>,
+    z_max: Vec<f64>,
 }
 
 impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
@@ -296,7 +332,34 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
             inner,
             nrhs,
             max_iterations,
+            krylov: None,
         })
+    }
+
+    /// The same refinement accelerated by flexible CG (module docs): four more f64 blocks.
+    /// For a symmetric positive (semi)definite A and an inner solve that approximates its
+    /// inverse (a V-cycle with as many smoothing steps after as before).
+    pub fn with_krylov(mut self) -> Result<Self> {
+        let (n, nrhs, layout) = (self.r.rows(), self.nrhs, self.r.layout());
+        let block = || Block::zeros(&self.dev, n, nrhs, Precision::F64, layout);
+        self.krylov = Some(Krylov {
+            z: block()?,
+            az: block()?,
+            p: block()?,
+            ap: block()?,
+            scratch: crate::device::Scratch::new(&self.dev)?,
+            pap: vec![0.0; nrhs],
+            dots: vec![0.0; nrhs],
+            coefficient: vec![0.0; nrhs],
+            ones: vec![1.0; nrhs],
+            z_max: vec![0.0; nrhs],
+        });
+        Ok(self)
+    }
+
+    /// Whether the refinement is accelerated by flexible CG.
+    pub fn is_krylov(&self) -> bool {
+        self.krylov.is_some()
     }
 
     /// The inner operator, given back.
@@ -367,7 +430,7 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
         if let Err(e) = self.record() {
             return Err(self.fail(wrap(e)));
         }
-        for _ in 0..params.max_iterations {
+        for step in 0..params.max_iterations {
             if self.info.residuals().iter().any(|r| !r.is_finite()) {
                 return Err(self.fail(RefineFailure::NotFinite));
             }
@@ -414,7 +477,19 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
             if let Err(e) = self.inner.apply(&self.r_low, &mut self.c) {
                 return Err(self.fail(wrap(e)));
             }
-            if let Err(e) = a.update(&dev, &self.c, &self.scale, x, &mut self.r, &mut self.stats) {
+            let first = step == 0;
+            let updated = match self.krylov.as_mut() {
+                Some(k) => k.step(
+                    &dev,
+                    a,
+                    (&self.c, &self.scale, &self.active),
+                    first,
+                    (x, &mut self.r),
+                    &mut self.stats,
+                ),
+                None => a.update(&dev, &self.c, &self.scale, x, &mut self.r, &mut self.stats),
+            };
+            if let Err(e) = updated {
                 return Err(self.fail(wrap(e)));
             }
             let flushed = match self.stats.read(&dev) {
@@ -428,7 +503,16 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
             for (it, &a) in self.info.iterations.iter_mut().zip(&self.active) {
                 *it += usize::from(a);
             }
-            self.info.cost = self.info.cost + self.inner.cost(nrhs) + update_cost;
+            let krylov_cost = match &self.krylov {
+                // Scaling z, two block updates each of p, A p, x and r, three dots, the
+                // statistics of z and r: about 12 f64 passes over the block.
+                Some(k) => Cost {
+                    flops: 16.0 * k.z.len() as f64,
+                    bytes: 12.0 * 8.0 * k.z.len() as f64,
+                },
+                None => Cost::default(),
+            };
+            self.info.cost = self.info.cost + self.inner.cost(nrhs) + update_cost + krylov_cost;
             if let Err(e) = self.record() {
                 return Err(self.fail(wrap(e)));
             }
@@ -478,5 +562,62 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
             )));
         }
         Ok(())
+    }
+}
+
+impl<D: SparseKernels + VectorKernels> Krylov<D> {
+    /// One flexible CG step from the inner solve's correction `c` (scaled by `scale`, only
+    /// the `active` columns): x and r updated along the new direction; `stats` gets Σ r²
+    /// of the new residual and max |z| of the correction, like the plain update.
+    fn step(
+        &mut self,
+        dev: &D,
+        a: &impl Residual<D>,
+        (c, scale, active): (&Block<D>, &[f64], &[bool]),
+        first: bool,
+        (x, r): (&mut Block<D>, &mut Block<D>),
+        stats: &mut Stats<D>,
+    ) -> Result<()> {
+        let nrhs = scale.len();
+        // z = scale ∘ c in f64 (az holds the widened c for a moment), then A z.
+        dev.copy(c.view(), self.az.view_mut())?;
+        self.coefficient.iter_mut().for_each(|v| *v = 0.0);
+        dev.column_axpby(scale, &self.az, &self.coefficient, &mut self.z)?;
+        a.apply(dev, &self.z, &mut self.az, stats)?;
+        if first {
+            dev.copy(self.z.view(), self.p.view_mut())?;
+            dev.copy(self.az.view(), self.ap.view_mut())?;
+        } else {
+            // γ = (A z)·p / p·A p: p = z − γ p, A p = A z − γ A p.
+            dev.column_dots(&self.az, &self.p, &mut self.dots, &mut self.scratch)?;
+            ratios(&mut self.coefficient, -1.0, &self.dots, &self.pap, active);
+            dev.column_axpby(&self.ones, &self.z, &self.coefficient, &mut self.p)?;
+            dev.column_axpby(&self.ones, &self.az, &self.coefficient, &mut self.ap)?;
+        }
+        // β = p·r / p·A p.
+        dev.column_dots(&self.p, &self.ap, &mut self.pap, &mut self.scratch)?;
+        dev.column_dots(&self.p, r, &mut self.dots, &mut self.scratch)?;
+        ratios(&mut self.coefficient, 1.0, &self.dots, &self.pap, active);
+        dev.column_axpby(&self.coefficient, &self.p, &self.ones, x)?;
+        self.coefficient.iter_mut().for_each(|v| *v = -*v);
+        dev.column_axpby(&self.coefficient, &self.ap, &self.ones, r)?;
+        // The statistics the refinement reads: Σ r² per column and max |z|.
+        dev.column_stats(&self.z, stats)?;
+        self.z_max.copy_from_slice(stats.read(dev)?.max_abs);
+        dev.column_stats(r, stats)?;
+        stats.read(dev)?;
+        stats.host[nrhs..2 * nrhs].copy_from_slice(&self.z_max);
+        Ok(())
+    }
+}
+
+/// out_c = sign · num_c / den_c for the active columns with den_c > 0 (finite), else 0.
+fn ratios(out: &mut [f64], sign: f64, num: &[f64], den: &[f64], active: &[bool]) {
+    for (((o, &n), &d), &a) in out.iter_mut().zip(num).zip(den).zip(active) {
+        *o = if a && d > 0.0 && d.is_finite() {
+            sign * n / d
+        } else {
+            0.0
+        };
     }
 }

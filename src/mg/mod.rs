@@ -5,7 +5,8 @@
 //!   level counts
 //! - [`Multigrid`]: set-up (the levels' matrices stored in ELLPACK in their level's
 //!   precision, on any device), the V-cycle ([`VCycle`], a `LinOp`), refinement
-//!   (`linalg`'s, around the cycle) and stand-alone solves
+//!   (`linalg`'s, around the cycle, optionally accelerated by flexible CG:
+//!   [`Multigrid::set_krylov`]) and stand-alone solves
 //! - [`hierarchy`]: the levels of a refined mesh (prolongations from its refinement
 //!   hierarchy, [`Multigrid::on_mesh`], pure Neumann problems on every node)
 //! - [`MgInfo`], [`MgError`]: what a solve did, and why it failed

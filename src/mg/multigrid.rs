@@ -335,6 +335,8 @@ pub struct Multigrid<D: Kernels> {
     /// Cuthill–McKee of the finest matrix), applied on the way in and out of the host API;
     /// device blocks ([`Multigrid::solve_blocks`]) are in this order.
     order: Option<Ordering>,
+    /// Flexible CG around the cycle instead of plain refinement.
+    krylov: bool,
 }
 
 impl<D: Kernels> Multigrid<D> {
@@ -511,6 +513,7 @@ impl<D: Kernels> Multigrid<D> {
             outer,
             host: None,
             order: None,
+            krylov: false,
             dev: dev.clone(),
             params,
         })
@@ -565,15 +568,25 @@ impl<D: Kernels> Multigrid<D> {
     /// Sets up the refinement for blocks of `nrhs` columns and `max_iterations` steps (set-up:
     /// allocates when the shape changes).
     pub fn prepare(&mut self, nrhs: usize, max_iterations: usize) -> Result<()> {
-        let fits = self
-            .refinement
-            .as_ref()
-            .is_some_and(|r| r.nrhs() == nrhs && r.max_iterations() >= max_iterations);
+        let fits = self.refinement.as_ref().is_some_and(|r| {
+            r.nrhs() == nrhs && r.max_iterations() >= max_iterations && r.is_krylov() == self.krylov
+        });
         if !fits {
             let cycle = self.take_cycle();
-            self.refinement = Some(Refinement::new(&self.dev, cycle, nrhs, max_iterations)?);
+            let refinement = Refinement::new(&self.dev, cycle, nrhs, max_iterations)?;
+            self.refinement = Some(match self.krylov {
+                true => refinement.with_krylov()?,
+                false => refinement,
+            });
         }
         Ok(())
+    }
+
+    /// Accelerates the refinement by flexible CG, the V-cycle as its preconditioner
+    /// ([`Refinement::with_krylov`]), or goes back to plain refinement. For symmetric
+    /// cycles (as many smoothing steps after the coarse correction as before).
+    pub fn set_krylov(&mut self, on: bool) {
+        self.krylov = on;
     }
 
     /// The order of the unknowns inside the hierarchy, when it differs from the caller's.

@@ -159,7 +159,9 @@ fn describe(config: &RunConfig) -> String {
             mg.variant.map_or("custom schedule", |v| v.name()),
             crate::mg::schedule_name(&mg.schedule),
             mg.smoother_name,
-            if s.refine {
+            if mg.krylov {
+                ", preconditioning flexible CG (f64)"
+            } else if s.refine {
                 ", inside f64 refinement"
             } else {
                 ", stand-alone in f64"

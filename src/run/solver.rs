@@ -343,13 +343,14 @@ fn multigrid_setup<const DIM: usize>(
         .boundary
         .as_ref()
         .is_some_and(|b| b.conditions().is_pure_neumann());
-    let (mg, singular) = match multigrid_mesh(general, mesh_spec, count)? {
+    let (mut mg, singular) = match multigrid_mesh(general, mesh_spec, count)? {
         Some(mesh) => Multigrid::on_mesh(&dev, &mesh, matrix, params, pure_neumann)?,
         None => (
             Multigrid::new(&dev, DIM, mesh_spec.n, matrix, params)?,
             None,
         ),
     };
+    mg.set_krylov(spec.krylov);
     let note = format!(
         "{} levels, matrices {:.1} MiB (ELLPACK, each level in its precision)",
         spec.schedule.len(),

@@ -179,7 +179,9 @@ fn sweep<S: Storage>(
                     SUB_ROWS * nrhs,
                 ]);
                 let x_band = widened(&x[lo * nrhs..hi * nrhs], xs);
-                let b_chunk = widened(&b[chunk_start * nrhs..chunk_start * nrhs + b_len], bs);
+                // Apply reads no b (an empty slice): only the other ops have a chunk of it.
+                let b_start = if b_len == 0 { 0 } else { chunk_start * nrhs };
+                let b_chunk = widened(&b[b_start..b_start + b_len], bs);
                 for sub in (0..rows).step_by(SUB_ROWS) {
                     let len = SUB_ROWS.min(rows - sub);
                     let r0 = chunk_start + sub;
