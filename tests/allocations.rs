@@ -181,6 +181,45 @@ fn multigrid(dev: &Cpu, report: &mut Report) {
     }
 }
 
+/// MG IR and FCG solves along a refined mesh's hierarchy (Galerkin levels, matrix
+/// transfers): the flow around a square refined 3 times, mixed conditions, DSH_MG.
+fn multigrid_on_a_mesh(dev: &Cpu, report: &mut Report) {
+    use tensorfem::mesh::{refine, CoarseMesh, Condition::*, Conditions};
+    let mut mesh = refine(&CoarseMesh::flow_around_square(), 3).unwrap();
+    Conditions(vec![Neumann, Dirichlet, Neumann, Neumann])
+        .apply(&mut mesh)
+        .unwrap();
+    let matrix = tensorfem::fem::assemble_poisson(&mesh, |_| 0.0)
+        .unwrap()
+        .matrix;
+    let rows = matrix.nrows();
+    let params = MgParams {
+        schedule: Variant::DshMg.schedule(4),
+        smoother: Smoother::JACOBI,
+        base_tolerance: 1e-4,
+        residual_scaling: true,
+    };
+    let (mut mg, _) = Multigrid::on_mesh(dev, &mesh, &matrix, params, false).unwrap();
+    let stop = StopParams {
+        rtol: 0.0,
+        atol: 1e-9,
+        max_iterations: 100,
+    };
+    for krylov in [false, true] {
+        mg.set_krylov(krylov);
+        mg.prepare(4, stop.max_iterations).unwrap();
+        let b = block(dev, rows, 4, Precision::F64, Layout::NodeMajor);
+        let mut u = Block::zeros(dev, rows, 4, Precision::F64, Layout::NodeMajor).unwrap();
+        report.check(
+            &format!("MG on the flow mesh, krylov {krylov}, 4 columns"),
+            count(dev, || {
+                dev.fill(u.data.view_mut(), 0.0).unwrap();
+                mg.solve_blocks(&b, &mut u, stop).unwrap();
+            }),
+        );
+    }
+}
+
 /// FGMRES solves of the Stokes problem (n = 16) under each kind of preconditioner.
 fn stokes(dev: &Cpu, report: &mut Report) {
     let n = 16;
@@ -244,6 +283,7 @@ fn main() {
     let mut report = Report { failures: vec![] };
     psc(&dev, &mut report);
     multigrid(&dev, &mut report);
+    multigrid_on_a_mesh(&dev, &mut report);
     stokes(&dev, &mut report);
     if !report.failures.is_empty() {
         for f in &report.failures {

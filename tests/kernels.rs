@@ -4,6 +4,8 @@
 // The references index like the formulas they check.
 #![allow(clippy::needless_range_loop)]
 
+mod common;
+
 use half::f16;
 use tensorfem::device::psc::Classes;
 use tensorfem::device::stencil::{Grid, Transfer};
@@ -534,26 +536,13 @@ fn ell_kernels_match_host_products<D: Kernels>(dev: &D) {
     }
 }
 
-/// The grid transfer's P as a CSR matrix, column by column from unit vectors.
-fn grid_prolongation<D: Kernels>(dev: &D, fine: GridShape, coarse: GridShape) -> Csr<f64> {
-    let grid = LevelTransfer::Grid { fine, coarse };
-    let mut dense = vec![0.0; fine.points() * coarse.points()];
-    let mut stats = Stats::new(dev, 1).unwrap();
-    for j in 0..coarse.points() {
-        let mut e = vec![0.0; coarse.points()];
-        e[j] = 1.0;
-        let eb = Block::from_f64(dev, &e, e.len(), 1, Precision::F64, Layout::NodeMajor).unwrap();
-        let mut column =
-            Block::zeros(dev, fine.points(), 1, Precision::F64, Layout::NodeMajor).unwrap();
-        dev.prolongate_add(&grid, &eb, &mut column, &[1.0], &mut stats)
-            .unwrap();
-        for (i, v) in column.to_f64(dev).unwrap().into_iter().enumerate() {
-            dense[i * coarse.points() + j] = v;
-        }
-    }
+/// The grid transfer's P as a CSR matrix.
+fn grid_prolongation_csr<D: Kernels>(dev: &D, fine: GridShape, coarse: GridShape) -> Csr<f64> {
+    let dense = common::grid_prolongation(dev, fine, coarse);
     let (mut row_ptr, mut col_idx, mut values) = (vec![0], Vec::new(), Vec::new());
-    for row in dense.chunks(coarse.points()) {
-        for (j, &v) in row.iter().enumerate() {
+    for i in 0..fine.points() {
+        for j in 0..coarse.points() {
+            let v = dense[i + j * fine.points()];
             if v != 0.0 {
                 col_idx.push(j as u32);
                 values.push(v);
@@ -574,7 +563,7 @@ fn grid_transfers_are_interpolation_and_its_transpose<D: Kernels>(dev: &D) {
         let fine = GridShape { dim, m: 7 };
         let transfers = [
             LevelTransfer::Grid { fine, coarse },
-            LevelTransfer::matrix(dev, &grid_prolongation(dev, fine, coarse)).unwrap(),
+            LevelTransfer::matrix(dev, &grid_prolongation_csr(dev, fine, coarse)).unwrap(),
         ];
         let grid = check_transfer(dev, &transfers[0], fine, coarse);
         let matrix = check_transfer(dev, &transfers[1], fine, coarse);

@@ -3,7 +3,9 @@
 //! Cholesky reference, range failures named by level, blocks equal to single columns, the
 //! Galerkin identity of the rediscretised coarse operators, the stand-alone f64 baseline.
 
-use tensorfem::device::{Block, GridShape, Kernels, Layout, LevelTransfer, Stats};
+mod common;
+
+use tensorfem::device::{GridShape, Kernels};
 use tensorfem::fem::{assemble_loads, assemble_poisson, l2_error, Manufactured, PoissonSystem};
 use tensorfem::mesh::{unit_cube, unit_square, Element, Mesh};
 use tensorfem::mg::{
@@ -353,19 +355,9 @@ fn rediscretised_coarse_operators_are_galerkin<K: Kernels>(dev: &K) {
         let a_coarse = assemble_level(dim, n / 2).unwrap().to_dense_f64();
         let (nf, nc) = (fine.points(), coarse.points());
         // Columns of P: the prolongation of each coarse unit vector.
-        let p: Vec<Vec<f64>> = (0..nc)
-            .map(|j| {
-                let mut e = vec![0.0; nc];
-                e[j] = 1.0;
-                let e = Block::from_f64(dev, &e, nc, 1, Precision::F64, Layout::NodeMajor).unwrap();
-                let mut column =
-                    Block::zeros(dev, nf, 1, Precision::F64, Layout::NodeMajor).unwrap();
-                let mut stats = Stats::new(dev, 1).unwrap();
-                let transfer = LevelTransfer::Grid { fine, coarse };
-                dev.prolongate_add(&transfer, &e, &mut column, &[1.0], &mut stats)
-                    .unwrap();
-                column.to_f64(dev).unwrap()
-            })
+        let p: Vec<Vec<f64>> = common::grid_prolongation(dev, fine, coarse)
+            .chunks(nf)
+            .map(<[f64]>::to_vec)
             .collect();
         let a = |i: usize, j: usize| a_fine[i + j * nf];
         for i in 0..nc {

@@ -8,7 +8,7 @@
 mod common;
 
 use common::channel;
-use tensorfem::device::{Block, Cpu, GridShape, Layout, LevelTransfer, MultigridKernels, Stats};
+use tensorfem::device::{Cpu, GridShape};
 use tensorfem::fem::assemble_poisson;
 use tensorfem::mesh::{
     refine, unit_square_refined, CoarseMesh, Condition, Conditions, Element, Mesh2d,
@@ -127,25 +127,10 @@ fn the_unit_squares_hierarchy_gives_the_grid_transfer() {
         };
         let coarse = fine.coarse();
         assert_eq!((p.nrows(), p.ncols()), (fine.points(), coarse.points()));
-        let dense = p.to_dense_f64();
-        let grid = LevelTransfer::Grid { fine, coarse };
-        let mut stats = Stats::new(&dev, 1).unwrap();
-        for j in 0..coarse.points() {
-            let mut e = vec![0.0; coarse.points()];
-            e[j] = 1.0;
-            let e =
-                Block::from_f64(&dev, &e, e.len(), 1, Precision::F64, Layout::NodeMajor).unwrap();
-            let mut column =
-                Block::zeros(&dev, fine.points(), 1, Precision::F64, Layout::NodeMajor).unwrap();
-            dev.prolongate_add(&grid, &e, &mut column, &[1.0], &mut stats)
-                .unwrap();
-            for (i, v) in column.to_f64(&dev).unwrap().into_iter().enumerate() {
-                assert_eq!(
-                    dense[i + j * fine.points()],
-                    v,
-                    "level {k}: entry ({i}, {j})"
-                );
-            }
+        let grid = common::grid_prolongation(&dev, fine, coarse);
+        for (e, (h, g)) in p.to_dense_f64().iter().zip(&grid).enumerate() {
+            let (i, j) = (e % fine.points(), e / fine.points());
+            assert_eq!(h, g, "level {k}: entry ({i}, {j})");
         }
     }
 }

@@ -23,25 +23,20 @@ use crate::mesh::{Mesh2d, Parents, PINNED_NODE};
 use crate::sparse::Csr;
 
 /// Marks nodes that are not unknowns of a level.
-const NONE: u32 = u32::MAX;
+const NONE: u32 = Dofs::NONE;
 
 /// Unknown index on level `level` of every node (NONE for Dirichlet nodes and nodes of
-/// finer levels), and the level's unknown count.
+/// finer levels), and the level's unknown count: the numbering of [`Dofs`] with the finer
+/// levels' nodes left out like Dirichlet ones.
 fn numbering(node_level: &[u8], on_boundary: &[bool], level: usize) -> (Vec<u32>, usize) {
-    let mut next = 0u32;
-    let index = node_level
+    let left_out: Vec<bool> = node_level
         .iter()
         .zip(on_boundary)
-        .map(|(&l, &dirichlet)| {
-            if l as usize <= level && !dirichlet {
-                next += 1;
-                next - 1
-            } else {
-                NONE
-            }
-        })
+        .map(|(&l, &dirichlet)| dirichlet || l as usize > level)
         .collect();
-    (index, next as usize)
+    let dofs = Dofs::from_boundary(&left_out);
+    let count = dofs.len();
+    (dofs.dof_of_node, count)
 }
 
 /// The prolongations P_ℓ (level ℓ − 1 → ℓ, unknowns × unknowns) of the `count` finest

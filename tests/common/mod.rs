@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests: running the `tensorfem` binary, the meshes
-//! shipped in inputs/.
+//! shipped in inputs/, the grid transfer's P as a matrix.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -42,4 +42,30 @@ pub fn channel() -> tensorfem::mesh::CoarseMesh {
         "/inputs/meshes/channel-cylinder.msh"
     )))
     .unwrap()
+}
+
+/// The uniform grid transfer's P (fine × coarse points), column-major like
+/// `Csr::to_dense_f64`: column j is the prolongation of coarse unit vector j.
+pub fn grid_prolongation<D: tensorfem::device::MultigridKernels>(
+    dev: &D,
+    fine: tensorfem::device::GridShape,
+    coarse: tensorfem::device::GridShape,
+) -> Vec<f64> {
+    use tensorfem::device::{Block, Layout, LevelTransfer, Stats};
+    use tensorfem::precision::Precision;
+    let grid = LevelTransfer::Grid { fine, coarse };
+    let mut stats = Stats::new(dev, 1).unwrap();
+    (0..coarse.points())
+        .flat_map(|j| {
+            let mut e = vec![0.0; coarse.points()];
+            e[j] = 1.0;
+            let e =
+                Block::from_f64(dev, &e, e.len(), 1, Precision::F64, Layout::NodeMajor).unwrap();
+            let mut column =
+                Block::zeros(dev, fine.points(), 1, Precision::F64, Layout::NodeMajor).unwrap();
+            dev.prolongate_add(&grid, &e, &mut column, &[1.0], &mut stats)
+                .unwrap();
+            column.to_f64(dev).unwrap()
+        })
+        .collect()
 }

@@ -3,8 +3,9 @@
 
 use rayon::prelude::*;
 
+use super::transfer::{self, Direction};
 use super::vector::{partials, reduce};
-use super::{buffer, buffer_mut, by_precision, ell, transfer, Compute, Cpu};
+use super::{buffer, buffer_mut, by_precision, ell, Compute, Cpu};
 use crate::device::{
     check_col_major, unsupported, Block, CsrMatrix, EllMatrix, LevelTransfer, MultigridKernels,
     RowOp, SparseKernels, Stats, Storage,
@@ -187,7 +188,7 @@ impl MultigridKernels for Cpu {
         scale: &[f64],
         stats: &mut Stats<Self>,
     ) -> Result<()> {
-        transfer::restrict_block(transfer, fine, coarse, scale, stats)
+        transfer::transfer_block(Direction::Restrict, transfer, fine, coarse, scale, stats)
     }
 
     fn prolongate_add(
@@ -198,7 +199,14 @@ impl MultigridKernels for Cpu {
         scale: &[f64],
         stats: &mut Stats<Self>,
     ) -> Result<()> {
-        transfer::prolongate_add_block(transfer, coarse, fine, scale, stats)
+        transfer::transfer_block(
+            Direction::ProlongateAdd,
+            transfer,
+            coarse,
+            fine,
+            scale,
+            stats,
+        )
     }
 }
 

@@ -213,19 +213,45 @@ fn restrict<F: Storage, C: Storage>(
 /// Output rows of a matrix transfer per rayon task.
 const MATRIX_CHUNK_ROWS: usize = 1024;
 
-/// dst = (keep ? dst : 0) + factor_c · (M src) per column, M a CSR matrix with f64 weights
-/// (out rows × in rows); the statistics are those of the stored dst.
+/// Which way a transfer goes: coarse = Pᵀ fine / s_c, or fine += s_c · P coarse.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Direction {
+    Restrict,
+    ProlongateAdd,
+}
+
+impl Direction {
+    fn name(self) -> &'static str {
+        match self {
+            Direction::Restrict => "restrict",
+            Direction::ProlongateAdd => "prolongate_add",
+        }
+    }
+
+    /// The factor column c's product is multiplied by.
+    fn factor(self, scale: f64) -> f64 {
+        match self {
+            Direction::Restrict => inverse_scale(scale),
+            Direction::ProlongateAdd => scale,
+        }
+    }
+}
+
+/// dst = M src / s_c (restriction, M = R) or dst += s_c · M src (prolongation, M = P) per
+/// column, M a CSR matrix with f64 weights (out rows × in rows); the statistics are those
+/// of the stored dst.
 fn matrix_transfer<S: Storage, T: Storage>(
     m: &CsrMatrix<Cpu>,
+    direction: Direction,
     src: &[S],
     dst: &mut [T],
-    keep: bool,
     nrhs: usize,
-    factor: &[f64],
+    scale: &[f64],
     stats: &mut Stats<Cpu>,
 ) -> Result<()> {
-    let weights = buffer::<f64>(&m.values, "matrix transfer")?;
+    let weights = buffer::<f64>(&m.values, direction.name())?;
     let (row_ptr, col_idx) = (&m.row_ptr, &m.col_idx);
+    let keep = direction == Direction::ProlongateAdd;
     let part = partials(stats, m.nrows.div_ceil(MATRIX_CHUNK_ROWS).max(1));
     dst.par_chunks_mut(MATRIX_CHUNK_ROWS * nrhs)
         .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
@@ -250,9 +276,9 @@ fn matrix_transfer<S: Storage, T: Storage>(
                     .zip(acc.chunks_exact(nrhs))
                     .zip(dst_rows.chunks_exact(nrhs))
                 {
-                    for (((o, &a), d), &f) in o_row.iter_mut().zip(a_row).zip(d_row).zip(factor) {
+                    for (((o, &a), d), &s) in o_row.iter_mut().zip(a_row).zip(d_row).zip(scale) {
                         let kept = if keep { d.to_f64() } else { 0.0 };
-                        *o = Compute::<T>::from_f64(kept + f * a);
+                        *o = Compute::<T>::from_f64(kept + direction.factor(s) * a);
                     }
                 }
                 record_stats(part, outs, nrhs, T::MAX);
@@ -264,14 +290,21 @@ fn matrix_transfer<S: Storage, T: Storage>(
     Ok(())
 }
 
-/// Fails unless the blocks and scales fit a transfer between `fine` and `coarse` unknowns.
-fn check_blocks(
-    fine: &Block<Cpu>,
-    coarse: &Block<Cpu>,
-    (fine_rows, coarse_rows): (usize, usize),
+/// A transfer in `direction` from `src` to `dst` (fine → coarse or coarse → fine), node-
+/// major blocks in any precisions.
+pub(super) fn transfer_block(
+    direction: Direction,
+    transfer: &LevelTransfer<Cpu>,
+    src: &Block<Cpu>,
+    dst: &mut Block<Cpu>,
     scale: &[f64],
-) -> Result<usize> {
-    let nrhs = fine.cols();
+    stats: &mut Stats<Cpu>,
+) -> Result<()> {
+    let (fine, coarse) = match direction {
+        Direction::Restrict => (src, &*dst),
+        Direction::ProlongateAdd => (&*dst, src),
+    };
+    let (nrhs, (fine_rows, coarse_rows)) = (fine.cols(), transfer.sizes());
     if coarse.cols() != nrhs
         || scale.len() != nrhs
         || fine.rows() != fine_rows
@@ -286,84 +319,26 @@ fn check_blocks(
             scale.len()
         )));
     }
-    Ok(nrhs)
-}
-
-pub(super) fn restrict_block(
-    transfer: &LevelTransfer<Cpu>,
-    fine: &Block<Cpu>,
-    coarse: &mut Block<Cpu>,
-    scale: &[f64],
-    stats: &mut Stats<Cpu>,
-) -> Result<()> {
-    let nrhs = check_blocks(fine, coarse, transfer.sizes(), scale)?;
-    match transfer {
-        LevelTransfer::Grid {
-            fine: fine_grid,
-            coarse: coarse_grid,
-        } => {
-            check_grids(*fine_grid, *coarse_grid)?;
-            by_precision!(fine.precision(), F => by_precision!(coarse.precision(), C => restrict::<F, C>(
-                buffer::<F>(&fine.data, "restrict")?,
-                *fine_grid,
-                buffer_mut::<C>(&mut coarse.data, "restrict")?,
-                *coarse_grid,
-                nrhs,
-                scale,
-                stats,
-            )));
-        }
-        LevelTransfer::Matrix { restriction, .. } => {
-            let factor: Vec<f64> = scale.iter().map(|&s| inverse_scale(s)).collect();
-            by_precision!(fine.precision(), F => by_precision!(coarse.precision(), C => matrix_transfer::<F, C>(
-                restriction,
-                buffer::<F>(&fine.data, "restrict")?,
-                buffer_mut::<C>(&mut coarse.data, "restrict")?,
-                false,
-                nrhs,
-                &factor,
-                stats,
-            )?));
-        }
+    if let LevelTransfer::Grid { fine, coarse } = transfer {
+        check_grids(*fine, *coarse)?;
     }
-    Ok(())
-}
-
-pub(super) fn prolongate_add_block(
-    transfer: &LevelTransfer<Cpu>,
-    coarse: &Block<Cpu>,
-    fine: &mut Block<Cpu>,
-    scale: &[f64],
-    stats: &mut Stats<Cpu>,
-) -> Result<()> {
-    let nrhs = check_blocks(fine, coarse, transfer.sizes(), scale)?;
-    match transfer {
-        LevelTransfer::Grid {
-            fine: fine_grid,
-            coarse: coarse_grid,
-        } => {
-            check_grids(*fine_grid, *coarse_grid)?;
-            by_precision!(coarse.precision(), C => by_precision!(fine.precision(), F => prolongate_add::<C, F>(
-                buffer::<C>(&coarse.data, "prolongate_add")?,
-                *coarse_grid,
-                buffer_mut::<F>(&mut fine.data, "prolongate_add")?,
-                *fine_grid,
-                nrhs,
-                scale,
-                stats,
-            )));
+    let kernel = direction.name();
+    by_precision!(src.precision(), S => by_precision!(dst.precision(), T => {
+        let (src, dst) = (buffer::<S>(&src.data, kernel)?, buffer_mut::<T>(&mut dst.data, kernel)?);
+        match (transfer, direction) {
+            (LevelTransfer::Grid { fine, coarse }, Direction::Restrict) => {
+                restrict::<S, T>(src, *fine, dst, *coarse, nrhs, scale, stats)
+            }
+            (LevelTransfer::Grid { fine, coarse }, Direction::ProlongateAdd) => {
+                prolongate_add::<S, T>(src, *coarse, dst, *fine, nrhs, scale, stats)
+            }
+            (LevelTransfer::Matrix { restriction, .. }, Direction::Restrict) => {
+                matrix_transfer::<S, T>(restriction, direction, src, dst, nrhs, scale, stats)?
+            }
+            (LevelTransfer::Matrix { prolongation, .. }, Direction::ProlongateAdd) => {
+                matrix_transfer::<S, T>(prolongation, direction, src, dst, nrhs, scale, stats)?
+            }
         }
-        LevelTransfer::Matrix { prolongation, .. } => {
-            by_precision!(coarse.precision(), C => by_precision!(fine.precision(), F => matrix_transfer::<C, F>(
-                prolongation,
-                buffer::<C>(&coarse.data, "prolongate_add")?,
-                buffer_mut::<F>(&mut fine.data, "prolongate_add")?,
-                true,
-                nrhs,
-                scale,
-                stats,
-            )?));
-        }
-    }
+    }));
     Ok(())
 }
