@@ -1,25 +1,23 @@
 #!/usr/bin/env bash
 # Multigrid on the refined meshes (docs/performance.md): `tensorfem run` with method mg
-# (DSH_MG down to the coarse mesh, k = 1, ‖r‖₂ ≤ 1e-9) on the flow around a square and the
-# Gmsh channel at several refinement levels, with the pressure's mixed conditions (Dirichlet
-# outflow) and pure Neumann, one process after the other. Prints a Markdown table of the
-# refinement steps, solve time and L2 error; keeps every run's output in out/mg-meshes/.
+# (VARIANT, default DSH_MG, down to the coarse mesh, k = 1, ‖r‖₂ ≤ 1e-9) on the flow around a
+# square and the Gmsh channel at several refinement levels, with the pressure's mixed
+# conditions (Dirichlet outflow) and pure Neumann. Each case runs twice side by side, plain
+# refinement (solver.krylov = "none") then flexible CG around the cycle ("cg"), one process
+# after the other. Prints a Markdown table of the steps, solve times, their ratio and the L2
+# error; keeps every run's output in out/mg-meshes/.
 #
-# With KRYLOV = cg the cycle preconditions flexible CG (solver.krylov) instead of plain
-# refinement.
-#
-#   scripts/mg-meshes.sh [VARIANT [KRYLOV]]
+#   scripts/mg-meshes.sh [VARIANT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 variant="${1:-DSH_MG}"
-krylov="${2:-none}"
 bin=target/release/tensorfem
 [[ -x "$bin" ]] || { echo "error: $bin is missing: make build" >&2; exit 1; }
-out=out/mg-meshes-$krylov
+out=out/mg-meshes
 mkdir -p "$out"
 channel="$PWD/inputs/meshes/channel-cylinder.msh"
-echo "| mesh | refinements | conditions | unknowns | levels | steps | solve [s] | s / step | L2 error |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| mesh | refinements | conditions | unknowns | levels | refinement: steps | solve [s] | flexible CG: steps | solve [s] | speed-up | L2 error |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for mesh in flow-around-square gmsh; do
   case "$mesh" in
     flow-around-square) levels=(4 5 6); file="" ;;
@@ -27,8 +25,9 @@ for mesh in flow-around-square gmsh; do
   esac
   for l in "${levels[@]}"; do
     for outflow in dirichlet neumann; do
-      name="$mesh-L$l-$outflow"
-      cat > "$out/$name.toml" <<EOF
+      for krylov in none cg; do
+        name="$mesh-L$l-$outflow-$krylov"
+        cat > "$out/$name.toml" <<EOF
 backend = "cpu"
 [mesh]
 kind = "$mesh"
@@ -48,18 +47,26 @@ krylov = "$krylov"
 [output]
 path = "$name.h5"
 EOF
-      RUST_LOG=warn "$bin" run "$out/$name.toml" > "$out/$name.txt"
-      python3 - "$out/$name.txt" "$mesh" "$l" "$outflow" <<'PY'
+        RUST_LOG=warn "$bin" run "$out/$name.toml" > "$out/$name.txt"
+      done
+      python3 - "$out/$mesh-L$l-$outflow" "$mesh" "$l" "$outflow" <<'PY'
 import re, sys
-text = open(sys.argv[1]).read()
-unknowns = int(re.search(r"unknowns\s+(\d+)", text).group(1))
-levels = re.search(r"set-up\s+(\d+) levels", text).group(1)
-steps = int(re.search(r"iterations\s+(\d+)", text).group(1))
-solve = float(re.search(r"solve ([0-9.]+)", text).group(1))
-row = text.split("rel. residual (f64)")[1].split("\n")[1].split()
-conditions = "mixed (Dirichlet outflow)" if sys.argv[4] == "dirichlet" else "pure Neumann"
-print(f"| {sys.argv[2]} | {sys.argv[3]} | {conditions} | {unknowns:,} | {levels} | {steps} | "
-      f"{solve:.3f} | {solve / steps:.4f} | {float(row[2]):.3e} |")
+base, mesh, levels_done, outflow = sys.argv[1:]
+def read(krylov):
+    text = open(f"{base}-{krylov}.txt").read()
+    row = text.split("rel. residual (f64)")[1].split("\n")[1].split()
+    return dict(
+        unknowns=int(re.search(r"unknowns\s+(\d+)", text).group(1)),
+        levels=re.search(r"set-up\s+(\d+) levels", text).group(1),
+        steps=int(re.search(r"iterations\s+(\d+)", text).group(1)),
+        solve=float(re.search(r"solve ([0-9.]+)", text).group(1)),
+        l2=float(row[2]),
+    )
+plain, fcg = read("none"), read("cg")
+conditions = "mixed (Dirichlet outflow)" if outflow == "dirichlet" else "pure Neumann"
+print(f"| {mesh} | {levels_done} | {conditions} | {plain['unknowns']:,} | {plain['levels']} | "
+      f"{plain['steps']} | {plain['solve']:.3f} | {fcg['steps']} | {fcg['solve']:.3f} | "
+      f"{plain['solve'] / fcg['solve']:.1f}× | {plain['l2']:.3e} |")
 PY
     done
   done
