@@ -69,8 +69,9 @@ pub struct KernelsArgs {
 pub enum BenchCommand {
     /// This machine's ceilings: triad bandwidth and GEMM peak in f64, f32 and f16.
     Machine(MachineArgs),
-    /// PSC-M1 on a block of right-hand sides: set-up and solve time, MDof/s, GFLOP/s and
-    /// fractions of the machine's ceilings measured in the same run, accuracy.
+    /// A PSC method (M1, M2, M3) on a block of right-hand sides: set-up and solve time,
+    /// peak memory, MDof/s, GFLOP/s and fractions of the machine's ceilings measured in
+    /// the same run, M3's CG iterations, accuracy.
     Psc(PscBenchArgs),
     /// Mixed-precision multigrid (docs/mathematics.md §4) side by side in one process: IR iterations, time
     /// to solution, time per iteration, MDof/s, GB/s moved (fraction of the triad measured in
@@ -398,6 +399,10 @@ fn parse_backend(s: &str) -> Result<BackendChoice, String> {
     s.parse()
 }
 
+fn parse_psc_method(s: &str) -> Result<crate::psc::PscMethod, String> {
+    s.parse()
+}
+
 #[derive(clap::Args)]
 pub struct PscBenchArgs {
     /// Cells per direction of the fine mesh (h = 1/n).
@@ -417,16 +422,28 @@ pub struct PscBenchArgs {
     /// Load (or fill) the operator cache here instead of timing a fresh set-up.
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
-    /// Where M1 runs: cpu, cuda (the first GPU), or auto (the GPU where there is one).
+    /// The PSC method: m1 (stores Π⁻¹), m2 (Λ⁻¹ and Θ⁻¹), m3 (CG on the C/E system,
+    /// nothing of size |E|²).
+    #[arg(long, default_value = "m1", value_parser = parse_psc_method)]
+    pub method: crate::psc::PscMethod,
+    /// M3: its CG stops at ‖r‖₂ ≤ cg_rtol·‖r₀‖₂ on the prehandled C/E system (default:
+    /// --rtol alone, 1e-4 (f16: 1e-3) inside --refine).
+    #[arg(long)]
+    pub cg_rtol: Option<f64>,
+    /// Where the method runs: cpu, cuda (the first GPU), or auto (the GPU where there is
+    /// one).
     #[arg(long, default_value = "cpu", value_parser = parse_backend)]
     pub backend: BackendChoice,
-    /// Time PSC-IR: M1 inside f64 iterative refinement to ‖b − Ax‖₂ ≤ rtol·‖b‖₂ (what a
-    /// campaign with refine = true solves), instead of one M1 apply.
+    /// Time PSC-IR: the method inside f64 iterative refinement to ‖b − Ax‖₂ ≤ rtol·‖b‖₂
+    /// (what a campaign with refine = true solves), instead of one apply.
     #[arg(long)]
     pub refine: bool,
-    /// The refinement's relative tolerance (with --refine).
+    /// The refinement's relative tolerance (with --refine; M3 alone: its CG's).
     #[arg(long, default_value_t = 1e-12)]
     pub rtol: f64,
+    /// Timed solves after one untimed warm-up (at least this many, and at least 2 s).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
     /// Print one JSON object (keys n, n0, nrhs, precision, setup_seconds, solve_seconds,
     /// mdofs, gflops, gemm_peak_fraction, relative_residual, l2_error, and more).
     #[arg(long)]

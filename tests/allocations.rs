@@ -1,5 +1,5 @@
 //! Apply paths allocate nothing: a counting global allocator (every thread, rayon's workers
-//! included) shows zero allocations in M1 applies, PSC-IR solves, V-cycles, MG IR solves
+//! included) shows zero allocations in PSC applies (M1, M2, M3), PSC-IR solves, V-cycles, MG IR solves
 //! and FGMRES solves after set-up and one warm-up, for several widths and precisions.
 //!
 //! Its own harness (`harness = false` in Cargo.toml): libtest's threads would allocate
@@ -16,7 +16,7 @@ use tensorfem::mg::{
     assemble_level, default_levels, MgParams, Multigrid, Smoother, StopParams, Variant,
 };
 use tensorfem::precision::Precision;
-use tensorfem::psc::{PscIr, PscSetup, RefineParams, M1};
+use tensorfem::psc::{InnerCg, PscIr, PscMethod, PscOperator, PscSetup, RefineParams};
 use tensorfem::sparse::SparseRows;
 use tensorfem::stokes::{
     preconditioner, remove_pressure_mean, Preconditioner, StokesProblem, StokesSpec, StokesSystem,
@@ -89,21 +89,31 @@ fn block(dev: &Cpu, rows: usize, cols: usize, precision: Precision, layout: Layo
     Block::from_f64(dev, &values, rows, cols, precision, layout).unwrap()
 }
 
-/// M1 applies and PSC-IR solves (h = 1/64, n0 = 4), f64/f32/f16, 1 and 16 columns.
+/// PSC applies (M1, M2, M3 with its CG) and PSC-IR solves (h = 1/64, n0 = 4),
+/// f64/f32/f16, 1 and 16 columns.
 fn psc(dev: &Cpu, report: &mut Report) {
-    let setup = PscSetup::new(Element::Q1, 4, 4).unwrap();
+    for method in PscMethod::ALL {
+        let setup = PscSetup::new(Element::Q1, 4, 4, method).unwrap();
+        psc_method(dev, &setup, report);
+    }
+}
+
+fn psc_method(dev: &Cpu, setup: &PscSetup, report: &mut Report) {
     let n = setup.stiffness.nrows();
+    let method = setup.method();
     for precision in [Precision::F64, Precision::F32, Precision::F16] {
         for nrhs in [1, 16] {
-            let mut m1 = M1::new(dev, &setup, precision).unwrap();
-            m1.prepare(nrhs).unwrap();
-            let x = block(dev, n, nrhs, m1.input().precision, Layout::ColMajor);
+            let mut op = PscOperator::new(dev, setup, precision).unwrap();
+            op.set_inner_cg(InnerCg::alone(1e-6, 500));
+            op.prepare(nrhs).unwrap();
+            let x = block(dev, n, nrhs, op.input().precision, Layout::ColMajor);
             let mut y =
-                Block::zeros(dev, n, nrhs, m1.output().precision, Layout::ColMajor).unwrap();
+                Block::zeros(dev, n, nrhs, op.output().precision, Layout::ColMajor).unwrap();
             report.check(
-                &format!("M1 apply, {precision}, {nrhs} column(s)"),
-                count(dev, || m1.apply(&x, &mut y).unwrap()),
+                &format!("{method} apply, {precision}, {nrhs} column(s)"),
+                count(dev, || op.apply(&x, &mut y).unwrap()),
             );
+            op.set_inner_cg(InnerCg::inner(precision, None));
 
             let params = RefineParams {
                 rtol: 1e-10,
@@ -111,11 +121,11 @@ fn psc(dev: &Cpu, report: &mut Report) {
                 max_iterations: 30,
             };
             let mut ir =
-                PscIr::new(dev, m1, &setup.stiffness, nrhs, params.max_iterations).unwrap();
+                PscIr::new(dev, op, &setup.stiffness, nrhs, params.max_iterations).unwrap();
             let b = block(dev, n, nrhs, Precision::F64, Layout::ColMajor);
             let mut x = Block::zeros(dev, n, nrhs, Precision::F64, Layout::ColMajor).unwrap();
             report.check(
-                &format!("PSC-IR solve, {precision}, {nrhs} column(s)"),
+                &format!("PSC-IR solve around {method}, {precision}, {nrhs} column(s)"),
                 count(dev, || {
                     dev.fill(x.data.view_mut(), 0.0).unwrap();
                     ir.solve_blocks(&b, &mut x, params).unwrap();

@@ -982,7 +982,7 @@ fn boundary_config_mistakes_are_named() {
         "boundary.outflow.value: manufactured right-hand sides take the boundary data of their exact solution",
         "boundary.walls: unknown condition 'robin'",
         "solver.levels: 5 levels on a coarse mesh refined 3 times",
-        "mesh.coarse_levels: applies to method psc-m1 only",
+        "mesh.coarse_levels: applies to the psc methods only",
     ] {
         assert!(stderr.contains(expected), "missing {expected:?} in\n{stderr}");
     }

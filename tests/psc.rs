@@ -1,5 +1,6 @@
 //! PSC (SPEC §2): the published figures of Table 1, the structure of the prehandled matrix,
-//! and M1 / PSC-IR against the independent sparse Cholesky reference.
+//! and M1, M2, M3 and PSC-IR around each against the independent sparse Cholesky
+//! reference and against each other.
 
 use tensorfem::device::{Block, Layout, PscDevice};
 use tensorfem::device_tests;
@@ -7,8 +8,11 @@ use tensorfem::fem::{assemble_poisson, Manufactured};
 use tensorfem::linalg::LinOp;
 use tensorfem::mesh::{read_gmsh, refine, unit_square_refined, CoarseMesh, Element, Mesh2d};
 use tensorfem::precision::Precision;
-use tensorfem::psc::{PscInfo, PscIr, PscSetup, RefineParams, M1};
+use tensorfem::psc::{
+    InnerCg, PscInfo, PscIr, PscMethod, PscOperator, PscSetup, RefineParams, Schur,
+};
 use tensorfem::reference::CholeskySolver;
+use tensorfem::sparse::SparseRows;
 
 /// Rounds to the digits SPEC prints.
 fn round(v: f64, digits: i32) -> f64 {
@@ -19,7 +23,7 @@ fn round(v: f64, digits: i32) -> f64 {
 /// SPEC §2.6, Table 1, h = 1/256: counts exact, κ and NNZ ratios to the printed digits.
 #[test]
 fn table_one_rows_h0_quarter_and_sixteenth() {
-    let setup = PscSetup::new(Element::Q1, 4, 6).unwrap();
+    let setup = PscSetup::new(Element::Q1, 4, 6, PscMethod::M1).unwrap();
     let info = PscInfo::compute(&setup, false).unwrap();
     assert_eq!((info.c, info.e, info.i), (9, 1_512, 63_504));
     assert_eq!(
@@ -37,7 +41,7 @@ fn table_one_rows_h0_quarter_and_sixteenth() {
         setup.a_ci_relative
     );
 
-    let setup = PscSetup::new(Element::Q1, 16, 4).unwrap();
+    let setup = PscSetup::new(Element::Q1, 16, 4, PscMethod::M1).unwrap();
     let info = PscInfo::compute(&setup, true).unwrap();
     assert_eq!((info.c, info.e, info.i), (225, 7_200, 57_600));
     assert_eq!(info.groups.len(), 1);
@@ -85,17 +89,24 @@ fn table_one_counts_h0_eighth_and_thirty_second() {
 }
 
 struct Problem {
-    setup: PscSetup,
+    mesh: Mesh2d,
+    stiffness: tensorfem::sparse::Csr<f64>,
     rhs: Vec<f64>,
     reference: Vec<f64>,
     nrhs: usize,
 }
 
+impl Problem {
+    fn setup(&self, method: PscMethod) -> PscSetup {
+        PscSetup::on_mesh(self.mesh.clone(), method).unwrap()
+    }
+}
+
 /// `nrhs` manufactured right-hand sides (k = 1, 2, …) on a refined mesh and their
 /// sparse-Cholesky solutions.
 fn problem_on(mesh: Mesh2d, nrhs: usize) -> Problem {
-    let setup = PscSetup::on_mesh(mesh.clone()).unwrap();
-    let cholesky = CholeskySolver::factor(&setup.stiffness).unwrap();
+    let stiffness = assemble_poisson(&mesh, |_| 0.0).unwrap().matrix;
+    let cholesky = CholeskySolver::factor(&stiffness).unwrap();
     let (mut rhs, mut reference) = (Vec::new(), Vec::new());
     for c in 0..nrhs {
         let m = Manufactured::new(1 + c as u32, 2);
@@ -104,7 +115,8 @@ fn problem_on(mesh: Mesh2d, nrhs: usize) -> Problem {
         rhs.extend(sys.rhs);
     }
     Problem {
-        setup,
+        mesh,
+        stiffness,
         rhs,
         reference,
         nrhs,
@@ -139,12 +151,12 @@ fn tensor_rectangles() -> CoarseMesh {
 #[test]
 fn q1_on_general_quadrilaterals_is_refused() {
     let skewed = moved_quads(|[x, y]| [x + 0.3 * y * (1.0 - y) * (x - 0.5), y]);
-    let err = PscSetup::on_mesh(refine(&skewed, 2).unwrap())
+    let err = PscSetup::on_mesh(refine(&skewed, 2).unwrap(), PscMethod::M3)
         .err()
         .expect("refused")
         .to_string();
     assert!(err.contains("A_CI") && err.contains("rectangles"), "{err}");
-    let setup = PscSetup::on_mesh(refine(&tensor_rectangles(), 2).unwrap()).unwrap();
+    let setup = PscSetup::on_mesh(refine(&tensor_rectangles(), 2).unwrap(), PscMethod::M3).unwrap();
     let sizes: Vec<usize> = setup.groups.iter().map(|g| g.macros.len()).collect();
     assert_eq!(
         sizes,
@@ -153,38 +165,54 @@ fn q1_on_general_quadrilaterals_is_refused() {
     );
 }
 
-/// Largest relative 2-norm error over the columns.
-fn m1_error<D: PscDevice>(dev: &D, precision: Precision, p: &Problem) -> f64 {
-    let mut m1 = M1::new(dev, &p.setup, precision).unwrap();
-    let n = p.setup.num_unknowns();
-    let kind = m1.input().precision;
-    let b = Block::from_f64(dev, &p.rhs, n, p.nrhs, kind, Layout::ColMajor).unwrap();
-    let mut x = Block::zeros(dev, n, p.nrhs, kind, Layout::ColMajor).unwrap();
-    dev.run(|| m1.apply(&b, &mut x)).unwrap();
-    let x = x.to_f64(dev).unwrap();
-    (0..p.nrhs)
-        .map(|c| {
-            let span = c * n..(c + 1) * n;
-            let err: f64 = x[span.clone()]
-                .iter()
-                .zip(&p.reference[span.clone()])
-                .map(|(a, r)| (a - r).powi(2))
-                .sum();
-            let norm: f64 = p.reference[span].iter().map(|r| r * r).sum();
+/// Largest relative 2-norm difference over the columns.
+fn max_relative_difference(x: &[f64], reference: &[f64], n: usize) -> f64 {
+    x.chunks(n)
+        .zip(reference.chunks(n))
+        .map(|(x, r)| {
+            let err: f64 = x.iter().zip(r).map(|(a, b)| (a - b).powi(2)).sum();
+            let norm: f64 = r.iter().map(|v| v * v).sum();
             (err / norm).sqrt()
         })
         .fold(0.0, f64::max)
 }
 
-fn refined<D: PscDevice>(dev: &D, precision: Precision, p: &Problem) -> (usize, f64) {
-    let m1 = M1::new(dev, &p.setup, precision).unwrap();
+/// One apply of the method in `precision` (M3 alone: CG to `cg_rtol`) on the problem's
+/// block: the solutions and M3's CG iterations.
+fn solve_alone<D: PscDevice>(
+    dev: &D,
+    setup: &PscSetup,
+    precision: Precision,
+    p: &Problem,
+    cg_rtol: f64,
+) -> (Vec<f64>, usize) {
+    let mut op = PscOperator::new(dev, setup, precision).unwrap();
+    op.set_inner_cg(InnerCg::alone(cg_rtol, 500));
+    let n = setup.num_unknowns();
+    let kind = op.input().precision;
+    let b = Block::from_f64(dev, &p.rhs, n, p.nrhs, kind, Layout::ColMajor).unwrap();
+    let mut x = Block::zeros(dev, n, p.nrhs, kind, Layout::ColMajor).unwrap();
+    dev.run(|| op.apply(&b, &mut x)).unwrap();
+    (x.to_f64(dev).unwrap(), op.last_iterations())
+}
+
+/// PSC-IR to 1e-10 around the method in `precision`: refinement steps and the worst
+/// relative residual.
+fn refined<D: PscDevice>(
+    dev: &D,
+    setup: &PscSetup,
+    precision: Precision,
+    p: &Problem,
+) -> (usize, f64) {
+    let mut op = PscOperator::new(dev, setup, precision).unwrap();
+    op.set_inner_cg(InnerCg::inner(precision, None));
     let mut x = vec![0.0; p.rhs.len()];
     let params = RefineParams {
         rtol: 1e-10,
         atol: 0.0,
         max_iterations: 20,
     };
-    let mut ir = PscIr::new(dev, m1, &p.setup.stiffness, p.nrhs, params.max_iterations).unwrap();
+    let mut ir = PscIr::new(dev, op, &p.stiffness, p.nrhs, params.max_iterations).unwrap();
     let info = dev.run(|| ir.solve(&p.rhs, &mut x, params)).unwrap();
     (
         info.steps(),
@@ -194,11 +222,11 @@ fn refined<D: PscDevice>(dev: &D, precision: Precision, p: &Problem) -> (usize, 
     )
 }
 
-/// M1 in f64 agrees with the sparse Cholesky solve to 1e-10, for Q1 and P1, several h/h0,
-/// one and several right-hand sides, on the unit square and on refined coarse meshes (the
-/// flow around a square, general quadrilaterals); f32/f16 errors are bounded; PSC-IR
-/// reaches 1e-10.
-fn m1_matches_the_reference_in_every_precision<D: PscDevice>(dev: &D) {
+/// Every method in f64 agrees with the sparse Cholesky solve to 1e-10 and M2, M3 with M1
+/// to 1e-10, for Q1 and P1, several h/h0, one and several right-hand sides, on the unit
+/// square and on refined coarse meshes (the flow around a square, a Gmsh mesh, general
+/// rectangles); f32/f16 errors are bounded; PSC-IR around each reaches 1e-10.
+fn methods_match_the_reference_in_every_precision<D: PscDevice>(dev: &D) {
     let mut cases: Vec<(String, Box<dyn Fn() -> Problem>)> = Vec::new();
     for (element, n0, levels, nrhs) in [
         (Element::Q1, 4, 3, 1),
@@ -238,38 +266,79 @@ fn m1_matches_the_reference_in_every_precision<D: PscDevice>(dev: &D) {
     ));
     for (case, make) in cases {
         let p = make();
-        let e64 = m1_error(dev, Precision::F64, &p);
-        let e32 = m1_error(dev, Precision::F32, &p);
-        let e16 = m1_error(dev, Precision::F16, &p);
-        println!("{case}: M1 errors f64 {e64:.2e}, f32 {e32:.2e}, f16 {e16:.2e}");
-        assert!(e64 < 1e-10, "{case}: f64 {e64:e}");
-        assert!(e32 < 1e-5, "{case}: f32 {e32:e}");
-        assert!(
-            e16 < 1e-2,
-            "{case}: f16 {e16:e} (the source accepts about 1%)"
-        );
-        for (name, (iterations, residual)) in [
-            ("f32", refined(dev, Precision::F32, &p)),
-            ("f16", refined(dev, Precision::F16, &p)),
-        ] {
-            println!("{case}: PSC-IR {name}: {iterations} iterations, residual {residual:.2e}");
+        let n = p.stiffness.nrows();
+        let mut m1_solution = Vec::new();
+        for method in PscMethod::ALL {
+            let setup = p.setup(method);
+            // M3 alone: CG to 1e-12 in f64, to what f32 arithmetic resolves otherwise.
+            let error = |precision: Precision| {
+                let cg_rtol = if precision == Precision::F64 {
+                    1e-12
+                } else {
+                    1e-6
+                };
+                let (x, _) = solve_alone(dev, &setup, precision, &p, cg_rtol);
+                (max_relative_difference(&x, &p.reference, n), x)
+            };
+            let (e64, x64) = error(Precision::F64);
+            let (e32, _) = error(Precision::F32);
+            let (e16, _) = error(Precision::F16);
+            println!("{case}: {method} errors f64 {e64:.2e}, f32 {e32:.2e}, f16 {e16:.2e}");
+            assert!(e64 < 1e-10, "{case}: {method} f64 {e64:e}");
+            assert!(e32 < 1e-5, "{case}: {method} f32 {e32:e}");
             assert!(
-                residual <= 1e-10,
-                "{case}: PSC-IR {name} residual {residual:e}"
+                e16 < 1e-2,
+                "{case}: {method} f16 {e16:e} (the source accepts about 1%)"
             );
-            assert!(
-                iterations <= 8,
-                "{case}: PSC-IR {name} needed {iterations} iterations"
-            );
+            if method == PscMethod::M1 {
+                m1_solution = x64;
+            } else {
+                let d = max_relative_difference(&x64, &m1_solution, n);
+                assert!(d < 1e-10, "{case}: {method} differs from M1 by {d:e}");
+            }
+            for precision in [Precision::F32, Precision::F16] {
+                let (iterations, residual) = refined(dev, &setup, precision, &p);
+                println!(
+                    "{case}: PSC-IR around {method} in {precision}: {iterations} iterations, residual {residual:.2e}"
+                );
+                assert!(
+                    residual <= 1e-10,
+                    "{case}: PSC-IR {method} {precision} residual {residual:e}"
+                );
+                assert!(
+                    iterations <= 8,
+                    "{case}: PSC-IR {method} {precision} needed {iterations} iterations"
+                );
+            }
         }
     }
 }
 
-/// An f16 M1 on operators that overflow f16 is refused with the operator named.
-fn unrepresentable_operators_are_refused<D: PscDevice>(dev: &D) {
-    let mut setup = PscSetup::new(Element::Q1, 4, 2).unwrap();
-    setup.pi_inv[(0, 0)] = 1.0e6;
-    let err = M1::new(dev, &setup, Precision::F16)
+/// M3's CG converges as its condition number says: at h = 1/256, h0 = 1/16 (κ(Π) = 14.5,
+/// Table 1) CG reaches 1e-10 in at most ½√κ·ln(2/1e-10) ≈ 45 iterations, on a block of
+/// columns, and the solutions match the sparse Cholesky reference.
+fn m3_iterations_follow_the_condition_number<D: PscDevice>(dev: &D) {
+    let p = problem(Element::Q1, 16, 4, 4);
+    let setup = p.setup(PscMethod::M3);
+    let (x, iterations) = solve_alone(dev, &setup, Precision::F64, &p, 1e-10);
+    let bound = (0.5 * 14.5f64.sqrt() * (2.0 / 1e-10f64).ln()).ceil() as usize;
+    let error = max_relative_difference(&x, &p.reference, p.stiffness.nrows());
+    println!(
+        "M3 h = 1/256, h0 = 1/16: {iterations} CG iterations (bound {bound}), error {error:.2e}"
+    );
+    assert!(iterations <= bound, "{iterations} > {bound}");
+    assert!(error < 1e-9, "{error:e}");
+}
+
+/// An f16 operator that overflows f16 is refused with the operator named; an M3 alone whose
+/// CG cannot reach its tolerance fails with the tolerance named.
+fn unrepresentable_operators_and_unconverged_cg_are_refused<D: PscDevice>(dev: &D) {
+    let mut setup = PscSetup::new(Element::Q1, 4, 2, PscMethod::M1).unwrap();
+    let Schur::M1 { pi_inv } = &mut setup.schur else {
+        unreachable!("an M1 set-up")
+    };
+    pi_inv[(0, 0)] = 1.0e6;
+    let err = PscOperator::new(dev, &setup, Precision::F16)
         .err()
         .expect("overflow is refused")
         .to_string();
@@ -277,9 +346,22 @@ fn unrepresentable_operators_are_refused<D: PscDevice>(dev: &D) {
         err.contains("Π⁻¹") && err.contains("f16") && err.contains("overflow"),
         "{err}"
     );
+
+    let p = problem(Element::Q1, 4, 3, 2);
+    let mut op = PscOperator::new(dev, &p.setup(PscMethod::M3), Precision::F64).unwrap();
+    op.set_inner_cg(InnerCg::alone(1e-12, 2));
+    let n = p.stiffness.nrows();
+    let b = Block::from_f64(dev, &p.rhs, n, 2, Precision::F64, Layout::ColMajor).unwrap();
+    let mut x = Block::zeros(dev, n, 2, Precision::F64, Layout::ColMajor).unwrap();
+    let err = dev.run(|| op.apply(&b, &mut x)).unwrap_err().to_string();
+    assert!(
+        err.contains("PSC-M3") && err.contains("CG") && err.contains("2 iterations"),
+        "{err}"
+    );
 }
 
 device_tests!(
-    cuda: m1_matches_the_reference_in_every_precision,
-    unrepresentable_operators_are_refused,
+    cuda: methods_match_the_reference_in_every_precision,
+    m3_iterations_follow_the_condition_number,
+    unrepresentable_operators_and_unconverged_cg_are_refused,
 );

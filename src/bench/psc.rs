@@ -1,6 +1,7 @@
-//! `tensorfem bench psc`: set-up and M1 solve times for a block of right-hand sides, in
-//! MDof/s and GFLOP/s, with the fractions of this machine's GEMM peak and triad bandwidth
-//! measured in the same run, and the accuracy achieved.
+//! `tensorfem bench psc`: set-up and solve times of a PSC method (M1, M2, M3) for a block of
+//! right-hand sides, in MDof/s and GFLOP/s, with the fractions of this machine's GEMM peak
+//! and triad bandwidth measured in the same run, the process's peak memory, M3's CG
+//! iterations, and the accuracy achieved.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -15,7 +16,10 @@ use crate::fem::{assemble_loads, l2_error, relative_residual, Dofs, Manufactured
 use crate::linalg::LinOp;
 use crate::mesh::{unit_square_refined, Element};
 use crate::precision::Precision;
-use crate::psc::{refinement_levels, OperatorCache, PscIr, PscSetup, RefineParams, SetupKey, M1};
+use crate::psc::{
+    refinement_levels, InnerCg, OperatorCache, PscIr, PscMethod, PscOperator, PscSetup,
+    RefineParams, SetupKey,
+};
 
 #[derive(Clone, Debug)]
 pub struct PscBenchParams {
@@ -24,17 +28,25 @@ pub struct PscBenchParams {
     pub n0: usize,
     pub nrhs: usize,
     pub precision: Precision,
+    pub method: PscMethod,
+    /// M3's CG tolerance (None: `rtol` alone, `InnerCg::inner`'s default with `refine`).
+    pub cg_rtol: Option<f64>,
     /// Reuse (or fill) an operator cache instead of timing a fresh set-up.
     pub cache_dir: Option<PathBuf>,
     pub backend: BackendChoice,
-    /// Time PSC-IR to this relative tolerance instead of one M1 apply.
+    /// Time PSC-IR to this relative tolerance instead of one apply.
     pub refine: Option<f64>,
+    /// M3 alone: its CG's relative tolerance when `cg_rtol` is not given.
+    pub rtol: f64,
+    /// Timed solves (after one warm-up).
+    pub runs: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct PscBenchResult {
-    /// Where M1 ran.
+    /// Where the method ran.
     pub device: String,
+    pub method: &'static str,
     pub element: &'static str,
     pub n: usize,
     pub n0: usize,
@@ -44,15 +56,21 @@ pub struct PscBenchResult {
     /// Set-up (or cache load) seconds, and which of the two it was.
     pub setup_seconds: f64,
     pub setup_from_cache: bool,
-    /// Best and median seconds of one M1 apply on the whole block (with --refine: of the
-    /// whole PSC-IR solve, every step's M1 apply and f64 residual).
+    /// Bytes of the stored operators in the working precision.
+    pub operator_bytes: usize,
+    /// Peak resident memory of the process (Linux VmHWM) after the solves, bytes.
+    pub peak_memory_bytes: Option<u64>,
+    /// Best and median seconds of one apply on the whole block (with --refine: of the
+    /// whole PSC-IR solve, every step's apply and f64 residual).
     pub solve_seconds: f64,
     pub solve_seconds_median: f64,
     pub mdofs: f64,
-    /// GFLOP/s by the formula of docs/mathematics.md §3 (per M1 apply), (8/4^l + 4·4^l)·N^{3/2} per right-hand side
-    /// with N = 1/h² and h0 = 2^l √h (Q1).
+    /// M1: GFLOP/s by the formula of docs/mathematics.md §3 (per apply),
+    /// (8/4^l + 4·4^l)·N^{3/2} per right-hand side with N = 1/h² and h0 = 2^l √h (Q1);
+    /// M2/M3: the counted figure (the formula is M1's).
     pub gflops: f64,
-    /// GFLOP/s counting the operations M1 performs (GEMMs 2mnk, sparse products 2 nnz).
+    /// GFLOP/s counting the operations the method performs (GEMMs 2mnk, sparse products
+    /// 2 nnz; M3 per CG iteration as well).
     pub gflops_counted: f64,
     /// The larger of two GEMM-peak measurements, before and after the timed solves.
     pub gemm_peak_gflops: f64,
@@ -68,6 +86,10 @@ pub struct PscBenchResult {
     pub triad_fraction: f64,
     /// Refinement steps of the slowest column (--refine), else None.
     pub refine_steps: Option<usize>,
+    /// M3: block-CG iterations of the timed solve (summed over its refinement steps), and
+    /// its stopping rule.
+    pub cg_iterations: Option<usize>,
+    pub cg_rtol: Option<f64>,
     /// Worst column: f64 ‖b − Ax‖₂/‖b‖₂ of the solution and its relative L2 error.
     pub relative_residual: f64,
     pub l2_error: f64,
@@ -91,7 +113,12 @@ fn run<D: PscDevice>(
     setup_seconds: f64,
     from_cache: bool,
 ) -> Result<PscBenchResult> {
-    let mut m1 = M1::new(&dev, setup, params.precision)?;
+    let mut op = PscOperator::new(&dev, setup, params.precision)?;
+    let cg = match params.refine {
+        Some(_) => InnerCg::inner(params.precision, params.cg_rtol),
+        None => InnerCg::alone(params.cg_rtol.unwrap_or(params.rtol), 1000),
+    };
+    op.set_inner_cg(cg);
     let n_unknowns = setup.num_unknowns();
     let nrhs = params.nrhs;
     let mesh = unit_square_refined(params.n0, setup.levels, params.element)?;
@@ -112,13 +139,15 @@ fn run<D: PscDevice>(
     // (on a shared machine one measurement may fall into a slow phase).
     let peak_before = (ceilings.gemm)(params.precision);
     let triad_before = (ceilings.memory)();
-    let per_apply = m1.flops_per_rhs() * nrhs as f64;
-    let operator_bytes = m1.operator_bytes() as f64;
+    let operator_bytes = op.operator_bytes() as f64;
+    let runs = params.runs;
     let mut failure = None;
+    // Counted flops and CG iterations of the last timed solve.
+    let mut last = crate::psc::ApplyCounts::default();
     let (best, median, x64, applies, residual_flops, refine_steps) = match params.refine {
         None => {
-            let kind = m1.input();
-            m1.prepare(nrhs)?;
+            let kind = op.input();
+            op.prepare(nrhs)?;
             let b = Block::from_f64(
                 &dev,
                 &rhs,
@@ -129,10 +158,12 @@ fn run<D: PscDevice>(
             )?;
             let mut x = Block::zeros(&dev, n_unknowns, nrhs, kind.precision, Layout::ColMajor)?;
             // Each apply ends by reading its columns' statistics, which waits for the device.
-            let (best, median) = time_runs(3, 2.0, || {
-                if let Err(e) = dev.run(|| m1.apply(&b, &mut x).and_then(|()| dev.synchronize())) {
+            let (best, median) = time_runs(runs, 2.0, || {
+                op.take_counts();
+                if let Err(e) = dev.run(|| op.apply(&b, &mut x).and_then(|()| dev.synchronize())) {
                     failure = Some(e);
                 }
+                last = op.take_counts();
             });
             (best, median, x.to_f64(&dev)?, 1.0, 0.0, None)
         }
@@ -142,17 +173,19 @@ fn run<D: PscDevice>(
                 atol: 0.0,
                 max_iterations: 50,
             };
-            let mut ir = PscIr::new(&dev, m1, &setup.stiffness, nrhs, params.max_iterations)?;
+            let mut ir = PscIr::new(&dev, op, &setup.stiffness, nrhs, params.max_iterations)?;
             let mut x = vec![0.0; rhs.len()];
             let mut steps = 0;
-            let (best, median) = time_runs(3, 2.0, || {
+            let (best, median) = time_runs(runs, 2.0, || {
                 x.fill(0.0);
+                ir.operator_mut().take_counts();
                 match dev.run(|| ir.solve(&rhs, &mut x, params)) {
                     Ok(info) => steps = info.steps(),
                     Err(e) => failure = Some(e.into()),
                 }
+                last = ir.operator_mut().take_counts();
             });
-            // Each step: one M1 apply and one f64 residual (2 nnz per column).
+            // Each step: one apply and one f64 residual (2 nnz per column).
             let applies = (steps + 1) as f64;
             let residuals = 2.0 * setup.stiffness.nnz() as f64 * nrhs as f64 * applies;
             (best, median, x, applies, residuals, Some(steps))
@@ -179,14 +212,22 @@ fn run<D: PscDevice>(
 
     let (n, n0) = (params.n as f64, params.n0 as f64);
     let l = (n.sqrt() / n0).log2();
-    let formula_flops =
-        (8.0 / 4f64.powf(l) + 4.0 * 4f64.powf(l)) * (n * n).powf(1.5) * nrhs as f64 * applies;
-    let counted_flops = per_apply * applies + residual_flops;
+    let counted_flops = last.flops + residual_flops;
+    let formula_flops = match params.method {
+        PscMethod::M1 => {
+            (8.0 / 4f64.powf(l) + 4.0 * 4f64.powf(l)) * (n * n).powf(1.5) * nrhs as f64 * applies
+        }
+        PscMethod::M2 | PscMethod::M3 => counted_flops,
+    };
     let peak = (ceilings.gemm)(params.precision).max(peak_before);
     let triad = (ceilings.memory)().max(triad_before);
-    let operator_gbs = operator_bytes * applies / best / 1e9;
+    // Every apply reads the operators once, and M3 once more per CG iteration.
+    let operator_reads = applies + last.cg_iterations as f64;
+    let operator_gbs = operator_bytes * operator_reads / best / 1e9;
+    let is_m3 = params.method == PscMethod::M3;
     Ok(PscBenchResult {
         device: dev.name(),
+        method: params.method.label(),
         element: params.element.name(),
         n: params.n,
         n0: params.n0,
@@ -195,6 +236,8 @@ fn run<D: PscDevice>(
         unknowns: n_unknowns,
         setup_seconds,
         setup_from_cache: from_cache,
+        operator_bytes: operator_bytes as usize,
+        peak_memory_bytes: crate::sys::peak_memory(),
         solve_seconds: best,
         solve_seconds_median: median,
         mdofs: (n_unknowns * nrhs) as f64 / best / 1e6,
@@ -208,6 +251,8 @@ fn run<D: PscDevice>(
         triad_gbs: triad,
         triad_fraction: operator_gbs / triad,
         refine_steps,
+        cg_iterations: is_m3.then_some(last.cg_iterations),
+        cg_rtol: is_m3.then_some(cg.rtol),
         relative_residual: worst_residual,
         l2_error: worst_l2,
     })
@@ -223,15 +268,19 @@ pub fn bench_psc(params: &PscBenchParams) -> Result<PscBenchResult> {
     let t = Instant::now();
     let (setup, from_cache) = match &params.cache_dir {
         Some(dir) => {
-            let key = SetupKey::unit_square(params.element, params.n0, levels);
+            let key = SetupKey::unit_square(params.element, params.n0, levels, params.method);
             let mesh = unit_square_refined(params.n0, levels, params.element)?;
-            let (setup, outcome) = OperatorCache::new(dir).load_or_build(&key, &mesh)?;
+            let (setup, outcome) =
+                OperatorCache::new(dir).load_or_build(&key, &mesh, params.method)?;
             (
                 setup,
                 matches!(outcome, crate::psc::CacheOutcome::Loaded(_)),
             )
         }
-        None => (PscSetup::new(params.element, params.n0, levels)?, false),
+        None => (
+            PscSetup::new(params.element, params.n0, levels, params.method)?,
+            false,
+        ),
     };
     let setup_seconds = t.elapsed().as_secs_f64();
     match device {
@@ -280,8 +329,8 @@ pub fn print(r: &PscBenchResult, json: bool) {
         return;
     }
     println!(
-        "PSC-M1 {} h = 1/{}, h0 = 1/{}, {} right-hand side(s), {} on {}",
-        r.element, r.n, r.n0, r.nrhs, r.precision, r.device
+        "{} {} h = 1/{}, h0 = 1/{}, {} right-hand side(s), {} on {}",
+        r.method, r.element, r.n, r.n0, r.nrhs, r.precision, r.device
     );
     let source = if r.setup_from_cache {
         "loaded from cache"
@@ -289,9 +338,17 @@ pub fn print(r: &PscBenchResult, json: bool) {
         "computed"
     };
     println!("  set-up            {:.3} s ({source})", r.setup_seconds);
+    let peak = r.peak_memory_bytes.map_or("unknown".to_string(), |b| {
+        format!("{:.2} GiB", b as f64 / 2f64.powi(30))
+    });
+    println!(
+        "  memory            operators {:.1} MiB, process peak {peak}",
+        r.operator_bytes as f64 / 1048576.0
+    );
     let what = match r.refine_steps {
         Some(steps) => format!(
-            " (PSC-IR: {steps} refinement steps, M1 applied {} times)",
+            " (PSC-IR: {steps} refinement steps, {} applied {} times)",
+            r.method,
             steps + 1
         ),
         None => String::new(),
@@ -300,11 +357,18 @@ pub fn print(r: &PscBenchResult, json: bool) {
         "  solve             {:.4} s best, {:.4} s median{what}",
         r.solve_seconds, r.solve_seconds_median
     );
+    if let (Some(it), Some(rtol)) = (r.cg_iterations, r.cg_rtol) {
+        println!("  CG                {it} block iterations in all (each apply to {rtol:.0e})");
+    }
     println!("  throughput        {:.2} MDof/s", r.mdofs);
-    println!(
-        "  GFLOP/s           {:.1} by the formula of docs/mathematics.md §3, {:.1} counted",
-        r.gflops, r.gflops_counted
-    );
+    if r.method == PscMethod::M1.label() {
+        println!(
+            "  GFLOP/s           {:.1} by the formula of docs/mathematics.md §3, {:.1} counted",
+            r.gflops, r.gflops_counted
+        );
+    } else {
+        println!("  GFLOP/s           {:.1} counted", r.gflops_counted);
+    }
     println!(
         "  GEMM peak         {:.1} GFLOP/s measured: {:.0}% of it",
         r.gemm_peak_gflops,
@@ -331,9 +395,13 @@ pub fn report(a: &PscBenchArgs) -> Result<()> {
         n0: a.n0,
         nrhs: a.nrhs,
         precision: a.precision.precision(),
+        method: a.method,
+        cg_rtol: a.cg_rtol,
         cache_dir: a.cache_dir.clone(),
         backend: a.backend,
         refine: a.refine.then_some(a.rtol),
+        rtol: a.rtol,
+        runs: a.runs as usize,
     })?;
     print(&result, a.json);
     Ok(())

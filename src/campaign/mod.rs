@@ -460,6 +460,7 @@ fn solve_batch(
         mdofs: (unknowns * nrhs) as f64 / solve_seconds.max(1e-12) / 1e6,
         gflops: outcome.flops.map(|f| f / solve_seconds.max(1e-12) / 1e9),
         iterations: outcome.iterations,
+        cg_iterations: outcome.inner_iterations,
         max_relative_residual: checks.max_residual(),
         max_relative_l2_error: checks.max_error(POISSON_ERRORS[0]),
         start,

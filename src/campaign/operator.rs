@@ -17,6 +17,9 @@ pub struct BlockOutcome {
     /// Refinement steps (PSC-IR) or V-cycles (multigrid) of the slowest column, when the
     /// method iterates.
     pub iterations: Option<usize>,
+    /// Inner Krylov iterations of the whole solve (PSC-M3's block CG, summed over the
+    /// refinement steps), when the method has them.
+    pub inner_iterations: Option<usize>,
     /// Floating-point operations counted (PSC only: GEMMs 2mnk, sparse products 2 nnz).
     pub flops: Option<f64>,
 }

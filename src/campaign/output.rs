@@ -708,6 +708,14 @@ fn write_perf(
             .map(|r| r.iterations.map_or(-1, |i| i as i64))
             .collect::<Vec<_>>(),
     )?;
+    h5::write_vector(
+        perf,
+        "cg_iterations",
+        &records
+            .iter()
+            .map(|r| r.cg_iterations.map_or(-1, |i| i as i64))
+            .collect::<Vec<_>>(),
+    )?;
     let ranks = perf
         .create_group("ranks")
         .map_err(h5::error_at(perf, "creating group /perf/ranks"))?;

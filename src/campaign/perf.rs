@@ -43,6 +43,9 @@ pub struct BatchRecord {
     pub gflops: Option<f64>,
     /// Refinement steps or V-cycles of the slowest column, when the method iterates.
     pub iterations: Option<usize>,
+    /// PSC-M3's block-CG iterations in the batch's solve (all refinement steps).
+    #[serde(default)]
+    pub cg_iterations: Option<usize>,
     pub max_relative_residual: f64,
     /// Largest relative L2 error of its columns (None without exact solutions).
     pub max_relative_l2_error: Option<f64>,

@@ -349,7 +349,7 @@ fn base_operator(base: &RawConfig, source: &str, problems: &mut Problems) -> Opt
 }
 
 /// Every combination of the study's lists, validated as if written out by hand. Lists left
-/// out take the base sections' value; h0 applies to psc-m1 and precision to psc-m1 only
+/// out take the base sections' value; h0 and precision apply to the psc methods only
 /// (cholesky is the f64 reference, multigrid takes its schedule from [solver]), so
 /// combinations differing only there are one operator.
 fn expand_study(
@@ -389,11 +389,14 @@ fn expand_study(
                     if let Some(level) = level {
                         raw.mesh.levels = Some(level);
                     }
-                    let is_psc = method.as_deref() == Some(Method::PscM1.name());
+                    let is_psc = method.as_deref().is_some_and(|m| m.starts_with("psc-"));
                     raw.mesh.h0 = if is_psc { h0 } else { None };
                     raw.solver.method = method.clone();
                     raw.solver.precision = if is_psc { precision.clone() } else { None };
                     let is_mg = raw.solver.method.as_deref() == Some(Method::Mg.name());
+                    if raw.solver.method.as_deref() != Some(Method::PscM3.name()) {
+                        raw.solver.cg_rtol = None;
+                    }
                     if !is_psc {
                         raw.solver.cache = None;
                         raw.solver.cache_dir = None;

@@ -143,7 +143,7 @@ pub(super) fn validate(
         if given && !problems.iter().any(|p| p.key == key) {
             problems.push(problem(
                 key,
-                "applies to method psc-m1 only (mg coarsens the mesh itself: solver.levels)",
+                "applies to the psc methods only (mg coarsens the mesh itself: solver.levels)",
             ));
         }
     }

@@ -11,13 +11,13 @@
 //! kind = "unit-square"        # unit-square | unit-cube
 //! element = "q1"              # q1 | p1 (unit-square); q1 (unit-cube)
 //! n = 64                      # cells per direction, or h = 0.015625 (one of them)
-//! h0 = 0.125                  # coarse mesh width: n = (1/h0)·2^j (psc-m1 needs it)
+//! h0 = 0.125                  # coarse mesh width: n = (1/h0)·2^j (the psc methods need it)
 //! [problem]
 //! k = [1, 2, 4]               # manufactured solutions sin(kπx)sin(kπy)(sin(kπz)), one per column
 //! [solver]
-//! method = "psc-m1"           # cholesky (faer, the f64 reference) | psc-m1
+//! method = "psc-m1"           # cholesky (the f64 reference) | psc-m1 | psc-m2 | psc-m3 | mg
 //! precision = "f32"           # f16 | f32 | f64
-//! refine = true               # psc-m1: f64 iterative refinement (PSC-IR)
+//! refine = true               # psc-m*: f64 iterative refinement (PSC-IR)
 //! nrhs = 3                    # columns; column c uses k[c mod len(k)]
 //! [output]
 //! path = "out/run.h5"

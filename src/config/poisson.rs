@@ -36,6 +36,8 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
     let method = match raw.solver.method.as_deref().unwrap_or("cholesky") {
         "cholesky" => Some(Method::Cholesky),
         "psc-m1" => Some(Method::PscM1),
+        "psc-m2" => Some(Method::PscM2),
+        "psc-m3" => Some(Method::PscM3),
         "mg" => Some(Method::Mg),
         other => {
             problems.push(problem(
@@ -79,7 +81,9 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
     match method {
         Some(Method::Mg) => mg = mg::validate(raw, coarsening, &mut problems),
         Some(Method::Cholesky) => psc::validate_cholesky(raw, precision, &mut problems),
-        Some(Method::PscM1) => psc::validate(raw, kind, coarse, domain.as_ref(), &mut problems),
+        Some(m @ (Method::PscM1 | Method::PscM2 | Method::PscM3)) => {
+            psc::validate(raw, m, kind, coarse, domain.as_ref(), &mut problems)
+        }
         // Stokes configs are validated by stokes::validate before reaching here.
         Some(Method::Stokes) | None => {}
     }
@@ -99,6 +103,7 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
             format!("{max_iterations} (allowed: 1 ..= 1000)"),
         ));
     }
+    let cg_rtol = psc::cg_rtol(raw, method, &mut problems);
     if raw.solver.cache_dir.as_deref() == Some("") {
         problems.push(problem("solver.cache_dir", "is empty"));
     }
@@ -140,6 +145,7 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
                 rtol,
                 atol,
                 max_iterations: max_iterations as usize,
+                cg_rtol,
                 cache_dir,
                 mg,
             },

@@ -1,5 +1,6 @@
-//! The `[solver]` settings of the direct methods: PSC-M1 (mesh.h0, the operator cache) and
-//! the f64 Cholesky reference (which takes none of the iterative keys).
+//! The `[solver]` settings of the direct methods: PSC-M1/M2/M3 (mesh.h0, the operator cache,
+//! M3's CG tolerance) and the f64 Cholesky reference (which takes none of the iterative
+//! keys).
 
 use std::path::{Path, PathBuf};
 
@@ -9,10 +10,11 @@ use super::{problem, Problems};
 use crate::mesh::{Element, MeshKind, RefinedDomain};
 use crate::precision::Precision;
 
-/// psc-m1: a unit-square mesh refined from h0 with coarse interior nodes, or a refined
+/// psc-m*: a unit-square mesh refined from h0 with coarse interior nodes, or a refined
 /// domain whose macro elements hold interior nodes.
 pub(super) fn validate(
     raw: &RawConfig,
+    method: Method,
     kind: Option<MeshKind>,
     coarse: Option<(usize, usize)>,
     domain: Option<&RefinedDomain>,
@@ -21,18 +23,21 @@ pub(super) fn validate(
     if let Some(d) = domain {
         let (below, element) = (d.levels - d.coarse_levels, d.coarse.element);
         if element == Element::P1 && below < 2 {
-            problems.push(problem("mesh.coarse_levels", format!("psc-m1 on triangles needs nodes inside the macro elements: mesh.levels − mesh.coarse_levels ≥ 2 (got {} − {})", d.levels, d.coarse_levels)));
+            problems.push(problem("mesh.coarse_levels", format!("{} on triangles needs nodes inside the macro elements: mesh.levels − mesh.coarse_levels ≥ 2 (got {} − {})", method.name(), d.levels, d.coarse_levels)));
         }
     } else if kind == Some(MeshKind::UnitCube) {
         problems.push(problem(
             "solver.method",
-            "psc-m1 solves on unit-square meshes (allowed mesh.kind: unit-square)",
+            format!(
+                "{} solves on unit-square meshes (allowed mesh.kind: unit-square)",
+                method.name()
+            ),
         ));
     } else if raw.mesh.h0.is_none() {
-        problems.push(problem("mesh.h0", "missing: psc-m1 needs the coarse mesh width h0 (n = (1/h0)·2^j, j ≥ 1; flop-optimal: h0 ≈ √h)"));
+        problems.push(problem("mesh.h0", format!("missing: {} needs the coarse mesh width h0 (n = (1/h0)·2^j, j ≥ 1; flop-optimal: h0 ≈ √h)", method.name())));
     } else if let Some((n0, levels)) = coarse {
         if n0 < 2 || levels == 0 {
-            problems.push(problem("mesh.h0", format!("psc-m1 needs coarse interior nodes and at least one refinement (h0 ≤ 1/2 and h < h0; got h0 = 1/{n0}, {levels} refinements)")));
+            problems.push(problem("mesh.h0", format!("{} needs coarse interior nodes and at least one refinement (h0 ≤ 1/2 and h < h0; got h0 = 1/{n0}, {levels} refinements)", method.name())));
         }
     }
 }
@@ -59,7 +64,7 @@ pub(super) fn validate_cholesky(
         ("solver.cache_dir", s.cache_dir.is_some()),
     ] {
         if given {
-            problems.push(problem(key, "applies to method psc-m1 only"));
+            problems.push(problem(key, "applies to the psc methods only"));
         }
     }
 }
@@ -68,7 +73,7 @@ pub(super) fn validate_cholesky(
 /// output file; none for other methods or with solver.cache = false.
 pub(super) fn cache_dir(raw: &RawConfig, method: Method, output: &Path) -> Option<PathBuf> {
     match (method, raw.solver.cache.unwrap_or(true)) {
-        (Method::PscM1, true) => Some(
+        (method, true) if method.is_psc() => Some(
             raw.solver
                 .cache_dir
                 .as_ref()
@@ -77,4 +82,28 @@ pub(super) fn cache_dir(raw: &RawConfig, method: Method, output: &Path) -> Optio
         ),
         _ => None,
     }
+}
+
+/// solver.cg_rtol: psc-m3's CG tolerance, in (0, 1); refused for other methods.
+pub(super) fn cg_rtol(
+    raw: &RawConfig,
+    method: Option<Method>,
+    problems: &mut Problems,
+) -> Option<f64> {
+    let given = raw.solver.cg_rtol?;
+    if method.is_some_and(|m| m != Method::PscM3) {
+        problems.push(problem(
+            "solver.cg_rtol",
+            "applies to method psc-m3 only (its CG on the C/E system)",
+        ));
+        return None;
+    }
+    if !(given > 0.0 && given < 1.0) {
+        problems.push(problem(
+            "solver.cg_rtol",
+            format!("{given} (allowed: 0 < cg_rtol < 1)"),
+        ));
+        return None;
+    }
+    Some(given)
 }

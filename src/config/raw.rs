@@ -49,6 +49,7 @@ pub struct RawSolver {
     pub residual_scaling: Option<bool>,
     pub seed: Option<i64>,
     pub krylov: Option<String>,
+    pub cg_rtol: Option<f64>,
     pub refine: Option<bool>,
     pub nrhs: Option<i64>,
     pub rtol: Option<f64>,

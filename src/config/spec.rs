@@ -13,8 +13,11 @@ use crate::stokes::StokesSpec;
 pub enum Method {
     /// faer's sparse Cholesky in f64: the reference solver.
     Cholesky,
-    /// The PSC direct method M1 (SPEC §2.4), optionally inside f64 refinement (PSC-IR).
+    /// The PSC methods of SPEC §2.4 (M1 and M2 direct, M3 CG on the C/E system; `psc`
+    /// names them), optionally inside f64 refinement (PSC-IR).
     PscM1,
+    PscM2,
+    PscM3,
     /// Geometric multigrid with a precision per level inside f64 refinement (SPEC §3).
     Mg,
     /// Q2-Q1 Stokes with preconditioned FGMRES (SPEC §4); configured by `RunConfig::stokes`.
@@ -22,12 +25,14 @@ pub enum Method {
 }
 
 impl Method {
-    pub const NAMES: &'static str = "cholesky, psc-m1, mg, stokes";
+    pub const NAMES: &'static str = "cholesky, psc-m1, psc-m2, psc-m3, mg, stokes";
 
     pub fn name(self) -> &'static str {
         match self {
             Method::Cholesky => "cholesky",
             Method::PscM1 => "psc-m1",
+            Method::PscM2 => "psc-m2",
+            Method::PscM3 => "psc-m3",
             Method::Mg => "mg",
             Method::Stokes => STOKES,
         }
@@ -37,9 +42,14 @@ impl Method {
     /// CPU, the sparse Cholesky reference on the host).
     pub fn has_cuda(self) -> bool {
         match self {
-            Method::PscM1 => true,
+            Method::PscM1 | Method::PscM2 | Method::PscM3 => true,
             Method::Cholesky | Method::Mg | Method::Stokes => false,
         }
+    }
+
+    /// Whether this is one of the PSC methods.
+    pub fn is_psc(self) -> bool {
+        matches!(self, Method::PscM1 | Method::PscM2 | Method::PscM3)
     }
 }
 
@@ -59,13 +69,16 @@ pub struct MgSpec {
     pub krylov: bool,
 }
 
-/// Settings of the solver section that apply to PSC-M1.
+/// The settings of the solver section.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SolverSpec {
     pub method: Method,
     pub precision: Precision,
-    /// f64 iterative refinement around the M1 solve (PSC-IR).
+    /// f64 iterative refinement around the PSC solve (PSC-IR) or the V-cycle.
     pub refine: bool,
+    /// psc-m3: CG stops a column at ‖r‖₂ ≤ cg_rtol·‖r₀‖₂ on the prehandled C/E system
+    /// (None: rtol alone, the default of `psc::InnerCg::inner` inside PSC-IR).
+    pub cg_rtol: Option<f64>,
     /// An iterative method stops a column when ‖b − Ax‖₂ ≤ max(rtol·‖b‖₂, atol), or after
     /// `max_iterations`.
     pub rtol: f64,

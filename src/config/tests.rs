@@ -514,3 +514,56 @@ fn studies_over_levels_on_refined_domains() {
         "{p:?}"
     );
 }
+
+/// psc-m2 and psc-m3 parse like psc-m1; solver.cg_rtol belongs to psc-m3 (in (0, 1)), and a
+/// study over the three methods keeps it for psc-m3's operators only.
+#[test]
+fn psc_methods_and_the_cg_tolerance() {
+    let config = |method: &str, extra: &str| {
+        format!(
+            "[mesh]\nn = 64\nh0 = 0.125\n[solver]\nmethod = \"{method}\"\n{extra}[output]\npath = \"x.h5\"\n"
+        )
+    };
+    for (name, method) in [
+        ("psc-m1", Method::PscM1),
+        ("psc-m2", Method::PscM2),
+        ("psc-m3", Method::PscM3),
+    ] {
+        let c = parse(&config(name, ""), "t").unwrap();
+        assert_eq!(c.solver.method, method);
+        assert_eq!(c.solver.method.name(), name);
+        assert_eq!(c.solver.cg_rtol, None);
+    }
+    let c = parse(&config("psc-m3", "cg_rtol = 1e-6\n"), "t").unwrap();
+    assert_eq!(c.solver.cg_rtol, Some(1e-6));
+    for (method, extra) in [
+        ("psc-m1", "cg_rtol = 1e-6\n"),
+        ("mg", "cg_rtol = 1e-6\n"),
+        ("psc-m3", "cg_rtol = 0.0\n"),
+        ("psc-m3", "cg_rtol = 2.0\n"),
+    ] {
+        let p = problems(&config(method, extra));
+        assert!(
+            p.iter().any(|p| p.key == "solver.cg_rtol"),
+            "{method} {extra}: {p:?}"
+        );
+    }
+    let p = problems(&config("psc-m3", "").replace("h0 = 0.125\n", ""));
+    assert!(
+        p.iter()
+            .any(|p| p.key == "mesh.h0" && p.message.contains("psc-m3")),
+        "{p:?}"
+    );
+    let study = "[mesh]\nn = 64\nh0 = 0.125\n[solver]\nmethod = \"psc-m3\"\ncg_rtol = 1e-5\n\
+                 [campaign]\nrhs = \"study\"\ndirectory = \"d\"\n\
+                 [campaign.study]\nk = [1]\nmethod = [\"psc-m1\", \"psc-m2\", \"psc-m3\"]\n";
+    let c = parse(study, "t").unwrap();
+    let tolerances: Vec<Option<f64>> = c
+        .campaign
+        .unwrap()
+        .operators
+        .iter()
+        .map(|o| o.solver.cg_rtol)
+        .collect();
+    assert_eq!(tolerances, [None, None, Some(1e-5)]);
+}

@@ -25,6 +25,7 @@ pub fn write_run<const D: usize>(
     backend: &str,
     nonzeros: usize,
     refine_iterations: Option<usize>,
+    cg_iterations: Option<usize>,
 ) -> Result<(PathBuf, PathBuf)> {
     let nodes = mesh.num_nodes();
     let nrhs = columns.len();
@@ -84,6 +85,10 @@ pub fn write_run<const D: usize>(
             "refine_iterations",
             refine_iterations.map_or(-1, |i| i as i64),
         )?;
+        if let Some(cg) = cg_iterations {
+            // PSC-M3: block-CG iterations of the whole solve (all refinement steps).
+            h5::write_scalar_attr(&solution, "cg_iterations", cg as u64)?;
+        }
         h5::write_scalar_attr(&solution, "unknowns", mesh.num_interior() as u64)?;
         h5::write_scalar_attr(&solution, "nonzeros", nonzeros as u64)?;
         for &(name, value) in seconds {

@@ -21,6 +21,9 @@ pub struct CgParams {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct CgInfo {
     pub iterations: usize,
+    /// Every column reached its tolerance (or broke down with p·Ap ≤ 0, which SPD
+    /// operators reach only at rounding level).
+    pub converged: bool,
 }
 
 /// Block CG with its vectors and per-column scalars, allocated once.
@@ -117,6 +120,7 @@ impl<D: VectorKernels> BlockCg<D> {
             std::mem::swap(&mut self.rr, &mut self.rr_new);
             info.iterations += 1;
         }
+        info.converged = !self.active.iter().any(|&a| a);
         Ok(info)
     }
 }

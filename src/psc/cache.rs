@@ -2,11 +2,12 @@
 //! depends on, with a checksum over its arrays. A run with the same key loads it (and says
 //! so); an unreadable, corrupted or mismatching file is rebuilt, never used.
 //!
-//! Besides the f64 set-up, the file holds the M1 operators (Π⁻¹, B, C_g⁻¹, Dᵀ) in the
-//! working precision of the run that wrote it, under `working/<precision>` with their own
-//! checksum: a run in that precision reads only those (an f16 run reads a quarter of the
-//! bytes of the f64 Π⁻¹). A run in another precision converts from f64 and rewrites the
-//! file with its own copies.
+//! A set-up is of one PSC method (the key names it): M1's file holds Π⁻¹, M2's Λ⁻¹ and
+//! Θ⁻¹, M3's the sparse E. Besides the f64 set-up, the file holds the method's operators
+//! (B, C_g⁻¹, Dᵀ and its own) in the working precision of the run that wrote it, under
+//! `working/<precision>` with their own checksum: a run in that precision reads only those
+//! (an f16 run reads a quarter of the bytes of the f64 Π⁻¹). A run in another precision
+//! converts from f64 and rewrites the file with its own copies.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -15,18 +16,18 @@ use faer::Mat;
 
 use hdf5::H5Type;
 
-use super::m1::{dense_col_major, M1Parts};
-use super::{Group, HierarchicalBasis, M1Host, PscSetup};
+use super::operator::{dense_col_major, Parts};
+use super::{Group, HierarchicalBasis, PscHost, PscMethod, PscSetup, Schur, SchurHost};
 use crate::device::Storage;
 use crate::error::{Error, Result};
 use crate::fem::assemble_poisson;
 use crate::io::h5;
 use crate::mesh::{Element, Mesh2d};
 use crate::precision::Stored;
-use crate::sparse::Csr;
+use crate::sparse::{Csr, SparseRows};
 
 /// Version of the set-up algorithm and of this file layout: bump when either changes.
-const SETUP_VERSION: u32 = 1;
+const SETUP_VERSION: u32 = 2;
 
 /// What loading the cache did.
 #[derive(Clone, Debug, PartialEq)]
@@ -82,28 +83,37 @@ pub struct SetupKey {
 }
 
 impl SetupKey {
-    /// The unit square refined `levels` times from n0×n0 cells, u = 0 on its boundary.
-    pub fn unit_square(element: Element, n0: usize, levels: usize) -> Self {
+    /// `method` on the unit square refined `levels` times from n0×n0 cells, u = 0 on its
+    /// boundary.
+    pub fn unit_square(element: Element, n0: usize, levels: usize, method: PscMethod) -> Self {
         SetupKey {
             text: format!(
-                "tensorfem PSC set-up v{SETUP_VERSION}; crate {}; element {}; n0 {n0}; levels {levels}",
+                "tensorfem PSC set-up v{SETUP_VERSION}; crate {}; method {}; element {}; n0 {n0}; levels {levels}",
                 env!("CARGO_PKG_VERSION"),
+                method.name(),
                 element.name()
             ),
-            name: format!("psc-{}-n{}-n0-{n0}", element.name(), n0 << levels),
+            name: format!(
+                "psc-{}-{}-n{}-n0-{n0}",
+                method.name(),
+                element.name(),
+                n0 << levels
+            ),
         }
     }
 
-    /// Any other mesh and conditions: `identity` names them completely (the coarse mesh's
-    /// content, the levels, the condition of every boundary part), `name` is readable.
-    pub fn described(element: Element, identity: &str, name: &str) -> Self {
+    /// `method` on any other mesh and conditions: `identity` names them completely (the
+    /// coarse mesh's content, the levels, the condition of every boundary part), `name` is
+    /// readable.
+    pub fn described(element: Element, method: PscMethod, identity: &str, name: &str) -> Self {
         SetupKey {
             text: format!(
-                "tensorfem PSC set-up v{SETUP_VERSION}; crate {}; element {}; {identity}",
+                "tensorfem PSC set-up v{SETUP_VERSION}; crate {}; method {}; element {}; {identity}",
                 env!("CARGO_PKG_VERSION"),
+                method.name(),
                 element.name()
             ),
-            name: format!("psc-{}-{name}", element.name()),
+            name: format!("psc-{}-{}-{name}", method.name(), element.name()),
         }
     }
 
@@ -127,13 +137,32 @@ fn shape(mesh: &Mesh2d, hb: &HierarchicalBasis) -> Result<(usize, Option<usize>,
     Ok((mesh.n, n0, h.levels))
 }
 
+fn hash_csr<S: Stored>(h: &mut Fnv, m: &Csr<S>) {
+    h.word(m.nrows() as u64);
+    h.word(m.ncols() as u64);
+    m.row_ptr().iter().for_each(|&p| h.word(p as u64));
+    h.u32s(m.col_idx());
+    h.stored(m.values());
+}
+
 fn checksum(s: &PscSetup) -> u64 {
     let mut h = Fnv::new();
     for v in [&s.c_dofs, &s.e_dofs, &s.i_dofs] {
         h.u32s(v);
     }
-    for m in [&s.l_c, &s.l_c_inv, &s.b, &s.pi_inv] {
+    for m in [&s.l_c, &s.l_c_inv, &s.b] {
         h.f64s(&dense_col_major(m));
+    }
+    match &s.schur {
+        Schur::M1 { pi_inv } => h.f64s(&dense_col_major(pi_inv)),
+        Schur::M2 {
+            lambda_inv,
+            theta_inv,
+        } => {
+            h.f64s(&dense_col_major(lambda_inv));
+            h.f64s(&dense_col_major(theta_inv));
+        }
+        Schur::M3 { e } => hash_csr(&mut h, e),
     }
     h.f64s(&s.scale_e);
     h.f64s(&s.scale_i);
@@ -197,40 +226,46 @@ impl OperatorCache {
         }
     }
 
-    /// The f64 set-up of `mesh` (the mesh `key` names) from the cache, or built (and
-    /// saved) when the cache has no usable copy.
-    pub fn load_or_build(&self, key: &SetupKey, mesh: &Mesh2d) -> Result<(PscSetup, CacheOutcome)> {
+    /// The f64 set-up of `method` on `mesh` (what `key` names) from the cache, or built
+    /// (and saved) when the cache has no usable copy.
+    pub fn load_or_build(
+        &self,
+        key: &SetupKey,
+        mesh: &Mesh2d,
+        method: PscMethod,
+    ) -> Result<(PscSetup, CacheOutcome)> {
         let path = self.path_for(key);
         let (loaded, reason) = Self::try_load(&path, key, mesh);
         if let Some(setup) = loaded {
             return Ok((setup, CacheOutcome::Loaded(path)));
         }
-        let setup = PscSetup::on_mesh(mesh.clone())?;
+        let setup = PscSetup::on_mesh(mesh.clone(), method)?;
         save::<f64>(&path, key, &setup, None)?;
         log::info!("PSC set-up saved to the cache {}", path.display());
         Ok((setup, Self::outcome(path, false, reason)))
     }
 
-    /// M1's operators in precision S: straight from the cache's copies in S when it has
-    /// them; else from its f64 set-up, or computed; in both cases the file is (re)written
-    /// with copies in S.
-    pub fn load_or_build_m1<S: Storage + H5Type>(
+    /// The method's operators in precision S: straight from the cache's copies in S when
+    /// it has them; else from its f64 set-up, or computed; in both cases the file is
+    /// (re)written with copies in S.
+    pub fn load_or_build_host<S: Storage + H5Type>(
         &self,
         key: &SetupKey,
         mesh: &Mesh2d,
-    ) -> Result<(M1Host<S>, CacheOutcome)> {
+        method: PscMethod,
+    ) -> Result<(PscHost<S>, CacheOutcome)> {
         let path = self.path_for(key);
         if path.exists() {
             let t = Instant::now();
-            match load_m1::<S>(&path, key, mesh) {
-                Ok(Some(m1)) => {
+            match load_host::<S>(&path, key, mesh) {
+                Ok(Some(host)) => {
                     log::info!(
                         "PSC operators in {} loaded from the cache {} in {:.2} s",
                         S::PRECISION,
                         path.display(),
                         t.elapsed().as_secs_f64()
                     );
-                    return Ok((m1, CacheOutcome::Loaded(path)));
+                    return Ok((host, CacheOutcome::Loaded(path)));
                 }
                 Ok(None) => log::info!(
                     "the cache {} has no {} operators: converting from f64",
@@ -248,23 +283,23 @@ impl OperatorCache {
         let was_loaded = loaded.is_some();
         let setup = match loaded {
             Some(setup) => setup,
-            None => PscSetup::on_mesh(mesh.clone())?,
+            None => PscSetup::on_mesh(mesh.clone(), method)?,
         };
-        let m1 = M1Host::<S>::new(&setup)?;
-        save(&path, key, &setup, Some(&m1))?;
+        let host = PscHost::<S>::new(&setup)?;
+        save(&path, key, &setup, Some(&host))?;
         log::info!(
             "PSC set-up and its {} operators saved to the cache {}",
             S::PRECISION,
             path.display()
         );
-        Ok((m1, Self::outcome(path, was_loaded, reason)))
+        Ok((host, Self::outcome(path, was_loaded, reason)))
     }
 }
 
-/// Checksum over everything [`load_m1`] reads.
+/// Checksum over everything [`load_host`] reads.
 fn working_checksum<S: Stored>(
     s: &PscSetup,
-    pi_inv: &[S],
+    schur: &SchurHost<S>,
     b: &[S],
     c_inv: &[Vec<S>],
     dt_values: &[S],
@@ -280,7 +315,17 @@ fn working_checksum<S: Stored>(
     for g in &s.groups {
         h.word(g.macros.len() as u64);
     }
-    h.stored(pi_inv);
+    match schur {
+        SchurHost::M1 { pi_inv } => h.stored(pi_inv),
+        SchurHost::M2 {
+            lambda_inv,
+            theta_inv,
+        } => {
+            h.stored(lambda_inv);
+            h.stored(theta_inv);
+        }
+        SchurHost::M3 { e } => hash_csr(&mut h, e),
+    }
     h.stored(b);
     c_inv.iter().for_each(|c| h.stored(c));
     h.stored(dt_values);
@@ -291,24 +336,68 @@ fn write_mat(group: &hdf5::Group, name: &str, m: &Mat<f64>) -> Result<()> {
     h5::write_dense(group, name, m.nrows(), m.ncols(), &dense_col_major(m)).map(|_| ())
 }
 
+/// A dense size × size operator in precision S; another shape is `bad`.
+fn read_square<S: H5Type + Stored>(
+    group: &hdf5::Group,
+    name: &str,
+    size: usize,
+    bad: impl Fn(String) -> Error,
+) -> Result<Vec<S>> {
+    let (rows, cols, data) = h5::read_dense::<S>(group, name)?;
+    if rows != size || cols != size {
+        return Err(bad(format!(
+            "{name} is {rows}×{cols}, the mesh needs {size}×{size}"
+        )));
+    }
+    Ok(data)
+}
+
 fn read_mat(group: &hdf5::Group, name: &str) -> Result<Mat<f64>> {
     let (r, c, data) = h5::read_dense::<f64>(group, name)?;
     Ok(Mat::from_fn(r, c, |i, j| data[i + j * r]))
 }
 
-/// Writes a set-up, and M1's operators in its precision when given (atomically: a crash
-/// leaves no half-written cache file).
+fn write_csr<S: H5Type + Stored>(group: &hdf5::Group, name: &str, m: &Csr<S>) -> Result<()> {
+    let row_ptr: Vec<u64> = m.row_ptr().iter().map(|&p| p as u64).collect();
+    h5::write_vector(group, &format!("{name}_row_ptr"), &row_ptr)?;
+    h5::write_vector(group, &format!("{name}_col_idx"), m.col_idx())?;
+    h5::write_vector(group, &format!("{name}_values"), m.values())?;
+    Ok(())
+}
+
+fn read_csr<S: H5Type + Stored>(
+    group: &hdf5::Group,
+    name: &str,
+    nrows: usize,
+    ncols: usize,
+) -> Result<Csr<S>> {
+    let row_ptr: Vec<usize> = h5::read_vector::<u64>(group, &format!("{name}_row_ptr"))?
+        .iter()
+        .map(|&p| p as usize)
+        .collect();
+    Csr::new(
+        nrows,
+        ncols,
+        row_ptr,
+        h5::read_vector(group, &format!("{name}_col_idx"))?,
+        h5::read_vector(group, &format!("{name}_values"))?,
+    )
+}
+
+/// Writes a set-up, and its method's operators in their precision when given (atomically:
+/// a crash leaves no half-written cache file).
 pub fn save<S: Stored + H5Type>(
     path: &Path,
     key: &SetupKey,
     s: &PscSetup,
-    working: Option<&M1Host<S>>,
+    working: Option<&PscHost<S>>,
 ) -> Result<()> {
     let w = h5::H5Writer::create(path)?;
     let root = w.root();
     h5::write_provenance(root, None)?;
     h5::write_str_attr(root, "psc_key", &key.text)?;
     h5::write_str_attr(root, "checksum", &format!("{:016x}", checksum(s)))?;
+    h5::write_str_attr(root, "method", s.method().name())?;
     h5::write_scalar_attr(root, "a_ci_relative", s.a_ci_relative)?;
     h5::write_vector(root, "c_dofs", &s.c_dofs)?;
     h5::write_vector(root, "e_dofs", &s.e_dofs)?;
@@ -318,7 +407,17 @@ pub fn save<S: Stored + H5Type>(
     write_mat(root, "l_c", &s.l_c)?;
     write_mat(root, "l_c_inv", &s.l_c_inv)?;
     write_mat(root, "b", &s.b)?;
-    write_mat(root, "pi_inv", &s.pi_inv)?;
+    match &s.schur {
+        Schur::M1 { pi_inv } => write_mat(root, "pi_inv", pi_inv)?,
+        Schur::M2 {
+            lambda_inv,
+            theta_inv,
+        } => {
+            write_mat(root, "lambda_inv", lambda_inv)?;
+            write_mat(root, "theta_inv", theta_inv)?;
+        }
+        Schur::M3 { e } => write_csr(root, "e", e)?,
+    }
     let row_ptr: Vec<u64> = s.dt.row_ptr().iter().map(|&p| p as u64).collect();
     h5::write_vector(root, "dt_row_ptr", &row_ptr)?;
     h5::write_vector(root, "dt_col_idx", s.dt.col_idx())?;
@@ -332,8 +431,8 @@ pub fn save<S: Stored + H5Type>(
         write_mat(&gg, "block", &g.block)?;
         write_mat(&gg, "inverse", &g.inverse)?;
     }
-    if let Some(M1Host {
-        pi_inv,
+    if let Some(PscHost {
+        schur,
         b,
         c_inv,
         dt,
@@ -343,9 +442,20 @@ pub fn save<S: Stored + H5Type>(
         let wg = root
             .create_group(&format!("working/{}", S::PRECISION))
             .map_err(h5::error_in(path, "creating group working"))?;
-        let checksum = working_checksum(s, pi_inv, b, c_inv, dt.values());
+        let checksum = working_checksum(s, schur, b, c_inv, dt.values());
         h5::write_str_attr(&wg, "checksum", &format!("{checksum:016x}"))?;
-        h5::write_dense(&wg, "pi_inv", s.e_dofs.len(), s.e_dofs.len(), pi_inv)?;
+        let (nc, ne) = (s.c_dofs.len(), s.e_dofs.len());
+        match schur {
+            SchurHost::M1 { pi_inv } => h5::write_dense(&wg, "pi_inv", ne, ne, pi_inv).map(drop)?,
+            SchurHost::M2 {
+                lambda_inv,
+                theta_inv,
+            } => {
+                h5::write_dense(&wg, "lambda_inv", ne, ne, lambda_inv)?;
+                h5::write_dense(&wg, "theta_inv", nc, nc, theta_inv)?;
+            }
+            SchurHost::M3 { e } => write_csr(&wg, "e", e)?,
+        }
         h5::write_dense(&wg, "b", s.c_dofs.len(), s.e_dofs.len(), b)?;
         for (k, c) in c_inv.iter().enumerate() {
             let size = s.groups[k].block_size();
@@ -357,13 +467,18 @@ pub fn save<S: Stored + H5Type>(
     Ok(())
 }
 
-/// Reads M1 in precision S from the cache's `working/<precision>` copies: None when the
-/// file has none; an error when it is unusable (key, checksum or shapes).
-pub fn load_m1<S: Stored + H5Type>(
+/// The method a cache file was written for.
+fn stored_method(f: &hdf5::Group, bad: impl Fn(String) -> Error) -> Result<PscMethod> {
+    h5::read_str_attr(f, "method")?.parse().map_err(bad)
+}
+
+/// Reads a method's operators in precision S from the cache's `working/<precision>` copies:
+/// None when the file has none; an error when it is unusable (key, checksum or shapes).
+pub fn load_host<S: Stored + H5Type>(
     path: &Path,
     key: &SetupKey,
     mesh: &Mesh2d,
-) -> Result<Option<M1Host<S>>> {
+) -> Result<Option<PscHost<S>>> {
     let bad = |message: String| Error::Hdf5 {
         path: path.to_path_buf(),
         message,
@@ -398,7 +513,18 @@ pub fn load_m1<S: Stored + H5Type>(
     let e_dofs: Vec<u32> = h5::read_vector(&f, "e_dofs")?;
     let i_dofs: Vec<u32> = h5::read_vector(&f, "i_dofs")?;
     let (nc, ne, ni) = (c_dofs.len(), e_dofs.len(), i_dofs.len());
-    let (_, _, pi_inv) = h5::read_dense::<S>(&wg, "pi_inv")?;
+    let schur = match stored_method(&f, bad)? {
+        PscMethod::M1 => SchurHost::M1 {
+            pi_inv: read_square::<S>(&wg, "pi_inv", ne, bad)?,
+        },
+        PscMethod::M2 => SchurHost::M2 {
+            lambda_inv: read_square::<S>(&wg, "lambda_inv", ne, bad)?,
+            theta_inv: read_square::<S>(&wg, "theta_inv", nc, bad)?,
+        },
+        PscMethod::M3 => SchurHost::M3 {
+            e: read_csr(&wg, "e", ne, ne)?,
+        },
+    };
     let (_, _, b) = h5::read_dense::<S>(&wg, "b")?;
     let row_ptr: Vec<usize> = h5::read_vector::<u64>(&f, "dt_row_ptr")?
         .iter()
@@ -413,11 +539,7 @@ pub fn load_m1<S: Stored + H5Type>(
         dt_values,
     )?;
     let l_c_inv = read_mat(&f, "l_c_inv")?;
-    if pi_inv.len() != ne * ne
-        || b.len() != nc * ne
-        || l_c_inv.nrows() != nc
-        || nc + ne + ni != mesh.num_interior()
-    {
+    if b.len() != nc * ne || l_c_inv.nrows() != nc || nc + ne + ni != mesh.num_interior() {
         return Err(bad("array sizes do not fit the mesh".into()));
     }
     // Verify with the same checksum the writer computed (over what M1 is built from).
@@ -448,13 +570,15 @@ pub fn load_m1<S: Stored + H5Type>(
                 inverse: Mat::zeros(0, 0),
             })
             .collect(),
-        pi_inv: Mat::zeros(0, 0),
+        schur: Schur::M1 {
+            pi_inv: Mat::zeros(0, 0),
+        },
         a_ci_relative: 0.0,
     };
     let stored = h5::read_str_attr(&wg, "checksum")?;
     let actual = format!(
         "{:016x}",
-        working_checksum(&probe, &pi_inv, &b, &c_inv, dt.values())
+        working_checksum(&probe, &schur, &b, &c_inv, dt.values())
     );
     if stored != actual {
         return Err(bad(format!(
@@ -462,7 +586,7 @@ pub fn load_m1<S: Stored + H5Type>(
             S::PRECISION
         )));
     }
-    let parts = M1Parts {
+    let parts = Parts {
         hb: probe.hb,
         l_c_inv: dense_col_major(&probe.l_c_inv),
         c_dofs: probe.c_dofs,
@@ -472,9 +596,9 @@ pub fn load_m1<S: Stored + H5Type>(
         scale_i: probe.scale_i,
         group_sizes,
     };
-    Ok(Some(M1Host {
+    Ok(Some(PscHost {
         parts,
-        pi_inv,
+        schur,
         b,
         c_inv,
         dt,
@@ -523,6 +647,31 @@ pub fn load(path: &Path, key: &SetupKey, mesh: &Mesh2d) -> Result<PscSetup> {
         h5::read_vector(&f, "dt_col_idx")?,
         h5::read_vector(&f, "dt_values")?,
     )?;
+    let (nc, ne) = (h5::read_vector::<u32>(&f, "c_dofs")?.len(), e_dofs.len());
+    let schur = match stored_method(&f, bad)? {
+        PscMethod::M1 => Schur::M1 {
+            pi_inv: read_mat(&f, "pi_inv")?,
+        },
+        PscMethod::M2 => Schur::M2 {
+            lambda_inv: read_mat(&f, "lambda_inv")?,
+            theta_inv: read_mat(&f, "theta_inv")?,
+        },
+        PscMethod::M3 => Schur::M3 {
+            e: read_csr(&f, "e", ne, ne)?,
+        },
+    };
+    let square = |m: &Mat<f64>, size: usize| m.nrows() == size && m.ncols() == size;
+    let fits = match &schur {
+        Schur::M1 { pi_inv } => square(pi_inv, ne),
+        Schur::M2 {
+            lambda_inv,
+            theta_inv,
+        } => square(lambda_inv, ne) && square(theta_inv, nc),
+        Schur::M3 { .. } => true,
+    };
+    if !fits {
+        return Err(bad("array sizes do not fit the mesh".into()));
+    }
     let setup = PscSetup {
         element: mesh.element,
         n,
@@ -541,7 +690,7 @@ pub fn load(path: &Path, key: &SetupKey, mesh: &Mesh2d) -> Result<PscSetup> {
         d: dt.transpose(),
         dt,
         groups,
-        pi_inv: read_mat(&f, "pi_inv")?,
+        schur,
         a_ci_relative: h5::read_scalar_attr(&f, "a_ci_relative")?,
     };
     let stored = h5::read_str_attr(&f, "checksum")?;
@@ -552,10 +701,7 @@ pub fn load(path: &Path, key: &SetupKey, mesh: &Mesh2d) -> Result<PscSetup> {
         )));
     }
     let (nc, ne, ni) = (setup.c_dofs.len(), setup.e_dofs.len(), setup.i_dofs.len());
-    if nc + ne + ni != setup.num_unknowns()
-        || setup.pi_inv.nrows() != ne
-        || setup.b.shape() != (nc, ne)
-    {
+    if nc + ne + ni != setup.num_unknowns() || setup.b.shape() != (nc, ne) {
         return Err(bad("array sizes do not fit the mesh".into()));
     }
     Ok(setup)
@@ -580,58 +726,103 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = OperatorCache::new(dir.path());
         let (element, n0, levels) = (Element::Q1, 4, 2);
-        let key = SetupKey::unit_square(element, n0, levels);
+        let key = SetupKey::unit_square(element, n0, levels, PscMethod::M1);
         let mesh = crate::mesh::unit_square_refined(n0, levels, element).unwrap();
-        let (built, outcome) = cache.load_or_build_m1::<f16>(&key, &mesh).unwrap();
+        let (built, outcome) = cache
+            .load_or_build_host::<f16>(&key, &mesh, PscMethod::M1)
+            .unwrap();
         assert!(matches!(outcome, CacheOutcome::Built(_)));
         let path = cache.path_for(&key);
 
         // The f16 copies load as they were built.
-        let loaded = load_m1::<f16>(&path, &key, &mesh)
+        let loaded = load_host::<f16>(&path, &key, &mesh)
             .unwrap()
             .expect("f16 copies stored");
-        assert_eq!(loaded.pi_inv, built.pi_inv);
+        assert_eq!(loaded.schur, built.schur);
         assert_eq!(loaded.dt, built.dt);
         assert!(
-            load_m1::<f32>(&path, &key, &mesh).unwrap().is_none(),
+            load_host::<f32>(&path, &key, &mesh).unwrap().is_none(),
             "no f32 copies yet"
         );
-        let (_, outcome) = cache.load_or_build_m1::<f16>(&key, &mesh).unwrap();
+        let (_, outcome) = cache
+            .load_or_build_host::<f16>(&key, &mesh, PscMethod::M1)
+            .unwrap();
         assert!(matches!(outcome, CacheOutcome::Loaded(_)));
 
         // An f32 run converts from f64 and rewrites the file with its own copies.
-        let (_, outcome) = cache.load_or_build_m1::<f32>(&key, &mesh).unwrap();
+        let (_, outcome) = cache
+            .load_or_build_host::<f32>(&key, &mesh, PscMethod::M1)
+            .unwrap();
         assert!(matches!(outcome, CacheOutcome::Loaded(_)));
-        assert!(load_m1::<f32>(&path, &key, &mesh).unwrap().is_some());
+        assert!(load_host::<f32>(&path, &key, &mesh).unwrap().is_some());
 
         // A changed working copy fails its checksum, and the run rebuilds from f64.
         corrupt(&path, "working/f32/pi_inv", 3, 0.5f32);
-        assert!(load_m1::<f32>(&path, &key, &mesh).is_err());
-        let (_, outcome) = cache.load_or_build_m1::<f32>(&key, &mesh).unwrap();
+        assert!(load_host::<f32>(&path, &key, &mesh).is_err());
+        let (_, outcome) = cache
+            .load_or_build_host::<f32>(&key, &mesh, PscMethod::M1)
+            .unwrap();
         assert!(
             matches!(outcome, CacheOutcome::Loaded(_)),
             "the f64 set-up was intact"
         );
-        assert!(load_m1::<f32>(&path, &key, &mesh).unwrap().is_some());
+        assert!(load_host::<f32>(&path, &key, &mesh).unwrap().is_some());
 
         // A changed f64 array fails the set-up checksum: recomputed, never used.
         corrupt(&path, "pi_inv", 7, 123.0f64);
         assert!(load(&path, &key, &mesh).is_err());
-        let (setup, outcome) = cache.load_or_build(&key, &mesh).unwrap();
+        let (setup, outcome) = cache.load_or_build(&key, &mesh, PscMethod::M1).unwrap();
         assert!(
             matches!(outcome, CacheOutcome::Rebuilt { .. }),
             "{outcome:?}"
         );
-        assert_ne!(
-            setup.pi_inv[(7 % setup.pi_inv.nrows(), 7 / setup.pi_inv.nrows())],
-            123.0
-        );
+        let pi_inv = setup.pi_inv().expect("M1");
+        assert_ne!(pi_inv[(7 % pi_inv.nrows(), 7 / pi_inv.nrows())], 123.0);
         assert!(load(&path, &key, &mesh).is_ok());
 
         // A cache file of another problem under this name is refused.
-        let other = SetupKey::unit_square(element, 8, 1);
+        let other = SetupKey::unit_square(element, 8, 1, PscMethod::M1);
         let other_mesh = crate::mesh::unit_square_refined(8, 1, element).unwrap();
         std::fs::copy(&path, cache.path_for(&other)).unwrap();
         assert!(load(&cache.path_for(&other), &other, &other_mesh).is_err());
+    }
+
+    /// M2's and M3's operators have their own files (the key names the method), load as
+    /// they were built, and a corrupted working copy of their own operators is detected.
+    #[test]
+    fn every_method_has_its_own_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = OperatorCache::new(dir.path());
+        let (element, n0, levels) = (Element::P1, 4, 2);
+        let mesh = crate::mesh::unit_square_refined(n0, levels, element).unwrap();
+        let paths: Vec<PathBuf> = PscMethod::ALL
+            .iter()
+            .map(|&m| cache.path_for(&SetupKey::unit_square(element, n0, levels, m)))
+            .collect();
+        assert!(paths[0] != paths[1] && paths[1] != paths[2]);
+        for (method, dataset) in [
+            (PscMethod::M2, "working/f32/theta_inv"),
+            (PscMethod::M3, "working/f32/e_values"),
+        ] {
+            let key = SetupKey::unit_square(element, n0, levels, method);
+            let (built, outcome) = cache
+                .load_or_build_host::<f32>(&key, &mesh, method)
+                .unwrap();
+            assert!(matches!(outcome, CacheOutcome::Built(_)));
+            assert_eq!(built.schur.method(), method);
+            let path = cache.path_for(&key);
+            let loaded = load_host::<f32>(&path, &key, &mesh).unwrap().unwrap();
+            assert_eq!(loaded.schur, built.schur);
+            assert_eq!(load(&path, &key, &mesh).unwrap().method(), method);
+            corrupt(&path, dataset, 1, 0.123f32);
+            assert!(load_host::<f32>(&path, &key, &mesh).is_err(), "{method}");
+            let (_, outcome) = cache
+                .load_or_build_host::<f32>(&key, &mesh, method)
+                .unwrap();
+            assert!(
+                matches!(outcome, CacheOutcome::Loaded(_)),
+                "f64 set-up intact"
+            );
+        }
     }
 }

@@ -6,11 +6,23 @@ use crate::error::{Error, SolveRecord, SolverError};
 use crate::linalg::RefineInfo;
 use crate::precision::Precision;
 
+use super::PscMethod;
+
 /// How a PSC solve failed.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PscFailure {
-    /// M1's solution of a column is not finite (an overflow in a low precision).
-    NotFinite { precision: Precision, column: usize },
+    /// The method's solution of a column is not finite (an overflow in a low precision).
+    NotFinite {
+        method: PscMethod,
+        precision: Precision,
+        column: usize,
+    },
+    /// M3's CG did not reach its tolerance.
+    CgNotConverged {
+        precision: Precision,
+        rtol: f64,
+        max_iterations: usize,
+    },
     /// PSC-IR's residual became NaN or infinite.
     Diverged { residual: f64, iterations: usize },
     /// PSC-IR did not reach ‖b − Ax‖₂ ≤ max(rtol·‖b‖₂, atol).
@@ -23,7 +35,7 @@ pub enum PscFailure {
     Other(String),
 }
 
-/// A failed PSC solve: why, and what PSC-IR did (empty for M1 alone).
+/// A failed PSC solve: why, and what PSC-IR did (empty for a method alone).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PscError {
     pub failure: PscFailure,
@@ -31,9 +43,24 @@ pub struct PscError {
 }
 
 impl PscError {
-    pub(super) fn not_finite(precision: Precision, column: usize) -> Self {
+    pub(super) fn not_finite(method: PscMethod, precision: Precision, column: usize) -> Self {
         PscError {
-            failure: PscFailure::NotFinite { precision, column },
+            failure: PscFailure::NotFinite {
+                method,
+                precision,
+                column,
+            },
+            info: RefineInfo::default(),
+        }
+    }
+
+    pub(super) fn cg_not_converged(precision: Precision, rtol: f64, max_iterations: usize) -> Self {
+        PscError {
+            failure: PscFailure::CgNotConverged {
+                precision,
+                rtol,
+                max_iterations,
+            },
             info: RefineInfo::default(),
         }
     }
@@ -63,9 +90,21 @@ impl PscError {
 impl fmt::Display for PscError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.failure {
-            PscFailure::NotFinite { precision, column } => write!(
+            PscFailure::NotFinite {
+                method,
+                precision,
+                column,
+            } => write!(
                 f,
-                "PSC M1 in {precision}: the solution of right-hand side {column} is not finite (overflow in {precision} arithmetic)"
+                "{method} in {precision}: the solution of right-hand side {column} is not finite (overflow in {precision} arithmetic)"
+            ),
+            PscFailure::CgNotConverged {
+                precision,
+                rtol,
+                max_iterations,
+            } => write!(
+                f,
+                "PSC-M3 in {precision}: CG did not reach ‖r‖₂ ≤ {rtol:.1e}·‖r₀‖₂ on the C/E system in {max_iterations} iterations (use refine = true, a larger solver.cg_rtol, or f64)"
             ),
             PscFailure::Diverged {
                 residual,

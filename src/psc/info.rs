@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use faer::Side;
 
-use super::{refinement_levels, PscSetup};
+use super::{refinement_levels, PscMethod, PscSetup};
 use crate::error::{Error, Result};
 use crate::fem::{Condition, Conditions};
 use crate::linalg::{extreme_eigenvalues, LanczosParams};
@@ -168,7 +168,9 @@ impl PscInfo {
         }
         let kappa_ci = groups.iter().fold(0.0f64, |a, g| a.max(g.kappa));
         // κ(Π) = κ(Π⁻¹): Lanczos on the stored inverse (|E| can be large).
-        let pi_inv = setup.pi_inv.as_ref();
+        let pi_inv = setup
+            .pi_inv()
+            .ok_or_else(|| Error::InvalidInput("psc-info reports M1's Π⁻¹: set up M1".into()))?;
         let ne = pi_inv.nrows();
         let lanczos = extreme_eigenvalues(ne, LanczosParams::default(), |x, y| {
             let xv = faer::ColRef::from_slice(x);
@@ -185,7 +187,7 @@ impl PscInfo {
             kappa_ci,
             kappa_pi: lanczos.largest / lanczos.smallest,
             nnz_ci_inv_over_fem: nnz_ci as f64 / fem,
-            nnz_pi_inv_over_fem: numerical_nnz(&setup.pi_inv) as f64 / fem,
+            nnz_pi_inv_over_fem: numerical_nnz(pi_inv) as f64 / fem,
             whole: if whole {
                 Some(whole_condition_numbers(setup)?)
             } else {
@@ -276,7 +278,7 @@ pub fn report(mesh: &InfoMesh, bc: InfoConditions, whole: bool, json: bool) -> R
                 ));
             }
             (
-                PscSetup::new(element, n0, refinement_levels(n, n0)?)?,
+                PscSetup::new(element, n0, refinement_levels(n, n0)?, PscMethod::M1)?,
                 format!(
                     "the unit square, {}, h = 1/{n}, h0 = 1/{n0}",
                     element.name()
@@ -289,10 +291,10 @@ pub fn report(mesh: &InfoMesh, bc: InfoConditions, whole: bool, json: bool) -> R
         } => {
             let macros = CoarseMesh::flow_around_square().refined(coarse_levels)?;
             (
-                PscSetup::on_mesh(with_conditions(
-                    refine(&macros, levels - coarse_levels)?,
-                    bc,
-                )?)?,
+                PscSetup::on_mesh(
+                    with_conditions(refine(&macros, levels - coarse_levels)?, bc)?,
+                    PscMethod::M1,
+                )?,
                 format!("the flow around a square, p1, L = {levels}, L0 = {coarse_levels}"),
             )
         }
@@ -312,7 +314,10 @@ pub fn report(mesh: &InfoMesh, bc: InfoConditions, whole: bool, json: bool) -> R
             }
             let element = coarse.element.name();
             (
-                PscSetup::on_mesh(with_conditions(refine(&coarse, *levels)?, bc)?)?,
+                PscSetup::on_mesh(
+                    with_conditions(refine(&coarse, *levels)?, bc)?,
+                    PscMethod::M1,
+                )?,
                 format!("{}, {element}, refined {levels} times", file.display()),
             )
         }
@@ -424,7 +429,7 @@ mod tests {
 
     #[test]
     fn small_case_runs() {
-        let setup = PscSetup::new(Element::Q1, 4, 3).unwrap();
+        let setup = PscSetup::new(Element::Q1, 4, 3, PscMethod::M1).unwrap();
         let info = PscInfo::compute(&setup, true).unwrap();
         assert_eq!((info.c, info.e, info.i), (9, 2 * 3 * 28, 28 * 28));
         assert_eq!(info.groups.len(), 1);

@@ -1,14 +1,15 @@
-//! The Prehandling-Schur-Complement direct solver (SPEC §2): hierarchical basis, partial
-//! Cholesky, node classes C/E/I (the set-up, f64 on the host, cached in HDF5), the M1 solve
-//! on blocks of right-hand sides in f64, f32 or f16 on any device (a `LinOp`), and PSC-IR
-//! (f64 iterative refinement around a low-precision M1).
+//! The Prehandling-Schur-Complement solvers (SPEC §2): hierarchical basis, partial
+//! Cholesky, node classes C/E/I (the set-up, f64 on the host, cached in HDF5), the methods
+//! M1, M2 (direct) and M3 (CG on the C/E system) on blocks of right-hand sides in f64, f32
+//! or f16 on any device (a `LinOp`), and PSC-IR (f64 iterative refinement around a
+//! low-precision method).
 
 pub(crate) mod cache;
 mod error;
 mod hierarchical;
 mod info;
-mod m1;
 mod macros;
+mod operator;
 mod refine;
 mod setup;
 
@@ -18,6 +19,6 @@ pub use hierarchical::HierarchicalBasis;
 pub use info::{
     report as report_info, GroupInfo, InfoConditions, InfoMesh, PscInfo, WholeConditionNumbers,
 };
-pub use m1::{M1Host, M1};
+pub use operator::{ApplyCounts, InnerCg, PscHost, PscOperator, SchurHost};
 pub use refine::{PscIr, RefineParams};
-pub use setup::{refinement_levels, Group, PscSetup};
+pub use setup::{refinement_levels, Group, PscMethod, PscSetup, Schur};

@@ -1,11 +1,12 @@
-//! PSC-IR (SPEC §2.5 with the residual scaling of §3.2): the low-precision M1 solve as the
-//! inner solver of f64 iterative refinement on the nodal system (the refinement of
-//! `linalg`, with the f64 stiffness matrix on the device), column by column scaled:
+//! PSC-IR (SPEC §2.5 with the residual scaling of §3.2): a low-precision PSC solve (M1, M2
+//! or M3) as the inner solver of f64 iterative refinement on the nodal system (the
+//! refinement of `linalg`, with the f64 stiffness matrix on the device), column by column
+//! scaled:
 //!
-//!   r = b − A x (f64);  while ‖r‖₂/‖b‖₂ > tol: α = ‖r‖₂, c = M1(r/α), x += α c, r −= α A c.
+//!   r = b − A x (f64);  while ‖r‖₂/‖b‖₂ > tol: α = ‖r‖₂, c = PSC(r/α), x += α c, r −= α A c.
 
 use super::error::{PscError, PscFailure};
-use super::M1;
+use super::PscOperator;
 use crate::device::{Block, CsrMatrix, Layout, PscDevice};
 use crate::error::Result;
 use crate::linalg::{RefineFailure, RefineInfo, RefineParams as Refine, Refinement};
@@ -30,10 +31,10 @@ impl Default for RefineParams {
     }
 }
 
-/// M1 inside f64 refinement, with every buffer for blocks of `nrhs` columns.
+/// A PSC method inside f64 refinement, with every buffer for blocks of `nrhs` columns.
 pub struct PscIr<D: PscDevice> {
     dev: D,
-    refinement: Refinement<D, M1<D>>,
+    refinement: Refinement<D, PscOperator<D>>,
     stiffness: CsrMatrix<D>,
     /// Column-major f64 blocks of the slice-based API.
     host: Option<(Block<D>, Block<D>)>,
@@ -43,26 +44,30 @@ impl<D: PscDevice> PscIr<D> {
     /// `stiffness` is the nodal f64 stiffness matrix the residuals are computed with.
     pub fn new(
         dev: &D,
-        m1: M1<D>,
+        operator: PscOperator<D>,
         stiffness: &Csr<f64>,
         nrhs: usize,
         max_iterations: usize,
     ) -> Result<Self> {
         Ok(PscIr {
-            refinement: Refinement::new(dev, m1, nrhs, max_iterations)?,
+            refinement: Refinement::new(dev, operator, nrhs, max_iterations)?,
             stiffness: CsrMatrix::upload(dev, stiffness)?,
             host: None,
             dev: dev.clone(),
         })
     }
 
-    /// M1, given back.
-    pub fn into_m1(self) -> M1<D> {
+    /// The PSC operator, given back.
+    pub fn into_operator(self) -> PscOperator<D> {
         self.refinement.into_inner()
     }
 
-    pub fn m1(&self) -> &M1<D> {
+    pub fn operator(&self) -> &PscOperator<D> {
         self.refinement.inner()
+    }
+
+    pub fn operator_mut(&mut self) -> &mut PscOperator<D> {
+        self.refinement.inner_mut()
     }
 
     pub fn nrhs(&self) -> usize {
@@ -77,7 +82,7 @@ impl<D: PscDevice> PscIr<D> {
         x: &mut Block<D>,
         params: RefineParams,
     ) -> std::result::Result<&RefineInfo, PscError> {
-        let precision = self.m1().precision();
+        let precision = self.operator().precision();
         let refine = Refine {
             rtol: params.rtol,
             atol: params.atol,
@@ -118,7 +123,7 @@ impl<D: PscDevice> PscIr<D> {
         x: &mut [f64],
         params: RefineParams,
     ) -> std::result::Result<RefineInfo, PscError> {
-        let (n, k) = (self.m1().num_unknowns(), self.nrhs());
+        let (n, k) = (self.operator().num_unknowns(), self.nrhs());
         if b.len() != n * k || x.len() != n * k {
             return Err(PscError::other(format!(
                 "PSC-IR: blocks of {} and {} values for {n} unknowns × {k} right-hand sides",

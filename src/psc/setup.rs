@@ -1,7 +1,9 @@
 //! The PSC set-up in f64 (SPEC §2.2–2.4): Ã = SᵀAS, the node classes C, E, I with I
 //! numbered macro element by macro element in one geometric order, groups of identical
 //! macro-element blocks (detected, not assumed), the partial Cholesky scaling, the blocks
-//! B = A_CE, E = A_EE, D = A_EI, the inverses C_g⁻¹, Λ = E − D C⁻¹ Dᵀ, Π = Λ − BᵀB and Π⁻¹.
+//! B = A_CE, E = A_EE, D = A_EI, the inverses C_g⁻¹, and what the method stores besides
+//! (SPEC §2.4): Π⁻¹ for M1 (Π = Λ − BᵀB, Λ = E − D C⁻¹ Dᵀ), Λ⁻¹ and Θ⁻¹ for M2
+//! (Θ = I − B Λ⁻¹ Bᵀ), the sparse E for M3 (nothing dense of size |E|).
 
 use faer::linalg::solvers::DenseSolveCore;
 use faer::{Accum, Mat, Par, Side};
@@ -35,7 +37,82 @@ impl Group {
     }
 }
 
-/// Everything M1 needs, in f64. Unknown vectors in the C/E/I numbering are
+/// The PSC methods of SPEC §2.4. They share the transforms, C_g⁻¹, B and D; they differ in
+/// what they store for the C/E system and how they solve it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PscMethod {
+    /// Direct: Π⁻¹ (dense |E|×|E|).
+    M1,
+    /// Direct: Λ⁻¹ (dense |E|×|E|) and Θ⁻¹ (dense |C|×|C|).
+    M2,
+    /// Semi-direct: CG on the C/E system; stores only the sparse E besides the shared parts.
+    M3,
+}
+
+impl PscMethod {
+    pub const ALL: [PscMethod; 3] = [PscMethod::M1, PscMethod::M2, PscMethod::M3];
+
+    /// "m1", "m2", "m3".
+    pub fn name(self) -> &'static str {
+        match self {
+            PscMethod::M1 => "m1",
+            PscMethod::M2 => "m2",
+            PscMethod::M3 => "m3",
+        }
+    }
+
+    /// "PSC-M1", … for reports.
+    pub fn label(self) -> &'static str {
+        match self {
+            PscMethod::M1 => "PSC-M1",
+            PscMethod::M2 => "PSC-M2",
+            PscMethod::M3 => "PSC-M3",
+        }
+    }
+}
+
+impl std::fmt::Display for PscMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+impl std::str::FromStr for PscMethod {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        PscMethod::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("unknown PSC method '{s}' (m1, m2, m3)"))
+    }
+}
+
+/// What a method stores for the C/E system, in f64 (E, Λ and Π in the scaled C/E/I basis).
+#[derive(Clone, Debug)]
+pub enum Schur {
+    M1 {
+        pi_inv: Mat<f64>,
+    },
+    M2 {
+        lambda_inv: Mat<f64>,
+        theta_inv: Mat<f64>,
+    },
+    M3 {
+        e: Csr<f64>,
+    },
+}
+
+impl Schur {
+    pub fn method(&self) -> PscMethod {
+        match self {
+            Schur::M1 { .. } => PscMethod::M1,
+            Schur::M2 { .. } => PscMethod::M2,
+            Schur::M3 { .. } => PscMethod::M3,
+        }
+    }
+}
+
+/// Everything a PSC method needs, in f64. Unknown vectors in the C/E/I numbering are
 /// `[x_C; x_E; x_I]` with I grouped (group by group, macro by macro, local order).
 pub struct PscSetup {
     pub element: Element,
@@ -64,7 +141,8 @@ pub struct PscSetup {
     pub d: Csr<f64>,
     pub dt: Csr<f64>,
     pub groups: Vec<Group>,
-    pub pi_inv: Mat<f64>,
+    /// The method's own operators.
+    pub schur: Schur,
     /// Largest |Ã_CI| relative to max |diag Ã| (checked to vanish).
     pub a_ci_relative: f64,
 }
@@ -85,13 +163,12 @@ struct Progress(indicatif::ProgressBar);
 const PROGRESS_MIN_E: usize = 3000;
 
 impl Progress {
-    const STAGES: u64 = 4;
-
-    fn new(estimated_e: usize) -> Self {
+    fn new(estimated_e: usize, method: PscMethod) -> Self {
         if estimated_e < PROGRESS_MIN_E {
             return Progress(indicatif::ProgressBar::hidden());
         }
-        let bar = indicatif::ProgressBar::new(Self::STAGES);
+        let stages = if method == PscMethod::M3 { 2 } else { 4 };
+        let bar = indicatif::ProgressBar::new(stages);
         bar.set_style(
             indicatif::ProgressStyle::with_template(
                 "PSC set-up [{bar:20}] {pos}/{len} {msg} ({elapsed})",
@@ -127,8 +204,9 @@ pub fn refinement_levels(n: usize, n0: usize) -> Result<usize> {
 }
 
 impl PscSetup {
-    /// Builds the operators for the unit square refined `levels` times from `n0`×`n0`.
-    pub fn new(element: Element, n0: usize, levels: usize) -> Result<Self> {
+    /// Builds `method`'s operators for the unit square refined `levels` times from
+    /// `n0`×`n0`.
+    pub fn new(element: Element, n0: usize, levels: usize, method: PscMethod) -> Result<Self> {
         if element == Element::Q1Hex {
             return Err(Error::InvalidInput(
                 "PSC works on 2D meshes (q1, p1)".into(),
@@ -139,12 +217,12 @@ impl PscSetup {
                 "PSC needs a coarse mesh with interior nodes (n0 ≥ 2, got {n0}) refined at least once (got {levels})"
             )));
         }
-        Self::on_mesh(unit_square_refined(n0, levels, element)?)
+        Self::on_mesh(unit_square_refined(n0, levels, element)?, method)
     }
 
-    /// Builds the operators for any mesh refined from a coarse mesh at least once, whose
-    /// coarse mesh has an interior vertex (the class C).
-    pub fn on_mesh(mesh: Mesh2d) -> Result<Self> {
+    /// Builds `method`'s operators for any mesh refined from a coarse mesh at least once,
+    /// whose coarse mesh has an interior vertex (the class C).
+    pub fn on_mesh(mesh: Mesh2d, method: PscMethod) -> Result<Self> {
         let Some(hierarchy) = mesh.hierarchy.as_ref() else {
             return Err(Error::InvalidInput(
                 "PSC needs a mesh refined from a coarse mesh".into(),
@@ -160,7 +238,7 @@ impl PscSetup {
             .iter()
             .filter(|l| matches!(l, MacroLocation::Edge(_)))
             .count();
-        let progress = Progress::new(edge_nodes);
+        let progress = Progress::new(edge_nodes, method);
         progress.stage("assembling SᵀAS");
         let hb = HierarchicalBasis::new(&mesh)?;
         let sys = assemble_poisson(&mesh, |_| 0.0)?;
@@ -169,7 +247,15 @@ impl PscSetup {
         let a_hb = spgemm(&s.transpose(), &spgemm(&stiffness, &s)?)?;
         log::debug!("SᵀAS: {} nonzeros", a_hb.nnz());
         progress.stage("macro-element blocks and C_g⁻¹");
-        Self::from_hierarchical(mesh, hb, stiffness, &a_hb, &sys.dofs.node_of_dof, &progress)
+        Self::from_hierarchical(
+            mesh,
+            hb,
+            stiffness,
+            &a_hb,
+            &sys.dofs.node_of_dof,
+            method,
+            &progress,
+        )
     }
 
     fn from_hierarchical(
@@ -178,6 +264,7 @@ impl PscSetup {
         stiffness: Csr<f64>,
         a_hb: &Csr<f64>,
         node_of_dof: &[u32],
+        method: PscMethod,
         progress: &Progress,
     ) -> Result<Self> {
         let hierarchy = mesh.hierarchy.as_ref().expect("refined mesh");
@@ -389,7 +476,6 @@ impl PscSetup {
         // Partial Cholesky on C: Ã_CC = L_C L_Cᵀ.
         let mut a_cc = Mat::<f64>::zeros(nc, nc);
         let mut b = Mat::<f64>::zeros(nc, ne);
-        let mut lambda = Mat::<f64>::zeros(ne, ne);
         for (k, &dof) in c_dofs.iter().enumerate() {
             let (cols, vals) = a_hb.row(dof as usize);
             for (&c, &v) in cols.iter().zip(vals) {
@@ -400,14 +486,27 @@ impl PscSetup {
                 }
             }
         }
-        for (e, &dof) in e_dofs.iter().enumerate() {
+        // E = A_EE scaled, sparse (entries at rounding level are couplings that cancel).
+        let mut e_row_ptr = vec![0usize];
+        let (mut e_cols, mut e_values) = (Vec::new(), Vec::new());
+        for &dof in &e_dofs {
             let (cols, vals) = a_hb.row(dof as usize);
-            for (&c, &v) in cols.iter().zip(vals) {
-                if let Class::E(ee) = class[c as usize] {
-                    lambda[(e, ee as usize)] = v * inv_sqrt(dof) * inv_sqrt(c);
-                }
-            }
+            let mut row: Vec<(u32, f64)> = cols
+                .iter()
+                .zip(vals)
+                .filter_map(|(&c, &v)| match class[c as usize] {
+                    Class::E(ee) if v.abs() > negligible => {
+                        Some((ee, v * inv_sqrt(dof) * inv_sqrt(c)))
+                    }
+                    _ => None,
+                })
+                .collect();
+            row.sort_unstable_by_key(|t| t.0);
+            e_cols.extend(row.iter().map(|t| t.0));
+            e_values.extend(row.iter().map(|t| t.1));
+            e_row_ptr.push(e_cols.len());
         }
+        let e = Csr::new(ne, ne, e_row_ptr, e_cols, e_values)?;
         let l_c = a_cc
             .llt(Side::Lower)
             .map_err(|e| Error::Solver(format!("Cholesky of the coarse block Ã_CC failed: {e:?}")))?
@@ -428,51 +527,57 @@ impl PscSetup {
             Par::rayon(0),
         );
 
-        progress.stage("Λ = E − D C⁻¹ Dᵀ");
-        // Λ = E − Σ_m D_m C_g⁻¹ D_mᵀ, one dense product per macro element.
-        let products: Vec<(Vec<u32>, Mat<f64>)> = (0..num_macros)
-            .into_par_iter()
-            .map(|m| {
-                let ie = &blocks[m].ie;
-                let mut e_local: Vec<u32> = ie.iter().map(|t| t.1).collect();
-                e_local.sort_unstable();
-                e_local.dedup();
-                let mut dm_t = Mat::<f64>::zeros(per_macro, e_local.len());
-                for &(l, e, v) in ie {
-                    let col = e_local.binary_search(&e).expect("listed");
-                    dm_t[(sigma(m)[l as usize] as usize, col)] = v;
+        let schur = match method {
+            PscMethod::M3 => Schur::M3 { e },
+            PscMethod::M1 | PscMethod::M2 => {
+                progress.stage("Λ = E − D C⁻¹ Dᵀ");
+                // Λ = E − Σ_m D_m C_g⁻¹ D_mᵀ, one dense product per macro element.
+                let mut lambda = Mat::<f64>::zeros(ne, ne);
+                for r in 0..ne {
+                    let (cols, vals) = e.row(r);
+                    for (&c, &v) in cols.iter().zip(vals) {
+                        lambda[(r, c as usize)] = v;
+                    }
                 }
-                let inverse = &groups[grouping.group_of[m]].inverse;
-                let w = inverse * &dm_t;
-                (e_local, dm_t.transpose() * &w)
-            })
-            .collect();
-        for (e_local, product) in products {
-            for (a, &ea) in e_local.iter().enumerate() {
-                for (bb, &eb) in e_local.iter().enumerate() {
-                    lambda[(ea as usize, eb as usize)] -= product[(a, bb)];
+                let products: Vec<(Vec<u32>, Mat<f64>)> = (0..num_macros)
+                    .into_par_iter()
+                    .map(|m| {
+                        let ie = &blocks[m].ie;
+                        let mut e_local: Vec<u32> = ie.iter().map(|t| t.1).collect();
+                        e_local.sort_unstable();
+                        e_local.dedup();
+                        let mut dm_t = Mat::<f64>::zeros(per_macro, e_local.len());
+                        for &(l, e, v) in ie {
+                            let col = e_local.binary_search(&e).expect("listed");
+                            dm_t[(sigma(m)[l as usize] as usize, col)] = v;
+                        }
+                        let inverse = &groups[grouping.group_of[m]].inverse;
+                        let w = inverse * &dm_t;
+                        (e_local, dm_t.transpose() * &w)
+                    })
+                    .collect();
+                for (e_local, product) in products {
+                    for (a, &ea) in e_local.iter().enumerate() {
+                        for (bb, &eb) in e_local.iter().enumerate() {
+                            lambda[(ea as usize, eb as usize)] -= product[(a, bb)];
+                        }
+                    }
+                }
+                progress.stage(&format!("{method} inverses (|E| = {ne})"));
+                match method {
+                    PscMethod::M1 => Schur::M1 {
+                        pi_inv: pi_inverse(lambda, &b)?,
+                    },
+                    _ => {
+                        let (lambda_inv, theta_inv) = lambda_theta_inverses(lambda, &b)?;
+                        Schur::M2 {
+                            lambda_inv,
+                            theta_inv,
+                        }
+                    }
                 }
             }
-        }
-        progress.stage(&format!("Π⁻¹ (|E| = {ne})"));
-        // Π = Λ − BᵀB, then Π⁻¹.
-        let mut pi = lambda;
-        faer::linalg::matmul::matmul(
-            pi.as_mut(),
-            Accum::Add,
-            b.transpose(),
-            b.as_ref(),
-            -1.0,
-            Par::rayon(0),
-        );
-        // In place: Λ became Π and Π becomes Π⁻¹ in one |E|×|E| allocation.
-        let mut pi_inv = pi;
-        spd_inverse_in_place(&mut pi_inv).map_err(|e| {
-            Error::Solver(format!(
-                "Cholesky of Π (|E| = {ne}) failed: pivot {} is not positive",
-                e.index
-            ))
-        })?;
+        };
 
         Ok(PscSetup {
             element,
@@ -492,7 +597,7 @@ impl PscSetup {
             d,
             dt,
             groups,
-            pi_inv,
+            schur,
             a_ci_relative,
         })
     }
@@ -500,4 +605,71 @@ impl PscSetup {
     pub fn num_unknowns(&self) -> usize {
         self.hb.len()
     }
+
+    pub fn method(&self) -> PscMethod {
+        self.schur.method()
+    }
+
+    /// M1's Π⁻¹ (None for the other methods).
+    pub fn pi_inv(&self) -> Option<&Mat<f64>> {
+        match &self.schur {
+            Schur::M1 { pi_inv } => Some(pi_inv),
+            _ => None,
+        }
+    }
+}
+
+/// M1's Π⁻¹ = (Λ − BᵀB)⁻¹, in place: Λ becomes Π and Π becomes Π⁻¹ in one |E|×|E|
+/// allocation.
+fn pi_inverse(lambda: Mat<f64>, b: &Mat<f64>) -> Result<Mat<f64>> {
+    let mut pi = lambda;
+    faer::linalg::matmul::matmul(
+        pi.as_mut(),
+        Accum::Add,
+        b.transpose(),
+        b.as_ref(),
+        -1.0,
+        Par::rayon(0),
+    );
+    spd_inverse_in_place(&mut pi).map_err(|e| {
+        Error::Solver(format!(
+            "Cholesky of Π (|E| = {}) failed: pivot {} is not positive",
+            pi.nrows(),
+            e.index
+        ))
+    })?;
+    Ok(pi)
+}
+
+/// M2's Λ⁻¹ (in place of Λ) and Θ⁻¹ = (I − B Λ⁻¹ Bᵀ)⁻¹.
+fn lambda_theta_inverses(lambda: Mat<f64>, b: &Mat<f64>) -> Result<(Mat<f64>, Mat<f64>)> {
+    let mut lambda_inv = lambda;
+    spd_inverse_in_place(&mut lambda_inv).map_err(|e| {
+        Error::Solver(format!(
+            "Cholesky of Λ (|E| = {}) failed: pivot {} is not positive",
+            lambda_inv.nrows(),
+            e.index
+        ))
+    })?;
+    let nc = b.nrows();
+    let w = b * &lambda_inv;
+    let mut theta = Mat::<f64>::identity(nc, nc);
+    faer::linalg::matmul::matmul(
+        theta.as_mut(),
+        Accum::Add,
+        w.as_ref(),
+        b.transpose(),
+        -1.0,
+        Par::rayon(0),
+    );
+    // Symmetric in exact arithmetic; the product's rounding is not.
+    let theta = Mat::from_fn(nc, nc, |i, j| 0.5 * (theta[(i, j)] + theta[(j, i)]));
+    let mut theta_inv = theta;
+    spd_inverse_in_place(&mut theta_inv).map_err(|e| {
+        Error::Solver(format!(
+            "Cholesky of Θ (|C| = {nc}) failed: pivot {} is not positive",
+            e.index
+        ))
+    })?;
+    Ok((lambda_inv, theta_inv))
 }

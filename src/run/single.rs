@@ -11,7 +11,7 @@ use super::solver::{with_operator, AnyOperator};
 use super::Backend;
 use crate::campaign::{BatchOperator, ColumnSource};
 use crate::comm::Comm;
-use crate::config::{Method, RunConfig};
+use crate::config::RunConfig;
 use crate::error::Result;
 use crate::fem::ColumnReport;
 use crate::io::schema;
@@ -31,6 +31,8 @@ pub struct JobSummary {
     /// Refinement steps (PSC-IR) or V-cycles (multigrid) of the slowest column, when the
     /// method iterates.
     pub refine_iterations: Option<usize>,
+    /// PSC-M3's block-CG iterations, summed over the refinement steps.
+    pub cg_iterations: Option<usize>,
     pub seconds: StageSeconds,
     pub output: PathBuf,
     pub xdmf: PathBuf,
@@ -83,6 +85,12 @@ impl fmt::Display for JobSummary {
         }
         if let Some(it) = self.refine_iterations {
             writeln!(f, "  iterations          {it} (slowest column)")?;
+        }
+        if let Some(it) = self.cg_iterations {
+            writeln!(
+                f,
+                "  CG iterations       {it} (PSC-M3, block CG, all refinement steps)"
+            )?;
         }
         writeln!(
             f,
@@ -152,7 +160,7 @@ fn describe(config: &RunConfig) -> String {
         Some(b) => b.describe(" ", ", "),
     };
     let s = &config.solver;
-    let precision = match (&s.mg, s.method == Method::PscM1 && s.refine) {
+    let precision = match (&s.mg, s.method.is_psc() && s.refine) {
         (Some(mg), _) => format!(
             "{} levels {} ({}), smoother {}{}",
             mg.schedule.len(),
@@ -232,6 +240,7 @@ pub fn run(config: &RunConfig, backend: &Backend, comm: &dyn Comm) -> Result<Opt
         &backend.to_string(),
         nonzeros,
         outcome.iterations,
+        outcome.inner_iterations,
     ))?;
     seconds.write = t.elapsed().as_secs_f64();
 
@@ -244,6 +253,7 @@ pub fn run(config: &RunConfig, backend: &Backend, comm: &dyn Comm) -> Result<Opt
         columns: reports,
         setup_note: op.setup_note(),
         refine_iterations: outcome.iterations,
+        cg_iterations: outcome.inner_iterations,
         seconds,
         output,
         xdmf,

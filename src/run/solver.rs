@@ -22,14 +22,18 @@ use crate::linalg::LinOp;
 use crate::mesh::{self, unit_square_refined, Element, Mesh, Mesh2d, MeshSpec};
 use crate::mg::{random_initial_guess, MgParams, Multigrid, PinnedEmbedding, StopParams};
 use crate::precision::Precision;
-use crate::psc::{CacheOutcome, OperatorCache, PscIr, PscSetup, RefineParams, SetupKey, M1};
+use crate::psc::{
+    CacheOutcome, InnerCg, OperatorCache, PscIr, PscMethod, PscOperator, PscSetup, RefineParams,
+    SetupKey,
+};
 use crate::reference::CholeskySolver;
 use crate::sparse::Csr;
 
 /// A generous estimate of the bytes a run needs: assembly, the block of right-hand sides
 /// and solutions, and the solver (sparse Cholesky factor with nested-dissection fill of
-/// about 10 N log2 N entries in 2D and 10 N^{4/3} in 3D; PSC: Λ, Π, Π⁻¹ and the
-/// factorisation workspace, about four dense |E|×|E| f64 matrices, plus SᵀAS).
+/// about 10 N log2 N entries in 2D and 10 N^{4/3} in 3D; PSC: SᵀAS, B in f64 and in its
+/// storage precision, and M1/M2's dense Λ, its inverse and the factorisation workspace,
+/// about four dense |E|×|E| f64 matrices; M3 stores nothing of size |E|²).
 fn estimated_bytes(m: &MeshSpec, solver: &SolverSpec, nrhs: usize) -> f64 {
     let unknowns = m.unknowns() as f64;
     let k = m.element.nodes_per_cell() as f64;
@@ -54,16 +58,23 @@ fn estimated_bytes(m: &MeshSpec, solver: &SolverSpec, nrhs: usize) -> f64 {
             let width = if m.dim() == 2 { 9.0 } else { 27.0 };
             unknowns * 1.5 * (width * 12.0 * 2.0 + nrhs * 8.0 * 6.0)
         }
-        Method::PscM1 => {
+        method @ (Method::PscM1 | Method::PscM2 | Method::PscM3) => {
             let (n, n0) = (m.n as f64, m.coarse.map_or(1, |c| c.0) as f64);
             let e = match m.element {
                 Element::P1 => (3.0 * n0 - 2.0) * (n - n0),
                 _ => 2.0 * (n0 - 1.0) * (n - n0),
             };
+            let c = (n0 - 1.0) * (n0 - 1.0);
             let levels = m.coarse.map_or(1, |c| c.1) as f64;
-            4.0 * 8.0 * e * e
+            let dense = if method == Method::PscM3 {
+                0.0
+            } else {
+                4.0 * 8.0 * e * e
+            };
+            dense
+                + 2.0 * 8.0 * c * e
                 + unknowns * (40.0 * levels + 40.0) * 12.0
-                + nrhs * unknowns * 8.0 * 10.0
+                + nrhs * unknowns * 8.0 * 12.0
         }
     };
     assembly + block + solver
@@ -82,17 +93,25 @@ pub fn check_memory(mesh: &MeshSpec, solver: &SolverSpec, nrhs: usize) -> Result
             solver.method.name(),
             needed / 2f64.powi(30),
             available as f64 / 2f64.powi(30),
-            if solver.method == Method::PscM1 { " or a larger mesh.h0" } else { "" }
+            match solver.method {
+                Method::PscM3 => " or a larger mesh.h0",
+                Method::PscM1 | Method::PscM2 => " or a larger mesh.h0, or method psc-m3 (no dense |E|×|E| operator)",
+                _ => "",
+            }
         )));
     }
     Ok(())
 }
 
-/// M1 and, with refinement, PSC-IR around it (built for the block width it is given).
+/// Most iterations of M3's CG alone (inside PSC-IR: `InnerCg::inner`'s cap).
+const CG_MAX_ITERATIONS: usize = 1000;
+
+/// A PSC method and, with refinement, PSC-IR around it (built for the block width it is
+/// given).
 struct Psc<D: PscDevice> {
     dev: D,
-    /// M1 alone, when no PSC-IR holds it.
-    m1: Option<M1<D>>,
+    /// The method alone, when no PSC-IR holds it.
+    alone: Option<PscOperator<D>>,
     ir: Option<PscIr<D>>,
     refine: Option<RefineParams>,
     /// Most columns one solve holds on the device (None: no limit, or not yet planned).
@@ -101,21 +120,35 @@ struct Psc<D: PscDevice> {
 }
 
 impl<D: PscDevice> Psc<D> {
-    fn m1(&self) -> &M1<D> {
-        match (&self.m1, &self.ir) {
+    fn operator(&self) -> &PscOperator<D> {
+        match (&self.alone, &self.ir) {
             (Some(m), _) => m,
-            (None, Some(ir)) => ir.m1(),
-            (None, None) => unreachable!("M1 is held by one of the two"),
+            (None, Some(ir)) => ir.operator(),
+            (None, None) => unreachable!("the operator is held by one of the two"),
         }
     }
 
-    /// Bytes of device memory one right-hand side occupies during a solve: M1's workspace
-    /// (about seven vectors in the compute precision, one in the storage precision), its
-    /// input and output, and PSC-IR's f64 b, x and r.
+    fn operator_mut(&mut self) -> &mut PscOperator<D> {
+        match (&mut self.alone, &mut self.ir) {
+            (Some(m), _) => m,
+            (None, Some(ir)) => ir.operator_mut(),
+            (None, None) => unreachable!("the operator is held by one of the two"),
+        }
+    }
+
+    /// Bytes of device memory one right-hand side occupies during a solve: the method's
+    /// workspace (about seven vectors in the compute precision, one in the storage
+    /// precision; M3 one more I vector and its CG's E vectors), its input and output, and
+    /// PSC-IR's f64 b, x and r.
     fn bytes_per_column(&self) -> usize {
-        let m1 = self.m1();
-        let (storage, compute) = (m1.precision().bytes(), m1.precision().compute().bytes());
-        m1.num_unknowns() * (9 * compute + storage + if self.refine.is_some() { 24 } else { 0 })
+        let op = self.operator();
+        let (storage, compute) = (op.precision().bytes(), op.precision().compute().bytes());
+        let vectors = match op.method() {
+            PscMethod::M1 | PscMethod::M2 => 9,
+            PscMethod::M3 => 11,
+        };
+        op.num_unknowns()
+            * (vectors * compute + storage + if self.refine.is_some() { 24 } else { 0 })
     }
 
     /// Plans the block width once, from the device's free memory after the set-up, and
@@ -130,20 +163,21 @@ impl<D: PscDevice> Psc<D> {
         };
         let per_column = self.bytes_per_column();
         let fits = (free as f64 * 0.8 / per_column as f64) as usize;
+        let method = self.operator().method();
         if fits == 0 {
             return Err(Error::InvalidInput(format!(
-                "{}: {:.1} GiB free after the set-up (operators {:.2} GiB), but one right-hand side needs {:.1} MiB; use a larger mesh.h0 or a smaller mesh.n",
+                "{}: {:.1} GiB free after the {method} set-up (operators {:.2} GiB), but one right-hand side needs {:.1} MiB; use a larger mesh.h0 or a smaller mesh.n",
                 self.dev.name(),
                 free as f64 / 2f64.powi(30),
-                self.m1().operator_bytes() as f64 / 2f64.powi(30),
+                self.operator().operator_bytes() as f64 / 2f64.powi(30),
                 per_column as f64 / 2f64.powi(20)
             )));
         }
         self.max_columns = Some(fits);
         log::info!(
-            "memory plan on {}: operators {:.2} GiB resident, {:.1} GiB free, {:.2} MiB per right-hand side → up to {fits} columns per solve ({})",
+            "memory plan on {}: {method} operators {:.2} GiB resident, {:.1} GiB free, {:.2} MiB per right-hand side → up to {fits} columns per solve ({})",
             self.dev.name(),
-            self.m1().operator_bytes() as f64 / 2f64.powi(30),
+            self.operator().operator_bytes() as f64 / 2f64.powi(30),
             free as f64 / 2f64.powi(30),
             per_column as f64 / 2f64.powi(20),
             if nrhs > fits {
@@ -163,10 +197,11 @@ impl<D: PscDevice> Psc<D> {
         if width >= nrhs {
             return self.solve_block(a, b, nrhs);
         }
-        let n = self.m1().num_unknowns();
+        let n = self.operator().num_unknowns();
         let mut all = BlockOutcome {
             u: Vec::with_capacity(b.len()),
             iterations: None,
+            inner_iterations: None,
             flops: Some(0.0),
         };
         for first in (0..nrhs).step_by(width) {
@@ -177,50 +212,54 @@ impl<D: PscDevice> Psc<D> {
                 (Some(x), Some(y)) => Some(x.max(y)),
                 (x, y) => x.or(y),
             };
+            all.inner_iterations = match (all.inner_iterations, part.inner_iterations) {
+                (Some(x), Some(y)) => Some(x + y),
+                (x, y) => x.or(y),
+            };
             all.flops = all.flops.zip(part.flops).map(|(x, y)| x + y);
         }
         Ok(all)
     }
 
-    /// Solves one block with M1 alone or inside PSC-IR.
+    /// Solves one block with the method alone or inside PSC-IR.
     fn solve_block(&mut self, a: &Csr<f64>, b: &[f64], nrhs: usize) -> Result<BlockOutcome> {
-        let per_apply = self.m1().flops_per_rhs() * nrhs as f64;
-        let n = self.m1().num_unknowns();
-        match self.refine {
+        let n = self.operator().num_unknowns();
+        self.operator_mut().take_counts();
+        let (u, iterations, residual_flops) = match self.refine {
             Some(params) => {
                 if self.ir.as_ref().is_none_or(|ir| ir.nrhs() != nrhs) {
-                    let m1 = match (self.m1.take(), self.ir.take()) {
+                    let op = match (self.alone.take(), self.ir.take()) {
                         (Some(m), _) => m,
-                        (None, Some(ir)) => ir.into_m1(),
-                        (None, None) => unreachable!("M1 is held by one of the two"),
+                        (None, Some(ir)) => ir.into_operator(),
+                        (None, None) => unreachable!("the operator is held by one of the two"),
                     };
-                    self.ir = Some(PscIr::new(&self.dev, m1, a, nrhs, params.max_iterations)?);
+                    self.ir = Some(PscIr::new(&self.dev, op, a, nrhs, params.max_iterations)?);
                 }
                 let ir = self.ir.as_mut().expect("just set");
                 let mut x = vec![0.0; b.len()];
                 let info = self.dev.run(|| ir.solve(b, &mut x, params))?;
-                // Each step: one M1 apply and one f64 residual (2 nnz per column).
-                let per_step = per_apply + 2.0 * a.nnz() as f64 * nrhs as f64;
-                Ok(BlockOutcome {
-                    u: x,
-                    iterations: Some(info.steps()),
-                    flops: Some(per_step * (info.steps() + 1) as f64),
-                })
+                // Each step's f64 residual: 2 nnz per column.
+                let residuals = 2.0 * a.nnz() as f64 * nrhs as f64 * (info.steps() + 1) as f64;
+                (x, Some(info.steps()), residuals)
             }
             None => {
-                let m1 = self.m1.as_mut().expect("M1 alone");
-                let kind = m1.input();
+                let op = self.alone.as_mut().expect("the method alone");
+                let kind = op.input();
                 let input =
                     Block::from_f64(&self.dev, b, n, nrhs, kind.precision, Layout::ColMajor)?;
                 let mut x = Block::zeros(&self.dev, n, nrhs, kind.precision, Layout::ColMajor)?;
-                self.dev.run(|| m1.apply(&input, &mut x))?;
-                Ok(BlockOutcome {
-                    u: x.to_f64(&self.dev)?,
-                    iterations: None,
-                    flops: Some(per_apply),
-                })
+                self.dev.run(|| op.apply(&input, &mut x))?;
+                (x.to_f64(&self.dev)?, None, 0.0)
             }
-        }
+        };
+        let counts = self.operator_mut().take_counts();
+        Ok(BlockOutcome {
+            u,
+            iterations,
+            inner_iterations: (self.operator().method() == PscMethod::M3)
+                .then_some(counts.cg_iterations),
+            flops: Some(counts.flops + residual_flops),
+        })
     }
 }
 
@@ -240,6 +279,7 @@ impl BlockSolve for CholeskySolver {
                 .flat_map(|j| x.col(j).iter().copied().collect::<Vec<_>>())
                 .collect(),
             iterations: None,
+            inner_iterations: None,
             flops: None,
         })
     }
@@ -284,6 +324,7 @@ impl<D: Kernels> BlockSolve for MultigridSolver<D> {
         Ok(BlockOutcome {
             u,
             iterations: Some(info.max_iterations()),
+            inner_iterations: None,
             flops: None,
         })
     }
@@ -388,12 +429,17 @@ fn set_up_solver<const DIM: usize>(
         (Method::Mg, Backend::Cpu { .. }) => {
             multigrid_setup::<DIM>(matrix, mesh_spec, solver_spec, general)
         }
-        (Method::PscM1, Backend::Cpu { .. }) => {
-            psc_setup(&Cpu::new(), mesh_spec, solver_spec, general).map(boxed)
+        (method @ (Method::PscM1 | Method::PscM2 | Method::PscM3), Backend::Cpu { .. }) => {
+            psc_setup(&Cpu::new(), psc_method(method), mesh_spec, solver_spec, general).map(boxed)
         }
-        (Method::PscM1, Backend::Cuda(info)) => {
-            psc_setup(&Cuda::shared(info)?, mesh_spec, solver_spec, general).map(boxed)
-        }
+        (method @ (Method::PscM1 | Method::PscM2 | Method::PscM3), Backend::Cuda(info)) => psc_setup(
+            &Cuda::shared(info)?,
+            psc_method(method),
+            mesh_spec,
+            solver_spec,
+            general,
+        )
+        .map(boxed),
         (method @ (Method::Mg | Method::Stokes), Backend::Cuda(info)) => Err(Error::Backend(format!(
             "method {} has no CUDA implementation (cuda device {}); use backend = \"cpu\" or \"auto\"",
             method.name(),
@@ -405,18 +451,21 @@ fn set_up_solver<const DIM: usize>(
     }
 }
 
-/// M1 in precision S through the operator cache when enabled, with a note on where its
-/// set-up came from; on `general` (a refined domain or boundary conditions) set up from
-/// that mesh.
-fn psc_m1<D: PscDevice, S: Storage + hdf5::H5Type>(
+/// A PSC method in precision S through the operator cache when enabled, with a note on
+/// where its set-up came from; on `general` (a refined domain or boundary conditions) set
+/// up from that mesh.
+fn psc_operator<D: PscDevice, S: Storage + hdf5::H5Type>(
     dev: &D,
+    method: PscMethod,
     mesh: &MeshSpec,
     solver: &SolverSpec,
     general: Option<&Mesh2d>,
-) -> Result<(M1<D>, String)> {
-    let (n0, levels) = mesh.coarse.expect("validated: psc-m1 has macro elements");
+) -> Result<(PscOperator<D>, String)> {
+    let (n0, levels) = mesh
+        .coarse
+        .expect("validated: psc methods have macro elements");
     let element = mesh.element;
-    let (m1, note) = match &solver.cache_dir {
+    let (op, note) = match &solver.cache_dir {
         Some(dir) => {
             let structured;
             let fine = match general {
@@ -426,8 +475,11 @@ fn psc_m1<D: PscDevice, S: Storage + hdf5::H5Type>(
                     &structured
                 }
             };
-            let (host, outcome) =
-                OperatorCache::new(dir).load_or_build_m1::<S>(&setup_key(mesh), fine)?;
+            let (host, outcome) = OperatorCache::new(dir).load_or_build_host::<S>(
+                &setup_key(mesh, method),
+                fine,
+                method,
+            )?;
             let note = match outcome {
                 CacheOutcome::Loaded(p) => {
                     format!("loaded from the operator cache {}", p.display())
@@ -439,38 +491,55 @@ fn psc_m1<D: PscDevice, S: Storage + hdf5::H5Type>(
                     format!("recomputed ({reason}) and saved to {}", path.display())
                 }
             };
-            (M1::upload(dev, host)?, note)
+            (PscOperator::upload(dev, host)?, note)
         }
         None => {
             let setup = match general {
-                Some(m) => PscSetup::on_mesh(m.clone())?,
-                None => PscSetup::new(element, n0, levels)?,
+                Some(m) => PscSetup::on_mesh(m.clone(), method)?,
+                None => PscSetup::new(element, n0, levels, method)?,
             };
             (
-                M1::new(dev, &setup, S::PRECISION)?,
+                PscOperator::new(dev, &setup, S::PRECISION)?,
                 "computed (operator cache disabled)".to_string(),
             )
         }
     };
-    let (c, e, i, groups) = m1.class_sizes();
-    Ok((
-        m1,
-        format!("{note}; |C| = {c}, |E| = {e}, |I| = {i}, {groups} group(s)"),
-    ))
+    let (c, e, i, groups) = op.class_sizes();
+    let note = format!(
+        "{method} {note}; |C| = {c}, |E| = {e}, |I| = {i}, {groups} group(s), operators {:.1} MiB",
+        op.operator_bytes() as f64 / 1048576.0
+    );
+    Ok((op, note))
 }
 
-/// Sets up PSC in the configured precision.
+/// The PSC method a configured method names (config names methods, psc implements them).
+fn psc_method(method: Method) -> PscMethod {
+    match method {
+        Method::PscM1 => PscMethod::M1,
+        Method::PscM2 => PscMethod::M2,
+        Method::PscM3 => PscMethod::M3,
+        other => unreachable!("{} is not a PSC method", other.name()),
+    }
+}
+
+/// Sets up a PSC method in the configured precision, M3's CG stopping rule with it.
 fn psc_setup<D: PscDevice>(
     dev: &D,
+    method: PscMethod,
     mesh: &MeshSpec,
     solver: &SolverSpec,
     general: Option<&Mesh2d>,
 ) -> Result<(Psc<D>, String)> {
-    let (m1, note) = match solver.precision {
-        Precision::F64 => psc_m1::<D, f64>(dev, mesh, solver, general)?,
-        Precision::F32 => psc_m1::<D, f32>(dev, mesh, solver, general)?,
-        Precision::F16 => psc_m1::<D, f16>(dev, mesh, solver, general)?,
+    let (mut op, note) = match solver.precision {
+        Precision::F64 => psc_operator::<D, f64>(dev, method, mesh, solver, general)?,
+        Precision::F32 => psc_operator::<D, f32>(dev, method, mesh, solver, general)?,
+        Precision::F16 => psc_operator::<D, f16>(dev, method, mesh, solver, general)?,
     };
+    op.set_inner_cg(if solver.refine {
+        InnerCg::inner(solver.precision, solver.cg_rtol)
+    } else {
+        InnerCg::alone(solver.cg_rtol.unwrap_or(solver.rtol), CG_MAX_ITERATIONS)
+    });
     let refine = solver.refine.then_some(RefineParams {
         rtol: solver.rtol,
         atol: solver.atol,
@@ -479,7 +548,7 @@ fn psc_setup<D: PscDevice>(
     Ok((
         Psc {
             dev: dev.clone(),
-            m1: Some(m1),
+            alone: Some(op),
             ir: None,
             refine,
             max_columns: None,
@@ -493,21 +562,25 @@ fn psc_setup<D: PscDevice>(
 /// unit square with u = 0 by its element, h and h0; any other mesh by its coarse mesh's
 /// content, levels and the condition of every boundary part (the values do not change the
 /// operator).
-fn setup_key(mesh: &MeshSpec) -> SetupKey {
-    let (n0, levels) = mesh.coarse.expect("validated: psc-m1 has macro elements");
+fn setup_key(mesh: &MeshSpec, method: PscMethod) -> SetupKey {
+    let (n0, levels) = mesh
+        .coarse
+        .expect("validated: psc methods have macro elements");
     let conditions = match &mesh.boundary {
         None => "dirichlet everywhere".to_string(),
         Some(b) => b.describe("=", ","),
     };
     match (&mesh.domain, &mesh.boundary) {
-        (None, None) => SetupKey::unit_square(mesh.element, n0, levels),
+        (None, None) => SetupKey::unit_square(mesh.element, n0, levels, method),
         (None, Some(_)) => SetupKey::described(
             mesh.element,
+            method,
             &format!("mesh unit-square; n0 {n0}; levels {levels}; conditions {conditions}"),
             &format!("unit-square-n{}-n0-{n0}-{:08x}", mesh.n, fnv32(&conditions)),
         ),
         (Some(d), _) => SetupKey::described(
             mesh.element,
+            method,
             &format!(
                 "mesh {} {:016x}; levels {}; coarse_levels {}; conditions {conditions}",
                 mesh.kind.name(),
@@ -537,7 +610,9 @@ fn fnv32(text: &str) -> u32 {
 /// need the same file take turns (no two write it).
 pub fn operator_cache_file(mesh: &MeshSpec, solver: &SolverSpec) -> Option<PathBuf> {
     match (solver.method, &solver.cache_dir) {
-        (Method::PscM1, Some(dir)) => Some(OperatorCache::new(dir).path_for(&setup_key(mesh))),
+        (method, Some(dir)) if method.is_psc() => {
+            Some(OperatorCache::new(dir).path_for(&setup_key(mesh, psc_method(method))))
+        }
         _ => None,
     }
 }
@@ -849,29 +924,38 @@ impl Operators for CampaignOperators {
 mod tests {
     use super::*;
     use crate::mesh::Element;
-    use crate::psc::M1Host;
+    use crate::psc::PscHost;
 
-    /// The several-groups path of M1 (one batched product per group over the right-hand
-    /// sides) gives what the one-group path gives: the unit square's single group split in
-    /// two groups holding the same inverse.
+    /// The several-groups path of M1 and M3 (one batched product per group over the
+    /// right-hand sides) gives what the one-group path gives: the unit square's single
+    /// group split in two groups holding the same inverse.
     #[test]
     fn several_groups_solve_like_one() {
+        for method in [PscMethod::M1, PscMethod::M3] {
+            several_groups_solve_like_one_with(method);
+        }
+    }
+
+    fn several_groups_solve_like_one_with(method: PscMethod) {
         let dev = Cpu::new();
-        let setup = PscSetup::new(Element::Q1, 4, 2).unwrap();
+        let setup = PscSetup::new(Element::Q1, 4, 2, method).unwrap();
         let (n, nrhs) = (setup.num_unknowns(), 3);
         let b: Vec<f64> = (0..n * nrhs)
             .map(|i| ((i * 31) % 17) as f64 / 8.0 - 1.0)
             .collect();
-        let solve = |host: M1Host<f64>| {
-            let mut m1 = M1::upload(&dev, host).unwrap();
+        let solve = |host: PscHost<f64>| {
+            let mut op = PscOperator::upload(&dev, host).unwrap();
+            op.set_inner_cg(InnerCg::alone(1e-14, 100));
             let input =
                 Block::from_f64(&dev, &b, n, nrhs, Precision::F64, Layout::ColMajor).unwrap();
             let mut x = Block::zeros(&dev, n, nrhs, Precision::F64, Layout::ColMajor).unwrap();
-            m1.apply(&input, &mut x).unwrap();
+            op.apply(&input, &mut x).unwrap();
             x.to_f64(&dev).unwrap()
         };
-        let one = M1Host::<f64>::new(&setup).unwrap();
-        let two = M1Host::<f64>::new(&setup).unwrap().with_first_group_split();
+        let one = PscHost::<f64>::new(&setup).unwrap();
+        let two = PscHost::<f64>::new(&setup)
+            .unwrap()
+            .with_first_group_split();
         assert_eq!((one.groups(), two.groups()), (1, 2));
         let (x1, x2) = (solve(one), solve(two));
         let scale = x1.iter().fold(0.0f64, |m, v| m.max(v.abs()));
@@ -881,10 +965,17 @@ mod tests {
     }
 
     /// A block solved in chunks (what a device too small for it does) equals the block
-    /// solved whole, with M1 alone and inside PSC-IR (rebuilt for the narrower last chunk).
+    /// solved whole, with M1 and M3 alone and inside PSC-IR (rebuilt for the narrower last
+    /// chunk); M3's CG iterations add up over the chunks.
     #[test]
     fn chunked_blocks_equal_whole_blocks() {
-        let setup = PscSetup::new(Element::Q1, 4, 2).unwrap();
+        for method in [PscMethod::M1, PscMethod::M3] {
+            chunked_blocks_equal_whole_blocks_with(method);
+        }
+    }
+
+    fn chunked_blocks_equal_whole_blocks_with(method: PscMethod) {
+        let setup = PscSetup::new(Element::Q1, 4, 2, method).unwrap();
         let n = crate::sparse::SparseRows::nrows(&setup.stiffness);
         let nrhs = 5;
         let b: Vec<f64> = (0..n * nrhs)
@@ -898,13 +989,20 @@ mod tests {
                 max_iterations: 10,
             }),
         ] {
-            let psc = |max_columns| Psc {
-                dev: Cpu::new(),
-                m1: Some(M1::new(&Cpu::new(), &setup, Precision::F32).unwrap()),
-                ir: None,
-                refine,
-                max_columns,
-                planned: true,
+            let psc = |max_columns| {
+                let mut op = PscOperator::new(&Cpu::new(), &setup, Precision::F32).unwrap();
+                op.set_inner_cg(match refine {
+                    Some(_) => InnerCg::inner(Precision::F32, None),
+                    None => InnerCg::alone(1e-6, 100),
+                });
+                Psc {
+                    dev: Cpu::new(),
+                    alone: Some(op),
+                    ir: None,
+                    refine,
+                    max_columns,
+                    planned: true,
+                }
             };
             let whole = psc(None).solve(&setup.stiffness, &b, nrhs).unwrap();
             let chunked = psc(Some(2)).solve(&setup.stiffness, &b, nrhs).unwrap();
@@ -917,6 +1015,19 @@ mod tests {
                 );
             }
             assert_eq!(whole.iterations.is_some(), chunked.iterations.is_some());
+            assert_eq!(
+                whole.inner_iterations.is_some(),
+                method == PscMethod::M3,
+                "CG iterations are reported for M3 only"
+            );
+            if method == PscMethod::M3 {
+                assert!(
+                    chunked.inner_iterations > whole.inner_iterations,
+                    "three chunks iterate more than one block: {:?} vs {:?}",
+                    chunked.inner_iterations,
+                    whole.inner_iterations
+                );
+            }
         }
     }
 }

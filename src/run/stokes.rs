@@ -126,6 +126,7 @@ impl BatchOperator for StokesOperator {
         Ok(BlockOutcome {
             u,
             iterations: Some(iterations),
+            inner_iterations: None,
             flops: None,
         })
     }

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The PSC methods side by side (docs/performance.md, "M1, M2 and M3"): 64 right-hand sides
+# to a relative residual of 1e-10 at h = 1/512 (h0 = 1/16) with M1, M2 and M3, and M3 alone
+# at h = 1/1024 (h0 = 1/32), where M1 and M2 cannot be set up on a 24 GiB machine (their
+# dense |E|×|E| operators: 61,504² f64 = 30 GB each). Each method runs in f64 on its own
+# (M3: CG to 1e-10) and in f32 inside PSC-IR; one process per case, so its peak memory is
+# the case's. Raw JSON lines go to docs/perf/psc-methods-<host>-<date>.jsonl; the markdown
+# table is printed.
+#
+#   scripts/bench-psc-methods.sh [output.jsonl]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=target/release/tensorfem
+[[ -x $bin ]] || cargo build --release
+out=${1:-docs/perf/psc-methods-$(hostname)-$(date +%Y%m%d).jsonl}
+: > "$out"
+case_() { # n n0 method runs
+  $bin bench psc --n "$1" --n0 "$2" --nrhs 64 --method "$3" --runs "$4" \
+    --precision f64 --rtol 1e-10 --json >> "$out"
+  $bin bench psc --n "$1" --n0 "$2" --nrhs 64 --method "$3" --runs "$4" \
+    --precision f32 --refine --rtol 1e-10 --json >> "$out"
+}
+for method in m1 m2 m3; do
+  case_ 512 16 "$method" 3
+done
+# One timed solve after the warm-up: each takes about a minute on 2 cores.
+case_ 1024 32 m3 1
+python3 scripts/psc_methods_table.py "$out"
