@@ -11,7 +11,8 @@ totals of the last run, accuracy) and writes into DIR (default: report/ next to 
   throughput.png  MDof/s of every batch over time, one colour per rank
   accuracy.png    f64 relative residual and the errors of every column (relative L2;
                   a Stokes study: velocity and pressure L2)
-  iterations.png  refinement steps (or V-cycles; Stokes: FGMRES iterations) per batch
+  iterations.png  refinement steps (or V-cycles; Stokes: FGMRES iterations) per batch, and
+                  PSC-M3's CG iterations
   solution.png    column J (default: the last): the solution on its mesh and, with an
                   exact solution, the error u_h − u (Stokes: |u_h|, p_h and p_h − p)
   index.html      all of the above in one self-contained page (figures embedded), with
@@ -148,6 +149,12 @@ def plot_iterations(f, path):
         ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     else:
         ax.text(0.5, 0.5, "direct solves: no iterations", ha="center", va="center", transform=ax.transAxes)
+    # PSC-M3: its block-CG iterations per batch (all refinement steps) on a second axis.
+    cg = perf["cg_iterations"][:].astype(float) if "cg_iterations" in perf else np.array([])
+    if (cg >= 0).any():
+        twin = ax.twinx()
+        twin.plot(perf["batch"][:], np.where(cg >= 0, cg, np.nan), "o", color="#d62728")
+        twin.set_ylabel("PSC-M3 CG iterations", color="#d62728")
     ax.set_xlabel("batch")
     if is_stokes(f):
         ax.set_title("FGMRES iterations per batch (one operator each)")

@@ -427,7 +427,7 @@ pub struct PscBenchArgs {
     #[arg(long, default_value = "m1", value_parser = parse_psc_method)]
     pub method: crate::psc::PscMethod,
     /// M3: its CG stops at ‖r‖₂ ≤ cg_rtol·‖r₀‖₂ on the prehandled C/E system (default:
-    /// --rtol alone, 1e-4 (f16: 1e-3) inside --refine).
+    /// --rtol/10 alone, 1e-4 (f16: 1e-3) inside --refine).
     #[arg(long)]
     pub cg_rtol: Option<f64>,
     /// Where the method runs: cpu, cuda (the first GPU), or auto (the GPU where there is
@@ -438,7 +438,7 @@ pub struct PscBenchArgs {
     /// (what a campaign with refine = true solves), instead of one apply.
     #[arg(long)]
     pub refine: bool,
-    /// The refinement's relative tolerance (with --refine; M3 alone: its CG's).
+    /// The refinement's relative tolerance (with --refine; M3 alone: what its CG aims at).
     #[arg(long, default_value_t = 1e-12)]
     pub rtol: f64,
     /// Timed solves after one untimed warm-up (at least this many, and at least 2 s).

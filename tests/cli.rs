@@ -180,6 +180,18 @@ fn too_large_problems_are_refused_before_allocating() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("GiB of memory"), "{stderr}");
+    // PSC: the method and its sizes named, and M3 proposed where M1 or M2 cannot fit.
+    let cfg = write_config(
+        dir.path(),
+        "[mesh]\nn = 4096\nh0 = 0.015625\n[solver]\nmethod = \"psc-m2\"\n[output]\npath = \"o.h5\"\n",
+    );
+    let out = run(&["run", &cfg], dir.path());
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("method psc-m2, |C| = 3969, |E| = 508032") && stderr.contains("psc-m3"),
+        "{stderr}"
+    );
 }
 
 /// The run's file is read by h5dump (HDF5's own tool) and by h5py, and its numbers agree
@@ -382,6 +394,71 @@ fn psc_runs_use_and_repair_the_operator_cache() {
     );
 }
 
+/// psc-m2 and psc-m3 run from configs like psc-m1: M3 inside PSC-IR reaches the f64
+/// tolerance and reports its CG iterations (terminal, /solution); a study over the three
+/// methods logs M3's CG iterations per batch in /perf/cg_iterations (−1 for M1 and M2).
+#[test]
+fn psc_m2_and_m3_run_alone_and_in_a_study() {
+    use tensorfem::io::h5;
+    let dir = tempfile::tempdir().unwrap();
+    for method in ["psc-m2", "psc-m3"] {
+        let cfg = write_config(
+            dir.path(),
+            &format!("[mesh]\nn = 64\nh0 = 0.125\n[problem]\nk = [1, 3]\n[solver]\nmethod = \"{method}\"\nprecision = \"f32\"\nnrhs = 3\n[output]\npath = \"{method}.h5\"\n"),
+        );
+        let out = run(&["run", &cfg], dir.path());
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+        assert!(stdout.contains(&format!("method {method}")), "{stdout}");
+        let residuals: Vec<f64> = stdout
+            .lines()
+            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+            .map(|l| l.split_whitespace().last().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(residuals.len(), 3, "{stdout}");
+        assert!(residuals.iter().all(|&r| r <= 1e-12), "{residuals:?}");
+        let file = h5::open(&dir.path().join(format!("{method}.h5"))).unwrap();
+        let solution = file.group("solution").unwrap();
+        let cg: Option<u64> = h5::read_scalar_attr(&solution, "cg_iterations").ok();
+        if method == "psc-m3" {
+            assert!(stdout.contains("CG iterations"), "{stdout}");
+            assert!(cg.is_some_and(|c| c > 0), "{cg:?}");
+        } else {
+            assert!(
+                cg.is_none() && !stdout.contains("CG iterations"),
+                "{stdout}"
+            );
+        }
+    }
+
+    let cfg = write_config(
+        dir.path(),
+        "[mesh]\nn = 32\nh0 = 0.125\n[solver]\nmethod = \"psc-m3\"\nprecision = \"f32\"\ncg_rtol = 1e-5\n\
+         [campaign]\nrhs = \"study\"\nbatch_size = 2\ndirectory = \"study\"\n\
+         [campaign.study]\nk = [1, 2]\nmethod = [\"psc-m1\", \"psc-m2\", \"psc-m3\"]\n",
+    );
+    let out = run(&["run", &cfg], dir.path());
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let file = h5::open(&dir.path().join("study/campaign.h5")).unwrap();
+    let perf = file.group("perf").unwrap();
+    let methods: Vec<String> = h5::read_vector::<hdf5::types::VarLenUnicode>(&perf, "method")
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().to_string())
+        .collect();
+    let cg: Vec<i64> = h5::read_vector(&perf, "cg_iterations").unwrap();
+    let residuals: Vec<f64> = h5::read_vector(&perf, "max_relative_residual").unwrap();
+    assert_eq!(methods, ["psc-m1", "psc-m2", "psc-m3"]);
+    assert_eq!(&cg[..2], [-1, -1]);
+    assert!(cg[2] > 0, "{cg:?}");
+    assert!(residuals.iter().all(|&r| r <= 1e-12), "{residuals:?}");
+}
+
 fn json(out: &Output) -> serde_json::Value {
     assert!(
         out.status.success(),
@@ -564,22 +641,14 @@ fn bench_commands_print_their_json_keys() {
     ] {
         assert!(m[key].as_f64().is_some_and(|v| v > 0.0), "{key} in {m}");
     }
-    let p = json(&run(
-        &[
-            "bench",
-            "psc",
-            "--n",
-            "64",
-            "--n0",
-            "8",
-            "--nrhs",
-            "4",
-            "--precision",
-            "f64",
-            "--json",
-        ],
-        dir.path(),
-    ));
+    // The same small problem, with more arguments each time.
+    let psc = |extra: &[&str]| {
+        let base = [
+            "bench", "psc", "--n", "64", "--n0", "8", "--nrhs", "4", "--json",
+        ];
+        json(&run(&[base.as_slice(), extra].concat(), dir.path()))
+    };
+    let p = psc(&["--precision", "f64"]);
     for key in [
         "n",
         "n0",
@@ -603,28 +672,33 @@ fn bench_commands_print_their_json_keys() {
     assert!(p["refine_steps"].is_null(), "no refinement asked: {p}");
 
     // --refine: f16 M1 inside f64 refinement reaches the f64 tolerance in a few steps.
-    let r = json(&run(
-        &[
-            "bench",
-            "psc",
-            "--n",
-            "64",
-            "--n0",
-            "8",
-            "--nrhs",
-            "4",
-            "--precision",
-            "f16",
-            "--refine",
-            "--rtol",
-            "1e-11",
-            "--json",
-        ],
-        dir.path(),
-    ));
+    let r = psc(&["--precision", "f16", "--refine", "--rtol", "1e-11"]);
     let steps = r["refine_steps"].as_u64().expect("refine_steps");
     assert!((1..=20).contains(&steps), "{r}");
     assert!(r["relative_residual"].as_f64().unwrap() <= 1e-11, "{r}");
+
+    // --method m3: CG iterations and the stopping rule are reported; M1 at a size whose
+    // dense |E|×|E| operators no machine holds is refused before any set-up, naming the
+    // method, its sizes and M3.
+    let m3 = psc(&["--method", "m3", "--precision", "f64", "--rtol", "1e-11"]);
+    assert_eq!(m3["method"], "PSC-M3", "{m3}");
+    assert!(m3["cg_iterations"].as_u64().is_some_and(|i| i > 0), "{m3}");
+    assert_eq!(m3["cg_rtol"].as_f64(), Some(1e-12), "rtol/10: {m3}");
+    assert!(m3["relative_residual"].as_f64().unwrap() <= 1e-11, "{m3}");
+    let out = run(
+        &[
+            "bench", "psc", "--n", "4096", "--n0", "64", "--method", "m1",
+        ],
+        dir.path(),
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("PSC-M1")
+            && stderr.contains("|E| = 508032")
+            && stderr.contains("--method m3"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -17,8 +17,8 @@ use crate::linalg::LinOp;
 use crate::mesh::{unit_square_refined, Element};
 use crate::precision::Precision;
 use crate::psc::{
-    refinement_levels, InnerCg, OperatorCache, PscIr, PscMethod, PscOperator, PscSetup,
-    RefineParams, SetupKey,
+    class_counts, estimated_bytes, refinement_levels, InnerCg, OperatorCache, PscIr, PscMethod,
+    PscOperator, PscSetup, RefineParams, SetupKey,
 };
 
 #[derive(Clone, Debug)]
@@ -29,14 +29,14 @@ pub struct PscBenchParams {
     pub nrhs: usize,
     pub precision: Precision,
     pub method: PscMethod,
-    /// M3's CG tolerance (None: `rtol` alone, `InnerCg::inner`'s default with `refine`).
+    /// M3's CG tolerance (None: rtol/10 alone, `InnerCg::inner`'s default with `refine`).
     pub cg_rtol: Option<f64>,
     /// Reuse (or fill) an operator cache instead of timing a fresh set-up.
     pub cache_dir: Option<PathBuf>,
     pub backend: BackendChoice,
     /// Time PSC-IR to this relative tolerance instead of one apply.
     pub refine: Option<f64>,
-    /// M3 alone: its CG's relative tolerance when `cg_rtol` is not given.
+    /// M3 alone: the nodal relative residual its CG aims at when `cg_rtol` is not given.
     pub rtol: f64,
     /// Timed solves (after one warm-up).
     pub runs: usize,
@@ -116,7 +116,10 @@ fn run<D: PscDevice>(
     let mut op = PscOperator::new(&dev, setup, params.precision)?;
     let cg = match params.refine {
         Some(_) => InnerCg::inner(params.precision, params.cg_rtol),
-        None => InnerCg::alone(params.cg_rtol.unwrap_or(params.rtol), 1000),
+        None => match params.cg_rtol {
+            Some(cg_rtol) => InnerCg::alone(cg_rtol, InnerCg::MAX_ITERATIONS),
+            None => InnerCg::alone_for_nodal(params.rtol),
+        },
     };
     op.set_inner_cg(cg);
     let n_unknowns = setup.num_unknowns();
@@ -258,11 +261,40 @@ fn run<D: PscDevice>(
     })
 }
 
+/// Refuses a set-up this machine's memory cannot hold, naming the method and its sizes.
+fn check_memory(params: &PscBenchParams, levels: usize) -> Result<()> {
+    let Some(available) = crate::sys::available_memory() else {
+        return Ok(());
+    };
+    let (c, e) = class_counts(params.element, params.n, params.n0);
+    let unknowns = (params.n - 1) * (params.n - 1);
+    let needed = estimated_bytes(params.method, unknowns, (c, e), levels, params.nrhs);
+    if needed > available as f64 {
+        let hint = match params.method {
+            PscMethod::M3 => "a larger --n0 or a smaller --nrhs",
+            PscMethod::M1 | PscMethod::M2 => {
+                "--method m3 (nothing of size |E|²), a larger --n0 or a smaller --nrhs"
+            }
+        };
+        return Err(Error::InvalidInput(format!(
+            "{} at h = 1/{}, h0 = 1/{} (|C| = {c}, |E| = {e}, {unknowns} unknowns × {} right-hand sides) needs about {:.1} GiB of memory, but only {:.1} GiB are available; use {hint}",
+            params.method,
+            params.n,
+            params.n0,
+            params.nrhs,
+            needed / 2f64.powi(30),
+            available as f64 / 2f64.powi(30),
+        )));
+    }
+    Ok(())
+}
+
 pub fn bench_psc(params: &PscBenchParams) -> Result<PscBenchResult> {
     let levels = refinement_levels(params.n, params.n0)?;
     if params.nrhs == 0 {
         return Err(Error::InvalidInput("--nrhs must be at least 1".into()));
     }
+    check_memory(params, levels)?;
     // The device first: a missing GPU is said before minutes of set-up.
     let device = cuda_device(params.backend)?;
     let t = Instant::now();

@@ -121,6 +121,11 @@ fn operator_settings(settings: &mut Settings, prefix: &str, op: &OperatorSpec) {
         stokes_settings(&mut set, stokes);
         return;
     }
+    // M3's CG tolerance changes its solutions (only when given: its default follows from
+    // the settings above, and plans of the other methods stay as they were).
+    if let Some(cg_rtol) = solver.cg_rtol {
+        set("solver.cg_rtol", format!("{cg_rtol:e}"));
+    }
     if let Some(mg) = &solver.mg {
         set("solver.schedule", crate::mg::schedule_name(&mg.schedule));
         set("solver.smoother", mg.smoother_name.clone());

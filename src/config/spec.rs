@@ -77,7 +77,7 @@ pub struct SolverSpec {
     /// f64 iterative refinement around the PSC solve (PSC-IR) or the V-cycle.
     pub refine: bool,
     /// psc-m3: CG stops a column at ‖r‖₂ ≤ cg_rtol·‖r₀‖₂ on the prehandled C/E system
-    /// (None: rtol alone, the default of `psc::InnerCg::inner` inside PSC-IR).
+    /// (None: rtol/10 alone, the default of `psc::InnerCg::inner` inside PSC-IR).
     pub cg_rtol: Option<f64>,
     /// An iterative method stops a column when ‖b − Ax‖₂ ≤ max(rtol·‖b‖₂, atol), or after
     /// `max_iterations`.

@@ -21,4 +21,6 @@ pub use info::{
 };
 pub use operator::{ApplyCounts, InnerCg, PscHost, PscOperator, SchurHost};
 pub use refine::{PscIr, RefineParams};
-pub use setup::{refinement_levels, Group, PscMethod, PscSetup, Schur};
+pub use setup::{
+    class_counts, estimated_bytes, refinement_levels, Group, PscMethod, PscSetup, Schur,
+};

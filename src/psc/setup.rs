@@ -203,6 +203,40 @@ pub fn refinement_levels(n: usize, n0: usize) -> Result<usize> {
     Ok(ratio.trailing_zeros() as usize)
 }
 
+/// |C| and |E| on the unit square of n×n cells refined from n0×n0 (SPEC §2.3).
+pub fn class_counts(element: Element, n: usize, n0: usize) -> (usize, usize) {
+    let (n, n0) = (n as isize, n0 as isize);
+    let c = (n0 - 1) * (n0 - 1);
+    let e = match element {
+        Element::P1 => (3 * n0 - 2) * (n - n0),
+        _ => 2 * (n0 - 1) * (n - n0),
+    };
+    (c.max(0) as usize, e.max(0) as usize)
+}
+
+/// A generous estimate of the host bytes a set-up of `method` and a solve of `nrhs`
+/// columns take, before anything is allocated: SᵀAS (about 40 entries per row and level),
+/// B in f64 and in its working precision, a dozen f64 block vectors, and for M1 and M2
+/// the dense Λ, its inverse and the factorisation workspace (about four dense |E|×|E|
+/// f64 matrices; M3 has nothing of that size).
+pub fn estimated_bytes(
+    method: PscMethod,
+    unknowns: usize,
+    (c, e): (usize, usize),
+    levels: usize,
+    nrhs: usize,
+) -> f64 {
+    let (c, e, unknowns) = (c as f64, e as f64, unknowns as f64);
+    let dense = match method {
+        PscMethod::M1 | PscMethod::M2 => 4.0 * 8.0 * e * e,
+        PscMethod::M3 => 0.0,
+    };
+    dense
+        + 2.0 * 8.0 * c * e
+        + unknowns * (40.0 * levels as f64 + 40.0) * 12.0
+        + nrhs as f64 * unknowns * 8.0 * 12.0
+}
+
 impl PscSetup {
     /// Builds `method`'s operators for the unit square refined `levels` times from
     /// `n0`×`n0`.

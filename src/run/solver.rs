@@ -31,9 +31,8 @@ use crate::sparse::Csr;
 
 /// A generous estimate of the bytes a run needs: assembly, the block of right-hand sides
 /// and solutions, and the solver (sparse Cholesky factor with nested-dissection fill of
-/// about 10 N log2 N entries in 2D and 10 N^{4/3} in 3D; PSC: SᵀAS, B in f64 and in its
-/// storage precision, and M1/M2's dense Λ, its inverse and the factorisation workspace,
-/// about four dense |E|×|E| f64 matrices; M3 stores nothing of size |E|²).
+/// about 10 N log2 N entries in 2D and 10 N^{4/3} in 3D; PSC: `psc::estimated_bytes`, on
+/// other meshes with the unit square's class counts for the same n and n0).
 fn estimated_bytes(m: &MeshSpec, solver: &SolverSpec, nrhs: usize) -> f64 {
     let unknowns = m.unknowns() as f64;
     let k = m.element.nodes_per_cell() as f64;
@@ -59,22 +58,14 @@ fn estimated_bytes(m: &MeshSpec, solver: &SolverSpec, nrhs: usize) -> f64 {
             unknowns * 1.5 * (width * 12.0 * 2.0 + nrhs * 8.0 * 6.0)
         }
         method @ (Method::PscM1 | Method::PscM2 | Method::PscM3) => {
-            let (n, n0) = (m.n as f64, m.coarse.map_or(1, |c| c.0) as f64);
-            let e = match m.element {
-                Element::P1 => (3.0 * n0 - 2.0) * (n - n0),
-                _ => 2.0 * (n0 - 1.0) * (n - n0),
-            };
-            let c = (n0 - 1.0) * (n0 - 1.0);
-            let levels = m.coarse.map_or(1, |c| c.1) as f64;
-            let dense = if method == Method::PscM3 {
-                0.0
-            } else {
-                4.0 * 8.0 * e * e
-            };
-            dense
-                + 2.0 * 8.0 * c * e
-                + unknowns * (40.0 * levels + 40.0) * 12.0
-                + nrhs * unknowns * 8.0 * 12.0
+            let (n0, levels) = m.coarse.unwrap_or((1, 1));
+            crate::psc::estimated_bytes(
+                psc_method(method),
+                m.unknowns(),
+                crate::psc::class_counts(m.element, m.n, n0),
+                levels,
+                nrhs as usize,
+            )
         }
     };
     assembly + block + solver
@@ -87,8 +78,15 @@ pub fn check_memory(mesh: &MeshSpec, solver: &SolverSpec, nrhs: usize) -> Result
     };
     let needed = estimated_bytes(mesh, solver, nrhs);
     if needed > available as f64 {
+        let classes = match (solver.method.is_psc(), mesh.coarse) {
+            (true, Some((n0, _))) => {
+                let (c, e) = crate::psc::class_counts(mesh.element, mesh.n, n0);
+                format!(", |C| = {c}, |E| = {e}")
+            }
+            _ => String::new(),
+        };
         return Err(Error::InvalidInput(format!(
-            "this problem ({} unknowns × {nrhs} right-hand sides, method {}) needs about {:.1} GiB of memory, but only {:.1} GiB are available; use a smaller mesh.n or fewer right-hand sides at once{}",
+            "this problem ({} unknowns × {nrhs} right-hand sides, method {}{classes}) needs about {:.1} GiB of memory, but only {:.1} GiB are available; use a smaller mesh.n or fewer right-hand sides at once{}",
             mesh.unknowns(),
             solver.method.name(),
             needed / 2f64.powi(30),
@@ -102,9 +100,6 @@ pub fn check_memory(mesh: &MeshSpec, solver: &SolverSpec, nrhs: usize) -> Result
     }
     Ok(())
 }
-
-/// Most iterations of M3's CG alone (inside PSC-IR: `InnerCg::inner`'s cap).
-const CG_MAX_ITERATIONS: usize = 1000;
 
 /// A PSC method and, with refinement, PSC-IR around it (built for the block width it is
 /// given).
@@ -538,7 +533,10 @@ fn psc_setup<D: PscDevice>(
     op.set_inner_cg(if solver.refine {
         InnerCg::inner(solver.precision, solver.cg_rtol)
     } else {
-        InnerCg::alone(solver.cg_rtol.unwrap_or(solver.rtol), CG_MAX_ITERATIONS)
+        match solver.cg_rtol {
+            Some(cg_rtol) => InnerCg::alone(cg_rtol, InnerCg::MAX_ITERATIONS),
+            None => InnerCg::alone_for_nodal(solver.rtol),
+        }
     });
     let refine = solver.refine.then_some(RefineParams {
         rtol: solver.rtol,
