@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks of issue 15/16 in one call on a lent GPU machine (no Rust there): unpack
 # the bundle (make bundle, carried as target/bundle/tensorfem-gpu.tar.gz), run the CUDA
-# tests against the CPU, then the ceilings and the PSC benchmark on the device. Every
+# tests against the CPU, then the ceilings, the PSC benchmark and the three PSC methods side
+# by side on the device. Every
 # output goes to ${OUT:-out/gpu-checks}/, named by step.
 #
 #   jobs/gpu-checks.sh [SIZES]      SIZES: "n:n0" pairs for bench psc (default 256:16 512:32)
@@ -26,4 +27,13 @@ for size in ${1:-256:16 512:32}; do
     done
   done
 done
-tail -3 "$out/10-test-gpu.txt"; cat "$out/30-machine.txt"; wc -l "$out/40-bench-psc.jsonl"
+# The PSC methods side by side (issue 18): 64 columns to 1e-10, f64 alone and f16 inside
+# PSC-IR; M3 alone at h = 1/1024 (M1's set-up there needs ~120 GB of host memory).
+for spec in 512:16:m1 512:16:m2 512:16:m3 1024:32:m3; do
+  IFS=: read -r n n0 method <<< "$spec"
+  for mode in "--precision f64" "--precision f16 --refine"; do
+    "$b/run" bench psc --backend cuda --n "$n" --n0 "$n0" --nrhs 64 --method "$method" \
+      $mode --rtol 1e-10 --runs 1 --json >> "$out/50-psc-methods.jsonl" 2>> "$out/50-psc-methods.err"
+  done
+done
+tail -3 "$out/10-test-gpu.txt"; cat "$out/30-machine.txt"; wc -l "$out/40-bench-psc.jsonl" "$out/50-psc-methods.jsonl"
