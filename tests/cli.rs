@@ -676,6 +676,14 @@ fn bench_commands_print_their_json_keys() {
     let steps = r["refine_steps"].as_u64().expect("refine_steps");
     assert!((1..=20).contains(&steps), "{r}");
     assert!(r["relative_residual"].as_f64().unwrap() <= 1e-11, "{r}");
+    // …passing 1e-6 and then 1e-10 on the way, each with its time and step.
+    let at = |key: &str| r[key].as_f64().unwrap_or_else(|| panic!("{key} in {r}"));
+    let (s6, s10) = (at("steps_to_1e6"), at("steps_to_1e10"));
+    assert!(1.0 <= s6 && s6 <= s10 && s10 <= steps as f64, "{r}");
+    assert!(
+        0.0 < at("seconds_to_1e6") && at("seconds_to_1e6") <= at("seconds_to_1e10"),
+        "{r}"
+    );
 
     // --method m3: CG iterations and the stopping rule are reported; M1 at a size whose
     // dense |E|×|E| operators no machine holds is refused before any set-up, naming the

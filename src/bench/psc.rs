@@ -86,6 +86,12 @@ pub struct PscBenchResult {
     pub triad_fraction: f64,
     /// Refinement steps of the slowest column (--refine), else None.
     pub refine_steps: Option<usize>,
+    /// --refine: seconds (and refinement steps) of the last timed solve until every
+    /// column's f64 relative residual was ≤ 1e-6 and ≤ 1e-10 (None if not reached).
+    pub seconds_to_1e6: Option<f64>,
+    pub steps_to_1e6: Option<usize>,
+    pub seconds_to_1e10: Option<f64>,
+    pub steps_to_1e10: Option<usize>,
     /// M3: block-CG iterations of the timed solve (summed over its refinement steps), and
     /// its stopping rule.
     pub cg_iterations: Option<usize>,
@@ -145,8 +151,10 @@ fn run<D: PscDevice>(
     let operator_bytes = op.operator_bytes() as f64;
     let runs = params.runs;
     let mut failure = None;
-    // Counted flops and CG iterations of the last timed solve.
+    // Counted flops and CG iterations of the last timed solve, and PSC-IR's time to 1e-6
+    // and 1e-10.
     let mut last = crate::psc::ApplyCounts::default();
+    let (mut to_1e6, mut to_1e10) = (None, None);
     let (best, median, x64, applies, residual_flops, refine_steps) = match params.refine {
         None => {
             let kind = op.input();
@@ -183,7 +191,11 @@ fn run<D: PscDevice>(
                 x.fill(0.0);
                 ir.operator_mut().take_counts();
                 match dev.run(|| ir.solve(&rhs, &mut x, params)) {
-                    Ok(info) => steps = info.steps(),
+                    Ok(info) => {
+                        steps = info.steps();
+                        to_1e6 = info.time_to(1e-6);
+                        to_1e10 = info.time_to(1e-10);
+                    }
                     Err(e) => failure = Some(e.into()),
                 }
                 last = ir.operator_mut().take_counts();
@@ -254,6 +266,10 @@ fn run<D: PscDevice>(
         triad_gbs: triad,
         triad_fraction: operator_gbs / triad,
         refine_steps,
+        seconds_to_1e6: to_1e6.map(|t| t.1),
+        steps_to_1e6: to_1e6.map(|t| t.0),
+        seconds_to_1e10: to_1e10.map(|t| t.1),
+        steps_to_1e10: to_1e10.map(|t| t.0),
         cg_iterations: is_m3.then_some(last.cg_iterations),
         cg_rtol: is_m3.then_some(cg.rtol),
         relative_residual: worst_residual,
@@ -389,6 +405,16 @@ pub fn print(r: &PscBenchResult, json: bool) {
         "  solve             {:.4} s best, {:.4} s median{what}",
         r.solve_seconds, r.solve_seconds_median
     );
+    for (target, seconds, steps) in [
+        ("1e-6", r.seconds_to_1e6, r.steps_to_1e6),
+        ("1e-10", r.seconds_to_1e10, r.steps_to_1e10),
+    ] {
+        if let (Some(seconds), Some(steps)) = (seconds, steps) {
+            println!(
+                "  to residual {target:<6} {seconds:.4} s ({steps} refinement steps; the last timed solve)"
+            );
+        }
+    }
     if let (Some(it), Some(rtol)) = (r.cg_iterations, r.cg_rtol) {
         println!("  CG                {it} block iterations in all (each apply to {rtol:.0e})");
     }

@@ -21,6 +21,7 @@
 //! its longest length. A failure returns what was done so far with the error.
 
 use std::fmt;
+use std::time::Instant;
 
 use super::linop::{block_of, Cost, LinOp};
 use crate::device::{
@@ -51,6 +52,9 @@ pub struct RefineInfo {
     pub b_norms: Vec<f64>,
     /// ‖r_c‖₂ at the start and after every step: entry (s, c) at s·nrhs + c.
     pub history: Vec<f64>,
+    /// Seconds since the solve began when each entry of `history` was recorded (the
+    /// residual norms are read back from the device, so the work before is done).
+    pub elapsed: Vec<f64>,
     /// Flops and bytes of everything the refinement ran.
     pub cost: Cost,
 }
@@ -61,6 +65,7 @@ impl RefineInfo {
             iterations: Vec::with_capacity(nrhs),
             b_norms: Vec::with_capacity(nrhs),
             history: Vec::with_capacity((max_iterations + 1) * nrhs),
+            elapsed: Vec::with_capacity(max_iterations + 1),
             cost: Cost::default(),
         }
     }
@@ -99,6 +104,19 @@ impl RefineInfo {
     /// Steps recorded (the start included).
     pub fn recorded(&self) -> usize {
         self.history.len() / self.nrhs().max(1)
+    }
+
+    /// The first recorded step at which every column's relative residual was at most
+    /// `rtol`, and the seconds it took to get there; None if none was.
+    pub fn time_to(&self, rtol: f64) -> Option<(usize, f64)> {
+        (0..self.recorded()).find_map(|s| {
+            let done = self
+                .step(s)
+                .iter()
+                .zip(&self.b_norms)
+                .all(|(&r, &b)| r <= rtol * b);
+            done.then(|| (s, self.elapsed[s]))
+        })
     }
 }
 
@@ -295,6 +313,8 @@ pub struct Refinement<D: SparseKernels + VectorKernels, M: LinOp<D>> {
     info: RefineInfo,
     /// Flexible CG's directions, when the refinement is accelerated.
     krylov: Option<Krylov<D>>,
+    /// When the current solve began (`RefineInfo::elapsed`).
+    start: Instant,
 }
 
 /// The f64 blocks and per-column scalars of flexible CG around the inner solve.
@@ -333,6 +353,7 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
             nrhs,
             max_iterations,
             krylov: None,
+            start: Instant::now(),
         })
     }
 
@@ -410,9 +431,11 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
             return Err(self.fail(wrap(e)));
         }
         let nrhs = self.nrhs;
+        self.start = Instant::now();
         self.info.iterations.clear();
         self.info.iterations.resize(nrhs, 0);
         self.info.history.clear();
+        self.info.elapsed.clear();
         self.info.cost = Cost::default();
         let dev = self.dev.clone();
         let update_cost = a.update_cost(nrhs, self.c.precision());
@@ -538,6 +561,7 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
         self.info
             .history
             .extend((0..self.nrhs).map(|c| stats.norm(c)));
+        self.info.elapsed.push(self.start.elapsed().as_secs_f64());
         Ok(())
     }
 

@@ -39,7 +39,8 @@ pub enum PscFailure {
 #[derive(Clone, Debug, PartialEq)]
 pub struct PscError {
     pub failure: PscFailure,
-    pub info: RefineInfo,
+    /// Boxed: the record is large and errors travel by value.
+    pub info: Box<RefineInfo>,
 }
 
 impl PscError {
@@ -50,7 +51,7 @@ impl PscError {
                 precision,
                 column,
             },
-            info: RefineInfo::default(),
+            info: Box::default(),
         }
     }
 
@@ -61,14 +62,14 @@ impl PscError {
                 rtol,
                 max_iterations,
             },
-            info: RefineInfo::default(),
+            info: Box::default(),
         }
     }
 
     pub(super) fn other(what: String) -> Self {
         PscError {
             failure: PscFailure::Other(what),
-            info: RefineInfo::default(),
+            info: Box::default(),
         }
     }
 

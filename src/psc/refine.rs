@@ -111,7 +111,7 @@ impl<D: PscDevice> PscIr<D> {
                 };
                 PscError {
                     failure,
-                    info: *e.info,
+                    info: e.info,
                 }
             })
     }
