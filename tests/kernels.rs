@@ -536,6 +536,52 @@ fn ell_kernels_match_host_products<D: Kernels>(dev: &D) {
     }
 }
 
+/// A column of a wide node-major block (more columns than one pass over a matrix row
+/// accumulates at once) gets exactly what it gets swept alone, in every precision and for
+/// every row operation: results do not depend on the block width.
+fn ell_columns_in_wide_blocks_equal_columns_alone<D: Kernels>(dev: &D) {
+    let a = assemble_level(2, 32).unwrap();
+    let n = sparse::SparseRows::nrows(&a);
+    let k = 70;
+    let ell = Ell::from_csr_diagonal_first(&a, dev.ell_layout()).unwrap();
+    let (x, b) = (values(n * k, 50), values(n * k, 51));
+    let column = |v: &[f64], c: usize| -> Vec<f64> { (0..n).map(|i| v[i * k + c]).collect() };
+    for p in Precision::ALL {
+        let matrix = EllMatrix::upload(dev, &ell, p).unwrap();
+        let block =
+            |v: &[f64], cols| Block::from_f64(dev, v, n, cols, p, Layout::NodeMajor).unwrap();
+        for op in [RowOp::Apply, RowOp::Residual, RowOp::Jacobi { omega: 0.9 }] {
+            let b_block = block(&b, k);
+            let b_wide = (op != RowOp::Apply).then_some(&b_block);
+            let mut wide = block(&vec![0.0; n * k], k);
+            let mut stats = Stats::new(dev, k).unwrap();
+            dev.ell_sweep(&matrix, op, &block(&x, k), b_wide, &mut wide, &mut stats)
+                .unwrap();
+            let wide = wide.to_f64(dev).unwrap();
+            for c in [0, 31, 32, 33, 69] {
+                let b_column = block(&column(&b, c), 1);
+                let b_alone = (op != RowOp::Apply).then_some(&b_column);
+                let mut alone = block(&vec![0.0; n], 1);
+                let mut stats = Stats::new(dev, 1).unwrap();
+                dev.ell_sweep(
+                    &matrix,
+                    op,
+                    &block(&column(&x, c), 1),
+                    b_alone,
+                    &mut alone,
+                    &mut stats,
+                )
+                .unwrap();
+                assert_eq!(
+                    alone.to_f64(dev).unwrap(),
+                    column(&wide, c),
+                    "{p} {op:?} column {c}"
+                );
+            }
+        }
+    }
+}
+
 /// The grid transfer's P as a CSR matrix.
 fn grid_prolongation_csr<D: Kernels>(dev: &D, fine: GridShape, coarse: GridShape) -> Csr<f64> {
     let dense = common::grid_prolongation(dev, fine, coarse);
@@ -906,6 +952,7 @@ device_tests!(
 
 device_tests!(
     ell_kernels_match_host_products,
+    ell_columns_in_wide_blocks_equal_columns_alone,
     grid_transfers_are_interpolation_and_its_transpose,
     stokes_transfers_are_interpolation_and_its_transpose,
 );

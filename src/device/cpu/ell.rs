@@ -126,23 +126,35 @@ fn accumulate<T: Real>(
         }
     }
     // Even and odd slots summed apart, then added: the order of `row_dot`, so a column
-    // gets the same result alone and inside a block.
+    // gets the same result alone and inside a block. Slots outer and columns inner: each
+    // slot's x row is contiguous in the node-major block, so the column loop vectorises
+    // (one read of the matrix row serves a tile of up to COLUMN_TILE columns).
     let rows = values.chunks_exact(width).zip(cols.chunks_exact(width));
     for (acc_row, (row_values, row_cols)) in acc.chunks_exact_mut(nrhs).zip(rows) {
-        for (c, acc) in acc_row.iter_mut().enumerate() {
-            let (mut even, mut odd) = (T::zero(), T::zero());
+        for c0 in (0..nrhs).step_by(COLUMN_TILE) {
+            let tile = COLUMN_TILE.min(nrhs - c0);
+            let even = &mut acc_row[c0..c0 + tile];
+            let mut odd = [T::zero(); COLUMN_TILE];
+            let odd = &mut odd[..tile];
+            even.fill(T::zero());
             for (s, (&v, &col)) in row_values.iter().zip(row_cols).enumerate() {
-                let term = v * x_band[(col as usize - lo) * nrhs + c];
-                if s % 2 == 0 {
-                    even = even + term;
-                } else {
-                    odd = odd + term;
+                let start = (col as usize - lo) * nrhs + c0;
+                let xs = &x_band[start..start + tile];
+                let sums = if s % 2 == 0 { &mut *even } else { &mut *odd };
+                for (sum, &x) in sums.iter_mut().zip(xs) {
+                    *sum = *sum + v * x;
                 }
             }
-            *acc = even + odd;
+            for (e, &o) in even.iter_mut().zip(odd.iter()) {
+                *e = *e + o;
+            }
         }
     }
 }
+
+/// Columns of a node-major block one pass over a matrix row accumulates at once (their
+/// partial sums stay in registers and L1).
+const COLUMN_TILE: usize = 32;
 
 /// One pass over A applying `op` to the node-major block x (and b), written to `out`.
 fn sweep<S: Storage>(
