@@ -536,6 +536,67 @@ fn ell_kernels_match_host_products<D: Kernels>(dev: &D) {
     }
 }
 
+/// The CPU's ELL sweeps give bitwise the same block at every vector-instruction level this
+/// CPU has (scalar, AVX2, AVX-512), one and many columns, every precision and row operation.
+#[test]
+fn ell_sweeps_are_the_same_at_every_simd_level() {
+    use tensorfem::device::cpu::simd::{self, SimdLevel};
+    use tensorfem::device::MultigridKernels;
+    let dev = tensorfem::device::Cpu::new();
+    let a = assemble_level(2, 32).unwrap();
+    let n = sparse::SparseRows::nrows(&a);
+    let ell = Ell::from_csr_diagonal_first(&a, dev.ell_layout()).unwrap();
+    let before = simd::level();
+    let mut levels = Vec::new();
+    for level in SimdLevel::ALL {
+        if !simd::set_level(level) {
+            continue;
+        }
+        levels.push(level.name());
+        for k in [1, 40] {
+            let (x, b) = (values(n * k, 60), values(n * k, 61));
+            for p in Precision::ALL {
+                let matrix = EllMatrix::upload(&dev, &ell, p).unwrap();
+                let block =
+                    |v: &[f64]| Block::from_f64(&dev, v, n, k, p, Layout::NodeMajor).unwrap();
+                let bb = block(&b);
+                let mut out = block(&vec![0.0; n * k]);
+                let mut stats = Stats::new(&dev, k).unwrap();
+                dev.ell_sweep(
+                    &matrix,
+                    RowOp::Jacobi { omega: 0.8 },
+                    &block(&x),
+                    Some(&bb),
+                    &mut out,
+                    &mut stats,
+                )
+                .unwrap();
+                let got = out.to_f64(&dev).unwrap();
+                simd::set_level(SimdLevel::Scalar);
+                dev.ell_sweep(
+                    &matrix,
+                    RowOp::Jacobi { omega: 0.8 },
+                    &block(&x),
+                    Some(&bb),
+                    &mut out,
+                    &mut stats,
+                )
+                .unwrap();
+                assert_eq!(
+                    got,
+                    out.to_f64(&dev).unwrap(),
+                    "{} vs scalar, {p}, {k} columns",
+                    level.name()
+                );
+                simd::set_level(level);
+            }
+        }
+    }
+    simd::set_level(before);
+    println!("SIMD levels checked: {levels:?}");
+    assert_eq!(levels[0], "scalar");
+}
+
 /// A column of a wide node-major block (more columns than one pass over a matrix row
 /// accumulates at once) gets exactly what it gets swept alone, in every precision and for
 /// every row operation: results do not depend on the block width.

@@ -12,6 +12,7 @@ use num_traits::Zero;
 use rayon::prelude::*;
 
 use super::arena;
+use super::simd::{self, SimdLevel};
 use super::vector::{partials, record_stats, record_sumsq, reduce};
 use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::sparse::Chunks;
@@ -92,6 +93,7 @@ fn row_dot<T: Real, const W: usize>(values: &[T], cols: &[u32], x_band: &[T], lo
 }
 
 /// acc[i] = Σ_s a(r, s) x(col(r, s)) for the rows of one sub-block (one right-hand side).
+#[inline(always)]
 fn accumulate_single<T: Real, const W: usize>(
     values: &[T],
     cols: &[u32],
@@ -107,7 +109,7 @@ fn accumulate_single<T: Real, const W: usize>(
 
 /// acc[i·nrhs + c] = Σ_s a(r, s) x(col(r, s), c) for the rows r = `r0 + i` of one sub-block,
 /// with `x_band` holding rows `lo..` of x in the compute precision and `values` the sub-
-/// block's values in it.
+/// block's values in it; compiled for the vector instructions `simd::level` names.
 fn accumulate<T: Real>(
     values: &[T],
     cols: &[u32],
@@ -116,6 +118,44 @@ fn accumulate<T: Real>(
     lo: usize,
     nrhs: usize,
     acc: &mut [T],
+) {
+    let args = (values, cols, width, x_band, lo, nrhs, acc);
+    match simd::level() {
+        // SAFETY: `simd::level` names only levels this CPU has.
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 => unsafe { accumulate_avx512(args) },
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2 => unsafe { accumulate_avx2(args) },
+        _ => accumulate_portable(args),
+    }
+}
+
+/// The arguments of [`accumulate`].
+type AccumulateArgs<'a, T> = (
+    &'a [T],
+    &'a [u32],
+    usize,
+    &'a [T],
+    usize,
+    usize,
+    &'a mut [T],
+);
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn accumulate_avx2<T: Real>(args: AccumulateArgs<'_, T>) {
+    accumulate_portable(args)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn accumulate_avx512<T: Real>(args: AccumulateArgs<'_, T>) {
+    accumulate_portable(args)
+}
+
+#[inline(always)]
+fn accumulate_portable<T: Real>(
+    (values, cols, width, x_band, lo, nrhs, acc): AccumulateArgs<'_, T>,
 ) {
     if nrhs == 1 {
         // The Q1 stencils: 9 entries per row in 2D, 27 in 3D, unrolled.

@@ -10,6 +10,7 @@ mod arena;
 mod dense;
 mod ell;
 mod psc;
+pub mod simd;
 mod sparse;
 mod stencil;
 mod transfer;
