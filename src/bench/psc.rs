@@ -120,13 +120,12 @@ fn run<D: PscDevice>(
     from_cache: bool,
 ) -> Result<PscBenchResult> {
     let mut op = PscOperator::new(&dev, setup, params.precision)?;
-    let cg = match params.refine {
-        Some(_) => InnerCg::inner(params.precision, params.cg_rtol),
-        None => match params.cg_rtol {
-            Some(cg_rtol) => InnerCg::alone(cg_rtol, InnerCg::MAX_ITERATIONS),
-            None => InnerCg::alone_for_nodal(params.rtol),
-        },
-    };
+    let cg = InnerCg::configured(
+        params.refine.is_some(),
+        params.precision,
+        params.cg_rtol,
+        params.rtol,
+    );
     op.set_inner_cg(cg);
     let n_unknowns = setup.num_unknowns();
     let nrhs = params.nrhs;

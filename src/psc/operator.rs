@@ -266,6 +266,16 @@ impl InnerCg {
             strict: false,
         }
     }
+
+    /// The rule of a run or benchmark: inside PSC-IR (`refine`) [`InnerCg::inner`], alone
+    /// `cg_rtol` when given, else [`InnerCg::alone_for_nodal`] of the nodal `rtol`.
+    pub fn configured(refine: bool, precision: Precision, cg_rtol: Option<f64>, rtol: f64) -> Self {
+        match (refine, cg_rtol) {
+            (true, _) => InnerCg::inner(precision, cg_rtol),
+            (false, Some(cg_rtol)) => InnerCg::alone(cg_rtol, Self::MAX_ITERATIONS),
+            (false, None) => InnerCg::alone_for_nodal(rtol),
+        }
+    }
 }
 
 impl Default for InnerCg {

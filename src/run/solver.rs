@@ -530,14 +530,12 @@ fn psc_setup<D: PscDevice>(
         Precision::F32 => psc_operator::<D, f32>(dev, method, mesh, solver, general)?,
         Precision::F16 => psc_operator::<D, f16>(dev, method, mesh, solver, general)?,
     };
-    op.set_inner_cg(if solver.refine {
-        InnerCg::inner(solver.precision, solver.cg_rtol)
-    } else {
-        match solver.cg_rtol {
-            Some(cg_rtol) => InnerCg::alone(cg_rtol, InnerCg::MAX_ITERATIONS),
-            None => InnerCg::alone_for_nodal(solver.rtol),
-        }
-    });
+    op.set_inner_cg(InnerCg::configured(
+        solver.refine,
+        solver.precision,
+        solver.cg_rtol,
+        solver.rtol,
+    ));
     let refine = solver.refine.then_some(RefineParams {
         rtol: solver.rtol,
         atol: solver.atol,
