@@ -491,8 +491,17 @@ pub struct MgBenchArgs {
     /// Timed solves per variant; the fastest counts.
     #[arg(long, default_value_t = 1)]
     pub repeats: usize,
+    /// Stop each column at ‖b − A u‖₂ ≤ rtol·‖b‖₂ instead of the absolute 1e-9 of SPEC §3.2.
+    #[arg(long)]
+    pub rtol: Option<f64>,
+    /// manufactured (the loads of sin(kπx)…, from a random initial guess, with the L2
+    /// error) or random (standard normal loads, one seed per column, from zero: the problem
+    /// of the C multigrid in ../shared/peers/).
+    #[arg(long, default_value = "manufactured")]
+    pub rhs: String,
     /// One JSON object per variant, one per line (keys iterations, seconds,
-    /// seconds_per_iteration, mdofs, gbs, residual, l2_error, variant, n, dim, and more).
+    /// seconds_per_iteration, mdofs, gbs, residual, relative_residual, l2_error, variant, n,
+    /// dim, and more).
     #[arg(long)]
     pub json: bool,
 }

@@ -560,19 +560,52 @@ fn ell_sweeps_are_the_same_at_every_simd_level() {
                 let block =
                     |v: &[f64]| Block::from_f64(&dev, v, n, k, p, Layout::NodeMajor).unwrap();
                 let bb = block(&b);
-                let sweep_at = |at: SimdLevel| {
+                for op in [RowOp::Apply, RowOp::Residual, RowOp::Jacobi { omega: 0.8 }] {
+                    let sweep_at = |at: SimdLevel| {
+                        simd::set_level(at);
+                        let mut out = block(&vec![0.0; n * k]);
+                        let mut stats = Stats::new(&dev, k).unwrap();
+                        let b = (op != RowOp::Apply).then_some(&bb);
+                        dev.ell_sweep(&matrix, op, &block(&x), b, &mut out, &mut stats)
+                            .unwrap();
+                        let s = stats.read(&dev).unwrap();
+                        let statistics = (s.sumsq.to_vec(), s.max_abs.to_vec(), s.in_range);
+                        (out.to_f64(&dev).unwrap(), statistics)
+                    };
+                    assert_eq!(
+                        sweep_at(level),
+                        sweep_at(SimdLevel::Scalar),
+                        "{} vs scalar, {p}, {op:?}, {k} columns",
+                        level.name()
+                    );
+                }
+                // The refinement update (f64 matrix, correction in p).
+                let f64_matrix = EllMatrix::upload(&dev, &ell, Precision::F64).unwrap();
+                let alpha: Vec<f64> = (0..k).map(|c| 0.5 + c as f64 / 7.0).collect();
+                let update_at = |at: SimdLevel| {
                     simd::set_level(at);
-                    let mut out = block(&vec![0.0; n * k]);
+                    let f64_block = |v: &[f64]| {
+                        Block::from_f64(&dev, v, n, k, Precision::F64, Layout::NodeMajor).unwrap()
+                    };
+                    let (mut u, mut r) = (f64_block(&x), f64_block(&b));
                     let mut stats = Stats::new(&dev, k).unwrap();
-                    let jacobi = RowOp::Jacobi { omega: 0.8 };
-                    dev.ell_sweep(&matrix, jacobi, &block(&x), Some(&bb), &mut out, &mut stats)
-                        .unwrap();
-                    out.to_f64(&dev).unwrap()
+                    dev.ell_refine_update(
+                        &f64_matrix,
+                        &block(&x),
+                        &alpha,
+                        &mut u,
+                        &mut r,
+                        &mut stats,
+                    )
+                    .unwrap();
+                    let s = stats.read(&dev).unwrap();
+                    let statistics = (s.sumsq.to_vec(), s.max_abs.to_vec(), s.in_range);
+                    (u.to_f64(&dev).unwrap(), r.to_f64(&dev).unwrap(), statistics)
                 };
                 assert_eq!(
-                    sweep_at(level),
-                    sweep_at(SimdLevel::Scalar),
-                    "{} vs scalar, {p}, {k} columns",
+                    update_at(level),
+                    update_at(SimdLevel::Scalar),
+                    "refinement update, {} vs scalar, correction in {p}, {k} columns",
                     level.name()
                 );
             }
@@ -581,6 +614,84 @@ fn ell_sweeps_are_the_same_at_every_simd_level() {
     simd::set_level(before);
     println!("SIMD levels checked: {levels:?}");
     assert_eq!(levels[0], "scalar");
+}
+
+/// On the CPU a column's statistics (Σ v², max |v|) from a sweep or a refinement update of a
+/// wide block are bitwise those of the column alone, so a column's refinement (scaling,
+/// stopping) does not depend on the columns solved beside it.
+#[test]
+fn cpu_column_statistics_do_not_depend_on_the_block_width() {
+    use tensorfem::device::MultigridKernels;
+    let dev = tensorfem::device::Cpu::new();
+    let a = assemble_level(2, 32).unwrap();
+    let n = sparse::SparseRows::nrows(&a);
+    let k = 37;
+    let ell = Ell::from_csr_diagonal_first(&a, dev.ell_layout()).unwrap();
+    let (x, b) = (values(n * k, 70), values(n * k, 71));
+    let column = |v: &[f64], c: usize| -> Vec<f64> { (0..n).map(|i| v[i * k + c]).collect() };
+    let f64_matrix = EllMatrix::upload(&dev, &ell, Precision::F64).unwrap();
+    let alpha: Vec<f64> = (0..k).map(|c| 1.0 + c as f64 / 3.0).collect();
+    for p in Precision::ALL {
+        let matrix = EllMatrix::upload(&dev, &ell, p).unwrap();
+        let block =
+            |v: &[f64], cols, p| Block::from_f64(&dev, v, n, cols, p, Layout::NodeMajor).unwrap();
+        for op in [RowOp::Apply, RowOp::Residual, RowOp::Jacobi { omega: 0.9 }] {
+            let sweep = |x: &[f64], b: &[f64], cols: usize| {
+                let mut out = block(&vec![0.0; n * cols], cols, p);
+                let mut stats = Stats::new(&dev, cols).unwrap();
+                let b = block(b, cols, p);
+                let b = (op != RowOp::Apply).then_some(&b);
+                dev.ell_sweep(&matrix, op, &block(x, cols, p), b, &mut out, &mut stats)
+                    .unwrap();
+                let s = stats.read(&dev).unwrap();
+                (s.sumsq.to_vec(), s.max_abs.to_vec())
+            };
+            let (sumsq, max_abs) = sweep(&x, &b, k);
+            for c in [0, 15, 16, 36] {
+                let (alone_sumsq, alone_max) = sweep(&column(&x, c), &column(&b, c), 1);
+                assert_eq!(
+                    (alone_sumsq[0], alone_max[0]),
+                    (sumsq[c], max_abs[c]),
+                    "{p} {op:?} column {c}"
+                );
+            }
+        }
+        let update = |x: &[f64], b: &[f64], alpha: &[f64]| {
+            let cols = alpha.len();
+            let (mut u, mut r) = (
+                block(x, cols, Precision::F64),
+                block(b, cols, Precision::F64),
+            );
+            let mut stats = Stats::new(&dev, cols).unwrap();
+            dev.ell_refine_update(
+                &f64_matrix,
+                &block(x, cols, p),
+                alpha,
+                &mut u,
+                &mut r,
+                &mut stats,
+            )
+            .unwrap();
+            let s = stats.read(&dev).unwrap();
+            (
+                u.to_f64(&dev).unwrap(),
+                r.to_f64(&dev).unwrap(),
+                s.sumsq.to_vec(),
+                s.max_abs.to_vec(),
+            )
+        };
+        let (u, r, sumsq, max_abs) = update(&x, &b, &alpha);
+        for c in [0, 15, 16, 36] {
+            let (u1, r1, s1, m1) = update(&column(&x, c), &column(&b, c), &alpha[c..c + 1]);
+            assert_eq!(u1, column(&u, c), "refinement update u, {p}, column {c}");
+            assert_eq!(r1, column(&r, c), "refinement update r, {p}, column {c}");
+            assert_eq!(
+                (s1[0], m1[0]),
+                (sumsq[c], max_abs[c]),
+                "refinement update statistics, {p}, column {c}"
+            );
+        }
+    }
 }
 
 /// A column of a wide node-major block (more columns than one pass over a matrix row

@@ -77,6 +77,38 @@ pub struct MgBenchParams {
     pub krylov: bool,
     /// Timed solves per solver; the fastest counts.
     pub repeats: usize,
+    /// Relative stopping tolerance (None: the absolute 1e-9 of SPEC §3.2).
+    pub rtol: Option<f64>,
+    pub rhs: MgBenchRhs,
+}
+
+/// The right-hand sides of the comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MgBenchRhs {
+    /// The manufactured solution's loads in every column, from a random initial guess
+    /// (SPEC §3.2); the L2 error is measured.
+    Manufactured,
+    /// Standard normal loads (one seed per column), from zero: no exact solution.
+    Random,
+}
+
+impl MgBenchRhs {
+    fn parse(s: &str) -> Result<Self> {
+        match s {
+            "manufactured" => Ok(MgBenchRhs::Manufactured),
+            "random" => Ok(MgBenchRhs::Random),
+            _ => Err(Error::InvalidInput(format!(
+                "--rhs {s} (allowed: manufactured, random)"
+            ))),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            MgBenchRhs::Manufactured => "manufactured",
+            MgBenchRhs::Random => "random",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -107,12 +139,33 @@ pub struct MgBenchResult {
     pub triad_fraction: f64,
     /// D_MG's time to solution / this one's, when D_MG ran in the same process.
     pub speedup_vs_d_mg: Option<f64>,
+    /// The right-hand sides: manufactured or random.
+    pub rhs: &'static str,
+    /// The relative stopping tolerance (None: absolute 1e-9).
+    pub rtol: Option<f64>,
     /// Largest f64 ‖b − A u‖₂ over the columns (the true residual, recomputed).
     pub residual: f64,
-    /// Largest L2 error ‖u − u_h‖ over the columns.
-    pub l2_error: f64,
+    /// Largest ‖b − A u‖₂ / ‖b‖₂ over the columns.
+    pub relative_residual: f64,
+    /// Largest L2 error ‖u − u_h‖ over the columns (manufactured right-hand sides only).
+    pub l2_error: Option<f64>,
     /// How f16 is computed on this machine.
     pub note: &'static str,
+}
+
+/// `len` standard normal values, reproducible from `seed` (ChaCha8 and the Box–Muller
+/// transform: the same stream on every machine).
+fn normal_loads(len: usize, seed: u64) -> Vec<f64> {
+    let uniform = random_initial_guess(len + len % 2, seed);
+    uniform
+        .chunks_exact(2)
+        .flat_map(|pair| {
+            let radius = (-2.0 * (1.0 - pair[0]).ln()).sqrt();
+            let angle = 2.0 * std::f64::consts::PI * pair[1];
+            [radius * angle.cos(), radius * angle.sin()]
+        })
+        .take(len)
+        .collect()
 }
 
 const F16_NOTE: &str = "f16 levels store f16 and compute in f32 (CPU)";
@@ -144,17 +197,35 @@ fn run<const D: usize>(
     let exact = Manufactured::new(params.k, D);
     let PoissonSystem { matrix, dofs, .. } = assemble_poisson(mesh, |_| 0.0)?;
     let n = dofs.len();
-    let column = assemble_loads(mesh, &dofs, &[|x: &[f64]| exact.f(x)]);
-    let b: Vec<f64> = (0..params.nrhs)
-        .flat_map(|_| column.iter().copied())
-        .collect();
-    let initial: Vec<f64> = (0..params.nrhs)
-        .flat_map(|c| random_initial_guess(n, SEED + c as u64))
-        .collect();
-    let stop = StopParams {
-        rtol: 0.0,
-        atol: 1e-9,
-        max_iterations: 100,
+    let (b, initial) = match params.rhs {
+        MgBenchRhs::Manufactured => {
+            let column = assemble_loads(mesh, &dofs, &[|x: &[f64]| exact.f(x)]);
+            let b: Vec<f64> = (0..params.nrhs)
+                .flat_map(|_| column.iter().copied())
+                .collect();
+            let initial: Vec<f64> = (0..params.nrhs)
+                .flat_map(|c| random_initial_guess(n, SEED + c as u64))
+                .collect();
+            (b, initial)
+        }
+        MgBenchRhs::Random => {
+            let b = (0..params.nrhs)
+                .flat_map(|c| normal_loads(n, SEED + c as u64))
+                .collect();
+            (b, vec![0.0; n * params.nrhs])
+        }
+    };
+    let stop = match params.rtol {
+        Some(rtol) => StopParams {
+            rtol,
+            atol: 0.0,
+            max_iterations: 100,
+        },
+        None => StopParams {
+            rtol: 0.0,
+            atol: 1e-9,
+            max_iterations: 100,
+        },
     };
     let dev = Cpu::new();
     let mut triad = triad_gbs();
@@ -190,12 +261,15 @@ fn run<const D: usize>(
         let (seconds, info, u) = best.expect("repeats ≥ 1");
         drop(mg);
         let mut r = vec![0.0; n];
-        let (mut residual, mut l2) = (0.0f64, 0.0f64);
+        let (mut residual, mut relative, mut l2) = (0.0f64, 0.0f64, 0.0f64);
         for c in 0..params.nrhs {
-            let x = &u[c * n..(c + 1) * n];
-            sparse::residual(&matrix, &b[c * n..(c + 1) * n], x, &mut r);
+            let (x, b) = (&u[c * n..(c + 1) * n], &b[c * n..(c + 1) * n]);
+            sparse::residual(&matrix, b, x, &mut r);
             residual = residual.max(nrm2(&r));
-            l2 = l2.max(l2_error(mesh, &dofs, x, |p| exact.u(p)));
+            relative = relative.max(nrm2(&r) / nrm2(b));
+            if params.rhs == MgBenchRhs::Manufactured {
+                l2 = l2.max(l2_error(mesh, &dofs, x, |p| exact.u(p)));
+            }
         }
         let iterations = info.max_iterations();
         let gbs = info.bytes / seconds / 1e9;
@@ -222,8 +296,11 @@ fn run<const D: usize>(
             triad_gbs: 0.0,
             triad_fraction: 0.0,
             speedup_vs_d_mg: None,
+            rhs: params.rhs.name(),
+            rtol: params.rtol,
             residual,
-            l2_error: l2,
+            relative_residual: relative,
+            l2_error: (params.rhs == MgBenchRhs::Manufactured).then_some(l2),
             note: if has_f16 { F16_NOTE } else { "" },
         });
     }
@@ -250,6 +327,14 @@ pub fn report(a: &MgBenchArgs) -> Result<()> {
             "--k 0: the wave number must be ≥ 1".into(),
         ));
     }
+    if let Some(rtol) = a.rtol {
+        if !(rtol > 0.0 && rtol < 1.0) {
+            return Err(Error::InvalidInput(format!(
+                "--rtol {rtol}: a relative tolerance is in (0, 1)"
+            )));
+        }
+    }
+    let rhs = MgBenchRhs::parse(&a.rhs)?;
     let results = bench_mg(&MgBenchParams {
         dim: a.dim,
         n: a.n,
@@ -262,6 +347,8 @@ pub fn report(a: &MgBenchArgs) -> Result<()> {
         residual_scaling: !a.no_residual_scaling,
         krylov: a.krylov,
         repeats: a.repeats,
+        rtol: a.rtol,
+        rhs,
     })?;
     print(&results, a.json);
     Ok(())
@@ -279,13 +366,21 @@ pub fn print(results: &[MgBenchResult], json: bool) {
         return;
     }
     let Some(first) = results.first() else { return };
+    let problem = match first.rhs {
+        "random" => "random normal loads from zero".to_string(),
+        _ => format!("manufactured loads, k = {}", first.k),
+    };
+    let stop = match first.rtol {
+        Some(rtol) => format!("‖r‖ ≤ {rtol:e}·‖b‖"),
+        None => "‖r‖ ≤ 1e-9".to_string(),
+    };
     println!(
-        "multigrid, {}D Q1, n = {} ({} unknowns), {} levels, {} right-hand side(s), k = {}, smoother {}{}",
-        first.dim, first.n, first.unknowns, first.levels, first.nrhs, first.k, first.smoother,
+        "multigrid, {}D Q1, n = {} ({} unknowns), {} levels, {} right-hand side(s), {problem}, {stop}, smoother {}{}",
+        first.dim, first.n, first.unknowns, first.levels, first.nrhs, first.smoother,
         if results.iter().any(|r| r.krylov) { ", flexible CG around the cycle" } else { "" }
     );
     println!(
-        "  {:<8} {:>5} {:>9} {:>9} {:>9} {:>8} {:>7} {:>8} {:>10} {:>10}  schedule (fine → coarse)",
+        "  {:<8} {:>5} {:>9} {:>9} {:>9} {:>8} {:>7} {:>8} {:>10} {:>10} {:>10}  schedule (fine → coarse)",
         "variant",
         "iter",
         "time [s]",
@@ -295,14 +390,16 @@ pub fn print(results: &[MgBenchResult], json: bool) {
         "triad",
         "speedup",
         "residual",
+        "relative",
         "L2 error"
     );
     for r in results {
         let speedup = r
             .speedup_vs_d_mg
             .map_or("-".to_string(), |s| format!("{s:.2}×"));
+        let l2 = r.l2_error.map_or("-".to_string(), |e| format!("{e:.3e}"));
         println!(
-            "  {:<8} {:>5} {:>9.3} {:>9.4} {:>9.2} {:>8.2} {:>6.0}% {:>8} {:>10.2e} {:>10.3e}  {}",
+            "  {:<8} {:>5} {:>9.3} {:>9.4} {:>9.2} {:>8.2} {:>6.0}% {:>8} {:>10.2e} {:>10.2e} {:>10}  {}",
             r.variant,
             r.iterations,
             r.seconds,
@@ -312,7 +409,8 @@ pub fn print(results: &[MgBenchResult], json: bool) {
             100.0 * r.triad_fraction,
             speedup,
             r.residual,
-            r.l2_error,
+            r.relative_residual,
+            l2,
             r.schedule
         );
     }

@@ -44,9 +44,12 @@ fn grow(slot: &mut Vec<u64>, index: usize, words: usize) {
     }
 }
 
-/// `len` values of `T` in the words of `slot` (previous contents: unspecified).
+/// `len` values of `T` in the words of `slot` (previous contents: unspecified). `T` may be
+/// wider than a word (tiles of values): only the words that hold whole values are cast.
 fn typed<T: bytemuck::Pod>(slot: &mut [u64], len: usize) -> &mut [T] {
-    &mut bytemuck::cast_slice_mut::<u64, T>(slot)[..len]
+    let size = std::mem::size_of::<T>();
+    let whole = (slot.len() * 8 / size * size).div_ceil(8);
+    &mut bytemuck::cast_slice_mut::<u64, T>(&mut slot[..whole])[..len]
 }
 
 impl Arena {

@@ -8,12 +8,12 @@
 //! `A x` in the compute precision, and rounds its output to the storage precision once.
 //! Statistics of what each kernel stored are reduced in chunk order.
 
-use num_traits::Zero;
+use num_traits::{Float, Zero};
 use rayon::prelude::*;
 
 use super::arena;
-use super::simd::{self, SimdLevel};
-use super::vector::{partials, record_stats, record_sumsq, reduce};
+use super::simd::{self, SimdLevel, TileIo, TILE};
+use super::vector::{fold_column, partials, record_stats, record_sumsq, reduce};
 use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::sparse::Chunks;
 use crate::device::{Block, EllMatrix, RowOp, Stats, Storage};
@@ -196,8 +196,146 @@ fn accumulate_portable<T: Real>(
 /// partial sums stay in registers and L1).
 const COLUMN_TILE: usize = 32;
 
-/// One pass over A applying `op` to the node-major block x (and b), written to `out`.
-fn sweep<S: Storage>(
+/// The arguments of [`block_rows`]: the sub-block's values in the compute precision, the
+/// matrix's column indices and width, the op with ω in the compute precision, x and b
+/// whole, the column count, the sub-block's first row, its output rows, its chunk's
+/// statistics partials, and scratch for each tile's Σ v² and max |v| over the sub-block.
+type BlockRowsArgs<'a, S> = (
+    &'a [Compute<S>],
+    &'a [u32],
+    usize,
+    RowOp,
+    Compute<S>,
+    &'a [S],
+    &'a [S],
+    usize,
+    usize,
+    &'a mut [S],
+    &'a mut [f64],
+    &'a mut [[f64; TILE]],
+    &'a mut [[Compute<S>; TILE]],
+);
+
+/// One sub-block of rows of a pass over A with a block of at least two columns, fused: per
+/// tile of [`simd::TILE`] columns and row, A x from the stored x (converted as it is read),
+/// the op, the output rounded into storage, and the tile's Σ v² and max |v| (added into
+/// `part` at the end of the sub-block). Only the statistics go through (L1) scratch. Each
+/// column keeps the order of operations of [`row_dot`] (even and odd slots apart) and of
+/// [`record_stats`] (Σ v² in f64 over four interleaved rows), so a column gets the same
+/// result and statistics alone and inside a block.
+fn block_rows<S: Storage + TileIo>(args: BlockRowsArgs<'_, S>) {
+    match simd::level() {
+        // SAFETY: `simd::level` names only levels this CPU has (F16C included).
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 => unsafe { block_rows_avx512(args) },
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2 => unsafe { block_rows_avx2(args) },
+        _ => block_rows_portable::<S, false>(args),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn block_rows_avx2<S: Storage + TileIo>(args: BlockRowsArgs<'_, S>) {
+    block_rows_portable::<S, true>(args)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,f16c")]
+unsafe fn block_rows_avx512<S: Storage + TileIo>(args: BlockRowsArgs<'_, S>) {
+    block_rows_portable::<S, true>(args)
+}
+
+#[inline(always)]
+fn block_rows_portable<S: Storage + TileIo, const F16C: bool>(
+    (values, cols, width, op, omega, x, b, nrhs, r0, out, part, sumsq, largest): BlockRowsArgs<
+        '_,
+        S,
+    >,
+) {
+    let rows = out.len() / nrhs;
+    let cols = &cols[r0 * width..(r0 + rows) * width];
+    let zero = Compute::<S>::zero();
+    sumsq.fill([0.0; TILE]);
+    largest.fill([zero; TILE]);
+    let pairs = width / 2;
+    let rows_values = values.chunks_exact(width).zip(cols.chunks_exact(width));
+    for (i, (row_values, row_cols)) in rows_values.enumerate() {
+        // Slot 0 holds the diagonal.
+        let w = omega / row_values[0];
+        for (tile, c0) in (0..nrhs).step_by(TILE).enumerate() {
+            let t = TILE.min(nrhs - c0);
+            let x_at = |s: usize| {
+                let start = row_cols[s] as usize * nrhs + c0;
+                S::load::<F16C>(&x[start..start + t])
+            };
+            let (mut even, mut odd) = ([zero; TILE], [zero; TILE]);
+            for p in 0..pairs {
+                let (v0, v1) = (row_values[2 * p], row_values[2 * p + 1]);
+                let (x0, x1) = (x_at(2 * p), x_at(2 * p + 1));
+                for c in 0..TILE {
+                    even[c] = even[c] + v0 * x0[c];
+                    odd[c] = odd[c] + v1 * x1[c];
+                }
+            }
+            if width % 2 == 1 {
+                let v = row_values[width - 1];
+                let xs = x_at(width - 1);
+                for c in 0..TILE {
+                    even[c] = even[c] + v * xs[c];
+                }
+            }
+            let own = (r0 + i) * nrhs + c0;
+            let mut o = [zero; TILE];
+            match op {
+                RowOp::Apply => {
+                    for c in 0..TILE {
+                        o[c] = even[c] + odd[c];
+                    }
+                }
+                RowOp::Residual => {
+                    let bs = S::load::<F16C>(&b[own..own + t]);
+                    for c in 0..TILE {
+                        o[c] = bs[c] - (even[c] + odd[c]);
+                    }
+                }
+                RowOp::Jacobi { .. } => {
+                    let (bs, xs) = (
+                        S::load::<F16C>(&b[own..own + t]),
+                        S::load::<F16C>(&x[own..own + t]),
+                    );
+                    for c in 0..TILE {
+                        o[c] = xs[c] + w * (bs[c] - (even[c] + odd[c]));
+                    }
+                }
+            }
+            let (lane, top) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
+            for c in 0..TILE {
+                let a = o[c].abs();
+                // Not `max`: NaN must not be dropped here (it shows in Σ v² instead).
+                top[c] = if a > top[c] { a } else { top[c] };
+            }
+            let mut wide = [0.0f64; TILE];
+            for c in 0..TILE {
+                wide[c] = o[c].to_f64();
+            }
+            for c in 0..TILE {
+                lane[c] += wide[c] * wide[c];
+            }
+            S::store::<F16C>(&o, &mut out[i * nrhs + c0..i * nrhs + c0 + t]);
+        }
+    }
+    for c in 0..nrhs {
+        let (tile, lane) = (c / TILE, c % TILE);
+        let lanes = std::array::from_fn(|k| sumsq[4 * tile + k][lane]);
+        let top = largest[tile][lane].to_f64();
+        fold_column(part, nrhs, c, lanes, top, S::MAX, true);
+    }
+}
+
+/// [`sweep`] for blocks of two or more columns: x and b are read where they are (no
+/// widened bands), only each sub-block's matrix values are widened (f16).
+fn sweep_block<S: Storage + TileIo>(
     a: &Ell<'_, S>,
     op: RowOp,
     x: &[S],
@@ -210,6 +348,55 @@ fn sweep<S: Storage>(
         RowOp::Jacobi { omega } => Compute::<S>::from_f64(omega),
         _ => Compute::<S>::zero(),
     };
+    let chunk_rows = a.chunks.rows;
+    let part = partials(stats, a.chunks.count());
+    out.par_chunks_mut(chunk_rows * nrhs)
+        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
+        .enumerate()
+        .for_each(|(k, (out_chunk, part))| {
+            let rows = out_chunk.len() / nrhs;
+            arena::with(|arena| {
+                let tiles = nrhs.div_ceil(TILE);
+                let (slot, sumsq, largest, _) = arena
+                    .four::<Compute<S>, [f64; TILE], [Compute<S>; TILE], u8>(
+                        widen_len::<S>(SUB_ROWS * a.width),
+                        4 * tiles,
+                        tiles,
+                        0,
+                    );
+                for sub in (0..rows).step_by(SUB_ROWS) {
+                    let len = SUB_ROWS.min(rows - sub);
+                    let r0 = k * chunk_rows + sub;
+                    let values = widened(&a.values[r0 * a.width..(r0 + len) * a.width], slot);
+                    let out = &mut out_chunk[sub * nrhs..(sub + len) * nrhs];
+                    block_rows::<S>((
+                        values, a.cols, a.width, op, omega, x, b, nrhs, r0, out, part, sumsq,
+                        largest,
+                    ));
+                }
+            })
+        });
+    arena::sync();
+    reduce(stats);
+}
+
+/// One pass over A applying `op` to the node-major block x (and b), written to `out`.
+fn sweep<S: Storage + TileIo>(
+    a: &Ell<'_, S>,
+    op: RowOp,
+    x: &[S],
+    b: &[S],
+    nrhs: usize,
+    out: &mut [S],
+    stats: &mut Stats<Cpu>,
+) {
+    let omega = match op {
+        RowOp::Jacobi { omega } => Compute::<S>::from_f64(omega),
+        _ => Compute::<S>::zero(),
+    };
+    if nrhs > 1 {
+        return sweep_block(a, op, x, b, nrhs, out, stats);
+    }
     let chunk_rows = a.chunks.rows;
     let len = Stats::<Cpu>::len_for(nrhs);
     let part = partials(stats, a.chunks.count());
@@ -320,7 +507,7 @@ fn jacobi_from_zero<S: Storage>(
 /// The refinement update (SPEC §3.2), fused: u_c += α_c c_c and r_c −= α_c (A c)_c, with A
 /// in f64 and the correction in X. Statistics: Σ r² of the new residual, max |c| of the
 /// correction.
-fn refinement_update<X: Storage>(
+fn refinement_update<X: Storage + TileIo>(
     a: &Ell<'_, f64>,
     correction: &[X],
     alpha: &[f64],
@@ -329,6 +516,9 @@ fn refinement_update<X: Storage>(
     r: &mut [f64],
     stats: &mut Stats<Cpu>,
 ) {
+    if nrhs > 1 {
+        return refinement_update_block(a, correction, alpha, nrhs, u, r, stats);
+    }
     let chunk = a.chunks.rows * nrhs;
     let part = partials(stats, a.chunks.count());
     u.par_chunks_mut(chunk)
@@ -389,6 +579,172 @@ fn refinement_update<X: Storage>(
         });
     arena::sync();
     reduce(stats);
+}
+
+/// [`refinement_update`] for blocks of two or more columns: per row and tile of columns,
+/// α_c c_c read where it is (converted to f64 as it is read), A (α c) summed as in
+/// [`row_dot`], u and r updated, Σ r² in the order of [`record_sumsq`] and max |c| of the
+/// row's own correction; no widened bands.
+fn refinement_update_block<X: Storage + TileIo>(
+    a: &Ell<'_, f64>,
+    correction: &[X],
+    alpha: &[f64],
+    nrhs: usize,
+    u: &mut [f64],
+    r: &mut [f64],
+    stats: &mut Stats<Cpu>,
+) {
+    let chunk = a.chunks.rows * nrhs;
+    let part = partials(stats, a.chunks.count());
+    u.par_chunks_mut(chunk)
+        .zip(r.par_chunks_mut(chunk))
+        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
+        .enumerate()
+        .for_each(|(k, ((u_chunk, r_chunk), part))| {
+            let rows = u_chunk.len() / nrhs;
+            arena::with(|arena| {
+                let tiles = nrhs.div_ceil(TILE);
+                let (sumsq, largest, ..) =
+                    arena.four::<[f64; TILE], [f64; TILE], u8, u8>(4 * tiles, tiles, 0, 0);
+                for sub in (0..rows).step_by(SUB_ROWS) {
+                    let len = SUB_ROWS.min(rows - sub);
+                    let span = sub * nrhs..(sub + len) * nrhs;
+                    update_rows::<X>((
+                        a,
+                        correction,
+                        alpha,
+                        nrhs,
+                        k * a.chunks.rows + sub,
+                        &mut u_chunk[span.clone()],
+                        &mut r_chunk[span],
+                        part,
+                        sumsq,
+                        largest,
+                    ));
+                }
+            })
+        });
+    arena::sync();
+    reduce(stats);
+}
+
+/// The arguments of [`update_rows`]: the f64 matrix, the correction, α, the column count,
+/// the sub-block's first row, its rows of u and r, its chunk's statistics partials and
+/// scratch for the tiles' Σ r² and max |c|.
+type UpdateRowsArgs<'a, 'm, X> = (
+    &'a Ell<'m, f64>,
+    &'a [X],
+    &'a [f64],
+    usize,
+    usize,
+    &'a mut [f64],
+    &'a mut [f64],
+    &'a mut [f64],
+    &'a mut [[f64; TILE]],
+    &'a mut [[f64; TILE]],
+);
+
+/// One sub-block of [`refinement_update_block`], compiled per SIMD level.
+fn update_rows<X: Storage + TileIo>(args: UpdateRowsArgs<'_, '_, X>) {
+    match simd::level() {
+        // SAFETY: `simd::level` names only levels this CPU has (F16C included).
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 => unsafe { update_rows_avx512(args) },
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2 => unsafe { update_rows_avx2(args) },
+        _ => update_rows_portable::<X, false>(args),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn update_rows_avx2<X: Storage + TileIo>(args: UpdateRowsArgs<'_, '_, X>) {
+    update_rows_portable::<X, true>(args)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,f16c")]
+unsafe fn update_rows_avx512<X: Storage + TileIo>(args: UpdateRowsArgs<'_, '_, X>) {
+    update_rows_portable::<X, true>(args)
+}
+
+/// α_c · c_c of one tile in f64 (the lanes past `c.len()` are zero).
+#[inline(always)]
+fn scaled_tile<X: TileIo, const F16C: bool>(scale: &[f64; TILE], c: &[X]) -> [f64; TILE] {
+    let c = X::load::<F16C>(c);
+    let mut wide = [0.0; TILE];
+    for j in 0..TILE {
+        wide[j] = scale[j] * Real::to_f64(c[j]);
+    }
+    wide
+}
+
+#[inline(always)]
+fn update_rows_portable<X: Storage + TileIo, const F16C: bool>(
+    (a, correction, alpha, nrhs, r0, u, r, part, sumsq, largest): UpdateRowsArgs<'_, '_, X>,
+) {
+    let width = a.width;
+    let rows = u.len() / nrhs;
+    sumsq.fill([0.0; TILE]);
+    largest.fill([0.0; TILE]);
+    let pairs = width / 2;
+    for i in 0..rows {
+        let row = (r0 + i) * width..(r0 + i + 1) * width;
+        let (row_values, row_cols) = (&a.values[row.clone()], &a.cols[row]);
+        for (tile, c0) in (0..nrhs).step_by(TILE).enumerate() {
+            let t = TILE.min(nrhs - c0);
+            let mut scale = [0.0; TILE];
+            scale[..t].copy_from_slice(&alpha[c0..c0 + t]);
+            let scaled = |row: usize| {
+                let start = row * nrhs + c0;
+                scaled_tile::<X, F16C>(&scale, &correction[start..start + t])
+            };
+            let (mut even, mut odd) = ([0.0; TILE], [0.0; TILE]);
+            for p in 0..pairs {
+                let (v0, v1) = (row_values[2 * p], row_values[2 * p + 1]);
+                let (x0, x1) = (
+                    scaled(row_cols[2 * p] as usize),
+                    scaled(row_cols[2 * p + 1] as usize),
+                );
+                for j in 0..TILE {
+                    even[j] += v0 * x0[j];
+                    odd[j] += v1 * x1[j];
+                }
+            }
+            if width % 2 == 1 {
+                let v = row_values[width - 1];
+                let xs = scaled(row_cols[width - 1] as usize);
+                for j in 0..TILE {
+                    even[j] += v * xs[j];
+                }
+            }
+            let own_start = (r0 + i) * nrhs + c0;
+            let own = X::load::<F16C>(&correction[own_start..own_start + t]);
+            let local = i * nrhs + c0..i * nrhs + c0 + t;
+            let (sumsq, largest) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
+            for (j, (u, r)) in u[local.clone()].iter_mut().zip(&mut r[local]).enumerate() {
+                *u += scale[j] * Real::to_f64(own[j]);
+                *r -= even[j] + odd[j];
+                sumsq[j] += *r * *r;
+                let c = Real::to_f64(own[j]).abs();
+                largest[j] = if c > largest[j] { c } else { largest[j] };
+            }
+        }
+    }
+    for c in 0..nrhs {
+        let (tile, lane) = (c / TILE, c % TILE);
+        let lanes = std::array::from_fn(|k| sumsq[4 * tile + k][lane]);
+        // Σ r² only: this record's maxima are |c|'s, which no limit applies to.
+        fold_column(
+            part,
+            nrhs,
+            c,
+            lanes,
+            largest[tile][lane],
+            f64::INFINITY,
+            true,
+        );
+    }
 }
 
 fn check(what: &str, block: &Block<Cpu>, rows: usize, nrhs: usize) -> Result<()> {

@@ -15,7 +15,12 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-/// A set of vector instructions.
+use half::f16;
+
+use crate::precision::Stored;
+
+/// A set of vector instructions (both wider levels with F16C, which every CPU with AVX2
+/// has, for the f16 conversions).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum SimdLevel {
     /// The baseline the binary is built for (SSE2 on x86-64).
@@ -40,9 +45,13 @@ impl SimdLevel {
         match self {
             SimdLevel::Scalar => true,
             #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx2 => std::is_x86_feature_detected!("avx2"),
+            SimdLevel::Avx2 => {
+                std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c")
+            }
             #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx512 => std::is_x86_feature_detected!("avx512f"),
+            SimdLevel::Avx512 => {
+                std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("f16c")
+            }
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
         }
@@ -113,4 +122,136 @@ pub fn set_level(level: SimdLevel) -> bool {
     }
     LEVEL.store(level as u8, Ordering::Relaxed);
     true
+}
+
+/// Columns of a node-major block one pass over a matrix row computes at once: one AVX-512
+/// register of f32, two of f64. A tile's sums and statistics stay in registers.
+pub const TILE: usize = 16;
+
+/// Loads and stores of up to [`TILE`] consecutive stored values in their compute precision,
+/// converted inside the kernel that reads or writes them. `F16C`: the calling kernel is the
+/// AVX2 or AVX-512 copy, so f16 converts 8 values per instruction; the scalar copy converts
+/// one by one. Both round to nearest even (overflow to ±Inf): the same values either way.
+pub trait TileIo: Stored {
+    /// `src` (at most TILE values) widened; the lanes past its end are zero.
+    fn load<const F16C: bool>(src: &[Self]) -> [Self::Compute; TILE];
+    /// The first `dst.len()` (at most TILE) lanes of `values`, rounded into `dst`.
+    fn store<const F16C: bool>(values: &[Self::Compute; TILE], dst: &mut [Self]);
+}
+
+macro_rules! same_type_tiles {
+    ($t:ty) => {
+        impl TileIo for $t {
+            #[inline(always)]
+            fn load<const F16C: bool>(src: &[$t]) -> [$t; TILE] {
+                if let Ok(full) = <&[$t; TILE]>::try_from(src) {
+                    return *full;
+                }
+                let mut tile = [0.0; TILE];
+                for (t, &s) in tile.iter_mut().zip(src) {
+                    *t = s;
+                }
+                tile
+            }
+            #[inline(always)]
+            fn store<const F16C: bool>(values: &[$t; TILE], dst: &mut [$t]) {
+                if let Ok(full) = <&mut [$t; TILE]>::try_from(&mut *dst) {
+                    *full = *values;
+                    return;
+                }
+                for (d, &v) in dst.iter_mut().zip(values) {
+                    *d = v;
+                }
+            }
+        }
+    };
+}
+same_type_tiles!(f32);
+same_type_tiles!(f64);
+
+impl TileIo for f16 {
+    #[inline(always)]
+    fn load<const F16C: bool>(src: &[f16]) -> [f32; TILE] {
+        #[cfg(target_arch = "x86_64")]
+        if F16C {
+            let mut padded = [f16::ZERO; TILE];
+            let full: &[f16] = if src.len() == TILE {
+                src
+            } else {
+                for (p, &s) in padded.iter_mut().zip(src) {
+                    *p = s;
+                }
+                &padded
+            };
+            // SAFETY: callers with F16C = true are compiled for, and only run on, CPUs with
+            // F16C (the AVX2 and AVX-512 levels check it); `full` holds TILE = 16 values.
+            return unsafe { f16c_load(full) };
+        }
+        let mut tile = [0.0; TILE];
+        for (t, s) in tile.iter_mut().zip(src) {
+            *t = s.to_f32();
+        }
+        tile
+    }
+    #[inline(always)]
+    fn store<const F16C: bool>(values: &[f32; TILE], dst: &mut [f16]) {
+        #[cfg(target_arch = "x86_64")]
+        if F16C {
+            if dst.len() == TILE {
+                // SAFETY: as in `load`; `dst` holds TILE values.
+                unsafe { f16c_store(values, dst) };
+            } else {
+                let mut narrowed = [f16::ZERO; TILE];
+                // SAFETY: as in `load`; `narrowed` holds TILE values.
+                unsafe { f16c_store(values, &mut narrowed) };
+                for (d, &v) in dst.iter_mut().zip(&narrowed) {
+                    *d = v;
+                }
+            }
+            return;
+        }
+        for (d, &v) in dst.iter_mut().zip(values) {
+            *d = f16::from_f32(v);
+        }
+    }
+}
+
+/// 16 f16 values widened with two F16C conversions.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn f16c_load(src: &[f16]) -> [f32; TILE] {
+    use std::arch::x86_64::*;
+    debug_assert_eq!(src.len(), TILE);
+    // SAFETY: 16 f16 values = two unaligned 128-bit loads; F16C per the caller.
+    unsafe {
+        let p = src.as_ptr() as *const __m128i;
+        let halves = [
+            _mm256_cvtph_ps(_mm_loadu_si128(p)),
+            _mm256_cvtph_ps(_mm_loadu_si128(p.add(1))),
+        ];
+        std::mem::transmute::<[__m256; 2], [f32; TILE]>(halves)
+    }
+}
+
+/// 16 f32 values rounded to nearest f16 with two F16C conversions, stored straight into
+/// `dst` (through a stack copy, the two 16-byte halves would be read back as one wider
+/// value, which the CPU cannot forward from the stores: a stall per tile).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn f16c_store(values: &[f32; TILE], dst: &mut [f16]) {
+    use std::arch::x86_64::*;
+    assert_eq!(dst.len(), TILE);
+    // SAFETY: two unaligned 256-bit loads of the 16 values and two unaligned 128-bit
+    // stores into the 16 of `dst`; F16C per the caller.
+    unsafe {
+        let (p, q) = (values.as_ptr(), dst.as_mut_ptr() as *mut __m128i);
+        _mm_storeu_si128(
+            q,
+            _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(p)),
+        );
+        _mm_storeu_si128(
+            q.add(1),
+            _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(p.add(8))),
+        );
+    }
 }

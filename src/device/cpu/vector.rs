@@ -2,6 +2,7 @@
 
 use rayon::prelude::*;
 
+use super::simd::{self, SimdLevel};
 use super::{buffer, buffer_mut, by_precision, check_len, slice, slice_mut, Compute, Cpu, CHUNK};
 use crate::device::{
     unsupported, Block, Layout, Scratch, Stats, Storage, VectorKernels, View, ViewMut,
@@ -79,20 +80,59 @@ pub(super) fn record_sumsq<T: Real>(part: &mut [f64], values: &[T], nrhs: usize)
 }
 
 fn record<T: Real, const MAXIMA: bool>(part: &mut [f64], values: &[T], nrhs: usize, limit: f64) {
+    let args = (part, values, nrhs, limit);
+    match simd::level() {
+        // SAFETY: `simd::level` names only levels this CPU has.
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 => unsafe { record_avx512::<T, MAXIMA>(args) },
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2 => unsafe { record_avx2::<T, MAXIMA>(args) },
+        _ => record_portable::<T, MAXIMA>(args),
+    }
+}
+
+/// The arguments of [`record`].
+type RecordArgs<'a, T> = (&'a mut [f64], &'a [T], usize, f64);
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn record_avx2<T: Real, const MAXIMA: bool>(args: RecordArgs<'_, T>) {
+    record_portable::<T, MAXIMA>(args)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn record_avx512<T: Real, const MAXIMA: bool>(args: RecordArgs<'_, T>) {
+    record_portable::<T, MAXIMA>(args)
+}
+
+/// Folds one column's four lane sums (in lane order) and largest magnitude into `part`.
+#[inline(always)]
+pub(super) fn fold_column(
+    part: &mut [f64],
+    nrhs: usize,
+    c: usize,
+    lanes: [f64; 4],
+    largest: f64,
+    limit: f64,
+    maxima: bool,
+) {
+    let total = ((lanes[0] + lanes[1]) + lanes[2]) + lanes[3];
+    part[c] += total;
+    if maxima {
+        part[nrhs + c] = part[nrhs + c].max(largest);
+    }
+    // NaN makes the sum NaN, ±Inf makes the maximum exceed the limit.
+    if total.is_nan() || largest > limit {
+        part[2 * nrhs] = 1.0;
+    }
+}
+
+#[inline(always)]
+fn record_portable<T: Real, const MAXIMA: bool>((part, values, nrhs, limit): RecordArgs<'_, T>) {
     const LANES: usize = 4;
-    const BLOCK: usize = 8;
-    let (sumsq, rest) = part.split_at_mut(nrhs);
-    let (max_abs, flag) = rest.split_at_mut(nrhs);
-    let mut fold = |c: usize, total: f64, largest: f64| {
-        sumsq[c] += total;
-        if MAXIMA {
-            max_abs[c] = max_abs[c].max(largest);
-        }
-        // NaN makes the sum NaN, ±Inf makes the maximum exceed the limit.
-        if total.is_nan() || largest > limit {
-            flag[0] = 1.0;
-        }
-    };
+    /// Columns summed in one pass over the rows (their sums stay in L1).
+    const BLOCK: usize = 64;
     if nrhs == 1 {
         let (mut sum, mut max) = ([0.0f64; LANES], [0.0f64; LANES]);
         let mut groups = values.chunks_exact(LANES);
@@ -100,41 +140,37 @@ fn record<T: Real, const MAXIMA: bool>(part: &mut [f64], values: &[T], nrhs: usi
             for lane in 0..LANES {
                 let a = Real::to_f64(group[lane]).abs();
                 sum[lane] += a * a;
-                max[lane] = max[lane].max(a);
+                max[lane] = if a > max[lane] { a } else { max[lane] };
             }
         }
         for (lane, &v) in groups.remainder().iter().enumerate() {
             let a = Real::to_f64(v).abs();
             sum[lane] += a * a;
-            max[lane] = max[lane].max(a);
+            max[lane] = if a > max[lane] { a } else { max[lane] };
         }
         let largest = max.iter().fold(0.0f64, |m, &x| m.max(x));
-        fold(0, ((sum[0] + sum[1]) + sum[2]) + sum[3], largest);
+        fold_column(part, 1, 0, sum, largest, limit, MAXIMA);
         return;
     }
     for first in (0..nrhs).step_by(BLOCK) {
         let width = BLOCK.min(nrhs - first);
-        let (mut sum, mut max) = ([[0.0f64; BLOCK]; LANES], [[0.0f64; BLOCK]; LANES]);
-        let mut add = |lane: usize, row: &[T]| {
-            for j in 0..width {
-                let a = Real::to_f64(row[first + j]).abs();
-                sum[lane][j] += a * a;
-                max[lane][j] = max[lane][j].max(a);
+        let (mut sum, mut max) = ([[0.0f64; BLOCK]; LANES], [0.0f64; BLOCK]);
+        for (r, row) in values.chunks_exact(nrhs).enumerate() {
+            let sum = &mut sum[r % LANES][..width];
+            let max = &mut max[..width];
+            for ((s, m), &v) in sum
+                .iter_mut()
+                .zip(max.iter_mut())
+                .zip(&row[first..first + width])
+            {
+                let a = Real::to_f64(v).abs();
+                *s += a * a;
+                *m = if a > *m { a } else { *m };
             }
-        };
-        let mut groups = values.chunks_exact(LANES * nrhs);
-        for group in &mut groups {
-            for (lane, row) in group.chunks_exact(nrhs).enumerate() {
-                add(lane, row);
-            }
-        }
-        for (lane, row) in groups.remainder().chunks_exact(nrhs).enumerate() {
-            add(lane, row);
         }
         for j in 0..width {
-            let total = ((sum[0][j] + sum[1][j]) + sum[2][j]) + sum[3][j];
-            let largest = max.iter().fold(0.0f64, |m, lane| m.max(lane[j]));
-            fold(first + j, total, largest);
+            let lanes = [sum[0][j], sum[1][j], sum[2][j], sum[3][j]];
+            fold_column(part, nrhs, first + j, lanes, max[j], limit, MAXIMA);
         }
     }
 }
@@ -276,7 +312,11 @@ fn scale_columns<A: Storage, B: Storage>(
     reduce(stats);
 }
 
-/// dst (node-major k columns) from src (column-major), or back.
+/// dst (node-major k columns) from src (column-major), or back, in tiles that keep both
+/// sides' accesses sequential: to node-major, each task takes whole rows and reads every
+/// column's [`RELAYOUT_ROWS`] values of a tile at once; to column-major, each task takes
+/// [`RELAYOUT_COLUMNS`] whole columns and reads one stretch of every row (a reader going
+/// down one column alone would touch every cache line of the node-major block per column).
 fn relayout<A: Storage, B: Storage>(
     src: &[A],
     src_layout: Layout,
@@ -289,23 +329,47 @@ fn relayout<A: Storage, B: Storage>(
             .par_chunks_mut(STATS_ROWS * cols)
             .enumerate()
             .for_each(|(k, d)| {
-                for (i, row) in d.chunks_exact_mut(cols).enumerate() {
-                    let r = k * STATS_ROWS + i;
-                    for (c, v) in row.iter_mut().enumerate() {
-                        *v = B::from_f64(src[c * rows + r].to_f64());
+                for (t, tile) in d.chunks_mut(RELAYOUT_ROWS * cols).enumerate() {
+                    let first = k * STATS_ROWS + t * RELAYOUT_ROWS;
+                    let tile_rows = tile.len() / cols;
+                    for c in 0..cols {
+                        let column = &src[c * rows + first..c * rows + first + tile_rows];
+                        for (i, &v) in column.iter().enumerate() {
+                            tile[i * cols + c] = B::from_f64(v.to_f64());
+                        }
                     }
                 }
             }),
         Layout::NodeMajor => dst
-            .par_chunks_mut(rows.max(1))
+            .par_chunks_mut(rows.max(1) * RELAYOUT_COLUMNS)
             .enumerate()
-            .for_each(|(c, d)| {
-                for (r, v) in d.iter_mut().enumerate() {
-                    *v = B::from_f64(src[r * cols + c].to_f64());
+            .for_each(|(g, d)| {
+                let first = g * RELAYOUT_COLUMNS;
+                let width = d.len() / rows.max(1);
+                // A tile of rows gathered first, then written as one stretch per column.
+                let mut tile = [[B::default(); RELAYOUT_ROWS]; RELAYOUT_COLUMNS];
+                for r0 in (0..rows).step_by(RELAYOUT_ROWS) {
+                    let len = RELAYOUT_ROWS.min(rows - r0);
+                    for (i, row) in src[r0 * cols..(r0 + len) * cols]
+                        .chunks_exact(cols)
+                        .enumerate()
+                    {
+                        for (j, &v) in row[first..first + width].iter().enumerate() {
+                            tile[j][i] = B::from_f64(v.to_f64());
+                        }
+                    }
+                    for (j, column) in tile.iter().enumerate().take(width) {
+                        d[j * rows + r0..j * rows + r0 + len].copy_from_slice(&column[..len]);
+                    }
                 }
             }),
     }
 }
+
+/// Rows of a tile of [`relayout`] to node-major (each column's stretch: 512 bytes of f64).
+const RELAYOUT_ROWS: usize = 64;
+/// Columns of a task of [`relayout`] to column-major (one cache line of a row in f64).
+const RELAYOUT_COLUMNS: usize = 8;
 
 impl VectorKernels for Cpu {
     fn fill(&self, x: ViewMut<'_, Self>, value: f64) -> Result<()> {

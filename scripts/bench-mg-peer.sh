@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Multigrid against the C + OpenMP geometric multigrid of ../shared/peers/ (same algorithm:
+# Q1 unit square, bilinear transfers, damped Jacobi V-cycles), side by side in one run:
+# n = 1024 (1023² unknowns), 1 and 64 right-hand sides of standard normal loads, from zero,
+# to relative residual 1e-6 in every column, with the peer's two cycles V(2,2) ω = 0.9 and
+# V(3,3) ω = 2/3. The peer runs from its own directory with its own driver (it is not part
+# of the project); tensorfem runs `bench mg --rhs random --rtol 1e-6` with the same cycle,
+# all variants. Both use every core (OMP_NUM_THREADS / rayon). Raw JSON lines (the peer's
+# and tensorfem's, tagged) go to docs/perf/mg-peer-<host>-<date>.jsonl; the table is printed
+# by scripts/mg_peer_table.py.
+#
+#   scripts/bench-mg-peer.sh [output.jsonl]
+#   PEERS=<dir with peer_gmg_c.py> N=<cells> REPEATS=<r> scripts/bench-mg-peer.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+peers=${PEERS:-$root/../shared/peers}
+n=${N:-1024}
+repeats=${REPEATS:-3}
+out=${1:-docs/perf/mg-peer-$(hostname)-$(date +%Y%m%d).jsonl}
+if [[ ! -f $peers/peer_gmg_c.py ]]; then
+  echo "bench-mg-peer: no peer_gmg_c.py in $peers (set PEERS)" >&2
+  exit 2
+fi
+command -v gcc >/dev/null || { echo "bench-mg-peer: the peer needs gcc" >&2; exit 1; }
+# The peer's driver needs numpy and scipy (installed here for the user's python3 when missing).
+python3 -c "import numpy, scipy" 2>/dev/null || python3 -m pip install --quiet numpy scipy
+cargo build --release --quiet
+bin=$root/target/release/tensorfem
+mkdir -p "$(dirname "$out")"
+: > "$out"
+threads=$(nproc)
+peer_log=$(mktemp)
+trap 'rm -f "$peer_log"' EXIT
+# One case at a time, the peer first and tensorfem right after it.
+for nrhs in 1 64; do
+  for cycle in "jac0.9 0.9 2" "jac2/3 0.6666666666666666 3"; do
+    read -r smoother omega steps <<< "$cycle"
+    : > "$peer_log"
+    (cd "$peers" && OMP_NUM_THREADS=$threads PEERS_RESULTS=$peer_log \
+      python3 peer_gmg_c.py --ns "$n" --nrhs "$nrhs" --reps "$repeats" --smoothers "$smoother" --tol 1e-6 >&2)
+    python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line); r["solver"] = "peer"; r["cycle"] = sys.argv[2]; print(json.dumps(r))' \
+      "$peer_log" "V($steps,$steps) ω=$omega" >> "$out"
+    "$bin" bench mg --n "$n" --nrhs "$nrhs" --variant all --rhs random --rtol 1e-6 \
+      --omega "$omega" --pre-smoothing "$steps" --post-smoothing "$steps" --repeats "$repeats" --json \
+      | python3 -c 'import json, sys
+for line in sys.stdin:
+    r = json.loads(line); r["solver"] = "tensorfem"; r["cycle"] = sys.argv[1]; print(json.dumps(r))' \
+      "V($steps,$steps) ω=$omega" >> "$out"
+  done
+done
+python3 scripts/mg_peer_table.py "$out"
