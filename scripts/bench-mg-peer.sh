@@ -34,21 +34,21 @@ peer_log=$(mktemp)
 trap 'rm -f "$peer_log"' EXIT
 # One case at a time, the peer first and tensorfem right after it.
 for nrhs in 1 64; do
-  for cycle in "jac0.9 0.9 2" "jac2/3 0.6666666666666666 3"; do
-    read -r smoother omega steps <<< "$cycle"
+  for cycle in "jac0.9 0.9 2 0.9" "jac2/3 0.6666666666666666 3 2/3"; do
+    read -r smoother omega steps label <<< "$cycle"
     : > "$peer_log"
     (cd "$peers" && OMP_NUM_THREADS=$threads PEERS_RESULTS=$peer_log \
       python3 peer_gmg_c.py --ns "$n" --nrhs "$nrhs" --reps "$repeats" --smoothers "$smoother" --tol 1e-6 >&2)
     python3 -c 'import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line); r["solver"] = "peer"; r["cycle"] = sys.argv[2]; print(json.dumps(r))' \
-      "$peer_log" "V($steps,$steps) ω=$omega" >> "$out"
+      "$peer_log" "V($steps,$steps) ω=$label" >> "$out"
     "$bin" bench mg --n "$n" --nrhs "$nrhs" --variant all --rhs random --rtol 1e-6 \
       --omega "$omega" --pre-smoothing "$steps" --post-smoothing "$steps" --repeats "$repeats" --json \
       | python3 -c 'import json, sys
 for line in sys.stdin:
     r = json.loads(line); r["solver"] = "tensorfem"; r["cycle"] = sys.argv[1]; print(json.dumps(r))' \
-      "V($steps,$steps) ω=$omega" >> "$out"
+      "V($steps,$steps) ω=$label" >> "$out"
   done
 done
 python3 scripts/mg_peer_table.py "$out"

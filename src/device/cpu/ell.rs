@@ -199,7 +199,8 @@ const COLUMN_TILE: usize = 32;
 /// The arguments of [`block_rows`]: the sub-block's values in the compute precision, the
 /// matrix's column indices and width, the op with ω in the compute precision, x and b
 /// whole, the column count, the sub-block's first row, its output rows, its chunk's
-/// statistics partials, and scratch for each tile's Σ v² and max |v| over the sub-block.
+/// statistics partials, scratch for each tile's Σ v² and max |v| over the sub-block, and
+/// for a row's x offsets.
 type BlockRowsArgs<'a, S> = (
     &'a [Compute<S>],
     &'a [u32],
@@ -214,6 +215,7 @@ type BlockRowsArgs<'a, S> = (
     &'a mut [f64],
     &'a mut [[f64; TILE]],
     &'a mut [[Compute<S>; TILE]],
+    &'a mut [usize],
 );
 
 /// One sub-block of rows of a pass over A with a block of at least two columns, fused: per
@@ -230,25 +232,25 @@ fn block_rows<S: Storage + TileIo>(args: BlockRowsArgs<'_, S>) {
         SimdLevel::Avx512 => unsafe { block_rows_avx512(args) },
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx2 => unsafe { block_rows_avx2(args) },
-        _ => block_rows_portable::<S, false>(args),
+        _ => block_rows_portable::<S, { SimdLevel::Scalar as u8 }>(args),
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c")]
 unsafe fn block_rows_avx2<S: Storage + TileIo>(args: BlockRowsArgs<'_, S>) {
-    block_rows_portable::<S, true>(args)
+    block_rows_portable::<S, { SimdLevel::Avx2 as u8 }>(args)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,f16c")]
 unsafe fn block_rows_avx512<S: Storage + TileIo>(args: BlockRowsArgs<'_, S>) {
-    block_rows_portable::<S, true>(args)
+    block_rows_portable::<S, { SimdLevel::Avx512 as u8 }>(args)
 }
 
 #[inline(always)]
-fn block_rows_portable<S: Storage + TileIo, const F16C: bool>(
-    (values, cols, width, op, omega, x, b, nrhs, r0, out, part, sumsq, largest): BlockRowsArgs<
+fn block_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
+    (values, cols, width, op, omega, x, b, nrhs, r0, out, part, sumsq, largest, offsets): BlockRowsArgs<
         '_,
         S,
     >,
@@ -263,11 +265,15 @@ fn block_rows_portable<S: Storage + TileIo, const F16C: bool>(
     for (i, (row_values, row_cols)) in rows_values.enumerate() {
         // Slot 0 holds the diagonal.
         let w = omega / row_values[0];
+        // Where each slot's x row starts (once per row, not per tile).
+        for (offset, &col) in offsets.iter_mut().zip(row_cols) {
+            *offset = col as usize * nrhs;
+        }
         for (tile, c0) in (0..nrhs).step_by(TILE).enumerate() {
             let t = TILE.min(nrhs - c0);
             let x_at = |s: usize| {
-                let start = row_cols[s] as usize * nrhs + c0;
-                S::load::<F16C>(&x[start..start + t])
+                let start = offsets[s] + c0;
+                S::load::<LEVEL>(&x[start..start + t])
             };
             let (mut even, mut odd) = ([zero; TILE], [zero; TILE]);
             for p in 0..pairs {
@@ -294,15 +300,15 @@ fn block_rows_portable<S: Storage + TileIo, const F16C: bool>(
                     }
                 }
                 RowOp::Residual => {
-                    let bs = S::load::<F16C>(&b[own..own + t]);
+                    let bs = S::load::<LEVEL>(&b[own..own + t]);
                     for c in 0..TILE {
                         o[c] = bs[c] - (even[c] + odd[c]);
                     }
                 }
                 RowOp::Jacobi { .. } => {
                     let (bs, xs) = (
-                        S::load::<F16C>(&b[own..own + t]),
-                        S::load::<F16C>(&x[own..own + t]),
+                        S::load::<LEVEL>(&b[own..own + t]),
+                        S::load::<LEVEL>(&x[own..own + t]),
                     );
                     for c in 0..TILE {
                         o[c] = xs[c] + w * (bs[c] - (even[c] + odd[c]));
@@ -322,7 +328,7 @@ fn block_rows_portable<S: Storage + TileIo, const F16C: bool>(
             for c in 0..TILE {
                 lane[c] += wide[c] * wide[c];
             }
-            S::store::<F16C>(&o, &mut out[i * nrhs + c0..i * nrhs + c0 + t]);
+            S::store::<LEVEL>(&o, &mut out[i * nrhs + c0..i * nrhs + c0 + t]);
         }
     }
     for c in 0..nrhs {
@@ -357,12 +363,12 @@ fn sweep_block<S: Storage + TileIo>(
             let rows = out_chunk.len() / nrhs;
             arena::with(|arena| {
                 let tiles = nrhs.div_ceil(TILE);
-                let (slot, sumsq, largest, _) = arena
-                    .four::<Compute<S>, [f64; TILE], [Compute<S>; TILE], u8>(
+                let (slot, sumsq, largest, offsets) = arena
+                    .four::<Compute<S>, [f64; TILE], [Compute<S>; TILE], usize>(
                         widen_len::<S>(SUB_ROWS * a.width),
                         4 * tiles,
                         tiles,
-                        0,
+                        a.width,
                     );
                 for sub in (0..rows).step_by(SUB_ROWS) {
                     let len = SUB_ROWS.min(rows - sub);
@@ -371,7 +377,7 @@ fn sweep_block<S: Storage + TileIo>(
                     let out = &mut out_chunk[sub * nrhs..(sub + len) * nrhs];
                     block_rows::<S>((
                         values, a.cols, a.width, op, omega, x, b, nrhs, r0, out, part, sumsq,
-                        largest,
+                        largest, offsets,
                     ));
                 }
             })
@@ -652,26 +658,26 @@ fn update_rows<X: Storage + TileIo>(args: UpdateRowsArgs<'_, '_, X>) {
         SimdLevel::Avx512 => unsafe { update_rows_avx512(args) },
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx2 => unsafe { update_rows_avx2(args) },
-        _ => update_rows_portable::<X, false>(args),
+        _ => update_rows_portable::<X, { SimdLevel::Scalar as u8 }>(args),
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c")]
 unsafe fn update_rows_avx2<X: Storage + TileIo>(args: UpdateRowsArgs<'_, '_, X>) {
-    update_rows_portable::<X, true>(args)
+    update_rows_portable::<X, { SimdLevel::Avx2 as u8 }>(args)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,f16c")]
 unsafe fn update_rows_avx512<X: Storage + TileIo>(args: UpdateRowsArgs<'_, '_, X>) {
-    update_rows_portable::<X, true>(args)
+    update_rows_portable::<X, { SimdLevel::Avx512 as u8 }>(args)
 }
 
 /// α_c · c_c of one tile in f64 (the lanes past `c.len()` are zero).
 #[inline(always)]
-fn scaled_tile<X: TileIo, const F16C: bool>(scale: &[f64; TILE], c: &[X]) -> [f64; TILE] {
-    let c = X::load::<F16C>(c);
+fn scaled_tile<X: TileIo, const LEVEL: u8>(scale: &[f64; TILE], c: &[X]) -> [f64; TILE] {
+    let c = X::load::<LEVEL>(c);
     let mut wide = [0.0; TILE];
     for j in 0..TILE {
         wide[j] = scale[j] * Real::to_f64(c[j]);
@@ -680,7 +686,7 @@ fn scaled_tile<X: TileIo, const F16C: bool>(scale: &[f64; TILE], c: &[X]) -> [f6
 }
 
 #[inline(always)]
-fn update_rows_portable<X: Storage + TileIo, const F16C: bool>(
+fn update_rows_portable<X: Storage + TileIo, const LEVEL: u8>(
     (a, correction, alpha, nrhs, r0, u, r, part, sumsq, largest): UpdateRowsArgs<'_, '_, X>,
 ) {
     let width = a.width;
@@ -697,7 +703,7 @@ fn update_rows_portable<X: Storage + TileIo, const F16C: bool>(
             scale[..t].copy_from_slice(&alpha[c0..c0 + t]);
             let scaled = |row: usize| {
                 let start = row * nrhs + c0;
-                scaled_tile::<X, F16C>(&scale, &correction[start..start + t])
+                scaled_tile::<X, LEVEL>(&scale, &correction[start..start + t])
             };
             let (mut even, mut odd) = ([0.0; TILE], [0.0; TILE]);
             for p in 0..pairs {
@@ -719,7 +725,7 @@ fn update_rows_portable<X: Storage + TileIo, const F16C: bool>(
                 }
             }
             let own_start = (r0 + i) * nrhs + c0;
-            let own = X::load::<F16C>(&correction[own_start..own_start + t]);
+            let own = X::load::<LEVEL>(&correction[own_start..own_start + t]);
             let local = i * nrhs + c0..i * nrhs + c0 + t;
             let (sumsq, largest) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
             for (j, (u, r)) in u[local.clone()].iter_mut().zip(&mut r[local]).enumerate() {

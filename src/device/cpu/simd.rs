@@ -129,21 +129,22 @@ pub fn set_level(level: SimdLevel) -> bool {
 pub const TILE: usize = 16;
 
 /// Loads and stores of up to [`TILE`] consecutive stored values in their compute precision,
-/// converted inside the kernel that reads or writes them. `F16C`: the calling kernel is the
-/// AVX2 or AVX-512 copy, so f16 converts 8 values per instruction; the scalar copy converts
-/// one by one. Both round to nearest even (overflow to ±Inf): the same values either way.
+/// converted inside the kernel that reads or writes them. `LEVEL` is the [`SimdLevel`] (as
+/// u8) the calling kernel's copy is compiled for: f16 converts 16 values per instruction at
+/// AVX-512, 8 at AVX2 (both with F16C), one at a time in the scalar copy. All round to
+/// nearest even (overflow to ±Inf): the same values at every level.
 pub trait TileIo: Stored {
     /// `src` (at most TILE values) widened; the lanes past its end are zero.
-    fn load<const F16C: bool>(src: &[Self]) -> [Self::Compute; TILE];
+    fn load<const LEVEL: u8>(src: &[Self]) -> [Self::Compute; TILE];
     /// The first `dst.len()` (at most TILE) lanes of `values`, rounded into `dst`.
-    fn store<const F16C: bool>(values: &[Self::Compute; TILE], dst: &mut [Self]);
+    fn store<const LEVEL: u8>(values: &[Self::Compute; TILE], dst: &mut [Self]);
 }
 
 macro_rules! same_type_tiles {
     ($t:ty) => {
         impl TileIo for $t {
             #[inline(always)]
-            fn load<const F16C: bool>(src: &[$t]) -> [$t; TILE] {
+            fn load<const LEVEL: u8>(src: &[$t]) -> [$t; TILE] {
                 if let Ok(full) = <&[$t; TILE]>::try_from(src) {
                     return *full;
                 }
@@ -154,7 +155,7 @@ macro_rules! same_type_tiles {
                 tile
             }
             #[inline(always)]
-            fn store<const F16C: bool>(values: &[$t; TILE], dst: &mut [$t]) {
+            fn store<const LEVEL: u8>(values: &[$t; TILE], dst: &mut [$t]) {
                 if let Ok(full) = <&mut [$t; TILE]>::try_from(&mut *dst) {
                     *full = *values;
                     return;
@@ -171,9 +172,9 @@ same_type_tiles!(f64);
 
 impl TileIo for f16 {
     #[inline(always)]
-    fn load<const F16C: bool>(src: &[f16]) -> [f32; TILE] {
+    fn load<const LEVEL: u8>(src: &[f16]) -> [f32; TILE] {
         #[cfg(target_arch = "x86_64")]
-        if F16C {
+        if LEVEL >= SimdLevel::Avx2 as u8 {
             let mut padded = [f16::ZERO; TILE];
             let full: &[f16] = if src.len() == TILE {
                 src
@@ -183,9 +184,16 @@ impl TileIo for f16 {
                 }
                 &padded
             };
-            // SAFETY: callers with F16C = true are compiled for, and only run on, CPUs with
-            // F16C (the AVX2 and AVX-512 levels check it); `full` holds TILE = 16 values.
-            return unsafe { f16c_load(full) };
+            // SAFETY: callers at these levels are compiled for, and only run on, CPUs with
+            // the level's instructions and F16C (`SimdLevel::is_supported`); `full` holds
+            // TILE = 16 values.
+            return unsafe {
+                if LEVEL == SimdLevel::Avx512 as u8 {
+                    x86::load_avx512(full)
+                } else {
+                    x86::load_f16c(full)
+                }
+            };
         }
         let mut tile = [0.0; TILE];
         for (t, s) in tile.iter_mut().zip(src) {
@@ -194,19 +202,23 @@ impl TileIo for f16 {
         tile
     }
     #[inline(always)]
-    fn store<const F16C: bool>(values: &[f32; TILE], dst: &mut [f16]) {
+    fn store<const LEVEL: u8>(values: &[f32; TILE], dst: &mut [f16]) {
         #[cfg(target_arch = "x86_64")]
-        if F16C {
-            if dst.len() == TILE {
-                // SAFETY: as in `load`; `dst` holds TILE values.
-                unsafe { f16c_store(values, dst) };
-            } else {
-                let mut narrowed = [f16::ZERO; TILE];
-                // SAFETY: as in `load`; `narrowed` holds TILE values.
-                unsafe { f16c_store(values, &mut narrowed) };
-                for (d, &v) in dst.iter_mut().zip(&narrowed) {
-                    *d = v;
+        if LEVEL >= SimdLevel::Avx2 as u8 {
+            let mut narrowed = [f16::ZERO; TILE];
+            let full = dst.len() == TILE;
+            let target: &mut [f16] = if full { &mut *dst } else { &mut narrowed };
+            // SAFETY: as in `load`; `target` holds TILE values.
+            unsafe {
+                if LEVEL == SimdLevel::Avx512 as u8 {
+                    x86::store_avx512(values, target)
+                } else {
+                    x86::store_f16c(values, target)
                 }
+            }
+            if !full {
+                let len = dst.len();
+                dst.copy_from_slice(&narrowed[..len]);
             }
             return;
         }
@@ -216,42 +228,70 @@ impl TileIo for f16 {
     }
 }
 
-/// 16 f16 values widened with two F16C conversions.
+/// The f16 tile conversions. Results go straight to registers or to their destination:
+/// through a stack copy, two 16-byte halves would be read back as one wider value, which
+/// the CPU cannot forward from the stores (a stall per tile).
 #[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn f16c_load(src: &[f16]) -> [f32; TILE] {
+mod x86 {
+    use super::TILE;
+    use half::f16;
     use std::arch::x86_64::*;
-    debug_assert_eq!(src.len(), TILE);
-    // SAFETY: 16 f16 values = two unaligned 128-bit loads; F16C per the caller.
-    unsafe {
-        let p = src.as_ptr() as *const __m128i;
-        let halves = [
-            _mm256_cvtph_ps(_mm_loadu_si128(p)),
-            _mm256_cvtph_ps(_mm_loadu_si128(p.add(1))),
-        ];
-        std::mem::transmute::<[__m256; 2], [f32; TILE]>(halves)
-    }
-}
 
-/// 16 f32 values rounded to nearest f16 with two F16C conversions, stored straight into
-/// `dst` (through a stack copy, the two 16-byte halves would be read back as one wider
-/// value, which the CPU cannot forward from the stores: a stall per tile).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn f16c_store(values: &[f32; TILE], dst: &mut [f16]) {
-    use std::arch::x86_64::*;
-    assert_eq!(dst.len(), TILE);
-    // SAFETY: two unaligned 256-bit loads of the 16 values and two unaligned 128-bit
-    // stores into the 16 of `dst`; F16C per the caller.
-    unsafe {
-        let (p, q) = (values.as_ptr(), dst.as_mut_ptr() as *mut __m128i);
-        _mm_storeu_si128(
-            q,
-            _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(p)),
-        );
-        _mm_storeu_si128(
-            q.add(1),
-            _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(p.add(8))),
-        );
+    /// 16 f16 values widened with two F16C conversions.
+    #[inline(always)]
+    pub unsafe fn load_f16c(src: &[f16]) -> [f32; TILE] {
+        assert_eq!(src.len(), TILE);
+        // SAFETY: 16 f16 values = two unaligned 128-bit loads; F16C per the caller.
+        unsafe {
+            let p = src.as_ptr() as *const __m128i;
+            let halves = [
+                _mm256_cvtph_ps(_mm_loadu_si128(p)),
+                _mm256_cvtph_ps(_mm_loadu_si128(p.add(1))),
+            ];
+            std::mem::transmute::<[__m256; 2], [f32; TILE]>(halves)
+        }
+    }
+
+    /// 16 f16 values widened with one AVX-512 conversion (one 512-bit register).
+    #[inline(always)]
+    pub unsafe fn load_avx512(src: &[f16]) -> [f32; TILE] {
+        assert_eq!(src.len(), TILE);
+        // SAFETY: 16 f16 values = one unaligned 256-bit load; AVX-512F per the caller.
+        unsafe {
+            let h = _mm256_loadu_si256(src.as_ptr() as *const __m256i);
+            std::mem::transmute::<__m512, [f32; TILE]>(_mm512_cvtph_ps(h))
+        }
+    }
+
+    /// 16 f32 values rounded to nearest f16 with two F16C conversions, into `dst`.
+    #[inline(always)]
+    pub unsafe fn store_f16c(values: &[f32; TILE], dst: &mut [f16]) {
+        assert_eq!(dst.len(), TILE);
+        // SAFETY: two unaligned 256-bit loads of the 16 values and two unaligned 128-bit
+        // stores into the 16 of `dst`; F16C per the caller.
+        unsafe {
+            let (p, q) = (values.as_ptr(), dst.as_mut_ptr() as *mut __m128i);
+            _mm_storeu_si128(
+                q,
+                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(p)),
+            );
+            _mm_storeu_si128(
+                q.add(1),
+                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(p.add(8))),
+            );
+        }
+    }
+
+    /// 16 f32 values rounded to nearest f16 with one AVX-512 conversion, into `dst`.
+    #[inline(always)]
+    pub unsafe fn store_avx512(values: &[f32; TILE], dst: &mut [f16]) {
+        assert_eq!(dst.len(), TILE);
+        // SAFETY: one unaligned 512-bit load of the 16 values and one unaligned 256-bit
+        // store into the 16 of `dst`; AVX-512F per the caller.
+        unsafe {
+            let v = _mm512_loadu_ps(values.as_ptr());
+            let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(v);
+            _mm256_storeu_si256(dst.as_mut_ptr() as *mut __m256i, h);
+        }
     }
 }
