@@ -2,11 +2,14 @@
 //! block at `i·nrhs + c`), so one read of a matrix row serves every column: the smoothing
 //! sweeps, residuals and refinement updates of multigrid.
 //!
-//! Rows are processed in chunks (one rayon task each, [`Chunks`]). A chunk widens the band
-//! of `x` its rows touch, and each slot of the matrix, to the compute precision once (f16 →
-//! f32 with the vectorised conversions; f32 and f64 are borrowed, not copied), accumulates
-//! `A x` in the compute precision, and rounds its output to the storage precision once.
-//! Statistics of what each kernel stored are reduced in chunk order.
+//! Rows are processed in chunks (one rayon task each, [`Chunks`]). With one column a chunk
+//! widens the band of `x` its rows touch, and each slot of the matrix, to the compute
+//! precision once (f16 → f32 with the vectorised conversions; f32 and f64 are borrowed, not
+//! copied), accumulates `A x` in the compute precision, and rounds its output to the
+//! storage precision once. With more columns a chunk works in tiles of [`TILE`] columns per
+//! row and reads x, b and the output where they are, converting each tile as it goes
+//! ([`block_rows`], [`update_rows`]): a widened band of a wide block would not stay in
+//! cache. Statistics of what each kernel stored are reduced in chunk order.
 
 use num_traits::{Float, Zero};
 use rayon::prelude::*;
@@ -107,19 +110,19 @@ fn accumulate_single<T: Real, const W: usize>(
     }
 }
 
-/// acc[i·nrhs + c] = Σ_s a(r, s) x(col(r, s), c) for the rows r = `r0 + i` of one sub-block,
-/// with `x_band` holding rows `lo..` of x in the compute precision and `values` the sub-
-/// block's values in it; compiled for the vector instructions `simd::level` names.
+/// acc[i] = Σ_s a(r, s) x(col(r, s)) for the rows r = `r0 + i` of one sub-block and one
+/// right-hand side, with `x_band` holding rows `lo..` of x in the compute precision and
+/// `values` the sub-block's values in it; compiled for the vector instructions
+/// `simd::level` names. (Blocks of columns go through [`block_rows`] and [`update_rows`].)
 fn accumulate<T: Real>(
     values: &[T],
     cols: &[u32],
     width: usize,
     x_band: &[T],
     lo: usize,
-    nrhs: usize,
     acc: &mut [T],
 ) {
-    let args = (values, cols, width, x_band, lo, nrhs, acc);
+    let args = (values, cols, width, x_band, lo, acc);
     match simd::level() {
         // SAFETY: `simd::level` names only levels this CPU has.
         #[cfg(target_arch = "x86_64")]
@@ -131,15 +134,7 @@ fn accumulate<T: Real>(
 }
 
 /// The arguments of [`accumulate`].
-type AccumulateArgs<'a, T> = (
-    &'a [T],
-    &'a [u32],
-    usize,
-    &'a [T],
-    usize,
-    usize,
-    &'a mut [T],
-);
+type AccumulateArgs<'a, T> = (&'a [T], &'a [u32], usize, &'a [T], usize, &'a mut [T]);
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
@@ -154,47 +149,28 @@ unsafe fn accumulate_avx512<T: Real>(args: AccumulateArgs<'_, T>) {
 }
 
 #[inline(always)]
-fn accumulate_portable<T: Real>(
-    (values, cols, width, x_band, lo, nrhs, acc): AccumulateArgs<'_, T>,
-) {
-    if nrhs == 1 {
-        // The Q1 stencils: 9 entries per row in 2D, 27 in 3D, unrolled.
-        match width {
-            9 => return accumulate_single::<_, 9>(values, cols, x_band, lo, acc),
-            27 => return accumulate_single::<_, 27>(values, cols, x_band, lo, acc),
-            _ => {}
-        }
+fn accumulate_portable<T: Real>((values, cols, width, x_band, lo, acc): AccumulateArgs<'_, T>) {
+    // The Q1 stencils: 9 entries per row in 2D, 27 in 3D, unrolled.
+    match width {
+        9 => return accumulate_single::<_, 9>(values, cols, x_band, lo, acc),
+        27 => return accumulate_single::<_, 27>(values, cols, x_band, lo, acc),
+        _ => {}
     }
-    // Even and odd slots summed apart, then added: the order of `row_dot`, so a column
-    // gets the same result alone and inside a block. Slots outer and columns inner: each
-    // slot's x row is contiguous in the node-major block, so the column loop vectorises
-    // (one read of the matrix row serves a tile of up to COLUMN_TILE columns).
+    // Other widths (Galerkin levels): the same order as `row_dot`, even and odd slots apart.
     let rows = values.chunks_exact(width).zip(cols.chunks_exact(width));
-    for (acc_row, (row_values, row_cols)) in acc.chunks_exact_mut(nrhs).zip(rows) {
-        for c0 in (0..nrhs).step_by(COLUMN_TILE) {
-            let tile = COLUMN_TILE.min(nrhs - c0);
-            let even = &mut acc_row[c0..c0 + tile];
-            let mut odd = [T::zero(); COLUMN_TILE];
-            let odd = &mut odd[..tile];
-            even.fill(T::zero());
-            for (s, (&v, &col)) in row_values.iter().zip(row_cols).enumerate() {
-                let start = (col as usize - lo) * nrhs + c0;
-                let xs = &x_band[start..start + tile];
-                let sums = if s % 2 == 0 { &mut *even } else { &mut *odd };
-                for (sum, &x) in sums.iter_mut().zip(xs) {
-                    *sum = *sum + v * x;
-                }
-            }
-            for (e, &o) in even.iter_mut().zip(odd.iter()) {
-                *e = *e + o;
+    for (acc, (row_values, row_cols)) in acc.iter_mut().zip(rows) {
+        let (mut even, mut odd) = (T::zero(), T::zero());
+        for (s, (&v, &col)) in row_values.iter().zip(row_cols).enumerate() {
+            let term = v * x_band[col as usize - lo];
+            if s % 2 == 0 {
+                even = even + term;
+            } else {
+                odd = odd + term;
             }
         }
+        *acc = even + odd;
     }
 }
-
-/// Columns of a node-major block one pass over a matrix row accumulates at once (their
-/// partial sums stay in registers and L1).
-const COLUMN_TILE: usize = 32;
 
 /// The arguments of [`block_rows`]: the sub-block's values in the compute precision, the
 /// matrix's column indices and width, the op with ω in the compute precision, x and b
@@ -433,7 +409,7 @@ fn sweep<S: Storage + TileIo>(
                     let range = r0 * a.width..(r0 + len) * a.width;
                     let values = widened(&a.values[range.clone()], slot);
                     let (acc, outs) = (&mut acc[..len * nrhs], &mut outs[..len * nrhs]);
-                    accumulate(values, &a.cols[range], a.width, x_band, lo, nrhs, acc);
+                    accumulate(values, &a.cols[range], a.width, x_band, lo, acc);
                     match op {
                         RowOp::Apply => outs.copy_from_slice(acc),
                         RowOp::Residual => {
@@ -567,7 +543,6 @@ fn refinement_update<X: Storage + TileIo>(
                         a.width,
                         x,
                         lo,
-                        nrhs,
                         acc,
                     );
                     let span = sub * nrhs..(sub + len) * nrhs;

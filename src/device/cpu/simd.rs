@@ -6,9 +6,11 @@
 //! so every level gives bitwise the same results and may be switched at any time.
 //!
 //! std::arch's detection and `#[target_feature]` rather than the `pulp` crate: the kernels
-//! stay plain Rust loops that the compiler vectorises, with no SIMD types in their code and
-//! no new dependency; pulp's portable SIMD types would pay off for loops the compiler does
-//! not vectorise on its own (gathers across rows), which this dispatch does not cover.
+//! stay plain Rust loops over fixed-size tiles that the compiler vectorises, with no SIMD
+//! types in their code and no new dependency; the one place that names instructions is the
+//! f16 tile conversion ([`TileIo`]), which the compiler does not vectorise on its own.
+//! pulp's portable SIMD types would pay off for loops it does not vectorise at all (gathers
+//! across rows), which this dispatch does not cover.
 //!
 //! `TENSORFEM_SIMD=scalar|avx2|avx512` forces a level (a level the CPU lacks falls back to
 //! the best it has, with a warning); tests switch levels with [`set_level`].
