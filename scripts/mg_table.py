@@ -11,4 +11,4 @@ for r in rows:
     print(f"| {r['dim']}D | {r['n'] + 1}^{r['dim']} | {r['levels']} | {r['variant']} | {r['schedule']} "
           f"| {r['iterations']} | {r['seconds']:.2f} | {r['seconds_per_iteration']:.3f} | {r['mdofs']:.2f} "
           f"| {r['gbs']:.1f} | {100 * r['triad_fraction']:.0f}% ({r['triad_gbs']:.0f} GB/s) | {speedup} "
-          f"| {r['residual']:.1e} | {r['l2_error']:.2e} |")
+          f"| {r['residual']:.1e} | {'-' if r.get('l2_error') is None else format(r['l2_error'], '.2e')} |")
