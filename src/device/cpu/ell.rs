@@ -236,7 +236,6 @@ fn block_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
     let zero = Compute::<S>::zero();
     sumsq.fill([0.0; TILE]);
     largest.fill([zero; TILE]);
-    let pairs = width / 2;
     let rows_values = values.chunks_exact(width).zip(cols.chunks_exact(width));
     for (i, (row_values, row_cols)) in rows_values.enumerate() {
         // Slot 0 holds the diagonal.
@@ -251,34 +250,15 @@ fn block_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
                 let start = offsets[s] + c0;
                 S::load::<LEVEL>(&x[start..start + t])
             };
-            let (mut even, mut odd) = ([zero; TILE], [zero; TILE]);
-            for p in 0..pairs {
-                let (v0, v1) = (row_values[2 * p], row_values[2 * p + 1]);
-                let (x0, x1) = (x_at(2 * p), x_at(2 * p + 1));
-                for c in 0..TILE {
-                    even[c] = even[c] + v0 * x0[c];
-                    odd[c] = odd[c] + v1 * x1[c];
-                }
-            }
-            if width % 2 == 1 {
-                let v = row_values[width - 1];
-                let xs = x_at(width - 1);
-                for c in 0..TILE {
-                    even[c] = even[c] + v * xs[c];
-                }
-            }
+            let ax = tile_row_sum(row_values, x_at);
             let own = (r0 + i) * nrhs + c0;
             let mut o = [zero; TILE];
             match op {
-                RowOp::Apply => {
-                    for c in 0..TILE {
-                        o[c] = even[c] + odd[c];
-                    }
-                }
+                RowOp::Apply => o = ax,
                 RowOp::Residual => {
                     let bs = S::load::<LEVEL>(&b[own..own + t]);
                     for c in 0..TILE {
-                        o[c] = bs[c] - (even[c] + odd[c]);
+                        o[c] = bs[c] - ax[c];
                     }
                 }
                 RowOp::Jacobi { .. } => {
@@ -287,7 +267,7 @@ fn block_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
                         S::load::<LEVEL>(&x[own..own + t]),
                     );
                     for c in 0..TILE {
-                        o[c] = xs[c] + w * (bs[c] - (even[c] + odd[c]));
+                        o[c] = xs[c] + w * (bs[c] - ax[c]);
                     }
                 }
             }
@@ -307,11 +287,46 @@ fn block_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
             S::store::<LEVEL>(&o, &mut out[i * nrhs + c0..i * nrhs + c0 + t]);
         }
     }
+    fold_tiles(part, nrhs, sumsq, largest, S::MAX);
+}
+
+/// Σ_s v_s x_s over one row for a tile of columns, `tile_at(s)` giving slot s's x tile: even
+/// and odd slots summed apart, then added (the order of [`row_dot`]).
+#[inline(always)]
+fn tile_row_sum<T: Real>(row_values: &[T], tile_at: impl Fn(usize) -> [T; TILE]) -> [T; TILE] {
+    let width = row_values.len();
+    let (mut even, mut odd) = ([T::zero(); TILE], [T::zero(); TILE]);
+    for p in 0..width / 2 {
+        let (v0, v1) = (row_values[2 * p], row_values[2 * p + 1]);
+        let (x0, x1) = (tile_at(2 * p), tile_at(2 * p + 1));
+        for c in 0..TILE {
+            even[c] = even[c] + v0 * x0[c];
+            odd[c] = odd[c] + v1 * x1[c];
+        }
+    }
+    if width % 2 == 1 {
+        let (v, xs) = (row_values[width - 1], tile_at(width - 1));
+        for c in 0..TILE {
+            even[c] = even[c] + v * xs[c];
+        }
+    }
+    std::array::from_fn(|c| even[c] + odd[c])
+}
+
+/// Adds a sub-block's per-tile statistics (four row lanes of Σ v² per tile, max |v| per
+/// tile) into the chunk's `part`, column by column; values above `limit` flag the block.
+fn fold_tiles<T: Real>(
+    part: &mut [f64],
+    nrhs: usize,
+    sumsq: &[[f64; TILE]],
+    largest: &[[T; TILE]],
+    limit: f64,
+) {
     for c in 0..nrhs {
         let (tile, lane) = (c / TILE, c % TILE);
         let lanes = std::array::from_fn(|k| sumsq[4 * tile + k][lane]);
         let top = largest[tile][lane].to_f64();
-        fold_column(part, nrhs, c, lanes, top, S::MAX, true);
+        fold_column(part, nrhs, c, lanes, top, limit, true);
     }
 }
 
@@ -668,7 +683,6 @@ fn update_rows_portable<X: Storage + TileIo, const LEVEL: u8>(
     let rows = u.len() / nrhs;
     sumsq.fill([0.0; TILE]);
     largest.fill([0.0; TILE]);
-    let pairs = width / 2;
     for i in 0..rows {
         let row = (r0 + i) * width..(r0 + i + 1) * width;
         let (row_values, row_cols) = (&a.values[row.clone()], &a.cols[row]);
@@ -676,56 +690,25 @@ fn update_rows_portable<X: Storage + TileIo, const LEVEL: u8>(
             let t = TILE.min(nrhs - c0);
             let mut scale = [0.0; TILE];
             scale[..t].copy_from_slice(&alpha[c0..c0 + t]);
-            let scaled = |row: usize| {
-                let start = row * nrhs + c0;
+            let ac = tile_row_sum(row_values, |s| {
+                let start = row_cols[s] as usize * nrhs + c0;
                 scaled_tile::<X, LEVEL>(&scale, &correction[start..start + t])
-            };
-            let (mut even, mut odd) = ([0.0; TILE], [0.0; TILE]);
-            for p in 0..pairs {
-                let (v0, v1) = (row_values[2 * p], row_values[2 * p + 1]);
-                let (x0, x1) = (
-                    scaled(row_cols[2 * p] as usize),
-                    scaled(row_cols[2 * p + 1] as usize),
-                );
-                for j in 0..TILE {
-                    even[j] += v0 * x0[j];
-                    odd[j] += v1 * x1[j];
-                }
-            }
-            if width % 2 == 1 {
-                let v = row_values[width - 1];
-                let xs = scaled(row_cols[width - 1] as usize);
-                for j in 0..TILE {
-                    even[j] += v * xs[j];
-                }
-            }
+            });
             let own_start = (r0 + i) * nrhs + c0;
             let own = X::load::<LEVEL>(&correction[own_start..own_start + t]);
             let local = i * nrhs + c0..i * nrhs + c0 + t;
             let (sumsq, largest) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
             for (j, (u, r)) in u[local.clone()].iter_mut().zip(&mut r[local]).enumerate() {
                 *u += scale[j] * Real::to_f64(own[j]);
-                *r -= even[j] + odd[j];
+                *r -= ac[j];
                 sumsq[j] += *r * *r;
                 let c = Real::to_f64(own[j]).abs();
                 largest[j] = if c > largest[j] { c } else { largest[j] };
             }
         }
     }
-    for c in 0..nrhs {
-        let (tile, lane) = (c / TILE, c % TILE);
-        let lanes = std::array::from_fn(|k| sumsq[4 * tile + k][lane]);
-        // Σ r² only: this record's maxima are |c|'s, which no limit applies to.
-        fold_column(
-            part,
-            nrhs,
-            c,
-            lanes,
-            largest[tile][lane],
-            f64::INFINITY,
-            true,
-        );
-    }
+    // This record's maxima are |c|'s, which no limit applies to.
+    fold_tiles(part, nrhs, sumsq, largest, f64::INFINITY);
 }
 
 fn check(what: &str, block: &Block<Cpu>, rows: usize, nrhs: usize) -> Result<()> {
