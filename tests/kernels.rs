@@ -543,7 +543,7 @@ fn ell_sweeps_are_the_same_at_every_simd_level() {
     use tensorfem::device::cpu::simd::{self, SimdLevel};
     use tensorfem::device::MultigridKernels;
     let dev = tensorfem::device::Cpu::new();
-    let a = assemble_level(2, 32).unwrap();
+    let a = assemble_level(2, 64).unwrap(); // two chunks, a partial last slice
     let n = sparse::SparseRows::nrows(&a);
     let ell = Ell::from_csr_diagonal_first(&a, dev.ell_layout()).unwrap();
     let before = simd::level();
@@ -623,7 +623,7 @@ fn ell_sweeps_are_the_same_at_every_simd_level() {
 fn cpu_column_statistics_do_not_depend_on_the_block_width() {
     use tensorfem::device::MultigridKernels;
     let dev = tensorfem::device::Cpu::new();
-    let a = assemble_level(2, 32).unwrap();
+    let a = assemble_level(2, 64).unwrap(); // two chunks, a partial last slice
     let n = sparse::SparseRows::nrows(&a);
     let k = 37;
     let ell = Ell::from_csr_diagonal_first(&a, dev.ell_layout()).unwrap();

@@ -6,7 +6,7 @@
 use super::{Block, Data, Device, Stats, Storage};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
-use crate::sparse::{Csr, Ell, EllLayout, SparseRows};
+use crate::sparse::{Csr, Ell, EllLayout, SparseRows, SLICE};
 
 /// A CSR matrix on the device, its values in a run-time precision.
 pub struct CsrMatrix<D: Device> {
@@ -39,46 +39,30 @@ impl<D: Device> CsrMatrix<D> {
     }
 }
 
-/// Rows of an ELLPACK matrix cut into chunks (one task each on the CPU), with the band of
-/// `x` rows each chunk touches: a chunk widens that band once and reads it from cache.
+/// Rows of an ELLPACK matrix cut into chunks of whole slices of [`EllLayout::Sliced`] (one
+/// task each on the CPU; its statistics are reduced in chunk order, so the chunks fix the
+/// order of every sum).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Chunks {
     pub rows: usize,
-    /// Per chunk: the first and one-past-last row of x it reads.
-    pub bands: Vec<(usize, usize)>,
+    count: usize,
 }
 
-/// Fewest rows in a chunk.
-const MIN_CHUNK_ROWS: usize = 2048;
+/// Rows of a chunk: enough work per task, a multiple of [`SLICE`].
+const CHUNK_ROWS: usize = 2048;
+const _: () = assert!(CHUNK_ROWS.is_multiple_of(SLICE));
 
 impl Chunks {
-    /// Chunks of at least twice the half bandwidth, so a band is at most about twice its
-    /// chunk.
-    fn new(ell: &Ell<f64>) -> Self {
-        let (n, width) = (ell.nrows(), ell.width());
-        let column = |r: usize, s: usize| ell.col_idx()[ell.index(s, r)] as usize;
-        let half_bandwidth = (0..n)
-            .flat_map(|r| (0..width).map(move |s| column(r, s).abs_diff(r)))
-            .max()
-            .unwrap_or(0);
-        let rows = (2 * half_bandwidth).max(MIN_CHUNK_ROWS).min(n.max(1));
-        let bands = (0..n.div_ceil(rows))
-            .map(|k| {
-                let chunk = k * rows..((k + 1) * rows).min(n);
-                let touched = chunk
-                    .clone()
-                    .flat_map(|r| (0..width).map(move |s| column(r, s)));
-                let (lo, hi) = touched.fold((chunk.start, chunk.end), |(lo, hi), c| {
-                    (lo.min(c), hi.max(c + 1))
-                });
-                (lo, hi)
-            })
-            .collect();
-        Chunks { rows, bands }
+    fn new(nrows: usize) -> Self {
+        let rows = CHUNK_ROWS.min(nrows.max(1));
+        Chunks {
+            rows,
+            count: nrows.div_ceil(rows),
+        }
     }
 
     pub fn count(&self) -> usize {
-        self.bands.len()
+        self.count
     }
 }
 
@@ -95,20 +79,23 @@ pub struct EllMatrix<D: Device> {
 }
 
 impl<D: MultigridKernels> EllMatrix<D> {
-    /// `a` (each row's diagonal in slot 0, in the layout of [`SparseKernels::ell_layout`])
-    /// in `precision`: values out of the precision's range are an error naming the entry.
+    /// `a` (square, each row's diagonal in slot 0, in the layout of
+    /// [`SparseKernels::ell_layout`]) in `precision`: values out of the precision's range
+    /// are an error naming the entry. Kernels may rely on every column index being a row.
     pub fn upload(dev: &D, ell: &Ell<f64>, precision: Precision) -> Result<Self> {
         if ell.layout() != dev.ell_layout()
+            || ell.ncols() != ell.nrows()
+            || ell.col_idx().iter().any(|&c| c as usize >= ell.nrows())
             || (0..ell.nrows())
                 .any(|r| ell.width() == 0 || ell.col_idx()[ell.index(0, r)] as usize != r)
         {
             return Err(Error::InvalidInput(format!(
-                "{}: the matrix must be ELLPACK in {:?} layout with the diagonal in slot 0",
+                "{}: the matrix must be square ELLPACK in {:?} layout with the diagonal in slot 0",
                 dev.name(),
                 dev.ell_layout()
             )));
         }
-        let chunks = Chunks::new(ell);
+        let chunks = Chunks::new(ell.nrows());
         let diagonal: Vec<f64> = (0..ell.nrows())
             .map(|r| ell.values()[ell.index(0, r)])
             .collect();

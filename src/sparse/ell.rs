@@ -1,5 +1,6 @@
 //! ELLPACK storage: every row padded to the same width, stored slot-major (what GPUs
-//! coalesce) or row-major (one stream per matrix for CPU kernels).
+//! coalesce) or in slices of [`SLICE`] rows, slot-major inside a slice (SELL-16: one stream
+//! per matrix for CPU kernels, whose vector lanes are a slice's rows or a row's columns).
 
 use super::{Csr, SparseRows};
 use crate::error::{Error, Result};
@@ -10,9 +11,15 @@ use crate::precision::{convert_checked, Stored};
 pub enum EllLayout {
     /// At `s * nrows + r`: consecutive rows' entries are consecutive (GPU coalescing).
     SlotMajor,
-    /// At `r * width + s`: a row's entries are consecutive (CPU streaming).
-    RowMajor,
+    /// At `(r / SLICE) * SLICE * width + s * SLICE + r % SLICE`: a slice's entries are one
+    /// consecutive run, and in it one slot's entries for its [`SLICE`] rows (CPU streaming,
+    /// vector loads across rows). The last slice is padded with rows of zeros whose columns
+    /// repeat the last row's diagonal.
+    Sliced,
 }
+
+/// Rows of a slice in [`EllLayout::Sliced`]: one AVX-512 register of f32.
+pub const SLICE: usize = 16;
 
 /// An ELLPACK matrix. Padding entries have value zero and repeat the row's last column,
 /// so they read memory already in cache.
@@ -60,13 +67,19 @@ impl<S: Stored> Ell<S> {
     fn from_rows(a: &Csr<S>, layout: EllLayout, row: impl Fn(usize) -> Vec<(u32, S)>) -> Self {
         let nrows = a.nrows();
         let width = (0..nrows).map(|r| a.row(r).0.len()).max().unwrap_or(0);
+        let stored_rows = match layout {
+            EllLayout::SlotMajor => nrows,
+            EllLayout::Sliced => nrows.next_multiple_of(SLICE),
+        };
+        // Padding rows of a last slice read x at the last row's diagonal column.
+        let pad_row_col = nrows.saturating_sub(1) as u32;
         let mut ell = Ell {
             nrows,
             ncols: a.ncols(),
             width,
             layout,
-            col_idx: vec![0u32; width * nrows],
-            values: vec![S::default(); width * nrows],
+            col_idx: vec![pad_row_col; width * stored_rows],
+            values: vec![S::default(); width * stored_rows],
         };
         for r in 0..nrows {
             let entries = row(r);
@@ -86,7 +99,7 @@ impl<S: Stored> Ell<S> {
     pub fn index(&self, s: usize, r: usize) -> usize {
         match self.layout {
             EllLayout::SlotMajor => s * self.nrows + r,
-            EllLayout::RowMajor => r * self.width + s,
+            EllLayout::Sliced => (r / SLICE) * SLICE * self.width + s * SLICE + r % SLICE,
         }
     }
 
@@ -183,7 +196,7 @@ mod tests {
         let h = e.convert::<f16>().unwrap();
         assert_eq!(h.convert::<f64>().unwrap(), e);
 
-        assert!(Ell::from_csr_diagonal_first(&a, EllLayout::RowMajor).is_err()); // row 1: no diagonal
+        assert!(Ell::from_csr_diagonal_first(&a, EllLayout::Sliced).is_err()); // row 1: no diagonal
         let b = Csr::new(
             2,
             2,
@@ -192,15 +205,60 @@ mod tests {
             vec![1.0, 2.0, 3.0, 4.0],
         )
         .unwrap();
-        for layout in [EllLayout::SlotMajor, EllLayout::RowMajor] {
+        for layout in [EllLayout::SlotMajor, EllLayout::Sliced] {
             let d = Ell::from_csr_diagonal_first(&b, layout).unwrap();
             let mut row1 = vec![];
             d.for_each_in_row(1, |c, v| row1.push((c, v)));
             assert_eq!(row1, vec![(1, 4.0), (0, 3.0)]);
         }
-        let row_major = Ell::from_csr_diagonal_first(&b, EllLayout::RowMajor).unwrap();
-        assert_eq!(row_major.values(), &[1.0, 2.0, 4.0, 3.0]);
+        // Two rows in one slice of 16: slot 0 of rows 0, 1, then 14 padding rows; slot 1.
+        let sliced = Ell::from_csr_diagonal_first(&b, EllLayout::Sliced).unwrap();
+        assert_eq!(sliced.values().len(), 2 * SLICE);
+        assert_eq!(&sliced.values()[..2], &[1.0, 4.0]);
+        assert_eq!(&sliced.values()[SLICE..SLICE + 2], &[2.0, 3.0]);
+        assert!(sliced.values()[2..SLICE].iter().all(|&v| v == 0.0));
+        assert_eq!(&sliced.col_idx()[..3], &[0, 1, 1]);
         let no_diagonal = Csr::new(2, 2, vec![0, 1, 2], vec![1, 0], vec![1.0, 1.0]).unwrap();
         assert!(Ell::from_csr_diagonal_first(&no_diagonal, EllLayout::SlotMajor).is_err());
+    }
+
+    /// Rows over several slices, the last one partial: every layout holds the same rows.
+    #[test]
+    fn layouts_hold_the_same_rows() {
+        let n = 2 * SLICE + 5;
+        let (mut row_ptr, mut cols, mut vals) = (vec![0], vec![], vec![]);
+        for r in 0..n {
+            for c in r.saturating_sub(1)..(r + 2).min(n) {
+                cols.push(c as u32);
+                vals.push((r * n + c) as f64);
+            }
+            row_ptr.push(cols.len());
+        }
+        let a = Csr::new(n, n, row_ptr, cols, vals).unwrap();
+        let rows = |e: &Ell<f64>| -> Vec<Vec<(usize, f64)>> {
+            (0..n)
+                .map(|r| {
+                    let mut row = vec![];
+                    e.for_each_in_row(r, |c, v| row.push((c, v)));
+                    row
+                })
+                .collect()
+        };
+        let slot_major = Ell::from_csr_diagonal_first(&a, EllLayout::SlotMajor).unwrap();
+        let sliced = Ell::from_csr_diagonal_first(&a, EllLayout::Sliced).unwrap();
+        assert_eq!(rows(&slot_major), rows(&sliced));
+        assert_eq!(sliced.values().len(), 3 * SLICE * 3);
+        // Entry (r, s) of the sliced layout, and the padding rows of the last slice.
+        let (r, s) = (SLICE + 3, 1);
+        assert_eq!(
+            sliced.values()[SLICE * 3 + s * SLICE + 3],
+            rows(&slot_major)[r][s].1
+        );
+        let last = 2 * SLICE * 3;
+        for s in 0..3 {
+            let pad = last + s * SLICE + 5..last + (s + 1) * SLICE;
+            assert!(sliced.values()[pad.clone()].iter().all(|&v| v == 0.0));
+            assert!(sliced.col_idx()[pad].iter().all(|&c| c as usize == n - 1));
+        }
     }
 }

@@ -10,7 +10,7 @@ pub mod ordering;
 pub mod products;
 
 pub use csr::{spgemm, Csr, CsrView};
-pub use ell::{Ell, EllLayout};
+pub use ell::{Ell, EllLayout, SLICE};
 pub use ordering::Ordering;
 pub use products::{residual, spmv, spmv_block};
 

@@ -77,6 +77,37 @@ impl Arena {
         (typed(s0, a), typed(s1, b), typed(s2, c), typed(s3, e))
     }
 
+    /// Five buffers from slots 0..5 (any types).
+    #[allow(clippy::type_complexity)]
+    pub fn five<
+        A: bytemuck::Pod,
+        B: bytemuck::Pod,
+        C: bytemuck::Pod,
+        E: bytemuck::Pod,
+        F: bytemuck::Pod,
+    >(
+        &mut self,
+        a: usize,
+        b: usize,
+        c: usize,
+        e: usize,
+        f: usize,
+    ) -> (&mut [A], &mut [B], &mut [C], &mut [E], &mut [F]) {
+        let [s0, s1, s2, s3, s4, ..] = &mut self.slots;
+        grow(s0, 0, words::<A>(a));
+        grow(s1, 1, words::<B>(b));
+        grow(s2, 2, words::<C>(c));
+        grow(s3, 3, words::<E>(e));
+        grow(s4, 4, words::<F>(f));
+        (
+            typed(s0, a),
+            typed(s1, b),
+            typed(s2, c),
+            typed(s3, e),
+            typed(s4, f),
+        )
+    }
+
     /// Six buffers of one type from all slots.
     pub fn six<T: bytemuck::Pod>(&mut self, lens: [usize; SLOTS]) -> [&mut [T]; SLOTS] {
         let mut slots = self.slots.iter_mut().enumerate();

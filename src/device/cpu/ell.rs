@@ -2,31 +2,36 @@
 //! block at `i·nrhs + c`), so one read of a matrix row serves every column: the smoothing
 //! sweeps, residuals and refinement updates of multigrid.
 //!
-//! Rows are processed in chunks (one rayon task each, [`Chunks`]). With one column a chunk
-//! widens the band of `x` its rows touch, and each slot of the matrix, to the compute
-//! precision once (f16 → f32 with the vectorised conversions; f32 and f64 are borrowed, not
-//! copied), accumulates `A x` in the compute precision, and rounds its output to the
-//! storage precision once. With more columns a chunk works in tiles of [`TILE`] columns per
-//! row and reads x, b and the output where they are, converting each tile as it goes
-//! ([`block_rows`], [`update_rows`]): a widened band of a wide block would not stay in
-//! cache. Statistics of what each kernel stored are reduced in chunk order.
+//! The matrix is stored in slices of [`SLICE`] = [`TILE`] rows (SELL-16,
+//! [`EllLayout::Sliced`]). Rows are processed in chunks of whole slices (one rayon task
+//! each, [`Chunks`]), and every kernel is one fused pass that reads the matrix, x, b and
+//! the output where they are and converts f16 as it reads and writes ([`TileIo`]). With
+//! one column a slice's 16 rows are the vector lanes: per slot one tile of values and
+//! indices, x gathered at the indices (one plain load where they are consecutive, as along
+//! a grid line) ([`slice_rows`], [`update_slices`]). With more columns a row at a time,
+//! its columns in tiles of [`TILE`] ([`block_rows`], [`update_rows`]). Each column's sums
+//! run in one order whatever the block width and the SIMD level, and statistics of what
+//! each kernel stored are reduced in chunk order.
 
 use num_traits::{Float, Zero};
 use rayon::prelude::*;
 
 use super::arena;
 use super::simd::{self, SimdLevel, TileIo, TILE};
-use super::vector::{fold_column, partials, record_stats, record_sumsq, reduce};
+use super::vector::{fold_column, partials, record_stats, reduce};
 use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::sparse::Chunks;
 use crate::device::{Block, EllMatrix, RowOp, Stats, Storage};
 use crate::error::{Error, Result};
 use crate::precision::{Real, Stored};
+use crate::sparse::{EllLayout, SLICE};
 
-/// Rows whose `A x` are accumulated together (the accumulators stay in L1/L2).
+/// Rows whose `A x` are accumulated together (the accumulators stay in L1/L2): whole slices.
 const SUB_ROWS: usize = 256;
 
-/// A row-major ELLPACK matrix in S with its chunks.
+const _: () = assert!(SLICE == TILE && SUB_ROWS.is_multiple_of(SLICE));
+
+/// A sliced ELLPACK matrix in S with its chunks.
 struct Ell<'a, S> {
     values: &'a [S],
     cols: &'a [u32],
@@ -36,9 +41,9 @@ struct Ell<'a, S> {
 }
 
 fn ell<'a, S: Storage>(a: &'a EllMatrix<Cpu>, kernel: &str) -> Result<Ell<'a, S>> {
-    if a.layout != crate::sparse::EllLayout::RowMajor {
+    if a.layout != EllLayout::Sliced {
         return Err(Error::Backend(format!(
-            "{kernel}: the CPU kernels read row-major ELLPACK"
+            "{kernel}: the CPU kernels read sliced ELLPACK"
         )));
     }
     Ok(Ell {
@@ -76,107 +81,25 @@ fn widened<'a, S: Stored>(src: &'a [S], scratch: &'a mut [S::Compute]) -> &'a [S
     }
 }
 
-/// Σ_s v_s x[col_s − lo] for one row of fixed width W, in two interleaved partial sums.
+impl<S> Ell<'_, S> {
+    /// The range of `values` and `cols` holding rows `r0..r0 + len` (`r0` on a slice
+    /// boundary), whole slices: a last partial slice with its padding rows.
+    fn slices(&self, r0: usize, len: usize) -> std::ops::Range<usize> {
+        r0 * self.width..(r0 + len).next_multiple_of(SLICE) * self.width
+    }
+}
+
+/// Entry s of row `i` of a run of whole slices (`i` counted from the run's first row).
 #[inline(always)]
-fn row_dot<T: Real, const W: usize>(values: &[T], cols: &[u32], x_band: &[T], lo: usize) -> T {
-    let (values, cols): (&[T; W], &[u32; W]) = (
-        values.try_into().expect("row of width W"),
-        cols.try_into().expect("row of width W"),
-    );
-    let (mut even, mut odd) = (T::zero(), T::zero());
-    for s in 0..W {
-        let term = values[s] * x_band[cols[s] as usize - lo];
-        if s % 2 == 0 {
-            even = even + term;
-        } else {
-            odd = odd + term;
-        }
-    }
-    even + odd
+fn sliced_index(width: usize, i: usize, s: usize) -> usize {
+    (i / SLICE) * SLICE * width + s * SLICE + i % SLICE
 }
 
-/// acc[i] = Σ_s a(r, s) x(col(r, s)) for the rows of one sub-block (one right-hand side).
-#[inline(always)]
-fn accumulate_single<T: Real, const W: usize>(
-    values: &[T],
-    cols: &[u32],
-    x_band: &[T],
-    lo: usize,
-    acc: &mut [T],
-) {
-    let rows = values.chunks_exact(W).zip(cols.chunks_exact(W));
-    for (acc, (row_values, row_cols)) in acc.iter_mut().zip(rows) {
-        *acc = row_dot::<T, W>(row_values, row_cols, x_band, lo);
-    }
-}
-
-/// acc[i] = Σ_s a(r, s) x(col(r, s)) for the rows r = `r0 + i` of one sub-block and one
-/// right-hand side, with `x_band` holding rows `lo..` of x in the compute precision and
-/// `values` the sub-block's values in it; compiled for the vector instructions
-/// `simd::level` names. (Blocks of columns go through [`block_rows`] and [`update_rows`].)
-fn accumulate<T: Real>(
-    values: &[T],
-    cols: &[u32],
-    width: usize,
-    x_band: &[T],
-    lo: usize,
-    acc: &mut [T],
-) {
-    let args = (values, cols, width, x_band, lo, acc);
-    match simd::level() {
-        // SAFETY: `simd::level` names only levels this CPU has.
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 => unsafe { accumulate_avx512(args) },
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2 => unsafe { accumulate_avx2(args) },
-        _ => accumulate_portable(args),
-    }
-}
-
-/// The arguments of [`accumulate`].
-type AccumulateArgs<'a, T> = (&'a [T], &'a [u32], usize, &'a [T], usize, &'a mut [T]);
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn accumulate_avx2<T: Real>(args: AccumulateArgs<'_, T>) {
-    accumulate_portable(args)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn accumulate_avx512<T: Real>(args: AccumulateArgs<'_, T>) {
-    accumulate_portable(args)
-}
-
-#[inline(always)]
-fn accumulate_portable<T: Real>((values, cols, width, x_band, lo, acc): AccumulateArgs<'_, T>) {
-    // The Q1 stencils: 9 entries per row in 2D, 27 in 3D, unrolled.
-    match width {
-        9 => return accumulate_single::<_, 9>(values, cols, x_band, lo, acc),
-        27 => return accumulate_single::<_, 27>(values, cols, x_band, lo, acc),
-        _ => {}
-    }
-    // Other widths (Galerkin levels): the same order as `row_dot`, even and odd slots apart.
-    let rows = values.chunks_exact(width).zip(cols.chunks_exact(width));
-    for (acc, (row_values, row_cols)) in acc.iter_mut().zip(rows) {
-        let (mut even, mut odd) = (T::zero(), T::zero());
-        for (s, (&v, &col)) in row_values.iter().zip(row_cols).enumerate() {
-            let term = v * x_band[col as usize - lo];
-            if s % 2 == 0 {
-                even = even + term;
-            } else {
-                odd = odd + term;
-            }
-        }
-        *acc = even + odd;
-    }
-}
-
-/// The arguments of [`block_rows`]: the sub-block's values in the compute precision, the
-/// matrix's column indices and width, the op with ω in the compute precision, x and b
-/// whole, the column count, the sub-block's first row, its output rows, its chunk's
+/// The arguments of [`block_rows`]: the sub-block's values in the compute precision and its
+/// column indices (whole slices), the width, the op with ω in the compute precision, x and
+/// b whole, the column count, the sub-block's first row, its output rows, its chunk's
 /// statistics partials, scratch for each tile's Σ v² and max |v| over the sub-block, and
-/// for a row's x offsets.
+/// for a row's values and x offsets.
 type BlockRowsArgs<'a, S> = (
     &'a [Compute<S>],
     &'a [u32],
@@ -191,6 +114,7 @@ type BlockRowsArgs<'a, S> = (
     &'a mut [f64],
     &'a mut [[f64; TILE]],
     &'a mut [[Compute<S>; TILE]],
+    &'a mut [Compute<S>],
     &'a mut [usize],
 );
 
@@ -198,7 +122,7 @@ type BlockRowsArgs<'a, S> = (
 /// tile of [`simd::TILE`] columns and row, A x from the stored x (converted as it is read),
 /// the op, the output rounded into storage, and the tile's Σ v² and max |v| (added into
 /// `part` at the end of the sub-block). Only the statistics go through (L1) scratch. Each
-/// column keeps the order of operations of [`row_dot`] (even and odd slots apart) and of
+/// column keeps the order of operations of [`tile_row_sum`] (even and odd slots apart) and of
 /// [`record_stats`] (Σ v² in f64 over four interleaved rows), so a column gets the same
 /// result and statistics alone and inside a block.
 fn block_rows<S: Storage + TileIo>(args: BlockRowsArgs<'_, S>) {
@@ -226,24 +150,38 @@ unsafe fn block_rows_avx512<S: Storage + TileIo>(args: BlockRowsArgs<'_, S>) {
 
 #[inline(always)]
 fn block_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
-    (values, cols, width, op, omega, x, b, nrhs, r0, out, part, sumsq, largest, offsets): BlockRowsArgs<
-        '_,
-        S,
-    >,
+    (
+        values,
+        cols,
+        width,
+        op,
+        omega,
+        x,
+        b,
+        nrhs,
+        r0,
+        out,
+        part,
+        sumsq,
+        largest,
+        row_values,
+        offsets,
+    ): BlockRowsArgs<'_, S>,
 ) {
     let rows = out.len() / nrhs;
-    let cols = &cols[r0 * width..(r0 + rows) * width];
     let zero = Compute::<S>::zero();
     sumsq.fill([0.0; TILE]);
     largest.fill([zero; TILE]);
-    let rows_values = values.chunks_exact(width).zip(cols.chunks_exact(width));
-    for (i, (row_values, row_cols)) in rows_values.enumerate() {
+    for i in 0..rows {
+        // The row's values, and where each slot's x row starts (once per row, not per tile).
+        for s in 0..width {
+            let k = sliced_index(width, i, s);
+            row_values[s] = values[k];
+            offsets[s] = cols[r0 * width + k] as usize * nrhs;
+        }
+        let row_values = &row_values[..width];
         // Slot 0 holds the diagonal.
         let w = omega / row_values[0];
-        // Where each slot's x row starts (once per row, not per tile).
-        for (offset, &col) in offsets.iter_mut().zip(row_cols) {
-            *offset = col as usize * nrhs;
-        }
         for (tile, c0) in (0..nrhs).step_by(TILE).enumerate() {
             let t = TILE.min(nrhs - c0);
             let x_at = |s: usize| {
@@ -291,7 +229,7 @@ fn block_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
 }
 
 /// Σ_s v_s x_s over one row for a tile of columns, `tile_at(s)` giving slot s's x tile: even
-/// and odd slots summed apart, then added (the order of [`row_dot`]).
+/// and odd slots summed apart, then added (the order of [`accumulate`] with one column).
 #[inline(always)]
 fn tile_row_sum<T: Real>(row_values: &[T], tile_at: impl Fn(usize) -> [T; TILE]) -> [T; TILE] {
     let width = row_values.len();
@@ -326,7 +264,7 @@ fn fold_tiles<T: Real>(
         let (tile, lane) = (c / TILE, c % TILE);
         let lanes = std::array::from_fn(|k| sumsq[4 * tile + k][lane]);
         let top = largest[tile][lane].to_f64();
-        fold_column(part, nrhs, c, lanes, top, limit, true);
+        fold_column(part, nrhs, c, lanes, top, limit);
     }
 }
 
@@ -354,21 +292,22 @@ fn sweep_block<S: Storage + TileIo>(
             let rows = out_chunk.len() / nrhs;
             arena::with(|arena| {
                 let tiles = nrhs.div_ceil(TILE);
-                let (slot, sumsq, largest, offsets) = arena
-                    .four::<Compute<S>, [f64; TILE], [Compute<S>; TILE], usize>(
+                let (slot, sumsq, largest, row_values, offsets) = arena
+                    .five::<Compute<S>, [f64; TILE], [Compute<S>; TILE], Compute<S>, usize>(
                         widen_len::<S>(SUB_ROWS * a.width),
                         4 * tiles,
                         tiles,
+                        a.width,
                         a.width,
                     );
                 for sub in (0..rows).step_by(SUB_ROWS) {
                     let len = SUB_ROWS.min(rows - sub);
                     let r0 = k * chunk_rows + sub;
-                    let values = widened(&a.values[r0 * a.width..(r0 + len) * a.width], slot);
+                    let values = widened(&a.values[a.slices(r0, len)], slot);
                     let out = &mut out_chunk[sub * nrhs..(sub + len) * nrhs];
                     block_rows::<S>((
                         values, a.cols, a.width, op, omega, x, b, nrhs, r0, out, part, sumsq,
-                        largest, offsets,
+                        largest, row_values, offsets,
                     ));
                 }
             })
@@ -395,63 +334,177 @@ fn sweep<S: Storage + TileIo>(
         return sweep_block(a, op, x, b, nrhs, out, stats);
     }
     let chunk_rows = a.chunks.rows;
-    let len = Stats::<Cpu>::len_for(nrhs);
     let part = partials(stats, a.chunks.count());
-    out.par_chunks_mut(chunk_rows * nrhs)
-        .zip(part.par_chunks_mut(len))
+    out.par_chunks_mut(chunk_rows)
+        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(1)))
         .enumerate()
         .for_each(|(k, (out_chunk, part))| {
-            let (lo, hi) = a.chunks.bands[k];
-            let chunk_start = k * chunk_rows;
-            let rows = out_chunk.len() / nrhs;
-            let b_len = if op == RowOp::Apply { 0 } else { rows * nrhs };
-            arena::with(|arena| {
-                let [xs, bs, slot, diagonal, acc, outs] = arena.six::<Compute<S>>([
-                    widen_len::<S>((hi - lo) * nrhs),
-                    widen_len::<S>(b_len),
-                    widen_len::<S>(SUB_ROWS * a.width),
-                    widen_len::<S>(SUB_ROWS),
-                    SUB_ROWS * nrhs,
-                    SUB_ROWS * nrhs,
-                ]);
-                let x_band = widened(&x[lo * nrhs..hi * nrhs], xs);
-                // Apply reads no b (an empty slice): only the other ops have a chunk of it.
-                let b_start = if b_len == 0 { 0 } else { chunk_start * nrhs };
-                let b_chunk = widened(&b[b_start..b_start + b_len], bs);
-                for sub in (0..rows).step_by(SUB_ROWS) {
-                    let len = SUB_ROWS.min(rows - sub);
-                    let r0 = chunk_start + sub;
-                    let range = r0 * a.width..(r0 + len) * a.width;
-                    let values = widened(&a.values[range.clone()], slot);
-                    let (acc, outs) = (&mut acc[..len * nrhs], &mut outs[..len * nrhs]);
-                    accumulate(values, &a.cols[range], a.width, x_band, lo, acc);
-                    match op {
-                        RowOp::Apply => outs.copy_from_slice(acc),
-                        RowOp::Residual => {
-                            let b_sub = &b_chunk[sub * nrhs..(sub + len) * nrhs];
-                            for ((o, &ax), &b) in outs.iter_mut().zip(acc.iter()).zip(b_sub) {
-                                *o = b - ax;
-                            }
-                        }
-                        RowOp::Jacobi { .. } => {
-                            let b_sub = &b_chunk[sub * nrhs..(sub + len) * nrhs];
-                            let x_sub = &x_band[(r0 - lo) * nrhs..(r0 - lo + len) * nrhs];
-                            let d_sub = widened(&a.diagonal[r0..r0 + len], diagonal);
-                            for (i, &d) in d_sub.iter().enumerate() {
-                                let w = omega / d;
-                                for c in i * nrhs..(i + 1) * nrhs {
-                                    outs[c] = x_sub[c] + w * (b_sub[c] - acc[c]);
-                                }
-                            }
-                        }
-                    }
-                    record_stats(part, outs, nrhs, S::MAX);
-                    S::narrow_slice(outs, &mut out_chunk[sub * nrhs..(sub + len) * nrhs]);
-                }
-            })
+            let rows = out_chunk.len();
+            for sub in (0..rows).step_by(SUB_ROWS) {
+                let len = SUB_ROWS.min(rows - sub);
+                let r0 = k * chunk_rows + sub;
+                let range = a.slices(r0, len);
+                slice_rows::<S>((
+                    &a.values[range.clone()],
+                    &a.cols[range],
+                    a.width,
+                    op,
+                    omega,
+                    x,
+                    b,
+                    r0,
+                    &mut out_chunk[sub..sub + len],
+                    part,
+                ));
+            }
         });
     arena::sync();
     reduce(stats);
+}
+
+/// The arguments of [`slice_rows`]: the sub-block's stored values and column indices (whole
+/// slices), the width, the op with ω in the compute precision, x and b whole (b empty for
+/// Apply), the sub-block's first row, its output rows, and its chunk's statistics partials.
+type SliceRowsArgs<'a, S> = (
+    &'a [S],
+    &'a [u32],
+    usize,
+    RowOp,
+    Compute<S>,
+    &'a [S],
+    &'a [S],
+    usize,
+    &'a mut [S],
+    &'a mut [f64],
+);
+
+/// One sub-block of a pass over A with one column, fused: per slice of 16 rows (the vector
+/// lanes) the slice's A x (values converted as they are read, x gathered at each slot's
+/// columns, [`TileIo::gather`]; even and odd slots summed apart as in [`tile_row_sum`]), the op
+/// (the diagonal from slot 0), the output rounded into storage, and Σ v² and max |v| in the
+/// order of [`record_stats`] (row r to lane r mod 4), added into `part` at the end.
+fn slice_rows<S: Storage + TileIo>(args: SliceRowsArgs<'_, S>) {
+    match simd::level() {
+        // SAFETY: `simd::level` names only levels this CPU has (F16C included).
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 => unsafe { slice_rows_avx512(args) },
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2 => unsafe { slice_rows_avx2(args) },
+        _ => slice_rows_portable::<S, { SimdLevel::Scalar as u8 }>(args),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn slice_rows_avx2<S: Storage + TileIo>(args: SliceRowsArgs<'_, S>) {
+    slice_rows_portable::<S, { SimdLevel::Avx2 as u8 }>(args)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,f16c")]
+unsafe fn slice_rows_avx512<S: Storage + TileIo>(args: SliceRowsArgs<'_, S>) {
+    slice_rows_portable::<S, { SimdLevel::Avx512 as u8 }>(args)
+}
+
+#[inline(always)]
+fn slice_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
+    (values, cols, width, op, omega, x, b, r0, out, part): SliceRowsArgs<'_, S>,
+) {
+    let zero = Compute::<S>::zero();
+    let (mut lanes, mut largest) = ([0.0f64; 4], [zero; TILE]);
+    let slices = values
+        .chunks_exact(SLICE * width)
+        .zip(cols.chunks_exact(SLICE * width));
+    for (k, (out, (slice_values, slice_cols))) in out.chunks_mut(SLICE).zip(slices).enumerate() {
+        let (mut even, mut odd) = ([zero; TILE], [zero; TILE]);
+        // Slot 0 holds the diagonal.
+        let (diagonal, x0) = stored_slot::<S, LEVEL>(slice_values, slice_cols, 0, x);
+        for j in 0..TILE {
+            even[j] = even[j] + diagonal[j] * x0[j];
+        }
+        // Slots 1, 2, … in pairs: odd then even.
+        for p in 0..(width - 1) / 2 {
+            let (v1, x1) = stored_slot::<S, LEVEL>(slice_values, slice_cols, 2 * p + 1, x);
+            let (v2, x2) = stored_slot::<S, LEVEL>(slice_values, slice_cols, 2 * p + 2, x);
+            for j in 0..TILE {
+                odd[j] = odd[j] + v1[j] * x1[j];
+                even[j] = even[j] + v2[j] * x2[j];
+            }
+        }
+        if width % 2 == 0 {
+            let (v, xs) = stored_slot::<S, LEVEL>(slice_values, slice_cols, width - 1, x);
+            for j in 0..TILE {
+                odd[j] = odd[j] + v[j] * xs[j];
+            }
+        }
+        let first = r0 + k * SLICE;
+        let t = out.len();
+        let mut o = [zero; TILE];
+        match op {
+            RowOp::Apply => {
+                for j in 0..TILE {
+                    o[j] = even[j] + odd[j];
+                }
+            }
+            RowOp::Residual => {
+                let bs = S::load::<LEVEL>(&b[first..first + t]);
+                for j in 0..TILE {
+                    o[j] = bs[j] - (even[j] + odd[j]);
+                }
+            }
+            RowOp::Jacobi { .. } => {
+                let (bs, xs) = (
+                    S::load::<LEVEL>(&b[first..first + t]),
+                    S::load::<LEVEL>(&x[first..first + t]),
+                );
+                for j in 0..TILE {
+                    o[j] = xs[j] + omega / diagonal[j] * (bs[j] - (even[j] + odd[j]));
+                }
+            }
+        }
+        // The lanes past a partial last slice are padding rows: not counted.
+        for j in 0..t.min(TILE) {
+            let a = o[j].abs();
+            // Not `max`: NaN must not be dropped here (it shows in Σ v² instead).
+            largest[j] = if a > largest[j] { a } else { largest[j] };
+        }
+        let mut wide = [0.0f64; TILE];
+        for j in 0..TILE {
+            wide[j] = o[j].to_f64();
+        }
+        if t == TILE {
+            for group in wide.chunks_exact(4) {
+                for l in 0..4 {
+                    lanes[l] += group[l] * group[l];
+                }
+            }
+        } else {
+            for (j, w) in wide[..t].iter().enumerate() {
+                lanes[j % 4] += w * w;
+            }
+        }
+        S::store::<LEVEL>(&o, out);
+    }
+    let top = largest.iter().fold(0.0f64, |m, &a| m.max(a.to_f64()));
+    fold_column(part, 1, 0, lanes, top, S::MAX);
+}
+
+/// Slot s of a slice: its stored values and x gathered at its columns, both in the compute
+/// precision. (A function, not a closure: closures are compiled without the target
+/// features of the kernel they are in.)
+#[inline(always)]
+fn stored_slot<S: TileIo, const LEVEL: u8>(
+    values: &[S],
+    cols: &[u32],
+    s: usize,
+    x: &[S],
+) -> ([Compute<S>; TILE], [Compute<S>; TILE]) {
+    let slot = s * TILE..(s + 1) * TILE;
+    let idx = cols[slot.clone()].try_into().expect("a slot of a slice");
+    (
+        S::load::<LEVEL>(&values[slot]),
+        S::gather::<LEVEL>(x, idx, 0),
+    )
 }
 
 /// out = ω D⁻¹ b, with D the diagonal stored apart (the matrix is not read).
@@ -516,70 +569,135 @@ fn refinement_update<X: Storage + TileIo>(
     if nrhs > 1 {
         return refinement_update_block(a, correction, alpha, nrhs, u, r, stats);
     }
-    let chunk = a.chunks.rows * nrhs;
+    let chunk_rows = a.chunks.rows;
     let part = partials(stats, a.chunks.count());
-    u.par_chunks_mut(chunk)
-        .zip(r.par_chunks_mut(chunk))
-        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
+    u.par_chunks_mut(chunk_rows)
+        .zip(r.par_chunks_mut(chunk_rows))
+        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(1)))
         .enumerate()
         .for_each(|(k, ((u_chunk, r_chunk), part))| {
-            let (lo, hi) = a.chunks.bands[k];
-            let chunk_start = k * a.chunks.rows;
-            arena::with(|arena| {
-                let (narrow, x, acc, _) = arena.four::<Compute<X>, f64, f64, f64>(
-                    widen_len::<X>((hi - lo) * nrhs),
-                    (hi - lo) * nrhs,
-                    SUB_ROWS * nrhs,
-                    0,
-                );
-                let c_band = widened(&correction[lo * nrhs..hi * nrhs], narrow);
-                // α_c · c in f64, and the largest |c| of this chunk's own rows.
-                for (x_row, c_row) in x.chunks_exact_mut(nrhs).zip(c_band.chunks_exact(nrhs)) {
-                    for ((x, &c), &a) in x_row.iter_mut().zip(c_row).zip(alpha) {
-                        *x = a * Real::to_f64(c);
-                    }
-                }
-                let own =
-                    &c_band[(chunk_start - lo) * nrhs..(chunk_start - lo) * nrhs + u_chunk.len()];
-                for row in own.chunks_exact(nrhs) {
-                    for (m, &c) in part[nrhs..2 * nrhs].iter_mut().zip(row) {
-                        *m = m.max(Real::to_f64(c).abs());
-                    }
-                }
-                let rows = u_chunk.len() / nrhs;
-                for sub in (0..rows).step_by(SUB_ROWS) {
-                    let len = SUB_ROWS.min(rows - sub);
-                    let r0 = chunk_start + sub;
-                    let range = r0 * a.width..(r0 + len) * a.width;
-                    let acc = &mut acc[..len * nrhs];
-                    accumulate(
-                        &a.values[range.clone()],
-                        &a.cols[range],
-                        a.width,
-                        x,
-                        lo,
-                        acc,
-                    );
-                    let span = sub * nrhs..(sub + len) * nrhs;
-                    let scaled_c = &x[(r0 - lo) * nrhs..(r0 - lo + len) * nrhs];
-                    for (u, &c) in u_chunk[span.clone()].iter_mut().zip(scaled_c) {
-                        *u += c;
-                    }
-                    for (r, &ac) in r_chunk[span.clone()].iter_mut().zip(acc.iter()) {
-                        *r -= ac;
-                    }
-                    // Σ r² only: this record's maxima are |c|'s (from above).
-                    record_sumsq(part, &r_chunk[span], nrhs);
-                }
-            })
+            let rows = u_chunk.len();
+            for sub in (0..rows).step_by(SUB_ROWS) {
+                let len = SUB_ROWS.min(rows - sub);
+                let r0 = k * chunk_rows + sub;
+                update_slices::<X>((
+                    a,
+                    correction,
+                    alpha[0],
+                    r0,
+                    &mut u_chunk[sub..sub + len],
+                    &mut r_chunk[sub..sub + len],
+                    part,
+                ));
+            }
         });
-    arena::sync();
     reduce(stats);
+}
+
+/// The arguments of [`update_slices`]: the f64 matrix, the correction, α, the sub-block's
+/// first row, its rows of u and r, and its chunk's statistics partials.
+type UpdateSlicesArgs<'a, 'm, X> = (
+    &'a Ell<'m, f64>,
+    &'a [X],
+    f64,
+    usize,
+    &'a mut [f64],
+    &'a mut [f64],
+    &'a mut [f64],
+);
+
+/// One sub-block of [`refinement_update`] with one column, fused: per slice of 16 rows (the
+/// vector lanes) α c gathered at each slot's columns and converted to f64 as it is read,
+/// A (α c) summed as in [`tile_row_sum`], u and r updated, Σ r² in the order of
+/// [`record_stats`] and max |c| of the rows' own correction.
+fn update_slices<X: Storage + TileIo>(args: UpdateSlicesArgs<'_, '_, X>) {
+    match simd::level() {
+        // SAFETY: `simd::level` names only levels this CPU has (F16C included).
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 => unsafe { update_slices_avx512(args) },
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2 => unsafe { update_slices_avx2(args) },
+        _ => update_slices_portable::<X, { SimdLevel::Scalar as u8 }>(args),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn update_slices_avx2<X: Storage + TileIo>(args: UpdateSlicesArgs<'_, '_, X>) {
+    update_slices_portable::<X, { SimdLevel::Avx2 as u8 }>(args)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,f16c")]
+unsafe fn update_slices_avx512<X: Storage + TileIo>(args: UpdateSlicesArgs<'_, '_, X>) {
+    update_slices_portable::<X, { SimdLevel::Avx512 as u8 }>(args)
+}
+
+#[inline(always)]
+fn update_slices_portable<X: Storage + TileIo, const LEVEL: u8>(
+    (a, correction, alpha, r0, u, r, part): UpdateSlicesArgs<'_, '_, X>,
+) {
+    let width = a.width;
+    let range = a.slices(r0, u.len());
+    let (values, cols) = (&a.values[range.clone()], &a.cols[range]);
+    let (mut lanes, mut largest) = ([0.0f64; 4], 0.0f64);
+    let slices = values
+        .chunks_exact(SLICE * width)
+        .zip(cols.chunks_exact(SLICE * width));
+    let rows = u.chunks_mut(SLICE).zip(r.chunks_mut(SLICE));
+    for (k, ((u, r), (slice_values, slice_cols))) in rows.zip(slices).enumerate() {
+        let (mut even, mut odd) = ([0.0f64; TILE], [0.0f64; TILE]);
+        for p in 0..width / 2 {
+            let (v0, c0) =
+                scaled_slot::<X, LEVEL>(slice_values, slice_cols, 2 * p, correction, alpha);
+            let (v1, c1) =
+                scaled_slot::<X, LEVEL>(slice_values, slice_cols, 2 * p + 1, correction, alpha);
+            for j in 0..TILE {
+                even[j] += v0[j] * c0[j];
+                odd[j] += v1[j] * c1[j];
+            }
+        }
+        if width % 2 == 1 {
+            let (v, c) =
+                scaled_slot::<X, LEVEL>(slice_values, slice_cols, width - 1, correction, alpha);
+            for j in 0..TILE {
+                even[j] += v[j] * c[j];
+            }
+        }
+        let first = r0 + k * SLICE;
+        let own = X::load::<LEVEL>(&correction[first..first + u.len()]);
+        for (j, (u, r)) in u.iter_mut().zip(r.iter_mut()).enumerate() {
+            let c = Real::to_f64(own[j]);
+            *u += alpha * c;
+            *r -= even[j] + odd[j];
+            lanes[j % 4] += *r * *r;
+            let c = c.abs();
+            largest = if c > largest { c } else { largest };
+        }
+    }
+    // This record's maxima are |c|'s, which no limit applies to.
+    fold_column(part, 1, 0, lanes, largest, f64::INFINITY);
+}
+
+/// Slot s of a slice of the f64 matrix: its values and α c gathered at its columns, in f64.
+#[inline(always)]
+fn scaled_slot<X: TileIo, const LEVEL: u8>(
+    values: &[f64],
+    cols: &[u32],
+    s: usize,
+    correction: &[X],
+    alpha: f64,
+) -> ([f64; TILE], [f64; TILE]) {
+    let slot = s * TILE..(s + 1) * TILE;
+    let idx = cols[slot.clone()].try_into().expect("a slot of a slice");
+    let c = X::gather::<LEVEL>(correction, idx, 0);
+    let v: &[f64; TILE] = values[slot].try_into().expect("a slot of a slice");
+    (*v, std::array::from_fn(|j| alpha * Real::to_f64(c[j])))
 }
 
 /// [`refinement_update`] for blocks of two or more columns: per row and tile of columns,
 /// α_c c_c read where it is (converted to f64 as it is read), A (α c) summed as in
-/// [`row_dot`], u and r updated, Σ r² in the order of [`record_sumsq`] and max |c| of the
+/// [`tile_row_sum`], u and r updated, Σ r² in the order of [`record_stats`] and max |c| of the
 /// row's own correction; no widened bands.
 fn refinement_update_block<X: Storage + TileIo>(
     a: &Ell<'_, f64>,
@@ -600,8 +718,13 @@ fn refinement_update_block<X: Storage + TileIo>(
             let rows = u_chunk.len() / nrhs;
             arena::with(|arena| {
                 let tiles = nrhs.div_ceil(TILE);
-                let (sumsq, largest, ..) =
-                    arena.four::<[f64; TILE], [f64; TILE], u8, u8>(4 * tiles, tiles, 0, 0);
+                let (sumsq, largest, row_values, offsets) = arena
+                    .four::<[f64; TILE], [f64; TILE], f64, usize>(
+                        4 * tiles,
+                        tiles,
+                        a.width,
+                        a.width,
+                    );
                 for sub in (0..rows).step_by(SUB_ROWS) {
                     let len = SUB_ROWS.min(rows - sub);
                     let span = sub * nrhs..(sub + len) * nrhs;
@@ -616,6 +739,8 @@ fn refinement_update_block<X: Storage + TileIo>(
                         part,
                         sumsq,
                         largest,
+                        row_values,
+                        offsets,
                     ));
                 }
             })
@@ -625,8 +750,8 @@ fn refinement_update_block<X: Storage + TileIo>(
 }
 
 /// The arguments of [`update_rows`]: the f64 matrix, the correction, α, the column count,
-/// the sub-block's first row, its rows of u and r, its chunk's statistics partials and
-/// scratch for the tiles' Σ r² and max |c|.
+/// the sub-block's first row, its rows of u and r, its chunk's statistics partials,
+/// scratch for the tiles' Σ r² and max |c|, and for a row's values and x offsets.
 type UpdateRowsArgs<'a, 'm, X> = (
     &'a Ell<'m, f64>,
     &'a [X],
@@ -638,6 +763,8 @@ type UpdateRowsArgs<'a, 'm, X> = (
     &'a mut [f64],
     &'a mut [[f64; TILE]],
     &'a mut [[f64; TILE]],
+    &'a mut [f64],
+    &'a mut [usize],
 );
 
 /// One sub-block of [`refinement_update_block`], compiled per SIMD level.
@@ -677,21 +804,26 @@ fn scaled_tile<X: TileIo, const LEVEL: u8>(scale: &[f64; TILE], c: &[X]) -> [f64
 
 #[inline(always)]
 fn update_rows_portable<X: Storage + TileIo, const LEVEL: u8>(
-    (a, correction, alpha, nrhs, r0, u, r, part, sumsq, largest): UpdateRowsArgs<'_, '_, X>,
+    (a, correction, alpha, nrhs, r0, u, r, part, sumsq, largest, row_values, offsets): UpdateRowsArgs<'_, '_, X>,
 ) {
     let width = a.width;
     let rows = u.len() / nrhs;
+    let (values, cols) = (&a.values[r0 * width..], &a.cols[r0 * width..]);
     sumsq.fill([0.0; TILE]);
     largest.fill([0.0; TILE]);
     for i in 0..rows {
-        let row = (r0 + i) * width..(r0 + i + 1) * width;
-        let (row_values, row_cols) = (&a.values[row.clone()], &a.cols[row]);
+        for s in 0..width {
+            let k = sliced_index(width, i, s);
+            row_values[s] = values[k];
+            offsets[s] = cols[k] as usize * nrhs;
+        }
+        let row_values = &row_values[..width];
         for (tile, c0) in (0..nrhs).step_by(TILE).enumerate() {
             let t = TILE.min(nrhs - c0);
             let mut scale = [0.0; TILE];
             scale[..t].copy_from_slice(&alpha[c0..c0 + t]);
             let ac = tile_row_sum(row_values, |s| {
-                let start = row_cols[s] as usize * nrhs + c0;
+                let start = offsets[s] + c0;
                 scaled_tile::<X, LEVEL>(&scale, &correction[start..start + t])
             });
             let own_start = (r0 + i) * nrhs + c0;

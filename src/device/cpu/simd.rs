@@ -140,11 +140,43 @@ pub trait TileIo: Stored {
     fn load<const LEVEL: u8>(src: &[Self]) -> [Self::Compute; TILE];
     /// The first `dst.len()` (at most TILE) lanes of `values`, rounded into `dst`.
     fn store<const LEVEL: u8>(values: &[Self::Compute; TILE], dst: &mut [Self]);
+    /// `src[idx[j] − lo]` widened, for every lane j: x at the columns of one matrix slot for
+    /// the 16 rows of a slice ([`crate::sparse::EllLayout::Sliced`]). Consecutive indices
+    /// (a stencil's slot along a grid line: most slices of a structured mesh) are one
+    /// [`TileIo::load`]; others one AVX-512 gather per register (f32: one, f64: two), AVX2
+    /// per 8 f32 or 4 f64, one load per value in the scalar copy and for f16 (then widened
+    /// as a tile). Only loads and exact widenings: the same values at every level. An index
+    /// outside `src` reads its last value instead (the kernels' indices are in range by
+    /// construction, checked when a matrix is uploaded; this keeps a bad one from reading
+    /// out of bounds, alike at every level). `src` must not be empty.
+    fn gather<const LEVEL: u8>(src: &[Self], idx: &[u32; TILE], lo: u32) -> [Self::Compute; TILE];
 }
 
 macro_rules! same_type_tiles {
-    ($t:ty) => {
+    ($t:ty, $avx512:ident, $avx2:ident) => {
         impl TileIo for $t {
+            #[inline(always)]
+            fn gather<const LEVEL: u8>(src: &[$t], idx: &[u32; TILE], lo: u32) -> [$t; TILE] {
+                if let Some(first) = consecutive_run(src, idx, lo) {
+                    return src[first..first + TILE].try_into().expect("TILE values");
+                }
+                #[cfg(target_arch = "x86_64")]
+                if LEVEL >= SimdLevel::Avx2 as u8 {
+                    if let Some(last) = vector_gather_limit(src) {
+                        // SAFETY: callers at these levels are compiled for, and only run on,
+                        // CPUs with the level's instructions; every offset is clamped to
+                        // `last`, an index of `src`.
+                        return unsafe {
+                            if LEVEL == SimdLevel::Avx512 as u8 {
+                                x86::$avx512(src, idx, lo, last)
+                            } else {
+                                x86::$avx2(src, idx, lo, last)
+                            }
+                        };
+                    }
+                }
+                scalar_gather(src, idx, lo)
+            }
             #[inline(always)]
             fn load<const LEVEL: u8>(src: &[$t]) -> [$t; TILE] {
                 if let Ok(full) = <&[$t; TILE]>::try_from(src) {
@@ -169,10 +201,17 @@ macro_rules! same_type_tiles {
         }
     };
 }
-same_type_tiles!(f32);
-same_type_tiles!(f64);
+same_type_tiles!(f32, gather_f32_avx512, gather_f32_avx2);
+same_type_tiles!(f64, gather_f64_avx512, gather_f64_avx2);
 
 impl TileIo for f16 {
+    #[inline(always)]
+    fn gather<const LEVEL: u8>(src: &[f16], idx: &[u32; TILE], lo: u32) -> [f32; TILE] {
+        match consecutive_run(src, idx, lo) {
+            Some(first) => Self::load::<LEVEL>(&src[first..first + TILE]),
+            None => Self::load::<LEVEL>(&scalar_gather(src, idx, lo)),
+        }
+    }
     #[inline(always)]
     fn load<const LEVEL: u8>(src: &[f16]) -> [f32; TILE] {
         #[cfg(target_arch = "x86_64")]
@@ -230,7 +269,46 @@ impl TileIo for f16 {
     }
 }
 
-/// The f16 tile conversions. Results go straight to registers or to their destination:
+/// Whether `idx` is `idx[0], idx[0] + 1, …` (compared in one vector instruction).
+#[inline(always)]
+fn consecutive(idx: &[u32; TILE]) -> bool {
+    let mut same = true;
+    for (j, &i) in idx.iter().enumerate() {
+        same &= i == idx[0].wrapping_add(j as u32);
+    }
+    same
+}
+
+/// Where the run `src[idx[0] − lo..]` starts when the offsets are consecutive and inside
+/// `src` (one plain load instead of a gather).
+#[inline(always)]
+fn consecutive_run<T>(src: &[T], idx: &[u32; TILE], lo: u32) -> Option<usize> {
+    let first = idx[0].wrapping_sub(lo) as usize;
+    (first + TILE <= src.len() && consecutive(idx)).then_some(first)
+}
+
+/// The last index of `src`, when the vector gathers' signed 32-bit offsets reach it.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn vector_gather_limit<T>(src: &[T]) -> Option<u32> {
+    let last = src
+        .len()
+        .checked_sub(1)
+        .expect("gather from an empty slice");
+    u32::try_from(last).ok().filter(|&l| l <= i32::MAX as u32)
+}
+
+/// One load per lane, each offset clamped to `src`'s last index.
+#[inline(always)]
+fn scalar_gather<T: Copy>(src: &[T], idx: &[u32; TILE], lo: u32) -> [T; TILE] {
+    let last = src
+        .len()
+        .checked_sub(1)
+        .expect("gather from an empty slice");
+    std::array::from_fn(|j| src[(idx[j].wrapping_sub(lo) as usize).min(last)])
+}
+
+/// The f16 tile conversions and the gathers. Results go straight to registers or to their destination:
 /// through a stack copy, two 16-byte halves would be read back as one wider value, which
 /// the CPU cannot forward from the stores (a stall per tile).
 #[cfg(target_arch = "x86_64")]
@@ -281,6 +359,110 @@ mod x86 {
                 q.add(1),
                 _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(p.add(8))),
             );
+        }
+    }
+
+    /// The 16 offsets `idx − lo` (wrapping), each at most `last`, in one 512-bit register.
+    #[inline(always)]
+    unsafe fn offsets_avx512(idx: &[u32; TILE], lo: u32, last: u32) -> __m512i {
+        // SAFETY: one unaligned 512-bit load of the 16 indices; AVX-512F per the caller.
+        unsafe {
+            let v = _mm512_loadu_si512(idx.as_ptr() as *const _);
+            let v = _mm512_sub_epi32(v, _mm512_set1_epi32(lo as i32));
+            _mm512_min_epu32(v, _mm512_set1_epi32(last as i32))
+        }
+    }
+
+    /// [`offsets_avx512`] in two 256-bit registers.
+    #[inline(always)]
+    unsafe fn offsets_avx2(idx: &[u32; TILE], lo: u32, last: u32) -> [__m256i; 2] {
+        // SAFETY: two unaligned 256-bit loads of the 16 indices; AVX2 per the caller.
+        unsafe {
+            let (lo, last) = (_mm256_set1_epi32(lo as i32), _mm256_set1_epi32(last as i32));
+            let p = idx.as_ptr() as *const __m256i;
+            let clamp = |v: __m256i| _mm256_min_epu32(_mm256_sub_epi32(v, lo), last);
+            [
+                clamp(_mm256_loadu_si256(p)),
+                clamp(_mm256_loadu_si256(p.add(1))),
+            ]
+        }
+    }
+
+    /// 16 f32 values at clamped offsets (≤ `last` < 2³¹, an index of `src`): one gather.
+    #[inline(always)]
+    pub unsafe fn gather_f32_avx512(
+        src: &[f32],
+        idx: &[u32; TILE],
+        lo: u32,
+        last: u32,
+    ) -> [f32; TILE] {
+        // SAFETY: every offset is at most `last`, inside `src`; AVX-512F per the caller.
+        unsafe {
+            let v = _mm512_i32gather_ps::<4>(offsets_avx512(idx, lo, last), src.as_ptr());
+            std::mem::transmute::<__m512, [f32; TILE]>(v)
+        }
+    }
+
+    /// 16 f64 values at clamped offsets: two gathers of 8.
+    #[inline(always)]
+    pub unsafe fn gather_f64_avx512(
+        src: &[f64],
+        idx: &[u32; TILE],
+        lo: u32,
+        last: u32,
+    ) -> [f64; TILE] {
+        // SAFETY: as in `gather_f32_avx512`.
+        unsafe {
+            let o = offsets_avx512(idx, lo, last);
+            let (low, high) = (_mm512_castsi512_si256(o), _mm512_extracti64x4_epi64::<1>(o));
+            let p = src.as_ptr();
+            let halves = [
+                _mm512_i32gather_pd::<8>(low, p),
+                _mm512_i32gather_pd::<8>(high, p),
+            ];
+            std::mem::transmute::<[__m512d; 2], [f64; TILE]>(halves)
+        }
+    }
+
+    /// 16 f32 values at clamped offsets: two AVX2 gathers of 8.
+    #[inline(always)]
+    pub unsafe fn gather_f32_avx2(
+        src: &[f32],
+        idx: &[u32; TILE],
+        lo: u32,
+        last: u32,
+    ) -> [f32; TILE] {
+        // SAFETY: as in `gather_f32_avx512`; AVX2 per the caller.
+        unsafe {
+            let [a, b] = offsets_avx2(idx, lo, last);
+            let p = src.as_ptr();
+            let halves = [
+                _mm256_i32gather_ps::<4>(p, a),
+                _mm256_i32gather_ps::<4>(p, b),
+            ];
+            std::mem::transmute::<[__m256; 2], [f32; TILE]>(halves)
+        }
+    }
+
+    /// 16 f64 values at clamped offsets: four AVX2 gathers of 4.
+    #[inline(always)]
+    pub unsafe fn gather_f64_avx2(
+        src: &[f64],
+        idx: &[u32; TILE],
+        lo: u32,
+        last: u32,
+    ) -> [f64; TILE] {
+        // SAFETY: as in `gather_f32_avx512`; AVX2 per the caller.
+        unsafe {
+            let [a, b] = offsets_avx2(idx, lo, last);
+            let p = src.as_ptr();
+            let quarters = [
+                _mm256_i32gather_pd::<8>(p, _mm256_castsi256_si128(a)),
+                _mm256_i32gather_pd::<8>(p, _mm256_extracti128_si256::<1>(a)),
+                _mm256_i32gather_pd::<8>(p, _mm256_castsi256_si128(b)),
+                _mm256_i32gather_pd::<8>(p, _mm256_extracti128_si256::<1>(b)),
+            ];
+            std::mem::transmute::<[__m256d; 4], [f64; TILE]>(quarters)
         }
     }
 

@@ -142,7 +142,7 @@ impl SparseKernels for Cpu {
 
 impl MultigridKernels for Cpu {
     fn ell_layout(&self) -> EllLayout {
-        EllLayout::RowMajor
+        EllLayout::Sliced
     }
 
     fn ell_sweep(

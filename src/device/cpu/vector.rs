@@ -71,39 +71,30 @@ fn axpby<T: Storage>(alpha: f64, x: &[T], beta: f64, y: &mut [T]) {
 /// Rows go to four interleaved accumulators (row r to lane r mod 4) whatever the number of
 /// columns, so a column's sums are the same alone and inside a block.
 pub(super) fn record_stats<T: Real>(part: &mut [f64], values: &[T], nrhs: usize, limit: f64) {
-    record::<T, true>(part, values, nrhs, limit)
-}
-
-/// [`record_stats`] without the maxima (Σ v² and the NaN flag only).
-pub(super) fn record_sumsq<T: Real>(part: &mut [f64], values: &[T], nrhs: usize) {
-    record::<T, false>(part, values, nrhs, f64::INFINITY)
-}
-
-fn record<T: Real, const MAXIMA: bool>(part: &mut [f64], values: &[T], nrhs: usize, limit: f64) {
     let args = (part, values, nrhs, limit);
     match simd::level() {
         // SAFETY: `simd::level` names only levels this CPU has.
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 => unsafe { record_avx512::<T, MAXIMA>(args) },
+        SimdLevel::Avx512 => unsafe { record_avx512(args) },
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2 => unsafe { record_avx2::<T, MAXIMA>(args) },
-        _ => record_portable::<T, MAXIMA>(args),
+        SimdLevel::Avx2 => unsafe { record_avx2(args) },
+        _ => record_portable(args),
     }
 }
 
-/// The arguments of [`record`].
+/// The arguments of [`record_stats`].
 type RecordArgs<'a, T> = (&'a mut [f64], &'a [T], usize, f64);
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn record_avx2<T: Real, const MAXIMA: bool>(args: RecordArgs<'_, T>) {
-    record_portable::<T, MAXIMA>(args)
+unsafe fn record_avx2<T: Real>(args: RecordArgs<'_, T>) {
+    record_portable(args)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn record_avx512<T: Real, const MAXIMA: bool>(args: RecordArgs<'_, T>) {
-    record_portable::<T, MAXIMA>(args)
+unsafe fn record_avx512<T: Real>(args: RecordArgs<'_, T>) {
+    record_portable(args)
 }
 
 /// Folds one column's four lane sums (in lane order) and largest magnitude into `part`.
@@ -115,13 +106,10 @@ pub(super) fn fold_column(
     lanes: [f64; 4],
     largest: f64,
     limit: f64,
-    maxima: bool,
 ) {
     let total = ((lanes[0] + lanes[1]) + lanes[2]) + lanes[3];
     part[c] += total;
-    if maxima {
-        part[nrhs + c] = part[nrhs + c].max(largest);
-    }
+    part[nrhs + c] = part[nrhs + c].max(largest);
     // NaN makes the sum NaN, ±Inf makes the maximum exceed the limit.
     if total.is_nan() || largest > limit {
         part[2 * nrhs] = 1.0;
@@ -129,7 +117,7 @@ pub(super) fn fold_column(
 }
 
 #[inline(always)]
-fn record_portable<T: Real, const MAXIMA: bool>((part, values, nrhs, limit): RecordArgs<'_, T>) {
+fn record_portable<T: Real>((part, values, nrhs, limit): RecordArgs<'_, T>) {
     const LANES: usize = 4;
     /// Columns summed in one pass over the rows (their sums stay in L1).
     const BLOCK: usize = 64;
@@ -149,7 +137,7 @@ fn record_portable<T: Real, const MAXIMA: bool>((part, values, nrhs, limit): Rec
             max[lane] = if a > max[lane] { a } else { max[lane] };
         }
         let largest = max.iter().fold(0.0f64, |m, &x| m.max(x));
-        fold_column(part, 1, 0, sum, largest, limit, MAXIMA);
+        fold_column(part, 1, 0, sum, largest, limit);
         return;
     }
     for first in (0..nrhs).step_by(BLOCK) {
@@ -170,7 +158,7 @@ fn record_portable<T: Real, const MAXIMA: bool>((part, values, nrhs, limit): Rec
         }
         for j in 0..width {
             let lanes = [sum[0][j], sum[1][j], sum[2][j], sum[3][j]];
-            fold_column(part, nrhs, first + j, lanes, max[j], limit, MAXIMA);
+            fold_column(part, nrhs, first + j, lanes, max[j], limit);
         }
     }
 }
