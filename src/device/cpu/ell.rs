@@ -462,25 +462,25 @@ fn slice_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
                 }
             }
         }
-        // The lanes past a partial last slice are padding rows: not counted.
-        for j in 0..t.min(TILE) {
-            let a = o[j].abs();
+        // The lanes past a partial last slice are padding rows: counted as zeros, which
+        // change neither sum nor maximum (the same bits as leaving them out), so the
+        // statistics stay full-width register operations.
+        let mut kept = [zero; TILE];
+        for j in 0..TILE {
+            kept[j] = if j < t { o[j] } else { zero };
+        }
+        for j in 0..TILE {
+            let a = kept[j].abs();
             // Not `max`: NaN must not be dropped here (it shows in Σ v² instead).
             largest[j] = if a > largest[j] { a } else { largest[j] };
         }
         let mut wide = [0.0f64; TILE];
         for j in 0..TILE {
-            wide[j] = o[j].to_f64();
+            wide[j] = kept[j].to_f64();
         }
-        if t == TILE {
-            for group in wide.chunks_exact(4) {
-                for l in 0..4 {
-                    lanes[l] += group[l] * group[l];
-                }
-            }
-        } else {
-            for (j, w) in wide[..t].iter().enumerate() {
-                lanes[j % 4] += w * w;
+        for group in wide.chunks_exact(4) {
+            for l in 0..4 {
+                lanes[l] += group[l] * group[l];
             }
         }
         S::store::<LEVEL>(&o, out);
