@@ -3,7 +3,8 @@
 # H_MG, DSH_MG, HSD_MG and the stand-alone F64_MG) side by side in one process per case,
 # 2D on 4097² nodes (10 levels) and 3D on 129³ nodes (5 levels), k = 1, one right-hand
 # side, the fastest of 3 solves. Raw JSON lines go to docs/perf/mg-cpu-<host>-<date>.jsonl; the markdown table is
-# printed.
+# printed. Then every kernel alone on the finest two levels (bench mg --kernels), its JSON
+# lines in docs/perf/mg-cpu-<host>-<date>-kernels.jsonl.
 #
 #   scripts/bench-mg-table.sh [output.jsonl]
 set -euo pipefail
@@ -15,3 +16,13 @@ out=${1:-docs/perf/mg-cpu-$(hostname)-$(date +%Y%m%d).jsonl}
 $bin bench mg --dim 2 --n 4096 --variant all --repeats 3 --json >> "$out"
 $bin bench mg --dim 3 --n 128 --variant all --repeats 3 --json >> "$out"
 python3 scripts/mg_table.py "$out"
+# Each kernel alone on the finest two levels (f64, f32, f16) against the triad of the same
+# run: JSON lines next to the table's, the table printed.
+kernels=${out%.jsonl}-kernels.jsonl
+: > "$kernels"
+for case in "--dim 2 --n 4096" "--dim 3 --n 128"; do
+  # shellcheck disable=SC2086 # the case is two flags
+  $bin bench mg $case --kernels --json >> "$kernels"
+  # shellcheck disable=SC2086
+  $bin bench mg $case --kernels
+done

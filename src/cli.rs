@@ -499,6 +499,11 @@ pub struct MgBenchArgs {
     /// of the C multigrid in ../shared/peers/).
     #[arg(long, default_value = "manufactured")]
     pub rhs: String,
+    /// Instead of solving: time each kernel alone (sweeps, residual, transfers, refinement
+    /// update) on the finest two levels (n and n/2) in f64, f32 and f16, with GB/s against
+    /// the triad of the same run.
+    #[arg(long)]
+    pub kernels: bool,
     /// One JSON object per variant, one per line (keys iterations, seconds,
     /// seconds_per_iteration, mdofs, gbs, residual, relative_residual, l2_error, variant, n,
     /// dim, and more).

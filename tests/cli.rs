@@ -768,11 +768,29 @@ fn bench_mg_prints_its_json_keys_and_refuses_bad_arguments() {
         vec!["bench", "mg", "--n", "63", "--levels", "3"],
         vec!["bench", "mg", "--n", "64", "--dim", "4"],
         vec!["bench", "mg", "--n", "64", "--smoother", "sor"],
+        vec!["bench", "mg", "--n", "7", "--kernels"],
     ] {
         let out = run(&bad, dir.path());
         assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", text(&out.stderr));
         assert!(text(&out.stderr).contains("error:"), "{bad:?}");
     }
+    // Each kernel alone on the finest two levels: three sweeps, two transfers (finest
+    // level only) per precision, three refinement updates (f64 matrix).
+    let kernels = run(
+        &["bench", "mg", "--n", "32", "--kernels", "--json"],
+        dir.path(),
+    );
+    assert!(kernels.status.success(), "{}", text(&kernels.stderr));
+    let lines: Vec<serde_json::Value> = text(&kernels.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), (3 * 5 + 3) + (3 * 3 + 3), "{lines:?}");
+    assert!(lines
+        .iter()
+        .all(|l| l["gbs"].as_f64().unwrap() > 0.0 && l["triad_fraction"].as_f64().unwrap() > 0.0));
+    assert_eq!(lines[0]["n"], 32);
+    assert_eq!(lines.last().unwrap()["n"], 16);
 }
 
 /// `method = "mg"` runs: a 2D block with a preset, a 3D custom schedule; the output file

@@ -780,6 +780,94 @@ fn grid_transfers_are_interpolation_and_its_transpose<D: Kernels>(dev: &D) {
     }
 }
 
+/// Grid transfers (restriction and prolongation, 2D and 3D, every precision) give each
+/// column of a block bitwise what it gets alone, and the same at every SIMD level this CPU
+/// has: the one-column paths are separate loops.
+#[test]
+fn cpu_grid_transfers_alone_in_a_block_and_at_every_simd_level() {
+    use tensorfem::device::cpu::simd::{self, SimdLevel};
+    use tensorfem::device::MultigridKernels;
+    let dev = tensorfem::device::Cpu::new();
+    let before = simd::level();
+    let k = 5;
+    let column =
+        |v: &[f64], c: usize| -> Vec<f64> { v.iter().skip(c).step_by(k).copied().collect() };
+    for fine in [GridShape { dim: 2, m: 63 }, GridShape { dim: 3, m: 15 }] {
+        let coarse = fine.coarse();
+        let transfer = LevelTransfer::<tensorfem::device::Cpu>::Grid { fine, coarse };
+        let (f, c) = (
+            values(fine.points() * k, 80),
+            values(coarse.points() * k, 81),
+        );
+        let scales: Vec<f64> = (0..k).map(|j| 0.5 + j as f64).collect();
+        let mut reference: Option<Vec<Vec<f64>>> = None;
+        for level in SimdLevel::ALL.into_iter().filter(|l| l.is_supported()) {
+            assert!(simd::set_level(level));
+            let mut outputs = Vec::new();
+            for p in Precision::ALL {
+                let run =
+                    |f: &[f64], c: &[f64], scales: &[f64]| -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+                        let nrhs = scales.len();
+                        let block = |v: &[f64], rows| {
+                            Block::from_f64(&dev, v, rows, nrhs, p, Layout::NodeMajor).unwrap()
+                        };
+                        let mut stats = Stats::new(&dev, nrhs).unwrap();
+                        let mut restricted = block(&vec![0.0; c.len()], coarse.points());
+                        dev.restrict(
+                            &transfer,
+                            &block(f, fine.points()),
+                            &mut restricted,
+                            scales,
+                            &mut stats,
+                        )
+                        .unwrap();
+                        let mut prolongated = block(f, fine.points());
+                        dev.prolongate_add(
+                            &transfer,
+                            &block(c, coarse.points()),
+                            &mut prolongated,
+                            scales,
+                            &mut stats,
+                        )
+                        .unwrap();
+                        let s = stats.read(&dev).unwrap();
+                        (
+                            restricted.to_f64(&dev).unwrap(),
+                            prolongated.to_f64(&dev).unwrap(),
+                            s.sumsq.to_vec(),
+                        )
+                    };
+                let (r_block, p_block, sumsq) = run(&f, &c, &scales);
+                for j in 0..k {
+                    let (r, pr, s) = run(&column(&f, j), &column(&c, j), &scales[j..j + 1]);
+                    assert_eq!(
+                        r,
+                        column(&r_block, j),
+                        "restriction {fine:?} {p:?} column {j}"
+                    );
+                    assert_eq!(
+                        pr,
+                        column(&p_block, j),
+                        "prolongation {fine:?} {p:?} column {j}"
+                    );
+                    assert_eq!(
+                        s[0].to_bits(),
+                        sumsq[j].to_bits(),
+                        "statistics {fine:?} {p:?} column {j}"
+                    );
+                }
+                outputs.push(r_block);
+                outputs.push(p_block);
+            }
+            match &reference {
+                None => reference = Some(outputs),
+                Some(first) => assert_eq!(first, &outputs, "{fine:?} at {}", level.name()),
+            }
+        }
+    }
+    simd::set_level(before);
+}
+
 /// The checks of [`grid_transfers_are_interpolation_and_its_transpose`] on one transfer;
 /// returns the restriction of a test block.
 fn check_transfer<D: Kernels>(

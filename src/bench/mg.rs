@@ -318,6 +318,11 @@ fn run<const D: usize>(
 
 /// `tensorfem bench mg`: checks the arguments, runs, prints.
 pub fn report(a: &MgBenchArgs) -> Result<()> {
+    if a.kernels {
+        let timings = super::mg_kernels::bench_mg_kernels(a.dim, a.n, a.nrhs)?;
+        super::mg_kernels::print_kernels(&timings, a.json);
+        return Ok(());
+    }
     let solvers = MgBenchSolver::parse_list(&a.variant).map_err(Error::InvalidInput)?;
     let (smoother, smoother_name) = Smoother::by_name(&a.smoother)
         .and_then(|s| s.adjusted(&a.smoother, a.omega, a.pre_smoothing, a.post_smoothing))

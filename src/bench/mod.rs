@@ -3,6 +3,7 @@
 
 mod machine;
 mod mg;
+mod mg_kernels;
 mod psc;
 mod stokes;
 
@@ -11,6 +12,7 @@ pub use machine::{
     DeviceCeilings, MachineCeilings,
 };
 pub use mg::{bench_mg, MgBenchParams, MgBenchResult, MgBenchSolver};
+pub use mg_kernels::{bench_mg_kernels, MgKernelTiming};
 pub use psc::{bench_psc, PscBenchParams, PscBenchResult};
 pub use stokes::{bench_stokes, parse_preconditioners, StokesBenchParams, StokesBenchResult};
 

@@ -12,6 +12,7 @@
 use rayon::prelude::*;
 
 use super::arena;
+use super::simd::{self, SimdLevel};
 use super::vector::{inverse_scale, partials, record_stats, reduce};
 use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::sparse::check_grids;
@@ -63,7 +64,11 @@ fn restriction_1d(a: usize) -> [(usize, f64); 3] {
 
 /// dst (a fine line, m_f points × nrhs) += w · interpolation of src (a coarse line,
 /// m_c points): coarse point a feeds fine points 2a (½), 2a+1 (1) and 2a+2 (½).
+#[inline(always)]
 fn interpolate_line_add<T: Real>(dst: &mut [f64], src: &[T], w: f64, nrhs: usize) {
+    if nrhs == 1 {
+        return interpolate_point_line_add(dst, src, w);
+    }
     let half = 0.5 * w;
     for (a, src_row) in src.chunks_exact(nrhs).enumerate() {
         let dst = &mut dst[2 * a * nrhs..(2 * a + 3) * nrhs];
@@ -76,10 +81,37 @@ fn interpolate_line_add<T: Real>(dst: &mut [f64], src: &[T], w: f64, nrhs: usize
     }
 }
 
+/// [`interpolate_line_add`] with one column, written per fine point pair (2a, 2a+1) so the
+/// loop vectorises: each fine value gets the same additions in the same order.
+#[inline(always)]
+fn interpolate_point_line_add<T: Real>(dst: &mut [f64], src: &[T], w: f64) {
+    let (half, mc) = (0.5 * w, src.len());
+    if mc == 0 {
+        return;
+    }
+    let c = |a: usize| Real::to_f64(src[a]);
+    dst[0] += half * c(0);
+    dst[1] += w * c(0);
+    for (a, pair) in dst[2..2 * mc].chunks_exact_mut(2).enumerate() {
+        let a = a + 1;
+        pair[0] = (pair[0] + half * c(a - 1)) + half * c(a);
+        pair[1] += w * c(a);
+    }
+    dst[2 * mc] += half * c(mc - 1);
+}
+
 /// dst (a coarse line) += w · restriction of src (a fine line): coarse point a gathers
 /// fine points 2a (½), 2a+1 (1) and 2a+2 (½).
+#[inline(always)]
 fn restrict_line_add<T: Real>(dst: &mut [f64], src: &[T], w: f64, nrhs: usize) {
     let half = 0.5 * w;
+    if nrhs == 1 {
+        for (a, d) in dst.iter_mut().enumerate() {
+            *d += half * (Real::to_f64(src[2 * a]) + Real::to_f64(src[2 * a + 2]))
+                + w * Real::to_f64(src[2 * a + 1]);
+        }
+        return;
+    }
     for (a, dst_row) in dst.chunks_exact_mut(nrhs).enumerate() {
         let src = &src[2 * a * nrhs..(2 * a + 3) * nrhs];
         for (c, d) in dst_row.iter_mut().enumerate() {
@@ -104,7 +136,6 @@ fn prolongate_add<C: Storage, F: Storage>(
     scale: &[f64],
     stats: &mut Stats<Cpu>,
 ) {
-    let (mf, mc) = (fine_grid.m, coarse_grid.m);
     let (plane_f, plane_c) = (fine_grid.plane() * nrhs, coarse_grid.plane() * nrhs);
     let part = partials(stats, fine_grid.m);
     fine.par_chunks_mut(plane_f)
@@ -119,40 +150,152 @@ fn prolongate_add<C: Storage, F: Storage>(
                         plane_f,
                         plane_f,
                     );
-                acc.fill(0.0);
-                let (planes, count) = interpolation_1d(p, mc);
-                for &(q, wq) in &planes[..count] {
-                    let cw = widened(&coarse[q * plane_c..(q + 1) * plane_c], coarse_scratch);
-                    if fine_grid.dim == 2 {
-                        interpolate_line_add(acc, cw, wq, nrhs);
-                    } else {
-                        let (line_f, line_c) = (mf * nrhs, mc * nrhs);
-                        for (j, b, wb) in interpolation_pairs(mc) {
-                            interpolate_line_add(
-                                &mut acc[j * line_f..(j + 1) * line_f],
-                                &cw[b * line_c..(b + 1) * line_c],
-                                wq * wb,
-                                nrhs,
-                            );
-                        }
-                    }
+                let args = PlaneArgs {
+                    plane: p,
+                    fine_grid,
+                    coarse_grid,
+                    nrhs,
+                    scale,
+                    part,
+                    acc,
+                };
+                match simd::level() {
+                    // SAFETY: `simd::level` names only levels this CPU has.
+                    #[cfg(target_arch = "x86_64")]
+                    SimdLevel::Avx512 => unsafe {
+                        interpolate_plane_avx512(
+                            args,
+                            coarse,
+                            coarse_scratch,
+                            fine_plane,
+                            fine_scratch,
+                            outs,
+                        )
+                    },
+                    #[cfg(target_arch = "x86_64")]
+                    SimdLevel::Avx2 => unsafe {
+                        interpolate_plane_avx2(
+                            args,
+                            coarse,
+                            coarse_scratch,
+                            fine_plane,
+                            fine_scratch,
+                            outs,
+                        )
+                    },
+                    _ => interpolate_plane(
+                        args,
+                        coarse,
+                        coarse_scratch,
+                        fine_plane,
+                        fine_scratch,
+                        outs,
+                    ),
                 }
-                let fw = widened(fine_plane, fine_scratch);
-                for ((o_row, f_row), a_row) in outs
-                    .chunks_exact_mut(nrhs)
-                    .zip(fw.chunks_exact(nrhs))
-                    .zip(acc.chunks_exact(nrhs))
-                {
-                    for (((o, &f), &a), &s) in o_row.iter_mut().zip(f_row).zip(a_row).zip(scale) {
-                        *o = Compute::<F>::from_f64(Real::to_f64(f) + s * a);
-                    }
-                }
-                record_stats(part, outs, nrhs, F::MAX);
-                F::narrow_slice(outs, fine_plane);
             })
         });
     arena::sync();
     reduce(stats);
+}
+
+/// What the per-plane work of a grid transfer needs besides its data: the output plane's
+/// index, the grids, the column count and scales, the plane's statistics partials and an
+/// f64 accumulator of the plane.
+struct PlaneArgs<'a> {
+    plane: usize,
+    fine_grid: GridShape,
+    coarse_grid: GridShape,
+    nrhs: usize,
+    scale: &'a [f64],
+    part: &'a mut [f64],
+    acc: &'a mut [f64],
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn interpolate_plane_avx2<C: Storage, F: Storage>(
+    args: PlaneArgs<'_>,
+    coarse: &[C],
+    coarse_scratch: &mut [Compute<C>],
+    fine_plane: &mut [F],
+    fine_scratch: &mut [Compute<F>],
+    outs: &mut [Compute<F>],
+) {
+    interpolate_plane(args, coarse, coarse_scratch, fine_plane, fine_scratch, outs)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn interpolate_plane_avx512<C: Storage, F: Storage>(
+    args: PlaneArgs<'_>,
+    coarse: &[C],
+    coarse_scratch: &mut [Compute<C>],
+    fine_plane: &mut [F],
+    fine_scratch: &mut [Compute<F>],
+    outs: &mut [Compute<F>],
+) {
+    interpolate_plane(args, coarse, coarse_scratch, fine_plane, fine_scratch, outs)
+}
+
+/// One fine plane of [`prolongate_add`]: the interpolation of its coarse planes summed in
+/// f64, added to the plane scaled per column, rounded into storage; compiled per SIMD level
+/// (the same results at every level: no reassociation, no fused multiply-add).
+#[inline(always)]
+fn interpolate_plane<C: Storage, F: Storage>(
+    PlaneArgs {
+        plane: p,
+        fine_grid,
+        coarse_grid,
+        nrhs,
+        scale,
+        part,
+        acc,
+    }: PlaneArgs<'_>,
+    coarse: &[C],
+    coarse_scratch: &mut [Compute<C>],
+    fine_plane: &mut [F],
+    fine_scratch: &mut [Compute<F>],
+    outs: &mut [Compute<F>],
+) {
+    let (mf, mc) = (fine_grid.m, coarse_grid.m);
+    let plane_c = coarse_grid.plane() * nrhs;
+    acc.fill(0.0);
+    let (planes, count) = interpolation_1d(p, mc);
+    for &(q, wq) in &planes[..count] {
+        let cw = widened(&coarse[q * plane_c..(q + 1) * plane_c], coarse_scratch);
+        if fine_grid.dim == 2 {
+            interpolate_line_add(acc, cw, wq, nrhs);
+        } else {
+            let (line_f, line_c) = (mf * nrhs, mc * nrhs);
+            for (j, b, wb) in interpolation_pairs(mc) {
+                interpolate_line_add(
+                    &mut acc[j * line_f..(j + 1) * line_f],
+                    &cw[b * line_c..(b + 1) * line_c],
+                    wq * wb,
+                    nrhs,
+                );
+            }
+        }
+    }
+    let fw = widened(fine_plane, fine_scratch);
+    if nrhs == 1 {
+        // One column: one loop over the plane (it vectorises).
+        for ((o, &f), &a) in outs.iter_mut().zip(fw).zip(acc.iter()) {
+            *o = Compute::<F>::from_f64(Real::to_f64(f) + scale[0] * a);
+        }
+    } else {
+        for ((o_row, f_row), a_row) in outs
+            .chunks_exact_mut(nrhs)
+            .zip(fw.chunks_exact(nrhs))
+            .zip(acc.chunks_exact(nrhs))
+        {
+            for (((o, &f), &a), &s) in o_row.iter_mut().zip(f_row).zip(a_row).zip(scale) {
+                *o = Compute::<F>::from_f64(Real::to_f64(f) + s * a);
+            }
+        }
+    }
+    record_stats(part, outs, nrhs, F::MAX);
+    F::narrow_slice(outs, fine_plane);
 }
 
 /// coarse = Pᵀ fine / s_c, column by column (s_c = `scale[c]`; a zero scale gives zero).
@@ -165,7 +308,6 @@ fn restrict<F: Storage, C: Storage>(
     scale: &[f64],
     stats: &mut Stats<Cpu>,
 ) {
-    let (mf, mc) = (fine_grid.m, coarse_grid.m);
     let (plane_f, plane_c) = (fine_grid.plane() * nrhs, coarse_grid.plane() * nrhs);
     let part = partials(stats, coarse_grid.m);
     coarse
@@ -180,34 +322,108 @@ fn restrict<F: Storage, C: Storage>(
                     plane_c,
                     0,
                 );
-                acc.fill(0.0);
-                for (p, wp) in restriction_1d(q) {
-                    let fw = widened(&fine[p * plane_f..(p + 1) * plane_f], fine_scratch);
-                    if fine_grid.dim == 2 {
-                        restrict_line_add(acc, fw, wp, nrhs);
-                    } else {
-                        let (line_f, line_c) = (mf * nrhs, mc * nrhs);
-                        for (j, b, wb) in interpolation_pairs(mc) {
-                            restrict_line_add(
-                                &mut acc[b * line_c..(b + 1) * line_c],
-                                &fw[j * line_f..(j + 1) * line_f],
-                                wp * wb,
-                                nrhs,
-                            );
-                        }
-                    }
+                let args = PlaneArgs {
+                    plane: q,
+                    fine_grid,
+                    coarse_grid,
+                    nrhs,
+                    scale,
+                    part,
+                    acc,
+                };
+                match simd::level() {
+                    // SAFETY: `simd::level` names only levels this CPU has.
+                    #[cfg(target_arch = "x86_64")]
+                    SimdLevel::Avx512 => unsafe {
+                        restrict_plane_avx512(args, fine, fine_scratch, coarse_plane, outs)
+                    },
+                    #[cfg(target_arch = "x86_64")]
+                    SimdLevel::Avx2 => unsafe {
+                        restrict_plane_avx2(args, fine, fine_scratch, coarse_plane, outs)
+                    },
+                    _ => restrict_plane(args, fine, fine_scratch, coarse_plane, outs),
                 }
-                for (o_row, a_row) in outs.chunks_exact_mut(nrhs).zip(acc.chunks_exact(nrhs)) {
-                    for ((o, &a), &s) in o_row.iter_mut().zip(a_row).zip(scale) {
-                        *o = Compute::<C>::from_f64(a * inverse_scale(s));
-                    }
-                }
-                record_stats(part, outs, nrhs, C::MAX);
-                C::narrow_slice(outs, coarse_plane);
             })
         });
     arena::sync();
     reduce(stats);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn restrict_plane_avx2<F: Storage, C: Storage>(
+    args: PlaneArgs<'_>,
+    fine: &[F],
+    fine_scratch: &mut [Compute<F>],
+    coarse_plane: &mut [C],
+    outs: &mut [Compute<C>],
+) {
+    restrict_plane(args, fine, fine_scratch, coarse_plane, outs)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn restrict_plane_avx512<F: Storage, C: Storage>(
+    args: PlaneArgs<'_>,
+    fine: &[F],
+    fine_scratch: &mut [Compute<F>],
+    coarse_plane: &mut [C],
+    outs: &mut [Compute<C>],
+) {
+    restrict_plane(args, fine, fine_scratch, coarse_plane, outs)
+}
+
+/// One coarse plane of [`restrict`]: the restriction of its fine planes summed in f64,
+/// divided by the column's scale, rounded into storage; compiled per SIMD level.
+#[inline(always)]
+fn restrict_plane<F: Storage, C: Storage>(
+    PlaneArgs {
+        plane: q,
+        fine_grid,
+        coarse_grid,
+        nrhs,
+        scale,
+        part,
+        acc,
+    }: PlaneArgs<'_>,
+    fine: &[F],
+    fine_scratch: &mut [Compute<F>],
+    coarse_plane: &mut [C],
+    outs: &mut [Compute<C>],
+) {
+    let (mf, mc) = (fine_grid.m, coarse_grid.m);
+    let plane_f = fine_grid.plane() * nrhs;
+    acc.fill(0.0);
+    for (p, wp) in restriction_1d(q) {
+        let fw = widened(&fine[p * plane_f..(p + 1) * plane_f], fine_scratch);
+        if fine_grid.dim == 2 {
+            restrict_line_add(acc, fw, wp, nrhs);
+        } else {
+            let (line_f, line_c) = (mf * nrhs, mc * nrhs);
+            for (j, b, wb) in interpolation_pairs(mc) {
+                restrict_line_add(
+                    &mut acc[b * line_c..(b + 1) * line_c],
+                    &fw[j * line_f..(j + 1) * line_f],
+                    wp * wb,
+                    nrhs,
+                );
+            }
+        }
+    }
+    if nrhs == 1 {
+        let factor = inverse_scale(scale[0]);
+        for (o, &a) in outs.iter_mut().zip(acc.iter()) {
+            *o = Compute::<C>::from_f64(a * factor);
+        }
+    } else {
+        for (o_row, a_row) in outs.chunks_exact_mut(nrhs).zip(acc.chunks_exact(nrhs)) {
+            for ((o, &a), &s) in o_row.iter_mut().zip(a_row).zip(scale) {
+                *o = Compute::<C>::from_f64(a * inverse_scale(s));
+            }
+        }
+    }
+    record_stats(part, outs, nrhs, C::MAX);
+    C::narrow_slice(outs, coarse_plane);
 }
 
 /// Output rows of a matrix transfer per rayon task.
