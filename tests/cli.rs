@@ -791,6 +791,10 @@ fn bench_mg_prints_its_json_keys_and_refuses_bad_arguments() {
         .all(|l| l["gbs"].as_f64().unwrap() > 0.0 && l["triad_fraction"].as_f64().unwrap() > 0.0));
     assert_eq!(lines[0]["n"], 32);
     assert_eq!(lines.last().unwrap()["n"], 16);
+    // 3D: the levels' rounding-level entries are dropped as the solver drops them (f16
+    // would refuse them as underflows).
+    let cube = run(&["bench", "mg", "--dim", "3", "--n", "8", "--kernels"], dir.path());
+    assert!(cube.status.success(), "{}", text(&cube.stderr));
 }
 
 /// `method = "mg"` runs: a 2D block with a preset, a 3D custom schedule; the output file

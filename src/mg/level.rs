@@ -86,7 +86,7 @@ impl<D: Kernels> Constants<D> {
 /// below what the precision resolves beside their row's diagonal (nearly right angles),
 /// which f16 would otherwise refuse as underflows. Dropping them changes the row by less
 /// than rounding its diagonal does.
-fn without_roundoff(mut matrix: Ell<f64>, precision: Precision) -> Ell<f64> {
+pub fn without_roundoff(mut matrix: Ell<f64>, precision: Precision) -> Ell<f64> {
     let width = matrix.width();
     let relative = (64.0 * f64::EPSILON).max(precision.unit_roundoff());
     for r in 0..matrix.nrows() {

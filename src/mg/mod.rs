@@ -29,6 +29,7 @@ pub mod schedule;
 
 pub use error::{MgError, MgFailure, MgInfo, Remedy};
 pub use hierarchy::PinnedEmbedding;
+pub use level::without_roundoff;
 pub use multigrid::{
     assemble_level, galerkin_product, random_initial_guess, MgParams, Multigrid, NullSpace,
     StopParams, VCycle,

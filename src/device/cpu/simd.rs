@@ -1,16 +1,17 @@
 //! Which vector instructions the CPU kernels use, chosen at run time: the binary is built
 //! for baseline x86-64 (SSE2), and the hot loops are compiled again inside functions with
 //! `#[target_feature]` (AVX2, AVX-512F) that are called only where the CPU has them. The
-//! loops are written so that each vector lane is one right-hand side's own arithmetic in
-//! its own order (no reassociation, no fused multiply-add: Rust never contracts `a + b·c`),
-//! so every level gives bitwise the same results and may be switched at any time.
+//! loops are written so that each vector lane is one right-hand side's (or, with one
+//! right-hand side, one matrix row's) own arithmetic in its own order (no reassociation, no
+//! fused multiply-add: Rust never contracts `a + b·c`), so every level gives bitwise the
+//! same results and may be switched at any time.
 //!
 //! std::arch's detection and `#[target_feature]` rather than the `pulp` crate: the kernels
 //! stay plain Rust loops over fixed-size tiles that the compiler vectorises, with no SIMD
-//! types in their code and no new dependency; the one place that names instructions is the
-//! f16 tile conversion ([`TileIo`]), which the compiler does not vectorise on its own.
-//! pulp's portable SIMD types would pay off for loops it does not vectorise at all (gathers
-//! across rows), which this dispatch does not cover.
+//! types in their code and no new dependency; the one place that names instructions is
+//! [`TileIo`]: the f16 tile conversions and the gathers of x at a slice's column indices,
+//! which the compiler does not vectorise on its own. Closures inside a kernel are compiled
+//! without its target features, so the kernels' helpers are `#[inline(always)]` functions.
 //!
 //! `TENSORFEM_SIMD=scalar|avx2|avx512` forces a level (a level the CPU lacks falls back to
 //! the best it has, with a warning); tests switch levels with [`set_level`].
