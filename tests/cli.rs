@@ -793,7 +793,10 @@ fn bench_mg_prints_its_json_keys_and_refuses_bad_arguments() {
     assert_eq!(lines.last().unwrap()["n"], 16);
     // 3D: the levels' rounding-level entries are dropped as the solver drops them (f16
     // would refuse them as underflows).
-    let cube = run(&["bench", "mg", "--dim", "3", "--n", "8", "--kernels"], dir.path());
+    let cube = run(
+        &["bench", "mg", "--dim", "3", "--n", "8", "--kernels"],
+        dir.path(),
+    );
     assert!(cube.status.success(), "{}", text(&cube.stderr));
 }
 

@@ -579,6 +579,22 @@ fn ell_sweeps_are_the_same_at_every_simd_level() {
                         level.name()
                     );
                 }
+                let from_zero_at = |at: SimdLevel| {
+                    simd::set_level(at);
+                    let mut out = block(&vec![0.0; n * k]);
+                    let mut stats = Stats::new(&dev, k).unwrap();
+                    dev.ell_jacobi_from_zero(&matrix, 0.8, &bb, &mut out, &mut stats)
+                        .unwrap();
+                    let s = stats.read(&dev).unwrap();
+                    let statistics = (s.sumsq.to_vec(), s.max_abs.to_vec(), s.in_range);
+                    (out.to_f64(&dev).unwrap(), statistics)
+                };
+                assert_eq!(
+                    from_zero_at(level),
+                    from_zero_at(SimdLevel::Scalar),
+                    "Jacobi from zero, {} vs scalar, {p}, {k} columns",
+                    level.name()
+                );
                 // The refinement update (f64 matrix, correction in p).
                 let f64_matrix = EllMatrix::upload(&dev, &ell, Precision::F64).unwrap();
                 let alpha: Vec<f64> = (0..k).map(|c| 0.5 + c as f64 / 7.0).collect();
@@ -655,6 +671,24 @@ fn cpu_column_statistics_do_not_depend_on_the_block_width() {
                     "{p} {op:?} column {c}"
                 );
             }
+        }
+        let from_zero = |b: &[f64], cols: usize| {
+            let mut out = block(&vec![0.0; n * cols], cols, p);
+            let mut stats = Stats::new(&dev, cols).unwrap();
+            dev.ell_jacobi_from_zero(&matrix, 0.9, &block(b, cols, p), &mut out, &mut stats)
+                .unwrap();
+            let s = stats.read(&dev).unwrap();
+            (
+                out.to_f64(&dev).unwrap(),
+                s.sumsq.to_vec(),
+                s.max_abs.to_vec(),
+            )
+        };
+        let (out, sumsq, max_abs) = from_zero(&b, k);
+        for c in [0, 15, 16, 36] {
+            let (o1, s1, m1) = from_zero(&column(&b, c), 1);
+            assert_eq!(o1, column(&out, c), "Jacobi from zero, {p}, column {c}");
+            assert_eq!((s1[0], m1[0]), (sumsq[c], max_abs[c]), "{p} column {c}");
         }
         let update = |x: &[f64], b: &[f64], alpha: &[f64]| {
             let cols = alpha.len();

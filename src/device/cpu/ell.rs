@@ -462,31 +462,40 @@ fn slice_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
                 }
             }
         }
-        // The lanes past a partial last slice are padding rows: counted as zeros, which
-        // change neither sum nor maximum (the same bits as leaving them out), so the
-        // statistics stay full-width register operations.
-        let mut kept = [zero; TILE];
-        for j in 0..TILE {
-            kept[j] = if j < t { o[j] } else { zero };
-        }
-        for j in 0..TILE {
-            let a = kept[j].abs();
-            // Not `max`: NaN must not be dropped here (it shows in Σ v² instead).
-            largest[j] = if a > largest[j] { a } else { largest[j] };
-        }
-        let mut wide = [0.0f64; TILE];
-        for j in 0..TILE {
-            wide[j] = kept[j].to_f64();
-        }
-        for group in wide.chunks_exact(4) {
-            for l in 0..4 {
-                lanes[l] += group[l] * group[l];
-            }
-        }
+        tile_stats(&o, t, &mut lanes, &mut largest);
         S::store::<LEVEL>(&o, out);
     }
     let top = largest.iter().fold(0.0f64, |m, &a| m.max(a.to_f64()));
     fold_column(part, 1, 0, lanes, top, S::MAX);
+}
+
+/// Adds the first `t` rows of a tile of 16 consecutive rows (the first on a multiple of 4)
+/// to one column's statistics: Σ v² into `lanes` in the order of [`record_stats`] (row r
+/// to lane r mod 4), max |v| per lane into `largest`.
+#[inline(always)]
+fn tile_stats<T: Real>(o: &[T; TILE], t: usize, lanes: &mut [f64; 4], largest: &mut [T; TILE]) {
+    // The lanes past a partial tile are padding rows: counted as zeros, which change
+    // neither sum nor maximum (the same bits as leaving them out), so the statistics stay
+    // full-width register operations.
+    let zero = T::zero();
+    let mut kept = [zero; TILE];
+    for j in 0..TILE {
+        kept[j] = if j < t { o[j] } else { zero };
+    }
+    for j in 0..TILE {
+        let a = kept[j].abs();
+        // Not `max`: NaN must not be dropped here (it shows in Σ v² instead).
+        largest[j] = if a > largest[j] { a } else { largest[j] };
+    }
+    let mut wide = [0.0f64; TILE];
+    for j in 0..TILE {
+        wide[j] = kept[j].to_f64();
+    }
+    for group in wide.chunks_exact(4) {
+        for l in 0..4 {
+            lanes[l] += group[l] * group[l];
+        }
+    }
 }
 
 /// Slot s of a slice: its stored values and x gathered at its columns, both in the compute
@@ -508,7 +517,7 @@ fn stored_slot<S: TileIo, const LEVEL: u8>(
 }
 
 /// out = ω D⁻¹ b, with D the diagonal stored apart (the matrix is not read).
-fn jacobi_from_zero<S: Storage>(
+fn jacobi_from_zero<S: Storage + TileIo>(
     a: &Ell<'_, S>,
     omega: f64,
     b: &[S],
@@ -519,6 +528,24 @@ fn jacobi_from_zero<S: Storage>(
     let omega = Compute::<S>::from_f64(omega);
     let chunk_rows = a.chunks.rows;
     let part = partials(stats, a.chunks.count());
+    if nrhs == 1 {
+        out.par_chunks_mut(chunk_rows)
+            .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(1)))
+            .enumerate()
+            .for_each(|(k, (out_chunk, part))| {
+                let rows = k * chunk_rows..k * chunk_rows + out_chunk.len();
+                let args = (&a.diagonal[rows.clone()], &b[rows], omega, out_chunk, part);
+                match simd::level() {
+                    // SAFETY: `simd::level` names only levels this CPU has (F16C included).
+                    #[cfg(target_arch = "x86_64")]
+                    SimdLevel::Avx512 => unsafe { jacobi_rows_avx512(args) },
+                    #[cfg(target_arch = "x86_64")]
+                    SimdLevel::Avx2 => unsafe { jacobi_rows_avx2(args) },
+                    _ => jacobi_rows::<S, { SimdLevel::Scalar as u8 }>(args),
+                }
+            });
+        return reduce(stats);
+    }
     out.par_chunks_mut(chunk_rows * nrhs)
         .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
         .enumerate()
@@ -552,6 +579,45 @@ fn jacobi_from_zero<S: Storage>(
         });
     arena::sync();
     reduce(stats);
+}
+
+/// The arguments of [`jacobi_rows`]: a chunk's diagonal and b, ω in the compute precision,
+/// the chunk's output and statistics partials.
+type JacobiRowsArgs<'a, S> = (&'a [S], &'a [S], Compute<S>, &'a mut [S], &'a mut [f64]);
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn jacobi_rows_avx2<S: Storage + TileIo>(args: JacobiRowsArgs<'_, S>) {
+    jacobi_rows::<S, { SimdLevel::Avx2 as u8 }>(args)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,f16c")]
+unsafe fn jacobi_rows_avx512<S: Storage + TileIo>(args: JacobiRowsArgs<'_, S>) {
+    jacobi_rows::<S, { SimdLevel::Avx512 as u8 }>(args)
+}
+
+/// One chunk of [`jacobi_from_zero`] with one column, fused: per tile of 16 rows
+/// out = (ω / d) b, converted as it is read and written, with the statistics of
+/// [`record_stats`] (one fold per chunk, as its call on the whole chunk did).
+#[inline(always)]
+fn jacobi_rows<S: Storage + TileIo, const LEVEL: u8>(
+    (diagonal, b, omega, out, part): JacobiRowsArgs<'_, S>,
+) {
+    let zero = Compute::<S>::zero();
+    let (mut lanes, mut largest) = ([0.0f64; 4], [zero; TILE]);
+    let tiles = diagonal.chunks(TILE).zip(b.chunks(TILE));
+    for (out, (d, b)) in out.chunks_mut(TILE).zip(tiles) {
+        let (d, b) = (S::load::<LEVEL>(d), S::load::<LEVEL>(b));
+        let mut o = [zero; TILE];
+        for j in 0..TILE {
+            o[j] = omega / d[j] * b[j];
+        }
+        tile_stats(&o, out.len(), &mut lanes, &mut largest);
+        S::store::<LEVEL>(&o, out);
+    }
+    let top = largest.iter().fold(0.0f64, |m, &a| m.max(a.to_f64()));
+    fold_column(part, 1, 0, lanes, top, S::MAX);
 }
 
 /// The refinement update (SPEC §3.2), fused: u_c += α_c c_c and r_c −= α_c (A c)_c, with A
