@@ -31,6 +31,35 @@ const SUB_ROWS: usize = 256;
 
 const _: () = assert!(SLICE == TILE && SUB_ROWS.is_multiple_of(SLICE));
 
+/// Defines `$name::<T>(args)`: `$portable::<T, LEVEL>(args)` compiled for the SIMD level
+/// `simd::level` names (AVX-512F or AVX2, both with F16C, or the scalar baseline) and called
+/// in that copy. The portable body is `#[inline(always)]`, so each copy is its own code.
+macro_rules! per_simd_level {
+    ($(#[$doc:meta])* fn $name:ident<$t:ident>($args:ty) => $portable:ident) => {
+        $(#[$doc])*
+        fn $name<$t: Storage + TileIo>(args: $args) {
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,f16c")]
+            unsafe fn avx2<$t: Storage + TileIo>(args: $args) {
+                $portable::<$t, { SimdLevel::Avx2 as u8 }>(args)
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f,f16c")]
+            unsafe fn avx512<$t: Storage + TileIo>(args: $args) {
+                $portable::<$t, { SimdLevel::Avx512 as u8 }>(args)
+            }
+            match simd::level() {
+                // SAFETY: `simd::level` names only levels this CPU has (F16C included).
+                #[cfg(target_arch = "x86_64")]
+                SimdLevel::Avx512 => unsafe { avx512::<$t>(args) },
+                #[cfg(target_arch = "x86_64")]
+                SimdLevel::Avx2 => unsafe { avx2::<$t>(args) },
+                _ => $portable::<$t, { SimdLevel::Scalar as u8 }>(args),
+            }
+        }
+    };
+}
+
 /// A sliced ELLPACK matrix in S with its chunks.
 struct Ell<'a, S> {
     values: &'a [S],
@@ -118,34 +147,15 @@ type BlockRowsArgs<'a, S> = (
     &'a mut [usize],
 );
 
-/// One sub-block of rows of a pass over A with a block of at least two columns, fused: per
-/// tile of [`simd::TILE`] columns and row, A x from the stored x (converted as it is read),
-/// the op, the output rounded into storage, and the tile's Σ v² and max |v| (added into
-/// `part` at the end of the sub-block). Only the statistics go through (L1) scratch. Each
-/// column keeps the order of operations of [`tile_row_sum`] (even and odd slots apart) and of
-/// [`record_stats`] (Σ v² in f64 over four interleaved rows), so a column gets the same
-/// result and statistics alone and inside a block.
-fn block_rows<S: Storage + TileIo>(args: BlockRowsArgs<'_, S>) {
-    match simd::level() {
-        // SAFETY: `simd::level` names only levels this CPU has (F16C included).
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 => unsafe { block_rows_avx512(args) },
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2 => unsafe { block_rows_avx2(args) },
-        _ => block_rows_portable::<S, { SimdLevel::Scalar as u8 }>(args),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,f16c")]
-unsafe fn block_rows_avx2<S: Storage + TileIo>(args: BlockRowsArgs<'_, S>) {
-    block_rows_portable::<S, { SimdLevel::Avx2 as u8 }>(args)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,f16c")]
-unsafe fn block_rows_avx512<S: Storage + TileIo>(args: BlockRowsArgs<'_, S>) {
-    block_rows_portable::<S, { SimdLevel::Avx512 as u8 }>(args)
+per_simd_level! {
+    /// One sub-block of rows of a pass over A with a block of at least two columns, fused: per
+    /// tile of [`simd::TILE`] columns and row, A x from the stored x (converted as it is read),
+    /// the op, the output rounded into storage, and the tile's Σ v² and max |v| (added into
+    /// `part` at the end of the sub-block). Only the statistics go through (L1) scratch. Each
+    /// column keeps the order of operations of [`tile_row_sum`] (even and odd slots apart) and of
+    /// [`record_stats`] (Σ v² in f64 over four interleaved rows), so a column gets the same
+    /// result and statistics alone and inside a block.
+    fn block_rows<S>(BlockRowsArgs<'_, S>) => block_rows_portable
 }
 
 #[inline(always)]
@@ -378,32 +388,13 @@ type SliceRowsArgs<'a, S> = (
     &'a mut [f64],
 );
 
-/// One sub-block of a pass over A with one column, fused: per slice of 16 rows (the vector
-/// lanes) the slice's A x (values converted as they are read, x gathered at each slot's
-/// columns, [`TileIo::gather`]; even and odd slots summed apart as in [`tile_row_sum`]), the op
-/// (the diagonal from slot 0), the output rounded into storage, and Σ v² and max |v| in the
-/// order of [`record_stats`] (row r to lane r mod 4), added into `part` at the end.
-fn slice_rows<S: Storage + TileIo>(args: SliceRowsArgs<'_, S>) {
-    match simd::level() {
-        // SAFETY: `simd::level` names only levels this CPU has (F16C included).
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 => unsafe { slice_rows_avx512(args) },
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2 => unsafe { slice_rows_avx2(args) },
-        _ => slice_rows_portable::<S, { SimdLevel::Scalar as u8 }>(args),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,f16c")]
-unsafe fn slice_rows_avx2<S: Storage + TileIo>(args: SliceRowsArgs<'_, S>) {
-    slice_rows_portable::<S, { SimdLevel::Avx2 as u8 }>(args)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,f16c")]
-unsafe fn slice_rows_avx512<S: Storage + TileIo>(args: SliceRowsArgs<'_, S>) {
-    slice_rows_portable::<S, { SimdLevel::Avx512 as u8 }>(args)
+per_simd_level! {
+    /// One sub-block of a pass over A with one column, fused: per slice of 16 rows (the vector
+    /// lanes) the slice's A x (values converted as they are read, x gathered at each slot's
+    /// columns, [`TileIo::gather`]; even and odd slots summed apart as in [`tile_row_sum`]), the op
+    /// (the diagonal from slot 0), the output rounded into storage, and Σ v² and max |v| in the
+    /// order of [`record_stats`] (row r to lane r mod 4), added into `part` at the end.
+    fn slice_rows<S>(SliceRowsArgs<'_, S>) => slice_rows_portable
 }
 
 #[inline(always)]
@@ -534,15 +525,7 @@ fn jacobi_from_zero<S: Storage + TileIo>(
             .enumerate()
             .for_each(|(k, (out_chunk, part))| {
                 let rows = k * chunk_rows..k * chunk_rows + out_chunk.len();
-                let args = (&a.diagonal[rows.clone()], &b[rows], omega, out_chunk, part);
-                match simd::level() {
-                    // SAFETY: `simd::level` names only levels this CPU has (F16C included).
-                    #[cfg(target_arch = "x86_64")]
-                    SimdLevel::Avx512 => unsafe { jacobi_rows_avx512(args) },
-                    #[cfg(target_arch = "x86_64")]
-                    SimdLevel::Avx2 => unsafe { jacobi_rows_avx2(args) },
-                    _ => jacobi_rows::<S, { SimdLevel::Scalar as u8 }>(args),
-                }
+                jacobi_rows::<S>((&a.diagonal[rows.clone()], &b[rows], omega, out_chunk, part));
             });
         return reduce(stats);
     }
@@ -585,23 +568,15 @@ fn jacobi_from_zero<S: Storage + TileIo>(
 /// the chunk's output and statistics partials.
 type JacobiRowsArgs<'a, S> = (&'a [S], &'a [S], Compute<S>, &'a mut [S], &'a mut [f64]);
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,f16c")]
-unsafe fn jacobi_rows_avx2<S: Storage + TileIo>(args: JacobiRowsArgs<'_, S>) {
-    jacobi_rows::<S, { SimdLevel::Avx2 as u8 }>(args)
+per_simd_level! {
+    /// One chunk of [`jacobi_from_zero`] with one column, fused: per tile of 16 rows
+    /// out = (ω / d) b, converted as it is read and written, with the statistics of
+    /// [`record_stats`] (one fold per chunk, as its call on the whole chunk did).
+    fn jacobi_rows<S>(JacobiRowsArgs<'_, S>) => jacobi_rows_portable
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,f16c")]
-unsafe fn jacobi_rows_avx512<S: Storage + TileIo>(args: JacobiRowsArgs<'_, S>) {
-    jacobi_rows::<S, { SimdLevel::Avx512 as u8 }>(args)
-}
-
-/// One chunk of [`jacobi_from_zero`] with one column, fused: per tile of 16 rows
-/// out = (ω / d) b, converted as it is read and written, with the statistics of
-/// [`record_stats`] (one fold per chunk, as its call on the whole chunk did).
 #[inline(always)]
-fn jacobi_rows<S: Storage + TileIo, const LEVEL: u8>(
+fn jacobi_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
     (diagonal, b, omega, out, part): JacobiRowsArgs<'_, S>,
 ) {
     let zero = Compute::<S>::zero();
@@ -672,31 +647,12 @@ type UpdateSlicesArgs<'a, 'm, X> = (
     &'a mut [f64],
 );
 
-/// One sub-block of [`refinement_update`] with one column, fused: per slice of 16 rows (the
-/// vector lanes) α c gathered at each slot's columns and converted to f64 as it is read,
-/// A (α c) summed as in [`tile_row_sum`], u and r updated, Σ r² in the order of
-/// [`record_stats`] and max |c| of the rows' own correction.
-fn update_slices<X: Storage + TileIo>(args: UpdateSlicesArgs<'_, '_, X>) {
-    match simd::level() {
-        // SAFETY: `simd::level` names only levels this CPU has (F16C included).
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 => unsafe { update_slices_avx512(args) },
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2 => unsafe { update_slices_avx2(args) },
-        _ => update_slices_portable::<X, { SimdLevel::Scalar as u8 }>(args),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,f16c")]
-unsafe fn update_slices_avx2<X: Storage + TileIo>(args: UpdateSlicesArgs<'_, '_, X>) {
-    update_slices_portable::<X, { SimdLevel::Avx2 as u8 }>(args)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,f16c")]
-unsafe fn update_slices_avx512<X: Storage + TileIo>(args: UpdateSlicesArgs<'_, '_, X>) {
-    update_slices_portable::<X, { SimdLevel::Avx512 as u8 }>(args)
+per_simd_level! {
+    /// One sub-block of [`refinement_update`] with one column, fused: per slice of 16 rows (the
+    /// vector lanes) α c gathered at each slot's columns and converted to f64 as it is read,
+    /// A (α c) summed as in [`tile_row_sum`], u and r updated, Σ r² in the order of
+    /// [`record_stats`] and max |c| of the rows' own correction.
+    fn update_slices<X>(UpdateSlicesArgs<'_, '_, X>) => update_slices_portable
 }
 
 #[inline(always)]
@@ -833,28 +789,9 @@ type UpdateRowsArgs<'a, 'm, X> = (
     &'a mut [usize],
 );
 
-/// One sub-block of [`refinement_update_block`], compiled per SIMD level.
-fn update_rows<X: Storage + TileIo>(args: UpdateRowsArgs<'_, '_, X>) {
-    match simd::level() {
-        // SAFETY: `simd::level` names only levels this CPU has (F16C included).
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 => unsafe { update_rows_avx512(args) },
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2 => unsafe { update_rows_avx2(args) },
-        _ => update_rows_portable::<X, { SimdLevel::Scalar as u8 }>(args),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,f16c")]
-unsafe fn update_rows_avx2<X: Storage + TileIo>(args: UpdateRowsArgs<'_, '_, X>) {
-    update_rows_portable::<X, { SimdLevel::Avx2 as u8 }>(args)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,f16c")]
-unsafe fn update_rows_avx512<X: Storage + TileIo>(args: UpdateRowsArgs<'_, '_, X>) {
-    update_rows_portable::<X, { SimdLevel::Avx512 as u8 }>(args)
+per_simd_level! {
+    /// One sub-block of [`refinement_update_block`], compiled per SIMD level.
+    fn update_rows<X>(UpdateRowsArgs<'_, '_, X>) => update_rows_portable
 }
 
 /// α_c · c_c of one tile in f64 (the lanes past `c.len()` are zero).
