@@ -300,6 +300,135 @@ fn dense_kernels_match_naive_products<D: PscDevice>(dev: &D) {
     }
 }
 
+/// y = A x for one right-hand side: GEMV on a sub-block (offset, leading dimension > rows)
+/// and on wide and tall shapes, SYMV on symmetric matrices of sizes that split into several
+/// parts with partial tiles, in every precision. Small integers, so every sum is exact and
+/// the results equal the f64 products. Where the device's SYMV reads only the lower
+/// triangle, the strict upper one holds NaN and must not show.
+fn matrix_vector_products_match_f64_products<D: PscDevice>(dev: &D) {
+    let entry = |i: usize, j: usize| ((i * 7 + j * 3 + i * j) % 7) as f64 - 3.0;
+    for p in Precision::ALL {
+        for (m, n, ld, offset) in [(225, 7200, 225, 0), (37, 5, 40, 3), (3001, 90, 3001, 0)] {
+            let mut a = vec![0.0; offset + ld * n];
+            for j in 0..n {
+                for i in 0..m {
+                    a[offset + i + j * ld] = entry(i, j);
+                }
+            }
+            let x: Vec<f64> = (0..n).map(|j| (j % 5) as f64 - 2.0).collect();
+            let ad = Data::from_f64(dev, &a, p).unwrap();
+            let mut y = Block::vector(dev, m, p.compute()).unwrap();
+            dev.gemv(
+                MatRef::col_major(&ad, offset, m, n, ld),
+                vector(dev, &x, p.compute()).view(),
+                y.view_mut(),
+            )
+            .unwrap();
+            let want: Vec<f64> = (0..m)
+                .map(|i| (0..n).map(|j| entry(i, j) * x[j]).sum())
+                .collect();
+            assert_eq!(y.to_f64(dev).unwrap(), want, "{p} GEMV {m}×{n}");
+        }
+        for n in [1, 5, 37, 1501, 2003] {
+            let symmetric = |i: usize, j: usize| entry(i.max(j), i.min(j));
+            let lower_only = dev.symv_reads_lower_triangle();
+            let a: Vec<f64> = (0..n * n)
+                .map(|k| {
+                    let (i, j) = (k % n, k / n);
+                    if lower_only && i < j {
+                        f64::NAN
+                    } else {
+                        symmetric(i, j)
+                    }
+                })
+                .collect();
+            let x: Vec<f64> = (0..n).map(|j| (j % 5) as f64 - 2.0).collect();
+            let ad = Data::from_f64(dev, &a, p).unwrap();
+            let mut y = Block::vector(dev, n, p.compute()).unwrap();
+            dev.symv(
+                MatRef::col_major(&ad, 0, n, n, n),
+                vector(dev, &x, p.compute()).view(),
+                y.view_mut(),
+            )
+            .unwrap();
+            let want: Vec<f64> = (0..n)
+                .map(|i| (0..n).map(|j| symmetric(i, j) * x[j]).sum())
+                .collect();
+            assert_eq!(y.to_f64(dev).unwrap(), want, "{p} SYMV {n}×{n}");
+        }
+    }
+}
+
+/// On the CPU a matrix-vector product gives bitwise the same result at every SIMD level
+/// and with any number of threads (the matrix's parts depend on its shape alone).
+#[test]
+fn cpu_matrix_vector_products_are_the_same_at_every_simd_level_and_thread_count() {
+    use tensorfem::device::cpu::simd::{self, SimdLevel};
+    use tensorfem::device::DenseKernels;
+    let dev = tensorfem::device::Cpu::new();
+    let one_thread = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let before = simd::level();
+    for p in Precision::ALL {
+        for n in [37, 2003] {
+            let a = values(n * n, 70);
+            let symmetric: Vec<f64> = (0..n * n)
+                .map(|k| {
+                    let (i, j) = (k % n, k / n);
+                    a[i.max(j) + i.min(j) * n]
+                })
+                .collect();
+            let x = values(n, 71);
+            let (ad, sd) = (
+                Data::from_f64(&dev, &a, p).unwrap(),
+                Data::from_f64(&dev, &symmetric, p).unwrap(),
+            );
+            let xb = vector(&dev, &x, p.compute());
+            let products = |at: SimdLevel| {
+                simd::set_level(at);
+                let mut y = Block::vector(&dev, n, p.compute()).unwrap();
+                let mut z = Block::vector(&dev, n, p.compute()).unwrap();
+                dev.gemv(MatRef::col_major(&ad, 0, n, n, n), xb.view(), y.view_mut())
+                    .unwrap();
+                dev.symv(MatRef::col_major(&sd, 0, n, n, n), xb.view(), z.view_mut())
+                    .unwrap();
+                (y.to_f64(&dev).unwrap(), z.to_f64(&dev).unwrap())
+            };
+            let scalar = products(SimdLevel::Scalar);
+            // Within rounding of the f64 products.
+            let tolerance = match p {
+                Precision::F64 => 1e-12,
+                Precision::F32 => 1e-4,
+                Precision::F16 => 1e-4,
+            };
+            let stored = |v: &[f64]| Data::from_f64(&dev, v, p).unwrap().to_f64(&dev).unwrap();
+            let (sa, ss) = (stored(&a), stored(&symmetric));
+            for (got, m) in [(&scalar.0, &sa), (&scalar.1, &ss)] {
+                let want: Vec<f64> = (0..n)
+                    .map(|i| (0..n).map(|j| m[i + j * n] * x[j]).sum())
+                    .collect();
+                assert!(
+                    max_diff(got, &want) <= tolerance * (n as f64).sqrt(),
+                    "{p} {n}"
+                );
+            }
+            for level in SimdLevel::ALL.into_iter().filter(|l| l.is_supported()) {
+                assert_eq!(
+                    products(level),
+                    scalar,
+                    "{} vs scalar, {p}, n = {n}",
+                    level.name()
+                );
+                let alone = one_thread.install(|| products(level));
+                assert_eq!(alone, scalar, "one thread, {}, {p}, n = {n}", level.name());
+            }
+        }
+    }
+    simd::set_level(before);
+}
+
 /// The fused Gram-Schmidt step: h = Vᵀw, w ← w − V h, the norms before and after.
 /// A batched GEMM with a shared A (stride 0) and B, C blocks at a stride with gaps between
 /// them equals the products one by one; entries between the blocks stay untouched.
@@ -1223,6 +1352,7 @@ device_tests!(
     cuda: vector_kernels_match_naive_loops,
     block_kernels_match_naive_loops,
     dense_kernels_match_naive_products,
+    matrix_vector_products_match_f64_products,
     batched_gemm_equals_separate_products,
     orthogonalize_matches_naive_loops,
     csr_kernels_match_host_products,

@@ -58,6 +58,9 @@ pub struct PscBenchResult {
     pub setup_from_cache: bool,
     /// Bytes of the stored operators in the working precision.
     pub operator_bytes: usize,
+    /// Of those, the bytes one apply reads (Nrhs = 1 on the CPU: half of each symmetric
+    /// dense inverse).
+    pub operator_bytes_read: usize,
     /// Peak resident memory of the process (Linux VmHWM) after the solves, bytes.
     pub peak_memory_bytes: Option<u64>,
     /// Best and median seconds of one apply on the whole block (with --refine: of the
@@ -78,7 +81,7 @@ pub struct PscBenchResult {
     pub gemm_peak_fraction: f64,
     /// gflops_counted / the same peak.
     pub gemm_peak_fraction_counted: f64,
-    /// Stored operator bytes read per apply / seconds, and its fraction of the memory
+    /// Operator bytes read per apply / seconds, and its fraction of the memory
     /// ceiling: the triad on the CPU, the device copy (read + write) on a GPU.
     pub operator_gbs: f64,
     pub bandwidth: &'static str,
@@ -147,7 +150,8 @@ fn run<D: PscDevice>(
     // (on a shared machine one measurement may fall into a slow phase).
     let peak_before = (ceilings.gemm)(params.precision);
     let triad_before = (ceilings.memory)();
-    let operator_bytes = op.operator_bytes() as f64;
+    let operator_bytes_stored = op.operator_bytes();
+    let operator_bytes = op.operator_bytes_read(nrhs) as f64;
     let runs = params.runs;
     let mut failure = None;
     // Counted flops and CG iterations of the last timed solve, and PSC-IR's time to 1e-6
@@ -250,7 +254,8 @@ fn run<D: PscDevice>(
         unknowns: n_unknowns,
         setup_seconds,
         setup_from_cache: from_cache,
-        operator_bytes: operator_bytes as usize,
+        operator_bytes: operator_bytes_stored,
+        operator_bytes_read: operator_bytes as usize,
         peak_memory_bytes: crate::sys::peak_memory(),
         solve_seconds: best,
         solve_seconds_median: median,

@@ -267,6 +267,16 @@ pub trait DenseKernels: Device {
     /// y = A x for a column-major A in storage S, x and y in S's compute precision: one
     /// pass over A (the product of a single right-hand side).
     fn gemv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()>;
+    /// y = A x for a symmetric A (square, column-major, both triangles stored) in storage S:
+    /// what [`DenseKernels::gemv`] computes, reading only the lower triangle where
+    /// [`DenseKernels::symv_reads_lower_triangle`] says so (half the bytes).
+    fn symv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()> {
+        self.gemv(a, x, y)
+    }
+    /// Whether [`DenseKernels::symv`] reads only the lower triangle (else all of A).
+    fn symv_reads_lower_triangle(&self) -> bool {
+        false
+    }
     /// One classical Gram-Schmidt step against the f64 vectors `basis`, fused: h = Vᵀw and
     /// w −= V h in one pass each, with ‖w‖² alongside; returns ‖w‖ before and after.
     fn orthogonalize(

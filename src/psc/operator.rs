@@ -452,6 +452,30 @@ impl<D: PscDevice> PscOperator<D> {
             + self.dt.bytes()
     }
 
+    /// Bytes of the stored operators one apply on `nrhs` columns reads: all of them, but
+    /// only the lower triangle of the symmetric dense inverses for one column where the
+    /// device's SYMV reads half ([`DenseKernels::symv_reads_lower_triangle`]).
+    pub fn operator_bytes_read(&self, nrhs: usize) -> usize {
+        let stored = self.operator_bytes();
+        if nrhs != 1 || !self.dev.symv_reads_lower_triangle() {
+            return stored;
+        }
+        // The strict upper triangle of a square n×n inverse, not read.
+        let upper = |m: &Data<D>| {
+            let size = m.precision().bytes();
+            let n = ((m.bytes() / size) as f64).sqrt().round() as usize;
+            n * n.saturating_sub(1) / 2 * size
+        };
+        match &self.schur {
+            SchurOps::M1 { pi_inv } => stored - upper(pi_inv),
+            SchurOps::M2 {
+                lambda_inv,
+                theta_inv,
+            } => stored - upper(lambda_inv) - upper(theta_inv),
+            SchurOps::M3 { .. } => stored,
+        }
+    }
+
     /// Operations of one C⁻¹ product per right-hand side.
     fn c_inv_flops(&self) -> f64 {
         self.groups
@@ -527,9 +551,10 @@ impl<D: PscDevice> PscOperator<D> {
         Ok(())
     }
 
-    /// out = M v for a square dense inverse M (stored in S, `rows` × `rows`): a GEMM on
-    /// blocks, a streaming GEMV (one pass over M, widened on the fly for f16: faster there
-    /// than the GEMM) for one right-hand side. `low` is v's storage-precision copy.
+    /// out = M v for a symmetric dense inverse M (stored in S, `rows` × `rows`): a GEMM on
+    /// blocks, a streaming SYMV (one pass over M's lower triangle where the device can,
+    /// widened on the fly for f16) for one right-hand side. `low` is v's storage-precision
+    /// copy.
     fn dense_inverse(
         &self,
         m: &Data<D>,
@@ -539,7 +564,7 @@ impl<D: PscDevice> PscOperator<D> {
     ) -> Result<()> {
         let (rows, k) = (v.rows(), v.cols());
         if k == 1 {
-            return self.dev.gemv(
+            return self.dev.symv(
                 MatRef::col_major(m, 0, rows, rows, rows),
                 v.view(),
                 out.view_mut(),
@@ -553,10 +578,17 @@ impl<D: PscDevice> PscOperator<D> {
         )
     }
 
-    /// out_C = B v_E.
+    /// out_C = B v_E (a streaming GEMV for one right-hand side).
     fn b_product(&self, v: &Block<D>, low: &mut Block<D>, out: &mut Block<D>) -> Result<()> {
         let (nc, ne, _) = self.classes.sizes;
         let k = v.cols();
+        if k == 1 {
+            return self.dev.gemv(
+                MatRef::col_major(&self.b, 0, nc, ne, nc),
+                v.view(),
+                out.view_mut(),
+            );
+        }
         let v = operand(&self.dev, v, low)?;
         self.dev.gemm(
             MatRef::col_major(&self.b, 0, nc, ne, nc),
@@ -690,14 +722,14 @@ impl<D: PscDevice> LinOp<D> for PscOperator<D> {
         let per_iteration = match self.schur {
             // Each CG iteration reads the operators of Π p and ~10 E and 3 I vectors.
             SchurOps::M3 { .. } => {
-                (self.operator_bytes() as f64)
+                (self.operator_bytes_read(nrhs) as f64)
                     + k * ((10 * ne + 3 * ni) * self.precision.compute().bytes()) as f64
             }
             _ => 0.0,
         };
         Cost {
             flops: self.flops_per_rhs() * k,
-            bytes: self.operator_bytes() as f64 + k * vectors + iterations * per_iteration,
+            bytes: self.operator_bytes_read(nrhs) as f64 + k * vectors + iterations * per_iteration,
         }
     }
 }

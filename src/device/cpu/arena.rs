@@ -10,6 +10,7 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// Scratch buffers a chunk may hold at once.
 pub const SLOTS: usize = 6;
@@ -139,5 +140,24 @@ pub fn sync() {
     if GROWN.swap(false, Ordering::Relaxed) {
         rayon::broadcast(|_| with(Arena::grow_to_high_water));
         with(Arena::grow_to_high_water);
+    }
+}
+
+/// The caller's scratch of a kernel whose parallel tasks write partial results that one
+/// pass then adds up: kept from one call to the next (grown on first use).
+static SHARED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+/// Runs `f` with `len` values of `T` of shared scratch (previous contents: unspecified). A
+/// second caller while the first still holds it gets a buffer of its own instead of waiting.
+pub fn with_shared<T: bytemuck::Pod, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
+    let words = words::<T>(len);
+    match SHARED.try_lock() {
+        Ok(mut slot) => {
+            if slot.len() < words {
+                slot.resize(words, 0);
+            }
+            f(typed(&mut slot, len))
+        }
+        Err(_) => f(typed(&mut vec![0; words], len)),
     }
 }

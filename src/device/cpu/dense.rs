@@ -9,7 +9,7 @@ use faer::{Accum, Par};
 use half::f16;
 use rayon::prelude::*;
 
-use super::{arena, buffer, buffer_mut, by_precision, slice, slice_mut, Compute, Cpu};
+use super::{arena, buffer, buffer_mut, by_precision, gemv, slice, slice_mut, Compute, Cpu};
 use crate::device::{
     unsupported, Block, DenseKernels, MatMut, MatRef, Scratch, Storage, View, ViewMut,
 };
@@ -289,156 +289,6 @@ fn widen_tile(
     }
 }
 
-/// y = A x for f16 A with AVX, F16C and FMA: per 8 rows, four columns widened in
-/// registers and multiplied into the f32 accumulators (no widened copy of A).
-///
-/// # Safety
-/// The CPU must have AVX, F16C and FMA; `a` holds `columns` columns of `y.len()` rows at
-/// `start + j·ld`, and x has `columns` entries.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx,f16c,fma")]
-unsafe fn gemv_f16_rows(a: &[f16], start: usize, ld: usize, x: &[f32], y: &mut [f32]) {
-    use std::arch::x86_64::*;
-    let rows = y.len();
-    let columns = x.len();
-    let vector_rows = rows - rows % 8;
-    // SAFETY (whole body): every load reads rows start + j·ld + i .. + 8 ≤ start + j·ld +
-    // rows of column j < columns, inside `a` (the caller's guarantee); y and x are indexed
-    // within their lengths.
-    unsafe {
-        let ap = a.as_ptr() as *const u16;
-        let load = |j: usize, i: usize| {
-            _mm256_cvtph_ps(_mm_loadu_si128(ap.add(start + j * ld + i) as *const __m128i))
-        };
-        let mut j = 0;
-        while j + 4 <= columns {
-            let (x0, x1, x2, x3) = (
-                _mm256_set1_ps(x[j]),
-                _mm256_set1_ps(x[j + 1]),
-                _mm256_set1_ps(x[j + 2]),
-                _mm256_set1_ps(x[j + 3]),
-            );
-            let mut i = 0;
-            while i < vector_rows {
-                let mut acc = _mm256_loadu_ps(y.as_ptr().add(i));
-                acc = _mm256_fmadd_ps(load(j, i), x0, acc);
-                acc = _mm256_fmadd_ps(load(j + 1, i), x1, acc);
-                acc = _mm256_fmadd_ps(load(j + 2, i), x2, acc);
-                acc = _mm256_fmadd_ps(load(j + 3, i), x3, acc);
-                _mm256_storeu_ps(y.as_mut_ptr().add(i), acc);
-                i += 8;
-            }
-            j += 4;
-        }
-        while j < columns {
-            let xj = _mm256_set1_ps(x[j]);
-            let mut i = 0;
-            while i < vector_rows {
-                let acc = _mm256_loadu_ps(y.as_ptr().add(i));
-                _mm256_storeu_ps(y.as_mut_ptr().add(i), _mm256_fmadd_ps(load(j, i), xj, acc));
-                i += 8;
-            }
-            j += 1;
-        }
-        for i in vector_rows..rows {
-            for (j, &xj) in x.iter().enumerate() {
-                y[i] += a[start + j * ld + i].to_f32() * xj;
-            }
-        }
-    }
-}
-
-/// Whether [`gemv_f16_rows`] can run here.
-fn fast_f16() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx")
-            && std::arch::is_x86_feature_detected!("f16c")
-            && std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
-}
-
-/// Rows of the matrix one task owns in [`gemv`].
-const GEMV_ROWS: usize = 1024;
-
-/// y = A x for a column-major m×n matrix A (leading dimension `ld`, from `offset`) stored
-/// in S, with x and y in S's compute precision. Each task owns a block of rows and streams
-/// the matching segment of every column once.
-fn gemv<S: Storage>(
-    m: usize,
-    n: usize,
-    a: &[S],
-    offset: usize,
-    ld: usize,
-    x: &[Compute<S>],
-    y: &mut [Compute<S>],
-) {
-    use num_traits::Zero;
-    use std::any::TypeId;
-    const COLUMNS: usize = 4;
-    #[cfg(target_arch = "x86_64")]
-    if TypeId::of::<S>() == TypeId::of::<f16>() && fast_f16() {
-        // SAFETY: S is f16 and its compute type f32 (checked by TypeId).
-        let (a, x, y) = unsafe {
-            (
-                std::slice::from_raw_parts(a.as_ptr() as *const f16, a.len()),
-                std::slice::from_raw_parts(x.as_ptr() as *const f32, x.len()),
-                std::slice::from_raw_parts_mut(y.as_mut_ptr() as *mut f32, y.len()),
-            )
-        };
-        y[..m]
-            .par_chunks_mut(GEMV_ROWS)
-            .enumerate()
-            .for_each(|(task, yb)| {
-                yb.fill(0.0);
-                // SAFETY: the features were detected; the caller checked that A's m × n
-                // block at `offset` with leading dimension `ld` lies inside `a`.
-                unsafe { gemv_f16_rows(a, offset + task * GEMV_ROWS, ld, &x[..n], yb) };
-            });
-        return;
-    }
-    y[..m]
-        .par_chunks_mut(GEMV_ROWS)
-        .enumerate()
-        .for_each(|(task, yb)| {
-            let (first, rows) = (offset + task * GEMV_ROWS, yb.len());
-            let mut buffers = [[Compute::<S>::zero(); GEMV_ROWS]; COLUMNS];
-            yb.iter_mut().for_each(|v| *v = Compute::<S>::zero());
-            for j0 in (0..n).step_by(COLUMNS) {
-                let width = COLUMNS.min(n - j0);
-                // The segments of columns j0..j0+width for these rows, in the compute precision.
-                let mut segments: [&[Compute<S>]; COLUMNS] = [&[]; COLUMNS];
-                for (c, buffer) in buffers.iter_mut().enumerate().take(width) {
-                    let start = first + (j0 + c) * ld;
-                    let stored = &a[start..start + rows];
-                    segments[c] = match S::as_compute(stored) {
-                        Some(same) => same,
-                        None => {
-                            S::widen_slice(stored, &mut buffer[..rows]);
-                            &buffer[..rows]
-                        }
-                    };
-                }
-                if width == COLUMNS {
-                    let (x0, x1, x2, x3) = (x[j0], x[j0 + 1], x[j0 + 2], x[j0 + 3]);
-                    let [s0, s1, s2, s3] = segments;
-                    for i in 0..rows {
-                        yb[i] = yb[i] + s0[i] * x0 + s1[i] * x1 + s2[i] * x2 + s3[i] * x3;
-                    }
-                } else {
-                    for (c, segment) in segments.iter().enumerate().take(width) {
-                        let xc = x[j0 + c];
-                        yb.iter_mut()
-                            .zip(segment.iter())
-                            .for_each(|(yi, &aij)| *yi = *yi + aij * xc);
-                    }
-                }
-            }
-        });
-}
-
 /// Rows per task of the Gram-Schmidt passes.
 const GS_CHUNK: usize = 1 << 14;
 
@@ -511,9 +361,8 @@ impl DenseKernels for Cpu {
         if x.precision() != sp.compute() || y.precision() != sp.compute() {
             return Err(unsupported("gemv", &[sp, x.precision(), y.precision()]));
         }
-        by_precision!(sp, S => gemv::<S>(
-            m,
-            n,
+        by_precision!(sp, S => gemv::gemv::<S>(
+            (m, n),
             buffer::<S>(a.data, "gemv")?,
             a.offset,
             a.col_stride,
@@ -521,6 +370,34 @@ impl DenseKernels for Cpu {
             slice_mut::<Compute<S>>(y, "gemv")?,
         ));
         Ok(())
+    }
+
+    fn symv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()> {
+        let n = a.rows;
+        check_operand(&a, "matrix")?;
+        if a.cols != n || a.row_stride != 1 || x.len < n || y.len < n {
+            return Err(Error::Backend(format!(
+                "SYMV: a {n}×{} column-major matrix with vectors of {} and {}",
+                a.cols, x.len, y.len
+            )));
+        }
+        let sp = a.precision();
+        if x.precision() != sp.compute() || y.precision() != sp.compute() {
+            return Err(unsupported("symv", &[sp, x.precision(), y.precision()]));
+        }
+        by_precision!(sp, S => gemv::symv::<S>(
+            n,
+            buffer::<S>(a.data, "symv")?,
+            a.offset,
+            a.col_stride,
+            slice::<Compute<S>>(&x, "symv")?,
+            slice_mut::<Compute<S>>(y, "symv")?,
+        ));
+        Ok(())
+    }
+
+    fn symv_reads_lower_triangle(&self) -> bool {
+        true
     }
 
     fn orthogonalize(

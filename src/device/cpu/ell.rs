@@ -17,7 +17,7 @@ use num_traits::{Float, Zero};
 use rayon::prelude::*;
 
 use super::arena;
-use super::simd::{self, SimdLevel, TileIo, TILE};
+use super::simd::{per_simd_level, TileIo, TILE};
 use super::vector::{fold_column, partials, record_stats, reduce};
 use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::sparse::Chunks;
@@ -30,35 +30,6 @@ use crate::sparse::{EllLayout, SLICE};
 const SUB_ROWS: usize = 256;
 
 const _: () = assert!(SLICE == TILE && SUB_ROWS.is_multiple_of(SLICE));
-
-/// Defines `$name::<T>(args)`: `$portable::<T, LEVEL>(args)` compiled for the SIMD level
-/// `simd::level` names (AVX-512F or AVX2, both with F16C, or the scalar baseline) and called
-/// in that copy. The portable body is `#[inline(always)]`, so each copy is its own code.
-macro_rules! per_simd_level {
-    ($(#[$doc:meta])* fn $name:ident<$t:ident>($args:ty) => $portable:ident) => {
-        $(#[$doc])*
-        fn $name<$t: Storage + TileIo>(args: $args) {
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx2,f16c")]
-            unsafe fn avx2<$t: Storage + TileIo>(args: $args) {
-                $portable::<$t, { SimdLevel::Avx2 as u8 }>(args)
-            }
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx512f,f16c")]
-            unsafe fn avx512<$t: Storage + TileIo>(args: $args) {
-                $portable::<$t, { SimdLevel::Avx512 as u8 }>(args)
-            }
-            match simd::level() {
-                // SAFETY: `simd::level` names only levels this CPU has (F16C included).
-                #[cfg(target_arch = "x86_64")]
-                SimdLevel::Avx512 => unsafe { avx512::<$t>(args) },
-                #[cfg(target_arch = "x86_64")]
-                SimdLevel::Avx2 => unsafe { avx2::<$t>(args) },
-                _ => $portable::<$t, { SimdLevel::Scalar as u8 }>(args),
-            }
-        }
-    };
-}
 
 /// A sliced ELLPACK matrix in S with its chunks.
 struct Ell<'a, S> {

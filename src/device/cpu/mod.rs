@@ -9,6 +9,7 @@
 mod arena;
 mod dense;
 mod ell;
+mod gemv;
 mod psc;
 pub mod simd;
 mod sparse;
