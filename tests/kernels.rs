@@ -359,6 +359,142 @@ fn matrix_vector_products_match_f64_products<D: PscDevice>(dev: &D) {
     }
 }
 
+/// On the CPU the grid transforms S and Sᵀ of a column alone (its rows split among threads)
+/// are bitwise those of the same column inside a block (a column per task), and match the
+/// sparse matrices.
+#[test]
+fn cpu_grid_transform_of_a_column_alone_equals_it_in_a_block() {
+    use tensorfem::device::PscKernels;
+    let dev = tensorfem::device::Cpu::new();
+    for element in [Element::Q1, Element::P1] {
+        let hb = HierarchicalBasis::new(&unit_square_refined(4, 6, element).unwrap()).unwrap();
+        let (s, n) = (hb.matrix(), hb.len());
+        let st = s.transpose();
+        let k = 4;
+        let x = values(k * n, 52);
+        for p in [Precision::F64, Precision::F32] {
+            let transform = hb.transform(&dev, p).unwrap();
+            for (transpose, matrix) in [(false, &s), (true, &st)] {
+                let run = |host: &[f64], columns: usize| {
+                    let mut b =
+                        Block::from_f64(&dev, host, n, columns, p, Layout::ColMajor).unwrap();
+                    dev.hierarchical_transform(&transform, &mut b, transpose)
+                        .unwrap();
+                    b.to_f64(&dev).unwrap()
+                };
+                let block = run(&x, k);
+                for c in 0..k {
+                    let column = &x[c * n..(c + 1) * n];
+                    let alone = run(column, 1);
+                    assert_eq!(
+                        alone,
+                        block[c * n..(c + 1) * n],
+                        "{element:?} {p} transpose {transpose}"
+                    );
+                    let mut want = vec![0.0; n];
+                    sparse::spmv(
+                        matrix,
+                        &Data::from_f64(&dev, column, p)
+                            .unwrap()
+                            .to_f64(&dev)
+                            .unwrap(),
+                        &mut want,
+                    );
+                    let tolerance = if p == Precision::F64 { 1e-13 } else { 1e-5 };
+                    let scale = want.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+                    assert!(
+                        max_diff(&alone, &want) < tolerance * scale,
+                        "{element:?} {p} transpose {transpose}: {} (scale {scale})",
+                        max_diff(&alone, &want)
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// On the CPU the C/E/I gather and scatter of a column alone (its entries split among
+/// threads) are bitwise those of the same column inside a block (a column per task); classes
+/// that do not partition the unknowns are refused.
+#[test]
+fn cpu_class_passes_of_a_column_alone_equal_it_in_a_block() {
+    use tensorfem::device::PscKernels;
+    let dev = tensorfem::device::Cpu::new();
+    let n = 40_000;
+    // A shuffled partition: C every 997th unknown, then E and I alternating in blocks.
+    let order: Vec<u32> = (0..n as u64)
+        .map(|i| ((i * 7919) % n as u64) as u32)
+        .collect();
+    let (mut c, mut e, mut i) = (Vec::new(), Vec::new(), Vec::new());
+    for (k, &d) in order.iter().enumerate() {
+        match k {
+            k if k % 997 == 0 => c.push(d),
+            k if (k / 300) % 2 == 0 => e.push(d),
+            _ => i.push(d),
+        }
+    }
+    let nc = c.len();
+    let l_c_inv: Vec<f64> = (0..nc * nc)
+        .map(|k| {
+            if k % nc >= k / nc {
+                1.0 + (k % 7) as f64 / 8.0
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let (scale_e, scale_i) = (values(e.len(), 80), values(i.len(), 81));
+    for p in [Precision::F64, Precision::F32] {
+        let classes = Classes::upload(&dev, &c, &e, &i, &l_c_inv, &scale_e, &scale_i, p).unwrap();
+        let block = |v: &[f64], rows: usize| {
+            Block::from_f64(&dev, v, rows, v.len() / rows, p, Layout::ColMajor).unwrap()
+        };
+        let passes = |nodal: &[f64]| {
+            let k = nodal.len() / n;
+            let (mut bc, mut be, mut bi) = (
+                block(&vec![0.0; nc * k], nc),
+                block(&vec![0.0; e.len() * k], e.len()),
+                block(&vec![0.0; i.len() * k], i.len()),
+            );
+            let mut scale = Data::zeros(&dev, k, p).unwrap();
+            dev.psc_gather(
+                &classes,
+                &block(nodal, n),
+                &mut bc,
+                &mut be,
+                &mut bi,
+                &mut scale,
+            )
+            .unwrap();
+            let mut back = block(&vec![0.0; n * k], n);
+            dev.psc_scatter(&classes, &bc, &be, &bi, &scale, &mut back)
+                .unwrap();
+            let parts = [&bc, &be, &bi].map(|b| b.to_f64(&dev).unwrap());
+            (
+                parts,
+                scale.to_f64(&dev).unwrap(),
+                back.to_f64(&dev).unwrap(),
+            )
+        };
+        let k = 3;
+        let x = values(n * k, 82);
+        let (parts, scales, back) = passes(&x);
+        for col in 0..k {
+            let (alone, scale, alone_back) = passes(&x[col * n..(col + 1) * n]);
+            for (a, (whole, rows)) in alone.iter().zip(parts.iter().zip([nc, e.len(), i.len()])) {
+                assert_eq!(a[..], whole[col * rows..(col + 1) * rows], "{p} gather");
+            }
+            assert_eq!(scale[0], scales[col], "{p} scale");
+            assert_eq!(alone_back[..], back[col * n..(col + 1) * n], "{p} scatter");
+        }
+    }
+    // An unknown in two classes, one out of range.
+    for (c, e) in [(vec![0u32], vec![0u32, 1]), (vec![0u32], vec![1u32, 5])] {
+        let bad = Classes::upload(&dev, &c, &e, &[], &[1.0], &[1.0; 2], &[], Precision::F64);
+        assert!(bad.is_err(), "{c:?} {e:?}");
+    }
+}
+
 /// On the CPU a matrix-vector product gives bitwise the same result at every SIMD level
 /// and with any number of threads (the matrix's parts depend on its shape alone).
 #[test]

@@ -127,6 +127,27 @@ impl<D: Device> Classes<D> {
         scale_i: &[f64],
         precision: Precision,
     ) -> Result<Self> {
+        // The scatter writes each unknown once: C, E and I must partition 0..n.
+        let n = c_dofs.len() + e_dofs.len() + i_dofs.len();
+        let mut seen = vec![false; n];
+        for &d in c_dofs.iter().chain(e_dofs).chain(i_dofs) {
+            match seen.get_mut(d as usize) {
+                Some(s) if !*s => *s = true,
+                _ => {
+                    return Err(Error::Backend(format!(
+                        "PSC classes: unknown {d} is out of range or in two classes (n = {n})"
+                    )))
+                }
+            }
+        }
+        if scale_e.len() != e_dofs.len()
+            || scale_i.len() != i_dofs.len()
+            || l_c_inv.len() != c_dofs.len().pow(2)
+        {
+            return Err(Error::Backend(
+                "PSC classes: scalings or L_C⁻¹ do not match the classes".into(),
+            ));
+        }
         Ok(Classes {
             c_dofs: dev.upload(c_dofs)?,
             e_dofs: dev.upload(e_dofs)?,

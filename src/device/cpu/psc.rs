@@ -17,112 +17,179 @@ use crate::precision::{Precision, Real};
 const EDGE_WEIGHT: f64 = 0.5;
 const CELL_WEIGHT: f64 = 0.25;
 
-/// Index helpers of the structured grid of a transform.
+/// Nodes one pass must update before its rows are split among threads.
+const PARALLEL_NODES: usize = 1 << 13;
+
+/// The rows of one column of a grid transform, shared by the tasks of one pass: interior
+/// row j (1 ≤ j < n) holds the unknowns of nodes (1..n, j) at `(j − 1)·(n − 1)`.
+struct GridRows<T> {
+    ptr: *mut T,
+    n: usize,
+}
+
+// SAFETY: the tasks of a pass write disjoint rows and read only rows that no task of the
+// pass writes ([`GridRows::row`], [`GridRows::row_mut`]).
+unsafe impl<T: Send> Send for GridRows<T> {}
+unsafe impl<T: Send> Sync for GridRows<T> {}
+
+impl<T: Real> GridRows<T> {
+    fn new(column: &mut [T], n: usize) -> Self {
+        assert_eq!(column.len(), (n - 1) * (n - 1));
+        GridRows {
+            ptr: column.as_mut_ptr(),
+            n,
+        }
+    }
+
+    /// Grid row j, None on the boundary (j = 0 or n).
+    ///
+    /// # Safety
+    /// No task of the pass writes row j.
+    unsafe fn row(&self, j: usize) -> Option<&[T]> {
+        let width = self.n - 1;
+        // SAFETY: row j − 1 < n − 1 lies in the column; nobody writes it (the caller).
+        (j > 0 && j < self.n)
+            .then(|| unsafe { std::slice::from_raw_parts(self.ptr.add((j - 1) * width), width) })
+    }
+
+    /// Interior grid row j for writing.
+    ///
+    /// # Safety
+    /// Only this task touches row j during the pass.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn row_mut(&self, j: usize) -> &mut [T] {
+        assert!(j > 0 && j < self.n);
+        let width = self.n - 1;
+        // SAFETY: as in `row`; this task owns row j (the caller).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add((j - 1) * width), width) }
+    }
+}
+
+/// Value at node i of a grid row (zero on the boundary: i = 0 or n, or no row).
+#[inline]
+fn at<T: Real>(row: Option<&[T]>, i: usize) -> T {
+    match row {
+        Some(r) if i > 0 && i <= r.len() => r[i - 1],
+        _ => T::zero(),
+    }
+}
+
+/// Runs `task(j)` for the rows j = first, first + step, … < n, in parallel when the pass
+/// updates enough nodes (`nodes_per_row` each) and `split` allows it.
+fn for_rows(
+    (first, step, n): (usize, usize, usize),
+    nodes_per_row: usize,
+    split: bool,
+    task: impl Fn(usize) + Sync + Send,
+) {
+    let count = n.saturating_sub(first).div_ceil(step);
+    if split && count * nodes_per_row >= PARALLEL_NODES {
+        (0..count)
+            .into_par_iter()
+            .for_each(|r| task(first + r * step));
+    } else {
+        (0..count).for_each(|r| task(first + r * step));
+    }
+}
+
+/// The grid transforms of one column, row by row. Level by level (spacing s), each new node
+/// is a child of nodes at spacing 2s: the horizontal edge midpoints (i odd multiple of s,
+/// j a multiple of 2s), the vertical ones (i a multiple of 2s, j odd) and the cell
+/// midpoints (both odd). Within a pass a task owns a row: S writes children and reads the
+/// parents in its row or in rows j ± s; Sᵀ writes parents (rows that are multiples of 2s)
+/// and reads children in its row and in rows j ± s. Each node's additions run in one order
+/// (that of the children's loops in lexicographic order) whether the rows run in parallel
+/// or not.
 struct Grid<'a>(&'a GridTransform);
 
 impl Grid<'_> {
-    /// Unknown index of interior node (i, j); None on the boundary.
-    #[inline]
-    fn dof(&self, i: usize, j: usize) -> Option<usize> {
-        let n = self.0.n;
-        (i > 0 && j > 0 && i < n && j < n).then(|| (i - 1) + (j - 1) * (n - 1))
+    fn weights<T: Real>(&self) -> (T, T) {
+        (T::from_f64(EDGE_WEIGHT), T::from_f64(CELL_WEIGHT))
     }
 
-    /// Value of the unknown at grid point (i, j), zero on the boundary.
-    #[inline]
-    fn at<T: Real>(&self, x: &[T], i: usize, j: usize) -> T {
-        match self.dof(i, j) {
-            Some(d) => x[d],
-            None => T::zero(),
-        }
-    }
-
-    /// Adds `v` to the unknown at (i, j) unless it is a Dirichlet node.
-    #[inline]
-    fn add<T: Real>(&self, x: &mut [T], i: usize, j: usize, v: T) {
-        if let Some(d) = self.dof(i, j) {
-            x[d] = x[d] + v;
-        }
-    }
-
-    /// x ← S x, one column: level by level, each new node adds the weighted values of its
-    /// parents. New nodes of level k (spacing s) are the horizontal edge midpoints (i odd,
-    /// j even multiples of s), the vertical ones (i even, j odd) and the cell midpoints
-    /// (both odd).
-    fn apply<T: Real>(&self, x: &mut [T]) {
+    /// x ← S x for one column; rows split among threads when `split`.
+    fn apply<T: Real>(&self, x: &mut [T], split: bool) {
         let t = self.0;
-        let (n, half, quarter) = (t.n, T::from_f64(EDGE_WEIGHT), T::from_f64(CELL_WEIGHT));
+        let (n, (half, quarter)) = (t.n, self.weights::<T>());
+        let rows = GridRows::new(x, n);
         for k in 1..=t.levels {
             let s = 1 << (t.levels - k);
             let s2 = 2 * s;
-            for j in (s2..n).step_by(s2) {
+            // Horizontal edge midpoints: parents in the same row.
+            for_rows((s2, s2, n), n / s2, split, |j| {
+                // SAFETY: this pass writes and reads row j only in this task.
+                let row = unsafe { rows.row_mut(j) };
                 for i in (s..n).step_by(s2) {
-                    let v = half * (self.at(x, i - s, j) + self.at(x, i + s, j));
-                    self.add(x, i, j, v);
+                    let v = half * (at(Some(row), i - s) + at(Some(row), i + s));
+                    row[i - 1] = row[i - 1] + v;
                 }
-            }
-            for j in (s..n).step_by(s2) {
+            });
+            // Vertical edge and cell midpoints: parents in rows j ± s (multiples of 2s,
+            // which this pass does not write).
+            for_rows((s, s2, n), n / s, split, |j| {
+                // SAFETY: rows j ± s are multiples of 2s; this pass writes odd rows only.
+                let (below, above) = unsafe { (rows.row(j - s), rows.row(j + s)) };
+                // SAFETY: row j is this task's.
+                let row = unsafe { rows.row_mut(j) };
                 for i in (s2..n).step_by(s2) {
-                    let v = half * (self.at(x, i, j - s) + self.at(x, i, j + s));
-                    self.add(x, i, j, v);
+                    let v = half * (at(below, i) + at(above, i));
+                    row[i - 1] = row[i - 1] + v;
                 }
                 for i in (s..n).step_by(s2) {
                     let v = match t.cell_parents {
-                        CellParents::Diagonal => {
-                            half * (self.at(x, i - s, j - s) + self.at(x, i + s, j + s))
-                        }
+                        CellParents::Diagonal => half * (at(below, i - s) + at(above, i + s)),
                         CellParents::Corners => {
                             quarter
-                                * (self.at(x, i - s, j - s)
-                                    + self.at(x, i + s, j - s)
-                                    + self.at(x, i - s, j + s)
-                                    + self.at(x, i + s, j + s))
+                                * (at(below, i - s)
+                                    + at(below, i + s)
+                                    + at(above, i - s)
+                                    + at(above, i + s))
                         }
                     };
-                    self.add(x, i, j, v);
+                    row[i - 1] = row[i - 1] + v;
                 }
-            }
+            });
         }
     }
 
-    /// y ← Sᵀ y, one column: levels in reverse, each new node adds its weighted value to
-    /// its parents.
-    fn apply_transpose<T: Real>(&self, y: &mut [T]) {
+    /// y ← Sᵀ y for one column: levels in reverse, each interior parent adds its children's
+    /// weighted values, in the order the children's loops would scatter them (horizontal
+    /// children in its row, then row j − s's vertical child and cells, then row j + s's).
+    fn apply_transpose<T: Real>(&self, y: &mut [T], split: bool) {
         let t = self.0;
-        let (n, half, quarter) = (t.n, T::from_f64(EDGE_WEIGHT), T::from_f64(CELL_WEIGHT));
+        let (n, (half, quarter)) = (t.n, self.weights::<T>());
+        let rows = GridRows::new(y, n);
         for k in (1..=t.levels).rev() {
             let s = 1 << (t.levels - k);
             let s2 = 2 * s;
-            for j in (s2..n).step_by(s2) {
-                for i in (s..n).step_by(s2) {
-                    let v = half * self.at(y, i, j);
-                    self.add(y, i - s, j, v);
-                    self.add(y, i + s, j, v);
-                }
-            }
-            for j in (s..n).step_by(s2) {
+            for_rows((s2, s2, n), n / s2, split, |j| {
+                // SAFETY: rows j ± s are odd multiples of s, which this pass reads only; row
+                // j is this task's.
+                let (below, above) = unsafe { (rows.row(j - s), rows.row(j + s)) };
+                let row = unsafe { rows.row_mut(j) };
                 for i in (s2..n).step_by(s2) {
-                    let v = half * self.at(y, i, j);
-                    self.add(y, i, j - s, v);
-                    self.add(y, i, j + s, v);
-                }
-                for i in (s..n).step_by(s2) {
+                    let mut v = row[i - 1];
+                    v = v + half * at(Some(row), i - s);
+                    v = v + half * at(Some(row), i + s);
+                    v = v + half * at(below, i);
                     match t.cell_parents {
-                        CellParents::Diagonal => {
-                            let v = half * self.at(y, i, j);
-                            self.add(y, i - s, j - s, v);
-                            self.add(y, i + s, j + s, v);
-                        }
+                        CellParents::Diagonal => v = v + half * at(below, i - s),
                         CellParents::Corners => {
-                            let v = quarter * self.at(y, i, j);
-                            self.add(y, i - s, j - s, v);
-                            self.add(y, i + s, j - s, v);
-                            self.add(y, i - s, j + s, v);
-                            self.add(y, i + s, j + s, v);
+                            v = v + quarter * at(below, i - s);
+                            v = v + quarter * at(below, i + s);
                         }
                     }
+                    v = v + half * at(above, i);
+                    match t.cell_parents {
+                        CellParents::Diagonal => v = v + half * at(above, i + s),
+                        CellParents::Corners => {
+                            v = v + quarter * at(above, i - s);
+                            v = v + quarter * at(above, i + s);
+                        }
+                    }
+                    row[i - 1] = v;
                 }
-            }
+            });
         }
     }
 }
@@ -140,13 +207,21 @@ fn transform<T: Real + crate::device::Storage>(
     match t {
         HierarchicalTransform::Grid(g) => {
             let grid = Grid(g);
-            x.par_chunks_mut(len).for_each(|column| {
+            let columns = x.len() / len;
+            // Few columns: each column's rows in parallel; many: a column per task.
+            let split = columns < rayon::current_num_threads();
+            let one = |column: &mut [T]| {
                 if transpose {
-                    grid.apply_transpose(column)
+                    grid.apply_transpose(column, split)
                 } else {
-                    grid.apply(column)
+                    grid.apply(column, split)
                 }
-            });
+            };
+            if split {
+                x.chunks_mut(len).for_each(one);
+            } else {
+                x.par_chunks_mut(len).for_each(one);
+            }
         }
         HierarchicalTransform::Levels(l) => {
             fn typed<T: crate::device::Storage>(u: &RowUpdate<Cpu>) -> Result<Rows<'_, T>> {
@@ -200,6 +275,80 @@ fn typed<'a, T: Real + crate::device::Storage>(k: &'a Classes<Cpu>) -> Result<Ty
     })
 }
 
+/// Entries per task when one column's gather or scatter is split among threads.
+const CLASS_CHUNK: usize = 1 << 13;
+
+/// `f(start, chunk)` over `out` in chunks of [`CLASS_CHUNK`] (`start`: the chunk's first
+/// index), in parallel when `split`. Each entry is computed alone: the same values either way.
+fn for_chunks<T: Send>(split: bool, out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync + Send) {
+    if split {
+        out.par_chunks_mut(CLASS_CHUNK)
+            .enumerate()
+            .for_each(|(c, chunk)| f(c * CLASS_CHUNK, chunk));
+    } else {
+        f(0, out);
+    }
+}
+
+/// max |v| (exact in any order, so the same split or not).
+fn max_abs<T: Real>(split: bool, v: &[T]) -> T {
+    let chunk_max = |c: &[T]| c.iter().fold(T::zero(), |m, x| m.max(x.abs()));
+    if split {
+        v.par_chunks(CLASS_CHUNK)
+            .map(chunk_max)
+            .reduce(T::zero, |a, b| a.max(b))
+    } else {
+        chunk_max(v)
+    }
+}
+
+/// Few columns: each column's entries split among threads; many: a column per task.
+fn split_columns(columns: usize) -> bool {
+    columns < rayon::current_num_threads()
+}
+
+/// One column into the C/E/I numbering: L_C⁻¹ on C, the scalings on E and I, then scaled
+/// to max-norm 1 (so f16 operands stay in range); returns the scale.
+fn gather_column<T: Real + crate::device::Storage>(
+    k: &Typed<'_, T>,
+    col: &[T],
+    (bc, be, bi): (&mut [T], &mut [T], &mut [T]),
+    split: bool,
+) -> T {
+    let nc = k.c.len();
+    let zero = T::zero();
+    for (kk, out) in bc.iter_mut().enumerate().take(nc) {
+        let mut s = zero;
+        for (l, &d) in k.c.iter().enumerate().take(kk + 1) {
+            s = s + k.l_c_inv[kk + l * nc] * col[d as usize];
+        }
+        *out = s;
+    }
+    for (out, dofs, scales) in [(&mut *be, k.e, k.scale_e), (&mut *bi, k.i, k.scale_i)] {
+        for_chunks(split, out, |start, chunk| {
+            let (dofs, scales) = (&dofs[start..], &scales[start..]);
+            for ((o, &d), &scale) in chunk.iter_mut().zip(dofs).zip(scales) {
+                *o = col[d as usize] * scale;
+            }
+        });
+    }
+    let max = [
+        max_abs(false, &bc[..nc]),
+        max_abs(split, be),
+        max_abs(split, bi),
+    ]
+    .into_iter()
+    .fold(zero, |m, v| m.max(v));
+    let scale = if max > zero { max } else { T::one() };
+    let inv = T::one() / scale;
+    for part in [&mut bc[..nc], be, bi] {
+        for_chunks(split, part, |_, chunk| {
+            chunk.iter_mut().for_each(|v| *v = *v * inv)
+        });
+    }
+    scale
+}
+
 #[allow(clippy::too_many_arguments)]
 fn gather<T: Real + crate::device::Storage>(
     k: &Typed<'_, T>,
@@ -211,46 +360,87 @@ fn gather<T: Real + crate::device::Storage>(
     column_scale: &mut [T],
 ) {
     let (nc, ne, ni) = (k.c.len(), k.e.len(), k.i.len());
-    let zero = T::zero();
-    nodal
-        .par_chunks(n)
-        .zip(bc.par_chunks_mut(nc.max(1)))
-        .zip(be.par_chunks_mut(ne.max(1)))
-        .zip(bi.par_chunks_mut(ni.max(1)))
-        .zip(column_scale.par_iter_mut())
-        .for_each(|((((col, bc), be), bi), column_scale)| {
-            for (kk, out) in bc.iter_mut().enumerate().take(nc) {
-                let mut s = zero;
-                for (l, &d) in k.c.iter().enumerate().take(kk + 1) {
-                    s = s + k.l_c_inv[kk + l * nc] * col[d as usize];
-                }
-                *out = s;
+    let split = split_columns(column_scale.len());
+    let one = |((((col, bc), be), bi), column_scale): (
+        (((&[T], &mut [T]), &mut [T]), &mut [T]),
+        &mut T,
+    )| {
+        *column_scale = gather_column(k, col, (bc, be, bi), split);
+    };
+    if split {
+        // Column after column, each split.
+        nodal
+            .chunks(n)
+            .zip(bc.chunks_mut(nc.max(1)))
+            .zip(be.chunks_mut(ne.max(1)))
+            .zip(bi.chunks_mut(ni.max(1)))
+            .zip(column_scale.iter_mut())
+            .for_each(one);
+    } else {
+        nodal
+            .par_chunks(n)
+            .zip(bc.par_chunks_mut(nc.max(1)))
+            .zip(be.par_chunks_mut(ne.max(1)))
+            .zip(bi.par_chunks_mut(ni.max(1)))
+            .zip(column_scale.par_iter_mut())
+            .for_each(one);
+    }
+}
+
+/// A column's nodal values written at the class indices by the tasks of one scatter: C,
+/// E and I partition the unknowns (checked by [`Classes::upload`]), so every index is
+/// written by exactly one task.
+struct SharedColumn<T>(*mut T, usize);
+
+// SAFETY: see the type's comment: the tasks write disjoint entries.
+unsafe impl<T: Send> Send for SharedColumn<T> {}
+unsafe impl<T: Send> Sync for SharedColumn<T> {}
+
+impl<T> SharedColumn<T> {
+    /// # Safety
+    /// No other task writes or reads entry `d` during the scatter.
+    unsafe fn write(&self, d: usize, v: T) {
+        assert!(d < self.1);
+        // SAFETY: d is inside the column; this task alone touches it (the caller).
+        unsafe { *self.0.add(d) = v };
+    }
+}
+
+/// One column back from the C/E/I numbering: L_C⁻ᵀ on C, the scalings on E and I, times
+/// the column's scale.
+fn scatter_column<T: Real + crate::device::Storage>(
+    k: &Typed<'_, T>,
+    (xc, xe, xi): (&[T], &[T], &[T]),
+    scale: T,
+    col: &mut [T],
+    split: bool,
+) {
+    let nc = k.c.len();
+    let shared = SharedColumn(col.as_mut_ptr(), col.len());
+    for (l, &d) in k.c.iter().enumerate() {
+        let mut s = T::zero();
+        for (kk, &v) in xc.iter().enumerate().take(nc).skip(l) {
+            s = s + k.l_c_inv[kk + l * nc] * v;
+        }
+        // SAFETY: C, E and I partition the column's indices; each is written once.
+        unsafe { shared.write(d as usize, s * scale) };
+    }
+    for (x, dofs, scales) in [(xe, k.e, k.scale_e), (xi, k.i, k.scale_i)] {
+        let task = |start: usize, x: &[T]| {
+            let (dofs, scales) = (&dofs[start..], &scales[start..]);
+            for ((&v, &d), &s) in x.iter().zip(dofs).zip(scales) {
+                // SAFETY: as above.
+                unsafe { shared.write(d as usize, v * s * scale) };
             }
-            for ((out, &d), &scale) in be.iter_mut().zip(k.e).zip(k.scale_e) {
-                *out = col[d as usize] * scale;
-            }
-            for ((out, &d), &scale) in bi.iter_mut().zip(k.i).zip(k.scale_i) {
-                *out = col[d as usize] * scale;
-            }
-            // Scale each column to max-norm 1, so f16 operands stay in range.
-            let max = bc
-                .iter()
-                .take(nc)
-                .chain(be.iter())
-                .chain(bi.iter())
-                .fold(zero, |m, v| m.max(v.abs()));
-            let scale = if max > zero { max } else { T::one() };
-            *column_scale = scale;
-            let inv = T::one() / scale;
-            for v in bc
-                .iter_mut()
-                .take(nc)
-                .chain(be.iter_mut())
-                .chain(bi.iter_mut())
-            {
-                *v = *v * inv;
-            }
-        });
+        };
+        if split {
+            x.par_chunks(CLASS_CHUNK)
+                .enumerate()
+                .for_each(|(c, chunk)| task(c * CLASS_CHUNK, chunk));
+        } else {
+            task(0, x);
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -264,27 +454,27 @@ fn scatter<T: Real + crate::device::Storage>(
     nodal: &mut [T],
 ) {
     let (nc, ne, ni) = (k.c.len(), k.e.len(), k.i.len());
-    nodal
-        .par_chunks_mut(n)
-        .zip(xc.par_chunks(nc.max(1)))
-        .zip(xe.par_chunks(ne.max(1)))
-        .zip(xi.par_chunks(ni.max(1)))
-        .zip(column_scale.par_iter())
-        .for_each(|((((col, xc), xe), xi), &scale)| {
-            for (l, &d) in k.c.iter().enumerate() {
-                let mut s = T::zero();
-                for (kk, &v) in xc.iter().enumerate().take(nc).skip(l) {
-                    s = s + k.l_c_inv[kk + l * nc] * v;
-                }
-                col[d as usize] = s * scale;
-            }
-            for ((&d, &x), &s) in k.e.iter().zip(xe).zip(k.scale_e) {
-                col[d as usize] = x * s * scale;
-            }
-            for ((&d, &x), &s) in k.i.iter().zip(xi).zip(k.scale_i) {
-                col[d as usize] = x * s * scale;
-            }
-        });
+    let split = split_columns(column_scale.len());
+    let one = |((((col, xc), xe), xi), &scale): ((((&mut [T], &[T]), &[T]), &[T]), &T)| {
+        scatter_column(k, (xc, xe, xi), scale, col, split)
+    };
+    if split {
+        nodal
+            .chunks_mut(n)
+            .zip(xc.chunks(nc.max(1)))
+            .zip(xe.chunks(ne.max(1)))
+            .zip(xi.chunks(ni.max(1)))
+            .zip(column_scale.iter())
+            .for_each(one);
+    } else {
+        nodal
+            .par_chunks_mut(n)
+            .zip(xc.par_chunks(nc.max(1)))
+            .zip(xe.par_chunks(ne.max(1)))
+            .zip(xi.par_chunks(ni.max(1)))
+            .zip(column_scale.par_iter())
+            .for_each(one);
+    }
 }
 
 impl PscKernels for Cpu {
