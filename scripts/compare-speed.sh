@@ -10,6 +10,7 @@
 #
 #   scripts/compare-speed.sh [output.jsonl]
 #   OLD=<commit> REPEATS=<n> scripts/compare-speed.sh
+#   ONLY='^psc .*nrhs=1 ' scripts/compare-speed.sh   # the cases whose names match (grep -E)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -29,20 +30,12 @@ cargo build --release --quiet
 old=$work/old-target/release/tensorfem
 new=$root/target/release/tensorfem
 
-# Each build fills its own operator cache first (the formats may differ), untimed.
-for build in old new; do
-  bin=${!build}
-  for n in 256 512; do
-    for p in f32 f16; do
-      "$bin" bench psc --n "$n" --n0 16 --precision "$p" --cache-dir "$work/cache-$build" --json > /dev/null
-    done
-  done
-done
-
 cases=()
 for n in 256 512; do
   for nrhs in 1 64; do
-    for p in f32 f16; do
+    for p in f64 f32 f16; do
+      # f64 only with one right-hand side (the memory-bound apply).
+      [[ $p == f64 && $nrhs != 1 ]] && continue
       cases+=("psc n=$n nrhs=$nrhs $p|bench psc --n $n --n0 16 --nrhs $nrhs --precision $p --json --cache-dir")
     done
   done
@@ -55,6 +48,26 @@ for problem in "2 2048" "3 128"; do
 done
 for precond in braess-sarazin vanka-tuned; do
   cases+=("stokes n=512 $precond|bench stokes --n 512 --precond $precond --json")
+done
+if [[ -n ${ONLY:-} ]]; then
+  kept=()
+  for entry in "${cases[@]}"; do
+    grep -Eq -- "$ONLY" <<< "${entry%%|*}" && kept+=("$entry")
+  done
+  cases=("${kept[@]}")
+fi
+
+# Each build fills its own operator cache first (the formats may differ), untimed.
+declare -A filled=()
+for build in old new; do
+  bin=${!build}
+  for entry in "${cases[@]}"; do
+    [[ $entry == psc* ]] || continue
+    set -- ${entry%%|*} # psc n=N nrhs=K P
+    [[ -n ${filled[$build $2 $4]:-} ]] && continue
+    filled[$build $2 $4]=1
+    "$bin" bench psc --n "${2#n=}" --n0 16 --precision "$4" --cache-dir "$work/cache-$build" --json > /dev/null
+  done
 done
 
 : > "$out"

@@ -349,6 +349,14 @@ fn gather_column<T: Real + crate::device::Storage>(
     scale
 }
 
+/// One column's (nodal, C, E, I, scale) as the zipped iterators hand them out.
+type GatherItem<'a, T> = (
+    (((&'a [T], &'a mut [T]), &'a mut [T]), &'a mut [T]),
+    &'a mut T,
+);
+/// One column's (nodal, C, E, I, scale) for the scatter.
+type ScatterItem<'a, T> = ((((&'a mut [T], &'a [T]), &'a [T]), &'a [T]), &'a T);
+
 #[allow(clippy::too_many_arguments)]
 fn gather<T: Real + crate::device::Storage>(
     k: &Typed<'_, T>,
@@ -361,10 +369,7 @@ fn gather<T: Real + crate::device::Storage>(
 ) {
     let (nc, ne, ni) = (k.c.len(), k.e.len(), k.i.len());
     let split = split_columns(column_scale.len());
-    let one = |((((col, bc), be), bi), column_scale): (
-        (((&[T], &mut [T]), &mut [T]), &mut [T]),
-        &mut T,
-    )| {
+    let one = |((((col, bc), be), bi), column_scale): GatherItem<'_, T>| {
         *column_scale = gather_column(k, col, (bc, be, bi), split);
     };
     if split {
@@ -455,7 +460,7 @@ fn scatter<T: Real + crate::device::Storage>(
 ) {
     let (nc, ne, ni) = (k.c.len(), k.e.len(), k.i.len());
     let split = split_columns(column_scale.len());
-    let one = |((((col, xc), xe), xi), &scale): ((((&mut [T], &[T]), &[T]), &[T]), &T)| {
+    let one = |((((col, xc), xe), xi), &scale): ScatterItem<'_, T>| {
         scatter_column(k, (xc, xe, xi), scale, col, split)
     };
     if split {
