@@ -444,6 +444,10 @@ pub struct PscBenchArgs {
     /// Timed solves after one untimed warm-up (at least this many, and at least 2 s).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
+    /// Also factor the matrix with the sparse Cholesky reference (f64) and time its solve
+    /// of the same block side by side (the factorisation reported apart, excluded).
+    #[arg(long)]
+    pub reference: bool,
     /// Print one JSON object (keys n, n0, nrhs, precision, setup_seconds, solve_seconds,
     /// mdofs, gflops, gemm_peak_fraction, relative_residual, l2_error, and more).
     #[arg(long)]

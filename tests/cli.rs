@@ -684,6 +684,30 @@ fn bench_commands_print_their_json_keys() {
         0.0 < at("seconds_to_1e6") && at("seconds_to_1e6") <= at("seconds_to_1e10"),
         "{r}"
     );
+    assert!(
+        r["reference_solve_seconds"].is_null(),
+        "no reference asked: {r}"
+    );
+    // --reference: the sparse Cholesky's solve of the same block, timed beside it.
+    let c = psc(&[
+        "--precision",
+        "f32",
+        "--refine",
+        "--rtol",
+        "1e-10",
+        "--reference",
+    ]);
+    let at = |key: &str| c[key].as_f64().unwrap_or_else(|| panic!("{key} in {c}"));
+    assert!(at("reference_factor_seconds") > 0.0, "{c}");
+    assert!(0.0 < at("reference_solve_seconds"), "{c}");
+    assert!(
+        at("reference_solve_seconds") <= at("reference_solve_seconds_median"),
+        "{c}"
+    );
+    assert!(
+        at("reference_relative_residual") < 1e-12,
+        "a direct f64 solve: {c}"
+    );
 
     // --method m3: CG iterations and the stopping rule are reported; M1 at a size whose
     // dense |E|×|E| operators no machine holds is refused before any set-up, naming the

@@ -20,6 +20,8 @@ use crate::psc::{
     class_counts, estimated_bytes, refinement_levels, InnerCg, OperatorCache, PscIr, PscMethod,
     PscOperator, PscSetup, RefineParams, SetupKey,
 };
+use crate::reference::CholeskySolver;
+use crate::sparse::Csr;
 
 #[derive(Clone, Debug)]
 pub struct PscBenchParams {
@@ -40,6 +42,9 @@ pub struct PscBenchParams {
     pub rtol: f64,
     /// Timed solves (after one warm-up).
     pub runs: usize,
+    /// Also factor A with the sparse Cholesky reference (f64) and time its solve of the same
+    /// block, side by side.
+    pub reference: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -102,6 +107,54 @@ pub struct PscBenchResult {
     /// Worst column: f64 ‖b − Ax‖₂/‖b‖₂ of the solution and its relative L2 error.
     pub relative_residual: f64,
     pub l2_error: f64,
+    /// --reference: the sparse Cholesky reference (faer, f64) on the same matrix and block:
+    /// factorisation seconds, best and median seconds of its solve of the whole block (the
+    /// factorisation excluded; like the method's, each solve starts by copying the block
+    /// in), and the worst column's f64 relative residual.
+    pub reference_factor_seconds: Option<f64>,
+    pub reference_solve_seconds: Option<f64>,
+    pub reference_solve_seconds_median: Option<f64>,
+    pub reference_relative_residual: Option<f64>,
+}
+
+/// The sparse Cholesky reference on the bench's matrix and block.
+struct ReferenceTimes {
+    factor: f64,
+    best: f64,
+    median: f64,
+    relative_residual: f64,
+}
+
+/// Factors A (timed once) and times the solve of the block `rhs` (Nrhs columns of
+/// `stiffness.nrows()`) with at least `runs` runs.
+fn time_reference(stiffness: &Csr<f64>, rhs: &[f64], runs: usize) -> Result<ReferenceTimes> {
+    let n = crate::sparse::SparseRows::nrows(stiffness);
+    let t = Instant::now();
+    let cholesky = CholeskySolver::factor(stiffness)?;
+    let factor = t.elapsed().as_secs_f64();
+    let mut x = faer::Mat::<f64>::zeros(n, rhs.len() / n);
+    let (best, median) = time_runs(runs, 2.0, || {
+        x.as_mut()
+            .col_iter_mut()
+            .zip(rhs.chunks(n))
+            .for_each(|(column, b)| column.iter_mut().zip(b).for_each(|(xi, bi)| *xi = *bi));
+        cholesky.solve_in_place(x.as_mut());
+    });
+    let mut residual = vec![0.0; n];
+    let relative_residual = rhs
+        .chunks(n)
+        .enumerate()
+        .map(|(c, b)| {
+            let column: Vec<f64> = x.col(c).iter().copied().collect();
+            relative_residual(stiffness, b, &column, &mut residual)
+        })
+        .fold(0.0, f64::max);
+    Ok(ReferenceTimes {
+        factor,
+        best,
+        median,
+        relative_residual,
+    })
 }
 
 /// Distinct wave numbers in the block (columns cycle through them).
@@ -228,6 +281,11 @@ fn run<D: PscDevice>(
         }
     }
 
+    let reference = params
+        .reference
+        .then(|| time_reference(&setup.stiffness, &rhs, runs))
+        .transpose()?;
+
     let (n, n0) = (params.n as f64, params.n0 as f64);
     let l = (n.sqrt() / n0).log2();
     let counted_flops = last.flops + residual_flops;
@@ -278,6 +336,10 @@ fn run<D: PscDevice>(
         cg_rtol: is_m3.then_some(cg.rtol),
         relative_residual: worst_residual,
         l2_error: worst_l2,
+        reference_factor_seconds: reference.as_ref().map(|r| r.factor),
+        reference_solve_seconds: reference.as_ref().map(|r| r.best),
+        reference_solve_seconds_median: reference.as_ref().map(|r| r.median),
+        reference_relative_residual: reference.as_ref().map(|r| r.relative_residual),
     })
 }
 
@@ -447,6 +509,17 @@ pub fn print(r: &PscBenchResult, json: bool) {
         "  accuracy          relative residual {:.2e} (f64), relative L2 error {:.2e}",
         r.relative_residual, r.l2_error
     );
+    if let (Some(factor), Some(best), Some(median), Some(residual)) = (
+        r.reference_factor_seconds,
+        r.reference_solve_seconds,
+        r.reference_solve_seconds_median,
+        r.reference_relative_residual,
+    ) {
+        println!(
+            "  sparse Cholesky   solve {best:.4} s best, {median:.4} s median (factorisation {factor:.2} s, excluded): {:.2}× the method's time; relative residual {residual:.2e}",
+            best / r.solve_seconds
+        );
+    }
 }
 
 /// `tensorfem bench psc`: runs and prints.
@@ -464,6 +537,7 @@ pub fn report(a: &PscBenchArgs) -> Result<()> {
         refine: a.refine.then_some(a.rtol),
         rtol: a.rtol,
         runs: a.runs as usize,
+        reference: a.reference,
     })?;
     print(&result, a.json);
     Ok(())
