@@ -32,21 +32,36 @@ const GROUP: usize = 4;
 /// Rows per task of the final sum of the partials.
 const SUM_ROWS: usize = 1 << 12;
 
-/// Where each part's columns start, and n at the end: about the same number of entries per
-/// part when column j holds `height(j)` of them.
-fn column_parts(n: usize, height: impl Fn(usize) -> usize) -> Vec<usize> {
+/// Where each part's columns start, and n at the end (no allocation: a product allocates
+/// nothing once its scratch has grown).
+struct Parts {
+    bounds: [usize; MAX_PARTS + 1],
+    count: usize,
+}
+
+impl Parts {
+    /// The part boundaries (first column of each part, then n).
+    fn bounds(&self) -> &[usize] {
+        &self.bounds[..=self.count]
+    }
+}
+
+/// About the same number of entries per part when column j holds `height(j)` of them.
+fn column_parts(n: usize, height: impl Fn(usize) -> usize) -> Parts {
     let total: usize = (0..n).map(&height).sum();
     let parts = (total / PART_ENTRIES).clamp(1, MAX_PARTS).min(n.max(1));
-    let mut starts = vec![0];
+    let mut bounds = [0; MAX_PARTS + 1];
+    let mut count = 1;
     let mut seen = 0;
     for j in 0..n {
-        if seen * parts >= starts.len() * total && starts.len() < parts {
-            starts.push(j);
+        if seen * parts >= count * total && count < parts {
+            bounds[count] = j;
+            count += 1;
         }
         seen += height(j);
     }
-    starts.push(n);
-    starts
+    bounds[count] = n;
+    Parts { bounds, count }
 }
 
 /// `src` as one tile, the lanes past its end zero.
@@ -271,8 +286,8 @@ pub(super) fn gemv<S: Storage + TileIo>(
     if m == 0 {
         return;
     }
-    let starts = column_parts(n, |_| m);
-    let parts = starts.len() - 1;
+    let parts = column_parts(n, |_| m);
+    let (starts, parts) = (parts.bounds(), parts.count);
     arena::with_shared::<Compute<S>, _>(parts * m, |partials| {
         partials
             .par_chunks_mut(m)
@@ -299,8 +314,8 @@ pub(super) fn symv<S: Storage + TileIo>(
     if n == 0 {
         return;
     }
-    let starts = column_parts(n, |j| n - j);
-    let parts = starts.len() - 1;
+    let parts = column_parts(n, |j| n - j);
+    let (starts, parts) = (parts.bounds(), parts.count);
     arena::with_shared::<Compute<S>, _>(parts * n, |partials| {
         partials
             .par_chunks_mut(n)
@@ -349,7 +364,8 @@ mod tests {
     #[test]
     fn parts_cover_the_columns_with_similar_areas() {
         for n in [1, 7, 300, 7200] {
-            let starts = column_parts(n, |j| n - j);
+            let parts = column_parts(n, |j| n - j);
+            let starts = parts.bounds();
             assert_eq!((starts[0], *starts.last().unwrap()), (0, n));
             assert!(starts.windows(2).all(|w| w[0] < w[1]), "{starts:?}");
             let area = |a: usize, b: usize| (a..b).map(|j| n - j).sum::<usize>();
@@ -360,7 +376,7 @@ mod tests {
                 assert!(area(w[0], w[1]).abs_diff(ideal) <= n, "{n}: {starts:?}");
             }
         }
-        assert_eq!(column_parts(7200, |j| 7200 - j).len() - 1, MAX_PARTS);
-        assert_eq!(column_parts(300, |_| 225).len() - 1, 1);
+        assert_eq!(column_parts(7200, |j| 7200 - j).count, MAX_PARTS);
+        assert_eq!(column_parts(300, |_| 225).count, 1);
     }
 }
