@@ -145,8 +145,8 @@ fn time_reference(stiffness: &Csr<f64>, rhs: &[f64], runs: usize) -> Result<Refe
         .chunks(n)
         .enumerate()
         .map(|(c, b)| {
-            let column: Vec<f64> = x.col(c).iter().copied().collect();
-            relative_residual(stiffness, b, &column, &mut residual)
+            let column = x.col(c).try_as_col_major().expect("a column of a Mat");
+            relative_residual(stiffness, b, column.as_slice(), &mut residual)
         })
         .fold(0.0, f64::max);
     Ok(ReferenceTimes {

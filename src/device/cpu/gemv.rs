@@ -287,17 +287,14 @@ pub(super) fn gemv<S: Storage + TileIo>(
         return;
     }
     let parts = column_parts(n, |_| m);
-    let (starts, parts) = (parts.bounds(), parts.count);
-    arena::with_shared::<Compute<S>, _>(parts * m, |partials| {
-        partials
-            .par_chunks_mut(m)
-            .enumerate()
-            .for_each(|(k, partial)| {
-                let (j0, j1) = (starts[k], starts[k + 1]);
-                gemv_part::<S>((&a[offset + j0 * ld..], ld, m, &x[j0..j1], partial));
-            });
-        sum_partials(partials, &starts[..parts], |_| 0, y);
-    });
+    sum_over_parts(
+        &parts,
+        y,
+        |_| 0,
+        |(j0, j1), partial| {
+            gemv_part::<S>((&a[offset + j0 * ld..], ld, m, &x[j0..j1], partial));
+        },
+    );
 }
 
 /// y = A x for a symmetric n×n A (column-major, leading dimension `ld`, from `offset`) of
@@ -315,15 +312,32 @@ pub(super) fn symv<S: Storage + TileIo>(
         return;
     }
     let parts = column_parts(n, |j| n - j);
-    let (starts, parts) = (parts.bounds(), parts.count);
-    arena::with_shared::<Compute<S>, _>(parts * n, |partials| {
+    sum_over_parts(
+        &parts,
+        y,
+        |j0| j0 / TILE * TILE,
+        |columns, partial| {
+            symv_part::<S>((a, offset, ld, columns, x, partial));
+        },
+    );
+}
+
+/// y = Σ_k partial_k: `part((j0, j1), partial_k)` writes each part's partial (`y.len()` rows,
+/// in the shared scratch) in parallel, then the partials are added in part order; part k's
+/// partial counts from row `first(j0)` (a multiple of [`TILE`], increasing with k).
+fn sum_over_parts<T: Real + bytemuck::Pod>(
+    parts: &Parts,
+    y: &mut [T],
+    first: impl Fn(usize) -> usize + Sync,
+    part: impl Fn((usize, usize), &mut [T]) + Sync,
+) {
+    let (rows, bounds) = (y.len(), parts.bounds());
+    arena::with_shared::<T, _>(parts.count * rows, |partials| {
         partials
-            .par_chunks_mut(n)
+            .par_chunks_mut(rows)
             .enumerate()
-            .for_each(|(k, partial)| {
-                symv_part::<S>((a, offset, ld, (starts[k], starts[k + 1]), x, partial));
-            });
-        sum_partials(partials, &starts[..parts], |j0| j0 / TILE * TILE, y);
+            .for_each(|(k, partial)| part((bounds[k], bounds[k + 1]), partial));
+        sum_partials(partials, &bounds[..parts.count], first, y);
     });
 }
 

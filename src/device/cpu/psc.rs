@@ -210,18 +210,13 @@ fn transform<T: Real + crate::device::Storage>(
             let columns = x.len() / len;
             // Few columns: each column's rows in parallel; many: a column per task.
             let split = columns < rayon::current_num_threads();
-            let one = |column: &mut [T]| {
+            x.par_chunks_mut(len).for_each(|column| {
                 if transpose {
                     grid.apply_transpose(column, split)
                 } else {
                     grid.apply(column, split)
                 }
-            };
-            if split {
-                x.chunks_mut(len).for_each(one);
-            } else {
-                x.par_chunks_mut(len).for_each(one);
-            }
+            });
         }
         HierarchicalTransform::Levels(l) => {
             fn typed<T: crate::device::Storage>(u: &RowUpdate<Cpu>) -> Result<Rows<'_, T>> {
@@ -302,7 +297,7 @@ fn max_abs<T: Real>(split: bool, v: &[T]) -> T {
     }
 }
 
-/// Few columns: each column's entries split among threads; many: a column per task.
+/// Few columns: each column's entries are split among threads too; many: a column per task.
 fn split_columns(columns: usize) -> bool {
     columns < rayon::current_num_threads()
 }
@@ -349,14 +344,6 @@ fn gather_column<T: Real + crate::device::Storage>(
     scale
 }
 
-/// One column's (nodal, C, E, I, scale) as the zipped iterators hand them out.
-type GatherItem<'a, T> = (
-    (((&'a [T], &'a mut [T]), &'a mut [T]), &'a mut [T]),
-    &'a mut T,
-);
-/// One column's (nodal, C, E, I, scale) for the scatter.
-type ScatterItem<'a, T> = ((((&'a mut [T], &'a [T]), &'a [T]), &'a [T]), &'a T);
-
 #[allow(clippy::too_many_arguments)]
 fn gather<T: Real + crate::device::Storage>(
     k: &Typed<'_, T>,
@@ -369,27 +356,16 @@ fn gather<T: Real + crate::device::Storage>(
 ) {
     let (nc, ne, ni) = (k.c.len(), k.e.len(), k.i.len());
     let split = split_columns(column_scale.len());
-    let one = |((((col, bc), be), bi), column_scale): GatherItem<'_, T>| {
-        *column_scale = gather_column(k, col, (bc, be, bi), split);
-    };
-    if split {
-        // Column after column, each split.
-        nodal
-            .chunks(n)
-            .zip(bc.chunks_mut(nc.max(1)))
-            .zip(be.chunks_mut(ne.max(1)))
-            .zip(bi.chunks_mut(ni.max(1)))
-            .zip(column_scale.iter_mut())
-            .for_each(one);
-    } else {
-        nodal
-            .par_chunks(n)
-            .zip(bc.par_chunks_mut(nc.max(1)))
-            .zip(be.par_chunks_mut(ne.max(1)))
-            .zip(bi.par_chunks_mut(ni.max(1)))
-            .zip(column_scale.par_iter_mut())
-            .for_each(one);
-    }
+    // A task per column; with few columns each also splits its entries (nested tasks).
+    nodal
+        .par_chunks(n)
+        .zip(bc.par_chunks_mut(nc.max(1)))
+        .zip(be.par_chunks_mut(ne.max(1)))
+        .zip(bi.par_chunks_mut(ni.max(1)))
+        .zip(column_scale.par_iter_mut())
+        .for_each(|((((col, bc), be), bi), column_scale)| {
+            *column_scale = gather_column(k, col, (bc, be, bi), split);
+        });
 }
 
 /// A column's nodal values written at the class indices by the tasks of one scatter: C,
@@ -460,26 +436,15 @@ fn scatter<T: Real + crate::device::Storage>(
 ) {
     let (nc, ne, ni) = (k.c.len(), k.e.len(), k.i.len());
     let split = split_columns(column_scale.len());
-    let one = |((((col, xc), xe), xi), &scale): ScatterItem<'_, T>| {
-        scatter_column(k, (xc, xe, xi), scale, col, split)
-    };
-    if split {
-        nodal
-            .chunks_mut(n)
-            .zip(xc.chunks(nc.max(1)))
-            .zip(xe.chunks(ne.max(1)))
-            .zip(xi.chunks(ni.max(1)))
-            .zip(column_scale.iter())
-            .for_each(one);
-    } else {
-        nodal
-            .par_chunks_mut(n)
-            .zip(xc.par_chunks(nc.max(1)))
-            .zip(xe.par_chunks(ne.max(1)))
-            .zip(xi.par_chunks(ni.max(1)))
-            .zip(column_scale.par_iter())
-            .for_each(one);
-    }
+    nodal
+        .par_chunks_mut(n)
+        .zip(xc.par_chunks(nc.max(1)))
+        .zip(xe.par_chunks(ne.max(1)))
+        .zip(xi.par_chunks(ni.max(1)))
+        .zip(column_scale.par_iter())
+        .for_each(|((((col, xc), xe), xi), &scale)| {
+            scatter_column(k, (xc, xe, xi), scale, col, split)
+        });
 }
 
 impl PscKernels for Cpu {
