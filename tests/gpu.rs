@@ -65,7 +65,7 @@ fn block<D: Device>(
 
 fn stats_of<D: Device>(dev: &D, stats: &mut Stats<D>) -> Vec<f64> {
     let s = stats.read(dev).unwrap();
-    let mut v: Vec<f64> = s.sumsq.iter().chain(s.max_abs).copied().collect();
+    let mut v: Vec<f64> = s.sumsq.unwrap().iter().chain(s.max_abs).copied().collect();
     v.push(f64::from(u8::from(s.in_range)));
     v
 }

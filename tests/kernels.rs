@@ -46,6 +46,21 @@ fn max_diff(a: &[f64], b: &[f64]) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// [`test_matrix`] with 4 on the diagonal (so Jacobi steps stay finite): rows of up to 4
+/// entries, not a stencil's 9 or 27 (the CPU kernels' generic width).
+fn test_matrix_with_diagonal(n: usize) -> Csr<f64> {
+    let a = test_matrix(n);
+    let values = (0..n)
+        .flat_map(|r| {
+            let (cols, vals) = a.row(r);
+            cols.iter()
+                .zip(vals)
+                .map(move |(&c, &v)| if c as usize == r { 4.0 } else { v })
+        })
+        .collect();
+    Csr::new(n, n, a.row_ptr().to_vec(), a.col_idx().to_vec(), values).unwrap()
+}
+
 /// A random-ish sparse matrix with `n` rows, several entries per row.
 fn test_matrix(n: usize) -> Csr<f64> {
     let mut row_ptr = vec![0];
@@ -177,7 +192,7 @@ fn block_kernels_match_naive_loops<D: PscDevice>(dev: &D) {
             let column = &col_major[c * n..(c + 1) * n];
             let sumsq: f64 = column.iter().map(|v| v * v).sum();
             let max = column.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-            assert!((s.sumsq[c] - sumsq).abs() < 1e-10 * sumsq);
+            assert!((s.sumsq.unwrap()[c] - sumsq).abs() < 1e-10 * sumsq);
             assert_eq!(s.max_abs[c], max);
         }
     }
@@ -188,8 +203,8 @@ fn block_kernels_match_naive_loops<D: PscDevice>(dev: &D) {
     dev.column_stats(&alone, &mut single).unwrap();
     dev.column_stats(&nm, &mut stats).unwrap();
     assert_eq!(
-        single.read(dev).unwrap().sumsq[0].to_bits(),
-        stats.read(dev).unwrap().sumsq[2].to_bits()
+        single.read(dev).unwrap().sumsq.unwrap()[0].to_bits(),
+        stats.read(dev).unwrap().sumsq.unwrap()[2].to_bits()
     );
 
     // Cast with a scale per column into f16: rounded once; a huge value is out of range.
@@ -718,7 +733,7 @@ fn csr_kernels_match_host_products<D: PscDevice>(dev: &D) {
             assert!((rs[g] - want).abs() < 1e-13);
             sumsq += want * want;
         }
-        assert!((s.sumsq[j] - sumsq).abs() < 1e-10 * sumsq);
+        assert!((s.sumsq.unwrap()[j] - sumsq).abs() < 1e-10 * sumsq);
         let cmax = c[span].iter().fold(0.0f64, |m, v| m.max(v.abs()));
         assert_eq!(s.max_abs[j], cmax, "the maxima are those of the correction");
     }
@@ -802,15 +817,13 @@ fn ell_kernels_match_host_products<D: Kernels>(dev: &D) {
 }
 
 /// The CPU's ELL sweeps give bitwise the same block at every vector-instruction level this
-/// CPU has (scalar, AVX2, AVX-512), one and many columns, every precision and row operation.
+/// CPU has (scalar, AVX2, AVX-512), one and many columns (whole and partial tiles), every
+/// precision and row operation, for rows of 9 and 27 slots (compiled apart) and of another
+/// width, with and without Σ v².
 #[test]
 fn ell_sweeps_are_the_same_at_every_simd_level() {
     use tensorfem::device::cpu::simd::{self, SimdLevel};
-    use tensorfem::device::MultigridKernels;
     let dev = tensorfem::device::Cpu::new();
-    let a = assemble_level(2, 64).unwrap(); // two chunks, a partial last slice
-    let n = sparse::SparseRows::nrows(&a);
-    let ell = Ell::from_csr_diagonal_first(&a, dev.ell_layout()).unwrap();
     let before = simd::level();
     let mut levels = Vec::new();
     for level in SimdLevel::ALL {
@@ -818,83 +831,152 @@ fn ell_sweeps_are_the_same_at_every_simd_level() {
             continue;
         }
         levels.push(level.name());
-        for k in [1, 40] {
-            let (x, b) = (values(n * k, 60), values(n * k, 61));
-            for p in Precision::ALL {
-                let matrix = EllMatrix::upload(&dev, &ell, p).unwrap();
-                let block =
-                    |v: &[f64]| Block::from_f64(&dev, v, n, k, p, Layout::NodeMajor).unwrap();
-                let bb = block(&b);
-                for op in [RowOp::Apply, RowOp::Residual, RowOp::Jacobi { omega: 0.8 }] {
-                    let sweep_at = |at: SimdLevel| {
-                        simd::set_level(at);
-                        let mut out = block(&vec![0.0; n * k]);
-                        let mut stats = Stats::new(&dev, k).unwrap();
-                        let b = (op != RowOp::Apply).then_some(&bb);
-                        dev.ell_sweep(&matrix, op, &block(&x), b, &mut out, &mut stats)
-                            .unwrap();
-                        let s = stats.read(&dev).unwrap();
-                        let statistics = (s.sumsq.to_vec(), s.max_abs.to_vec(), s.in_range);
-                        (out.to_f64(&dev).unwrap(), statistics)
-                    };
-                    assert_eq!(
-                        sweep_at(level),
-                        sweep_at(SimdLevel::Scalar),
-                        "{} vs scalar, {p}, {op:?}, {k} columns",
-                        level.name()
-                    );
-                }
-                let from_zero_at = |at: SimdLevel| {
-                    simd::set_level(at);
-                    let mut out = block(&vec![0.0; n * k]);
-                    let mut stats = Stats::new(&dev, k).unwrap();
-                    dev.ell_jacobi_from_zero(&matrix, 0.8, &bb, &mut out, &mut stats)
-                        .unwrap();
-                    let s = stats.read(&dev).unwrap();
-                    let statistics = (s.sumsq.to_vec(), s.max_abs.to_vec(), s.in_range);
-                    (out.to_f64(&dev).unwrap(), statistics)
-                };
-                assert_eq!(
-                    from_zero_at(level),
-                    from_zero_at(SimdLevel::Scalar),
-                    "Jacobi from zero, {} vs scalar, {p}, {k} columns",
-                    level.name()
-                );
-                // The refinement update (f64 matrix, correction in p).
-                let f64_matrix = EllMatrix::upload(&dev, &ell, Precision::F64).unwrap();
-                let alpha: Vec<f64> = (0..k).map(|c| 0.5 + c as f64 / 7.0).collect();
-                let update_at = |at: SimdLevel| {
-                    simd::set_level(at);
-                    let f64_block = |v: &[f64]| {
-                        Block::from_f64(&dev, v, n, k, Precision::F64, Layout::NodeMajor).unwrap()
-                    };
-                    let (mut u, mut r) = (f64_block(&x), f64_block(&b));
-                    let mut stats = Stats::new(&dev, k).unwrap();
-                    dev.ell_refine_update(
-                        &f64_matrix,
-                        &block(&x),
-                        &alpha,
-                        &mut u,
-                        &mut r,
-                        &mut stats,
-                    )
-                    .unwrap();
-                    let s = stats.read(&dev).unwrap();
-                    let statistics = (s.sumsq.to_vec(), s.max_abs.to_vec(), s.in_range);
-                    (u.to_f64(&dev).unwrap(), r.to_f64(&dev).unwrap(), statistics)
-                };
-                assert_eq!(
-                    update_at(level),
-                    update_at(SimdLevel::Scalar),
-                    "refinement update, {} vs scalar, correction in {p}, {k} columns",
-                    level.name()
-                );
+        // Two chunks and a partial last slice; a 3D stencil; a generic width.
+        for a in [
+            assemble_level(2, 64).unwrap(),
+            assemble_level(3, 8).unwrap(),
+            test_matrix_with_diagonal(700),
+        ] {
+            for norms in [true, false] {
+                sweeps_at_simd_level(&dev, &a, level, norms);
             }
         }
     }
     simd::set_level(before);
     println!("SIMD levels checked: {levels:?}");
     assert_eq!(levels[0], "scalar");
+}
+
+/// [`ell_sweeps_are_the_same_at_every_simd_level`] for one matrix and level.
+fn sweeps_at_simd_level(
+    dev: &tensorfem::device::Cpu,
+    a: &Csr<f64>,
+    level: tensorfem::device::cpu::simd::SimdLevel,
+    norms: bool,
+) {
+    use tensorfem::device::cpu::simd::{self, SimdLevel};
+    use tensorfem::device::MultigridKernels;
+    let dev = *dev;
+    let n = sparse::SparseRows::nrows(a);
+    let ell = Ell::from_csr_diagonal_first(a, dev.ell_layout()).unwrap();
+    let new_stats = |k| {
+        if norms {
+            Stats::new(&dev, k).unwrap()
+        } else {
+            Stats::without_norms(&dev, k).unwrap()
+        }
+    };
+    for k in [1, 40] {
+        let (x, b) = (values(n * k, 60), values(n * k, 61));
+        for p in Precision::ALL {
+            // As the solver stores its levels: rounding-level entries dropped (3D).
+            let stored = tensorfem::mg::without_roundoff(ell.clone(), p);
+            let matrix = EllMatrix::upload(&dev, &stored, p).unwrap();
+            let block = |v: &[f64]| Block::from_f64(&dev, v, n, k, p, Layout::NodeMajor).unwrap();
+            let bb = block(&b);
+            for op in [RowOp::Apply, RowOp::Residual, RowOp::Jacobi { omega: 0.8 }] {
+                let sweep_at = |at: SimdLevel| {
+                    simd::set_level(at);
+                    let mut out = block(&vec![0.0; n * k]);
+                    let mut stats = new_stats(k);
+                    let b = (op != RowOp::Apply).then_some(&bb);
+                    dev.ell_sweep(&matrix, op, &block(&x), b, &mut out, &mut stats)
+                        .unwrap();
+                    let s = stats.read(&dev).unwrap();
+                    assert_eq!(s.sumsq.is_some(), norms);
+                    let statistics = (s.sumsq.map(<[f64]>::to_vec), s.max_abs.to_vec(), s.in_range);
+                    (out.to_f64(&dev).unwrap(), statistics)
+                };
+                assert_eq!(
+                    sweep_at(level),
+                    sweep_at(SimdLevel::Scalar),
+                    "{} vs scalar, {p}, {op:?}, {k} columns, width {}, norms {norms}",
+                    level.name(),
+                    ell.width()
+                );
+            }
+            let from_zero_at = |at: SimdLevel| {
+                simd::set_level(at);
+                let mut out = block(&vec![0.0; n * k]);
+                let mut stats = Stats::new(&dev, k).unwrap();
+                dev.ell_jacobi_from_zero(&matrix, 0.8, &bb, &mut out, &mut stats)
+                    .unwrap();
+                let s = stats.read(&dev).unwrap();
+                let statistics = (s.sumsq.unwrap().to_vec(), s.max_abs.to_vec(), s.in_range);
+                (out.to_f64(&dev).unwrap(), statistics)
+            };
+            assert_eq!(
+                from_zero_at(level),
+                from_zero_at(SimdLevel::Scalar),
+                "Jacobi from zero, {} vs scalar, {p}, {k} columns",
+                level.name()
+            );
+            // The refinement update (f64 matrix, correction in p).
+            let f64_matrix = EllMatrix::upload(&dev, &ell, Precision::F64).unwrap();
+            let alpha: Vec<f64> = (0..k).map(|c| 0.5 + c as f64 / 7.0).collect();
+            let update_at = |at: SimdLevel| {
+                simd::set_level(at);
+                let f64_block = |v: &[f64]| {
+                    Block::from_f64(&dev, v, n, k, Precision::F64, Layout::NodeMajor).unwrap()
+                };
+                let (mut u, mut r) = (f64_block(&x), f64_block(&b));
+                let mut stats = Stats::new(&dev, k).unwrap();
+                dev.ell_refine_update(&f64_matrix, &block(&x), &alpha, &mut u, &mut r, &mut stats)
+                    .unwrap();
+                let s = stats.read(&dev).unwrap();
+                let statistics = (s.sumsq.unwrap().to_vec(), s.max_abs.to_vec(), s.in_range);
+                (u.to_f64(&dev).unwrap(), r.to_f64(&dev).unwrap(), statistics)
+            };
+            assert_eq!(
+                update_at(level),
+                update_at(SimdLevel::Scalar),
+                "refinement update, {} vs scalar, correction in {p}, {k} columns",
+                level.name()
+            );
+        }
+    }
+}
+
+/// Statistics made without Σ v² (a multigrid level's) give the same maxima and the same
+/// output as with, no sums, and still flag a NaN or an infinity (one column and a block;
+/// without Σ v² the CPU keeps a NaN in its maxima instead).
+#[test]
+fn statistics_without_norms_keep_maxima_and_flag_nan() {
+    use tensorfem::device::MultigridKernels;
+    let dev = tensorfem::device::Cpu::new();
+    let a = assemble_level(2, 32).unwrap();
+    let n = sparse::SparseRows::nrows(&a);
+    let ell = Ell::from_csr_diagonal_first(&a, dev.ell_layout()).unwrap();
+    for p in Precision::ALL {
+        let matrix = EllMatrix::upload(&dev, &ell, p).unwrap();
+        for k in [1, 40] {
+            let sweep = |x: &[f64], norms: bool| {
+                let block = |v: &[f64]| Block::from_f64(&dev, v, n, k, p, Layout::NodeMajor);
+                let (x, b) = (block(x).unwrap(), block(&values(n * k, 81)).unwrap());
+                let mut out = block(&vec![0.0; n * k]).unwrap();
+                let mut stats = match norms {
+                    true => Stats::new(&dev, k).unwrap(),
+                    false => Stats::without_norms(&dev, k).unwrap(),
+                };
+                let op = RowOp::Jacobi { omega: 0.8 };
+                dev.ell_sweep(&matrix, op, &x, Some(&b), &mut out, &mut stats)
+                    .unwrap();
+                let s = stats.read(&dev).unwrap();
+                assert_eq!(s.sumsq.is_some(), norms);
+                (out.to_f64(&dev).unwrap(), s.max_abs.to_vec(), s.in_range)
+            };
+            let x = values(n * k, 80);
+            let (with, without) = (sweep(&x, true), sweep(&x, false));
+            assert_eq!(with, without, "{p}, {k} columns");
+            assert!(without.2);
+            for bad in [f64::NAN, f64::INFINITY] {
+                // Not representable in f16/f32 either: the stored x is non-finite.
+                let mut x = x.clone();
+                x[(n / 2) * k + k - 1] = bad;
+                assert!(!sweep(&x, false).2, "{bad} in x, {p}, {k} columns");
+            }
+        }
+    }
 }
 
 /// On the CPU a column's statistics (Σ v², max |v|) from a sweep or a refinement update of a
@@ -925,7 +1007,7 @@ fn cpu_column_statistics_do_not_depend_on_the_block_width() {
                 dev.ell_sweep(&matrix, op, &block(x, cols, p), b, &mut out, &mut stats)
                     .unwrap();
                 let s = stats.read(&dev).unwrap();
-                (s.sumsq.to_vec(), s.max_abs.to_vec())
+                (s.sumsq.unwrap().to_vec(), s.max_abs.to_vec())
             };
             let (sumsq, max_abs) = sweep(&x, &b, k);
             for c in [0, 15, 16, 36] {
@@ -945,7 +1027,7 @@ fn cpu_column_statistics_do_not_depend_on_the_block_width() {
             let s = stats.read(&dev).unwrap();
             (
                 out.to_f64(&dev).unwrap(),
-                s.sumsq.to_vec(),
+                s.sumsq.unwrap().to_vec(),
                 s.max_abs.to_vec(),
             )
         };
@@ -975,7 +1057,7 @@ fn cpu_column_statistics_do_not_depend_on_the_block_width() {
             (
                 u.to_f64(&dev).unwrap(),
                 r.to_f64(&dev).unwrap(),
-                s.sumsq.to_vec(),
+                s.sumsq.unwrap().to_vec(),
                 s.max_abs.to_vec(),
             )
         };
@@ -1133,7 +1215,7 @@ fn cpu_grid_transfers_alone_in_a_block_and_at_every_simd_level() {
                         (
                             restricted.to_f64(&dev).unwrap(),
                             prolongated.to_f64(&dev).unwrap(),
-                            s.sumsq.to_vec(),
+                            s.sumsq.unwrap().to_vec(),
                         )
                     };
                 let (r_block, p_block, sumsq) = run(&f, &c, &scales);

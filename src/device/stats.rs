@@ -20,21 +20,24 @@ pub struct Stats<D: Device> {
     /// The reduced values are on the device, not yet in `host` (backends that reduce on the
     /// device set it; [`Stats::read`] copies them from the front of `partials`).
     pub on_device: bool,
+    /// Σ v² is wanted ([`Stats::without_norms`] clears it: kernels may then skip it).
+    norms: bool,
 }
 
 /// The statistics of one block, on the host.
 #[derive(Clone, Copy, Debug)]
 pub struct ColumnStats<'a> {
-    pub sumsq: &'a [f64],
+    /// Σ v² per column; `None` for statistics made [`Stats::without_norms`].
+    pub sumsq: Option<&'a [f64]>,
     pub max_abs: &'a [f64],
     /// Every stored value finite and within the storage precision's range.
     pub in_range: bool,
 }
 
 impl ColumnStats<'_> {
-    /// ‖column c‖₂.
+    /// ‖column c‖₂ (statistics made with [`Stats::new`]; a programming error otherwise).
     pub fn norm(&self, c: usize) -> f64 {
-        self.sumsq[c].sqrt()
+        self.sumsq.expect("norms of statistics made without norms")[c].sqrt()
     }
 }
 
@@ -45,7 +48,22 @@ impl<D: Device> Stats<D> {
             partials: dev.zeros(0)?,
             host: vec![0.0; Self::len_for(nrhs)],
             on_device: false,
+            norms: true,
         })
+    }
+
+    /// Statistics whose readers need only max |v| and the range flag (a multigrid level's):
+    /// the CPU kernels then skip Σ v², and [`Stats::read`] gives no sums.
+    pub fn without_norms(dev: &D, nrhs: usize) -> Result<Self> {
+        Ok(Stats {
+            norms: false,
+            ..Self::new(dev, nrhs)?
+        })
+    }
+
+    /// Whether Σ v² is wanted.
+    pub fn norms(&self) -> bool {
+        self.norms
     }
 
     /// Values of the reduced statistics of `nrhs` columns.
@@ -66,7 +84,7 @@ impl<D: Device> Stats<D> {
         let (sumsq, rest) = self.host.split_at(self.nrhs);
         let (max_abs, flag) = rest.split_at(self.nrhs);
         Ok(ColumnStats {
-            sumsq,
+            sumsq: self.norms.then_some(sumsq),
             max_abs,
             in_range: flag[0] == 0.0,
         })

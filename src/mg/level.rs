@@ -28,8 +28,11 @@ pub(super) struct Level<D: Kernels> {
     pub nrhs: usize,
     /// The residual, or the next Jacobi iterate (node-major N × nrhs).
     pub tmp: Block<D>,
-    /// Statistics of the last kernel that wrote into this level.
+    /// Statistics of the last kernel that wrote into this level: max |v| and the range
+    /// flag, all the cycle reads (no Σ v², which the CPU kernels then skip).
     pub stats: Stats<D>,
+    /// Statistics with Σ v²: the residual norms of the plain cycles' stopping test.
+    pub norm_stats: Stats<D>,
     /// Per column: the scale of this level's residual where it enters a coarser f16 level.
     pub scale: Vec<f64>,
     /// The base solve (coarsest level only).
@@ -141,7 +144,8 @@ impl<D: Kernels> Level<D> {
             transfer,
             nrhs: 0,
             tmp: Block::zeros(dev, 0, 0, precision, Layout::NodeMajor).map_err(other)?,
-            stats: Stats::new(dev, 0).map_err(other)?,
+            stats: Stats::without_norms(dev, 0).map_err(other)?,
+            norm_stats: Stats::new(dev, 0).map_err(other)?,
             scale: Vec::new(),
             cg: None,
             singular,
@@ -170,7 +174,8 @@ impl<D: Kernels> Level<D> {
             return Ok(());
         }
         self.tmp = self.block(dev, nrhs)?;
-        self.stats = Stats::new(dev, nrhs)?;
+        self.stats = Stats::without_norms(dev, nrhs)?;
+        self.norm_stats = Stats::new(dev, nrhs)?;
         self.scale = vec![1.0; nrhs];
         if self.index == 0 {
             self.cg = Some(BlockCg::new(
@@ -203,7 +208,12 @@ impl<D: Kernels> Level<D> {
 
     /// Fails unless every value the last kernel stored was finite and in range.
     pub fn check(&mut self, dev: &D, what: &str) -> Result<(), MgFailure> {
-        if self.stats.read(dev).map_err(other)?.in_range {
+        let in_range = self.stats.read(dev).map_err(other)?.in_range;
+        self.fail_unless(in_range, what)
+    }
+
+    fn fail_unless(&self, in_range: bool, what: &str) -> Result<(), MgFailure> {
+        if in_range {
             return Ok(());
         }
         let precision = self.precision();
@@ -305,10 +315,39 @@ impl<D: Kernels> Level<D> {
         )
         .map_err(other)?;
         self.check(dev, "the residual")?;
-        Ok(Cost {
+        Ok(self.residual_cost())
+    }
+
+    /// tmp = b − A x and each column's ‖b − A x‖₂ (from `norm_stats`).
+    pub fn residual_norms(
+        &mut self,
+        dev: &D,
+        b: &Block<D>,
+        x: &Block<D>,
+    ) -> Result<(Cost, Vec<f64>), MgFailure> {
+        dev.ell_sweep(
+            &self.matrix,
+            RowOp::Residual,
+            x,
+            Some(b),
+            &mut self.tmp,
+            &mut self.norm_stats,
+        )
+        .map_err(other)?;
+        let stats = self.norm_stats.read(dev).map_err(other)?;
+        let (in_range, norms) = (
+            stats.in_range,
+            (0..self.nrhs).map(|c| stats.norm(c)).collect(),
+        );
+        self.fail_unless(in_range, "the residual")?;
+        Ok((self.residual_cost(), norms))
+    }
+
+    fn residual_cost(&self) -> Cost {
+        Cost {
             flops: self.matrix_flops() + (self.unknowns * self.nrhs) as f64,
             bytes: self.matrix_bytes() + 3.0 * self.vector_bytes(),
-        })
+        }
     }
 
     /// The base solve: CG on every column in this level's precision, from x = 0, until

@@ -698,7 +698,7 @@ impl<D: PscDevice> LinOp<D> for PscOperator<D> {
             self.dev.column_stats(x, &mut ws.stats)?;
             let s = ws.stats.read(&self.dev)?;
             let limit = self.precision.compute().max();
-            match (0..k).find(|&c| !(s.sumsq[c].is_finite() && s.max_abs[c] <= limit)) {
+            match (0..k).find(|&c| !(s.norm(c).is_finite() && s.max_abs[c] <= limit)) {
                 Some(c) => Err(Error::from(super::PscError::not_finite(
                     self.method(),
                     self.precision,

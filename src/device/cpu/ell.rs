@@ -106,6 +106,7 @@ type BlockRowsArgs<'a, S> = (
     usize,
     RowOp,
     Compute<S>,
+    bool,
     &'a [S],
     &'a [S],
     usize,
@@ -130,13 +131,26 @@ per_simd_level! {
 }
 
 #[inline(always)]
-fn block_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
+fn block_rows_portable<S: Storage + TileIo, const LEVEL: u8>(args: BlockRowsArgs<'_, S>) {
+    match args.2 {
+        9 => block_rows_of_width::<S, LEVEL, 9>(args),
+        27 => block_rows_of_width::<S, LEVEL, 27>(args),
+        _ => block_rows_of_width::<S, LEVEL, 0>(args),
+    }
+}
+
+/// [`block_rows`] for rows of `WIDTH` slots (0: any width): the 2D and 3D stencils' widths
+/// compiled apart, so the slot loops unroll and a row's values stay in registers across
+/// its tiles.
+#[inline(always)]
+fn block_rows_of_width<S: Storage + TileIo, const LEVEL: u8, const WIDTH: usize>(
     (
         values,
         cols,
         width,
         op,
         omega,
+        norms,
         x,
         b,
         nrhs,
@@ -149,6 +163,7 @@ fn block_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
         offsets,
     ): BlockRowsArgs<'_, S>,
 ) {
+    let width = if WIDTH == 0 { width } else { WIDTH };
     let rows = out.len() / nrhs;
     let zero = Compute::<S>::zero();
     sumsq.fill([0.0; TILE]);
@@ -163,34 +178,91 @@ fn block_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
         let row_values = &row_values[..width];
         // Slot 0 holds the diagonal.
         let w = omega / row_values[0];
-        for (tile, c0) in (0..nrhs).step_by(TILE).enumerate() {
-            let t = TILE.min(nrhs - c0);
-            let x_at = |s: usize| {
-                let start = offsets[s] + c0;
-                S::load::<LEVEL>(&x[start..start + t])
-            };
-            let ax = tile_row_sum(row_values, x_at);
-            let own = (r0 + i) * nrhs + c0;
-            let mut o = [zero; TILE];
-            match op {
-                RowOp::Apply => o = ax,
-                RowOp::Residual => {
-                    let bs = S::load::<LEVEL>(&b[own..own + t]);
-                    for c in 0..TILE {
-                        o[c] = bs[c] - ax[c];
-                    }
-                }
-                RowOp::Jacobi { .. } => {
-                    let (bs, xs) = (
-                        S::load::<LEVEL>(&b[own..own + t]),
-                        S::load::<LEVEL>(&x[own..own + t]),
-                    );
-                    for c in 0..TILE {
-                        o[c] = xs[c] + w * (bs[c] - ax[c]);
-                    }
+        let row = RowTiles {
+            row_values,
+            offsets: &offsets[..width],
+            op,
+            w,
+            norms,
+            x,
+            b,
+            own: (r0 + i) * nrhs,
+        };
+        let out = &mut out[i * nrhs..(i + 1) * nrhs];
+        let full = nrhs / TILE;
+        // Whole tiles with the tile width a constant (no partial-tile paths), then the rest.
+        for tile in 0..full {
+            row.tile::<LEVEL>(
+                tile * TILE,
+                TILE,
+                out,
+                &mut sumsq[4 * tile + i % 4],
+                &mut largest[tile],
+            );
+        }
+        if nrhs % TILE != 0 {
+            row.tile::<LEVEL>(
+                full * TILE,
+                nrhs % TILE,
+                out,
+                &mut sumsq[4 * full + i % 4],
+                &mut largest[full],
+            );
+        }
+    }
+    fold_tiles(part, nrhs, sumsq, largest, S::MAX);
+}
+
+/// One row of [`block_rows`]: its values (compute precision), where each slot's x row
+/// starts, the op with ω / a_ii, x and b whole, and where the row starts in them.
+struct RowTiles<'a, S: Stored> {
+    row_values: &'a [Compute<S>],
+    offsets: &'a [usize],
+    op: RowOp,
+    w: Compute<S>,
+    norms: bool,
+    x: &'a [S],
+    b: &'a [S],
+    own: usize,
+}
+
+impl<S: Storage + TileIo> RowTiles<'_, S> {
+    /// The row's `t` columns from `c0` (`t` ≤ TILE): A x, the op, the output rounded into
+    /// `out`, Σ v² into `lane` and max |v| into `top`.
+    #[inline(always)]
+    fn tile<const LEVEL: u8>(
+        &self,
+        c0: usize,
+        t: usize,
+        out: &mut [S],
+        lane: &mut [f64; TILE],
+        top: &mut [Compute<S>; TILE],
+    ) {
+        let ax = tile_row_sum(self.row_values, |s| {
+            let start = self.offsets[s] + c0;
+            S::load::<LEVEL>(&self.x[start..start + t])
+        });
+        let own = self.own + c0..self.own + c0 + t;
+        let mut o = ax;
+        match self.op {
+            RowOp::Apply => {}
+            RowOp::Residual => {
+                let bs = S::load::<LEVEL>(&self.b[own]);
+                for c in 0..TILE {
+                    o[c] = bs[c] - ax[c];
                 }
             }
-            let (lane, top) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
+            RowOp::Jacobi { .. } => {
+                let (bs, xs) = (
+                    S::load::<LEVEL>(&self.b[own.clone()]),
+                    S::load::<LEVEL>(&self.x[own]),
+                );
+                for c in 0..TILE {
+                    o[c] = xs[c] + self.w * (bs[c] - ax[c]);
+                }
+            }
+        }
+        if self.norms {
             for c in 0..TILE {
                 let a = o[c].abs();
                 // Not `max`: NaN must not be dropped here (it shows in Σ v² instead).
@@ -203,10 +275,11 @@ fn block_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
             for c in 0..TILE {
                 lane[c] += wide[c] * wide[c];
             }
-            S::store::<LEVEL>(&o, &mut out[i * nrhs + c0..i * nrhs + c0 + t]);
+        } else {
+            S::fold_magnitudes(top, &o);
         }
+        S::store::<LEVEL>(&o, &mut out[c0..c0 + t]);
     }
-    fold_tiles(part, nrhs, sumsq, largest, S::MAX);
 }
 
 /// Σ_s v_s x_s over one row for a tile of columns, `tile_at(s)` giving slot s's x tile: even
@@ -265,6 +338,7 @@ fn sweep_block<S: Storage + TileIo>(
         _ => Compute::<S>::zero(),
     };
     let chunk_rows = a.chunks.rows;
+    let norms = stats.norms();
     let part = partials(stats, a.chunks.count());
     out.par_chunks_mut(chunk_rows * nrhs)
         .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
@@ -287,8 +361,8 @@ fn sweep_block<S: Storage + TileIo>(
                     let values = widened(&a.values[a.slices(r0, len)], slot);
                     let out = &mut out_chunk[sub * nrhs..(sub + len) * nrhs];
                     block_rows::<S>((
-                        values, a.cols, a.width, op, omega, x, b, nrhs, r0, out, part, sumsq,
-                        largest, row_values, offsets,
+                        values, a.cols, a.width, op, omega, norms, x, b, nrhs, r0, out, part,
+                        sumsq, largest, row_values, offsets,
                     ));
                 }
             })
@@ -777,10 +851,20 @@ fn scaled_tile<X: TileIo, const LEVEL: u8>(scale: &[f64; TILE], c: &[X]) -> [f64
 }
 
 #[inline(always)]
-fn update_rows_portable<X: Storage + TileIo, const LEVEL: u8>(
+fn update_rows_portable<X: Storage + TileIo, const LEVEL: u8>(args: UpdateRowsArgs<'_, '_, X>) {
+    match args.0.width {
+        9 => update_rows_of_width::<X, LEVEL, 9>(args),
+        27 => update_rows_of_width::<X, LEVEL, 27>(args),
+        _ => update_rows_of_width::<X, LEVEL, 0>(args),
+    }
+}
+
+/// [`update_rows`] for rows of `WIDTH` slots (0: any width), as [`block_rows_of_width`].
+#[inline(always)]
+fn update_rows_of_width<X: Storage + TileIo, const LEVEL: u8, const WIDTH: usize>(
     (a, correction, alpha, nrhs, r0, u, r, part, sumsq, largest, row_values, offsets): UpdateRowsArgs<'_, '_, X>,
 ) {
-    let width = a.width;
+    let width = if WIDTH == 0 { a.width } else { WIDTH };
     let rows = u.len() / nrhs;
     let (values, cols) = (&a.values[r0 * width..], &a.cols[r0 * width..]);
     sumsq.fill([0.0; TILE]);
@@ -791,30 +875,72 @@ fn update_rows_portable<X: Storage + TileIo, const LEVEL: u8>(
             row_values[s] = values[k];
             offsets[s] = cols[k] as usize * nrhs;
         }
-        let row_values = &row_values[..width];
-        for (tile, c0) in (0..nrhs).step_by(TILE).enumerate() {
-            let t = TILE.min(nrhs - c0);
-            let mut scale = [0.0; TILE];
-            scale[..t].copy_from_slice(&alpha[c0..c0 + t]);
-            let ac = tile_row_sum(row_values, |s| {
-                let start = offsets[s] + c0;
-                scaled_tile::<X, LEVEL>(&scale, &correction[start..start + t])
-            });
-            let own_start = (r0 + i) * nrhs + c0;
-            let own = X::load::<LEVEL>(&correction[own_start..own_start + t]);
-            let local = i * nrhs + c0..i * nrhs + c0 + t;
-            let (sumsq, largest) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
-            for (j, (u, r)) in u[local.clone()].iter_mut().zip(&mut r[local]).enumerate() {
-                *u += scale[j] * Real::to_f64(own[j]);
-                *r -= ac[j];
-                sumsq[j] += *r * *r;
-                let c = Real::to_f64(own[j]).abs();
-                largest[j] = if c > largest[j] { c } else { largest[j] };
-            }
+        let row = UpdateTiles {
+            row_values: &row_values[..width],
+            offsets: &offsets[..width],
+            correction,
+            alpha,
+            own: (r0 + i) * nrhs,
+        };
+        let (u, r) = (
+            &mut u[i * nrhs..(i + 1) * nrhs],
+            &mut r[i * nrhs..(i + 1) * nrhs],
+        );
+        let full = nrhs / TILE;
+        // Whole tiles with the tile width a constant (no partial-tile paths), then the rest.
+        for tile in 0..full {
+            let (lane, top) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
+            row.tile::<LEVEL>(tile * TILE, TILE, u, r, lane, top);
+        }
+        if nrhs % TILE != 0 {
+            let (lane, top) = (&mut sumsq[4 * full + i % 4], &mut largest[full]);
+            row.tile::<LEVEL>(full * TILE, nrhs % TILE, u, r, lane, top);
         }
     }
     // This record's maxima are |c|'s, which no limit applies to.
     fold_tiles(part, nrhs, sumsq, largest, f64::INFINITY);
+}
+
+/// One row of [`update_rows`]: its f64 values, where each slot's correction row starts, the
+/// correction whole, α, and where the row starts in the correction.
+struct UpdateTiles<'a, X> {
+    row_values: &'a [f64],
+    offsets: &'a [usize],
+    correction: &'a [X],
+    alpha: &'a [f64],
+    own: usize,
+}
+
+impl<X: Storage + TileIo> UpdateTiles<'_, X> {
+    /// The row's `t` columns from `c0` (`t` ≤ TILE) of u and r (the row's): u += α c,
+    /// r −= A (α c), Σ r² into `lane`, max |c| into `top`.
+    #[inline(always)]
+    fn tile<const LEVEL: u8>(
+        &self,
+        c0: usize,
+        t: usize,
+        u: &mut [f64],
+        r: &mut [f64],
+        lane: &mut [f64; TILE],
+        top: &mut [f64; TILE],
+    ) {
+        let mut scale = [0.0; TILE];
+        scale[..t].copy_from_slice(&self.alpha[c0..c0 + t]);
+        let ac = tile_row_sum(self.row_values, |s| {
+            let start = self.offsets[s] + c0;
+            scaled_tile::<X, LEVEL>(&scale, &self.correction[start..start + t])
+        });
+        let own_start = self.own + c0;
+        let own = X::load::<LEVEL>(&self.correction[own_start..own_start + t]);
+        let (u, r) = (&mut u[c0..c0 + t], &mut r[c0..c0 + t]);
+        for (j, (u, r)) in u.iter_mut().zip(r).enumerate() {
+            *u += scale[j] * Real::to_f64(own[j]);
+            *r -= ac[j];
+            lane[j] += *r * *r;
+            let c = Real::to_f64(own[j]).abs();
+            top[j] = if c > top[j] { c } else { top[j] };
+        }
+    }
 }
 
 fn check(what: &str, block: &Block<Cpu>, rows: usize, nrhs: usize) -> Result<()> {

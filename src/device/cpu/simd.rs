@@ -182,11 +182,38 @@ pub trait TileIo: Stored {
     /// construction, checked when a matrix is uploaded; this keeps a bad one from reading
     /// out of bounds, alike at every level). `src` must not be empty.
     fn gather<const LEVEL: u8>(src: &[Self], idx: &[u32; TILE], lo: u32) -> [Self::Compute; TILE];
+    /// `top[j] = max(top[j], |values[j]|)` for every lane, keeping a NaN (`top` starts at
+    /// zero): the maxima of statistics without Σ v², which otherwise shows a NaN.
+    fn fold_magnitudes(top: &mut [Self::Compute; TILE], values: &[Self::Compute; TILE]);
+}
+
+/// [`TileIo::fold_magnitudes`] on the bits: with the sign cleared, non-negative floats read
+/// as (signed, non-negative) integers order like their values, with NaN above +∞; the
+/// integer maximum is one instruction and, unlike a float maximum, never drops a NaN.
+#[inline(always)]
+fn fold_magnitudes_f32(top: &mut [f32; TILE], values: &[f32; TILE]) {
+    for (t, v) in top.iter_mut().zip(values) {
+        let magnitude = (v.to_bits() & 0x7fff_ffff) as i32;
+        *t = f32::from_bits((t.to_bits() as i32).max(magnitude) as u32);
+    }
+}
+
+/// [`fold_magnitudes_f32`] for f64.
+#[inline(always)]
+fn fold_magnitudes_f64(top: &mut [f64; TILE], values: &[f64; TILE]) {
+    for (t, v) in top.iter_mut().zip(values) {
+        let magnitude = (v.to_bits() & 0x7fff_ffff_ffff_ffff) as i64;
+        *t = f64::from_bits((t.to_bits() as i64).max(magnitude) as u64);
+    }
 }
 
 macro_rules! same_type_tiles {
-    ($t:ty, $avx512:ident, $avx2:ident) => {
+    ($t:ty, $avx512:ident, $avx2:ident, $fold:ident) => {
         impl TileIo for $t {
+            #[inline(always)]
+            fn fold_magnitudes(top: &mut [$t; TILE], values: &[$t; TILE]) {
+                $fold(top, values)
+            }
             #[inline(always)]
             fn gather<const LEVEL: u8>(src: &[$t], idx: &[u32; TILE], lo: u32) -> [$t; TILE] {
                 if let Some(first) = consecutive_run(src, idx, lo) {
@@ -233,10 +260,14 @@ macro_rules! same_type_tiles {
         }
     };
 }
-same_type_tiles!(f32, gather_f32_avx512, gather_f32_avx2);
-same_type_tiles!(f64, gather_f64_avx512, gather_f64_avx2);
+same_type_tiles!(f32, gather_f32_avx512, gather_f32_avx2, fold_magnitudes_f32);
+same_type_tiles!(f64, gather_f64_avx512, gather_f64_avx2, fold_magnitudes_f64);
 
 impl TileIo for f16 {
+    #[inline(always)]
+    fn fold_magnitudes(top: &mut [f32; TILE], values: &[f32; TILE]) {
+        fold_magnitudes_f32(top, values)
+    }
     #[inline(always)]
     fn gather<const LEVEL: u8>(src: &[f16], idx: &[u32; TILE], lo: u32) -> [f32; TILE] {
         match consecutive_run(src, idx, lo) {

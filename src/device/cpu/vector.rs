@@ -110,8 +110,9 @@ pub(super) fn fold_column(
     let total = ((lanes[0] + lanes[1]) + lanes[2]) + lanes[3];
     part[c] += total;
     part[nrhs + c] = part[nrhs + c].max(largest);
-    // NaN makes the sum NaN, ±Inf makes the maximum exceed the limit.
-    if total.is_nan() || largest > limit {
+    // NaN makes the sum NaN (or, without sums, the maximum: `TileIo::fold_magnitudes`),
+    // ±Inf makes the maximum exceed the limit.
+    if total.is_nan() || largest.is_nan() || largest > limit {
         part[2 * nrhs] = 1.0;
     }
 }
