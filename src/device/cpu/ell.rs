@@ -238,10 +238,15 @@ impl<S: Storage + TileIo> RowTiles<'_, S> {
         lane: &mut [f64; TILE],
         top: &mut [Compute<S>; TILE],
     ) {
-        let ax = tile_row_sum(self.row_values, |s| {
-            let start = self.offsets[s] + c0;
-            S::load::<LEVEL>(&self.x[start..start + t])
-        });
+        let ax = tile_row_sum(
+            self.row_values,
+            &StoredTiles::<S, LEVEL> {
+                offsets: self.offsets,
+                x: self.x,
+                c0,
+                t,
+            },
+        );
         let own = self.own + c0..self.own + c0 + t;
         let mut o = ax;
         match self.op {
@@ -282,22 +287,62 @@ impl<S: Storage + TileIo> RowTiles<'_, S> {
     }
 }
 
-/// Σ_s v_s x_s over one row for a tile of columns, `tile_at(s)` giving slot s's x tile: even
+/// The tiles [`tile_row_sum`] multiplies a row's values with, slot by slot. (A trait with
+/// `#[inline(always)]` methods, not a closure: closures are compiled without the target
+/// features of the kernel they are in, and one left out of line costs a call per slot.)
+trait SlotTiles<T> {
+    fn slot(&self, s: usize) -> [T; TILE];
+}
+
+/// x's tile of `t` columns from `c0` in the row each slot points at, widened.
+struct StoredTiles<'a, S, const LEVEL: u8> {
+    offsets: &'a [usize],
+    x: &'a [S],
+    c0: usize,
+    t: usize,
+}
+
+impl<S: TileIo, const LEVEL: u8> SlotTiles<Compute<S>> for StoredTiles<'_, S, LEVEL> {
+    #[inline(always)]
+    fn slot(&self, s: usize) -> [Compute<S>; TILE] {
+        let start = self.offsets[s] + self.c0;
+        S::load::<LEVEL>(&self.x[start..start + self.t])
+    }
+}
+
+/// α_c c_c over a tile of `t` columns from `c0` in the row each slot points at, in f64.
+struct ScaledTiles<'a, X, const LEVEL: u8> {
+    offsets: &'a [usize],
+    correction: &'a [X],
+    scale: &'a [f64; TILE],
+    c0: usize,
+    t: usize,
+}
+
+impl<X: TileIo, const LEVEL: u8> SlotTiles<f64> for ScaledTiles<'_, X, LEVEL> {
+    #[inline(always)]
+    fn slot(&self, s: usize) -> [f64; TILE] {
+        let start = self.offsets[s] + self.c0;
+        scaled_tile::<X, LEVEL>(self.scale, &self.correction[start..start + self.t])
+    }
+}
+
+/// Σ_s v_s x_s over one row for a tile of columns, `tiles.slot(s)` giving slot s's x tile: even
 /// and odd slots summed apart, then added (the order of [`accumulate`] with one column).
 #[inline(always)]
-fn tile_row_sum<T: Real>(row_values: &[T], tile_at: impl Fn(usize) -> [T; TILE]) -> [T; TILE] {
+fn tile_row_sum<T: Real>(row_values: &[T], tiles: &impl SlotTiles<T>) -> [T; TILE] {
     let width = row_values.len();
     let (mut even, mut odd) = ([T::zero(); TILE], [T::zero(); TILE]);
     for p in 0..width / 2 {
         let (v0, v1) = (row_values[2 * p], row_values[2 * p + 1]);
-        let (x0, x1) = (tile_at(2 * p), tile_at(2 * p + 1));
+        let (x0, x1) = (tiles.slot(2 * p), tiles.slot(2 * p + 1));
         for c in 0..TILE {
             even[c] = even[c] + v0 * x0[c];
             odd[c] = odd[c] + v1 * x1[c];
         }
     }
     if width % 2 == 1 {
-        let (v, xs) = (row_values[width - 1], tile_at(width - 1));
+        let (v, xs) = (row_values[width - 1], tiles.slot(width - 1));
         for c in 0..TILE {
             even[c] = even[c] + v * xs[c];
         }
@@ -926,10 +971,16 @@ impl<X: Storage + TileIo> UpdateTiles<'_, X> {
     ) {
         let mut scale = [0.0; TILE];
         scale[..t].copy_from_slice(&self.alpha[c0..c0 + t]);
-        let ac = tile_row_sum(self.row_values, |s| {
-            let start = self.offsets[s] + c0;
-            scaled_tile::<X, LEVEL>(&scale, &self.correction[start..start + t])
-        });
+        let ac = tile_row_sum(
+            self.row_values,
+            &ScaledTiles::<X, LEVEL> {
+                offsets: self.offsets,
+                correction: self.correction,
+                scale: &scale,
+                c0,
+                t,
+            },
+        );
         let own_start = self.own + c0;
         let own = X::load::<LEVEL>(&self.correction[own_start..own_start + t]);
         let (u, r) = (&mut u[c0..c0 + t], &mut r[c0..c0 + t]);
