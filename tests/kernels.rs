@@ -898,11 +898,11 @@ fn sweeps_at_simd_level(
             let from_zero_at = |at: SimdLevel| {
                 simd::set_level(at);
                 let mut out = block(&vec![0.0; n * k]);
-                let mut stats = Stats::new(&dev, k).unwrap();
+                let mut stats = new_stats(k);
                 dev.ell_jacobi_from_zero(&matrix, 0.8, &bb, &mut out, &mut stats)
                     .unwrap();
                 let s = stats.read(&dev).unwrap();
-                let statistics = (s.sumsq.unwrap().to_vec(), s.max_abs.to_vec(), s.in_range);
+                let statistics = (s.sumsq.map(<[f64]>::to_vec), s.max_abs.to_vec(), s.in_range);
                 (out.to_f64(&dev).unwrap(), statistics)
             };
             assert_eq!(
@@ -974,6 +974,17 @@ fn statistics_without_norms_keep_maxima_and_flag_nan() {
                 let mut x = x.clone();
                 x[(n / 2) * k + k - 1] = bad;
                 assert!(!sweep(&x, false).2, "{bad} in x, {p}, {k} columns");
+                // The first Jacobi step from zero, with the bad value in b.
+                let b = Block::from_f64(&dev, &x, n, k, p, Layout::NodeMajor).unwrap();
+                let mut out = Block::zeros(&dev, n, k, p, Layout::NodeMajor).unwrap();
+                let mut stats = Stats::without_norms(&dev, k).unwrap();
+                dev.ell_jacobi_from_zero(&matrix, 0.8, &b, &mut out, &mut stats)
+                    .unwrap();
+                let s = stats.read(&dev).unwrap();
+                assert!(
+                    !s.in_range && s.sumsq.is_none(),
+                    "{bad} in b, {p}, {k} columns"
+                );
             }
         }
     }

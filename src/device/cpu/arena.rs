@@ -109,16 +109,6 @@ impl Arena {
         )
     }
 
-    /// Six buffers of one type from all slots.
-    pub fn six<T: bytemuck::Pod>(&mut self, lens: [usize; SLOTS]) -> [&mut [T]; SLOTS] {
-        let mut slots = self.slots.iter_mut().enumerate();
-        std::array::from_fn(|k| {
-            let (index, slot) = slots.next().expect("SLOTS slots");
-            grow(slot, index, words::<T>(lens[k]));
-            typed(slot, lens[k])
-        })
-    }
-
     fn grow_to_high_water(&mut self) {
         for (index, slot) in self.slots.iter_mut().enumerate() {
             let target = HIGH_WATER[index].load(Ordering::Relaxed);

@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 use super::arena;
 use super::simd::{per_simd_level, TileIo, TILE};
-use super::vector::{fold_column, partials, record_stats, reduce};
+use super::vector::{fold_column, partials, reduce};
 use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::sparse::Chunks;
 use crate::device::{Block, EllMatrix, RowOp, Stats, Storage};
@@ -125,7 +125,7 @@ per_simd_level! {
     /// the op, the output rounded into storage, and the tile's Σ v² and max |v| (added into
     /// `part` at the end of the sub-block). Only the statistics go through (L1) scratch. Each
     /// column keeps the order of operations of [`tile_row_sum`] (even and odd slots apart) and of
-    /// [`record_stats`] (Σ v² in f64 over four interleaved rows), so a column gets the same
+    /// [`record_stats`](super::vector::record_stats) (Σ v² in f64 over four interleaved rows), so a column gets the same
     /// result and statistics alone and inside a block.
     fn block_rows<S>(BlockRowsArgs<'_, S>) => block_rows_portable
 }
@@ -267,23 +267,36 @@ impl<S: Storage + TileIo> RowTiles<'_, S> {
                 }
             }
         }
-        if self.norms {
-            for c in 0..TILE {
-                let a = o[c].abs();
-                // Not `max`: NaN must not be dropped here (it shows in Σ v² instead).
-                top[c] = if a > top[c] { a } else { top[c] };
-            }
-            let mut wide = [0.0f64; TILE];
-            for c in 0..TILE {
-                wide[c] = o[c].to_f64();
-            }
-            for c in 0..TILE {
-                lane[c] += wide[c] * wide[c];
-            }
-        } else {
-            S::fold_magnitudes(top, &o);
-        }
+        record_tile::<S>(self.norms, &o, lane, top);
         S::store::<LEVEL>(&o, &mut out[c0..c0 + t]);
+    }
+}
+
+/// One row's tile of a block kernel's output `o` into its statistics: Σ v² (in f64, into
+/// the row's lane: the order of [`record_stats`](super::vector::record_stats)) and max |v| into `top`, or without norms
+/// only max |v| ([`TileIo::fold_magnitudes`], which keeps a NaN).
+#[inline(always)]
+fn record_tile<S: TileIo>(
+    norms: bool,
+    o: &[Compute<S>; TILE],
+    lane: &mut [f64; TILE],
+    top: &mut [Compute<S>; TILE],
+) {
+    if norms {
+        for c in 0..TILE {
+            let a = o[c].abs();
+            // Not `max`: NaN must not be dropped here (it shows in Σ v² instead).
+            top[c] = if a > top[c] { a } else { top[c] };
+        }
+        let mut wide = [0.0f64; TILE];
+        for c in 0..TILE {
+            wide[c] = o[c].to_f64();
+        }
+        for c in 0..TILE {
+            lane[c] += wide[c] * wide[c];
+        }
+    } else {
+        S::fold_magnitudes(top, o);
     }
 }
 
@@ -483,7 +496,7 @@ per_simd_level! {
     /// lanes) the slice's A x (values converted as they are read, x gathered at each slot's
     /// columns, [`TileIo::gather`]; even and odd slots summed apart as in [`tile_row_sum`]), the op
     /// (the diagonal from slot 0), the output rounded into storage, and Σ v² and max |v| in the
-    /// order of [`record_stats`] (row r to lane r mod 4), added into `part` at the end.
+    /// order of [`record_stats`](super::vector::record_stats) (row r to lane r mod 4), added into `part` at the end.
     fn slice_rows<S>(SliceRowsArgs<'_, S>) => slice_rows_portable
 }
 
@@ -551,7 +564,7 @@ fn slice_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
 }
 
 /// Adds the first `t` rows of a tile of 16 consecutive rows (the first on a multiple of 4)
-/// to one column's statistics: Σ v² into `lanes` in the order of [`record_stats`] (row r
+/// to one column's statistics: Σ v² into `lanes` in the order of [`record_stats`](super::vector::record_stats) (row r
 /// to lane r mod 4), max |v| per lane into `largest`.
 #[inline(always)]
 fn tile_stats<T: Real>(o: &[T; TILE], t: usize, lanes: &mut [f64; 4], largest: &mut [T; TILE]) {
@@ -608,6 +621,7 @@ fn jacobi_from_zero<S: Storage + TileIo>(
 ) {
     let omega = Compute::<S>::from_f64(omega);
     let chunk_rows = a.chunks.rows;
+    let norms = stats.norms();
     let part = partials(stats, a.chunks.count());
     if nrhs == 1 {
         out.par_chunks_mut(chunk_rows)
@@ -623,35 +637,94 @@ fn jacobi_from_zero<S: Storage + TileIo>(
         .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
         .enumerate()
         .for_each(|(k, (out_chunk, part))| {
-            let chunk_start = k * chunk_rows;
-            let rows = out_chunk.len() / nrhs;
+            let rows = k * chunk_rows..k * chunk_rows + out_chunk.len() / nrhs;
+            let b = &b[rows.start * nrhs..rows.end * nrhs];
             arena::with(|arena| {
-                let [bs, diagonal, outs, ..] = arena.six::<Compute<S>>([
-                    widen_len::<S>(rows * nrhs),
-                    widen_len::<S>(rows),
-                    rows * nrhs,
-                    0,
-                    0,
-                    0,
-                ]);
-                let b_chunk = widened(&b[chunk_start * nrhs..(chunk_start + rows) * nrhs], bs);
-                let diagonal = widened(&a.diagonal[chunk_start..chunk_start + rows], diagonal);
-                for ((o, b), &d) in outs
-                    .chunks_exact_mut(nrhs)
-                    .zip(b_chunk.chunks_exact(nrhs))
-                    .zip(diagonal)
-                {
-                    let w = omega / d;
-                    for (o, &b) in o.iter_mut().zip(b) {
-                        *o = w * b;
-                    }
-                }
-                record_stats(part, outs, nrhs, S::MAX);
-                S::narrow_slice(outs, out_chunk);
+                let tiles = nrhs.div_ceil(TILE);
+                let (sumsq, largest, ..) =
+                    arena.four::<[f64; TILE], [Compute<S>; TILE], u8, u8>(4 * tiles, tiles, 0, 0);
+                jacobi_block_rows::<S>((
+                    &a.diagonal[rows],
+                    b,
+                    omega,
+                    norms,
+                    nrhs,
+                    out_chunk,
+                    part,
+                    sumsq,
+                    largest,
+                ));
             })
         });
     arena::sync();
     reduce(stats);
+}
+
+/// The arguments of [`jacobi_block_rows`]: a chunk's diagonal and b, ω in the compute
+/// precision, whether Σ v² is recorded, the column count, the chunk's output and statistics
+/// partials, and scratch for each tile's Σ v² and max |v|.
+type JacobiBlockArgs<'a, S> = (
+    &'a [S],
+    &'a [S],
+    Compute<S>,
+    bool,
+    usize,
+    &'a mut [S],
+    &'a mut [f64],
+    &'a mut [[f64; TILE]],
+    &'a mut [[Compute<S>; TILE]],
+);
+
+per_simd_level! {
+    /// One chunk of [`jacobi_from_zero`] with a block of columns, fused: per row and tile of
+    /// columns out = (ω / d) b, converted as it is read and written, with the statistics of
+    /// [`record_tile`] (one fold per chunk, as [`record_stats`](super::vector::record_stats) on the whole chunk did).
+    fn jacobi_block_rows<S>(JacobiBlockArgs<'_, S>) => jacobi_block_rows_portable
+}
+
+#[inline(always)]
+fn jacobi_block_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
+    (diagonal, b, omega, norms, nrhs, out, part, sumsq, largest): JacobiBlockArgs<'_, S>,
+) {
+    let zero = Compute::<S>::zero();
+    sumsq.fill([0.0; TILE]);
+    largest.fill([zero; TILE]);
+    let full = nrhs / TILE;
+    let rows = out.chunks_exact_mut(nrhs).zip(b.chunks_exact(nrhs));
+    for (i, ((out, b), &d)) in rows.zip(diagonal).enumerate() {
+        let w = omega / d.to_compute();
+        // Whole tiles with the tile width a constant, then the rest.
+        for tile in 0..full {
+            let span = tile * TILE..(tile + 1) * TILE;
+            let (lane, top) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
+            jacobi_tile::<S, LEVEL>(w, norms, &b[span.clone()], &mut out[span], lane, top);
+        }
+        if nrhs % TILE != 0 {
+            let span = full * TILE..nrhs;
+            let (lane, top) = (&mut sumsq[4 * full + i % 4], &mut largest[full]);
+            jacobi_tile::<S, LEVEL>(w, norms, &b[span.clone()], &mut out[span], lane, top);
+        }
+    }
+    fold_tiles(part, nrhs, sumsq, largest, S::MAX);
+}
+
+/// out = w b for one row's tile of at most TILE columns, with its statistics.
+#[inline(always)]
+fn jacobi_tile<S: Storage + TileIo, const LEVEL: u8>(
+    w: Compute<S>,
+    norms: bool,
+    b: &[S],
+    out: &mut [S],
+    lane: &mut [f64; TILE],
+    top: &mut [Compute<S>; TILE],
+) {
+    let bs = S::load::<LEVEL>(b);
+    let mut o = [Compute::<S>::zero(); TILE];
+    for j in 0..TILE {
+        o[j] = w * bs[j];
+    }
+    record_tile::<S>(norms, &o, lane, top);
+    S::store::<LEVEL>(&o, out);
 }
 
 /// The arguments of [`jacobi_rows`]: a chunk's diagonal and b, ω in the compute precision,
@@ -661,7 +734,7 @@ type JacobiRowsArgs<'a, S> = (&'a [S], &'a [S], Compute<S>, &'a mut [S], &'a mut
 per_simd_level! {
     /// One chunk of [`jacobi_from_zero`] with one column, fused: per tile of 16 rows
     /// out = (ω / d) b, converted as it is read and written, with the statistics of
-    /// [`record_stats`] (one fold per chunk, as its call on the whole chunk did).
+    /// [`record_stats`](super::vector::record_stats) (one fold per chunk, as its call on the whole chunk did).
     fn jacobi_rows<S>(JacobiRowsArgs<'_, S>) => jacobi_rows_portable
 }
 
@@ -741,7 +814,7 @@ per_simd_level! {
     /// One sub-block of [`refinement_update`] with one column, fused: per slice of 16 rows (the
     /// vector lanes) α c gathered at each slot's columns and converted to f64 as it is read,
     /// A (α c) summed as in [`tile_row_sum`], u and r updated, Σ r² in the order of
-    /// [`record_stats`] and max |c| of the rows' own correction.
+    /// [`record_stats`](super::vector::record_stats) and max |c| of the rows' own correction.
     fn update_slices<X>(UpdateSlicesArgs<'_, '_, X>) => update_slices_portable
 }
 
@@ -809,7 +882,7 @@ fn scaled_slot<X: TileIo, const LEVEL: u8>(
 
 /// [`refinement_update`] for blocks of two or more columns: per row and tile of columns,
 /// α_c c_c read where it is (converted to f64 as it is read), A (α c) summed as in
-/// [`tile_row_sum`], u and r updated, Σ r² in the order of [`record_stats`] and max |c| of the
+/// [`tile_row_sum`], u and r updated, Σ r² in the order of [`record_stats`](super::vector::record_stats) and max |c| of the
 /// row's own correction; no widened bands.
 fn refinement_update_block<X: Storage + TileIo>(
     a: &Ell<'_, f64>,
