@@ -838,7 +838,7 @@ fn ell_sweeps_are_the_same_at_every_simd_level() {
             test_matrix_with_diagonal(700),
         ] {
             for norms in [true, false] {
-                sweeps_at_simd_level(&dev, &a, level, norms);
+                sweeps_at_simd_level(dev, &a, level, norms);
             }
         }
     }
@@ -849,14 +849,13 @@ fn ell_sweeps_are_the_same_at_every_simd_level() {
 
 /// [`ell_sweeps_are_the_same_at_every_simd_level`] for one matrix and level.
 fn sweeps_at_simd_level(
-    dev: &tensorfem::device::Cpu,
+    dev: tensorfem::device::Cpu,
     a: &Csr<f64>,
     level: tensorfem::device::cpu::simd::SimdLevel,
     norms: bool,
 ) {
     use tensorfem::device::cpu::simd::{self, SimdLevel};
     use tensorfem::device::MultigridKernels;
-    let dev = *dev;
     let n = sparse::SparseRows::nrows(a);
     let ell = Ell::from_csr_diagonal_first(a, dev.ell_layout()).unwrap();
     let new_stats = |k| {
