@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use half::f16;
 
-use super::{Device, Storage};
+use super::{Device, HostArray, Storage};
 use crate::error::{Error, Result};
 use crate::precision::{Precision, Stored};
 
@@ -46,8 +46,8 @@ impl<D: Device> Data<D> {
     }
 
     /// Values already in a storage type, given up by the caller (not held twice).
-    pub fn from_owned<S: Storage>(dev: &D, host: Vec<S>) -> Result<Self> {
-        Ok(S::data(dev.upload_owned(host)?))
+    pub fn from_owned<S: Storage>(dev: &D, host: impl Into<HostArray<S>>) -> Result<Self> {
+        Ok(S::data(dev.upload_owned(host.into())?))
     }
 
     /// The values widened to f64 on the host (allocates: for results and tests).

@@ -16,6 +16,7 @@
 pub mod block;
 pub mod cpu;
 pub mod cuda;
+pub mod host;
 pub mod psc;
 pub mod sparse;
 pub mod stats;
@@ -28,6 +29,7 @@ use half::f16;
 
 pub use block::{Block, Data, Layout, MatMut, MatRef, View, ViewMut};
 pub use cpu::Cpu;
+pub use host::HostArray;
 pub use psc::PscKernels;
 pub use sparse::{
     CsrMatrix, EllMatrix, GridShape, LevelTransfer, MultigridKernels, RowOp, SparseKernels,
@@ -46,6 +48,7 @@ pub trait DType:
     + Sync
     + fmt::Debug
     + PartialEq
+    + bytemuck::Pod
     + cudarc::driver::DeviceRepr
     + cudarc::driver::ValidAsZeroBits
     + 'static
@@ -116,9 +119,10 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// A buffer holding `host`.
     fn upload<T: DType>(&self, host: &[T]) -> Result<Self::Buffer<T>>;
 
-    /// A buffer holding `host`, which the caller gives up (the CPU keeps the allocation; a
-    /// GPU copies and frees it): large operators built on the host are not held twice.
-    fn upload_owned<T: DType>(&self, host: Vec<T>) -> Result<Self::Buffer<T>> {
+    /// A buffer holding `host`, which the caller gives up (the CPU keeps the allocation or
+    /// the mapping; a GPU copies and frees it): large operators built on the host are not
+    /// held twice.
+    fn upload_owned<T: DType>(&self, host: HostArray<T>) -> Result<Self::Buffer<T>> {
         self.upload(&host)
     }
 

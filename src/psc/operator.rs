@@ -19,8 +19,10 @@
 
 use super::{HierarchicalBasis, PscMethod, PscSetup, Schur};
 use crate::device::psc::Classes;
+use bytemuck::Pod;
+
 use crate::device::{
-    Batch, Block, CsrMatrix, Data, Layout, MatMut, MatRef, PscDevice, Stats, Storage,
+    Batch, Block, CsrMatrix, Data, HostArray, Layout, MatMut, MatRef, PscDevice, Stats, Storage,
 };
 use crate::error::{Error, Result};
 use crate::linalg::{BlockCg, BlockKind, CgParams, Cost, LinOp};
@@ -69,22 +71,23 @@ impl Parts {
     }
 }
 
-/// A method's own operators in storage precision S (dense ones column-major).
+/// A method's own operators in storage precision S (dense ones column-major; owned, or
+/// mapped from the operator cache).
 #[derive(Clone, Debug, PartialEq)]
-pub enum SchurHost<S> {
+pub enum SchurHost<S: Pod> {
     M1 {
-        pi_inv: Vec<S>,
+        pi_inv: HostArray<S>,
     },
     M2 {
-        lambda_inv: Vec<S>,
-        theta_inv: Vec<S>,
+        lambda_inv: HostArray<S>,
+        theta_inv: HostArray<S>,
     },
     M3 {
         e: Csr<S>,
     },
 }
 
-impl<S> SchurHost<S> {
+impl<S: Pod> SchurHost<S> {
     pub fn method(&self) -> PscMethod {
         match self {
             SchurHost::M1 { .. } => PscMethod::M1,
@@ -97,11 +100,11 @@ impl<S> SchurHost<S> {
 /// A PSC method's operators in storage precision S on the host: what the operator cache
 /// stores and what the device receives. B column-major, one C_g⁻¹ per group, Dᵀ, and the
 /// method's own operators.
-pub struct PscHost<S> {
+pub struct PscHost<S: Pod> {
     pub(super) parts: Parts,
     pub schur: SchurHost<S>,
-    pub b: Vec<S>,
-    pub c_inv: Vec<Vec<S>>,
+    pub b: HostArray<S>,
+    pub c_inv: Vec<HostArray<S>>,
     pub dt: Csr<S>,
 }
 
@@ -158,14 +161,14 @@ impl<S: Storage> PscHost<S> {
     pub fn new(setup: &PscSetup) -> Result<Self> {
         let schur = match &setup.schur {
             Schur::M1 { pi_inv } => SchurHost::M1 {
-                pi_inv: convert_dense("Π⁻¹", pi_inv)?,
+                pi_inv: convert_dense("Π⁻¹", pi_inv)?.into(),
             },
             Schur::M2 {
                 lambda_inv,
                 theta_inv,
             } => SchurHost::M2 {
-                lambda_inv: convert_dense("Λ⁻¹", lambda_inv)?,
-                theta_inv: convert_dense("Θ⁻¹", theta_inv)?,
+                lambda_inv: convert_dense("Λ⁻¹", lambda_inv)?.into(),
+                theta_inv: convert_dense("Θ⁻¹", theta_inv)?.into(),
             },
             Schur::M3 { e } => SchurHost::M3 {
                 e: convert_sparse("E", e)?,
@@ -174,11 +177,11 @@ impl<S: Storage> PscHost<S> {
         Ok(PscHost {
             parts: Parts::of(setup),
             schur,
-            b: convert_dense("B", &setup.b)?,
+            b: convert_dense("B", &setup.b)?.into(),
             c_inv: setup
                 .groups
                 .iter()
-                .map(|g| convert_dense("C⁻¹", &g.inverse))
+                .map(|g| convert_dense("C⁻¹", &g.inverse).map(HostArray::from))
                 .collect::<Result<_>>()?,
             dt: convert_sparse("Dᵀ", &setup.dt)?,
         })

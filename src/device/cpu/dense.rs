@@ -419,7 +419,7 @@ impl DenseKernels for Cpu {
         let w = buffer_mut::<f64>(&mut w.data, "orthogonalize")?;
         let chunks = len.div_ceil(GS_CHUNK);
         // Per chunk k + 1 partial sums, then the k coefficients.
-        let scratch = &mut scratch.0;
+        let scratch = scratch.0.vec_mut();
         scratch.clear();
         scratch.resize(chunks * (k + 1) + k, 0.0);
         let (partials, coefficients) = scratch.split_at_mut(chunks * (k + 1));

@@ -1098,7 +1098,7 @@ pub(super) fn ell_sweep(
     }
     by_precision!(a.precision(), S => {
         let m = ell::<S>(a, "ell_sweep")?;
-        let b = match b { Some(b) => buffer::<S>(&b.data, "ell_sweep")?.as_slice(), None => &[] };
+        let b = match b { Some(b) => &buffer::<S>(&b.data, "ell_sweep")?[..], None => &[] };
         sweep::<S>(&m, op, buffer::<S>(&x.data, "ell_sweep")?, b, nrhs, buffer_mut::<S>(&mut out.data, "ell_sweep")?, stats);
     });
     Ok(())

@@ -1,4 +1,5 @@
-//! The CPU device: buffers are `Vec`s in host memory, kernels run on rayon's thread pool.
+//! The CPU device: buffers are [`HostArray`]s (owned, or a mapped file's read-only view),
+//! kernels run on rayon's thread pool.
 //! It is the reference every other backend's kernels are tested against.
 //!
 //! Each kernel family's run-time-typed entry point matches the precisions it is given and
@@ -19,7 +20,7 @@ mod vector;
 
 use rayon::prelude::*;
 
-use super::{check_len, DType, Data, Device, Storage, View, ViewMut};
+use super::{check_len, DType, Data, Device, HostArray, Storage, View, ViewMut};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 
@@ -42,13 +43,13 @@ impl Cpu {
 }
 
 impl Device for Cpu {
-    type Buffer<T: DType> = Vec<T>;
+    type Buffer<T: DType> = HostArray<T>;
 
     fn name(&self) -> String {
         format!("cpu ({} threads)", self.threads())
     }
 
-    fn zeros<T: DType>(&self, len: usize) -> Result<Vec<T>> {
+    fn zeros<T: DType>(&self, len: usize) -> Result<HostArray<T>> {
         // Written in parallel, so the pages are mapped now by the threads that use them.
         let mut v = Vec::with_capacity(len);
         v.spare_capacity_mut().par_chunks_mut(CHUNK).for_each(|c| {
@@ -58,24 +59,24 @@ impl Device for Cpu {
         });
         // SAFETY: every one of the `len` elements was initialised above.
         unsafe { v.set_len(len) };
-        Ok(v)
+        Ok(v.into())
     }
 
-    fn upload<T: DType>(&self, host: &[T]) -> Result<Vec<T>> {
-        Ok(host.to_vec())
+    fn upload<T: DType>(&self, host: &[T]) -> Result<HostArray<T>> {
+        Ok(host.to_vec().into())
     }
 
-    fn upload_owned<T: DType>(&self, host: Vec<T>) -> Result<Vec<T>> {
+    fn upload_owned<T: DType>(&self, host: HostArray<T>) -> Result<HostArray<T>> {
         Ok(host)
     }
 
-    fn write<T: DType>(&self, host: &[T], dst: &mut Vec<T>) -> Result<()> {
+    fn write<T: DType>(&self, host: &[T], dst: &mut HostArray<T>) -> Result<()> {
         check_len("write", host.len(), dst.len())?;
         dst.copy_from_slice(host);
         Ok(())
     }
 
-    fn read<T: DType>(&self, src: &Vec<T>, offset: usize, host: &mut [T]) -> Result<()> {
+    fn read<T: DType>(&self, src: &HostArray<T>, offset: usize, host: &mut [T]) -> Result<()> {
         let end = offset + host.len();
         if end > src.len() {
             return Err(Error::Backend(format!(
@@ -88,7 +89,7 @@ impl Device for Cpu {
         Ok(())
     }
 
-    fn buffer_len<T: DType>(buffer: &Vec<T>) -> usize {
+    fn buffer_len<T: DType>(buffer: &HostArray<T>) -> usize {
         buffer.len()
     }
 
@@ -106,11 +107,14 @@ impl Device for Cpu {
 }
 
 /// The typed vector inside `data`, or an error naming the kernel and what it got.
-fn buffer<'a, T: Storage>(data: &'a Data<Cpu>, kernel: &str) -> Result<&'a Vec<T>> {
+fn buffer<'a, T: Storage>(data: &'a Data<Cpu>, kernel: &str) -> Result<&'a HostArray<T>> {
     T::buffer::<Cpu>(data).ok_or_else(|| mismatch::<T>(kernel, data.precision()))
 }
 
-fn buffer_mut<'a, T: Storage>(data: &'a mut Data<Cpu>, kernel: &str) -> Result<&'a mut Vec<T>> {
+fn buffer_mut<'a, T: Storage>(
+    data: &'a mut Data<Cpu>,
+    kernel: &str,
+) -> Result<&'a mut HostArray<T>> {
     let precision = data.precision();
     T::buffer_mut::<Cpu>(data).ok_or_else(|| mismatch::<T>(kernel, precision))
 }

@@ -168,9 +168,10 @@ fn record_portable<T: Real>((part, values, nrhs, limit): RecordArgs<'_, T>) {
 /// use).
 pub(super) fn partials(stats: &mut Stats<Cpu>, chunks: usize) -> &mut [f64] {
     let len = chunks * Stats::<Cpu>::len_for(stats.nrhs());
-    stats.partials.clear();
-    stats.partials.resize(len, 0.0);
-    &mut stats.partials
+    let partials = stats.partials.vec_mut();
+    partials.clear();
+    partials.resize(len, 0.0);
+    partials
 }
 
 /// Adds the chunk partials in chunk order into the reduced statistics.
@@ -538,7 +539,7 @@ impl VectorKernels for Cpu {
             x.layout(),
             x.rows(),
             out,
-            &mut scratch.0,
+            scratch.0.vec_mut(),
         ));
         Ok(())
     }
