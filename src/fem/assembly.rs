@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use super::element::{physical_gradients, tabulate};
+use super::element::{by_nodes, corners, det_jacobian, gradients, point, Tables};
 use super::QuadratureRule;
 use crate::error::{Error, Result};
 use crate::mesh::Mesh;
@@ -96,62 +96,73 @@ pub(super) fn element_systems<const D: usize>(
     f: &(impl Fn(&[f64]) -> f64 + Sync),
     form: Option<Form>,
 ) -> (Vec<f64>, Vec<f64>) {
-    let element = mesh.element;
-    let (k, dim) = (element.nodes_per_cell(), element.dim());
-    assert_eq!(dim, D, "mesh dimension and element dimension differ");
-    let rule = QuadratureRule::gauss(element, GAUSS_POINTS);
-    let (shapes, ref_grads) = tabulate(element, &rule);
-    // Integrates one cell: its load vector, and its stiffness matrix when asked for.
-    let cell_system = |c: usize, fe: &mut [f64], mut ke: Option<&mut [f64]>| {
-        let mut x = [0.0; 24];
-        for (a, &node) in mesh.cell(c).iter().enumerate() {
-            x[a * dim..(a + 1) * dim].copy_from_slice(&mesh.coords[node as usize]);
-        }
-        let mut grad = [0.0; 24];
-        for q in 0..rule.len() {
-            let dn = &ref_grads[q * k * dim..(q + 1) * k * dim];
-            let det = physical_gradients(dim, k, &x, dn, &mut grad);
-            let w = rule.weights[q] * det;
-            let n = &shapes[q * k..(q + 1) * k];
-            let mut xq = [0.0; 3];
-            for a in 0..k {
-                for d in 0..dim {
-                    xq[d] += n[a] * x[a * dim + d];
-                }
-            }
-            let fq = f(&xq[..dim]);
-            for a in 0..k {
+    assert_eq!(
+        mesh.element.dim(),
+        D,
+        "mesh dimension and element dimension differ"
+    );
+    by_nodes!(mesh.element, K => element_systems_of::<D, K>(mesh, f, form))
+}
+
+fn element_systems_of<const D: usize, const K: usize>(
+    mesh: &Mesh<D>,
+    f: &(impl Fn(&[f64]) -> f64 + Sync),
+    form: Option<Form>,
+) -> (Vec<f64>, Vec<f64>) {
+    let tables = Tables::<D, K>::new(
+        mesh.element,
+        &QuadratureRule::gauss(mesh.element, GAUSS_POINTS),
+    );
+    // Integrates one cell: its load vector, and its element matrix when asked for.
+    let cell_system = |c: usize, fe: &mut [f64], ke: &mut [f64]| {
+        let x = corners::<D, K>(mesh, c);
+        for q in 0..tables.len() {
+            let n = &tables.shapes[q];
+            let dn = &tables.ref_grads[q];
+            // Gradients for the stiffness only; the mass and loads need |det J| alone.
+            let (det, grad) = match form {
+                Some(Form::Stiffness) => gradients(&x, dn),
+                _ => (det_jacobian(&x, dn), [[0.0; D]; K]),
+            };
+            let w = tables.weights[q] * det;
+            let fq = f(&point(&x, n));
+            for a in 0..K {
                 fe[a] += w * fq * n[a];
             }
-            if let Some(ke) = ke.as_deref_mut() {
-                for a in 0..k {
-                    for b in 0..k {
-                        let g: f64 = match form {
-                            Some(Form::Mass) => n[a] * n[b],
-                            _ => (0..dim)
-                                .map(|d| grad[a * dim + d] * grad[b * dim + d])
-                                .sum(),
-                        };
-                        ke[a * k + b] += w * g;
+            match form {
+                Some(Form::Mass) => {
+                    for a in 0..K {
+                        for b in 0..K {
+                            ke[a * K + b] += w * n[a] * n[b];
+                        }
                     }
                 }
+                Some(Form::Stiffness) => {
+                    for a in 0..K {
+                        for b in 0..K {
+                            let g: f64 = (0..D).map(|d| grad[a][d] * grad[b][d]).sum();
+                            ke[a * K + b] += w * g;
+                        }
+                    }
+                }
+                None => {}
             }
         }
     };
     let ncells = mesh.num_cells();
-    let mut load = vec![0.0; ncells * k];
+    let mut load = vec![0.0; ncells * K];
     let mut matrices = Vec::new();
     if form.is_some() {
-        matrices = vec![0.0; ncells * k * k];
+        matrices = vec![0.0; ncells * K * K];
         matrices
-            .par_chunks_mut(k * k)
-            .zip(load.par_chunks_mut(k))
+            .par_chunks_mut(K * K)
+            .zip(load.par_chunks_mut(K))
             .enumerate()
-            .for_each(|(c, (ke, fe))| cell_system(c, fe, Some(ke)));
+            .for_each(|(c, (ke, fe))| cell_system(c, fe, ke));
     } else {
-        load.par_chunks_mut(k)
+        load.par_chunks_mut(K)
             .enumerate()
-            .for_each(|(c, fe)| cell_system(c, fe, None));
+            .for_each(|(c, fe)| cell_system(c, fe, &mut []));
     }
     (matrices, load)
 }

@@ -1,7 +1,7 @@
 //! Shape functions of the reference elements and the isoparametric map.
 
 use super::QuadratureRule;
-use crate::mesh::Element;
+use crate::mesh::{Element, Mesh};
 
 /// Shape function values `n[a]` and reference gradients `dn[a * dim + d]` at `xi`.
 pub fn shape(element: Element, xi: &[f64], n: &mut [f64], dn: &mut [f64]) {
@@ -34,72 +34,155 @@ pub fn shape(element: Element, xi: &[f64], n: &mut [f64], dn: &mut [f64]) {
     }
 }
 
-/// Physical gradients `grad[a * dim + d]` from reference gradients, and |det J|, for the
-/// cell with node coordinates `x[a * dim + d]`.
-pub fn physical_gradients(
-    dim: usize,
-    nodes: usize,
-    x: &[f64],
-    dn: &[f64],
-    grad: &mut [f64],
-) -> f64 {
-    // J[r][c] = Σ_a x_a[r] ∂N_a/∂ξ_c
-    let mut jac = [0.0; 9];
-    for a in 0..nodes {
-        for r in 0..dim {
-            for c in 0..dim {
-                jac[r * dim + c] += x[a * dim + r] * dn[a * dim + c];
+/// Runs `$body` with the const `$k` the nodes per cell of `$element` (3, 4 or 8), so cell
+/// loops work on fixed-size arrays the compiler unrolls.
+macro_rules! by_nodes {
+    ($element:expr, $k:ident => $body:expr) => {
+        match $element.nodes_per_cell() {
+            3 => {
+                const $k: usize = 3;
+                $body
             }
+            4 => {
+                const $k: usize = 4;
+                $body
+            }
+            8 => {
+                const $k: usize = 8;
+                $body
+            }
+            n => unreachable!("{n} nodes per cell"),
         }
-    }
-    let (det, inv) = invert(dim, &jac);
-    // ∇N_a = J^{-T} ∇_ξ N_a, i.e. grad[d] = Σ_c inv[c][d] dn[c]
-    for a in 0..nodes {
-        for d in 0..dim {
-            grad[a * dim + d] = (0..dim).map(|c| inv[c * dim + d] * dn[a * dim + c]).sum();
-        }
-    }
-    det.abs()
+    };
+}
+pub(crate) use by_nodes;
+
+/// A quadrature rule tabulated for an element of K nodes in D dimensions: per point its
+/// weight, shape values and reference gradients (the same at every cell).
+pub struct Tables<const D: usize, const K: usize> {
+    pub weights: Vec<f64>,
+    pub shapes: Vec<[f64; K]>,
+    pub ref_grads: Vec<[[f64; D]; K]>,
 }
 
-/// Determinant and inverse of a 2×2 or 3×3 row-major matrix.
-fn invert(dim: usize, m: &[f64; 9]) -> (f64, [f64; 9]) {
-    let mut inv = [0.0; 9];
-    if dim == 2 {
-        let det = m[0] * m[3] - m[1] * m[2];
-        inv[..4].copy_from_slice(&[m[3] / det, -m[1] / det, -m[2] / det, m[0] / det]);
-        (det, inv)
-    } else {
-        let c = |r: usize, k: usize| m[r * 3 + k];
-        let cof = |r: usize, k: usize| {
-            let (r1, r2) = ((r + 1) % 3, (r + 2) % 3);
-            let (k1, k2) = ((k + 1) % 3, (k + 2) % 3);
-            c(r1, k1) * c(r2, k2) - c(r1, k2) * c(r2, k1)
-        };
-        let det = (0..3).map(|k| c(0, k) * cof(0, k)).sum::<f64>();
-        for r in 0..3 {
-            for k in 0..3 {
-                inv[k * 3 + r] = cof(r, k) / det;
-            }
-        }
-        (det, inv)
-    }
-}
-
-/// Shape values (k per point) and reference gradients (k × dim per point) at every point
-/// of `rule`: the same at every cell, so computed once per integral.
-pub fn tabulate(element: Element, rule: &QuadratureRule) -> (Vec<f64>, Vec<f64>) {
-    let (k, dim) = (element.nodes_per_cell(), element.dim());
-    let (mut shapes, mut grads) = (vec![0.0; rule.len() * k], vec![0.0; rule.len() * k * dim]);
-    for q in 0..rule.len() {
-        shape(
-            element,
-            rule.point(q),
-            &mut shapes[q * k..(q + 1) * k],
-            &mut grads[q * k * dim..(q + 1) * k * dim],
+impl<const D: usize, const K: usize> Tables<D, K> {
+    pub fn new(element: Element, rule: &QuadratureRule) -> Self {
+        assert!(
+            element.nodes_per_cell() == K && element.dim() == D,
+            "tables of {K} nodes in {D}D for {}",
+            element.name()
         );
+        let (mut shapes, mut ref_grads) = (vec![], vec![]);
+        for q in 0..rule.len() {
+            let (mut n, mut dn) = ([0.0; K], [0.0; 24]);
+            shape(element, rule.point(q), &mut n, &mut dn);
+            shapes.push(n);
+            ref_grads.push(std::array::from_fn(|a| {
+                std::array::from_fn(|d| dn[a * D + d])
+            }));
+        }
+        Tables {
+            weights: rule.weights.clone(),
+            shapes,
+            ref_grads,
+        }
     }
-    (shapes, grads)
+
+    pub fn len(&self) -> usize {
+        self.weights.len()
+    }
+}
+
+/// The node coordinates of cell `c`.
+pub fn corners<const D: usize, const K: usize>(mesh: &Mesh<D>, c: usize) -> [[f64; D]; K] {
+    let cell = mesh.cell(c);
+    std::array::from_fn(|a| mesh.coords[cell[a] as usize])
+}
+
+/// The physical point Σ_a N_a x_a of shape values `n`.
+pub fn point<const D: usize, const K: usize>(x: &[[f64; D]; K], n: &[f64; K]) -> [f64; D] {
+    let mut p = [0.0; D];
+    for a in 0..K {
+        for d in 0..D {
+            p[d] += n[a] * x[a][d];
+        }
+    }
+    p
+}
+
+/// |det J| of the isoparametric map of the cell with nodes `x` at a point with reference
+/// gradients `dn`, J[r][c] = Σ_a x_a[r] ∂N_a/∂ξ_c.
+pub fn jacobian<const D: usize, const K: usize>(
+    x: &[[f64; D]; K],
+    dn: &[[f64; D]; K],
+) -> [[f64; D]; D] {
+    let mut jac = [[0.0; D]; D];
+    for a in 0..K {
+        for r in 0..D {
+            for c in 0..D {
+                jac[r][c] += x[a][r] * dn[a][c];
+            }
+        }
+    }
+    jac
+}
+
+/// |det J| and the physical gradients ∇N_a = J^{-T} ∇_ξ N_a at a point with reference
+/// gradients `dn` of the cell with nodes `x`.
+pub fn gradients<const D: usize, const K: usize>(
+    x: &[[f64; D]; K],
+    dn: &[[f64; D]; K],
+) -> (f64, [[f64; D]; K]) {
+    let (det, inv) = invert(&jacobian(x, dn));
+    let grads = std::array::from_fn(|a| {
+        std::array::from_fn(|d| {
+            let mut g = 0.0;
+            for c in 0..D {
+                g += inv[c][d] * dn[a][c];
+            }
+            g
+        })
+    });
+    (det.abs(), grads)
+}
+
+/// |det J| at a point with reference gradients `dn` of the cell with nodes `x`.
+pub fn det_jacobian<const D: usize, const K: usize>(x: &[[f64; D]; K], dn: &[[f64; D]; K]) -> f64 {
+    determinant(&jacobian(x, dn)).abs()
+}
+
+fn determinant<const D: usize>(m: &[[f64; D]; D]) -> f64 {
+    match D {
+        2 => m[0][0] * m[1][1] - m[0][1] * m[1][0],
+        3 => (0..3).map(|k| m[0][k] * cofactor(m, 0, k)).sum(),
+        _ => unreachable!("{D}×{D} Jacobian"),
+    }
+}
+
+/// The cofactor (r, k) of a 3×3 matrix.
+fn cofactor<const D: usize>(m: &[[f64; D]; D], r: usize, k: usize) -> f64 {
+    let (r1, r2) = ((r + 1) % 3, (r + 2) % 3);
+    let (k1, k2) = ((k + 1) % 3, (k + 2) % 3);
+    m[r1][k1] * m[r2][k2] - m[r1][k2] * m[r2][k1]
+}
+
+/// Determinant and inverse of a 2×2 or 3×3 matrix.
+fn invert<const D: usize>(m: &[[f64; D]; D]) -> (f64, [[f64; D]; D]) {
+    let det = determinant(m);
+    let mut inv = [[0.0; D]; D];
+    match D {
+        2 => {
+            inv[0][0] = m[1][1] / det;
+            inv[0][1] = -m[0][1] / det;
+            inv[1][0] = -m[1][0] / det;
+            inv[1][1] = m[0][0] / det;
+        }
+        3 => {
+            inv = std::array::from_fn(|k| std::array::from_fn(|r| cofactor(m, r, k) / det));
+        }
+        _ => unreachable!("{D}×{D} Jacobian"),
+    }
+    (det, inv)
 }
 
 #[cfg(test)]
@@ -144,16 +227,60 @@ mod tests {
         }
     }
 
+    /// The physical gradients reproduce linear functions, Σ_a x_a[r] ∇N_a[d] = δ_rd, and
+    /// |det J| is the cell's area element, on a skewed quadrilateral, a triangle and a
+    /// skewed hexahedron.
+    #[test]
+    fn gradients_reproduce_linear_functions() {
+        fn check<const D: usize, const K: usize>(element: Element, x: [[f64; D]; K], det: f64) {
+            let rule = QuadratureRule::gauss(element, 2);
+            let tables = Tables::<D, K>::new(element, &rule);
+            let mut measure = 0.0;
+            for q in 0..tables.len() {
+                let (det_q, grads) = gradients(&x, &tables.ref_grads[q]);
+                assert!((det_jacobian(&x, &tables.ref_grads[q]) - det_q).abs() < 1e-15);
+                measure += tables.weights[q] * det_q;
+                for (r, d) in (0..D).flat_map(|r| (0..D).map(move |d| (r, d))) {
+                    let v: f64 = (0..K).map(|a| x[a][r] * grads[a][d]).sum();
+                    let expected = if r == d { 1.0 } else { 0.0 };
+                    assert!((v - expected).abs() < 1e-13, "{element:?} r {r} d {d}: {v}");
+                }
+            }
+            assert!(
+                (measure - det).abs() < 1e-14,
+                "{element:?}: measure {measure}"
+            );
+        }
+        // Corners (0,0), (2,0), (2.5,1.5), (0.5,1): area by the shoelace formula.
+        let quad = [[0.0, 0.0], [2.0, 0.0], [2.5, 1.5], [0.5, 1.0]];
+        let shoelace = |p: &[[f64; 2]]| {
+            (0..p.len())
+                .map(|i| {
+                    let (a, b) = (p[i], p[(i + 1) % p.len()]);
+                    a[0] * b[1] - b[0] * a[1]
+                })
+                .sum::<f64>()
+                / 2.0
+        };
+        check::<2, 4>(Element::Q1, quad, shoelace(&quad));
+        let tri = [[0.0, 0.0], [1.0, 0.2], [0.3, 0.9]];
+        check::<2, 3>(Element::P1, tri, shoelace(&tri));
+        // A unit cube sheared in x by 0.3 z and scaled by 2 in y: volume 2.
+        let hex: [[f64; 3]; 8] = std::array::from_fn(|a| {
+            let (i, j, k) = ((a & 1) as f64, ((a >> 1) & 1) as f64, ((a >> 2) & 1) as f64);
+            [i + 0.3 * k, 2.0 * j, k]
+        });
+        check::<3, 8>(Element::Q1Hex, hex, 2.0);
+    }
+
     #[test]
     fn three_by_three_inverse() {
-        let m = [2.0, 1.0, 0.0, 0.0, 3.0, 1.0, 1.0, 0.0, 4.0];
-        let (det, inv) = invert(3, &m);
+        let m = [[2.0, 1.0, 0.0], [0.0, 3.0, 1.0], [1.0, 0.0, 4.0]];
+        let (det, inv) = invert(&m);
         assert!((det - 25.0).abs() < 1e-14);
-        for r in 0..3 {
-            for k in 0..3 {
-                let v: f64 = (0..3).map(|t| m[r * 3 + t] * inv[t * 3 + k]).sum();
-                assert!((v - if r == k { 1.0 } else { 0.0 }).abs() < 1e-14);
-            }
+        for (r, k) in (0..3).flat_map(|r| (0..3).map(move |k| (r, k))) {
+            let v: f64 = (0..3).map(|t| m[r][t] * inv[t][k]).sum();
+            assert!((v - if r == k { 1.0 } else { 0.0 }).abs() < 1e-14);
         }
     }
 }

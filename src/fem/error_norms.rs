@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::element::{physical_gradients, shape};
+use super::element::{by_nodes, corners, det_jacobian, point, Tables};
 use super::{Dofs, QuadratureRule};
 use crate::mesh::Mesh;
 
@@ -24,47 +24,39 @@ pub fn l2_error<const D: usize>(
         dofs.len(),
         "l2_error: vector length is not the number of unknowns"
     );
-    let element = mesh.element;
-    let (k, dim) = (element.nodes_per_cell(), element.dim());
-    let rule = QuadratureRule::gauss(element, ERROR_GAUSS_POINTS);
-    let ncells = mesh.num_cells();
-    let partials: Vec<f64> = (0..ncells.div_ceil(CELLS_PER_CHUNK))
-        .into_par_iter()
-        .map(|chunk| {
-            let (mut n, mut dn, mut grad) = ([0.0; 8], [0.0; 24], [0.0; 24]);
-            let mut sum = 0.0;
-            for c in chunk * CELLS_PER_CHUNK..((chunk + 1) * CELLS_PER_CHUNK).min(ncells) {
-                let cell = mesh.cell(c);
-                let mut x = [0.0; 24];
-                let mut uc = [0.0; 8];
-                for (a, &node) in cell.iter().enumerate() {
-                    x[a * dim..(a + 1) * dim].copy_from_slice(&mesh.coords[node as usize]);
-                    let d = dofs.dof_of_node[node as usize];
-                    uc[a] = if d == Dofs::NONE {
-                        0.0
-                    } else {
-                        u_dofs[d as usize]
-                    };
-                }
-                for q in 0..rule.len() {
-                    shape(element, rule.point(q), &mut n, &mut dn);
-                    let det = physical_gradients(dim, k, &x, &dn, &mut grad);
-                    let mut xq = [0.0; 3];
-                    let mut uh = 0.0;
-                    for a in 0..k {
-                        uh += n[a] * uc[a];
-                        for d in 0..dim {
-                            xq[d] += n[a] * x[a * dim + d];
+    by_nodes!(mesh.element, K => {
+        let tables = Tables::<D, K>::new(
+            mesh.element,
+            &QuadratureRule::gauss(mesh.element, ERROR_GAUSS_POINTS),
+        );
+        let ncells = mesh.num_cells();
+        let partials: Vec<f64> = (0..ncells.div_ceil(CELLS_PER_CHUNK))
+            .into_par_iter()
+            .map(|chunk| {
+                let mut sum = 0.0;
+                for c in chunk * CELLS_PER_CHUNK..((chunk + 1) * CELLS_PER_CHUNK).min(ncells) {
+                    let x = corners::<D, K>(mesh, c);
+                    let uc: [f64; K] = std::array::from_fn(|a| {
+                        let d = dofs.dof_of_node[mesh.cell(c)[a] as usize];
+                        if d == Dofs::NONE {
+                            0.0
+                        } else {
+                            u_dofs[d as usize]
                         }
+                    });
+                    for q in 0..tables.len() {
+                        let n = &tables.shapes[q];
+                        let det = det_jacobian(&x, &tables.ref_grads[q]);
+                        let uh: f64 = (0..K).map(|a| n[a] * uc[a]).sum();
+                        let e = exact(&point(&x, n)) - uh;
+                        sum += tables.weights[q] * det * e * e;
                     }
-                    let e = exact(&xq[..dim]) - uh;
-                    sum += rule.weights[q] * det * e * e;
                 }
-            }
-            sum
-        })
-        .collect();
-    partials.iter().sum::<f64>().sqrt()
+                sum
+            })
+            .collect();
+        partials.iter().sum::<f64>().sqrt()
+    })
 }
 
 /// The discrete (nodal) L2 error sqrt(h^d Σ_i (u_i - u(x_i))²) over the unknowns: cheap,

@@ -22,7 +22,7 @@ use faer::{MatMut, MatRef};
 use rayon::prelude::*;
 
 use super::assembly::{assemble_mass, gather_cell_vector};
-use super::element::{physical_gradients, tabulate};
+use super::element::{by_nodes, corners, det_jacobian, point, Tables};
 use super::{Dofs, Exact, Mode, QuadratureRule};
 use crate::error::Result;
 use crate::mesh::Mesh;
@@ -66,55 +66,22 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// The points of a cell's quadrature: (weight × |det J|, shape values, physical point).
-fn for_each_point<const D: usize>(
-    mesh: &Mesh<D>,
-    rule: &QuadratureRule,
-    shapes: &[f64],
-    ref_grads: &[f64],
-    cell: usize,
-    mut visit: impl FnMut(f64, &[f64], &[f64]),
-) {
-    let element = mesh.element;
-    let (k, dim) = (element.nodes_per_cell(), element.dim());
-    let mut x = [0.0; 24];
-    for (a, &node) in mesh.cell(cell).iter().enumerate() {
-        x[a * dim..(a + 1) * dim].copy_from_slice(&mesh.coords[node as usize]);
-    }
-    let mut grad = [0.0; 24];
-    for q in 0..rule.len() {
-        let det = physical_gradients(
-            dim,
-            k,
-            &x,
-            &ref_grads[q * k * dim..(q + 1) * k * dim],
-            &mut grad,
-        );
-        let n = &shapes[q * k..(q + 1) * k];
-        let mut xq = [0.0; 3];
-        for a in 0..k {
-            for d in 0..dim {
-                xq[d] += n[a] * x[a * dim + d];
-            }
-        }
-        visit(rule.weights[q] * det, n, &xq[..dim]);
-    }
-}
-
 /// φ at the cell's nodes, zero at Dirichlet nodes (the interpolant on the unknowns).
-fn nodal_in_cell<const D: usize>(
+fn nodal_in_cell<const D: usize, const K: usize>(
     mesh: &Mesh<D>,
     dofs: &Dofs,
     cell: usize,
     mode: &Mode,
-) -> [f64; 8] {
-    let mut values = [0.0; 8];
-    for (a, &node) in mesh.cell(cell).iter().enumerate() {
-        if dofs.dof_of_node[node as usize] != Dofs::NONE {
-            values[a] = mode.value(&mesh.coords[node as usize]);
+) -> [f64; K] {
+    let nodes = mesh.cell(cell);
+    std::array::from_fn(|a| {
+        let node = nodes[a] as usize;
+        if dofs.dof_of_node[node] != Dofs::NONE {
+            mode.value(&mesh.coords[node])
+        } else {
+            0.0
         }
-    }
-    values
+    })
 }
 
 /// The vectors of every mode in `modes` and their Gram matrix (d_m, d_l) (row-major
@@ -124,13 +91,22 @@ fn integrate_modes<const D: usize>(
     dofs: &Dofs,
     modes: &[Mode],
 ) -> (Vec<ModeVectors>, Vec<f64>) {
-    let k = mesh.element.nodes_per_cell();
+    by_nodes!(mesh.element, K => integrate_modes_of::<D, K>(mesh, dofs, modes))
+}
+
+fn integrate_modes_of<const D: usize, const K: usize>(
+    mesh: &Mesh<D>,
+    dofs: &Dofs,
+    modes: &[Mode],
+) -> (Vec<ModeVectors>, Vec<f64>) {
     let m = modes.len();
-    let rule = QuadratureRule::gauss(mesh.element, GAUSS_POINTS);
-    let (shapes, grads) = tabulate(mesh.element, &rule);
+    let tables = Tables::<D, K>::new(
+        mesh.element,
+        &QuadratureRule::gauss(mesh.element, GAUSS_POINTS),
+    );
     let ncells = mesh.num_cells();
-    // Per cell and mode: k load entries, then k defect entries.
-    let per_cell = 2 * m * k;
+    // Per cell and mode: K load entries, then K defect entries.
+    let per_cell = 2 * m * K;
     let mut cell_vectors = vec![0.0; ncells * per_cell];
     let partials: Vec<Vec<f64>> = cell_vectors
         .par_chunks_mut(CELLS_PER_CHUNK * per_cell)
@@ -138,19 +114,23 @@ fn integrate_modes<const D: usize>(
         .map(|(chunk, out)| {
             let mut gram = vec![0.0; m * m];
             let (mut phi, mut d) = (vec![0.0; m], vec![0.0; m]);
+            let mut at_nodes = vec![[0.0; K]; m];
             for (offset, cell_out) in out.chunks_mut(per_cell).enumerate() {
                 let c = chunk * CELLS_PER_CHUNK + offset;
-                let at_nodes: Vec<[f64; 8]> = modes
-                    .iter()
-                    .map(|mode| nodal_in_cell(mesh, dofs, c, mode))
-                    .collect();
-                for_each_point(mesh, &rule, &shapes, &grads, c, |w, n, x| {
+                let x = corners::<D, K>(mesh, c);
+                for (values, mode) in at_nodes.iter_mut().zip(modes) {
+                    *values = nodal_in_cell(mesh, dofs, c, mode);
+                }
+                for q in 0..tables.len() {
+                    let n = &tables.shapes[q];
+                    let w = tables.weights[q] * det_jacobian(&x, &tables.ref_grads[q]);
+                    let xq = point(&x, n);
                     for (j, mode) in modes.iter().enumerate() {
-                        phi[j] = mode.value(x);
-                        let interpolant: f64 = (0..k).map(|a| n[a] * at_nodes[j][a]).sum();
+                        phi[j] = mode.value(&xq);
+                        let interpolant: f64 = (0..K).map(|a| n[a] * at_nodes[j][a]).sum();
                         d[j] = phi[j] - interpolant;
-                        let (load, defect) = cell_out[2 * j * k..2 * (j + 1) * k].split_at_mut(k);
-                        for a in 0..k {
+                        let (load, defect) = cell_out[2 * j * K..2 * (j + 1) * K].split_at_mut(K);
+                        for a in 0..K {
                             load[a] += w * phi[j] * n[a];
                             defect[a] += w * d[j] * n[a];
                         }
@@ -160,7 +140,7 @@ fn integrate_modes<const D: usize>(
                             gram[i * m + j] += w * d[i] * d[j];
                         }
                     }
-                });
+                }
             }
             gram
         })
@@ -179,7 +159,7 @@ fn integrate_modes<const D: usize>(
                 let per_mode: Vec<f64> = cell_vectors
                     .par_chunks(per_cell)
                     .flat_map_iter(|cell| {
-                        cell[(2 * j + which) * k..(2 * j + which + 1) * k]
+                        cell[(2 * j + which) * K..(2 * j + which + 1) * K]
                             .iter()
                             .copied()
                     })
