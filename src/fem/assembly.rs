@@ -234,6 +234,18 @@ pub(super) fn gather_load<const D: usize>(mesh: &Mesh<D>, dofs: &Dofs, load: &[f
         .collect()
 }
 
+/// Rows per task of [`gather_system`].
+const ROWS_PER_TASK: usize = 1024;
+
+/// A task's rows of the global system: one set of arrays per task, not per row.
+struct RowBlock {
+    cols: Vec<u32>,
+    vals: Vec<f64>,
+    /// Entries of each row.
+    lens: Vec<usize>,
+    loads: Vec<f64>,
+}
+
 /// The global matrix and load vector on the unknowns from element matrices and loads.
 fn gather_system<const D: usize>(
     mesh: &Mesh<D>,
@@ -243,53 +255,63 @@ fn gather_system<const D: usize>(
 ) -> Result<(Csr<f64>, Vec<f64>)> {
     let k = mesh.element.nodes_per_cell();
     let (start, slots) = node_incidence(mesh);
-
-    let rows: Vec<(Vec<u32>, Vec<f64>, f64)> = dofs
+    let blocks: Vec<RowBlock> = dofs
         .node_of_dof
-        .par_iter()
-        .map(|&node| {
-            let mut entries: Vec<(u32, f64)> = Vec::with_capacity(32);
-            let mut rhs = 0.0;
-            for &slot in &slots[start[node as usize]..start[node as usize + 1]] {
-                let (cell, a) = (slot as usize / k, slot as usize % k);
-                rhs += load[cell * k + a];
-                for (b, &other) in mesh.cell(cell).iter().enumerate() {
-                    let col = dofs.dof_of_node[other as usize];
-                    if col != Dofs::NONE {
-                        entries.push((col, matrices[(cell * k + a) * k + b]));
+        .par_chunks(ROWS_PER_TASK)
+        .map(|nodes| {
+            let (mut cols, mut vals) = (Vec::new(), Vec::new());
+            let (mut lens, mut rhs) = (Vec::with_capacity(nodes.len()), Vec::new());
+            let mut entries: Vec<(u32, f64)> = Vec::new();
+            for &node in nodes {
+                entries.clear();
+                let mut b = 0.0;
+                for &slot in &slots[start[node as usize]..start[node as usize + 1]] {
+                    let (cell, a) = (slot as usize / k, slot as usize % k);
+                    b += load[cell * k + a];
+                    for (j, &other) in mesh.cell(cell).iter().enumerate() {
+                        let col = dofs.dof_of_node[other as usize];
+                        if col != Dofs::NONE {
+                            entries.push((col, matrices[(cell * k + a) * k + j]));
+                        }
                     }
                 }
-            }
-            entries.sort_by_key(|e| e.0); // stable: equal columns keep cell order
-            let (mut cols, mut vals) = (
-                Vec::with_capacity(entries.len()),
-                Vec::with_capacity(entries.len()),
-            );
-            for (col, val) in entries {
-                if cols.last() == Some(&col) {
-                    *vals.last_mut().unwrap() += val;
-                } else {
-                    cols.push(col);
-                    vals.push(val);
+                entries.sort_by_key(|e| e.0); // stable: equal columns keep cell order
+                let first = cols.len();
+                for &(col, val) in &entries {
+                    if cols.len() > first && cols.last() == Some(&col) {
+                        *vals.last_mut().expect("a value per column") += val;
+                    } else {
+                        cols.push(col);
+                        vals.push(val);
+                    }
                 }
+                lens.push(cols.len() - first);
+                rhs.push(b);
             }
-            (cols, vals, rhs)
+            RowBlock {
+                cols,
+                vals,
+                lens,
+                loads: rhs,
+            }
         })
         .collect();
 
-    let mut row_ptr = Vec::with_capacity(rows.len() + 1);
+    let nnz: usize = blocks.iter().map(|b| b.cols.len()).sum();
+    let mut row_ptr = Vec::with_capacity(dofs.len() + 1);
     row_ptr.push(0);
-    let nnz: usize = rows.iter().map(|r| r.0.len()).sum();
     let (mut col_idx, mut values, mut rhs) = (
         Vec::with_capacity(nnz),
         Vec::with_capacity(nnz),
-        Vec::with_capacity(rows.len()),
+        Vec::with_capacity(dofs.len()),
     );
-    for (cols, vals, b) in rows {
-        col_idx.extend_from_slice(&cols);
-        values.extend_from_slice(&vals);
-        rhs.push(b);
-        row_ptr.push(col_idx.len());
+    for block in blocks {
+        col_idx.extend_from_slice(&block.cols);
+        values.extend_from_slice(&block.vals);
+        rhs.extend_from_slice(&block.loads);
+        for len in block.lens {
+            row_ptr.push(row_ptr.last().expect("starts with 0") + len);
+        }
     }
     let n = dofs.len();
     Ok((Csr::new(n, n, row_ptr, col_idx, values)?, rhs))
