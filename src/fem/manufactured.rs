@@ -111,11 +111,17 @@ impl Mode {
     }
 
     pub fn value(&self, x: &[f64]) -> f64 {
-        x[..self.dim]
-            .iter()
-            .zip(self.kappa)
-            .map(|(&xd, k)| (k as f64 * PI * xd).sin())
-            .product()
+        (0..self.dim).map(|d| self.axis_factor(d, x[d])).product()
+    }
+
+    /// Axes the mode varies along.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The factor sin(κ_d π x_d) of axis `d`.
+    pub fn axis_factor(&self, d: usize, xd: f64) -> f64 {
+        (self.kappa[d] as f64 * PI * xd).sin()
     }
 
     /// ∂φ/∂x_d = κ_d π cos(κ_d π x_d) Π_{e≠d} sin(κ_e π x_e), for the first `dim` axes.
