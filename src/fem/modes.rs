@@ -148,7 +148,11 @@ fn integrate_modes_of<const D: usize, const K: usize>(
             let (mut phi, mut d) = (vec![0.0; m * nq], vec![0.0; m]);
             let (mut points, mut sines) = (vec![[0.0; D]; nq], AxisSines::default());
             let mut at_nodes = vec![[0.0; K]; m];
+            // Summed here and stored once per cell (see `assembly::element_systems`: no
+            // read of fresh zeroed pages before they are written).
+            let mut sums = vec![0.0; per_cell];
             for (offset, cell_out) in out.chunks_mut(per_cell).enumerate() {
+                sums.fill(0.0);
                 let c = chunk * CELLS_PER_CHUNK + offset;
                 let x = corners::<D, K>(mesh, c);
                 for (values, mode) in at_nodes.iter_mut().zip(modes) {
@@ -167,7 +171,7 @@ fn integrate_modes_of<const D: usize, const K: usize>(
                         let phi = phi[j * nq + q];
                         let interpolant: f64 = (0..K).map(|a| n[a] * at_nodes[j][a]).sum();
                         d[j] = phi - interpolant;
-                        let (load, defect) = cell_out[2 * j * K..2 * (j + 1) * K].split_at_mut(K);
+                        let (load, defect) = sums[2 * j * K..2 * (j + 1) * K].split_at_mut(K);
                         for a in 0..K {
                             load[a] += w * phi * n[a];
                             defect[a] += w * d[j] * n[a];
@@ -179,6 +183,7 @@ fn integrate_modes_of<const D: usize, const K: usize>(
                         }
                     }
                 }
+                cell_out.copy_from_slice(&sums);
             }
             gram
         })
@@ -282,12 +287,13 @@ impl ModeBasis {
             let terms = e.modes();
             let modes: Vec<Mode> = terms.iter().map(|(_, m)| *m).collect();
             let (vectors, _) = self.prepare(mesh, dofs, &modes);
-            for ((a, mode), v) in terms.iter().zip(&vectors) {
+            for (t, ((a, mode), v)) in terms.iter().zip(&vectors).enumerate() {
                 let scale = a * mode.eigenvalue();
-                column
-                    .par_iter_mut()
-                    .zip(&v.load)
-                    .for_each(|(b, l)| *b += scale * l);
+                // The first term is stored, not added: fresh zeroed pages are written
+                // before they are read (see `assembly::element_systems`).
+                column.par_iter_mut().zip(&v.load).for_each(|(b, l)| {
+                    *b = if t == 0 { scale * l } else { *b + scale * l };
+                });
             }
         }
         block
