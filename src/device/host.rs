@@ -64,6 +64,8 @@ impl<T: Pod> HostArray<T> {
     /// that grows.
     pub fn vec_mut(&mut self) -> &mut Vec<T> {
         if let Repr::Mapped(map) = &self.0 {
+            // Operators are never written; a copy here is a bug worth seeing in the logs.
+            log::debug!("a mapped array of {} bytes copied on write", map.len());
             self.0 = Repr::Owned(bytemuck::cast_slice(map).to_vec());
         }
         match &mut self.0 {
