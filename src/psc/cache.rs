@@ -366,7 +366,8 @@ struct MappedFile<'a> {
 }
 
 /// A dense working operator (rows, columns, values): mapped from the file where it lies
-/// contiguously and aligned (files written since set-up v3), else read. A file changed
+/// contiguously and aligned (files written since set-up v3) and the file system maps
+/// files, else read. A file changed
 /// between the HDF5 open and this one fails the checksum.
 fn read_operator<S: Storage + H5Type>(
     file: &MappedFile,
@@ -375,13 +376,14 @@ fn read_operator<S: Storage + H5Type>(
 ) -> Result<(usize, usize, HostArray<S>)> {
     let (rows, cols, offset) = h5::dense_location::<S>(group, name)?;
     if let Some(offset) = offset {
-        let mapped =
-            HostArray::map(&file.file, offset, rows * cols).map_err(|source| Error::Read {
-                path: file.path.to_path_buf(),
-                source,
-            })?;
-        if let Some(mapped) = mapped {
-            return Ok((rows, cols, mapped));
+        match HostArray::map(&file.file, offset, rows * cols) {
+            Ok(Some(mapped)) => return Ok((rows, cols, mapped)),
+            Ok(None) => {}
+            // A file system without mmap support: the values are read instead.
+            Err(e) => log::info!(
+                "cannot map {name} of {} ({e}): reading it",
+                file.path.display()
+            ),
         }
     }
     let (rows, cols, data) = h5::read_dense::<S>(group, name)?;
