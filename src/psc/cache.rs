@@ -367,8 +367,7 @@ struct MappedFile<'a> {
 
 /// A dense working operator (rows, columns, values): mapped from the file where it lies
 /// contiguously and aligned (files written since set-up v3) and the file system maps
-/// files, else read. A file changed
-/// between the HDF5 open and this one fails the checksum.
+/// files, else read. A file changed between the HDF5 open and this one fails the checksum.
 fn read_operator<S: Storage + H5Type>(
     file: &MappedFile,
     group: &hdf5::Group,
