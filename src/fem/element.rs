@@ -253,18 +253,9 @@ mod tests {
         }
         // Corners (0,0), (2,0), (2.5,1.5), (0.5,1): area by the shoelace formula.
         let quad = [[0.0, 0.0], [2.0, 0.0], [2.5, 1.5], [0.5, 1.0]];
-        let shoelace = |p: &[[f64; 2]]| {
-            (0..p.len())
-                .map(|i| {
-                    let (a, b) = (p[i], p[(i + 1) % p.len()]);
-                    a[0] * b[1] - b[0] * a[1]
-                })
-                .sum::<f64>()
-                / 2.0
-        };
-        check::<2, 4>(Element::Q1, quad, shoelace(&quad));
+        check::<2, 4>(Element::Q1, quad, crate::mesh::signed_area(&quad));
         let tri = [[0.0, 0.0], [1.0, 0.2], [0.3, 0.9]];
-        check::<2, 3>(Element::P1, tri, shoelace(&tri));
+        check::<2, 3>(Element::P1, tri, crate::mesh::signed_area(&tri));
         // A unit cube sheared in x by 0.3 z and scaled by 2 in y: volume 2.
         let hex: [[f64; 3]; 8] = std::array::from_fn(|a| {
             let (i, j, k) = ((a & 1) as f64, ((a >> 1) & 1) as f64, ((a >> 2) & 1) as f64);

@@ -319,7 +319,7 @@ pub(super) fn cell_area(coords: &[[f64; 2]], cell: &[u32]) -> f64 {
 }
 
 /// The signed area of a polygon (positive when counterclockwise).
-fn signed_area(p: &[[f64; 2]]) -> f64 {
+pub(crate) fn signed_area(p: &[[f64; 2]]) -> f64 {
     (0..p.len())
         .map(|a| {
             let (u, v) = (p[a], p[(a + 1) % p.len()]);

@@ -16,6 +16,8 @@ mod refine;
 mod spec;
 mod square;
 
+#[cfg(test)] // the element tests check cell areas with it
+pub(crate) use coarse::signed_area;
 pub use coarse::{BoundaryEdge, CoarseMesh, Edges};
 pub use conditions::{Condition, Conditions, PINNED_NODE};
 
