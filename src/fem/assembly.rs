@@ -9,8 +9,8 @@ use rayon::prelude::*;
 use super::element::{by_nodes, corners, det_jacobian, gradients, point, Tables};
 use super::QuadratureRule;
 use crate::error::{Error, Result};
-use crate::mesh::Mesh;
-use crate::sparse::Csr;
+use crate::mesh::{Element, Mesh};
+use crate::sparse::{Csr, SparseRows};
 
 /// Gauss points per direction for the stiffness and load integrals: exact for the Q1
 /// stiffness, and the load quadrature error is O(h^6)-small, well below the O(h²) error.
@@ -80,34 +80,25 @@ pub struct PoissonSystem {
     pub dofs: Dofs,
 }
 
-/// The bilinear form of an element matrix.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Form {
-    /// ∫ ∇φ_a · ∇φ_b
-    Stiffness,
-    /// ∫ φ_a φ_b
-    Mass,
-}
-
-/// Element load vectors (k per cell) and, when `form` is given, element matrices of that
-/// form (row-major, k×k per cell; empty otherwise).
+/// Element load vectors (k per cell) and, when `stiffness`, element stiffness matrices
+/// ∫ ∇φ_a · ∇φ_b (row-major, k×k per cell; empty otherwise).
 pub(super) fn element_systems<const D: usize>(
     mesh: &Mesh<D>,
     f: &(impl Fn(&[f64]) -> f64 + Sync),
-    form: Option<Form>,
+    stiffness: bool,
 ) -> (Vec<f64>, Vec<f64>) {
     assert_eq!(
         mesh.element.dim(),
         D,
         "mesh dimension and element dimension differ"
     );
-    by_nodes!(mesh.element, K => element_systems_of::<D, K>(mesh, f, form))
+    by_nodes!(mesh.element, K => element_systems_of::<D, K>(mesh, f, stiffness))
 }
 
 fn element_systems_of<const D: usize, const K: usize>(
     mesh: &Mesh<D>,
     f: &(impl Fn(&[f64]) -> f64 + Sync),
-    form: Option<Form>,
+    stiffness: bool,
 ) -> (Vec<f64>, Vec<f64>) {
     let tables = Tables::<D, K>::new(
         mesh.element,
@@ -123,33 +114,24 @@ fn element_systems_of<const D: usize, const K: usize>(
         for q in 0..tables.len() {
             let n = &tables.shapes[q];
             let dn = &tables.ref_grads[q];
-            // Gradients for the stiffness only; the mass and loads need |det J| alone.
-            let (det, grad) = match form {
-                Some(Form::Stiffness) => gradients(&x, dn),
-                _ => (det_jacobian(&x, dn), [[0.0; D]; K]),
+            // Gradients for the stiffness only; the loads need |det J| alone.
+            let (det, grad) = if stiffness {
+                gradients(&x, dn)
+            } else {
+                (det_jacobian(&x, dn), [[0.0; D]; K])
             };
             let w = tables.weights[q] * det;
             let fq = f(&point(&x, n));
             for a in 0..K {
                 load[a] += w * fq * n[a];
             }
-            match form {
-                Some(Form::Mass) => {
-                    for a in 0..K {
-                        for b in 0..K {
-                            matrix[a][b] += w * n[a] * n[b];
-                        }
+            if stiffness {
+                for a in 0..K {
+                    for b in 0..K {
+                        let g: f64 = (0..D).map(|d| grad[a][d] * grad[b][d]).sum();
+                        matrix[a][b] += w * g;
                     }
                 }
-                Some(Form::Stiffness) => {
-                    for a in 0..K {
-                        for b in 0..K {
-                            let g: f64 = (0..D).map(|d| grad[a][d] * grad[b][d]).sum();
-                            matrix[a][b] += w * g;
-                        }
-                    }
-                }
-                None => {}
             }
         }
         fe.copy_from_slice(&load);
@@ -160,7 +142,7 @@ fn element_systems_of<const D: usize, const K: usize>(
     let ncells = mesh.num_cells();
     let mut load = vec![0.0; ncells * K];
     let mut matrices = Vec::new();
-    if form.is_some() {
+    if stiffness {
         matrices = vec![0.0; ncells * K * K];
         matrices
             .par_chunks_mut(K * K)
@@ -204,17 +186,111 @@ pub fn assemble_poisson<const D: usize>(
 ) -> Result<PoissonSystem> {
     check_dimension(mesh)?;
     let dofs = Dofs::from_boundary(&mesh.on_boundary);
-    let (stiffness, load) = element_systems(mesh, &f, Some(Form::Stiffness));
+    let (stiffness, load) = element_systems(mesh, &f, true);
     let (matrix, rhs) = gather_system(mesh, &dofs, &stiffness, &load)?;
     Ok(PoissonSystem { matrix, rhs, dofs })
 }
 
 /// The mass matrix ∫ φ_i φ_j over the unknowns of `dofs` (the L2 inner product of
-/// finite-element functions that vanish on the boundary).
-pub fn assemble_mass<const D: usize>(mesh: &Mesh<D>, dofs: &Dofs) -> Result<Csr<f64>> {
+/// finite-element functions that vanish on the boundary), on the pattern of `like`: the
+/// stiffness matrix of the same mesh and unknowns, which couples the same nodes (every pair
+/// of a cell's nodes). Each row adds its node's cells in cell order, as [`gather_system`].
+pub fn assemble_mass<const D: usize>(
+    mesh: &Mesh<D>,
+    dofs: &Dofs,
+    like: &Csr<f64>,
+) -> Result<Csr<f64>> {
     check_dimension(mesh)?;
-    let (mass, load) = element_systems(mesh, &|_: &[f64]| 0.0, Some(Form::Mass));
-    Ok(gather_system(mesh, dofs, &mass, &load)?.0)
+    let n = dofs.len();
+    if like.nrows() != n || like.ncols() != n {
+        return Err(Error::InvalidInput(format!(
+            "a mass matrix on the pattern of a {}×{} matrix for {n} unknowns",
+            like.nrows(),
+            like.ncols()
+        )));
+    }
+    let k = mesh.element.nodes_per_cell();
+    let masses = by_nodes!(mesh.element, K => element_masses::<D, K>(mesh));
+    let (start, slots) = node_incidence(mesh);
+    let mut values = vec![0.0; like.nnz()];
+    let mut rows = Vec::with_capacity(n);
+    let mut rest = values.as_mut_slice();
+    for span in like.row_ptr().windows(2) {
+        let (row, tail) = std::mem::take(&mut rest).split_at_mut(span[1] - span[0]);
+        rows.push(row);
+        rest = tail;
+    }
+    rows.into_par_iter()
+        .zip(&dofs.node_of_dof)
+        .enumerate()
+        .try_for_each(|(r, (row, &node))| {
+            row.fill(0.0); // written before read (see `element_systems`)
+            let cols = like.row(r).0;
+            for &slot in &slots[start[node as usize]..start[node as usize + 1]] {
+                let (cell, a) = (slot as usize / k, slot as usize % k);
+                for (b, &other) in mesh.cell(cell).iter().enumerate() {
+                    let col = dofs.dof_of_node[other as usize];
+                    if col == Dofs::NONE {
+                        continue;
+                    }
+                    let Some(p) = cols.iter().position(|&c| c == col) else {
+                        return Err(Error::InvalidInput(format!(
+                            "the pattern the mass matrix is assembled on has no entry ({r}, {col})"
+                        )));
+                    };
+                    row[p] += masses[(cell * k + a) * k + b];
+                }
+            }
+            Ok(())
+        })?;
+    Csr::new(
+        n,
+        n,
+        like.row_ptr().to_vec(),
+        like.col_idx().to_vec(),
+        values,
+    )
+}
+
+/// Gauss points per direction that integrate φ_a φ_b |det J| exactly: on quadrilaterals the
+/// shapes and det J are of degree 1 per direction (degree 3 in all), on triangles the
+/// integrand is of total degree 2 (the collapsed rule of 2 points is exact to 2), on
+/// hexahedra det J is of degree 2 per direction (degree 4).
+fn mass_gauss_points(element: Element) -> usize {
+    match element {
+        Element::Q1 | Element::P1 => 2,
+        Element::Q1Hex => 3,
+    }
+}
+
+/// Element mass matrices ∫ φ_a φ_b (row-major, k×k per cell), exactly integrated.
+fn element_masses<const D: usize, const K: usize>(mesh: &Mesh<D>) -> Vec<f64> {
+    let rule = QuadratureRule::gauss(mesh.element, mass_gauss_points(mesh.element));
+    let tables = Tables::<D, K>::new(mesh.element, &rule);
+    let mut matrices = vec![0.0; mesh.num_cells() * K * K];
+    matrices
+        .par_chunks_mut(K * K)
+        .enumerate()
+        .for_each(|(c, out)| {
+            let x = corners::<D, K>(mesh, c);
+            let mut m = [[0.0; K]; K];
+            for (q, n) in tables.shapes.iter().enumerate() {
+                let w = tables.weights[q] * det_jacobian(&x, &tables.ref_grads[q]);
+                for a in 0..K {
+                    for b in a..K {
+                        m[a][b] += w * n[a] * n[b];
+                    }
+                }
+            }
+            // Stored once, not added into fresh memory (see `element_systems`); the upper
+            // triangle mirrored, so the matrix is symmetric bit for bit.
+            for (a, row) in out.chunks_exact_mut(K).enumerate() {
+                for (b, value) in row.iter_mut().enumerate() {
+                    *value = m[a.min(b)][a.max(b)];
+                }
+            }
+        });
+    matrices
 }
 
 fn check_dimension<const D: usize>(mesh: &Mesh<D>) -> Result<()> {
@@ -227,19 +303,49 @@ fn check_dimension<const D: usize>(mesh: &Mesh<D>) -> Result<()> {
     Ok(())
 }
 
-/// The global load on the unknowns of `dofs` from per-cell loads (k per cell): each row
-/// sums its node's entries in cell order.
-pub(super) fn gather_load<const D: usize>(mesh: &Mesh<D>, dofs: &Dofs, load: &[f64]) -> Vec<f64> {
+/// Sums per-cell vectors into vectors on the unknowns of `dofs`. `per_cell` holds, cell
+/// after cell, `count` vectors of k entries each (in local node order); vector v of the
+/// result sums entry v of every cell: each unknown adds its node's entries in cell order
+/// (reproducible). One pass over the cells' incidence for all of them.
+pub(super) fn gather_cell_vectors<const D: usize>(
+    mesh: &Mesh<D>,
+    dofs: &Dofs,
+    per_cell: &[f64],
+    count: usize,
+) -> Vec<Vec<f64>> {
+    let k = mesh.element.nodes_per_cell();
+    assert_eq!(per_cell.len(), mesh.num_cells() * count * k);
     let (start, slots) = node_incidence(mesh);
-    dofs.node_of_dof
-        .par_iter()
-        .map(|&node| {
-            slots[start[node as usize]..start[node as usize + 1]]
-                .iter()
-                .map(|&slot| load[slot as usize])
-                .sum()
-        })
+    // Unknown-major (count sums per unknown), then split into the vectors.
+    let mut sums = vec![0.0; dofs.len() * count];
+    sums.par_chunks_mut(count.max(1))
+        .zip(&dofs.node_of_dof)
+        .for_each(|(sum, &node)| {
+            sum.fill(0.0); // written before read: fresh pages fault once (element_systems)
+            for &slot in &slots[start[node as usize]..start[node as usize + 1]] {
+                let (cell, a) = (slot as usize / k, slot as usize % k);
+                let entries = per_cell[cell * count * k + a..].iter().step_by(k);
+                for (s, e) in sum.iter_mut().zip(entries) {
+                    *s += e;
+                }
+            }
+        });
+    if count == 1 {
+        return vec![sums];
+    }
+    (0..count)
+        .map(|v| sums.par_chunks(count).map(|s| s[v]).collect())
         .collect()
+}
+
+/// [`gather_cell_vectors`] of one vector (k entries per cell).
+pub(super) fn gather_cell_vector<const D: usize>(
+    mesh: &Mesh<D>,
+    dofs: &Dofs,
+    per_cell: &[f64],
+) -> Vec<f64> {
+    let mut one = gather_cell_vectors(mesh, dofs, per_cell, 1);
+    one.pop().expect("one vector")
 }
 
 /// Rows per task of [`gather_system`].
@@ -332,30 +438,12 @@ pub fn assemble_loads<const D: usize, F: Fn(&[f64]) -> f64 + Sync>(
     dofs: &Dofs,
     fs: &[F],
 ) -> Vec<f64> {
-    let mut block = vec![0.0; dofs.len() * fs.len()];
-    for (f, column) in fs.iter().zip(block.chunks_mut(dofs.len().max(1))) {
-        let (_, load) = element_systems(mesh, f, None);
-        gather_cell_vector(mesh, dofs, &load, column);
+    let mut block = Vec::with_capacity(dofs.len() * fs.len());
+    for f in fs {
+        let (_, load) = element_systems(mesh, f, false);
+        block.extend(gather_cell_vector(mesh, dofs, &load));
     }
     block
-}
-
-/// Sums per-cell vectors (k entries per cell, in local node order) into a vector on the
-/// unknowns: every unknown adds the entries of its node in cell order (reproducible).
-pub(super) fn gather_cell_vector<const D: usize>(
-    mesh: &Mesh<D>,
-    dofs: &Dofs,
-    per_cell: &[f64],
-    out: &mut [f64],
-) {
-    let (start, slots) = node_incidence(mesh);
-    out.par_iter_mut()
-        .zip(&dofs.node_of_dof)
-        .for_each(|(b, &node)| {
-            *b = slots[start[node as usize]..start[node as usize + 1]]
-                .iter()
-                .fold(0.0, |sum, &slot| sum + per_cell[slot as usize]);
-        });
 }
 
 #[cfg(test)]
@@ -462,5 +550,61 @@ mod tests {
                 assert!((b - h2).abs() < 1e-15);
             }
         }
+    }
+
+    /// The mass matrix gives the L2 inner product of finite-element functions: uᵀ M u equals
+    /// ‖u_h‖² by 4-point Gauss (exact for these integrands), on meshes with skewed cells
+    /// (general quadrilaterals and hexahedra, unequal triangles).
+    #[test]
+    fn mass_is_the_l2_inner_product() {
+        fn check<const D: usize>(mut mesh: Mesh<D>) {
+            for (i, x) in mesh.coords.iter_mut().enumerate() {
+                if x.iter().all(|&c| c > 0.0 && c < 1.0) {
+                    for (d, c) in x.iter_mut().enumerate() {
+                        *c += 0.02 * (((i * 7 + d * 3) % 11) as f64 / 5.0 - 1.0) / 8.0;
+                    }
+                }
+            }
+            let stiffness = assemble_poisson(&mesh, |_| 0.0).unwrap().matrix;
+            let dofs = Dofs::from_boundary(&mesh.on_boundary);
+            let mass = assemble_mass(&mesh, &dofs, &stiffness).unwrap();
+            assert!(mass.is_symmetric(), "{:?}", mesh.element);
+            let u: Vec<f64> = (0..dofs.len())
+                .map(|i| ((i * 7919) % 101) as f64 / 50.0 - 1.0)
+                .collect();
+            let mut mu = vec![0.0; u.len()];
+            crate::sparse::spmv(&mass, &u, &mut mu);
+            let quadratic: f64 = u.iter().zip(&mu).map(|(a, b)| a * b).sum();
+            let l2 = crate::fem::l2_error(&mesh, &dofs, &u, |_| 0.0);
+            assert!(
+                (quadratic - l2 * l2).abs() <= 1e-13 * l2 * l2,
+                "{:?}: uᵀMu = {quadratic}, ‖u_h‖² = {}",
+                mesh.element,
+                l2 * l2
+            );
+        }
+        check(unit_square(8, Element::Q1).unwrap());
+        check(unit_square(8, Element::P1).unwrap());
+        check(unit_cube(5).unwrap());
+    }
+
+    /// A pattern that does not couple a cell's nodes is refused.
+    #[test]
+    fn mass_on_another_pattern_is_refused() {
+        let mesh = unit_square(4, Element::Q1).unwrap();
+        let dofs = Dofs::from_boundary(&mesh.on_boundary);
+        let n = dofs.len();
+        let diagonal = Csr::new(
+            n,
+            n,
+            (0..=n).collect(),
+            (0..n as u32).collect(),
+            vec![1.0; n],
+        )
+        .unwrap();
+        let err = assemble_mass(&mesh, &dofs, &diagonal)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("has no entry"), "{err}");
     }
 }

@@ -10,7 +10,7 @@
 
 use rayon::prelude::*;
 
-use super::assembly::{element_systems, gather_load, Form};
+use super::assembly::{element_systems, gather_cell_vector};
 use super::Dofs;
 use crate::error::{Error, Result};
 use crate::mesh::Mesh2d;
@@ -100,7 +100,7 @@ pub fn boundary_load(
     data: &BoundaryData<'_>,
 ) -> Result<Vec<f64>> {
     let g = dirichlet_values(mesh, conditions, data);
-    let (stiffness, load) = element_systems(mesh, &f, Some(Form::Stiffness));
+    let (stiffness, load) = element_systems(mesh, &f, true);
     let k = mesh.element.nodes_per_cell();
     // Per cell: its load minus its stiffness applied to the Dirichlet values.
     let lifted: Vec<f64> = load
@@ -119,7 +119,7 @@ pub fn boundary_load(
         .collect();
     let neumann = neumann_loads(mesh, conditions, data);
     let all = Dofs::from_boundary(&vec![false; mesh.num_nodes()]);
-    let mut full = gather_load(mesh, &all, &lifted);
+    let mut full = gather_cell_vector(mesh, &all, &lifted);
     full.iter_mut().zip(&neumann).for_each(|(b, n)| *b += n);
     if conditions.is_pure_neumann() {
         let weights = node_weights(mesh);
@@ -147,9 +147,9 @@ pub fn integral(mesh: &Mesh2d, f: impl Fn(&[f64]) -> f64 + Sync) -> f64 {
 
 /// w_i = ∫ φ_i at every node: ∫ u_h = Σ_i w_i u_i.
 pub fn node_weights(mesh: &Mesh2d) -> Vec<f64> {
-    let (_, load) = element_systems(mesh, &|_: &[f64]| 1.0, None);
+    let (_, load) = element_systems(mesh, &|_: &[f64]| 1.0, false);
     let all = Dofs::from_boundary(&vec![false; mesh.num_nodes()]);
-    gather_load(mesh, &all, &load)
+    gather_cell_vector(mesh, &all, &load)
 }
 
 /// The nodal solution from the unknowns: g_D on the Dirichlet nodes; for a pure Neumann

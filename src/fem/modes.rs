@@ -18,16 +18,16 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use faer::{MatMut, MatRef};
+use faer::MatRef;
 use rayon::prelude::*;
 
-use super::assembly::{assemble_mass, gather_cell_vector};
+use super::assembly::{assemble_mass, gather_cell_vectors};
 use super::element::{by_nodes, corners, det_jacobian, point, Tables};
 use super::{Dofs, Exact, Mode, QuadratureRule};
 use crate::error::Result;
 use crate::mesh::Mesh;
 use crate::numeric::dot;
-use crate::sparse::{spmv_block, Csr};
+use crate::sparse::{spmv_block_sums, Csr};
 
 /// Gauss points per direction: the integrands are smooth times (bi/tri)linear.
 const GAUSS_POINTS: usize = 4;
@@ -66,46 +66,43 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// φ at the cell's nodes, zero at Dirichlet nodes (the interpolant on the unknowns).
-fn nodal_in_cell<const D: usize, const K: usize>(
-    mesh: &Mesh<D>,
-    dofs: &Dofs,
-    cell: usize,
-    mode: &Mode,
-) -> [f64; K] {
-    let nodes = mesh.cell(cell);
-    std::array::from_fn(|a| {
-        let node = nodes[a] as usize;
-        if dofs.dof_of_node[node] != Dofs::NONE {
-            mode.value(&mesh.coords[node])
-        } else {
-            0.0
-        }
-    })
-}
+/// Coordinates per axis an [`AxisSines`] remembers: two cells' worth of a 4-point rule.
+const REMEMBERED: usize = 8;
 
-/// Values of a mode at the quadrature points of a cell, each factor sin(κ_d π x_d) computed
-/// once per distinct coordinate: the points of a tensor-product rule on an axis-parallel
-/// cell share their coordinates per axis (4 sines per axis and mode instead of 16 points ×
-/// 2 axes); on other cells every point is new. Equal to [`Mode::value`] bit for bit.
-#[derive(Default)]
+/// Values of one mode at quadrature points, each factor sin(κ_d π x_d) computed once per
+/// distinct coordinate among the last few seen: the points of a tensor-product rule on an
+/// axis-parallel cell share their coordinates per axis (4 sines per axis instead of 16
+/// points), and the next cell of a structured mesh's row shares its y (or a column's x),
+/// so about half the axes cost nothing; on other cells every point is new. Equal to
+/// [`Mode::value`] bit for bit.
 struct AxisSines {
-    /// (coordinate bits, factor) of the axis at hand.
-    seen: Vec<(u64, f64)>,
+    mode: Mode,
+    /// Per axis: (coordinate bits, factor) of the latest coordinates seen.
+    seen: [Vec<(u64, f64)>; 3],
 }
 
 impl AxisSines {
-    fn values<const D: usize>(&mut self, mode: &Mode, points: &[[f64; D]], out: &mut [f64]) {
+    fn new(mode: Mode) -> Self {
+        AxisSines {
+            mode,
+            seen: std::array::from_fn(|_| Vec::with_capacity(REMEMBERED)),
+        }
+    }
+
+    fn values<const D: usize>(&mut self, points: &[[f64; D]], out: &mut [f64]) {
         out.fill(1.0);
-        for axis in 0..mode.dim().min(D) {
-            self.seen.clear();
+        for axis in 0..self.mode.dim().min(D) {
+            let seen = &mut self.seen[axis];
             for (p, v) in points.iter().zip(out.iter_mut()) {
                 let bits = p[axis].to_bits();
-                let factor = match self.seen.iter().find(|(b, _)| *b == bits) {
+                let factor = match seen.iter().rev().find(|(b, _)| *b == bits) {
                     Some(&(_, f)) => f,
                     None => {
-                        let f = mode.axis_factor(axis, p[axis]);
-                        self.seen.push((bits, f));
+                        if seen.len() == REMEMBERED {
+                            seen.clear();
+                        }
+                        let f = self.mode.axis_factor(axis, p[axis]);
+                        seen.push((bits, f));
                         f
                     }
                 };
@@ -136,6 +133,24 @@ fn integrate_modes_of<const D: usize, const K: usize>(
         &QuadratureRule::gauss(mesh.element, GAUSS_POINTS),
     );
     let ncells = mesh.num_cells();
+    // φ at every node, zero at Dirichlet nodes (the interpolant on the unknowns): once per
+    // node, not once per cell around it.
+    let node_values: Vec<Vec<f64>> = modes
+        .iter()
+        .map(|mode| {
+            mesh.coords
+                .par_iter()
+                .zip(&dofs.dof_of_node)
+                .map(|(x, &dof)| {
+                    if dof != Dofs::NONE {
+                        mode.value(x)
+                    } else {
+                        0.0
+                    }
+                })
+                .collect()
+        })
+        .collect();
     // Per cell and mode: K load entries, then K defect entries.
     let per_cell = 2 * m * K;
     let mut cell_vectors = vec![0.0; ncells * per_cell];
@@ -146,7 +161,9 @@ fn integrate_modes_of<const D: usize, const K: usize>(
             let mut gram = vec![0.0; m * m];
             let nq = tables.len();
             let (mut phi, mut d) = (vec![0.0; m * nq], vec![0.0; m]);
-            let (mut points, mut sines) = (vec![[0.0; D]; nq], AxisSines::default());
+            let mut points = vec![[0.0; D]; nq];
+            let mut sines: Vec<AxisSines> =
+                modes.iter().map(|&mode| AxisSines::new(mode)).collect();
             let mut at_nodes = vec![[0.0; K]; m];
             // Summed here and stored once per cell (see `assembly::element_systems`: no
             // read of fresh zeroed pages before they are written).
@@ -154,15 +171,15 @@ fn integrate_modes_of<const D: usize, const K: usize>(
             for (offset, cell_out) in out.chunks_mut(per_cell).enumerate() {
                 sums.fill(0.0);
                 let c = chunk * CELLS_PER_CHUNK + offset;
-                let x = corners::<D, K>(mesh, c);
-                for (values, mode) in at_nodes.iter_mut().zip(modes) {
-                    *values = nodal_in_cell(mesh, dofs, c, mode);
+                let (x, nodes) = (corners::<D, K>(mesh, c), mesh.cell(c));
+                for (values, node_values) in at_nodes.iter_mut().zip(&node_values) {
+                    *values = std::array::from_fn(|a| node_values[nodes[a] as usize]);
                 }
                 for (p, n) in points.iter_mut().zip(&tables.shapes) {
                     *p = point(&x, n);
                 }
-                for (mode, values) in modes.iter().zip(phi.chunks_exact_mut(nq)) {
-                    sines.values(mode, &points, values);
+                for (sines, values) in sines.iter_mut().zip(phi.chunks_exact_mut(nq)) {
+                    sines.values(&points, values);
                 }
                 for q in 0..nq {
                     let n = &tables.shapes[q];
@@ -194,32 +211,18 @@ fn integrate_modes_of<const D: usize, const K: usize>(
             *g += v;
         }
     }
-    let vectors = modes
+    // Vector 2j is mode j's load, 2j + 1 its defect.
+    let mut gathered = gather_cell_vectors(mesh, dofs, &cell_vectors, 2 * m).into_iter();
+    let vectors = node_values
         .iter()
-        .enumerate()
-        .map(|(j, mode)| {
-            let part = |which: usize| {
-                let per_mode: Vec<f64> = cell_vectors
-                    .par_chunks(per_cell)
-                    .flat_map_iter(|cell| {
-                        cell[(2 * j + which) * K..(2 * j + which + 1) * K]
-                            .iter()
-                            .copied()
-                    })
-                    .collect();
-                let mut v = vec![0.0; dofs.len()];
-                gather_cell_vector(mesh, dofs, &per_mode, &mut v);
-                v
-            };
-            ModeVectors {
-                nodal: dofs
-                    .node_of_dof
-                    .par_iter()
-                    .map(|&node| mode.value(&mesh.coords[node as usize]))
-                    .collect(),
-                load: part(0),
-                defect: part(1),
-            }
+        .map(|node_values| ModeVectors {
+            nodal: dofs
+                .node_of_dof
+                .par_iter()
+                .map(|&node| node_values[node as usize])
+                .collect(),
+            load: gathered.next().expect("a load per mode"),
+            defect: gathered.next().expect("a defect per mode"),
         })
         .collect();
     (vectors, gram)
@@ -270,10 +273,16 @@ impl ModeBasis {
         (vectors, gram)
     }
 
-    fn mass<const D: usize>(&self, mesh: &Mesh<D>, dofs: &Dofs) -> Result<Arc<Csr<f64>>> {
+    /// The mass matrix, on the pattern of the stiffness matrix `like`.
+    fn mass<const D: usize>(
+        &self,
+        mesh: &Mesh<D>,
+        dofs: &Dofs,
+        like: &Csr<f64>,
+    ) -> Result<Arc<Csr<f64>>> {
         let mut mass = locked(&self.mass);
         if mass.is_none() {
-            *mass = Some(Arc::new(assemble_mass(mesh, dofs)?));
+            *mass = Some(Arc::new(assemble_mass(mesh, dofs, like)?));
         }
         Ok(Arc::clone(mass.as_ref().expect("just set")))
     }
@@ -300,11 +309,13 @@ impl ModeBasis {
     }
 
     /// The L2 errors of every column of `u` (unknowns × columns, column-major) against
-    /// its exact solution.
+    /// its exact solution; `stiffness` (of the same mesh and unknowns) lends the mass
+    /// matrix its pattern.
     pub fn errors<const D: usize>(
         &self,
         mesh: &Mesh<D>,
         dofs: &Dofs,
+        stiffness: &Csr<f64>,
         u: &[f64],
         exact: &[Exact],
     ) -> Result<Vec<ColumnErrors>> {
@@ -330,21 +341,21 @@ impl ModeBasis {
             }
             prepared.push((terms, vectors, gram));
         }
-        let mut mw = vec![0.0; n * columns];
-        let mass = self.mass(mesh, dofs)?;
-        spmv_block(
+        let mass = self.mass(mesh, dofs, stiffness)?;
+        // wᵀ M w per column, M w never stored.
+        let quadratic = spmv_block_sums(
             mass.as_ref(),
             MatRef::from_column_major_slice(&w, n, columns),
-            MatMut::from_column_major_slice_mut(&mut mw, n, columns),
+            |i, c, mw| w[c * n + i] * mw,
         );
         let h_d = mesh.h().powi(D as i32);
         Ok(prepared
             .iter()
             .enumerate()
             .map(|(c, (terms, vectors, gram))| {
-                let (wc, mwc) = (&w[c * n..(c + 1) * n], &mw[c * n..(c + 1) * n]);
+                let wc = &w[c * n..(c + 1) * n];
                 let m = terms.len();
-                let mut squared = dot(wc, mwc);
+                let mut squared = quadratic[c];
                 for (i, ((a, _), v)) in terms.iter().zip(vectors).enumerate() {
                     squared += 2.0 * a * dot(wc, &v.defect);
                     for (j, (b, _)) in terms.iter().enumerate() {
@@ -363,24 +374,35 @@ impl ModeBasis {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fem::{assemble_loads, l2_error, nodal_l2_error, Manufactured, PressureSeries};
+    use crate::fem::{
+        assemble_loads, assemble_poisson, l2_error, nodal_l2_error, Manufactured, PressureSeries,
+    };
     use crate::mesh::{unit_cube, unit_square, Element};
 
     /// The shared sines give every point's mode value bit for bit, on an axis-parallel
-    /// cell (coordinates repeat) and a skewed one (they do not), in 2D and 3D.
+    /// cell (coordinates repeat), its neighbour (coordinates remembered from the cell
+    /// before) and a skewed one (no repeats), in 2D and 3D.
     #[test]
     fn axis_sines_equal_mode_values() {
         let rule = QuadratureRule::gauss(Element::Q1, GAUSS_POINTS);
         let tables = Tables::<2, 4>::new(Element::Q1, &rule);
         let mode = Mode::new([2, 3, 0], 2);
-        let mut sines = AxisSines::default();
+        let mut sines = AxisSines::new(mode);
+        let right = [
+            [0.3125, 0.5],
+            [0.375, 0.5],
+            [0.375, 0.5625],
+            [0.3125, 0.5625],
+        ];
         for cell in [
             [[0.25, 0.5], [0.3125, 0.5], [0.3125, 0.5625], [0.25, 0.5625]],
+            right, // its y remembered from the cell before
             [[0.1, 0.2], [0.4, 0.25], [0.45, 0.6], [0.05, 0.5]],
+            right, // after a cell that filled the memory
         ] {
             let points: Vec<[f64; 2]> = tables.shapes.iter().map(|n| point(&cell, n)).collect();
             let mut values = vec![0.0; points.len()];
-            sines.values(&mode, &points, &mut values);
+            sines.values(&points, &mut values);
             for (p, v) in points.iter().zip(&values) {
                 assert_eq!(v.to_bits(), mode.value(p).to_bits(), "at {p:?}");
             }
@@ -388,7 +410,8 @@ mod tests {
         let mode = Mode::new([1, 2, 3], 3);
         let points = [[0.1, 0.2, 0.3], [0.1, 0.2, 0.7], [0.6, 0.2, 0.3]];
         let mut values = [0.0; 3];
-        sines.values(&mode, &points, &mut values);
+        let mut sines = AxisSines::new(mode);
+        sines.values(&points, &mut values);
         for (p, v) in points.iter().zip(&values) {
             assert_eq!(v.to_bits(), mode.value(p).to_bits());
         }
@@ -410,6 +433,7 @@ mod tests {
             Exact::Pressure(PressureSeries::new(0.3, D)),
             Exact::Pressure(PressureSeries::new(0.0, D)),
         ];
+        let stiffness = assemble_poisson(mesh, |_| 0.0).unwrap().matrix;
         let basis = ModeBasis::new();
         let loads = basis.loads(mesh, &dofs, &exact);
         let fs: Vec<_> = exact.iter().map(|e| move |x: &[f64]| e.f(x)).collect();
@@ -438,7 +462,7 @@ mod tests {
                     u.push(value + wiggle);
                 }
             }
-            let errors = basis.errors(mesh, &dofs, &u, &exact).unwrap();
+            let errors = basis.errors(mesh, &dofs, &stiffness, &u, &exact).unwrap();
             for (c, e) in exact.iter().enumerate() {
                 let uc = &u[c * n..(c + 1) * n];
                 let l2 = l2_error(mesh, &dofs, uc, |x| e.u(x));

@@ -132,6 +132,60 @@ pub fn spmv_block<S: Stored>(
     });
 }
 
+/// Σ_i f(i, j, (A X)_ij) for every column j of the column-major block X: the block SpMV's
+/// products consumed as they are made and never stored (a residual's norm, a quadratic
+/// form). Rows are summed in tasks of `ROWS_PER_TASK` and the tasks in order, so the sums
+/// do not depend on the thread count.
+pub fn spmv_block_sums<S: Stored>(
+    a: &impl SparseRows<S>,
+    x: MatRef<'_, S::Compute>,
+    f: impl Fn(usize, usize, S::Compute) -> f64 + Sync,
+) -> Vec<f64> {
+    check_spmv_shapes(a, x.nrows(), a.nrows());
+    assert!(
+        x.row_stride() == 1 || x.nrows() <= 1,
+        "block SpMV needs a column-major block"
+    );
+    let (nrows, ncols) = (a.nrows(), x.ncols());
+    let ldx = usize::try_from(x.col_stride()).expect("block SpMV needs positive column strides");
+    let x_ptr = x.as_ptr() as usize;
+    let partials: Vec<Vec<f64>> = (0..nrows.div_ceil(ROWS_PER_TASK))
+        .into_par_iter()
+        .map(|task| {
+            let x = x_ptr as *const S::Compute;
+            let mut row = RowChunk::<S>::new();
+            let (mut products, mut sums) = (vec![S::Compute::zero(); ncols], vec![0.0; ncols]);
+            for r in task * ROWS_PER_TASK..((task + 1) * ROWS_PER_TASK).min(nrows) {
+                let y_row = products.as_mut_ptr();
+                let mut accumulate = false;
+                a.for_each_in_row(r, |c, v| {
+                    if row.push(c, v) {
+                        // SAFETY: entries' columns are < nrows(X), X has `ncols` columns of
+                        // stride `ldx`; `products` holds `ncols` values of stride 1.
+                        unsafe { row.flush(x, ldx, y_row, 1, ncols, accumulate) };
+                        accumulate = true;
+                    }
+                });
+                if row.len > 0 || !accumulate {
+                    // SAFETY: as above.
+                    unsafe { row.flush(x, ldx, y_row, 1, ncols, accumulate) };
+                }
+                for (j, (sum, &y)) in sums.iter_mut().zip(&products).enumerate() {
+                    *sum += f(r, j, y);
+                }
+            }
+            sums
+        })
+        .collect();
+    let mut sums = vec![0.0; ncols];
+    for partial in &partials {
+        for (s, p) in sums.iter_mut().zip(partial) {
+            *s += p;
+        }
+    }
+    sums
+}
+
 /// Entries of one matrix row gathered for the block SpMV: their values are widened to the
 /// compute precision once per chunk (F16C for f16), not once per group of columns.
 struct RowChunk<S: Stored> {
@@ -291,6 +345,47 @@ mod tests {
         }
     }
 
+    /// The column sums of f over the block product equal those over the stored product
+    /// (a residual's squares and a quadratic form), on rows longer than a chunk too, and do
+    /// not depend on the thread count.
+    #[test]
+    fn block_sums_equal_sums_over_the_product() {
+        let n = 5000;
+        let a = test_matrix(n);
+        for nrhs in [1, 3, 11] {
+            let x = faer::Mat::<f64>::from_fn(n, nrhs, |i, j| {
+                ((i * 7 + j * 5) % 19) as f64 / 7.3 - 1.1
+            });
+            let b = faer::Mat::<f64>::from_fn(n, nrhs, |i, j| ((i + 3 * j) % 5) as f64 - 2.0);
+            let mut y = faer::Mat::<f64>::zeros(n, nrhs);
+            spmv_block(&a, x.as_ref(), y.as_mut());
+            let squares = |i: usize, j: usize, ax: f64| (b[(i, j)] - ax).powi(2);
+            let quadratic = |i: usize, j: usize, ax: f64| x[(i, j)] * ax;
+            let got = spmv_block_sums(&a, x.as_ref(), squares);
+            let form = spmv_block_sums(&a, x.as_ref(), quadratic);
+            for j in 0..nrhs {
+                let want: f64 = (0..n).map(|i| (b[(i, j)] - y[(i, j)]).powi(2)).sum();
+                assert!(
+                    (got[j] - want).abs() <= 1e-12 * want,
+                    "{} vs {want}",
+                    got[j]
+                );
+                let want: f64 = (0..n).map(|i| x[(i, j)] * y[(i, j)]).sum();
+                assert!(
+                    (form[j] - want).abs() <= 1e-12 * want.abs(),
+                    "{} vs {want}",
+                    form[j]
+                );
+            }
+            let single = rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .build()
+                .unwrap()
+                .install(|| spmv_block_sums(&a, x.as_ref(), squares));
+            assert_eq!(single, got);
+        }
+    }
+
     /// Rows longer than one gathered chunk (and empty rows) in the block SpMV: the partial
     /// sums carried across chunks give the same values as the single-vector product, in f64
     /// and in f16 storage; whatever Y held before is overwritten.
@@ -339,6 +434,9 @@ mod tests {
                     assert_eq!(y32[(i, j)] as f64, expected[i], "f16 row {i}, column {j}");
                 }
             }
+            // The sums see each row's whole product (values are exact: any order agrees).
+            let differences = spmv_block_sums(&a, x.as_ref(), |i, j, ax| (ax - y[(i, j)]).abs());
+            assert!(differences.iter().all(|&d| d == 0.0), "{differences:?}");
         }
     }
 }
