@@ -10,6 +10,13 @@ use tensorfem::cli::{Cli, Command};
 use tensorfem::comm::{Comm, MpiComm};
 use tensorfem::{bench, psc, run, sys, Error};
 
+/// mimalloc keeps freed memory for the next allocations where glibc returns large blocks to
+/// the system at once: a campaign's batches then reuse their pages instead of faulting in
+/// fresh ones (a fresh page costs microseconds on a VM; 40,000 faults → 9,000 in the
+/// quickstart, docs/performance.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Before MPI start-up: a pre-emption signal that arrives while the ranks start is
