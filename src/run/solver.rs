@@ -416,25 +416,14 @@ fn set_up_solver<const DIM: usize>(
     solver_spec: &SolverSpec,
     general: Option<&Mesh2d>,
 ) -> Result<(Box<dyn BlockSolve>, Option<String>)> {
-    fn boxed<D: PscDevice>((psc, note): (Psc<D>, String)) -> (Box<dyn BlockSolve>, Option<String>) {
-        (Box::new(psc), Some(note))
-    }
     match (solver_spec.method, backend) {
         (Method::Cholesky, _) => Ok((Box::new(CholeskySolver::factor(matrix)?), None)),
         (Method::Mg, Backend::Cpu { .. }) => {
             multigrid_setup::<DIM>(matrix, mesh_spec, solver_spec, general)
         }
-        (method @ (Method::PscM1 | Method::PscM2 | Method::PscM3), Backend::Cpu { .. }) => {
-            psc_setup(&Cpu::new(), psc_method(method), mesh_spec, solver_spec, general).map(boxed)
+        (Method::PscM1 | Method::PscM2 | Method::PscM3, _) => {
+            set_up_psc(backend, mesh_spec, solver_spec, general)
         }
-        (method @ (Method::PscM1 | Method::PscM2 | Method::PscM3), Backend::Cuda(info)) => psc_setup(
-            &Cuda::shared(info)?,
-            psc_method(method),
-            mesh_spec,
-            solver_spec,
-            general,
-        )
-        .map(boxed),
         (method @ (Method::Mg | Method::Stokes), Backend::Cuda(info)) => Err(Error::Backend(format!(
             "method {} has no CUDA implementation (cuda device {}); use backend = \"cpu\" or \"auto\"",
             method.name(),
@@ -443,6 +432,33 @@ fn set_up_solver<const DIM: usize>(
         (Method::Stokes, _) => Err(Error::InvalidInput(
             "method stokes solves the Stokes system (stokes::solve), not a Poisson operator".into(),
         )),
+    }
+}
+
+/// The configured PSC method on this rank's backend: its set-up comes from the mesh (and
+/// the operator cache), not from the assembled matrix.
+fn set_up_psc(
+    backend: &Backend,
+    mesh_spec: &MeshSpec,
+    solver_spec: &SolverSpec,
+    general: Option<&Mesh2d>,
+) -> Result<(Box<dyn BlockSolve>, Option<String>)> {
+    fn boxed<D: PscDevice>((psc, note): (Psc<D>, String)) -> (Box<dyn BlockSolve>, Option<String>) {
+        (Box::new(psc), Some(note))
+    }
+    let method = psc_method(solver_spec.method);
+    match backend {
+        Backend::Cpu { .. } => {
+            psc_setup(&Cpu::new(), method, mesh_spec, solver_spec, general).map(boxed)
+        }
+        Backend::Cuda(info) => psc_setup(
+            &Cuda::shared(info)?,
+            method,
+            mesh_spec,
+            solver_spec,
+            general,
+        )
+        .map(boxed),
     }
 }
 
@@ -602,6 +618,13 @@ fn fnv32(text: &str) -> u32 {
     })
 }
 
+/// What `f` returns, with the seconds it took.
+fn timed<T>(f: impl FnOnce() -> Result<T>) -> Result<(T, f64)> {
+    let t = Instant::now();
+    let value = f()?;
+    Ok((value, t.elapsed().as_secs_f64()))
+}
+
 /// The cache file a PSC set-up of this mesh is read from and written to, if any: ranks that
 /// need the same file take turns (no two write it).
 pub fn operator_cache_file(mesh: &MeshSpec, solver: &SolverSpec) -> Option<PathBuf> {
@@ -637,20 +660,28 @@ impl<const DIM: usize> Operator<DIM> {
         solver_spec: &SolverSpec,
         general: Option<&Mesh2d>,
     ) -> Result<Self> {
-        let t = Instant::now();
-        let sys = assemble_poisson(&mesh, |_| 0.0)?;
+        let assemble = || timed(|| assemble_poisson(&mesh, |_| 0.0));
+        let ((sys, assembly_seconds), ((solver, setup_note), setup_seconds)) =
+            if solver_spec.method.is_psc() && matches!(backend, Backend::Cpu { .. }) {
+                // The PSC set-up (mostly reading the operator cache) does not need the
+                // matrix: on the CPU the two run side by side. (A CUDA set-up stays on
+                // this thread, which holds the device's context.)
+                let set_up = || timed(|| set_up_psc(backend, mesh_spec, solver_spec, general));
+                let (solver, sys) = rayon::join(set_up, assemble);
+                (sys?, solver?)
+            } else {
+                let (sys, seconds) = assemble()?;
+                let set_up = timed(|| {
+                    set_up_solver::<DIM>(backend, &sys.matrix, mesh_spec, solver_spec, general)
+                })?;
+                ((sys, seconds), set_up)
+            };
         let (matrix, dofs) = (sys.matrix, sys.dofs);
-        let assembly_seconds = t.elapsed().as_secs_f64();
         log::info!(
             "assembled {} unknowns, {} nonzeros in {assembly_seconds:.3} s",
             dofs.len(),
             matrix.nnz(),
         );
-
-        let t = Instant::now();
-        let (solver, setup_note) =
-            set_up_solver::<DIM>(backend, &matrix, mesh_spec, solver_spec, general)?;
-        let setup_seconds = t.elapsed().as_secs_f64();
         Ok(Operator {
             mesh,
             matrix,
