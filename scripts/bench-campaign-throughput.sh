@@ -5,7 +5,9 @@
 # ranks of this machine (threads per rank: the cores divided by the ranks). Prints a
 # Markdown table (docs/performance.md) with the stage split per rank.
 #
-#   scripts/bench-campaign-throughput.sh [STEPS]     (default 32, the quickstart's)
+#   scripts/bench-campaign-throughput.sh [STEPS] [REPEATS]
+#       STEPS: time steps (default 32, the quickstart's); REPEATS: runs of each campaign
+#       (default 3): the table shows the run of median campaign throughput, and the range.
 #
 # "solver-only" is `tensorfem bench` on the same solves: `bench psc --refine` (M1 f32 inside
 # f64 refinement to rtol 1e-12, 8 right-hand sides) and `bench mg --variant H_MG --nrhs 8`
@@ -16,6 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps="${1:-32}"
+repeats="${2:-3}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 RUST_LOG=warn
 bin=target/release/tensorfem
 [[ -x "$bin" ]] || { echo "error: $bin is missing: make build" >&2; exit 1; }
@@ -32,15 +35,18 @@ runs=()
 for method in psc mg; do
     for p in 1 2; do
         name="$method-r$p"
-        if [[ $method == psc ]]; then
-            config "$name" 'method = "psc-m1"'
-        else
-            config "$name" 'method = "mg"\nvariant = "H_MG"'
-            sed -i -e '/^precision = /d' -e '/^h0 = /d' -e '/^cache_dir = /d' "$out/$name.toml"
-        fi
-        # No binding: mpirun's default (a core per rank) would leave one rank one thread.
-        RAYON_NUM_THREADS=$(( $(nproc) / p > 0 ? $(nproc) / p : 1 )) \
-            mpirun --bind-to none --oversubscribe -x RAYON_NUM_THREADS -n "$p" "$bin" run --fresh "$out/$name.toml" > "$out/$name.log"
+        rm -rf "$out/$name"-[0-9]*    # runs of an earlier invocation
+        for rep in $(seq "$repeats"); do
+            if [[ $method == psc ]]; then
+                config "$name-$rep" 'method = "psc-m1"'
+            else
+                config "$name-$rep" 'method = "mg"\nvariant = "H_MG"'
+                sed -i -e '/^precision = /d' -e '/^h0 = /d' -e '/^cache_dir = /d' "$out/$name-$rep.toml"
+            fi
+            # No binding: mpirun's default (a core per rank) would leave one rank one thread.
+            RAYON_NUM_THREADS=$(( $(nproc) / p > 0 ? $(nproc) / p : 1 )) \
+                mpirun --bind-to none --oversubscribe -x RAYON_NUM_THREADS -n "$p" "$bin" run --fresh "$out/$name-$rep.toml" > "$out/$name-$rep.log"
+        done
         # The solver alone: one bench process per rank, side by side, same threads.
         if [[ $method == psc ]]; then
             bench=(bench psc --n 256 --n0 16 --nrhs 8 --precision f32 --refine --cache-dir "$out/psc-cache" --json)

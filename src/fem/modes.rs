@@ -66,47 +66,47 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Coordinates per axis an [`AxisSines`] remembers: two cells' worth of a 4-point rule.
-const REMEMBERED: usize = 8;
+/// Coordinates per axis an [`AxisSines`] remembers (bits of [`slot`]): a structured mesh's
+/// row of 256 cells has 1,024 distinct Gauss x-coordinates.
+const SLOT_BITS: u32 = 11;
 
-/// Values of one mode at quadrature points, each factor sin(κ_d π x_d) computed once per
-/// distinct coordinate among the last few seen: the points of a tensor-product rule on an
-/// axis-parallel cell share their coordinates per axis (4 sines per axis instead of 16
-/// points), and the next cell of a structured mesh's row shares its y (or a column's x),
-/// so about half the axes cost nothing; on other cells every point is new. Equal to
-/// [`Mode::value`] bit for bit.
+/// Where a coordinate's factor is remembered: Fibonacci hashing of its bits.
+fn slot(bits: u64) -> usize {
+    (bits.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SLOT_BITS)) as usize
+}
+
+/// Values of one mode at points, each factor sin(κ_d π x_d) remembered by coordinate (a
+/// direct-mapped memory per axis: a collision replaces the older coordinate). The points of
+/// a tensor-product rule on an axis-parallel cell share their coordinates per axis, and the
+/// cells of a structured mesh share them along rows and columns, so the sines are computed
+/// about once per distinct coordinate instead of once per point and axis; on other meshes
+/// every coordinate is new. Equal to [`Mode::value`] bit for bit.
 struct AxisSines {
     mode: Mode,
-    /// Per axis: (coordinate bits, factor) of the latest coordinates seen.
-    seen: [Vec<(u64, f64)>; 3],
+    /// (coordinate bits, factor) per axis and slot; the initial all-ones bits are a NaN,
+    /// whose factor NaN is right.
+    memory: Vec<(u64, f64)>,
 }
 
 impl AxisSines {
     fn new(mode: Mode) -> Self {
         AxisSines {
             mode,
-            seen: std::array::from_fn(|_| Vec::with_capacity(REMEMBERED)),
+            memory: vec![(u64::MAX, f64::NAN); 3 << SLOT_BITS],
         }
     }
 
     fn values<const D: usize>(&mut self, points: &[[f64; D]], out: &mut [f64]) {
         out.fill(1.0);
         for axis in 0..self.mode.dim().min(D) {
-            let seen = &mut self.seen[axis];
+            let memory = &mut self.memory[axis << SLOT_BITS..(axis + 1) << SLOT_BITS];
             for (p, v) in points.iter().zip(out.iter_mut()) {
                 let bits = p[axis].to_bits();
-                let factor = match seen.iter().rev().find(|(b, _)| *b == bits) {
-                    Some(&(_, f)) => f,
-                    None => {
-                        if seen.len() == REMEMBERED {
-                            seen.clear();
-                        }
-                        let f = self.mode.axis_factor(axis, p[axis]);
-                        seen.push((bits, f));
-                        f
-                    }
-                };
-                *v *= factor;
+                let entry = &mut memory[slot(bits)];
+                if entry.0 != bits {
+                    *entry = (bits, self.mode.axis_factor(axis, p[axis]));
+                }
+                *v *= entry.1;
             }
         }
     }
@@ -137,18 +137,21 @@ fn integrate_modes_of<const D: usize, const K: usize>(
     // node, not once per cell around it.
     let node_values: Vec<Vec<f64>> = modes
         .iter()
-        .map(|mode| {
-            mesh.coords
-                .par_iter()
-                .zip(&dofs.dof_of_node)
-                .map(|(x, &dof)| {
-                    if dof != Dofs::NONE {
-                        mode.value(x)
-                    } else {
-                        0.0
+        .map(|&mode| {
+            let mut values = vec![0.0; mesh.num_nodes()];
+            values
+                .par_chunks_mut(CELLS_PER_CHUNK)
+                .zip(mesh.coords.par_chunks(CELLS_PER_CHUNK))
+                .zip(dofs.dof_of_node.par_chunks(CELLS_PER_CHUNK))
+                .for_each(|((out, points), dofs)| {
+                    AxisSines::new(mode).values(points, out);
+                    for (v, &dof) in out.iter_mut().zip(dofs) {
+                        if dof == Dofs::NONE {
+                            *v = 0.0;
+                        }
                     }
-                })
-                .collect()
+                });
+            values
         })
         .collect();
     // Per cell and mode: K load entries, then K defect entries.
@@ -379,9 +382,9 @@ mod tests {
     };
     use crate::mesh::{unit_cube, unit_square, Element};
 
-    /// The shared sines give every point's mode value bit for bit, on an axis-parallel
+    /// The remembered sines give every point's mode value bit for bit, on an axis-parallel
     /// cell (coordinates repeat), its neighbour (coordinates remembered from the cell
-    /// before) and a skewed one (no repeats), in 2D and 3D.
+    /// before), a skewed one (no repeats), many points (collisions), in 2D and 3D.
     #[test]
     fn axis_sines_equal_mode_values() {
         let rule = QuadratureRule::gauss(Element::Q1, GAUSS_POINTS);
@@ -398,7 +401,7 @@ mod tests {
             [[0.25, 0.5], [0.3125, 0.5], [0.3125, 0.5625], [0.25, 0.5625]],
             right, // its y remembered from the cell before
             [[0.1, 0.2], [0.4, 0.25], [0.45, 0.6], [0.05, 0.5]],
-            right, // after a cell that filled the memory
+            right,
         ] {
             let points: Vec<[f64; 2]> = tables.shapes.iter().map(|n| point(&cell, n)).collect();
             let mut values = vec![0.0; points.len()];
@@ -406,6 +409,15 @@ mod tests {
             for (p, v) in points.iter().zip(&values) {
                 assert_eq!(v.to_bits(), mode.value(p).to_bits(), "at {p:?}");
             }
+        }
+        // More coordinates than slots: collisions replace remembered ones.
+        let points: Vec<[f64; 2]> = (0..20_000)
+            .map(|i| [(i % 3001) as f64 / 3001.0, ((i * 7) % 4999) as f64 / 4999.0])
+            .collect();
+        let mut values = vec![0.0; points.len()];
+        sines.values(&points, &mut values);
+        for (p, v) in points.iter().zip(&values) {
+            assert_eq!(v.to_bits(), mode.value(p).to_bits(), "at {p:?}");
         }
         let mode = Mode::new([1, 2, 3], 3);
         let points = [[0.1, 0.2, 0.3], [0.1, 0.2, 0.7], [0.6, 0.2, 0.3]];
