@@ -123,12 +123,35 @@ impl<D: PscDevice> PscIr<D> {
         x: &mut [f64],
         params: RefineParams,
     ) -> std::result::Result<RefineInfo, PscError> {
+        let (info, solution) = self.solve_host(b, Some(x), params)?;
+        x.copy_from_slice(&solution);
+        Ok(info)
+    }
+
+    /// Solves A X = B for a column-major host block B (N × nrhs) from X = 0, and returns
+    /// X. The zeros are written on the device: fresh zeroed host memory read before it is
+    /// written costs two page faults per page (a zero-page mapping, then a copy on write).
+    pub fn solve_from_zero(
+        &mut self,
+        b: &[f64],
+        params: RefineParams,
+    ) -> std::result::Result<(RefineInfo, Vec<f64>), PscError> {
+        self.solve_host(b, None, params)
+    }
+
+    /// [`PscIr::solve_blocks`] on host blocks, from `x0` (zeros when None).
+    fn solve_host(
+        &mut self,
+        b: &[f64],
+        x0: Option<&[f64]>,
+        params: RefineParams,
+    ) -> std::result::Result<(RefineInfo, Vec<f64>), PscError> {
         let (n, k) = (self.operator().num_unknowns(), self.nrhs());
-        if b.len() != n * k || x.len() != n * k {
+        let x_len = x0.map_or(n * k, <[f64]>::len);
+        if b.len() != n * k || x_len != n * k {
             return Err(PscError::other(format!(
-                "PSC-IR: blocks of {} and {} values for {n} unknowns × {k} right-hand sides",
+                "PSC-IR: blocks of {} and {x_len} values for {n} unknowns × {k} right-hand sides",
                 b.len(),
-                x.len()
             )));
         }
         if self.host.is_none() {
@@ -136,14 +159,18 @@ impl<D: PscDevice> PscIr<D> {
             self.host = Some((block()?, block()?));
         }
         let (mut bb, mut xb) = self.host.take().expect("just set");
-        bb.data.write_f64(&self.dev, b)?;
-        xb.data.write_f64(&self.dev, x)?;
-        let result = self.solve_blocks(&bb, &mut xb, params).cloned();
-        let written = xb.to_f64(&self.dev).map(|v| x.copy_from_slice(&v));
+        let solved = bb
+            .data
+            .write_f64(&self.dev, b)
+            .and_then(|()| match x0 {
+                Some(x) => xb.data.write_f64(&self.dev, x),
+                None => self.dev.fill(xb.data.view_mut(), 0.0),
+            })
+            .map_err(PscError::from)
+            .and_then(|()| self.solve_blocks(&bb, &mut xb, params).cloned())
+            .and_then(|info| Ok((info, xb.to_f64(&self.dev)?)));
         self.host = Some((bb, xb));
-        let info = result?;
-        written?;
-        Ok(info)
+        solved
     }
 }
 

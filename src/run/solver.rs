@@ -231,8 +231,7 @@ impl<D: PscDevice> Psc<D> {
                     self.ir = Some(PscIr::new(&self.dev, op, a, nrhs, params.max_iterations)?);
                 }
                 let ir = self.ir.as_mut().expect("just set");
-                let mut x = vec![0.0; b.len()];
-                let info = self.dev.run(|| ir.solve(b, &mut x, params))?;
+                let (info, x) = self.dev.run(|| ir.solve_from_zero(b, params))?;
                 // Each step's f64 residual: 2 nnz per column.
                 let residuals = 2.0 * a.nnz() as f64 * nrhs as f64 * (info.steps() + 1) as f64;
                 (x, Some(info.steps()), residuals)
