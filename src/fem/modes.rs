@@ -134,7 +134,7 @@ fn integrate_modes_of<const D: usize, const K: usize>(
     );
     let ncells = mesh.num_cells();
     // φ at every node, zero at Dirichlet nodes (the interpolant on the unknowns): once per
-    // node, not once per cell around it.
+    // node, not once per cell around it (nodes in chunks of the cells' size).
     let node_values: Vec<Vec<f64>> = modes
         .iter()
         .map(|&mode| {
