@@ -42,6 +42,27 @@ pub fn dot<T: Real>(x: &[T], y: &[T]) -> T {
     })
 }
 
+/// x · y on one thread, in four interleaved partial sums (a fixed order, and four
+/// independent additions in flight): for short vectors inside a task that is already one
+/// of many.
+pub fn dot_sequential(x: &[f64], y: &[f64]) -> f64 {
+    assert_eq!(x.len(), y.len(), "dot_sequential: lengths differ");
+    let (xs, ys) = (x.chunks_exact(4), y.chunks_exact(4));
+    let tail: f64 = xs
+        .remainder()
+        .iter()
+        .zip(ys.remainder())
+        .map(|(a, b)| a * b)
+        .sum();
+    let mut lanes = [0.0; 4];
+    for (a, b) in xs.zip(ys) {
+        for k in 0..4 {
+            lanes[k] += a[k] * b[k];
+        }
+    }
+    (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]) + tail
+}
+
 /// Σ x.
 pub fn sum<T: Real>(x: &[T]) -> T {
     chunked_sum(x.len(), |r| x[r].iter().fold(T::zero(), |s, &v| s + v))
@@ -100,6 +121,13 @@ mod tests {
         assert_eq!(nrm2(&[1e300, 1e300]), 1e300 * 2f64.sqrt());
         assert!((nrm2(&[3e-300f64, 4e-300]) / 5e-300 - 1.0).abs() < 1e-15);
         assert_eq!(sum(&x), x.iter().sum::<f64>());
+        assert_eq!(dot_sequential(&x, &x), expected);
+        let short = &x[..99_999]; // a tail after the groups of four
+        assert_eq!(
+            dot_sequential(short, short),
+            expected - x[99_999] * x[99_999]
+        );
+        assert_eq!(dot_sequential(&[], &[]), 0.0);
     }
 
     /// The chunking depends on the length alone: the same sums on 1 and 2 threads.

@@ -10,7 +10,7 @@ use super::element::{by_nodes, corners, det_jacobian, gradients, point, Tables};
 use super::QuadratureRule;
 use crate::error::{Error, Result};
 use crate::mesh::{Element, Mesh};
-use crate::sparse::{Csr, SparseRows};
+use crate::sparse::Csr;
 
 /// Gauss points per direction for the stiffness and load integrals: exact for the Q1
 /// stiffness, and the load quadrature error is O(h^6)-small, well below the O(h²) error.
@@ -191,68 +191,93 @@ pub fn assemble_poisson<const D: usize>(
     Ok(PoissonSystem { matrix, rhs, dofs })
 }
 
-/// The mass matrix ∫ φ_i φ_j over the unknowns of `dofs` (the L2 inner product of
-/// finite-element functions that vanish on the boundary), on the pattern of `like`: the
-/// stiffness matrix of the same mesh and unknowns, which couples the same nodes (every pair
-/// of a cell's nodes). Each row adds its node's cells in cell order, as [`gather_system`].
-pub fn assemble_mass<const D: usize>(
+/// Columns per group of [`l2_norms_squared`]: one AVX-512 register of f64.
+pub const NORM_COLUMNS: usize = 8;
+/// Cells per partial sum of [`l2_norms_squared`] (fixed, so sums do not depend on the
+/// thread count).
+const NORM_CELLS_PER_TASK: usize = 4096;
+
+/// ‖w_h‖²_{L2(Ω)} of every column of a block of finite-element functions given by their
+/// node values, node-major (`stride` values per node, a multiple of [`NORM_COLUMNS`], the
+/// first `columns` of them used, the rest finite), by the rule that integrates
+/// φ_a φ_b |det J| exactly: Σ_cells Σ_q ω_q |det J(x_q)| (Σ_a N_a(x_q) w_a)² is wᵀ M w with
+/// the mass matrix M, which is never assembled. Cells are summed in tasks of a fixed size
+/// and the tasks in order: the sums do not depend on the thread count.
+pub fn l2_norms_squared<const D: usize>(
     mesh: &Mesh<D>,
-    dofs: &Dofs,
-    like: &Csr<f64>,
-) -> Result<Csr<f64>> {
-    check_dimension(mesh)?;
-    let n = dofs.len();
-    if like.nrows() != n || like.ncols() != n {
-        return Err(Error::InvalidInput(format!(
-            "a mass matrix on the pattern of a {}×{} matrix for {n} unknowns",
-            like.nrows(),
-            like.ncols()
-        )));
-    }
-    let k = mesh.element.nodes_per_cell();
-    let masses = by_nodes!(mesh.element, K => element_masses::<D, K>(mesh));
-    let (start, slots) = node_incidence(mesh);
-    let mut values = vec![0.0; like.nnz()];
-    let mut rows = Vec::with_capacity(n);
-    let mut rest = values.as_mut_slice();
-    for span in like.row_ptr().windows(2) {
-        let (row, tail) = std::mem::take(&mut rest).split_at_mut(span[1] - span[0]);
-        rows.push(row);
-        rest = tail;
-    }
-    rows.into_par_iter()
-        .zip(&dofs.node_of_dof)
-        .enumerate()
-        .try_for_each(|(r, (row, &node))| {
-            row.fill(0.0); // written before read (see `element_systems`)
-            let cols = like.row(r).0;
-            for &slot in &slots[start[node as usize]..start[node as usize + 1]] {
-                let (cell, a) = (slot as usize / k, slot as usize % k);
-                for (b, &other) in mesh.cell(cell).iter().enumerate() {
-                    let col = dofs.dof_of_node[other as usize];
-                    if col == Dofs::NONE {
-                        continue;
-                    }
-                    let Some(p) = cols.iter().position(|&c| c == col) else {
-                        return Err(Error::InvalidInput(format!(
-                            "the pattern the mass matrix is assembled on has no entry ({r}, {col})"
-                        )));
-                    };
-                    row[p] += masses[(cell * k + a) * k + b];
-                }
-            }
-            Ok(())
-        })?;
-    Csr::new(
-        n,
-        n,
-        like.row_ptr().to_vec(),
-        like.col_idx().to_vec(),
-        values,
-    )
+    nodal: &[f64],
+    columns: usize,
+    stride: usize,
+) -> Vec<f64> {
+    assert!(
+        stride.is_multiple_of(NORM_COLUMNS) && columns <= stride,
+        "l2_norms_squared: {columns} columns in rows of {stride}"
+    );
+    assert_eq!(
+        nodal.len(),
+        mesh.num_nodes() * stride,
+        "l2_norms_squared: the block is not nodes × stride"
+    );
+    assert_eq!(mesh.element.dim(), D, "mesh and element dimensions differ");
+    let mut sums =
+        by_nodes!(mesh.element, K => l2_norms_squared_of::<D, K>(mesh, nodal, columns, stride));
+    sums.truncate(columns);
+    sums
 }
 
-/// Gauss points per direction that integrate φ_a φ_b |det J| exactly: on quadrilaterals the
+fn l2_norms_squared_of<const D: usize, const K: usize>(
+    mesh: &Mesh<D>,
+    nodal: &[f64],
+    columns: usize,
+    stride: usize,
+) -> Vec<f64> {
+    let rule = QuadratureRule::gauss(mesh.element, mass_gauss_points(mesh.element));
+    let tables = Tables::<D, K>::new(mesh.element, &rule);
+    let ncells = mesh.num_cells();
+    let groups = columns.div_ceil(NORM_COLUMNS);
+    let partials: Vec<Vec<f64>> = (0..ncells.div_ceil(NORM_CELLS_PER_TASK))
+        .into_par_iter()
+        .map(|task| {
+            let mut sums = vec![0.0; groups * NORM_COLUMNS];
+            let cells = task * NORM_CELLS_PER_TASK..((task + 1) * NORM_CELLS_PER_TASK).min(ncells);
+            for c in cells {
+                let (x, nodes) = (corners::<D, K>(mesh, c), mesh.cell(c));
+                for (group, sum) in sums.chunks_exact_mut(NORM_COLUMNS).enumerate() {
+                    let at: [&[f64]; K] = std::array::from_fn(|a| {
+                        let first = nodes[a] as usize * stride + group * NORM_COLUMNS;
+                        &nodal[first..first + NORM_COLUMNS]
+                    });
+                    let mut cell = [0.0; NORM_COLUMNS];
+                    for (q, n) in tables.shapes.iter().enumerate() {
+                        let w = tables.weights[q] * det_jacobian(&x, &tables.ref_grads[q]);
+                        let mut value = [0.0; NORM_COLUMNS];
+                        for (na, wa) in n.iter().zip(&at) {
+                            for (v, wj) in value.iter_mut().zip(wa.iter()) {
+                                *v += na * wj;
+                            }
+                        }
+                        for (s, v) in cell.iter_mut().zip(&value) {
+                            *s += w * v * v;
+                        }
+                    }
+                    for (s, v) in sum.iter_mut().zip(&cell) {
+                        *s += v;
+                    }
+                }
+            }
+            sums
+        })
+        .collect();
+    let mut sums = vec![0.0; groups * NORM_COLUMNS];
+    for partial in &partials {
+        for (s, p) in sums.iter_mut().zip(partial) {
+            *s += p;
+        }
+    }
+    sums
+}
+
+/// Gauss points per direction that integrate φ_a φ_b |det J| exactly (the mass matrix): on quadrilaterals the
 /// shapes and det J are of degree 1 per direction (degree 3 in all), on triangles the
 /// integrand is of total degree 2 (the collapsed rule of 2 points is exact to 2), on
 /// hexahedra det J is of degree 2 per direction (degree 4).
@@ -261,36 +286,6 @@ fn mass_gauss_points(element: Element) -> usize {
         Element::Q1 | Element::P1 => 2,
         Element::Q1Hex => 3,
     }
-}
-
-/// Element mass matrices ∫ φ_a φ_b (row-major, k×k per cell), exactly integrated.
-fn element_masses<const D: usize, const K: usize>(mesh: &Mesh<D>) -> Vec<f64> {
-    let rule = QuadratureRule::gauss(mesh.element, mass_gauss_points(mesh.element));
-    let tables = Tables::<D, K>::new(mesh.element, &rule);
-    let mut matrices = vec![0.0; mesh.num_cells() * K * K];
-    matrices
-        .par_chunks_mut(K * K)
-        .enumerate()
-        .for_each(|(c, out)| {
-            let x = corners::<D, K>(mesh, c);
-            let mut m = [[0.0; K]; K];
-            for (q, n) in tables.shapes.iter().enumerate() {
-                let w = tables.weights[q] * det_jacobian(&x, &tables.ref_grads[q]);
-                for a in 0..K {
-                    for b in a..K {
-                        m[a][b] += w * n[a] * n[b];
-                    }
-                }
-            }
-            // Stored once, not added into fresh memory (see `element_systems`); the upper
-            // triangle mirrored, so the matrix is symmetric bit for bit.
-            for (a, row) in out.chunks_exact_mut(K).enumerate() {
-                for (b, value) in row.iter_mut().enumerate() {
-                    *value = m[a.min(b)][a.max(b)];
-                }
-            }
-        });
-    matrices
 }
 
 fn check_dimension<const D: usize>(mesh: &Mesh<D>) -> Result<()> {
@@ -552,11 +547,12 @@ mod tests {
         }
     }
 
-    /// The mass matrix gives the L2 inner product of finite-element functions: uᵀ M u equals
-    /// ‖u_h‖² by 4-point Gauss (exact for these integrands), on meshes with skewed cells
-    /// (general quadrilaterals and hexahedra, unequal triangles).
+    /// The cell-wise norms are those of 4-point Gauss (exact for these integrands) on every
+    /// column, on meshes with skewed cells (general quadrilaterals and hexahedra, unequal
+    /// triangles), for one and two groups of columns, and bitwise the same on 1 and 2
+    /// threads.
     #[test]
-    fn mass_is_the_l2_inner_product() {
+    fn block_l2_norms_equal_gauss_quadrature() {
         fn check<const D: usize>(mut mesh: Mesh<D>) {
             for (i, x) in mesh.coords.iter_mut().enumerate() {
                 if x.iter().all(|&c| c > 0.0 && c < 1.0) {
@@ -565,46 +561,54 @@ mod tests {
                     }
                 }
             }
-            let stiffness = assemble_poisson(&mesh, |_| 0.0).unwrap().matrix;
             let dofs = Dofs::from_boundary(&mesh.on_boundary);
-            let mass = assemble_mass(&mesh, &dofs, &stiffness).unwrap();
-            assert!(mass.is_symmetric(), "{:?}", mesh.element);
-            let u: Vec<f64> = (0..dofs.len())
-                .map(|i| ((i * 7919) % 101) as f64 / 50.0 - 1.0)
-                .collect();
-            let mut mu = vec![0.0; u.len()];
-            crate::sparse::spmv(&mass, &u, &mut mu);
-            let quadratic: f64 = u.iter().zip(&mu).map(|(a, b)| a * b).sum();
-            let l2 = crate::fem::l2_error(&mesh, &dofs, &u, |_| 0.0);
-            assert!(
-                (quadratic - l2 * l2).abs() <= 1e-13 * l2 * l2,
-                "{:?}: uᵀMu = {quadratic}, ‖u_h‖² = {}",
-                mesh.element,
-                l2 * l2
-            );
+            for columns in [3usize, 9] {
+                let stride = columns.next_multiple_of(NORM_COLUMNS);
+                let u: Vec<Vec<f64>> = (0..columns)
+                    .map(|j| {
+                        (0..dofs.len())
+                            .map(|i| (((i + 31 * j) * 7919) % 101) as f64 / 50.0 - 1.0)
+                            .collect()
+                    })
+                    .collect();
+                let mut nodal = vec![0.0; mesh.num_nodes() * stride];
+                for (node, &dof) in dofs.dof_of_node.iter().enumerate() {
+                    if dof != Dofs::NONE {
+                        for (j, uj) in u.iter().enumerate() {
+                            nodal[node * stride + j] = uj[dof as usize];
+                        }
+                    }
+                }
+                let norms = l2_norms_squared(&mesh, &nodal, columns, stride);
+                assert_eq!(norms.len(), columns);
+                for (j, uj) in u.iter().enumerate() {
+                    let l2 = crate::fem::l2_error(&mesh, &dofs, uj, |_| 0.0);
+                    assert!(
+                        (norms[j] - l2 * l2).abs() <= 1e-13 * l2 * l2,
+                        "{:?} column {j}: {} against ‖u_h‖² = {}",
+                        mesh.element,
+                        norms[j],
+                        l2 * l2
+                    );
+                }
+                let one = rayon::ThreadPoolBuilder::new()
+                    .num_threads(1)
+                    .build()
+                    .unwrap();
+                let two = rayon::ThreadPoolBuilder::new()
+                    .num_threads(2)
+                    .build()
+                    .unwrap();
+                assert_eq!(
+                    one.install(|| l2_norms_squared(&mesh, &nodal, columns, stride)),
+                    two.install(|| l2_norms_squared(&mesh, &nodal, columns, stride))
+                );
+            }
         }
         check(unit_square(8, Element::Q1).unwrap());
         check(unit_square(8, Element::P1).unwrap());
         check(unit_cube(5).unwrap());
-    }
-
-    /// A pattern that does not couple a cell's nodes is refused.
-    #[test]
-    fn mass_on_another_pattern_is_refused() {
-        let mesh = unit_square(4, Element::Q1).unwrap();
-        let dofs = Dofs::from_boundary(&mesh.on_boundary);
-        let n = dofs.len();
-        let diagonal = Csr::new(
-            n,
-            n,
-            (0..=n).collect(),
-            (0..n as u32).collect(),
-            vec![1.0; n],
-        )
-        .unwrap();
-        let err = assemble_mass(&mesh, &dofs, &diagonal)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("has no entry"), "{err}");
+        // More cells than one task.
+        check(unit_square(70, Element::Q1).unwrap());
     }
 }

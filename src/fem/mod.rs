@@ -11,7 +11,9 @@ mod modes;
 mod quadrature;
 mod verify;
 
-pub use assembly::{assemble_loads, assemble_mass, assemble_poisson, Dofs, PoissonSystem};
+pub use assembly::{
+    assemble_loads, assemble_poisson, l2_norms_squared, Dofs, PoissonSystem, NORM_COLUMNS,
+};
 pub use boundary::{
     boundary_load, dirichlet_values, integral, neumann_loads, nodal_solution, node_weights,
     outward_normal, BoundaryData, Condition, Conditions, PINNED_NODE,

@@ -9,25 +9,23 @@
 //!   ‖u − u_h‖² = Σ_{m,l} a_m a_l (d_m, d_l) + 2 Σ_m a_m Σ_i w_i (d_m, φ_i) + wᵀ M w.
 //!
 //! ℓ_m, (d_m, φ_i), φ_m(x_i) and the Gram entries (d_m, d_l) are integrated once per mesh
-//! and mode (Gauss with 4 points per direction, as `l2_error`) and kept; a column then
-//! costs one block product with the mass matrix M and a few dot products, not a quadrature
-//! over every cell. Every term is of the error's size (no difference of O(‖u‖²) numbers),
+//! and mode (Gauss with 4 points per direction, as `l2_error`) and kept; a block of
+//! columns then costs one pass over the nodes (w and its dot products) and one over the
+//! cells with the mass matrix's exact rule (wᵀ M w, M never assembled), not a 4×4
+//! quadrature per column. Every term is of the error's size (no difference of O(‖u‖²) numbers),
 //! so the error keeps its relative accuracy on fine meshes. The nodal error
 //! sqrt(h^d Σ w_i²) comes with it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use faer::MatRef;
 use rayon::prelude::*;
 
-use super::assembly::{assemble_mass, gather_cell_vectors};
+use super::assembly::{gather_cell_vectors, l2_norms_squared, NORM_COLUMNS};
 use super::element::{by_nodes, corners, det_jacobian, point, Tables};
 use super::{Dofs, Exact, Mode, QuadratureRule};
-use crate::error::Result;
 use crate::mesh::Mesh;
-use crate::numeric::dot;
-use crate::sparse::{spmv_block_sums, Csr};
+use crate::numeric::dot_sequential;
 
 /// Gauss points per direction: the integrands are smooth times (bi/tri)linear.
 const GAUSS_POINTS: usize = 4;
@@ -56,7 +54,6 @@ pub struct ColumnErrors {
 /// The per-mesh data of the modes seen so far, computed when first needed.
 #[derive(Default)]
 pub struct ModeBasis {
-    mass: Mutex<Option<Arc<Csr<f64>>>>,
     vectors: Mutex<HashMap<Mode, Arc<ModeVectors>>>,
     /// (d_m, d_l), both orders stored.
     gram: Mutex<HashMap<(Mode, Mode), f64>>,
@@ -276,20 +273,6 @@ impl ModeBasis {
         (vectors, gram)
     }
 
-    /// The mass matrix, on the pattern of the stiffness matrix `like`.
-    fn mass<const D: usize>(
-        &self,
-        mesh: &Mesh<D>,
-        dofs: &Dofs,
-        like: &Csr<f64>,
-    ) -> Result<Arc<Csr<f64>>> {
-        let mut mass = locked(&self.mass);
-        if mass.is_none() {
-            *mass = Some(Arc::new(assemble_mass(mesh, dofs, like)?));
-        }
-        Ok(Arc::clone(mass.as_ref().expect("just set")))
-    }
-
     /// The load vectors of the exact solutions' f = −Δu, column-major (unknowns × columns):
     /// b = Σ_m a_m λ_m ℓ_m.
     pub fn loads<const D: usize>(&self, mesh: &Mesh<D>, dofs: &Dofs, exact: &[Exact]) -> Vec<f64> {
@@ -312,74 +295,116 @@ impl ModeBasis {
     }
 
     /// The L2 errors of every column of `u` (unknowns × columns, column-major) against
-    /// its exact solution; `stiffness` (of the same mesh and unknowns) lends the mass
-    /// matrix its pattern.
+    /// its exact solution.
     pub fn errors<const D: usize>(
         &self,
         mesh: &Mesh<D>,
         dofs: &Dofs,
-        stiffness: &Csr<f64>,
         u: &[f64],
         exact: &[Exact],
-    ) -> Result<Vec<ColumnErrors>> {
+    ) -> Vec<ColumnErrors> {
         let n = dofs.len();
         let columns = exact.len();
         assert_eq!(u.len(), n * columns, "errors: u is not unknowns × columns");
-        // w = I u − u_h per column.
-        let mut w = vec![0.0; n * columns];
-        let mut prepared = Vec::with_capacity(columns);
-        for ((e, wc), uc) in exact
-            .iter()
-            .zip(w.chunks_mut(n.max(1)))
-            .zip(u.chunks(n.max(1)))
-        {
-            let terms = e.modes();
-            let modes: Vec<Mode> = terms.iter().map(|(_, m)| *m).collect();
-            let (vectors, gram) = self.prepare(mesh, dofs, &modes);
-            wc.par_iter_mut().zip(uc).for_each(|(wi, ui)| *wi = -ui);
-            for ((a, _), v) in terms.iter().zip(&vectors) {
-                wc.par_iter_mut()
-                    .zip(&v.nodal)
-                    .for_each(|(wi, phi)| *wi += a * phi);
-            }
-            prepared.push((terms, vectors, gram));
+        if columns == 0 {
+            return Vec::new();
         }
-        let mass = self.mass(mesh, dofs, stiffness)?;
-        // wᵀ M w per column, M w never stored.
-        let quadratic = spmv_block_sums(
-            mass.as_ref(),
-            MatRef::from_column_major_slice(&w, n, columns),
-            |i, c, mw| w[c * n + i] * mw,
-        );
+        let prepared: Vec<_> = exact
+            .iter()
+            .map(|e| {
+                let terms = e.modes();
+                let modes: Vec<Mode> = terms.iter().map(|(_, m)| *m).collect();
+                let (vectors, gram) = self.prepare(mesh, dofs, &modes);
+                (terms, vectors, gram)
+            })
+            .collect();
+        // Column c's sums in a task's partial, from offset[c]: Σ_i w_i², then
+        // Σ_i w_i (d_m, φ_i) for each of its terms.
+        let offset: Vec<usize> = prepared
+            .iter()
+            .scan(0, |next, (terms, _, _)| {
+                let at = *next;
+                *next += 1 + terms.len();
+                Some(at)
+            })
+            .collect();
+        let width = prepared.iter().map(|(terms, _, _)| 1 + terms.len()).sum();
+        // w = I u − u_h node-major, its dot products summed on the way, in tasks of a fixed
+        // number of nodes; rows of Dirichlet nodes and the padding keep their zeros. The
+        // unknowns of a task's nodes are consecutive (numbered in node order), so each
+        // column of a task is a few contiguous, vectorisable passes.
+        let stride = columns.next_multiple_of(NORM_COLUMNS);
+        let mut nodal = vec![0.0; mesh.num_nodes() * stride];
+        let partials: Vec<Vec<f64>> = nodal
+            .par_chunks_mut(stride * CELLS_PER_CHUNK)
+            .zip(dofs.dof_of_node.par_chunks(CELLS_PER_CHUNK))
+            .map(|(out, dof_of_node)| {
+                let rows: Vec<usize> = (0..dof_of_node.len())
+                    .filter(|&row| dof_of_node[row] != Dofs::NONE)
+                    .map(|row| row * stride)
+                    .collect();
+                let mut sums = vec![0.0; width];
+                let Some(&first) = dof_of_node.iter().find(|&&dof| dof != Dofs::NONE) else {
+                    return sums;
+                };
+                let unknowns = first as usize..first as usize + rows.len();
+                let mut w = vec![0.0; rows.len()];
+                for (c, (terms, vectors, _)) in prepared.iter().enumerate() {
+                    for (wi, ui) in w.iter_mut().zip(&u[c * n..][unknowns.clone()]) {
+                        *wi = -ui;
+                    }
+                    for ((a, _), v) in terms.iter().zip(vectors) {
+                        for (wi, phi) in w.iter_mut().zip(&v.nodal[unknowns.clone()]) {
+                            *wi += a * phi;
+                        }
+                    }
+                    let at = &mut sums[offset[c]..offset[c] + 1 + terms.len()];
+                    at[0] = dot_sequential(&w, &w);
+                    for (s, v) in at[1..].iter_mut().zip(vectors) {
+                        *s = dot_sequential(&w, &v.defect[unknowns.clone()]);
+                    }
+                    for (&row, &wi) in rows.iter().zip(&w) {
+                        out[row + c] = wi;
+                    }
+                }
+                sums
+            })
+            .collect();
+        let mut sums = vec![0.0; width];
+        for partial in &partials {
+            for (s, p) in sums.iter_mut().zip(partial) {
+                *s += p;
+            }
+        }
+        // wᵀ M w per column, cell by cell.
+        let quadratic = l2_norms_squared(mesh, &nodal, columns, stride);
         let h_d = mesh.h().powi(D as i32);
-        Ok(prepared
+        prepared
             .iter()
             .enumerate()
-            .map(|(c, (terms, vectors, gram))| {
-                let wc = &w[c * n..(c + 1) * n];
+            .map(|(c, (terms, _, gram))| {
+                let at = &sums[offset[c]..];
                 let m = terms.len();
                 let mut squared = quadratic[c];
-                for (i, ((a, _), v)) in terms.iter().zip(vectors).enumerate() {
-                    squared += 2.0 * a * dot(wc, &v.defect);
+                for (i, (a, _)) in terms.iter().enumerate() {
+                    squared += 2.0 * a * at[1 + i];
                     for (j, (b, _)) in terms.iter().enumerate() {
                         squared += a * b * gram[i * m + j];
                     }
                 }
                 ColumnErrors {
                     l2: squared.max(0.0).sqrt(),
-                    nodal: (dot(wc, wc) * h_d).sqrt(),
+                    nodal: (at[0] * h_d).sqrt(),
                 }
             })
-            .collect())
+            .collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fem::{
-        assemble_loads, assemble_poisson, l2_error, nodal_l2_error, Manufactured, PressureSeries,
-    };
+    use crate::fem::{assemble_loads, l2_error, nodal_l2_error, Manufactured, PressureSeries};
     use crate::mesh::{unit_cube, unit_square, Element};
 
     /// The remembered sines give every point's mode value bit for bit, on an axis-parallel
@@ -445,7 +470,6 @@ mod tests {
             Exact::Pressure(PressureSeries::new(0.3, D)),
             Exact::Pressure(PressureSeries::new(0.0, D)),
         ];
-        let stiffness = assemble_poisson(mesh, |_| 0.0).unwrap().matrix;
         let basis = ModeBasis::new();
         let loads = basis.loads(mesh, &dofs, &exact);
         let fs: Vec<_> = exact.iter().map(|e| move |x: &[f64]| e.f(x)).collect();
@@ -474,7 +498,7 @@ mod tests {
                     u.push(value + wiggle);
                 }
             }
-            let errors = basis.errors(mesh, &dofs, &stiffness, &u, &exact).unwrap();
+            let errors = basis.errors(mesh, &dofs, &u, &exact);
             for (c, e) in exact.iter().enumerate() {
                 let uc = &u[c * n..(c + 1) * n];
                 let l2 = l2_error(mesh, &dofs, uc, |x| e.u(x));
