@@ -6,7 +6,9 @@
 
 use rayon::prelude::*;
 
-use super::element::{by_nodes, corners, det_jacobian, gradients, point, Tables};
+use super::element::{
+    by_nodes, corners, det_jacobian, gradients, point, relative_corners, ShapeMemory, Tables,
+};
 use super::QuadratureRule;
 use crate::error::{Error, Result};
 use crate::mesh::{Element, Mesh};
@@ -104,41 +106,54 @@ fn element_systems_of<const D: usize, const K: usize>(
         mesh.element,
         &QuadratureRule::gauss(mesh.element, GAUSS_POINTS),
     );
-    // Integrates one cell: its load vector, and its element matrix when asked for. Summed
-    // here and stored once: adding into fresh zeroed memory would read each page before
-    // writing it (a zero-page mapping, then a copy-on-write fault with a TLB shootdown to
-    // every core of the process: the larger part of this loop's time on a VM).
-    let cell_system = |c: usize, fe: &mut [f64], ke: &mut [f64]| {
-        let x = corners::<D, K>(mesh, c);
-        let (mut load, mut matrix) = ([0.0; K], [[0.0; K]; K]);
-        for q in 0..tables.len() {
-            let n = &tables.shapes[q];
-            let dn = &tables.ref_grads[q];
-            // Gradients for the stiffness only; the loads need |det J| alone.
-            let (det, grad) = if stiffness {
-                gradients(&x, dn)
-            } else {
-                (det_jacobian(&x, dn), [[0.0; D]; K])
-            };
-            let w = tables.weights[q] * det;
-            let fq = f(&point(&x, n));
-            for a in 0..K {
-                load[a] += w * fq * n[a];
-            }
-            if stiffness {
-                for a in 0..K {
-                    for b in 0..K {
-                        let g: f64 = (0..D).map(|d| grad[a][d] * grad[b][d]).sum();
-                        matrix[a][b] += w * g;
+    let nq = tables.len();
+    assert!(nq <= MAX_POINTS, "{nq} quadrature points per cell");
+    // Integrates one cell: its load vector, and its element matrix when asked for; the
+    // matrix and the weights ω_q |det J(x_q)| come from the cell's shape (remembered by
+    // it), the loads from f at the cell's own points. Summed here and stored once: adding
+    // into fresh zeroed memory would read each page before writing it (a zero-page
+    // mapping, then a copy-on-write fault with a TLB shootdown to every core of the
+    // process: the larger part of this loop's time on a VM).
+    let cell_system =
+        |memory: &mut ShapeMemory<D, K, CellShape<K>>, c: usize, fe: &mut [f64], ke: &mut [f64]| {
+            let x = corners::<D, K>(mesh, c);
+            let shape = memory.get(&relative_corners(&x), |relative| {
+                let mut shape = CellShape {
+                    matrix: [[0.0; K]; K],
+                    weights: [0.0; MAX_POINTS],
+                };
+                for (q, dn) in tables.ref_grads.iter().enumerate() {
+                    // Gradients for the stiffness only; the loads need |det J| alone.
+                    let (det, grad) = if stiffness {
+                        gradients(relative, dn)
+                    } else {
+                        (det_jacobian(relative, dn), [[0.0; D]; K])
+                    };
+                    let w = tables.weights[q] * det;
+                    shape.weights[q] = w;
+                    if stiffness {
+                        for a in 0..K {
+                            for b in 0..K {
+                                let g: f64 = (0..D).map(|d| grad[a][d] * grad[b][d]).sum();
+                                shape.matrix[a][b] += w * g;
+                            }
+                        }
                     }
                 }
+                shape
+            });
+            let mut load = [0.0; K];
+            for (n, w) in tables.shapes.iter().zip(&shape.weights) {
+                let fq = f(&point(&x, n));
+                for a in 0..K {
+                    load[a] += w * fq * n[a];
+                }
             }
-        }
-        fe.copy_from_slice(&load);
-        for (row, values) in ke.chunks_exact_mut(K).zip(&matrix) {
-            row.copy_from_slice(values);
-        }
-    };
+            fe.copy_from_slice(&load);
+            for (row, values) in ke.chunks_exact_mut(K).zip(&shape.matrix) {
+                row.copy_from_slice(values);
+            }
+        };
     let ncells = mesh.num_cells();
     let mut load = vec![0.0; ncells * K];
     let mut matrices = Vec::new();
@@ -148,13 +163,28 @@ fn element_systems_of<const D: usize, const K: usize>(
             .par_chunks_mut(K * K)
             .zip(load.par_chunks_mut(K))
             .enumerate()
-            .for_each(|(c, (ke, fe))| cell_system(c, fe, ke));
+            .for_each_init(ShapeMemory::new, |memory, (c, (ke, fe))| {
+                cell_system(memory, c, fe, ke)
+            });
     } else {
         load.par_chunks_mut(K)
             .enumerate()
-            .for_each(|(c, fe)| cell_system(c, fe, &mut []));
+            .for_each_init(ShapeMemory::new, |memory, (c, fe)| {
+                cell_system(memory, c, fe, &mut [])
+            });
     }
     (matrices, load)
+}
+
+/// Most quadrature points of a cell's rule in [`element_systems`] (3 per direction on
+/// hexahedra).
+const MAX_POINTS: usize = 27;
+
+/// What a cell's shape gives [`element_systems`]: its element stiffness matrix (zero when
+/// not asked for) and the weights ω_q |det J(x_q)| of its rule.
+struct CellShape<const K: usize> {
+    matrix: [[f64; K]; K],
+    weights: [f64; MAX_POINTS],
 }
 
 /// For every node, the (cell, local index) pairs it appears in, in cell order.

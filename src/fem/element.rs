@@ -93,6 +93,59 @@ impl<const D: usize, const K: usize> Tables<D, K> {
     }
 }
 
+/// Slots of a [`ShapeMemory`] (bits of its hash).
+const SHAPE_SLOT_BITS: u32 = 6;
+
+/// Per-cell values that depend on the cell's shape alone (its corners relative to its first
+/// corner, [`relative_corners`]), remembered by that shape in a direct-mapped memory (a
+/// collision replaces the older shape). The cells of a structured mesh are translates of a
+/// few shapes, so their element matrices are computed about once per shape instead of once
+/// per cell; on other meshes every cell is new, at the cost of a hash and a compare. A value
+/// must be computed from the relative corners alone, so a remembered one is bit for bit the
+/// one that would be computed.
+pub struct ShapeMemory<const D: usize, const K: usize, V> {
+    slots: Vec<Option<([[u64; D]; K], V)>>,
+}
+
+impl<const D: usize, const K: usize, V> ShapeMemory<D, K, V> {
+    pub fn new() -> Self {
+        ShapeMemory {
+            slots: (0..1 << SHAPE_SLOT_BITS).map(|_| None).collect(),
+        }
+    }
+
+    /// The value of the shape with corners `relative`, computed by `compute` when it is not
+    /// remembered.
+    pub fn get(
+        &mut self,
+        relative: &[[f64; D]; K],
+        compute: impl FnOnce(&[[f64; D]; K]) -> V,
+    ) -> &V {
+        let key: [[u64; D]; K] =
+            std::array::from_fn(|a| std::array::from_fn(|d| relative[a][d].to_bits()));
+        let hash = key.iter().flatten().fold(0u64, |h, &bits| {
+            (h ^ bits).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        });
+        let slot = &mut self.slots[(hash >> (64 - SHAPE_SLOT_BITS)) as usize];
+        if !matches!(slot, Some((k, _)) if *k == key) {
+            *slot = Some((key, compute(relative)));
+        }
+        &slot.as_ref().expect("filled above").1
+    }
+}
+
+impl<const D: usize, const K: usize, V> Default for ShapeMemory<D, K, V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The corners of a cell relative to its first: what its shape's values are computed from
+/// (the Jacobian is the same as from the absolute corners, since Σ_a ∇N_a = 0).
+pub fn relative_corners<const D: usize, const K: usize>(x: &[[f64; D]; K]) -> [[f64; D]; K] {
+    std::array::from_fn(|a| std::array::from_fn(|d| x[a][d] - x[0][d]))
+}
+
 /// The node coordinates of cell `c`.
 pub fn corners<const D: usize, const K: usize>(mesh: &Mesh<D>, c: usize) -> [[f64; D]; K] {
     let cell = mesh.cell(c);
@@ -273,5 +326,42 @@ mod tests {
             let v: f64 = (0..3).map(|t| m[r][t] * inv[t][k]).sum();
             assert!((v - if r == k { 1.0 } else { 0.0 }).abs() < 1e-14);
         }
+    }
+
+    /// The memory gives the value computed for the shape asked about, also when shapes
+    /// alternate in one slot (more shapes than slots), and computes once per shape.
+    #[test]
+    fn shape_memory_remembers_by_shape() {
+        let mut memory = ShapeMemory::<2, 4, f64>::new();
+        let square = |h: f64| [[0.0, 0.0], [h, 0.0], [h, h], [0.0, h]];
+        let area = |x: &[[f64; 2]; 4]| x[1][0] * x[3][1];
+        let mut computed = 0;
+        for round in 0..3 {
+            for k in 1..=200 {
+                let h = k as f64 / 256.0;
+                let value = *memory.get(&square(h), |x| {
+                    computed += 1;
+                    area(x)
+                });
+                assert_eq!(value, h * h, "round {round}, h = {h}");
+            }
+        }
+        // 200 shapes in 64 slots: some are replaced and computed again, never wrong.
+        assert!((200..600).contains(&computed), "{computed}");
+        let before = computed;
+        for _ in 0..10 {
+            memory.get(&square(0.5), |x| {
+                computed += 1;
+                area(x)
+            });
+        }
+        assert!(
+            computed - before <= 1,
+            "one shape asked 10 times: {} computations",
+            computed - before
+        );
+        // Translates share a shape.
+        let x = [[0.25, 0.5], [0.5, 0.5], [0.5, 0.75], [0.25, 0.75]];
+        assert_eq!(relative_corners(&x), square(0.25));
     }
 }

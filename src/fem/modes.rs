@@ -22,7 +22,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rayon::prelude::*;
 
 use super::assembly::{gather_cell_vectors, l2_norms_squared, NORM_COLUMNS};
-use super::element::{by_nodes, corners, det_jacobian, point, Tables};
+use super::element::{
+    by_nodes, corners, det_jacobian, point, relative_corners, ShapeMemory, Tables,
+};
 use super::{Dofs, Exact, Mode, QuadratureRule};
 use crate::mesh::Mesh;
 use crate::numeric::dot_sequential;
@@ -31,6 +33,8 @@ use crate::numeric::dot_sequential;
 const GAUSS_POINTS: usize = 4;
 /// Cells per partial sum (fixed, so sums do not depend on the thread count).
 const CELLS_PER_CHUNK: usize = 4096;
+/// Points of the rule on a hexahedron (the most).
+const MAX_POINTS: usize = GAUSS_POINTS * GAUSS_POINTS * GAUSS_POINTS;
 
 /// What one mode contributes, on the unknowns.
 struct ModeVectors {
@@ -129,6 +133,11 @@ fn integrate_modes_of<const D: usize, const K: usize>(
         mesh.element,
         &QuadratureRule::gauss(mesh.element, GAUSS_POINTS),
     );
+    assert!(
+        tables.len() <= MAX_POINTS,
+        "{} points per cell",
+        tables.len()
+    );
     let ncells = mesh.num_cells();
     // φ at every node, zero at Dirichlet nodes (the interpolant on the unknowns): once per
     // node, not once per cell around it (nodes in chunks of the cells' size).
@@ -165,6 +174,8 @@ fn integrate_modes_of<const D: usize, const K: usize>(
             let mut sines: Vec<AxisSines> =
                 modes.iter().map(|&mode| AxisSines::new(mode)).collect();
             let mut at_nodes = vec![[0.0; K]; m];
+            // ω_q |det J(x_q)| per cell shape (a structured mesh has one or a few).
+            let mut shapes = ShapeMemory::<D, K, [f64; MAX_POINTS]>::new();
             // Summed here and stored once per cell (see `assembly::element_systems`: no
             // read of fresh zeroed pages before they are written).
             let mut sums = vec![0.0; per_cell];
@@ -178,12 +189,20 @@ fn integrate_modes_of<const D: usize, const K: usize>(
                 for (p, n) in points.iter_mut().zip(&tables.shapes) {
                     *p = point(&x, n);
                 }
+                let weights = shapes.get(&relative_corners(&x), |relative| {
+                    std::array::from_fn(|q| {
+                        tables
+                            .ref_grads
+                            .get(q)
+                            .map_or(0.0, |dn| tables.weights[q] * det_jacobian(relative, dn))
+                    })
+                });
                 for (sines, values) in sines.iter_mut().zip(phi.chunks_exact_mut(nq)) {
                     sines.values(&points, values);
                 }
                 for q in 0..nq {
                     let n = &tables.shapes[q];
-                    let w = tables.weights[q] * det_jacobian(&x, &tables.ref_grads[q]);
+                    let w = weights[q];
                     for j in 0..m {
                         let phi = phi[j * nq + q];
                         let interpolant: f64 = (0..K).map(|a| n[a] * at_nodes[j][a]).sum();
