@@ -23,8 +23,14 @@ use crate::error::{Error, Result};
 
 const TAG_TO_ROOT: i32 = 7101;
 const TAG_FROM_ROOT: i32 = 7102;
-/// How long a waiting rank sleeps between polls.
+/// How long rank 0's dispatcher sleeps between polls (it shares a core with rank 0's
+/// worker: each wake-up takes a little of its time).
 const POLL: Duration = Duration::from_millis(1);
+/// How long a rank waiting for its order first sleeps between polls, doubling up to
+/// [`POLL`]: an order usually comes within a few ms, and the short sleeps shorten that wait
+/// (a round trip 3.3 → 1.4–2.2 ms on a 2-core VM with both ranks busy); a long wait (for
+/// another rank's set-up) polls at the slower pace.
+const FIRST_WORKER_POLL: Duration = Duration::from_micros(100);
 
 /// What a worker is told to do next.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -317,12 +323,14 @@ impl RemoteDispatch {
 impl Dispatch for RemoteDispatch {
     fn next(&mut self, holding: Option<usize>) -> Result<Order> {
         self.send(&ToRoot::Request { holding });
+        let mut poll = FIRST_WORKER_POLL;
         loop {
             if let Some((_, bytes)) = self.0.try_receive(Some(0), TAG_FROM_ROOT) {
                 return serde_json::from_slice(&bytes)
                     .map_err(|e| Error::Mpi(format!("unreadable order from rank 0: {e}")));
             }
-            std::thread::sleep(POLL);
+            std::thread::sleep(poll);
+            poll = (poll * 2).min(POLL);
         }
     }
     fn cache_ready(&mut self, operator: usize) -> Result<()> {
