@@ -25,8 +25,8 @@ use super::assembly::{gather_cell_vectors, l2_norms_squared, NORM_COLUMNS};
 use super::element::{
     by_nodes, corners, det_jacobian, point, relative_corners, ShapeMemory, Tables,
 };
-use super::{Dofs, Exact, Mode, QuadratureRule};
-use crate::mesh::Mesh;
+use super::{gauss_legendre_unit, Dofs, Exact, Mode, QuadratureRule};
+use crate::mesh::{Element, Mesh};
 use crate::numeric::dot_sequential;
 
 /// Gauss points per direction: the integrands are smooth times (bi/tri)linear.
@@ -100,17 +100,55 @@ impl AxisSines {
     fn values<const D: usize>(&mut self, points: &[[f64; D]], out: &mut [f64]) {
         out.fill(1.0);
         for axis in 0..self.mode.dim().min(D) {
-            let memory = &mut self.memory[axis << SLOT_BITS..(axis + 1) << SLOT_BITS];
             for (p, v) in points.iter().zip(out.iter_mut()) {
-                let bits = p[axis].to_bits();
-                let entry = &mut memory[slot(bits)];
-                if entry.0 != bits {
-                    *entry = (bits, self.mode.axis_factor(axis, p[axis]));
-                }
-                *v *= entry.1;
+                *v *= self.factor(axis, p[axis]);
             }
         }
     }
+
+    /// The factor sin(κ_axis π x) of the mode (1 on axes beyond its dimension).
+    fn factor(&mut self, axis: usize, x: f64) -> f64 {
+        if axis >= self.mode.dim() {
+            return 1.0;
+        }
+        let bits = x.to_bits();
+        let entry = &mut self.memory[(axis << SLOT_BITS) + slot(bits)];
+        if entry.0 != bits {
+            *entry = (bits, self.mode.axis_factor(axis, x));
+        }
+        entry.1
+    }
+}
+
+/// Whether corner `a` of a K-node cell sits at the upper end of axis `d` of the reference
+/// box (quadrilaterals counterclockwise from (0,0), hexahedra a = i + 2j + 4k); None for
+/// triangles, which are no boxes.
+fn box_corner_side(element: Element, a: usize, d: usize) -> Option<bool> {
+    match element {
+        Element::Q1 => Some([[false, false], [true, false], [true, true], [false, true]][a][d]),
+        Element::Q1Hex => Some((a >> d) & 1 == 1),
+        Element::P1 => None,
+    }
+}
+
+/// The cell's lower and upper corners when it is an axis-parallel box (every corner is
+/// one of the box's, exactly): its quadrature points are then a tensor grid in physical
+/// space, x_d = lo_d + (hi_d − lo_d) ξ_d, and a mode's values their products of factors.
+fn axis_parallel_box<const D: usize, const K: usize>(
+    element: Element,
+    x: &[[f64; D]; K],
+) -> Option<([f64; D], [f64; D])> {
+    let opposite =
+        (0..K).find(|&a| (0..D).all(|d| box_corner_side(element, a, d) == Some(true)))?;
+    let (lo, hi) = (x[0], x[opposite]);
+    (0..K)
+        .all(|a| {
+            (0..D).all(|d| {
+                let upper = box_corner_side(element, a, d) == Some(true);
+                x[a][d] == if upper { hi[d] } else { lo[d] }
+            })
+        })
+        .then_some((lo, hi))
 }
 
 /// The vectors of every mode in `modes` and their Gram matrix (d_m, d_l) (row-major
@@ -138,6 +176,9 @@ fn integrate_modes_of<const D: usize, const K: usize>(
         "{} points per cell",
         tables.len()
     );
+    // The rule's points on the reference box, axis 0 fastest: point q's index on axis d.
+    let (gauss_1d, _) = gauss_legendre_unit(GAUSS_POINTS);
+    let index = |q: usize, d: usize| (q / GAUSS_POINTS.pow(d as u32)) % GAUSS_POINTS;
     let ncells = mesh.num_cells();
     // φ at every node, zero at Dirichlet nodes (the interpolant on the unknowns): once per
     // node, not once per cell around it (nodes in chunks of the cells' size).
@@ -186,8 +227,29 @@ fn integrate_modes_of<const D: usize, const K: usize>(
                 for (values, node_values) in at_nodes.iter_mut().zip(&node_values) {
                     *values = std::array::from_fn(|a| node_values[nodes[a] as usize]);
                 }
-                for (p, n) in points.iter_mut().zip(&tables.shapes) {
-                    *p = point(&x, n);
+                match axis_parallel_box(mesh.element, &x) {
+                    // D factors per point from G coordinates per axis, not D per point.
+                    Some((lo, hi)) => {
+                        for (sines, values) in sines.iter_mut().zip(phi.chunks_exact_mut(nq)) {
+                            let mut factors = [[1.0; GAUSS_POINTS]; D];
+                            for (d, axis) in factors.iter_mut().enumerate() {
+                                for (f, xi) in axis.iter_mut().zip(&gauss_1d) {
+                                    *f = sines.factor(d, lo[d] + (hi[d] - lo[d]) * xi);
+                                }
+                            }
+                            for (q, v) in values.iter_mut().enumerate() {
+                                *v = (0..D).map(|d| factors[d][index(q, d)]).product();
+                            }
+                        }
+                    }
+                    None => {
+                        for (p, n) in points.iter_mut().zip(&tables.shapes) {
+                            *p = point(&x, n);
+                        }
+                        for (sines, values) in sines.iter_mut().zip(phi.chunks_exact_mut(nq)) {
+                            sines.values(&points, values);
+                        }
+                    }
                 }
                 let weights = shapes.get(&relative_corners(&x), |relative| {
                     std::array::from_fn(|q| {
@@ -197,9 +259,6 @@ fn integrate_modes_of<const D: usize, const K: usize>(
                             .map_or(0.0, |dn| tables.weights[q] * det_jacobian(relative, dn))
                     })
                 });
-                for (sines, values) in sines.iter_mut().zip(phi.chunks_exact_mut(nq)) {
-                    sines.values(&points, values);
-                }
                 for q in 0..nq {
                     let n = &tables.shapes[q];
                     let w = weights[q];
@@ -538,9 +597,36 @@ mod tests {
         }
     }
 
+    /// Boxes are recognised by their corners, exactly: the cells of the unit square and
+    /// cube, not a moved or a triangular one.
+    #[test]
+    fn axis_parallel_boxes() {
+        let square = unit_square(4, Element::Q1).unwrap();
+        let x = corners::<2, 4>(&square, 5);
+        let (lo, hi) = axis_parallel_box(Element::Q1, &x).expect("a square cell");
+        assert_eq!((lo, hi), ([0.25, 0.25], [0.5, 0.5]));
+        let mut moved = x;
+        moved[2][0] += 1e-12;
+        assert!(axis_parallel_box(Element::Q1, &moved).is_none());
+        let cube = unit_cube(2).unwrap();
+        let x = corners::<3, 8>(&cube, 7);
+        assert_eq!(axis_parallel_box(Element::Q1Hex, &x), Some(([0.5; 3], [1.0; 3])));
+        let triangles = unit_square(4, Element::P1).unwrap();
+        assert!(axis_parallel_box(Element::P1, &corners::<2, 3>(&triangles, 0)).is_none());
+    }
+
     #[test]
     fn mode_loads_and_errors_equal_direct_quadrature() {
         check(&unit_square(32, Element::Q1).unwrap());
+        // Some cells moved off the axis-parallel boxes: both ways of evaluating the modes.
+        let mut skewed = unit_square(32, Element::Q1).unwrap();
+        for (i, x) in skewed.coords.iter_mut().enumerate() {
+            if i % 7 == 0 && x.iter().all(|&c| c > 0.0 && c < 1.0) {
+                x[0] += 0.2 / 32.0;
+                x[1] -= 0.1 / 32.0;
+            }
+        }
+        check(&skewed);
         check(&unit_square(32, Element::P1).unwrap());
         check(&unit_cube(12).unwrap());
     }
