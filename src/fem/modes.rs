@@ -610,7 +610,10 @@ mod tests {
         assert!(axis_parallel_box(Element::Q1, &moved).is_none());
         let cube = unit_cube(2).unwrap();
         let x = corners::<3, 8>(&cube, 7);
-        assert_eq!(axis_parallel_box(Element::Q1Hex, &x), Some(([0.5; 3], [1.0; 3])));
+        assert_eq!(
+            axis_parallel_box(Element::Q1Hex, &x),
+            Some(([0.5; 3], [1.0; 3]))
+        );
         let triangles = unit_square(4, Element::P1).unwrap();
         assert!(axis_parallel_box(Element::P1, &corners::<2, 3>(&triangles, 0)).is_none());
     }
