@@ -120,35 +120,41 @@ impl AxisSines {
     }
 }
 
-/// Whether corner `a` of a K-node cell sits at the upper end of axis `d` of the reference
-/// box (quadrilaterals counterclockwise from (0,0), hexahedra a = i + 2j + 4k); None for
-/// triangles, which are no boxes.
-fn box_corner_side(element: Element, a: usize, d: usize) -> Option<bool> {
-    match element {
-        Element::Q1 => Some([[false, false], [true, false], [true, true], [false, true]][a][d]),
-        Element::Q1Hex => Some((a >> d) & 1 == 1),
-        Element::P1 => None,
-    }
+/// Where the corners of a K-node cell sit on the reference box: per corner, whether it is
+/// at the upper end of each axis (quadrilaterals counterclockwise from (0,0), hexahedra
+/// a = i + 2j + 4k), and the corner at the upper end of all. Found once per element.
+struct BoxCorners<const D: usize, const K: usize> {
+    upper: [[bool; D]; K],
+    opposite: usize,
 }
 
-/// The cell's lower and upper corners when it is an axis-parallel box (every corner is
-/// one of the box's, exactly): its quadrature points are then a tensor grid in physical
-/// space, x_d = lo_d + (hi_d − lo_d) ξ_d, and a mode's values their products of factors.
-fn axis_parallel_box<const D: usize, const K: usize>(
-    element: Element,
-    x: &[[f64; D]; K],
-) -> Option<([f64; D], [f64; D])> {
-    let opposite =
-        (0..K).find(|&a| (0..D).all(|d| box_corner_side(element, a, d) == Some(true)))?;
-    let (lo, hi) = (x[0], x[opposite]);
-    (0..K)
-        .all(|a| {
-            (0..D).all(|d| {
-                let upper = box_corner_side(element, a, d) == Some(true);
-                x[a][d] == if upper { hi[d] } else { lo[d] }
+impl<const D: usize, const K: usize> BoxCorners<D, K> {
+    /// None for triangles, which are no boxes.
+    fn of(element: Element) -> Option<Self> {
+        let upper: [[bool; D]; K] = match element {
+            Element::Q1 => {
+                let square = [[false, false], [true, false], [true, true], [false, true]];
+                std::array::from_fn(|a| std::array::from_fn(|d| square[a][d]))
+            }
+            Element::Q1Hex => std::array::from_fn(|a| std::array::from_fn(|d| (a >> d) & 1 == 1)),
+            Element::P1 => return None,
+        };
+        let opposite = upper.iter().position(|u| u.iter().all(|&up| up))?;
+        Some(BoxCorners { upper, opposite })
+    }
+
+    /// The cell's lower and upper corners when it is an axis-parallel box (every corner is
+    /// one of the box's, exactly): its quadrature points are then a tensor grid in physical
+    /// space, x_d = lo_d + (hi_d − lo_d) ξ_d, and a mode's values their products of factors.
+    fn bounds(&self, x: &[[f64; D]; K]) -> Option<([f64; D], [f64; D])> {
+        let (lo, hi) = (x[0], x[self.opposite]);
+        x.iter()
+            .zip(&self.upper)
+            .all(|(corner, upper)| {
+                (0..D).all(|d| corner[d] == if upper[d] { hi[d] } else { lo[d] })
             })
-        })
-        .then_some((lo, hi))
+            .then_some((lo, hi))
+    }
 }
 
 /// The vectors of every mode in `modes` and their Gram matrix (d_m, d_l) (row-major
@@ -176,9 +182,12 @@ fn integrate_modes_of<const D: usize, const K: usize>(
         "{} points per cell",
         tables.len()
     );
-    // The rule's points on the reference box, axis 0 fastest: point q's index on axis d.
+    // The rule's points on the reference box, axis 0 fastest: point q's index per axis.
     let (gauss_1d, _) = gauss_legendre_unit(GAUSS_POINTS);
-    let index = |q: usize, d: usize| (q / GAUSS_POINTS.pow(d as u32)) % GAUSS_POINTS;
+    let tensor_index: Vec<[usize; D]> = (0..tables.len())
+        .map(|q| std::array::from_fn(|d| (q / GAUSS_POINTS.pow(d as u32)) % GAUSS_POINTS))
+        .collect();
+    let box_corners = BoxCorners::<D, K>::of(mesh.element);
     let ncells = mesh.num_cells();
     // φ at every node, zero at Dirichlet nodes (the interpolant on the unknowns): once per
     // node, not once per cell around it (nodes in chunks of the cells' size).
@@ -227,7 +236,7 @@ fn integrate_modes_of<const D: usize, const K: usize>(
                 for (values, node_values) in at_nodes.iter_mut().zip(&node_values) {
                     *values = std::array::from_fn(|a| node_values[nodes[a] as usize]);
                 }
-                match axis_parallel_box(mesh.element, &x) {
+                match box_corners.as_ref().and_then(|b| b.bounds(&x)) {
                     // D factors per point from G coordinates per axis, not D per point.
                     Some((lo, hi)) => {
                         for (sines, values) in sines.iter_mut().zip(phi.chunks_exact_mut(nq)) {
@@ -237,8 +246,8 @@ fn integrate_modes_of<const D: usize, const K: usize>(
                                     *f = sines.factor(d, lo[d] + (hi[d] - lo[d]) * xi);
                                 }
                             }
-                            for (q, v) in values.iter_mut().enumerate() {
-                                *v = (0..D).map(|d| factors[d][index(q, d)]).product();
+                            for (v, index) in values.iter_mut().zip(&tensor_index) {
+                                *v = (0..D).map(|d| factors[d][index[d]]).product();
                             }
                         }
                     }
@@ -603,19 +612,17 @@ mod tests {
     fn axis_parallel_boxes() {
         let square = unit_square(4, Element::Q1).unwrap();
         let x = corners::<2, 4>(&square, 5);
-        let (lo, hi) = axis_parallel_box(Element::Q1, &x).expect("a square cell");
+        let squares = BoxCorners::<2, 4>::of(Element::Q1).expect("quadrilaterals");
+        let (lo, hi) = squares.bounds(&x).expect("a square cell");
         assert_eq!((lo, hi), ([0.25, 0.25], [0.5, 0.5]));
         let mut moved = x;
         moved[2][0] += 1e-12;
-        assert!(axis_parallel_box(Element::Q1, &moved).is_none());
+        assert!(squares.bounds(&moved).is_none());
         let cube = unit_cube(2).unwrap();
         let x = corners::<3, 8>(&cube, 7);
-        assert_eq!(
-            axis_parallel_box(Element::Q1Hex, &x),
-            Some(([0.5; 3], [1.0; 3]))
-        );
-        let triangles = unit_square(4, Element::P1).unwrap();
-        assert!(axis_parallel_box(Element::P1, &corners::<2, 3>(&triangles, 0)).is_none());
+        let cubes = BoxCorners::<3, 8>::of(Element::Q1Hex).expect("hexahedra");
+        assert_eq!(cubes.bounds(&x), Some(([0.5; 3], [1.0; 3])));
+        assert!(BoxCorners::<2, 3>::of(Element::P1).is_none());
     }
 
     #[test]
