@@ -11,7 +11,7 @@ use super::element::{
 };
 use super::QuadratureRule;
 use crate::error::{Error, Result};
-use crate::mesh::{Element, Mesh};
+use crate::mesh::{Element, Mesh, TensorGrid};
 use crate::sparse::Csr;
 
 /// Gauss points per direction for the stiffness and load integrals: exact for the Q1
@@ -229,12 +229,15 @@ const NORM_CELLS_PER_TASK: usize = 4096;
 
 /// ‖w_h‖²_{L2(Ω)} of every column of a block of finite-element functions given by their
 /// node values, node-major (`stride` values per node, a multiple of [`NORM_COLUMNS`], the
-/// first `columns` of them used, the rest finite), by the rule that integrates
-/// φ_a φ_b |det J| exactly: Σ_cells Σ_q ω_q |det J(x_q)| (Σ_a N_a(x_q) w_a)² is wᵀ M w with
-/// the mass matrix M, which is never assembled. Cells are summed in tasks of a fixed size
-/// and the tasks in order: the sums do not depend on the thread count.
+/// first `columns` of them used, the rest finite): wᵀ M w with the mass matrix of the rule
+/// that integrates φ_a φ_b |det J| exactly, never assembled. On `grid` (the mesh as a
+/// tensor-product grid, [`Mesh::tensor_grid`]) M is a product of 1D mass matrices, applied
+/// along the grid's lines; otherwise the sum is Σ_cells w_eᵀ M_e w_e with the element
+/// matrices M_e remembered per cell shape. Nodes or cells are summed in tasks of a fixed
+/// size and the tasks in order: the sums do not depend on the thread count.
 pub fn l2_norms_squared<const D: usize>(
     mesh: &Mesh<D>,
+    grid: Option<&TensorGrid<D>>,
     nodal: &[f64],
     columns: usize,
     stride: usize,
@@ -249,8 +252,12 @@ pub fn l2_norms_squared<const D: usize>(
         "l2_norms_squared: the block is not nodes × stride"
     );
     assert_eq!(mesh.element.dim(), D, "mesh and element dimensions differ");
-    let mut sums =
-        by_nodes!(mesh.element, K => l2_norms_squared_of::<D, K>(mesh, nodal, columns, stride));
+    let mut sums = match grid {
+        Some(grid) => super::separable::l2_norms_squared(grid, nodal, stride),
+        None => {
+            by_nodes!(mesh.element, K => l2_norms_squared_of::<D, K>(mesh, nodal, columns, stride))
+        }
+    };
     sums.truncate(columns);
     sums
 }
@@ -269,29 +276,30 @@ fn l2_norms_squared_of<const D: usize, const K: usize>(
         .into_par_iter()
         .map(|task| {
             let mut sums = vec![0.0; groups * NORM_COLUMNS];
+            let mut masses = ShapeMemory::<D, K, [[f64; K]; K]>::new();
             let cells = task * NORM_CELLS_PER_TASK..((task + 1) * NORM_CELLS_PER_TASK).min(ncells);
             for c in cells {
                 let (x, nodes) = (corners::<D, K>(mesh, c), mesh.cell(c));
+                let mass = masses.get(&relative_corners(&x), |relative| {
+                    element_mass(&tables, relative)
+                });
                 for (group, sum) in sums.chunks_exact_mut(NORM_COLUMNS).enumerate() {
-                    let at: [&[f64]; K] = std::array::from_fn(|a| {
+                    let at: [[f64; NORM_COLUMNS]; K] = std::array::from_fn(|a| {
                         let first = nodes[a] as usize * stride + group * NORM_COLUMNS;
-                        &nodal[first..first + NORM_COLUMNS]
+                        nodal[first..first + NORM_COLUMNS]
+                            .try_into()
+                            .expect("a group of columns")
                     });
-                    let mut cell = [0.0; NORM_COLUMNS];
-                    for (q, n) in tables.shapes.iter().enumerate() {
-                        let w = tables.weights[q] * det_jacobian(&x, &tables.ref_grads[q]);
-                        let mut value = [0.0; NORM_COLUMNS];
-                        for (na, wa) in n.iter().zip(&at) {
-                            for (v, wj) in value.iter_mut().zip(wa.iter()) {
-                                *v += na * wj;
+                    for (row, wa) in mass.iter().zip(&at) {
+                        let mut mw = [0.0; NORM_COLUMNS];
+                        for (m, wb) in row.iter().zip(&at) {
+                            for (v, wj) in mw.iter_mut().zip(wb) {
+                                *v += m * wj;
                             }
                         }
-                        for (s, v) in cell.iter_mut().zip(&value) {
-                            *s += w * v * v;
+                        for ((s, v), wi) in sum.iter_mut().zip(&mw).zip(wa) {
+                            *s += wi * v;
                         }
-                    }
-                    for (s, v) in sum.iter_mut().zip(&cell) {
-                        *s += v;
                     }
                 }
             }
@@ -305,6 +313,24 @@ fn l2_norms_squared_of<const D: usize, const K: usize>(
         }
     }
     sums
+}
+
+/// M_ab = Σ_q ω_q det J(x_q) N_a(x_q) N_b(x_q) of the cell with corners `relative` (to its
+/// first), by the rule of `tables` ([`mass_gauss_points`]).
+fn element_mass<const D: usize, const K: usize>(
+    tables: &Tables<D, K>,
+    relative: &[[f64; D]; K],
+) -> [[f64; K]; K] {
+    let mut mass = [[0.0; K]; K];
+    for (q, n) in tables.shapes.iter().enumerate() {
+        let w = tables.weights[q] * det_jacobian(relative, &tables.ref_grads[q]);
+        for (row, na) in mass.iter_mut().zip(n) {
+            for (m, nb) in row.iter_mut().zip(n) {
+                *m += w * na * nb;
+            }
+        }
+    }
+    mass
 }
 
 /// Gauss points per direction that integrate φ_a φ_b |det J| exactly (the mass matrix): on quadrilaterals the
@@ -609,7 +635,7 @@ mod tests {
                         }
                     }
                 }
-                let norms = l2_norms_squared(&mesh, &nodal, columns, stride);
+                let norms = l2_norms_squared(&mesh, None, &nodal, columns, stride);
                 assert_eq!(norms.len(), columns);
                 for (j, uj) in u.iter().enumerate() {
                     let l2 = crate::fem::l2_error(&mesh, &dofs, uj, |_| 0.0);
@@ -630,8 +656,8 @@ mod tests {
                     .build()
                     .unwrap();
                 assert_eq!(
-                    one.install(|| l2_norms_squared(&mesh, &nodal, columns, stride)),
-                    two.install(|| l2_norms_squared(&mesh, &nodal, columns, stride))
+                    one.install(|| l2_norms_squared(&mesh, None, &nodal, columns, stride)),
+                    two.install(|| l2_norms_squared(&mesh, None, &nodal, columns, stride))
                 );
             }
         }

@@ -119,9 +119,13 @@ impl Mode {
         self.dim
     }
 
-    /// The factor sin(κ_d π x_d) of axis `d`.
+    /// The factor sin(κ_d π x_d) of axis `d`; 1 on axes beyond the mode's dimension.
     pub fn axis_factor(&self, d: usize, xd: f64) -> f64 {
-        (self.kappa[d] as f64 * PI * xd).sin()
+        if d < self.dim {
+            (self.kappa[d] as f64 * PI * xd).sin()
+        } else {
+            1.0
+        }
     }
 
     /// ∂φ/∂x_d = κ_d π cos(κ_d π x_d) Π_{e≠d} sin(κ_e π x_e), for the first `dim` axes.

@@ -9,6 +9,7 @@ mod error_norms;
 mod manufactured;
 mod modes;
 mod quadrature;
+mod separable;
 mod verify;
 
 pub use assembly::{

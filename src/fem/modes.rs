@@ -17,7 +17,7 @@
 //! sqrt(h^d Σ w_i²) comes with it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rayon::prelude::*;
 
@@ -25,25 +25,25 @@ use super::assembly::{gather_cell_vectors, l2_norms_squared, NORM_COLUMNS};
 use super::element::{
     by_nodes, corners, det_jacobian, point, relative_corners, ShapeMemory, Tables,
 };
-use super::{gauss_legendre_unit, Dofs, Exact, Mode, QuadratureRule};
-use crate::mesh::{Element, Mesh};
+use super::{gauss_legendre_unit, separable, Dofs, Exact, Mode, QuadratureRule};
+use crate::mesh::{Element, Mesh, TensorGrid};
 use crate::numeric::dot_sequential;
 
 /// Gauss points per direction: the integrands are smooth times (bi/tri)linear.
-const GAUSS_POINTS: usize = 4;
+pub(super) const GAUSS_POINTS: usize = 4;
 /// Cells per partial sum (fixed, so sums do not depend on the thread count).
 const CELLS_PER_CHUNK: usize = 4096;
 /// Points of the rule on a hexahedron (the most).
 const MAX_POINTS: usize = GAUSS_POINTS * GAUSS_POINTS * GAUSS_POINTS;
 
 /// What one mode contributes, on the unknowns.
-struct ModeVectors {
+pub(super) struct ModeVectors {
     /// φ(x_i)
-    nodal: Vec<f64>,
+    pub nodal: Vec<f64>,
     /// (φ, φ_i)
-    load: Vec<f64>,
+    pub load: Vec<f64>,
     /// (φ − I φ, φ_i)
-    defect: Vec<f64>,
+    pub defect: Vec<f64>,
 }
 
 /// The L2 errors of one column against its exact solution.
@@ -57,10 +57,13 @@ pub struct ColumnErrors {
 
 /// The per-mesh data of the modes seen so far, computed when first needed.
 #[derive(Default)]
-pub struct ModeBasis {
+pub struct ModeBasis<const D: usize> {
     vectors: Mutex<HashMap<Mode, Arc<ModeVectors>>>,
     /// (d_m, d_l), both orders stored.
     gram: Mutex<HashMap<(Mode, Mode), f64>>,
+    /// The mesh as a tensor-product grid whose unknowns are its interior nodes, if it is
+    /// one ([`separable`]): found on first use.
+    grid: OnceLock<Option<TensorGrid<D>>>,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -121,8 +124,8 @@ impl AxisSines {
 }
 
 /// Where the corners of a K-node cell sit on the reference box: per corner, whether it is
-/// at the upper end of each axis (quadrilaterals counterclockwise from (0,0), hexahedra
-/// a = i + 2j + 4k), and the corner at the upper end of all. Found once per element.
+/// at the upper end of each axis ([`Element::box_corner`]), and the corner at the upper
+/// end of all. Found once per element.
 struct BoxCorners<const D: usize, const K: usize> {
     upper: [[bool; D]; K],
     opposite: usize,
@@ -131,14 +134,11 @@ struct BoxCorners<const D: usize, const K: usize> {
 impl<const D: usize, const K: usize> BoxCorners<D, K> {
     /// None for triangles, which are no boxes.
     fn of(element: Element) -> Option<Self> {
-        let upper: [[bool; D]; K] = match element {
-            Element::Q1 => {
-                let square = [[false, false], [true, false], [true, true], [false, true]];
-                std::array::from_fn(|a| std::array::from_fn(|d| square[a][d]))
-            }
-            Element::Q1Hex => std::array::from_fn(|a| std::array::from_fn(|d| (a >> d) & 1 == 1)),
-            Element::P1 => return None,
-        };
+        let corners: Vec<[usize; 3]> = (0..K)
+            .map(|a| element.box_corner(a))
+            .collect::<Option<_>>()?;
+        let upper: [[bool; D]; K] =
+            std::array::from_fn(|a| std::array::from_fn(|d| corners[a][d] == 1));
         let opposite = upper.iter().position(|u| u.iter().all(|&up| up))?;
         Some(BoxCorners { upper, opposite })
     }
@@ -158,8 +158,23 @@ impl<const D: usize, const K: usize> BoxCorners<D, K> {
 }
 
 /// The vectors of every mode in `modes` and their Gram matrix (d_m, d_l) (row-major
-/// m × m), in one pass over the cells: each point evaluates each mode once.
+/// m × m): by 1D integrals on `grid`, the mesh as a tensor-product grid whose unknowns
+/// are its interior nodes ([`separable`]), else by quadrature.
 fn integrate_modes<const D: usize>(
+    mesh: &Mesh<D>,
+    dofs: &Dofs,
+    grid: Option<&TensorGrid<D>>,
+    modes: &[Mode],
+) -> (Vec<ModeVectors>, Vec<f64>) {
+    match grid {
+        Some(grid) => separable::integrate_modes(grid, modes),
+        None => integrate_modes_by_quadrature(mesh, dofs, modes),
+    }
+}
+
+/// [`integrate_modes`] on any mesh, in one pass over the cells: each point evaluates each
+/// mode once.
+pub(super) fn integrate_modes_by_quadrature<const D: usize>(
     mesh: &Mesh<D>,
     dofs: &Dofs,
     modes: &[Mode],
@@ -315,14 +330,23 @@ fn integrate_modes_of<const D: usize, const K: usize>(
     (vectors, gram)
 }
 
-impl ModeBasis {
+impl<const D: usize> ModeBasis<D> {
     pub fn new() -> Self {
         Self::default()
     }
 
+    fn grid(&self, mesh: &Mesh<D>, dofs: &Dofs) -> Option<&TensorGrid<D>> {
+        self.grid
+            .get_or_init(|| {
+                mesh.tensor_grid()
+                    .filter(|grid| separable::unknowns_are_interior(grid, dofs))
+            })
+            .as_ref()
+    }
+
     /// The vectors of `modes` and their Gram matrix (row-major), integrated in one pass
     /// when any of them is new.
-    fn prepare<const D: usize>(
+    fn prepare(
         &self,
         mesh: &Mesh<D>,
         dofs: &Dofs,
@@ -345,7 +369,7 @@ impl ModeBasis {
         if let Some(found) = cached() {
             return found;
         }
-        let (vectors, gram) = integrate_modes(mesh, dofs, modes);
+        let (vectors, gram) = integrate_modes(mesh, dofs, self.grid(mesh, dofs), modes);
         let vectors: Vec<_> = vectors.into_iter().map(Arc::new).collect();
         let mut cache = locked(&self.vectors);
         for (mode, v) in modes.iter().zip(&vectors) {
@@ -362,7 +386,7 @@ impl ModeBasis {
 
     /// The load vectors of the exact solutions' f = −Δu, column-major (unknowns × columns):
     /// b = Σ_m a_m λ_m ℓ_m.
-    pub fn loads<const D: usize>(&self, mesh: &Mesh<D>, dofs: &Dofs, exact: &[Exact]) -> Vec<f64> {
+    pub fn loads(&self, mesh: &Mesh<D>, dofs: &Dofs, exact: &[Exact]) -> Vec<f64> {
         let n = dofs.len();
         let mut block = vec![0.0; n * exact.len()];
         for (e, column) in exact.iter().zip(block.chunks_mut(n.max(1))) {
@@ -383,7 +407,7 @@ impl ModeBasis {
 
     /// The L2 errors of every column of `u` (unknowns × columns, column-major) against
     /// its exact solution.
-    pub fn errors<const D: usize>(
+    pub fn errors(
         &self,
         mesh: &Mesh<D>,
         dofs: &Dofs,
@@ -463,8 +487,8 @@ impl ModeBasis {
                 *s += p;
             }
         }
-        // wᵀ M w per column, cell by cell.
-        let quadratic = l2_norms_squared(mesh, &nodal, columns, stride);
+        // wᵀ M w per column.
+        let quadratic = l2_norms_squared(mesh, self.grid(mesh, dofs), &nodal, columns, stride);
         let h_d = mesh.h().powi(D as i32);
         prepared
             .iter()

@@ -55,7 +55,7 @@ pub fn verify<const D: usize>(
     mesh: &Mesh<D>,
     dofs: &Dofs,
     matrix: &Csr<f64>,
-    basis: &ModeBasis,
+    basis: &ModeBasis<D>,
     rhs: &[f64],
     u: &[f64],
     exact: &[Option<Exact>],

@@ -15,6 +15,7 @@ mod gmsh;
 mod refine;
 mod spec;
 mod square;
+mod tensor;
 
 #[cfg(test)] // the element tests check cell areas with it
 pub(crate) use coarse::signed_area;
@@ -28,6 +29,7 @@ pub use spec::{
     build, AnyMesh, BoundarySpec, BoundaryValue, MeshKind, MeshSpec, PartCondition, RefinedDomain,
 };
 pub use square::{unit_square, unit_square_refined, Hierarchy, MacroLocation, Parents};
+pub use tensor::{grid_index, TensorGrid};
 
 use crate::error::{Error, Result};
 
@@ -64,6 +66,16 @@ impl Element {
             Element::Q1 => "q1",
             Element::P1 => "p1",
             Element::Q1Hex => "q1-hex",
+        }
+    }
+
+    /// Where corner `a` of a cell sits on the unit box: 0 or 1 per axis (quadrilaterals
+    /// counterclockwise from (0, 0), hexahedra a = i + 2j + 4k). None for triangles.
+    pub fn box_corner(self, a: usize) -> Option<[usize; 3]> {
+        match self {
+            Element::Q1 => [[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]].get(a).copied(),
+            Element::Q1Hex => (a < 8).then_some([a & 1, (a >> 1) & 1, (a >> 2) & 1]),
+            Element::P1 => None,
         }
     }
 

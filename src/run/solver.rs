@@ -642,7 +642,7 @@ pub struct Operator<const DIM: usize> {
     pub matrix: Csr<f64>,
     pub dofs: Dofs,
     /// The manufactured solutions' modes met so far, for block loads and L2 errors.
-    modes: ModeBasis,
+    modes: ModeBasis<DIM>,
     solver: Box<dyn BlockSolve>,
     /// How the set-up was obtained (cache loaded/built), when there is one worth saying.
     pub setup_note: Option<String>,

@@ -1,0 +1,408 @@
+//! Mode integrals on tensor-product grids, one axis at a time.
+//!
+//! On a grid ([`Mesh::tensor_grid`](crate::mesh::Mesh::tensor_grid)) whose boundary is
+//! Dirichlet all round, a Q1 basis function is a product of hats, Ψ_i(x) = Π_d ψ_{i_d}(x_d),
+//! a mode is a product of sines, φ(x) = Π_d s_d(x_d), and its interpolant on the unknowns
+//! is Π_d Î s_d (Î interpolates with zero end values). With the 1D defects
+//! δ_d = s_d − Î s_d,
+//!
+//!   φ − I φ = Π_d s_d − Π_d (s_d − δ_d) = Σ_{S≠∅} (−1)^{|S|+1} Π_{d∈S} δ_d Π_{d∉S} s_d,
+//!
+//! so the load (φ, Ψ_i) = Π_d (s_d, ψ_{i_d}), the defect's loads (φ − I φ, Ψ_i) and the Gram
+//! entries (φ_m − I φ_m, φ_l − I φ_l) are sums of products of 1D integrals. Each is summed
+//! with the 4-point Gauss rule per cell of the general path (a tensor Gauss rule applied
+//! to a product is the product of the 1D sums), and every term is of the defect's size, as
+//! on the general path. The cost is O(n) per axis and mode plus one pass over the
+//! unknowns, instead of 4^D points per cell.
+
+use rayon::prelude::*;
+
+use super::modes::{ModeVectors, GAUSS_POINTS};
+use super::NORM_COLUMNS;
+use super::{gauss_legendre_unit, Dofs, Mode};
+use crate::mesh::{grid_index, TensorGrid};
+
+/// Nodes per task of [`l2_norms_squared`] (whole lines of at least this many), fixed so
+/// that the sums do not depend on the thread count.
+const NORM_NODES_PER_TASK: usize = 4096;
+
+/// Whether the unknowns are the grid's interior nodes numbered in node order, the
+/// boundary nodes Dirichlet: what the products above assume.
+pub(super) fn unknowns_are_interior<const D: usize>(grid: &TensorGrid<D>, dofs: &Dofs) -> bool {
+    let sizes = grid.points();
+    let mut next = 0;
+    dofs.dof_of_node.len() == sizes.iter().product::<usize>()
+        && dofs.dof_of_node.iter().enumerate().all(|(node, &dof)| {
+            if grid.on_boundary(grid_index(node, sizes)) {
+                dof == Dofs::NONE
+            } else {
+                next += 1;
+                dof == next - 1
+            }
+        })
+}
+
+/// One axis's Gauss points, cell after cell, with their weights ω_q h_e.
+struct AxisRule {
+    /// Per point, its cell's left node and its hat values (1 − ξ, ξ) there.
+    points: Vec<(usize, f64, f64)>,
+    x: Vec<f64>,
+    weights: Vec<f64>,
+}
+
+impl AxisRule {
+    fn new(line: &[f64]) -> Self {
+        let (xi, omega) = gauss_legendre_unit(GAUSS_POINTS);
+        let mut rule = AxisRule {
+            points: Vec::new(),
+            x: Vec::new(),
+            weights: Vec::new(),
+        };
+        for (e, cell) in line.windows(2).enumerate() {
+            let (lo, hi) = (cell[0], cell[1]);
+            for (&t, &w) in xi.iter().zip(&omega) {
+                rule.points.push((e, 1.0 - t, t));
+                // As the general path places its points on an axis-parallel cell.
+                rule.x.push(lo + (hi - lo) * t);
+                rule.weights.push(w * (hi - lo));
+            }
+        }
+        rule
+    }
+}
+
+/// A mode's factor s on one axis: its values, 1D loads and 1D defect.
+struct AxisFactor {
+    /// s(x_i), zero at both ends (the interpolant's values).
+    nodal: Vec<f64>,
+    /// (s, ψ_i)
+    load: Vec<f64>,
+    /// (δ, ψ_i), δ = s − Î s
+    defect: Vec<f64>,
+    /// s and δ at the rule's points.
+    at_points: [Vec<f64>; 2],
+}
+
+impl AxisFactor {
+    fn new(line: &[f64], rule: &AxisRule, factor: impl Fn(f64) -> f64) -> Self {
+        let last = line.len() - 1;
+        let nodal: Vec<f64> = (0..line.len())
+            .map(|i| {
+                if i == 0 || i == last {
+                    0.0
+                } else {
+                    factor(line[i])
+                }
+            })
+            .collect();
+        let (mut load, mut defect) = (vec![0.0; line.len()], vec![0.0; line.len()]);
+        let (mut s_points, mut delta_points) = (Vec::new(), Vec::new());
+        for ((&(e, left, right), &x), &w) in rule.points.iter().zip(&rule.x).zip(&rule.weights) {
+            let s = factor(x);
+            let delta = s - (left * nodal[e] + right * nodal[e + 1]);
+            load[e] += w * s * left;
+            load[e + 1] += w * s * right;
+            defect[e] += w * delta * left;
+            defect[e + 1] += w * delta * right;
+            s_points.push(s);
+            delta_points.push(delta);
+        }
+        AxisFactor {
+            nodal,
+            load,
+            defect,
+            at_points: [s_points, delta_points],
+        }
+    }
+}
+
+/// (−1)^{|S|+1} for the axes of bit set `set`.
+fn sign(set: usize) -> f64 {
+    if set.count_ones() % 2 == 1 {
+        1.0
+    } else {
+        -1.0
+    }
+}
+
+/// The vectors of every mode and their Gram matrix (row-major m × m), as
+/// `modes::integrate_modes` gives them, on a grid whose unknowns are its interior nodes
+/// ([`unknowns_are_interior`]).
+pub(super) fn integrate_modes<const D: usize>(
+    grid: &TensorGrid<D>,
+    modes: &[Mode],
+) -> (Vec<ModeVectors>, Vec<f64>) {
+    let rules: Vec<AxisRule> = grid.lines.iter().map(|line| AxisRule::new(line)).collect();
+    let factors: Vec<[AxisFactor; D]> = modes
+        .iter()
+        .map(|mode| {
+            std::array::from_fn(|d| {
+                AxisFactor::new(&grid.lines[d], &rules[d], |x| mode.axis_factor(d, x))
+            })
+        })
+        .collect();
+    let interior: [usize; D] = std::array::from_fn(|d| grid.lines[d].len() - 2);
+    let unknowns = interior.iter().product::<usize>();
+    // A value per unknown from its grid index (interior index + 1 per axis).
+    let on_unknowns = |value: &(dyn Fn([usize; D]) -> f64 + Sync)| -> Vec<f64> {
+        (0..unknowns)
+            .into_par_iter()
+            .map(|u| value(grid_index(u, interior).map(|i| i + 1)))
+            .collect()
+    };
+    let sets = 1..1usize << D; // the nonempty sets S of axes
+    let vectors = factors
+        .iter()
+        .map(|f| ModeVectors {
+            // In axis order from 1, as `Mode::value` multiplies (the same bits).
+            nodal: on_unknowns(&|i| (0..D).fold(1.0, |v, d| v * f[d].nodal[i[d]])),
+            load: on_unknowns(&|i| (0..D).map(|d| f[d].load[i[d]]).product()),
+            defect: on_unknowns(&|i| {
+                sets.clone()
+                    .map(|set| {
+                        let product: f64 = (0..D)
+                            .map(|d| {
+                                if set >> d & 1 == 1 {
+                                    f[d].defect[i[d]]
+                                } else {
+                                    f[d].load[i[d]]
+                                }
+                            })
+                            .product();
+                        sign(set) * product
+                    })
+                    .sum()
+            }),
+        })
+        .collect();
+    // Per axis, the 1D integrals (f_a, g_b) of two modes' factors, a, b ∈ {s, δ}.
+    let integrals = |m: usize, l: usize, d: usize| -> [[f64; 2]; 2] {
+        let (f, g) = (&factors[m][d].at_points, &factors[l][d].at_points);
+        std::array::from_fn(|a| {
+            std::array::from_fn(|b| {
+                rules[d]
+                    .weights
+                    .iter()
+                    .zip(&f[a])
+                    .zip(&g[b])
+                    .map(|((w, x), y)| w * x * y)
+                    .sum()
+            })
+        })
+    };
+    let m = modes.len();
+    let mut gram = vec![0.0; m * m];
+    for i in 0..m {
+        for j in 0..m {
+            let per_axis: Vec<[[f64; 2]; 2]> = (0..D).map(|d| integrals(i, j, d)).collect();
+            gram[i * m + j] = sets
+                .clone()
+                .flat_map(|s| sets.clone().map(move |t| (s, t)))
+                .map(|(s, t)| {
+                    let product: f64 = (0..D)
+                        .map(|d| per_axis[d][s >> d & 1][t >> d & 1])
+                        .product();
+                    sign(s) * sign(t) * product
+                })
+                .sum();
+        }
+    }
+    (vectors, gram)
+}
+
+/// The 1D mass matrix of the hats on `line` (exact for Q1), per point: its entries with
+/// the point to the left, itself and the point to the right (zero past the ends).
+fn line_mass(line: &[f64]) -> Vec<[f64; 3]> {
+    (0..line.len())
+        .map(|i| {
+            let left = if i > 0 { line[i] - line[i - 1] } else { 0.0 };
+            let right = line.get(i + 1).map_or(0.0, |next| next - line[i]);
+            [left / 6.0, (left + right) / 3.0, right / 6.0]
+        })
+        .collect()
+}
+
+/// wᵀ M w per column of the node-major block `nodal` (`stride` values per node, a
+/// multiple of [`NORM_COLUMNS`]) on `grid`, where M = M_{D−1} ⊗ … ⊗ M_0 is the Q1 mass
+/// matrix: per line of nodes along axis 0, the combination u = Σ_{r'} c_{r r'} W_{r'} of
+/// the neighbouring lines r' (c: the product of the other axes' 1D mass entries), then
+/// Σ_i W_r[i] (M_0 u)[i]. About 3^(D−1) + 4 multiply-adds per node and column.
+pub(super) fn l2_norms_squared<const D: usize>(
+    grid: &TensorGrid<D>,
+    nodal: &[f64],
+    stride: usize,
+) -> Vec<f64> {
+    let sizes = grid.points();
+    let n0 = sizes[0];
+    let lines = sizes[1..].iter().product::<usize>();
+    assert_eq!(
+        nodal.len(),
+        lines * n0 * stride,
+        "nodal is not nodes × stride"
+    );
+    let masses: Vec<Vec<[f64; 3]>> = grid.lines.iter().map(|line| line_mass(line)).collect();
+    let lines_per_task = NORM_NODES_PER_TASK.div_ceil(n0);
+    let partials: Vec<Vec<f64>> = (0..lines.div_ceil(lines_per_task))
+        .into_par_iter()
+        .map(|task| {
+            let mut sums = vec![0.0; stride];
+            let mut neighbours: Vec<(usize, f64)> = Vec::with_capacity(9);
+            for r in task * lines_per_task..((task + 1) * lines_per_task).min(lines) {
+                let index = grid_index(r * n0, sizes);
+                neighbours.clear();
+                // Offsets of 0, 1, 2 (left, same, right) per axis beyond the first.
+                'neighbour: for t in 0..3usize.pow(D as u32 - 1) {
+                    let (mut line, mut line_stride, mut c) = (r, 1, 1.0);
+                    for d in 1..D {
+                        let o = t / 3usize.pow(d as u32 - 1) % 3;
+                        if (index[d] == 0 && o == 0) || (index[d] + 1 == sizes[d] && o == 2) {
+                            continue 'neighbour;
+                        }
+                        c *= masses[d][index[d]][o];
+                        line = line + o * line_stride - line_stride;
+                        line_stride *= sizes[d];
+                    }
+                    neighbours.push((line, c));
+                }
+                for g in 0..stride / NORM_COLUMNS {
+                    let at = |line: usize, i: usize| (line * n0 + i) * stride + g * NORM_COLUMNS;
+                    let combined = |i: usize| {
+                        let mut u = [0.0; NORM_COLUMNS];
+                        for &(line, c) in &neighbours {
+                            let w = &nodal[at(line, i)..at(line, i) + NORM_COLUMNS];
+                            for (v, wj) in u.iter_mut().zip(w) {
+                                *v += c * wj;
+                            }
+                        }
+                        u
+                    };
+                    let (mut previous, mut current) = ([0.0; NORM_COLUMNS], combined(0));
+                    let mut sum = [0.0; NORM_COLUMNS];
+                    for (i, &[left, middle, right]) in masses[0].iter().enumerate() {
+                        let next = if i + 1 < n0 {
+                            combined(i + 1)
+                        } else {
+                            [0.0; NORM_COLUMNS]
+                        };
+                        let w = &nodal[at(r, i)..at(r, i) + NORM_COLUMNS];
+                        for j in 0..NORM_COLUMNS {
+                            sum[j] +=
+                                w[j] * (left * previous[j] + middle * current[j] + right * next[j]);
+                        }
+                        (previous, current) = (current, next);
+                    }
+                    for (s, v) in sums[g * NORM_COLUMNS..].iter_mut().zip(&sum) {
+                        *s += v;
+                    }
+                }
+            }
+            sums
+        })
+        .collect();
+    let mut sums = vec![0.0; stride];
+    for partial in &partials {
+        for (s, p) in sums.iter_mut().zip(partial) {
+            *s += p;
+        }
+    }
+    sums
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fem::modes::integrate_modes_by_quadrature;
+    use crate::mesh::{unit_cube, unit_square, Element, Mesh};
+
+    /// The 1D products equal the general path's 4^D-point quadrature per cell: vectors to
+    /// rounding of their scale, the nodal values bit for bit, the Gram matrix (entries of
+    /// the defect's size, O(h⁴)) to rounding of its own scale.
+    fn check<const D: usize>(mesh: &Mesh<D>, modes: &[Mode]) {
+        let dofs = Dofs::from_boundary(&mesh.on_boundary);
+        let grid = mesh.tensor_grid().expect("a grid");
+        assert!(unknowns_are_interior(&grid, &dofs));
+        let (vectors, gram) = integrate_modes(&grid, modes);
+        let (expected, expected_gram) = integrate_modes_by_quadrature(mesh, &dofs, modes);
+        let close = |a: &[f64], b: &[f64], what: &str| {
+            let scale = b.iter().fold(0.0f64, |s, v| s.max(v.abs()));
+            assert!(scale > 0.0, "{what}: all zero");
+            assert_eq!(a.len(), b.len(), "{what}");
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-12 * scale,
+                    "{what}[{i}]: {x} against {y}"
+                );
+            }
+        };
+        for (v, e) in vectors.iter().zip(&expected) {
+            assert_eq!(v.nodal, e.nodal, "nodal values");
+            close(&v.load, &e.load, "load");
+            close(&v.defect, &e.defect, "defect");
+        }
+        close(&gram, &expected_gram, "gram");
+    }
+
+    #[test]
+    fn grid_integrals_equal_quadrature() {
+        let modes2 = [Mode::new([1, 1, 0], 2), Mode::new([2, 3, 0], 2)];
+        check(&unit_square(8, Element::Q1).unwrap(), &modes2);
+        check(
+            &unit_square(13, Element::Q1).unwrap(),
+            &[Mode::new([5, 5, 0], 2)],
+        );
+        // Lines of unequal spacing, not the same per axis.
+        let mut stretched = unit_square(6, Element::Q1).unwrap();
+        for x in &mut stretched.coords {
+            *x = [x[0] * x[0], 0.5 * (x[1] + x[1] * x[1])];
+        }
+        check(&stretched, &modes2);
+        let modes3 = [Mode::new([1, 1, 1], 3), Mode::new([2, 1, 3], 3)];
+        check(&unit_cube(5).unwrap(), &modes3);
+    }
+
+    /// wᵀ M w along the lines equals the cell-by-cell sum of the general path, with
+    /// values on boundary nodes too, in 2D (uniform and stretched lines) and 3D.
+    #[test]
+    fn grid_norms_equal_cell_sums() {
+        fn check<const D: usize>(mesh: &Mesh<D>) {
+            let grid = mesh.tensor_grid().expect("a grid");
+            let stride = 2 * NORM_COLUMNS;
+            let nodal: Vec<f64> = (0..mesh.num_nodes() * stride)
+                .map(|i| ((i * 7919) % 101) as f64 / 50.0 - 1.0)
+                .collect();
+            let along_lines = l2_norms_squared(&grid, &nodal, stride);
+            let by_cells = crate::fem::l2_norms_squared(mesh, None, &nodal, stride, stride);
+            for (j, (a, b)) in along_lines.iter().zip(&by_cells).enumerate() {
+                assert!((a - b).abs() <= 1e-13 * b, "column {j}: {a} against {b}");
+            }
+            assert_eq!(
+                crate::fem::l2_norms_squared(mesh, Some(&grid), &nodal, 3, stride),
+                along_lines[..3]
+            );
+        }
+        check(&unit_square(9, Element::Q1).unwrap());
+        let mut stretched = unit_square(7, Element::Q1).unwrap();
+        for x in &mut stretched.coords {
+            *x = [x[0] * x[0], 0.5 * (x[1] + x[1] * x[1])];
+        }
+        check(&stretched);
+        check(&unit_cube(4).unwrap());
+    }
+
+    #[test]
+    fn other_unknowns_take_the_general_path() {
+        let mesh = unit_square(4, Element::Q1).unwrap();
+        let grid = mesh.tensor_grid().unwrap();
+        // A Neumann side: its nodes are unknowns.
+        let mut neumann = mesh.on_boundary.clone();
+        neumann[2] = false;
+        assert!(!unknowns_are_interior(
+            &grid,
+            &Dofs::from_boundary(&neumann)
+        ));
+        // Interior nodes in another order.
+        let mut dofs = Dofs::from_boundary(&mesh.on_boundary);
+        dofs.dof_of_node.swap(6, 7);
+        assert!(!unknowns_are_interior(&grid, &dofs));
+    }
+}
