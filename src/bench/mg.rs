@@ -11,7 +11,7 @@ use super::triad_gbs;
 use crate::cli::MgBenchArgs;
 use crate::device::{Cpu, Device};
 use crate::error::{Error, Result};
-use crate::fem::{assemble_loads, assemble_poisson, l2_error, Manufactured, PoissonSystem};
+use crate::fem::{assemble_loads, assemble_stiffness, l2_error, Manufactured};
 use crate::mesh::{unit_cube, unit_square, Element, Mesh};
 use crate::mg::{
     check_levels, default_levels, random_initial_guess, schedule_name, MgInfo, MgParams, Multigrid,
@@ -195,7 +195,7 @@ fn run<const D: usize>(
     mesh: &Mesh<D>,
 ) -> Result<Vec<MgBenchResult>> {
     let exact = Manufactured::new(params.k, D);
-    let PoissonSystem { matrix, dofs, .. } = assemble_poisson(mesh, |_| 0.0)?;
+    let (matrix, dofs) = assemble_stiffness(mesh)?;
     let n = dofs.len();
     let (b, initial) = match params.rhs {
         MgBenchRhs::Manufactured => {

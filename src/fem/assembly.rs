@@ -208,6 +208,22 @@ fn node_incidence<const D: usize>(mesh: &Mesh<D>) -> (Vec<usize>, Vec<u32>) {
     (start, slots)
 }
 
+/// The stiffness matrix of -Δ with u = 0 on the boundary, over the interior nodes, and
+/// their numbering: on a tensor-product grid ([`Mesh::tensor_grid`]) from the lines' 1D
+/// matrices, else assembled cell by cell. Bitwise reproducible either way.
+pub fn assemble_stiffness<const D: usize>(mesh: &Mesh<D>) -> Result<(Csr<f64>, Dofs)> {
+    check_dimension(mesh)?;
+    let dofs = Dofs::from_boundary(&mesh.on_boundary);
+    if let Some(grid) = mesh.tensor_grid() {
+        if super::separable::unknowns_are_interior(&grid, &dofs) {
+            return Ok((super::separable::stiffness(&grid)?, dofs));
+        }
+    }
+    let (stiffness, load) = element_systems(mesh, &|_| 0.0, true);
+    let (matrix, _) = gather_system(mesh, &dofs, &stiffness, &load)?;
+    Ok((matrix, dofs))
+}
+
 /// Assembles -Δu = f with u = 0 on the boundary: stiffness matrix and load vector over the
 /// interior nodes.
 pub fn assemble_poisson<const D: usize>(

@@ -13,7 +13,8 @@ mod separable;
 mod verify;
 
 pub use assembly::{
-    assemble_loads, assemble_poisson, l2_norms_squared, Dofs, PoissonSystem, NORM_COLUMNS,
+    assemble_loads, assemble_poisson, assemble_stiffness, l2_norms_squared, Dofs, PoissonSystem,
+    NORM_COLUMNS,
 };
 pub use boundary::{
     boundary_load, dirichlet_values, integral, neumann_loads, nodal_solution, node_weights,

@@ -20,7 +20,9 @@ use rayon::prelude::*;
 use super::modes::{ModeVectors, GAUSS_POINTS};
 use super::NORM_COLUMNS;
 use super::{gauss_legendre_unit, Dofs, Mode};
+use crate::error::Result;
 use crate::mesh::{grid_index, TensorGrid};
+use crate::sparse::Csr;
 
 /// Nodes per task of [`l2_norms_squared`] (whole lines of at least this many), fixed so
 /// that the sums do not depend on the thread count.
@@ -222,6 +224,94 @@ fn line_mass(line: &[f64]) -> Vec<[f64; 3]> {
         .collect()
 }
 
+/// The 1D stiffness matrix of the hats on `line`, per point as [`line_mass`].
+fn line_stiffness(line: &[f64]) -> Vec<[f64; 3]> {
+    (0..line.len())
+        .map(|i| {
+            let left = if i > 0 {
+                1.0 / (line[i] - line[i - 1])
+            } else {
+                0.0
+            };
+            let right = line.get(i + 1).map_or(0.0, |next| 1.0 / (next - line[i]));
+            [-left, left + right, -right]
+        })
+        .collect()
+}
+
+/// The Q1 stiffness matrix on the unknowns of `grid` (its interior nodes, in order):
+/// A = Σ_d ⊗_e (K_e if e = d else M_e), with the 1D stiffness and mass matrices of the
+/// lines, so entry (p, q) = Σ_d Π_e (e = d ? K_e : M_e)[p_e, q_e] for the 3^D neighbours q
+/// of p. The pattern is the assembled one's (every neighbour that is an unknown, columns
+/// ascending), and the values equal it to rounding: the Gauss rule of the assembly is
+/// exact for both.
+pub(super) fn stiffness<const D: usize>(grid: &TensorGrid<D>) -> Result<Csr<f64>> {
+    let interior: [usize; D] = std::array::from_fn(|d| grid.lines[d].len() - 2);
+    let unknowns = interior.iter().product::<usize>();
+    let axes: Vec<[Vec<[f64; 3]>; 2]> = grid
+        .lines
+        .iter()
+        .map(|line| [line_mass(line), line_stiffness(line)])
+        .collect();
+    // Offset o_d ∈ {0, 1, 2} (left, same, right) per axis, axis 0 fastest: the neighbours'
+    // unknowns ascend with t.
+    let offsets: Vec<[usize; D]> = (0..3usize.pow(D as u32))
+        .map(|t| grid_index(t, [3; D]))
+        .collect();
+    let axes = &axes;
+    let entries = |u: usize| {
+        let at = grid_index(u, interior);
+        offsets.iter().filter_map(move |o| {
+            if (0..D).any(|d| (at[d] == 0 && o[d] == 0) || (at[d] + 1 == interior[d] && o[d] == 2))
+            {
+                return None;
+            }
+            let mut column = 0;
+            for d in (0..D).rev() {
+                column = column * interior[d] + at[d] + o[d] - 1;
+            }
+            // Interior index i is point i + 1 of the line.
+            let value: f64 = (0..D)
+                .map(|d| {
+                    (0..D)
+                        .map(|e| axes[e][usize::from(e == d)][at[e] + 1][o[e]])
+                        .product::<f64>()
+                })
+                .sum();
+            Some((column, value))
+        })
+    };
+    let lengths: Vec<usize> = (0..unknowns)
+        .into_par_iter()
+        .map(|u| entries(u).count())
+        .collect();
+    let mut row_ptr = Vec::with_capacity(unknowns + 1);
+    row_ptr.push(0);
+    for length in &lengths {
+        row_ptr.push(row_ptr.last().expect("starts at 0") + length);
+    }
+    let nnz = row_ptr[unknowns];
+    let (mut col_idx, mut values) = (vec![0u32; nnz], vec![0.0; nnz]);
+    // Rows in tasks of whole lines along axis 0, each writing its own part of the arrays.
+    let line = interior[0].max(1);
+    let mut parts = Vec::with_capacity(unknowns.div_ceil(line));
+    let (mut columns_left, mut values_left) = (&mut col_idx[..], &mut values[..]);
+    for first in (0..unknowns).step_by(line) {
+        let len = row_ptr[(first + line).min(unknowns)] - row_ptr[first];
+        let (c, rest_c) = std::mem::take(&mut columns_left).split_at_mut(len);
+        let (v, rest_v) = std::mem::take(&mut values_left).split_at_mut(len);
+        (columns_left, values_left) = (rest_c, rest_v);
+        parts.push((first, c, v));
+    }
+    parts.into_par_iter().for_each(|(first, c, v)| {
+        let rows = (first..(first + line).min(unknowns)).flat_map(entries);
+        for ((c, v), (column, value)) in c.iter_mut().zip(v.iter_mut()).zip(rows) {
+            (*c, *v) = (column as u32, value);
+        }
+    });
+    Csr::new(unknowns, unknowns, row_ptr, col_idx, values)
+}
+
 /// wᵀ M w per column of the node-major block `nodal` (`stride` values per node, a
 /// multiple of [`NORM_COLUMNS`]) on `grid`, where M = M_{D−1} ⊗ … ⊗ M_0 is the Q1 mass
 /// matrix: per line of nodes along axis 0, the combination u = Σ_{r'} c_{r r'} W_{r'} of
@@ -387,6 +477,46 @@ mod tests {
         }
         check(&stretched);
         check(&unit_cube(4).unwrap());
+    }
+
+    /// The stiffness from the lines' 1D matrices has the assembled matrix's pattern and its
+    /// values to rounding, in 2D (uniform and stretched lines) and 3D; `assemble_stiffness`
+    /// takes this path on grids and gives the assembled matrix elsewhere.
+    #[test]
+    fn grid_stiffness_equals_assembly() {
+        fn check<const D: usize>(mesh: &Mesh<D>) {
+            let grid = mesh.tensor_grid().expect("a grid");
+            let from_lines = stiffness(&grid).unwrap();
+            let assembled = crate::fem::assemble_poisson(mesh, |_| 0.0).unwrap().matrix;
+            assert_eq!(from_lines.row_ptr(), assembled.row_ptr());
+            assert_eq!(from_lines.col_idx(), assembled.col_idx());
+            for r in 0..assembled.row_ptr().len() - 1 {
+                let span = assembled.row_ptr()[r]..assembled.row_ptr()[r + 1];
+                let row = &assembled.values()[span.clone()];
+                let scale = row.iter().fold(0.0f64, |s, v| s.max(v.abs()));
+                for (a, b) in from_lines.values()[span].iter().zip(row) {
+                    assert!((a - b).abs() <= 1e-14 * scale, "row {r}: {a} against {b}");
+                }
+            }
+            let (matrix, dofs) = crate::fem::assemble_stiffness(mesh).unwrap();
+            assert_eq!(matrix.values(), from_lines.values());
+            assert_eq!(dofs, Dofs::from_boundary(&mesh.on_boundary));
+        }
+        check(&unit_square(9, Element::Q1).unwrap());
+        let mut stretched = unit_square(7, Element::Q1).unwrap();
+        for x in &mut stretched.coords {
+            *x = [x[0] * x[0], 0.5 * (x[1] + x[1] * x[1])];
+        }
+        check(&stretched);
+        check(&unit_cube(4).unwrap());
+        // Not a grid: the assembled matrix itself.
+        let triangles = unit_square(5, Element::P1).unwrap();
+        let (matrix, _) = crate::fem::assemble_stiffness(&triangles).unwrap();
+        let assembled = crate::fem::assemble_poisson(&triangles, |_| 0.0)
+            .unwrap()
+            .matrix;
+        assert_eq!(matrix.values(), assembled.values());
+        assert_eq!(matrix.col_idx(), assembled.col_idx());
     }
 
     #[test]

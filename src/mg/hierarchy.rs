@@ -18,7 +18,7 @@
 use super::{MgParams, Multigrid, NullSpace};
 use crate::device::Kernels;
 use crate::error::{Error, Result};
-use crate::fem::{assemble_poisson, Dofs};
+use crate::fem::{assemble_stiffness, Dofs};
 use crate::mesh::{Mesh2d, Parents, PINNED_NODE};
 use crate::sparse::Csr;
 
@@ -180,7 +180,7 @@ impl<D: Kernels> Multigrid<D> {
         let embedding = PinnedEmbedding::new(mesh);
         let mut full = mesh.clone();
         full.on_boundary = vec![false; full.num_nodes()];
-        let full_matrix = assemble_poisson(&full, |_| 0.0)?.matrix;
+        let (full_matrix, _) = assemble_stiffness(&full)?;
         let prolongations = prolongations(&full, count)?;
         let mg = Multigrid::galerkin(
             dev,

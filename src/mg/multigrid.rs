@@ -10,7 +10,7 @@ use super::level::{other, Level};
 use super::schedule::{check_levels, schedule_name, Smoother};
 use crate::device::{Block, EllMatrix, GridShape, Kernels, Layout, LevelTransfer};
 use crate::error::{Error, Result};
-use crate::fem::assemble_poisson;
+use crate::fem::assemble_stiffness;
 use crate::linalg::{BlockKind, Cost, LinOp, RefineFailure, RefineInfo, RefineParams, Refinement};
 use crate::mesh::{unit_cube, unit_square, Element};
 use crate::precision::Precision;
@@ -63,8 +63,8 @@ impl StopParams {
 /// on every level).
 pub fn assemble_level(dim: usize, n: usize) -> Result<Csr<f64>> {
     Ok(match dim {
-        2 => assemble_poisson(&unit_square(n, Element::Q1)?, |_| 0.0)?.matrix,
-        3 => assemble_poisson(&unit_cube(n)?, |_| 0.0)?.matrix,
+        2 => assemble_stiffness(&unit_square(n, Element::Q1)?)?.0,
+        3 => assemble_stiffness(&unit_cube(n)?)?.0,
         _ => {
             return Err(Error::InvalidInput(format!(
                 "multigrid solves in 2 or 3 dimensions, not {dim}"

@@ -23,7 +23,7 @@ use super::operator::{dense_col_major, Parts};
 use super::{Group, HierarchicalBasis, PscHost, PscMethod, PscSetup, Schur, SchurHost};
 use crate::device::{HostArray, Storage};
 use crate::error::{Error, Result};
-use crate::fem::assemble_poisson;
+use crate::fem::assemble_stiffness;
 use crate::io::h5;
 use crate::mesh::{Element, Mesh2d};
 use crate::precision::Stored;
@@ -678,7 +678,7 @@ pub fn load(path: &Path, key: &SetupKey, mesh: &Mesh2d) -> Result<PscSetup> {
         .collect::<Result<Vec<_>>>()?;
     let hb = HierarchicalBasis::new(mesh)?;
     let (n, n0, levels) = shape(mesh, &hb)?;
-    let stiffness = assemble_poisson(mesh, |_| 0.0)?.matrix;
+    let (stiffness, _) = assemble_stiffness(mesh)?;
     let e_dofs: Vec<u32> = h5::read_vector(&f, "e_dofs")?;
     let i_dofs: Vec<u32> = h5::read_vector(&f, "i_dofs")?;
     let row_ptr: Vec<usize> = h5::read_vector::<u64>(&f, "dt_row_ptr")?

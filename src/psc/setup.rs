@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use super::macros::{group_blocks, Lattice, SparseBlock};
 use super::HierarchicalBasis;
 use crate::error::{Error, Result};
-use crate::fem::assemble_poisson;
+use crate::fem::assemble_stiffness;
 use crate::linalg::spd_inverse_in_place;
 use crate::mesh::{unit_square_refined, Element, MacroLocation, Mesh2d};
 use crate::sparse::{spgemm, Csr};
@@ -275,8 +275,7 @@ impl PscSetup {
         let progress = Progress::new(edge_nodes, method);
         progress.stage("assembling SᵀAS");
         let hb = HierarchicalBasis::new(&mesh)?;
-        let sys = assemble_poisson(&mesh, |_| 0.0)?;
-        let stiffness = sys.matrix;
+        let (stiffness, dofs) = assemble_stiffness(&mesh)?;
         let s = hb.matrix();
         let a_hb = spgemm(&s.transpose(), &spgemm(&stiffness, &s)?)?;
         log::debug!("SᵀAS: {} nonzeros", a_hb.nnz());
@@ -286,7 +285,7 @@ impl PscSetup {
             hb,
             stiffness,
             &a_hb,
-            &sys.dofs.node_of_dof,
+            &dofs.node_of_dof,
             method,
             &progress,
         )

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::fem::{
-    assemble_poisson, boundary_load, dirichlet_values, integral, l2_error, neumann_loads,
+    assemble_stiffness, boundary_load, dirichlet_values, integral, l2_error, neumann_loads,
     node_weights, BoundaryData, ColumnReport, Conditions, Dofs, Exact, PINNED_NODE,
 };
 use crate::mesh::{BoundarySpec, BoundaryValue, Mesh2d};
@@ -63,7 +63,7 @@ impl BoundaryProblem {
         let area = weights.iter().sum();
         let mut all = mesh.clone();
         all.on_boundary.iter_mut().for_each(|b| *b = false);
-        let full = assemble_poisson(&all, |_| 0.0)?.matrix;
+        let (full, _) = assemble_stiffness(&all)?;
         let on_dirichlet = conditions.on_dirichlet_parts(mesh);
         let dirichlet_nodes = (0..mesh.num_nodes() as u32)
             .filter(|&v| on_dirichlet[v as usize])

@@ -17,7 +17,7 @@ use crate::config::{Method, OperatorSpec, SolverSpec};
 use crate::device::cuda::Cuda;
 use crate::device::{Block, Cpu, Kernels, Layout, PscDevice, Storage};
 use crate::error::{Error, Result};
-use crate::fem::{assemble_poisson, verify, ColumnReport, Dofs, Exact, ModeBasis};
+use crate::fem::{assemble_stiffness, verify, ColumnReport, Dofs, Exact, ModeBasis};
 use crate::linalg::LinOp;
 use crate::mesh::{self, unit_square_refined, Element, Mesh, Mesh2d, MeshSpec};
 use crate::mg::{random_initial_guess, MgParams, Multigrid, PinnedEmbedding, StopParams};
@@ -659,8 +659,8 @@ impl<const DIM: usize> Operator<DIM> {
         solver_spec: &SolverSpec,
         general: Option<&Mesh2d>,
     ) -> Result<Self> {
-        let assemble = || timed(|| assemble_poisson(&mesh, |_| 0.0));
-        let ((sys, assembly_seconds), ((solver, setup_note), setup_seconds)) =
+        let assemble = || timed(|| assemble_stiffness(&mesh));
+        let (((matrix, dofs), assembly_seconds), ((solver, setup_note), setup_seconds)) =
             if solver_spec.method.is_psc() && matches!(backend, Backend::Cpu { .. }) {
                 // The PSC set-up (mostly reading the operator cache) does not need the
                 // matrix: on the CPU the two run side by side. (A CUDA set-up stays on
@@ -669,13 +669,12 @@ impl<const DIM: usize> Operator<DIM> {
                 let (solver, sys) = rayon::join(set_up, assemble);
                 (sys?, solver?)
             } else {
-                let (sys, seconds) = assemble()?;
+                let ((matrix, dofs), seconds) = assemble()?;
                 let set_up = timed(|| {
-                    set_up_solver::<DIM>(backend, &sys.matrix, mesh_spec, solver_spec, general)
+                    set_up_solver::<DIM>(backend, &matrix, mesh_spec, solver_spec, general)
                 })?;
-                ((sys, seconds), set_up)
+                (((matrix, dofs), seconds), set_up)
             };
-        let (matrix, dofs) = (sys.matrix, sys.dofs);
         log::info!(
             "assembled {} unknowns, {} nonzeros in {assembly_seconds:.3} s",
             dofs.len(),
