@@ -258,55 +258,66 @@ pub(super) fn stiffness<const D: usize>(grid: &TensorGrid<D>) -> Result<Csr<f64>
     let offsets: Vec<[usize; D]> = (0..3usize.pow(D as u32))
         .map(|t| grid_index(t, [3; D]))
         .collect();
-    let axes = &axes;
-    let entries = |u: usize| {
-        let at = grid_index(u, interior);
-        offsets.iter().filter_map(move |o| {
-            if (0..D).any(|d| (at[d] == 0 && o[d] == 0) || (at[d] + 1 == interior[d] && o[d] == 2))
-            {
-                return None;
-            }
-            let mut column = 0;
-            for d in (0..D).rev() {
-                column = column * interior[d] + at[d] + o[d] - 1;
-            }
-            // Interior index i is point i + 1 of the line.
-            let value: f64 = (0..D)
-                .map(|d| {
-                    (0..D)
-                        .map(|e| axes[e][usize::from(e == d)][at[e] + 1][o[e]])
-                        .product::<f64>()
-                })
-                .sum();
-            Some((column, value))
-        })
+    let strides: [usize; D] = std::array::from_fn(|d| interior[..d].iter().product());
+    // Whether offset o_d is within the interior at index i of axis d.
+    let inside =
+        |d: usize, i: usize, o: usize| !((i == 0 && o == 0) || (i + 1 == interior[d] && o == 2));
+    let lines = unknowns / interior[0];
+    // Rows per line along axis 0: the entries of a row are the product of its axes' counts.
+    let row_length = |at: &[usize; D]| -> usize {
+        (0..D)
+            .map(|d| (0..3).filter(|&o| inside(d, at[d], o)).count())
+            .product()
     };
-    let lengths: Vec<usize> = (0..unknowns)
-        .into_par_iter()
-        .map(|u| entries(u).count())
-        .collect();
     let mut row_ptr = Vec::with_capacity(unknowns + 1);
     row_ptr.push(0);
-    for length in &lengths {
-        row_ptr.push(row_ptr.last().expect("starts at 0") + length);
+    for line in 0..lines {
+        let mut at = grid_index(line * interior[0], interior);
+        for i in 0..interior[0] {
+            at[0] = i;
+            row_ptr.push(row_ptr[row_ptr.len() - 1] + row_length(&at));
+        }
     }
     let nnz = row_ptr[unknowns];
     let (mut col_idx, mut values) = (vec![0u32; nnz], vec![0.0; nnz]);
-    // Rows in tasks of whole lines along axis 0, each writing its own part of the arrays.
-    let line = interior[0].max(1);
-    let mut parts = Vec::with_capacity(unknowns.div_ceil(line));
+    // Tasks of whole lines, each writing its own part of the arrays.
+    let mut parts = Vec::with_capacity(lines);
     let (mut columns_left, mut values_left) = (&mut col_idx[..], &mut values[..]);
-    for first in (0..unknowns).step_by(line) {
-        let len = row_ptr[(first + line).min(unknowns)] - row_ptr[first];
+    for line in 0..lines {
+        let rows = line * interior[0]..(line + 1) * interior[0];
+        let len = row_ptr[rows.end] - row_ptr[rows.start];
         let (c, rest_c) = std::mem::take(&mut columns_left).split_at_mut(len);
         let (v, rest_v) = std::mem::take(&mut values_left).split_at_mut(len);
         (columns_left, values_left) = (rest_c, rest_v);
-        parts.push((first, c, v));
+        parts.push((line, c, v));
     }
-    parts.into_par_iter().for_each(|(first, c, v)| {
-        let rows = (first..(first + line).min(unknowns)).flat_map(entries);
-        for ((c, v), (column, value)) in c.iter_mut().zip(v.iter_mut()).zip(rows) {
-            (*c, *v) = (column as u32, value);
+    parts.into_par_iter().for_each(|(line, c, v)| {
+        let first = line * interior[0];
+        let mut at = grid_index(first, interior);
+        let mut next = 0;
+        for i in 0..interior[0] {
+            at[0] = i;
+            // Per axis, the row's mass and stiffness entries (interior index i is point
+            // i + 1 of the line).
+            let local: [[[f64; 3]; 2]; D] =
+                std::array::from_fn(|d| [axes[d][0][at[d] + 1], axes[d][1][at[d] + 1]]);
+            for o in &offsets {
+                if !(0..D).all(|d| inside(d, at[d], o[d])) {
+                    continue;
+                }
+                let column = (0..D).fold(first + i, |col, d| col + o[d] * strides[d] - strides[d]);
+                let mut value = 0.0;
+                for d in 0..D {
+                    let mut term = 1.0;
+                    for (e, axis) in local.iter().enumerate() {
+                        term *= axis[usize::from(e == d)][o[e]];
+                    }
+                    value += term;
+                }
+                c[next] = column as u32;
+                v[next] = value;
+                next += 1;
+            }
         }
     });
     Csr::new(unknowns, unknowns, row_ptr, col_idx, values)

@@ -42,6 +42,17 @@ pub fn grid_index<const D: usize>(mut i: usize, sizes: [usize; D]) -> [usize; D]
     })
 }
 
+/// The next index of a lexicographic numbering (axis 0 fastest) of `sizes`.
+fn step<const D: usize>(index: &mut [usize; D], sizes: [usize; D]) {
+    for d in 0..D {
+        index[d] += 1;
+        if index[d] < sizes[d] {
+            return;
+        }
+        index[d] = 0;
+    }
+}
+
 impl<const D: usize> Mesh<D> {
     /// The mesh as a tensor-product grid, when it is one: Q1 cells in 2D or Q1 hexahedra
     /// in 3D; nodes numbered lexicographically (axis 0 fastest), each exactly at the
@@ -78,20 +89,30 @@ impl<const D: usize> Mesh<D> {
         {
             return None;
         }
-        let nodes_match = self.coords.iter().enumerate().all(|(node, x)| {
-            let index = grid_index(node, sizes);
-            (0..D).all(|d| x[d] == grid.lines[d][index[d]])
+        let mut index = [0; D];
+        let nodes_match = self.coords.iter().all(|x| {
+            let on_lines = (0..D).all(|d| x[d] == grid.lines[d][index[d]]);
+            step(&mut index, sizes);
+            on_lines
         });
         let cell_sizes: [usize; D] = std::array::from_fn(|d| sizes[d] - 1);
         let offsets: Vec<[usize; 3]> = (0..k)
             .map(|a| self.element.box_corner(a))
             .collect::<Option<_>>()?;
+        // Corner a of a cell is node first + corner[a], first its lower corner's node.
+        let corner: Vec<usize> = offsets
+            .iter()
+            .map(|offset| grid.node(std::array::from_fn(|d| offset[d])))
+            .collect();
+        let mut cell = [0; D];
         let cells_match = self.num_cells() == cell_sizes.iter().product::<usize>()
-            && self.cells.chunks_exact(k).enumerate().all(|(c, nodes)| {
-                let cell = grid_index(c, cell_sizes);
-                nodes.iter().zip(&offsets).all(|(&node, offset)| {
-                    node as usize == grid.node(std::array::from_fn(|d| cell[d] + offset[d]))
-                })
+            && self.cells.chunks_exact(k).all(|nodes| {
+                let first = grid.node(cell);
+                step(&mut cell, cell_sizes);
+                nodes
+                    .iter()
+                    .zip(&corner)
+                    .all(|(&node, at)| node as usize == first + at)
             });
         (nodes_match && cells_match).then_some(grid)
     }
