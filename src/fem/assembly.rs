@@ -53,11 +53,27 @@ impl Dofs {
     }
 
     /// Nodal block (nodes × columns, column-major) from a block of unknowns, Dirichlet
-    /// values (zero) filled in.
+    /// values (zero) filled in; a column per task.
     pub fn to_nodal_block(&self, u: &[f64]) -> Vec<f64> {
-        u.chunks(self.len().max(1))
-            .flat_map(|column| self.to_nodal(column))
-            .collect()
+        let nodes = self.dof_of_node.len();
+        let columns = u.len() / self.len().max(1);
+        assert_eq!(
+            u.len(),
+            columns * self.len(),
+            "to_nodal_block: the block is not unknowns × columns"
+        );
+        let mut nodal = vec![0.0; nodes * columns];
+        nodal
+            .par_chunks_mut(nodes.max(1))
+            .zip(u.par_chunks(self.len().max(1)))
+            .for_each(|(out, column)| {
+                for (v, &d) in out.iter_mut().zip(&self.dof_of_node) {
+                    if d != Self::NONE {
+                        *v = column[d as usize];
+                    }
+                }
+            });
+        nodal
     }
 
     /// Nodal vector from unknowns, with the (homogeneous) Dirichlet values filled in.
@@ -516,6 +532,21 @@ pub fn assemble_loads<const D: usize, F: Fn(&[f64]) -> f64 + Sync>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The block of nodal values is each column's `to_nodal`, one after the other.
+    #[test]
+    fn nodal_block_is_the_columns_nodal_vectors() {
+        let dofs = Dofs::from_boundary(&[true, false, false, true, false, true]);
+        let u: Vec<f64> = (1..=9).map(f64::from).collect();
+        let expected: Vec<f64> = u.chunks(3).flat_map(|c| dofs.to_nodal(c)).collect();
+        assert_eq!(dofs.to_nodal_block(&u), expected);
+        assert_eq!(
+            expected[..6],
+            [0.0, 1.0, 2.0, 0.0, 3.0, 0.0],
+            "Dirichlet nodes take zero"
+        );
+        assert!(dofs.to_nodal_block(&[]).is_empty());
+    }
     use crate::mesh::{unit_cube, unit_square, Element};
 
     /// SPEC §1: the Q1 stencil is 8/3 on the diagonal and -1/3 for all 8 neighbours,
