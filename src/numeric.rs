@@ -63,6 +63,18 @@ pub fn dot_sequential(x: &[f64], y: &[f64]) -> f64 {
     (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]) + tail
 }
 
+/// The element-wise sum of per-task partial sums (each `width` long), added in task order:
+/// with tasks of a fixed size, the result does not depend on the thread count.
+pub fn sum_partials(partials: &[Vec<f64>], width: usize) -> Vec<f64> {
+    let mut sums = vec![0.0; width];
+    for partial in partials {
+        for (s, p) in sums.iter_mut().zip(partial) {
+            *s += p;
+        }
+    }
+    sums
+}
+
 /// Σ x.
 pub fn sum<T: Real>(x: &[T]) -> T {
     chunked_sum(x.len(), |r| x[r].iter().fold(T::zero(), |s, &v| s + v))

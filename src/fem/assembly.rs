@@ -12,6 +12,7 @@ use super::element::{
 use super::QuadratureRule;
 use crate::error::{Error, Result};
 use crate::mesh::{Element, Mesh, TensorGrid};
+use crate::numeric::sum_partials;
 use crate::sparse::Csr;
 
 /// Gauss points per direction for the stiffness and load integrals: exact for the Q1
@@ -338,13 +339,7 @@ fn l2_norms_squared_of<const D: usize, const K: usize>(
             sums
         })
         .collect();
-    let mut sums = vec![0.0; groups * NORM_COLUMNS];
-    for partial in &partials {
-        for (s, p) in sums.iter_mut().zip(partial) {
-            *s += p;
-        }
-    }
-    sums
+    sum_partials(&partials, groups * NORM_COLUMNS)
 }
 
 /// M_ab = Σ_q ω_q det J(x_q) N_a(x_q) N_b(x_q) of the cell with corners `relative` (to its

@@ -27,7 +27,7 @@ use super::element::{
 };
 use super::{gauss_legendre_unit, separable, Dofs, Exact, Mode, QuadratureRule};
 use crate::mesh::{Element, Mesh, TensorGrid};
-use crate::numeric::dot_sequential;
+use crate::numeric::{dot_sequential, sum_partials};
 
 /// Gauss points per direction: the integrands are smooth times (bi/tri)linear.
 pub(super) const GAUSS_POINTS: usize = 4;
@@ -307,12 +307,7 @@ fn integrate_modes_of<const D: usize, const K: usize>(
             gram
         })
         .collect();
-    let mut gram = vec![0.0; m * m];
-    for p in &partials {
-        for (g, v) in gram.iter_mut().zip(p) {
-            *g += v;
-        }
-    }
+    let gram = sum_partials(&partials, m * m);
     // Vector 2j is mode j's load, 2j + 1 its defect.
     let mut gathered = gather_cell_vectors(mesh, dofs, &cell_vectors, 2 * m).into_iter();
     let vectors = node_values
@@ -481,12 +476,7 @@ impl<const D: usize> ModeBasis<D> {
                 sums
             })
             .collect();
-        let mut sums = vec![0.0; width];
-        for partial in &partials {
-            for (s, p) in sums.iter_mut().zip(partial) {
-                *s += p;
-            }
-        }
+        let sums = sum_partials(&partials, width);
         // wᵀ M w per column.
         let quadratic = l2_norms_squared(mesh, self.grid(mesh, dofs), &nodal, columns, stride);
         let h_d = mesh.h().powi(D as i32);

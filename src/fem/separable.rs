@@ -22,6 +22,7 @@ use super::NORM_COLUMNS;
 use super::{gauss_legendre_unit, Dofs, Mode};
 use crate::error::Result;
 use crate::mesh::{grid_index, TensorGrid};
+use crate::numeric::sum_partials;
 use crate::sparse::Csr;
 
 /// Nodes per task of [`l2_norms_squared`] (whole lines of at least this many), fixed so
@@ -400,13 +401,7 @@ pub(super) fn l2_norms_squared<const D: usize>(
             sums
         })
         .collect();
-    let mut sums = vec![0.0; stride];
-    for partial in &partials {
-        for (s, p) in sums.iter_mut().zip(partial) {
-            *s += p;
-        }
-    }
-    sums
+    sum_partials(&partials, stride)
 }
 
 #[cfg(test)]

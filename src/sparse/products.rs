@@ -7,6 +7,7 @@ use num_traits::Zero;
 use rayon::prelude::*;
 
 use super::SparseRows;
+use crate::numeric::sum_partials;
 use crate::precision::Stored;
 
 /// Rows one rayon task handles in sparse kernels.
@@ -183,13 +184,7 @@ pub fn spmv_block_sums<S: Stored>(
             sums
         })
         .collect();
-    let mut sums = vec![0.0; ncols];
-    for partial in &partials {
-        for (s, p) in sums.iter_mut().zip(partial) {
-            *s += p;
-        }
-    }
-    sums
+    sum_partials(&partials, ncols)
 }
 
 /// Entries of one matrix row gathered for the block SpMV: their values are widened to the
