@@ -527,6 +527,7 @@ pub fn assemble_loads<const D: usize, F: Fn(&[f64]) -> f64 + Sync>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mesh::{unit_cube, unit_square, Element};
 
     /// The block of nodal values is each column's `to_nodal`, one after the other.
     #[test]
@@ -542,7 +543,6 @@ mod tests {
         );
         assert!(dofs.to_nodal_block(&[]).is_empty());
     }
-    use crate::mesh::{unit_cube, unit_square, Element};
 
     /// SPEC §1: the Q1 stencil is 8/3 on the diagonal and -1/3 for all 8 neighbours,
     /// independent of h; P1 on right triangles gives the 5-point stencil 4, -1 (and exact

@@ -111,9 +111,6 @@ impl AxisSines {
 
     /// The factor sin(κ_axis π x) of the mode (1 on axes beyond its dimension).
     fn factor(&mut self, axis: usize, x: f64) -> f64 {
-        if axis >= self.mode.dim() {
-            return 1.0;
-        }
         let bits = x.to_bits();
         let entry = &mut self.memory[(axis << SLOT_BITS) + slot(bits)];
         if entry.0 != bits {

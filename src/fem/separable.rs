@@ -1,4 +1,6 @@
-//! Mode integrals on tensor-product grids, one axis at a time.
+//! Integrals on tensor-product grids, one axis at a time: the stiffness matrix
+//! ([`stiffness`]: A = Σ_d ⊗_e (K_e if e = d else M_e) from the lines' 1D matrices), wᵀ M w
+//! ([`l2_norms_squared`]) and the manufactured modes' integrals ([`integrate_modes`]).
 //!
 //! On a grid ([`Mesh::tensor_grid`](crate::mesh::Mesh::tensor_grid)) whose boundary is
 //! Dirichlet all round, a Q1 basis function is a product of hats, Ψ_i(x) = Π_d ψ_{i_d}(x_d),
@@ -21,7 +23,7 @@ use super::modes::{ModeVectors, GAUSS_POINTS};
 use super::NORM_COLUMNS;
 use super::{gauss_legendre_unit, Dofs, Mode};
 use crate::error::Result;
-use crate::mesh::{grid_index, TensorGrid};
+use crate::mesh::{grid_index, step, TensorGrid};
 use crate::numeric::sum_partials;
 use crate::sparse::Csr;
 
@@ -33,15 +35,17 @@ const NORM_NODES_PER_TASK: usize = 4096;
 /// boundary nodes Dirichlet: what the products above assume.
 pub(super) fn unknowns_are_interior<const D: usize>(grid: &TensorGrid<D>, dofs: &Dofs) -> bool {
     let sizes = grid.points();
-    let mut next = 0;
+    let (mut index, mut next) = ([0; D], 0);
     dofs.dof_of_node.len() == sizes.iter().product::<usize>()
-        && dofs.dof_of_node.iter().enumerate().all(|(node, &dof)| {
-            if grid.on_boundary(grid_index(node, sizes)) {
-                dof == Dofs::NONE
+        && dofs.dof_of_node.iter().all(|&dof| {
+            let expected = if grid.on_boundary(index) {
+                Dofs::NONE
             } else {
                 next += 1;
-                dof == next - 1
-            }
+                next - 1
+            };
+            step(&mut index, sizes);
+            dof == expected
         })
 }
 

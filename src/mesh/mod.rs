@@ -29,7 +29,7 @@ pub use spec::{
     build, AnyMesh, BoundarySpec, BoundaryValue, MeshKind, MeshSpec, PartCondition, RefinedDomain,
 };
 pub use square::{unit_square, unit_square_refined, Hierarchy, MacroLocation, Parents};
-pub use tensor::{grid_index, TensorGrid};
+pub use tensor::{grid_index, step, TensorGrid};
 
 use crate::error::{Error, Result};
 

@@ -42,8 +42,9 @@ pub fn grid_index<const D: usize>(mut i: usize, sizes: [usize; D]) -> [usize; D]
     })
 }
 
-/// The next index of a lexicographic numbering (axis 0 fastest) of `sizes`.
-fn step<const D: usize>(index: &mut [usize; D], sizes: [usize; D]) {
+/// The next index of a lexicographic numbering (axis 0 fastest) of `sizes`: what
+/// [`grid_index`] gives for the next item, without its divisions.
+pub fn step<const D: usize>(index: &mut [usize; D], sizes: [usize; D]) {
     for d in 0..D {
         index[d] += 1;
         if index[d] < sizes[d] {
