@@ -392,6 +392,73 @@ fn psc_runs_use_and_repair_the_operator_cache() {
     assert!(
         text(&run(&["run", &cfg], dir.path()).stdout).contains("loaded from the operator cache")
     );
+
+    // Under refinement the f16 Π⁻¹ only preconditions: its checksum is left for a failure
+    // and every solution is accepted by its f64 residual. A changed entry (the last bit of
+    // the first) leaves every column at the tolerance.
+    let write_entries = |values: &[u16]| {
+        let file = tensorfem::io::h5::open(&cache).unwrap();
+        let working = file.group("working/f16").unwrap();
+        let (rows, cols, offset) =
+            tensorfem::io::h5::dense_location::<half::f16>(&working, "pi_inv").unwrap();
+        assert!(rows * cols >= values.len());
+        drop(file);
+        let mut bytes = std::fs::read(&cache).unwrap();
+        let at = offset.expect("stored contiguously") as usize;
+        for (k, v) in values.iter().enumerate() {
+            bytes[at + 2 * k..at + 2 * k + 2].copy_from_slice(&v.to_le_bytes());
+        }
+        std::fs::write(&cache, bytes).unwrap();
+    };
+    let first_entry = {
+        let file = tensorfem::io::h5::open(&cache).unwrap();
+        let (_, _, data) = tensorfem::io::h5::read_dense::<half::f16>(
+            &file.group("working/f16").unwrap(),
+            "pi_inv",
+        )
+        .unwrap();
+        data[0].to_bits()
+    };
+    write_entries(&[first_entry ^ 1]);
+    let changed = run(&["run", &cfg], dir.path());
+    let stdout = text(&changed.stdout);
+    assert!(
+        changed.status.success(),
+        "{stdout}{}",
+        text(&changed.stderr)
+    );
+    assert!(
+        stdout.contains("loaded from the operator cache"),
+        "{stdout}"
+    );
+    let residuals: Vec<f64> = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| l.split_whitespace().last().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(residuals.len(), 3, "{stdout}");
+    assert!(residuals.iter().all(|&r| r <= 1e-12), "{residuals:?}");
+
+    // NaN entries stop the refinement: the failure is traced to the file, which is
+    // removed, and the next run rebuilds it.
+    write_entries(&[0x7e00; 64]);
+    let failed = run(&["run", &cfg], dir.path());
+    let stderr = text(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&cache.display().to_string())
+            && stderr.contains("do not match their checksum: the file is corrupted")
+            && stderr.contains("the next run rebuilds it"),
+        "{stderr}"
+    );
+    assert!(!cache.exists(), "the corrupted cache file is removed");
+    let rebuilt = run(&["run", &cfg], dir.path());
+    assert!(rebuilt.status.success(), "{}", text(&rebuilt.stderr));
+    assert!(
+        text(&rebuilt.stdout).contains("computed and saved to the operator cache"),
+        "{}",
+        text(&rebuilt.stdout)
+    );
 }
 
 /// psc-m2 and psc-m3 run from configs like psc-m1: M3 inside PSC-IR reaches the f64

@@ -120,6 +120,12 @@ pub type Mesh2d = Mesh<2>;
 pub type Mesh3d = Mesh<3>;
 
 impl<const D: usize> Mesh<D> {
+    /// This mesh as a 2D mesh, when it is one (for code generic over the dimension that
+    /// hands a mesh to a 2D-only method).
+    pub fn planar(&self) -> Option<&Mesh2d> {
+        (self as &dyn std::any::Any).downcast_ref()
+    }
+
     pub fn num_nodes(&self) -> usize {
         self.coords.len()
     }

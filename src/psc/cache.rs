@@ -8,6 +8,11 @@
 //! `working/<precision>` with their own checksum: a run in that precision reads only those
 //! (an f16 run reads a quarter of the bytes of the f64 Π⁻¹). A run in another precision
 //! converts from f64 and rewrites the file with its own copies.
+//!
+//! A working copy has two checksums: one over its dense inverses (M1's Π⁻¹, M2's Λ⁻¹ and
+//! Θ⁻¹: nearly all its bytes) and one over the rest. The rest is verified on every load.
+//! The inverses are verified on load when they give the solution directly, and only after
+//! a failure when they precondition f64 refinement ([`InverseCheck`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -17,6 +22,7 @@ use faer::Mat;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
+use half::f16;
 use hdf5::H5Type;
 
 use super::operator::{dense_col_major, Parts};
@@ -26,11 +32,12 @@ use crate::error::{Error, Result};
 use crate::fem::assemble_stiffness;
 use crate::io::h5;
 use crate::mesh::{Element, Mesh2d};
-use crate::precision::Stored;
+use crate::precision::{Precision, Stored};
 use crate::sparse::{Csr, SparseRows};
 
-/// Version of the set-up algorithm and of this file layout: bump when either changes.
-const SETUP_VERSION: u32 = 3;
+/// Version of the set-up algorithm and of this file layout: bump when either changes
+/// (4: the working copy's dense inverses have a checksum of their own).
+const SETUP_VERSION: u32 = 4;
 
 /// What loading the cache did.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +49,92 @@ pub enum CacheOutcome {
         path: PathBuf,
         reason: String,
     },
+}
+
+/// When a working copy's dense inverses are checked against their checksum: a read of
+/// them, about what one product with them costs (Π⁻¹ of h = 1/256 in f32 is 207 MB).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InverseCheck {
+    /// On loading, with the rest: the inverses give the solution directly (PSC alone).
+    OnLoad,
+    /// Only when a solve fails ([`UncheckedInverses::intact`]): inside f64 refinement the
+    /// inverses precondition, and every solution is accepted by its f64 residual with the
+    /// stiffness matrix the run assembles itself. A corrupted inverse can slow or stop the
+    /// refinement, never change an accepted solution; the check then tells corruption
+    /// apart from a problem the method cannot solve.
+    OnFailure,
+}
+
+/// The dense inverses of a cache file's working copy, loaded without their checksum
+/// verified ([`InverseCheck::OnFailure`]).
+#[derive(Clone, Debug)]
+pub struct UncheckedInverses {
+    path: PathBuf,
+    method: PscMethod,
+    precision: Precision,
+    checksum: String,
+}
+
+impl UncheckedInverses {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the file's inverses still have their checksum (read and hashed again: the
+    /// file, not a copy on a device).
+    pub fn intact(&self) -> Result<bool> {
+        let actual = match self.precision {
+            Precision::F64 => stored_inverses_checksum::<f64>(&self.path, self.method)?,
+            Precision::F32 => stored_inverses_checksum::<f32>(&self.path, self.method)?,
+            Precision::F16 => stored_inverses_checksum::<f16>(&self.path, self.method)?,
+        };
+        Ok(actual.map(|c| format!("{c:016x}")).as_ref() == Some(&self.checksum))
+    }
+}
+
+/// The checksum of the dense inverses of the working copy in S of the file at `path`.
+fn stored_inverses_checksum<S: Storage + H5Type>(
+    path: &Path,
+    method: PscMethod,
+) -> Result<Option<u64>> {
+    let f = h5::open(path)?;
+    let mapped = MappedFile {
+        path,
+        file: std::fs::File::open(path).map_err(|source| Error::Read {
+            path: path.to_path_buf(),
+            source,
+        })?,
+    };
+    let wg = f
+        .group(&format!("working/{}", S::PRECISION))
+        .map_err(h5::error_in(path, "opening the working copy"))?;
+    let inverses = inverse_names(method)
+        .iter()
+        .map(|name| read_operator::<S>(&mapped, &wg, name).map(|(_, _, data)| data))
+        .collect::<Result<Vec<_>>>()?;
+    let views: Vec<&[S]> = inverses.iter().map(|a| &a[..]).collect();
+    Ok(inverses_checksum(&views))
+}
+
+/// The datasets of a method's dense inverses in a working copy.
+fn inverse_names(method: PscMethod) -> &'static [&'static str] {
+    match method {
+        PscMethod::M1 => &["pi_inv"],
+        PscMethod::M2 => &["lambda_inv", "theta_inv"],
+        PscMethod::M3 => &[],
+    }
+}
+
+/// A working copy's dense inverses, in the order of [`inverse_names`].
+fn dense_inverses<S: Storage>(schur: &SchurHost<S>) -> Vec<&[S]> {
+    match schur {
+        SchurHost::M1 { pi_inv } => vec![pi_inv],
+        SchurHost::M2 {
+            lambda_inv,
+            theta_inv,
+        } => vec![lambda_inv, theta_inv],
+        SchurHost::M3 { .. } => Vec::new(),
+    }
 }
 
 /// Bytes per piece of an array's checksum.
@@ -252,26 +345,28 @@ impl OperatorCache {
     }
 
     /// The method's operators in precision S: straight from the cache's copies in S when
-    /// it has them; else from its f64 set-up, or computed; in both cases the file is
-    /// (re)written with copies in S.
+    /// it has them (with their dense inverses still to check where `check` says so); else
+    /// from its f64 set-up, or computed; in both cases the file is (re)written with copies
+    /// in S.
     pub fn load_or_build_host<S: Storage + H5Type>(
         &self,
         key: &SetupKey,
         mesh: &Mesh2d,
         method: PscMethod,
-    ) -> Result<(PscHost<S>, CacheOutcome)> {
+        check: InverseCheck,
+    ) -> Result<(PscHost<S>, CacheOutcome, Option<UncheckedInverses>)> {
         let path = self.path_for(key);
         if path.exists() {
             let t = Instant::now();
-            match load_host::<S>(&path, key, mesh) {
-                Ok(Some(host)) => {
+            match load_host::<S>(&path, key, mesh, check) {
+                Ok(Some((host, unchecked))) => {
                     log::info!(
                         "PSC operators in {} loaded from the cache {} in {:.2} s",
                         S::PRECISION,
                         path.display(),
                         t.elapsed().as_secs_f64()
                     );
-                    return Ok((host, CacheOutcome::Loaded(path)));
+                    return Ok((host, CacheOutcome::Loaded(path), unchecked));
                 }
                 Ok(None) => log::info!(
                     "the cache {} has no {} operators: converting from f64",
@@ -298,12 +393,12 @@ impl OperatorCache {
             S::PRECISION,
             path.display()
         );
-        Ok((host, Self::outcome(path, was_loaded, reason)))
+        Ok((host, Self::outcome(path, was_loaded, reason), None))
     }
 }
 
-/// Checksum over everything [`load_host`] reads.
-fn working_checksum<S: Storage>(
+/// Checksum over everything [`load_host`] reads but the dense inverses.
+fn parts_checksum<S: Storage>(
     s: &PscSetup,
     schur: &SchurHost<S>,
     b: &[S],
@@ -321,21 +416,23 @@ fn working_checksum<S: Storage>(
     for g in &s.groups {
         h.word(g.macros.len() as u64);
     }
-    match schur {
-        SchurHost::M1 { pi_inv } => h.array(pi_inv),
-        SchurHost::M2 {
-            lambda_inv,
-            theta_inv,
-        } => {
-            h.array(lambda_inv);
-            h.array(theta_inv);
-        }
-        SchurHost::M3 { e } => hash_csr(&mut h, e),
+    if let SchurHost::M3 { e } = schur {
+        hash_csr(&mut h, e);
     }
     h.array(b);
     c_inv.iter().for_each(|c| h.array(c));
     h.array(dt_values);
     h.0
+}
+
+/// Checksum of a working copy's dense inverses; None for a method without any.
+fn inverses_checksum<S: Storage>(inverses: &[&[S]]) -> Option<u64> {
+    if inverses.is_empty() {
+        return None;
+    }
+    let mut h = Fnv::new();
+    inverses.iter().for_each(|a| h.array(a));
+    Some(h.0)
 }
 
 fn write_mat(group: &hdf5::Group, name: &str, m: &Mat<f64>) -> Result<()> {
@@ -479,8 +576,11 @@ pub fn save<S: Storage + H5Type>(
         let wg = root
             .create_group(&format!("working/{}", S::PRECISION))
             .map_err(h5::error_in(path, "creating group working"))?;
-        let checksum = working_checksum(s, schur, b, c_inv, dt.values());
+        let checksum = parts_checksum(s, schur, b, c_inv, dt.values());
         h5::write_str_attr(&wg, "checksum", &format!("{checksum:016x}"))?;
+        if let Some(checksum) = inverses_checksum(&dense_inverses(schur)) {
+            h5::write_str_attr(&wg, "inverses_checksum", &format!("{checksum:016x}"))?;
+        }
         let (nc, ne) = (s.c_dofs.len(), s.e_dofs.len());
         match schur {
             SchurHost::M1 { pi_inv } => h5::write_dense(&wg, "pi_inv", ne, ne, pi_inv).map(drop)?,
@@ -510,13 +610,15 @@ fn stored_method(f: &hdf5::Group, bad: impl Fn(String) -> Error) -> Result<PscMe
 }
 
 /// Reads a method's operators in precision S from the cache's `working/<precision>` copies
-/// (the dense ones mapped, see [`HostArray::map`]): None when the file has none; an error
-/// when it is unusable (key, checksum or shapes).
+/// (the dense ones mapped, see [`HostArray::map`]), with their dense inverses still to be
+/// checked where `check` leaves that for later: None when the file has none; an error when
+/// it is unusable (key, checksums or shapes).
 pub fn load_host<S: Storage + H5Type>(
     path: &Path,
     key: &SetupKey,
     mesh: &Mesh2d,
-) -> Result<Option<PscHost<S>>> {
+    check: InverseCheck,
+) -> Result<Option<(PscHost<S>, Option<UncheckedInverses>)>> {
     let bad = |message: String| Error::Hdf5 {
         path: path.to_path_buf(),
         message,
@@ -623,7 +725,7 @@ pub fn load_host<S: Storage + H5Type>(
     let stored = h5::read_str_attr(&wg, "checksum")?;
     let actual = format!(
         "{:016x}",
-        working_checksum(&probe, &schur, &b, &c_inv, dt.values())
+        parts_checksum(&probe, &schur, &b, &c_inv, dt.values())
     );
     if stored != actual {
         return Err(bad(format!(
@@ -631,6 +733,32 @@ pub fn load_host<S: Storage + H5Type>(
             S::PRECISION
         )));
     }
+    let method = schur.method();
+    let unchecked = match method {
+        PscMethod::M3 => None,
+        PscMethod::M1 | PscMethod::M2 => {
+            let stored = h5::read_str_attr(&wg, "inverses_checksum")?;
+            match check {
+                InverseCheck::OnFailure => Some(UncheckedInverses {
+                    path: path.to_path_buf(),
+                    method,
+                    precision: S::PRECISION,
+                    checksum: stored,
+                }),
+                InverseCheck::OnLoad => {
+                    let actual =
+                        inverses_checksum(&dense_inverses(&schur)).map(|c| format!("{c:016x}"));
+                    if actual.as_ref() != Some(&stored) {
+                        return Err(bad(format!(
+                            "checksum of the {} inverses does not match: the file is corrupted",
+                            S::PRECISION
+                        )));
+                    }
+                    None
+                }
+            }
+        }
+    };
     let parts = Parts {
         hb: probe.hb,
         l_c_inv: dense_col_major(&probe.l_c_inv),
@@ -641,13 +769,14 @@ pub fn load_host<S: Storage + H5Type>(
         scale_i: probe.scale_i,
         group_sizes,
     };
-    Ok(Some(PscHost {
+    let host = PscHost {
         parts,
         schur,
         b,
         c_inv,
         dt,
-    }))
+    };
+    Ok(Some((host, unchecked)))
 }
 
 /// Reads the set-up of `mesh` (the mesh `key` names), checking its key and checksum.
@@ -773,45 +902,43 @@ mod tests {
         let (element, n0, levels) = (Element::Q1, 4, 2);
         let key = SetupKey::unit_square(element, n0, levels, PscMethod::M1);
         let mesh = crate::mesh::unit_square_refined(n0, levels, element).unwrap();
-        let (built, outcome) = cache
-            .load_or_build_host::<f16>(&key, &mesh, PscMethod::M1)
+        let (built, outcome, _) = cache
+            .load_or_build_host::<f16>(&key, &mesh, PscMethod::M1, InverseCheck::OnLoad)
             .unwrap();
         assert!(matches!(outcome, CacheOutcome::Built(_)));
         let path = cache.path_for(&key);
 
         // The f16 copies load as they were built.
-        let loaded = load_host::<f16>(&path, &key, &mesh)
+        let (loaded, _) = load_host::<f16>(&path, &key, &mesh, InverseCheck::OnLoad)
             .unwrap()
             .expect("f16 copies stored");
         assert_eq!(loaded.schur, built.schur);
         assert_eq!(loaded.dt, built.dt);
-        assert!(
-            load_host::<f32>(&path, &key, &mesh).unwrap().is_none(),
-            "no f32 copies yet"
-        );
-        let (_, outcome) = cache
-            .load_or_build_host::<f16>(&key, &mesh, PscMethod::M1)
+        let on_load = |path: &Path| load_host::<f32>(path, &key, &mesh, InverseCheck::OnLoad);
+        assert!(on_load(&path).unwrap().is_none(), "no f32 copies yet");
+        let (_, outcome, _) = cache
+            .load_or_build_host::<f16>(&key, &mesh, PscMethod::M1, InverseCheck::OnLoad)
             .unwrap();
         assert!(matches!(outcome, CacheOutcome::Loaded(_)));
 
         // An f32 run converts from f64 and rewrites the file with its own copies.
-        let (_, outcome) = cache
-            .load_or_build_host::<f32>(&key, &mesh, PscMethod::M1)
+        let (_, outcome, _) = cache
+            .load_or_build_host::<f32>(&key, &mesh, PscMethod::M1, InverseCheck::OnLoad)
             .unwrap();
         assert!(matches!(outcome, CacheOutcome::Loaded(_)));
-        assert!(load_host::<f32>(&path, &key, &mesh).unwrap().is_some());
+        assert!(on_load(&path).unwrap().is_some());
 
         // A changed working copy fails its checksum, and the run rebuilds from f64.
         corrupt(&path, "working/f32/pi_inv", 3, 0.5f32);
-        assert!(load_host::<f32>(&path, &key, &mesh).is_err());
-        let (_, outcome) = cache
-            .load_or_build_host::<f32>(&key, &mesh, PscMethod::M1)
+        assert!(on_load(&path).is_err());
+        let (_, outcome, _) = cache
+            .load_or_build_host::<f32>(&key, &mesh, PscMethod::M1, InverseCheck::OnLoad)
             .unwrap();
         assert!(
             matches!(outcome, CacheOutcome::Loaded(_)),
             "the f64 set-up was intact"
         );
-        assert!(load_host::<f32>(&path, &key, &mesh).unwrap().is_some());
+        assert!(on_load(&path).unwrap().is_some());
 
         // A changed f64 array fails the set-up checksum: recomputed, never used.
         corrupt(&path, "pi_inv", 7, 123.0f64);
@@ -833,7 +960,9 @@ mod tests {
     }
 
     /// Large working operators are mapped from the file (page-aligned there), read the
-    /// same values as were built, and a changed byte under the mapping fails the checksum.
+    /// same values as were built, and a changed byte under the mapping fails the checksum:
+    /// on loading, or when checked after a failure (the rest of the copy is checked on
+    /// loading either way).
     #[test]
     fn large_working_copies_are_mapped() {
         let dir = tempfile::tempdir().unwrap();
@@ -841,9 +970,10 @@ mod tests {
         let (element, n0, levels) = (Element::Q1, 8, 3);
         let key = SetupKey::unit_square(element, n0, levels, PscMethod::M1);
         let mesh = crate::mesh::unit_square_refined(n0, levels, element).unwrap();
-        let (built, _) = cache
-            .load_or_build_host::<f32>(&key, &mesh, PscMethod::M1)
+        let (built, _, unchecked) = cache
+            .load_or_build_host::<f32>(&key, &mesh, PscMethod::M1, InverseCheck::OnFailure)
             .unwrap();
+        assert!(unchecked.is_none(), "built here, not loaded");
         let path = cache.path_for(&key);
         let SchurHost::M1 { pi_inv: built_pi } = &built.schur else {
             panic!("M1")
@@ -856,7 +986,8 @@ mod tests {
         assert_eq!(offset.expect("contiguous") % 4096, 0, "page-aligned");
         drop(f);
 
-        let loaded = load_host::<f32>(&path, &key, &mesh).unwrap().unwrap();
+        let load = |check| load_host::<f32>(&path, &key, &mesh, check);
+        let (loaded, unchecked) = load(InverseCheck::OnFailure).unwrap().unwrap();
         let SchurHost::M1 { pi_inv } = &loaded.schur else {
             panic!("M1")
         };
@@ -864,17 +995,29 @@ mod tests {
         assert_eq!(pi_inv, built_pi);
         assert_eq!(loaded.b, built.b);
         assert_eq!(loaded.c_inv, built.c_inv);
+        let unchecked = unchecked.expect("M1's Π⁻¹ left to check");
+        assert_eq!(unchecked.path(), path);
+        assert!(unchecked.intact().unwrap());
+        assert!(load(InverseCheck::OnLoad).unwrap().unwrap().1.is_none());
         drop(loaded); // rewritten in place below: not while mapped
 
         corrupt(&path, "working/f32/pi_inv", 12345, 0.25f32);
-        let err = load_host::<f32>(&path, &key, &mesh)
-            .err()
-            .expect("corrupted");
+        let err = load(InverseCheck::OnLoad).err().expect("corrupted");
         assert!(err.to_string().contains("checksum"), "{err}");
+        let (_, unchecked) = load(InverseCheck::OnFailure).unwrap().unwrap();
+        assert!(!unchecked.unwrap().intact().unwrap());
+
+        // A changed part other than the inverses is refused on loading in both cases.
+        corrupt(&path, "working/f32/b", 7, 0.5f32);
+        for check in [InverseCheck::OnLoad, InverseCheck::OnFailure] {
+            let err = load(check).err().expect("corrupted");
+            assert!(err.to_string().contains("checksum"), "{err}");
+        }
     }
 
     /// M2's and M3's operators have their own files (the key names the method), load as
-    /// they were built, and a corrupted working copy of their own operators is detected.
+    /// they were built, and a corrupted working copy of their own operators is detected:
+    /// M2's dense Θ⁻¹ on loading or when checked later, M3's sparse E on loading.
     #[test]
     fn every_method_has_its_own_cache() {
         let dir = tempfile::tempdir().unwrap();
@@ -891,19 +1034,33 @@ mod tests {
             (PscMethod::M3, "working/f32/e_values"),
         ] {
             let key = SetupKey::unit_square(element, n0, levels, method);
-            let (built, outcome) = cache
-                .load_or_build_host::<f32>(&key, &mesh, method)
+            let (built, outcome, _) = cache
+                .load_or_build_host::<f32>(&key, &mesh, method, InverseCheck::OnLoad)
                 .unwrap();
             assert!(matches!(outcome, CacheOutcome::Built(_)));
             assert_eq!(built.schur.method(), method);
             let path = cache.path_for(&key);
-            let loaded = load_host::<f32>(&path, &key, &mesh).unwrap().unwrap();
+            let host = |check| load_host::<f32>(&path, &key, &mesh, check);
+            let (loaded, unchecked) = host(InverseCheck::OnFailure).unwrap().unwrap();
             assert_eq!(loaded.schur, built.schur);
+            assert_eq!(unchecked.is_some(), method == PscMethod::M2, "{method}");
             assert_eq!(load(&path, &key, &mesh).unwrap().method(), method);
+            drop(loaded);
             corrupt(&path, dataset, 1, 0.123f32);
-            assert!(load_host::<f32>(&path, &key, &mesh).is_err(), "{method}");
-            let (_, outcome) = cache
-                .load_or_build_host::<f32>(&key, &mesh, method)
+            assert!(host(InverseCheck::OnLoad).is_err(), "{method}");
+            match host(InverseCheck::OnFailure) {
+                Ok(Some((_, Some(unchecked)))) => {
+                    assert_eq!(method, PscMethod::M2);
+                    assert!(!unchecked.intact().unwrap());
+                }
+                Ok(_) => panic!("{method}: a corrupted copy loaded as checked"),
+                Err(e) => {
+                    assert_eq!(method, PscMethod::M3);
+                    assert!(e.to_string().contains("checksum"), "{e}");
+                }
+            }
+            let (_, outcome, _) = cache
+                .load_or_build_host::<f32>(&key, &mesh, method, InverseCheck::OnLoad)
                 .unwrap();
             assert!(
                 matches!(outcome, CacheOutcome::Loaded(_)),

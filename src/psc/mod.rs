@@ -13,7 +13,7 @@ mod operator;
 mod refine;
 mod setup;
 
-pub use cache::{CacheOutcome, OperatorCache, SetupKey};
+pub use cache::{CacheOutcome, InverseCheck, OperatorCache, SetupKey, UncheckedInverses};
 pub use error::{PscError, PscFailure};
 pub use hierarchical::HierarchicalBasis;
 pub use info::{

@@ -23,8 +23,8 @@ use crate::mesh::{self, unit_square_refined, Element, Mesh, Mesh2d, MeshSpec};
 use crate::mg::{random_initial_guess, MgParams, Multigrid, PinnedEmbedding, StopParams};
 use crate::precision::Precision;
 use crate::psc::{
-    CacheOutcome, InnerCg, OperatorCache, PscIr, PscMethod, PscOperator, PscSetup, RefineParams,
-    SetupKey,
+    CacheOutcome, InnerCg, InverseCheck, OperatorCache, PscIr, PscMethod, PscOperator, PscSetup,
+    RefineParams, SetupKey, UncheckedInverses,
 };
 use crate::reference::CholeskySolver;
 use crate::sparse::Csr;
@@ -112,6 +112,9 @@ struct Psc<D: PscDevice> {
     /// Most columns one solve holds on the device (None: no limit, or not yet planned).
     max_columns: Option<usize>,
     planned: bool,
+    /// The operator cache's inverses this solver was loaded from, not yet checked against
+    /// their checksum (with refinement: see [`InverseCheck::OnFailure`]).
+    unchecked: Option<UncheckedInverses>,
 }
 
 impl<D: PscDevice> Psc<D> {
@@ -231,7 +234,10 @@ impl<D: PscDevice> Psc<D> {
                     self.ir = Some(PscIr::new(&self.dev, op, a, nrhs, params.max_iterations)?);
                 }
                 let ir = self.ir.as_mut().expect("just set");
-                let (info, x) = self.dev.run(|| ir.solve_from_zero(b, params))?;
+                let (info, x) = match self.dev.run(|| ir.solve_from_zero(b, params)) {
+                    Ok(solved) => solved,
+                    Err(e) => return Err(self.failure_with_cache_checked(e.into())),
+                };
                 // Each step's f64 residual: 2 nnz per column.
                 let residuals = 2.0 * a.nnz() as f64 * nrhs as f64 * (info.steps() + 1) as f64;
                 (x, Some(info.steps()), residuals)
@@ -254,6 +260,38 @@ impl<D: PscDevice> Psc<D> {
                 .then_some(counts.cg_iterations),
             flops: Some(counts.flops + residual_flops),
         })
+    }
+
+    /// A failed refinement on inverses loaded from the operator cache without their
+    /// checksum: when the file's inverses no longer match it, the file is removed (the
+    /// next run rebuilds it) and the error says so; else the refinement's own error.
+    fn failure_with_cache_checked(&mut self, failure: Error) -> Error {
+        let Some(inverses) = self.unchecked.take() else {
+            return failure;
+        };
+        let path = inverses.path().to_path_buf();
+        match inverses.intact() {
+            Ok(true) => failure,
+            Ok(false) => {
+                let removed = match std::fs::remove_file(&path) {
+                    Ok(()) => "it was removed, and the next run rebuilds it".to_string(),
+                    Err(e) => format!("removing it failed ({e}): delete it by hand"),
+                };
+                Error::Hdf5 {
+                    path,
+                    message: format!(
+                        "the operator cache's inverses do not match their checksum: the file is corrupted; {removed} (the refinement failed: {failure})"
+                    ),
+                }
+            }
+            Err(e) => {
+                log::warn!(
+                    "could not check the operator cache {} after the failure: {e}",
+                    path.display()
+                );
+                failure
+            }
+        }
     }
 }
 
@@ -407,21 +445,24 @@ fn multigrid_setup<const DIM: usize>(
 }
 
 /// The one place a method meets a device: the configured solver set up on this rank's
-/// backend (Backend::select has already refused a method without a CUDA implementation).
+/// backend (Backend::select has already refused a method without a CUDA implementation),
+/// for `mesh` (`conditioned`: a refined domain or boundary conditions).
 fn set_up_solver<const DIM: usize>(
     backend: &Backend,
     matrix: &Csr<f64>,
+    mesh: &Mesh<DIM>,
+    conditioned: bool,
     mesh_spec: &MeshSpec,
     solver_spec: &SolverSpec,
-    general: Option<&Mesh2d>,
 ) -> Result<(Box<dyn BlockSolve>, Option<String>)> {
     match (solver_spec.method, backend) {
         (Method::Cholesky, _) => Ok((Box::new(CholeskySolver::factor(matrix)?), None)),
         (Method::Mg, Backend::Cpu { .. }) => {
+            let general = mesh.planar().filter(|_| conditioned);
             multigrid_setup::<DIM>(matrix, mesh_spec, solver_spec, general)
         }
         (Method::PscM1 | Method::PscM2 | Method::PscM3, _) => {
-            set_up_psc(backend, mesh_spec, solver_spec, general)
+            set_up_psc(backend, mesh_spec, solver_spec, mesh, conditioned)
         }
         (method @ (Method::Mg | Method::Stokes), Backend::Cuda(info)) => Err(Error::Backend(format!(
             "method {} has no CUDA implementation (cuda device {}); use backend = \"cpu\" or \"auto\"",
@@ -436,59 +477,66 @@ fn set_up_solver<const DIM: usize>(
 
 /// The configured PSC method on this rank's backend: its set-up comes from the mesh (and
 /// the operator cache), not from the assembled matrix.
-fn set_up_psc(
+fn set_up_psc<const DIM: usize>(
     backend: &Backend,
     mesh_spec: &MeshSpec,
     solver_spec: &SolverSpec,
-    general: Option<&Mesh2d>,
+    mesh: &Mesh<DIM>,
+    conditioned: bool,
 ) -> Result<(Box<dyn BlockSolve>, Option<String>)> {
     fn boxed<D: PscDevice>((psc, note): (Psc<D>, String)) -> (Box<dyn BlockSolve>, Option<String>) {
         (Box::new(psc), Some(note))
     }
     let method = psc_method(solver_spec.method);
+    let mesh = PscMesh {
+        mesh: mesh
+            .planar()
+            .expect("validated: the psc methods solve 2D problems"),
+        conditioned,
+    };
     match backend {
         Backend::Cpu { .. } => {
-            psc_setup(&Cpu::new(), method, mesh_spec, solver_spec, general).map(boxed)
+            psc_setup(&Cpu::new(), method, mesh_spec, solver_spec, mesh).map(boxed)
         }
-        Backend::Cuda(info) => psc_setup(
-            &Cuda::shared(info)?,
-            method,
-            mesh_spec,
-            solver_spec,
-            general,
-        )
-        .map(boxed),
+        Backend::Cuda(info) => {
+            psc_setup(&Cuda::shared(info)?, method, mesh_spec, solver_spec, mesh).map(boxed)
+        }
     }
 }
 
+/// The mesh a PSC method is set up on, and whether it is a refined domain or has boundary
+/// conditions (else it is the unit square with u = 0, set up and cached by its sizes).
+#[derive(Clone, Copy)]
+struct PscMesh<'a> {
+    mesh: &'a Mesh2d,
+    conditioned: bool,
+}
+
 /// A PSC method in precision S through the operator cache when enabled, with a note on
-/// where its set-up came from; on `general` (a refined domain or boundary conditions) set
-/// up from that mesh.
+/// where its set-up came from and the cache's inverses it did not check yet.
 fn psc_operator<D: PscDevice, S: Storage + hdf5::H5Type>(
     dev: &D,
     method: PscMethod,
     mesh: &MeshSpec,
     solver: &SolverSpec,
-    general: Option<&Mesh2d>,
-) -> Result<(PscOperator<D>, String)> {
+    on: PscMesh,
+) -> Result<(PscOperator<D>, String, Option<UncheckedInverses>)> {
     let (n0, levels) = mesh
         .coarse
         .expect("validated: psc methods have macro elements");
     let element = mesh.element;
-    let (op, note) = match &solver.cache_dir {
+    let (op, note, unchecked) = match &solver.cache_dir {
         Some(dir) => {
-            let structured;
-            let fine = match general {
-                Some(m) => m,
-                None => {
-                    structured = unit_square_refined(n0, levels, element)?;
-                    &structured
-                }
+            let check = if solver.refine {
+                InverseCheck::OnFailure
+            } else {
+                InverseCheck::OnLoad
             };
-            let (host, outcome) = OperatorCache::new(dir).load_or_build_host::<S>(
+            let (host, outcome, unchecked) = OperatorCache::new(dir).load_or_build_host::<S>(
                 &setup_key(mesh, method),
-                fine,
+                on.mesh,
                 method,
+                check,
             )?;
             let note = match outcome {
                 CacheOutcome::Loaded(p) => {
@@ -501,16 +549,18 @@ fn psc_operator<D: PscDevice, S: Storage + hdf5::H5Type>(
                     format!("recomputed ({reason}) and saved to {}", path.display())
                 }
             };
-            (PscOperator::upload(dev, host)?, note)
+            (PscOperator::upload(dev, host)?, note, unchecked)
         }
         None => {
-            let setup = match general {
-                Some(m) => PscSetup::on_mesh(m.clone(), method)?,
-                None => PscSetup::new(element, n0, levels, method)?,
+            let setup = if on.conditioned {
+                PscSetup::on_mesh(on.mesh.clone(), method)?
+            } else {
+                PscSetup::new(element, n0, levels, method)?
             };
             (
                 PscOperator::new(dev, &setup, S::PRECISION)?,
                 "computed (operator cache disabled)".to_string(),
+                None,
             )
         }
     };
@@ -519,7 +569,7 @@ fn psc_operator<D: PscDevice, S: Storage + hdf5::H5Type>(
         "{method} {note}; |C| = {c}, |E| = {e}, |I| = {i}, {groups} group(s), operators {:.1} MiB",
         op.operator_bytes() as f64 / 1048576.0
     );
-    Ok((op, note))
+    Ok((op, note, unchecked))
 }
 
 /// The PSC method a configured method names (config names methods, psc implements them).
@@ -538,12 +588,12 @@ fn psc_setup<D: PscDevice>(
     method: PscMethod,
     mesh: &MeshSpec,
     solver: &SolverSpec,
-    general: Option<&Mesh2d>,
+    on: PscMesh,
 ) -> Result<(Psc<D>, String)> {
-    let (mut op, note) = match solver.precision {
-        Precision::F64 => psc_operator::<D, f64>(dev, method, mesh, solver, general)?,
-        Precision::F32 => psc_operator::<D, f32>(dev, method, mesh, solver, general)?,
-        Precision::F16 => psc_operator::<D, f16>(dev, method, mesh, solver, general)?,
+    let (mut op, note, unchecked) = match solver.precision {
+        Precision::F64 => psc_operator::<D, f64>(dev, method, mesh, solver, on)?,
+        Precision::F32 => psc_operator::<D, f32>(dev, method, mesh, solver, on)?,
+        Precision::F16 => psc_operator::<D, f16>(dev, method, mesh, solver, on)?,
     };
     op.set_inner_cg(InnerCg::configured(
         solver.refine,
@@ -564,6 +614,7 @@ fn psc_setup<D: PscDevice>(
             refine,
             max_columns: None,
             planned: false,
+            unchecked,
         },
         note,
     ))
@@ -651,13 +702,14 @@ pub struct Operator<const DIM: usize> {
 }
 
 impl<const DIM: usize> Operator<DIM> {
-    /// Assembles the stiffness matrix of `mesh` and sets up the solver on `backend`.
+    /// Assembles the stiffness matrix of `mesh` and sets up the solver on `backend`
+    /// (`conditioned`: the mesh is a refined domain or has boundary conditions).
     pub fn new(
         backend: &Backend,
         mesh: Mesh<DIM>,
         mesh_spec: &MeshSpec,
         solver_spec: &SolverSpec,
-        general: Option<&Mesh2d>,
+        conditioned: bool,
     ) -> Result<Self> {
         let assemble = || timed(|| assemble_stiffness(&mesh));
         let (((matrix, dofs), assembly_seconds), ((solver, setup_note), setup_seconds)) =
@@ -665,13 +717,14 @@ impl<const DIM: usize> Operator<DIM> {
                 // The PSC set-up (mostly reading the operator cache) does not need the
                 // matrix: on the CPU the two run side by side. (A CUDA set-up stays on
                 // this thread, which holds the device's context.)
-                let set_up = || timed(|| set_up_psc(backend, mesh_spec, solver_spec, general));
+                let set_up =
+                    || timed(|| set_up_psc(backend, mesh_spec, solver_spec, &mesh, conditioned));
                 let (solver, sys) = rayon::join(set_up, assemble);
                 (sys?, solver?)
             } else {
                 let ((matrix, dofs), seconds) = assemble()?;
                 let set_up = timed(|| {
-                    set_up_solver::<DIM>(backend, &matrix, mesh_spec, solver_spec, general)
+                    set_up_solver(backend, &matrix, &mesh, conditioned, mesh_spec, solver_spec)
                 })?;
                 (((matrix, dofs), seconds), set_up)
             };
@@ -741,15 +794,14 @@ impl AnyOperator {
         Ok(match mesh::build(mesh)? {
             mesh::AnyMesh::Square(m) if conditioned => {
                 let boundary = BoundaryProblem::new(&m, mesh.boundary.as_ref())?;
-                let general = m.clone();
-                let op = Operator::new(backend, m, mesh, solver, Some(&general))?;
+                let op = Operator::new(backend, m, mesh, solver, true)?;
                 AnyOperator::Conditioned(op, Box::new(boundary))
             }
             mesh::AnyMesh::Square(m) => {
-                AnyOperator::Square(Operator::new(backend, m, mesh, solver, None)?)
+                AnyOperator::Square(Operator::new(backend, m, mesh, solver, false)?)
             }
             mesh::AnyMesh::Cube(m) => {
-                AnyOperator::Cube(Operator::new(backend, m, mesh, solver, None)?)
+                AnyOperator::Cube(Operator::new(backend, m, mesh, solver, false)?)
             }
         })
     }
@@ -1027,6 +1079,7 @@ mod tests {
                     refine,
                     max_columns,
                     planned: true,
+                    unchecked: None,
                 }
             };
             let whole = psc(None).solve(&setup.stiffness, &b, nrhs).unwrap();
