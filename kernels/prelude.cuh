@@ -22,6 +22,7 @@ __device__ __forceinline__ double widen(double v) { return v; }
 
 // A value rounded to nearest into the storage type T.
 template <typename T> __device__ __forceinline__ T store(double v);
+// f64 → f16 rounded once to nearest (as precision::f16_from_f64 on the host).
 template <> __device__ __forceinline__ __half store<__half>(double v) { return __double2half(v); }
 template <> __device__ __forceinline__ float store<float>(double v) { return (float)v; }
 template <> __device__ __forceinline__ double store<double>(double v) { return v; }
@@ -69,8 +70,3 @@ __device__ __forceinline__ double block_max(double v, double *shared) {
 #define FOR_DISTINCT_PAIRS(MACRO) \
   MACRO(f16, __half, f32, float) MACRO(f16, __half, f64, double) MACRO(f32, float, f16, __half) \
   MACRO(f32, float, f64, double) MACRO(f64, double, f16, __half) MACRO(f64, double, f32, float)
-// ... for every ordered pair of storage types.
-#define FOR_PAIRS(MACRO) \
-  MACRO(f16, __half, f16, __half) MACRO(f16, __half, f32, float) MACRO(f16, __half, f64, double) \
-  MACRO(f32, float, f16, __half) MACRO(f32, float, f32, float) MACRO(f32, float, f64, double) \
-  MACRO(f64, double, f16, __half) MACRO(f64, double, f32, float) MACRO(f64, double, f64, double)

@@ -1,8 +1,14 @@
 // The PSC passes between the dense products (PscKernels), in the compute precision T
 // (f32 or f64) on column-major blocks of (n−1)² interior unknowns per column.
 
-// Value at grid point (i, j) of a column: unknown (i−1) + (j−1)(n−1).
+// Value at interior grid point (i, j) of a column: unknown (i−1) + (j−1)(n−1).
 #define AT(x, i, j) (x)[((i) - 1) + (u64)((j) - 1) * (n - 1)]
+
+// Value at grid point (i, j), zero on the boundary (i or j is 0 or n: Dirichlet nodes,
+// not stored).
+template <typename T> __device__ __forceinline__ T grid_at(const T *x, u32 n, u32 i, u32 j) {
+  return (i == 0 || j == 0 || i >= n || j >= n) ? (T)0 : AT(x, i, j);
+}
 
 // One level of the hierarchical-basis transform S (or Sᵀ with `transpose`), nodes of
 // spacing s: S adds to each node new on the level the weighted values of its parents
@@ -24,31 +30,31 @@ __device__ void hierarchical_level(T *x, u32 n, u32 s, u64 ld, u32 cols, u32 cor
       if (!odd_a && !odd_b) continue;  // an old node
       T v;
       if (odd_a && !odd_b) {
-        v = half * (AT(col, i - s, j) + AT(col, i + s, j));
+        v = half * (grid_at(col, n, i - s, j) + grid_at(col, n, i + s, j));
       } else if (!odd_a && odd_b) {
-        v = half * (AT(col, i, j - s) + AT(col, i, j + s));
+        v = half * (grid_at(col, n, i, j - s) + grid_at(col, n, i, j + s));
       } else if (corners) {
-        v = quarter * (((AT(col, i - s, j - s) + AT(col, i + s, j - s)) + AT(col, i - s, j + s)) +
-                       AT(col, i + s, j + s));
+        v = quarter * (((grid_at(col, n, i - s, j - s) + grid_at(col, n, i + s, j - s)) + grid_at(col, n, i - s, j + s)) +
+                       grid_at(col, n, i + s, j + s));
       } else {
-        v = half * (AT(col, i - s, j - s) + AT(col, i + s, j + s));
+        v = half * (grid_at(col, n, i - s, j - s) + grid_at(col, n, i + s, j + s));
       }
       AT(col, i, j) += v;
     } else {
       if (odd_a || odd_b) continue;  // a child: unchanged on this level
       T y = AT(col, i, j);
-      y += half * AT(col, i - s, j);
-      y += half * AT(col, i + s, j);
-      y += half * AT(col, i, j - s);
-      y += half * AT(col, i, j + s);
+      y += half * grid_at(col, n, i - s, j);
+      y += half * grid_at(col, n, i + s, j);
+      y += half * grid_at(col, n, i, j - s);
+      y += half * grid_at(col, n, i, j + s);
       if (corners) {
-        y += quarter * AT(col, i - s, j - s);
-        y += quarter * AT(col, i + s, j - s);
-        y += quarter * AT(col, i - s, j + s);
-        y += quarter * AT(col, i + s, j + s);
+        y += quarter * grid_at(col, n, i - s, j - s);
+        y += quarter * grid_at(col, n, i + s, j - s);
+        y += quarter * grid_at(col, n, i - s, j + s);
+        y += quarter * grid_at(col, n, i + s, j + s);
       } else {
-        y += half * AT(col, i - s, j - s);
-        y += half * AT(col, i + s, j + s);
+        y += half * grid_at(col, n, i - s, j - s);
+        y += half * grid_at(col, n, i + s, j + s);
       }
       AT(col, i, j) = y;
     }

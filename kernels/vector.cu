@@ -200,17 +200,21 @@ SUM_ENTRY(f64, double)
   }
 FOR_DISTINCT_PAIRS(CONVERT_ENTRY)
 
-#define PAIR_ENTRIES(an, A, bn, B)                                                                \
-  extern "C" __global__ void relayout_##an##_##bn(const A *src, B *dst, u64 rows, u32 cols,       \
-                                                  u32 src_node_major) {                           \
+// Named `<op>_<a>_<b>`, or `<op>_<a>` where both precisions are the same (kernel_name).
+#define PAIR_ENTRIES(suffix, A, B)                                                                \
+  extern "C" __global__ void relayout_##suffix(const A *src, B *dst, u64 rows, u32 cols,          \
+                                               u32 src_node_major) {                              \
     relayout<A, B>(src, dst, rows, cols, src_node_major);                                         \
   }                                                                                               \
-  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) scale_columns_##an##_##bn(         \
+  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) scale_columns_##suffix(            \
       const A *src, const double *scale, B *dst, u64 rows, u32 cols, u32 node_major, u64 chunk,   \
       u32 chunks, double limit, double *part) {                                                   \
     scale_columns<A, B>(src, scale, dst, rows, cols, node_major, chunk, chunks, limit, part);     \
   }
-FOR_PAIRS(PAIR_ENTRIES)
+#define DISTINCT_PAIR_ENTRIES(an, A, bn, B) PAIR_ENTRIES(an##_##bn, A, B)
+#define SAME_PAIR_ENTRIES(name, T) PAIR_ENTRIES(name, T, T)
+FOR_DISTINCT_PAIRS(DISTINCT_PAIR_ENTRIES)
+FOR_STORAGE(SAME_PAIR_ENTRIES)
 
 // The reduced statistics of `cols` columns from their chunk triples: Σ v² from `sums`,
 // max from `maxima` (the same triples, or those of another block, as in the refinement
@@ -224,7 +228,7 @@ extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
     for (u32 q = 0; q < chunks; q++) {
       u64 t = 3 * ((u64)c * chunks + q);
       sum += sums[t];
-      largest = fmax(largest, maxima[t]);
+      largest = fmax(largest, maxima[t + 1]);
       flag |= sums[t + 2] != 0.0 || maxima[t + 2] != 0.0;
     }
     out[c] = sum;

@@ -52,6 +52,24 @@ fn every_kernel_compiles_for_sm_90_without_spills() {
                 }
                 let gpu_tests = include_str!("gpu.rs");
                 for entry in &points {
+                    // The host asks for `kernel_name(op, precisions)`, which says a repeated
+                    // precision once: `relayout_f16`, never `relayout_f16_f16`.
+                    let parts: Vec<&str> = entry.split('_').collect();
+                    assert!(
+                        !parts
+                            .windows(2)
+                            .any(|w| w[0] == w[1] && w[0].starts_with('f')),
+                        "kernel {entry} repeats a precision: the host names it {}",
+                        parts
+                            .iter()
+                            .fold(Vec::<&str>::new(), |mut v, p| {
+                                if v.last() != Some(p) {
+                                    v.push(p)
+                                }
+                                v
+                            })
+                            .join("_")
+                    );
                     assert!(
                         gpu_tests.contains(&format!("\"{entry}\"")),
                         "kernel {entry} has no CPU-reference comparison in tests/gpu.rs (name it in a covers(&[…]) of the test that exercises it)"

@@ -281,8 +281,9 @@ pub trait DenseKernels: Device {
     fn symv_reads_lower_triangle(&self) -> bool {
         false
     }
-    /// One classical Gram-Schmidt step against the f64 vectors `basis`, fused: h = Vᵀw and
-    /// w −= V h in one pass each, with ‖w‖² alongside; returns ‖w‖ before and after.
+    /// One classical Gram-Schmidt step against the f64 vectors `basis`, fused: c = Vᵀw,
+    /// w −= V c and h += c (a second step re-orthogonalises into the same h), with ‖w‖²
+    /// alongside; returns ‖w‖ before and after.
     fn orthogonalize(
         &self,
         basis: &[Block<Self>],

@@ -255,8 +255,42 @@ impl DenseKernels for Cuda {
         )
     }
 
-    /// Classical Gram-Schmidt from the reduction kernels: h_j = v_j · w, then w −= Σ h_j v_j
-    /// (f64 vectors).
+    /// y = A x for a symmetric A as Aᵀ x: one warp streams each column (kernels/dense.cu),
+    /// the whole matrix read once at full width.
+    fn symv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()> {
+        let n = a.rows;
+        let s = a.precision();
+        if a.cols != n || a.row_stride != 1 || x.len < n || y.len < n {
+            return Err(Error::Backend(format!(
+                "SYMV: a {n}×{} column-major matrix with vectors of {} and {}",
+                a.cols, x.len, y.len
+            )));
+        }
+        if x.precision() != s.compute() || y.precision() != s.compute() {
+            return Err(unsupported("symv", &[s, x.precision(), y.precision()]));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let matrix = self.data_ptr(a.data, a.offset);
+        let vectorized =
+            address(matrix).is_multiple_of(16) && (a.col_stride * s.bytes()).is_multiple_of(16);
+        self.launch(
+            &kernel_name("symv", &[s, s.compute()]),
+            launch::warp_per_item(n as u64),
+            &[
+                matrix,
+                Arg::U64(a.col_stride as u64),
+                Arg::U32(n as u32),
+                self.data_ptr(x.data, x.offset),
+                self.data_ptr(y.data, y.offset),
+                Arg::U32(u32::from(vectorized)),
+            ],
+        )
+    }
+
+    /// Classical Gram-Schmidt from the reduction kernels: c_j = v_j · w, w −= Σ c_j v_j and
+    /// h_j += c_j (f64 vectors).
     fn orthogonalize(
         &self,
         basis: &[Block<Self>],
@@ -274,11 +308,13 @@ impl DenseKernels for Cuda {
             ));
         }
         let before = self.nrm2(w.view())?;
-        for (hj, v) in h.iter_mut().zip(basis) {
-            *hj = self.dot(v.view(), w.view())?;
-        }
-        for (&hj, v) in h.iter().zip(basis) {
-            self.axpby(-hj, v.view(), 1.0, w.view_mut())?;
+        let coefficients = basis
+            .iter()
+            .map(|v| self.dot(v.view(), w.view()))
+            .collect::<Result<Vec<f64>>>()?;
+        for ((hj, &cj), v) in h.iter_mut().zip(&coefficients).zip(basis) {
+            self.axpby(-cj, v.view(), 1.0, w.view_mut())?;
+            *hj += cj;
         }
         let after = self.nrm2(w.view())?;
         Ok((before, after))

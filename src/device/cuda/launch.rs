@@ -49,6 +49,11 @@ pub fn elementwise(n: u64) -> LaunchConfig {
     }
 }
 
+/// A grid-stride launch with one warp per item (`n` items).
+pub fn warp_per_item(n: u64) -> LaunchConfig {
+    elementwise(n.saturating_mul(32))
+}
+
 /// Chunks per column of `rows` rows for the per-column reductions.
 pub fn chunks(rows: u64) -> u32 {
     rows.div_ceil(REDUCE_CHUNK).max(1) as u32
@@ -112,6 +117,7 @@ const SIGNATURES: &[(&str, &str)] = &[
     ("stats_reduce", "ppiip"),
     ("sums_reduce", "piip"),
     ("gemv", "pliipp"),
+    ("symv", "plippi"),
     ("csr_spmm", "lpppplpi"),
     ("csr_residual", "lppppppi"),
     ("csr_refine_update", "lpppppppi"),
@@ -180,6 +186,8 @@ mod tests {
             (64, MAX_GRID_Y, 1)
         );
         assert_eq!(per_column(0).grid_dim, (1, 1, 1));
+        // A warp per item: 8 items per block of 256 threads.
+        assert_eq!(warp_per_item(14_880).grid_dim, (1_860, 1, 1));
     }
 
     /// The shared-memory trees of kernels/prelude.cuh size themselves for THREADS threads.
