@@ -148,6 +148,22 @@ pub trait Stored: Copy + Send + Sync + PartialEq + fmt::Debug + Default + 'stati
     const TINY: f64;
 }
 
+/// f64 → f16 rounded once to nearest, as the CUDA kernels round. `half`'s `f16::from_f64`
+/// goes through f32 on x86 CPUs with F16C and rounds twice (0.0973205595670894 → 0.09729
+/// instead of 0.09735); here the f32 step rounds to odd (toward zero, the lowest bit set when
+/// inexact), which leaves the one rounding to f16 exact: f32 carries 13 more bits.
+pub fn f16_from_f64(v: f64) -> f16 {
+    let mut f = v as f32;
+    if (f as f64) != v && !v.is_nan() {
+        if (f as f64).abs() > v.abs() {
+            // Rounded away from zero: one step back toward it (f32::MAX from infinity).
+            f = f32::from_bits(f.to_bits() - 1);
+        }
+        f = f32::from_bits(f.to_bits() | 1);
+    }
+    f16::from_f32(f)
+}
+
 impl Stored for f16 {
     const PRECISION: Precision = Precision::F16;
     type Compute = f32;
@@ -158,7 +174,7 @@ impl Stored for f16 {
         f16::from_f32(v)
     }
     fn from_f64(v: f64) -> Self {
-        f16::from_f64(v)
+        f16_from_f64(v)
     }
     fn to_f64(self) -> f64 {
         f16::to_f64(self)
@@ -365,6 +381,46 @@ mod tests {
         ));
         let bad = convert_slice_checked::<f16>(&[1.0, 2.0, 1.0e6]).unwrap_err();
         assert_eq!(bad.0, 2);
+    }
+
+    /// f64 → f16 rounds once: against the nearest of the three f16 values around each
+    /// input (ties to even), on seeded values over the normal range, midpoints between f16
+    /// neighbours nudged either way, and the value `half` rounds twice.
+    #[test]
+    fn f16_from_f64_rounds_once_to_nearest() {
+        use rand::{Rng, SeedableRng};
+        let nearest = |v: f64| {
+            let guess = f16::from_f32(v as f32).to_bits();
+            (guess - 1..=guess + 1)
+                .map(f16::from_bits)
+                .min_by(|a, b| {
+                    let (da, db) = ((v - a.to_f64()).abs(), (v - b.to_f64()).abs());
+                    da.total_cmp(&db)
+                        .then((a.to_bits() & 1).cmp(&(b.to_bits() & 1)))
+                })
+                .unwrap()
+        };
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let mut values: Vec<f64> = (0..100_000)
+            .map(|_| 10f64.powf(rng.random_range(-4.0..4.8)))
+            .collect();
+        for bits in (0x0400u16..0x7bff).step_by(97) {
+            let mid = (f16::from_bits(bits).to_f64() + f16::from_bits(bits + 1).to_f64()) / 2.0;
+            values.extend([mid, mid * (1.0 + 1e-12), mid * (1.0 - 1e-12)]);
+        }
+        values.push(0.0973205595670894);
+        for v in values {
+            assert_eq!(f16_from_f64(v).to_bits(), nearest(v).to_bits(), "{v:e}");
+            assert_eq!(
+                f16_from_f64(-v).to_bits(),
+                (-nearest(v)).to_bits(),
+                "{:e}",
+                -v
+            );
+        }
+        assert_eq!(f16_from_f64(0.0973205595670894).to_f64(), 0.09735107421875);
+        assert!(f16_from_f64(1e6).is_infinite() && f16_from_f64(f64::NAN).is_nan());
+        assert_eq!(f16_from_f64(1e-300).to_bits(), 0);
     }
 
     /// Every f16 value converts to f32/f64 and back exactly; f32 to f64 and back exactly.

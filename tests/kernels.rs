@@ -16,7 +16,7 @@ use tensorfem::device::{
 use tensorfem::device_tests;
 use tensorfem::mesh::{refine, unit_square_refined, CoarseMesh, Element};
 use tensorfem::mg::assemble_level;
-use tensorfem::precision::{Precision, Stored};
+use tensorfem::precision::{f16_from_f64, Precision, Stored};
 use tensorfem::psc::HierarchicalBasis;
 use tensorfem::sparse::{self, Csr, Ell};
 
@@ -94,7 +94,7 @@ fn vector_kernels_match_naive_loops<D: PscDevice>(dev: &D) {
         let got = low.to_f64(dev).unwrap();
         for (g, &v) in got.iter().zip(&x) {
             let want = match p {
-                Precision::F16 => f16::from_f64(v).to_f64(),
+                Precision::F16 => f16_from_f64(v).to_f64(),
                 _ => v as f32 as f64,
             };
             assert_eq!(g.to_bits(), want.to_bits(), "{p} rounding of {v}");
@@ -1334,7 +1334,7 @@ fn check_transfer<D: Kernels>(
             .unwrap();
         assert!(stats.read(dev).unwrap().in_range);
         for (l, &r) in low.to_f64(dev).unwrap().iter().zip(&rf) {
-            assert_eq!(*l, f16::from_f64(r).to_f64());
+            assert_eq!(*l, f16_from_f64(r).to_f64());
         }
         dev.restrict(transfer, &fb, &mut low, &[1e-6, 1.0], &mut stats)
             .unwrap();
