@@ -86,8 +86,12 @@ export OMPI_MCA_mca_base_component_path="$here/lib/openmpi3"
 export OPAL_PKGDATADIR="$here/share/openmpi"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # One node, no ssh: OpenMPI starts its daemon locally; PMIx's compression plugin is not
-# bundled (nothing here needs it), so its notice is silenced.
+# bundled (nothing here needs it), so its notice is silenced. A machine with PMIx of its own
+# (another version) has plugins in the path the bundled library searches: they fail to load
+# against it, harmlessly (nothing here needs them), and their errors are silenced too
+# (seen on the H200 machine: a warning per process for pmix_mca_pcompress_zlib).
 export OMPI_MCA_plm=isolated PMIX_MCA_pcompress_base_silence_warning=1
+export PMIX_MCA_mca_base_component_show_load_errors=0
 EOF
 cat > "$root/run" <<'EOF'
 #!/usr/bin/env bash

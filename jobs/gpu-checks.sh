@@ -1,39 +1,116 @@
 #!/usr/bin/env bash
-# The GPU checks of issue 15/16 in one call on a lent GPU machine (no Rust there): unpack
+# The GPU checks of issues 15/16 in one call on a lent GPU machine (no Rust there): unpack
 # the bundle (make bundle, carried as target/bundle/tensorfem-gpu.tar.gz), run the CUDA
-# tests against the CPU, then the ceilings, the PSC benchmark and the three PSC methods side
-# by side on the device. Every
-# output goes to ${OUT:-out/gpu-checks}/, named by step.
+# tests against the CPU, then the ceilings, the PSC benchmark and the PSC methods side by
+# side on the device. Every step has its own time limit and the whole stays inside
+# DEADLINE seconds (steps that would start later are listed as skipped), so one short call
+# brings back as much as it can even when an early step fails. Output goes to
+# ${OUT:-out/gpu-checks}/ (at most 8 files: what a lent machine returns), named by step.
 #
-#   jobs/gpu-checks.sh [SIZES]      SIZES: "n:n0" pairs for bench psc (default 256:16 512:32)
+#   jobs/gpu-checks.sh [SIZES]      SIZES: "n:n0" pairs for bench psc (default 512:16 256:16)
+#   DEADLINE=360 PARTS="tests profile" jobs/gpu-checks.sh
+#
+# PARTS (default all but profile): tests (the CUDA tests), bench (ceilings and the PSC
+# table), wide (4096 columns at h = 1/512), methods (M1/M2/M3 side by side), profile (the
+# time of every kernel of one f16 M1 apply on 1024 columns, by Nsight Compute).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out/gpu-checks}
+deadline=${DEADLINE:-360}
+parts=" ${PARTS:-tests bench wide methods} "
 mkdir -p "$out"
+touch "$out/10-test-gpu.txt"
 work=$(mktemp -d)
 tar -xzf target/bundle/tensorfem-gpu.tar.gz -C "$work"
 b="$work/tensorfem-gpu"
-{ nvidia-smi || true; "$b/run" info; } > "$out/00-device.txt" 2>&1
-"$b/test-gpu" > "$out/10-test-gpu.txt" 2>&1
-echo "test-gpu exit $?" >> "$out/10-test-gpu.txt"
-"$b/run" kernels --arch sm_90 > "$out/20-kernels.txt" 2>&1 || true
-"$b/run" bench machine --backend cuda > "$out/30-machine.txt" 2>&1
-for size in ${1:-256:16 512:32}; do
+log="$out/99-steps.txt"
+cache="$work/cache"
+
+# cuBLAS where the loader does not already find it (a toolkit outside /usr/local/cuda, or
+# the one inside a Python environment's nvidia wheels).
+if ! ldconfig -p | grep -q 'libcublas\.so\.13' && [[ ! -e /usr/local/cuda/lib64/libcublas.so.13 ]]; then
+  found=$(find /usr /opt -name 'libcublas.so.13' 2>/dev/null | head -1)
+  [[ -n "$found" ]] && export LD_LIBRARY_PATH="$(dirname "$found")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+
+# step NAME LIMIT FILE CMD…: runs CMD with its output appended to FILE, unless the deadline
+# would pass first; the step's exit status and seconds go to the step log.
+step() {
+  local name=$1 limit=$2 file=$3
+  shift 3
+  local left=$((deadline - SECONDS))
+  if ((left < 10)); then
+    echo "$name: skipped (deadline)" >> "$log"
+    return
+  fi
+  ((limit > left)) && limit=$left
+  local start=$SECONDS
+  echo "== $name: $*" >> "$file"
+  timeout "$limit" "$@" >> "$file" 2>&1
+  local rc=$?
+  echo "$name: exit $rc, $((SECONDS - start)) s" | tee -a "$log" >> "$file"
+}
+
+step device 20 "$out/00-device.txt" bash -c "nvidia-smi; echo LD_LIBRARY_PATH=\$LD_LIBRARY_PATH; $b/run info"
+# The kernel-by-kernel comparisons first, then the ::cuda variants of the solver tests. A
+# test binary that meets an illegal address runs again under compute-sanitizer, which names
+# the kernel and the access (the context is lost after the first one).
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+[[ $parts == *" tests "* ]] && for t in gpu kernels psc; do
+  filter=()
+  [[ $t != gpu ]] && filter=(cuda)
+  tests="source $b/env.sh; export TENSORFEM_REQUIRE_CUDA=1 RUST_BACKTRACE=1;"
+  before=$(wc -l < "$out/10-test-gpu.txt" 2>/dev/null || echo 0)
+  step "test-$t" 120 "$out/10-test-gpu.txt" bash -c "$tests $b/tests/$t --test-threads=1 ${filter[*]}"
+  if tail -n +$((before + 1)) "$out/10-test-gpu.txt" | grep -q ILLEGAL_ADDRESS && [[ -x $sanitizer ]]; then
+    step "sanitize-$t" 90 "$out/15-sanitizer.txt" bash -c \
+      "$tests $sanitizer --tool memcheck --print-limit 8 $b/tests/$t --test-threads=1 ${filter[*]}"
+  fi
+done
+# bench_psc NAME FILE ARGS…: one `bench psc` on the GPU with the shared operator cache.
+bench_psc() {
+  local name=$1 file=$2
+  shift 2
+  step "$name" 90 "$file" env RUST_LOG=info "$b/run" bench psc --backend cuda --cache-dir "$cache" \
+    --json "$@"
+}
+[[ $parts == *" bench "* ]] && step machine 60 "$out/30-machine.txt" "$b/run" bench machine --backend cuda
+[[ $parts == *" bench "* ]] && for size in ${1:-512:16 256:16}; do
   n=${size%%:*} n0=${size##*:}
   for p in f16 f32 f64; do
-    for nrhs in 1 64 1024; do
-      "$b/run" bench psc --backend cuda --n "$n" --n0 "$n0" --nrhs "$nrhs" --precision "$p" --json \
-        >> "$out/40-bench-psc.jsonl" 2>> "$out/40-bench-psc.err"
+    for nrhs in 1024 64 1; do
+      bench_psc "psc-$n-$p-$nrhs" "$out/40-bench-psc.txt" --n "$n" --n0 "$n0" --nrhs "$nrhs" \
+        --precision "$p"
     done
   done
 done
+# Profile: every kernel of the first M1 applies (cuBLAS's and ours) with its duration, the
+# launches of the ceilings' measurements first (Nsight Compute, clocks as they are).
+ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+[[ $parts == *" profile "* && -n $ncu ]] && step profile 120 "$out/60-profile.csv" bash -c \
+  "source $b/env.sh; $ncu --clock-control none --metrics gpu__time_duration.sum --launch-count 400 \
+   --csv --print-units base $b/bin/tensorfem bench psc --backend cuda --cache-dir $cache --n 512 \
+   --n0 16 --nrhs 1024 --precision f16 --runs 1"
+# Wide blocks: 4096 columns at h = 1/512 in f16 and f32 (f64 is chunked by the memory plan).
+[[ $parts == *" wide "* ]] && for p in f16 f32 f64; do
+  bench_psc "psc-512-$p-4096" "$out/40-bench-psc.txt" --n 512 --n0 16 --nrhs 4096 --precision "$p"
+done
 # The PSC methods side by side (issue 18): 64 columns to 1e-10, f64 alone and f16 inside
-# PSC-IR; M3 alone at h = 1/1024 (M1's set-up there needs ~120 GB of host memory).
-for spec in 512:16:m1 512:16:m2 512:16:m3 1024:32:m3; do
-  IFS=: read -r n n0 method <<< "$spec"
+# PSC-IR.
+[[ $parts == *" methods "* ]] && for method in m1 m2 m3; do
   for mode in "--precision f64" "--precision f16 --refine"; do
-    "$b/run" bench psc --backend cuda --n "$n" --n0 "$n0" --nrhs 64 --method "$method" \
-      $mode --rtol 1e-10 --runs 1 --json >> "$out/50-psc-methods.jsonl" 2>> "$out/50-psc-methods.err"
+    # shellcheck disable=SC2086
+    bench_psc "methods-512-$method-${mode// /}" "$out/50-psc-methods.txt" --n 512 --n0 16 \
+      --nrhs 64 --method "$method" $mode --rtol 1e-10 --runs 1
   done
 done
-tail -3 "$out/10-test-gpu.txt"; cat "$out/30-machine.txt"; wc -l "$out/40-bench-psc.jsonl" "$out/50-psc-methods.jsonl"
+cat "$log"
+grep -h '^{' "$out/40-bench-psc.txt" "$out/50-psc-methods.txt" 2>/dev/null \
+  | python3 -c '
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    print(r.get("method", "M1"), r["n"], r["precision"], r["nrhs"], "setup %.1fs" % r["setup_seconds"],
+          "solve %.3gs" % r["solve_seconds"], "%.0f MDof/s" % r["mdofs"],
+          "peak %.2f" % r.get("gemm_peak_fraction", 0), "res %.2g" % r["relative_residual"])
+' || true

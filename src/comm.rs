@@ -183,7 +183,13 @@ impl Comm for MpiComm {
     }
     fn library(&self) -> String {
         mpi::environment::library_version()
-            .map(|v| v.lines().next().unwrap_or("").trim().to_string())
+            // Open MPI's string ends in its C terminator.
+            .map(|v| {
+                let first = v.lines().next().unwrap_or("");
+                first
+                    .trim_matches(|c: char| c.is_whitespace() || c == '\0')
+                    .to_string()
+            })
             .unwrap_or_else(|_| "unknown MPI".into())
     }
 }
