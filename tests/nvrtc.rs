@@ -55,20 +55,14 @@ fn every_kernel_compiles_for_sm_90_without_spills() {
                     // The host asks for `kernel_name(op, precisions)`, which says a repeated
                     // precision once: `relayout_f16`, never `relayout_f16_f16`.
                     let parts: Vec<&str> = entry.split('_').collect();
+                    let mut named = parts.clone();
+                    named.dedup();
                     assert!(
                         !parts
                             .windows(2)
                             .any(|w| w[0] == w[1] && w[0].starts_with('f')),
                         "kernel {entry} repeats a precision: the host names it {}",
-                        parts
-                            .iter()
-                            .fold(Vec::<&str>::new(), |mut v, p| {
-                                if v.last() != Some(p) {
-                                    v.push(p)
-                                }
-                                v
-                            })
-                            .join("_")
+                        named.join("_")
                     );
                     assert!(
                         gpu_tests.contains(&format!("\"{entry}\"")),
