@@ -15,14 +15,16 @@ template <typename T> __device__ __forceinline__ T grid_at(const T *x, u32 n, u3
 // (edge midpoints 1/2 each; cell midpoints: the four corners 1/4 each, or the two ends
 // of the "/" diagonal 1/2 each); Sᵀ adds to each parent the weighted values of its
 // children. Either way a thread writes one node and reads only nodes it does not write.
+// Block (q, c): nodes q·blockDim… of column c (per_item_and_column), so indices within a
+// column are 32-bit.
 template <typename T>
 __device__ void hierarchical_level(T *x, u32 n, u32 s, u64 ld, u32 cols, u32 corners, u32 transpose) {
   const T half = (T)0.5, quarter = (T)0.25;
   u32 m = n / s - 1;  // nodes of spacing s per direction inside the square
-  FOR_EACH(t, (u64)m * m * cols) {
-    u32 c = (u32)(t / ((u64)m * m));
-    u32 p = (u32)(t % ((u64)m * m));
-    u32 a = p % m + 1, b = p / m + 1;
+  for (u32 c = blockIdx.y; c < cols; c += gridDim.y)
+  for (u32 p = blockIdx.x * blockDim.x + threadIdx.x; p < m * m; p += gridDim.x * blockDim.x) {
+    u32 b = p / m, a = p - b * m + 1;
+    b += 1;
     u32 i = a * s, j = b * s;
     T *col = x + (u64)c * ld;
     bool odd_a = a & 1, odd_b = b & 1;
@@ -76,8 +78,12 @@ __device__ void row_update(T *x, u64 ld, u32 cols, const u32 *rows, const u32 *r
   }
 }
 
+// An I slot holding no unknown (device::psc::PADDING_SLOT): the gather writes 0 there and
+// the scatter skips it.
+#define PADDING_SLOT 0xffffffffu
+
 // From `nodal` (Sᵀ b), one block per column: b_C = L_C⁻¹ b[C] (L_C⁻¹ column-major, lower),
-// b_E = b[E] ∘ scale_E, b_I = b[I] ∘ scale_I, then the column divided by its largest
+// b_E = b[E] ∘ scale_E, b_I = b[I] ∘ scale_I (0 in padding slots), then the column divided by its largest
 // magnitude (kept in column_scale; 1 for a zero column). Each thread rescales the
 // entries it wrote itself.
 template <typename T>
@@ -100,7 +106,8 @@ __device__ void psc_gather(const T *nodal, u64 n, const u32 *c_dofs, u32 nc, con
       largest = fmax(largest, fabs(xe[k]));
     }
     for (u32 k = threadIdx.x; k < ni; k += blockDim.x) {
-      xi[k] = col[i_dofs[k]] * scale_i[k];
+      u32 d = i_dofs[k];
+      xi[k] = d == PADDING_SLOT ? (T)0 : col[d] * scale_i[k];
       largest = fmax(largest, fabs(xi[k]));
     }
     T m = (T)block_max((double)largest, shared);
@@ -113,24 +120,31 @@ __device__ void psc_gather(const T *nodal, u64 n, const u32 *c_dofs, u32 nc, con
   }
 }
 
-// The way back, one block per column: nodal[C] = L_C⁻ᵀ x_C, nodal[E] = x_E ∘ scale_E,
-// nodal[I] = x_I ∘ scale_I, each times the column's scale.
+// The way back: nodal[C] = L_C⁻ᵀ x_C, nodal[E] = x_E ∘ scale_E, nodal[I] = x_I ∘ scale_I,
+// each times the column's scale. Block (q, c) (per_item_and_column over |C| + |E| + I
+// slots): entries q·blockDim… of column c in the order C, E, I.
 template <typename T>
 __device__ void psc_scatter(const T *bc, const T *be, const T *bi, const T *column_scale,
                             const u32 *c_dofs, u32 nc, const u32 *e_dofs, u32 ne, const u32 *i_dofs,
                             u32 ni, const T *l_c_inv, const T *scale_e, const T *scale_i, T *nodal,
                             u64 n, u32 cols) {
-  for (u32 c = blockIdx.x; c < cols; c += gridDim.x) {
+  for (u32 c = blockIdx.y; c < cols; c += gridDim.y) {
     T *col = nodal + (u64)c * n;
     const T *xc = bc + (u64)c * nc, *xe = be + (u64)c * ne, *xi = bi + (u64)c * ni;
     T scale = column_scale[c];
-    for (u32 l = threadIdx.x; l < nc; l += blockDim.x) {
-      T s = 0;
-      for (u32 k = l; k < nc; k++) s += l_c_inv[k + (u64)l * nc] * xc[k];
-      col[c_dofs[l]] = s * scale;
+    for (u32 k = blockIdx.x * blockDim.x + threadIdx.x; k < nc + ne + ni; k += gridDim.x * blockDim.x) {
+      if (k < nc) {
+        T s = 0;
+        for (u32 l = k; l < nc; l++) s += l_c_inv[l + (u64)k * nc] * xc[l];
+        col[c_dofs[k]] = s * scale;
+      } else if (k < nc + ne) {
+        u32 e = k - nc;
+        col[e_dofs[e]] = xe[e] * scale_e[e] * scale;
+      } else {
+        u32 i = k - nc - ne, d = i_dofs[i];
+        if (d != PADDING_SLOT) col[d] = xi[i] * scale_i[i] * scale;
+      }
     }
-    for (u32 k = threadIdx.x; k < ne; k += blockDim.x) col[e_dofs[k]] = xe[k] * scale_e[k] * scale;
-    for (u32 k = threadIdx.x; k < ni; k += blockDim.x) col[i_dofs[k]] = xi[k] * scale_i[k] * scale;
   }
 }
 

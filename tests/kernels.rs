@@ -1383,10 +1383,12 @@ fn psc_passes_match_the_matrices<D: PscDevice>(dev: &D) {
             }
         }
     }
-    // A small class layout: C = {0, 5}, E = {1, 2, 7}, I = {3, 4, 6}.
-    let (c_dofs, e_dofs, i_dofs) = (vec![0u32, 5], vec![1u32, 2, 7], vec![3u32, 4, 6]);
+    // A small class layout: C = {0, 5}, E = {1, 2, 7}, I = {3, 4, 6} in four slots, the
+    // second a padding slot.
+    let pad = tensorfem::device::psc::PADDING_SLOT;
+    let (c_dofs, e_dofs, i_dofs) = (vec![0u32, 5], vec![1u32, 2, 7], vec![3u32, pad, 4, 6]);
     let l_c_inv = [2.0, 0.5, 0.0, 4.0]; // column-major, lower triangular
-    let (scale_e, scale_i) = ([1.0, 2.0, 0.5], [3.0, 0.25, 1.0]);
+    let (scale_e, scale_i) = ([1.0, 2.0, 0.5], [3.0, 0.0, 0.25, 1.0]);
     let classes = Classes::upload(
         dev,
         &c_dofs,
@@ -1401,7 +1403,7 @@ fn psc_passes_match_the_matrices<D: PscDevice>(dev: &D) {
     let nodal = values(16, 60);
     let nb = Block::from_f64(dev, &nodal, 8, 2, Precision::F64, Layout::ColMajor).unwrap();
     let part = |rows| Block::zeros(dev, rows, 2, Precision::F64, Layout::ColMajor).unwrap();
-    let (mut bc, mut be, mut bi) = (part(2), part(3), part(3));
+    let (mut bc, mut be, mut bi) = (part(2), part(3), part(4));
     let mut column_scale = Data::zeros(dev, 2, Precision::F64).unwrap();
     dev.psc_gather(&classes, &nb, &mut bc, &mut be, &mut bi, &mut column_scale)
         .unwrap();
@@ -1423,7 +1425,7 @@ fn psc_passes_match_the_matrices<D: PscDevice>(dev: &D) {
         let i: Vec<f64> = i_dofs
             .iter()
             .zip(scale_i)
-            .map(|(&d, s)| v[d as usize] * s)
+            .map(|(&d, s)| if d == pad { 0.0 } else { v[d as usize] * s })
             .collect();
         let max = [c0, c1]
             .iter()
@@ -1436,8 +1438,11 @@ fn psc_passes_match_the_matrices<D: PscDevice>(dev: &D) {
         );
         for t in 0..3 {
             assert!((ge[col * 3 + t] - e[t] / max).abs() < 1e-15);
-            assert!((gi[col * 3 + t] - i[t] / max).abs() < 1e-15);
         }
+        for t in 0..4 {
+            assert!((gi[col * 4 + t] - i[t] / max).abs() < 1e-15);
+        }
+        assert_eq!(gi[col * 4 + 1], 0.0, "a padding slot gathers 0");
     }
     // The scatter applies L⁻ᵀ where the gather applied L⁻¹: with L⁻¹ the identity the two
     // are inverse, giving the nodal values back.
@@ -1448,12 +1453,17 @@ fn psc_passes_match_the_matrices<D: PscDevice>(dev: &D) {
         &i_dofs,
         &[1.0, 0.0, 0.0, 1.0],
         &[1.0; 3],
-        &[1.0; 3],
+        &[1.0, 0.0, 1.0, 1.0],
         Precision::F64,
     )
     .unwrap();
     dev.psc_gather(&identity, &nb, &mut bc, &mut be, &mut bi, &mut column_scale)
         .unwrap();
+    // Whatever a padding slot holds, the scatter writes it nowhere.
+    let mut slots = bi.to_f64(dev).unwrap();
+    slots[1] = 1e3;
+    slots[5] = -1e3;
+    let bi = Block::from_f64(dev, &slots, 4, 2, Precision::F64, Layout::ColMajor).unwrap();
     let mut back = part(8);
     dev.psc_scatter(&identity, &bc, &be, &bi, &column_scale, &mut back)
         .unwrap();

@@ -97,11 +97,32 @@ impl<D: Device> RowUpdate<D> {
     }
 }
 
+/// An I slot that holds no unknown: padding that keeps each macro element's block a
+/// multiple of [`I_SLOT_ALIGN`] long. The gather writes 0 there, the scatter skips it.
+pub const PADDING_SLOT: u32 = u32::MAX;
+
+/// The I blocks of large macro elements are padded to a multiple of this many slots, so
+/// that the C_g⁻¹ GEMM's leading dimensions are 16-byte multiples in f16 (cuBLAS's Tensor
+/// Core kernels need that; with 961 rows it falls back to a kernel 6× slower).
+pub const I_SLOT_ALIGN: usize = 8;
+
+/// Slots for a macro element of `size` interior unknowns: padded to [`I_SLOT_ALIGN`] where
+/// the padding (at most 7 slots) costs at most 1/16 more, so from 112 unknowns on; else
+/// exactly `size`.
+pub fn i_slots(size: usize) -> usize {
+    if size >= 16 * (I_SLOT_ALIGN - 1) {
+        size.next_multiple_of(I_SLOT_ALIGN)
+    } else {
+        size
+    }
+}
+
 /// Where the classes C, E, I sit among the unknowns, and the scaling of the partial
 /// Cholesky factor L = blockdiag(L_C, diag(Ã)^{1/2}) (SPEC §2.2–2.3), in the compute
 /// precision of the solve.
 pub struct Classes<D: Device> {
-    /// Unknown (lexicographic) of each C, E, I entry (I grouped by macro element).
+    /// Unknown (lexicographic) of each C, E, I entry (I grouped by macro element, with
+    /// [`PADDING_SLOT`]s).
     pub c_dofs: D::Buffer<u32>,
     pub e_dofs: D::Buffer<u32>,
     pub i_dofs: D::Buffer<u32>,
@@ -110,12 +131,15 @@ pub struct Classes<D: Device> {
     /// diag(Ã)^{-1/2} on E and on I.
     pub scale_e: Data<D>,
     pub scale_i: Data<D>,
+    /// |C|, |E| and the I slots (padding included).
     pub sizes: (usize, usize, usize),
+    /// The unknowns the classes partition: |C| + |E| + |I|.
+    pub unknowns: usize,
 }
 
 impl<D: Device> Classes<D> {
     /// The classes from the host set-up, their scalings in `precision` (the compute
-    /// precision of the solve).
+    /// precision of the solve). `i_dofs` may hold [`PADDING_SLOT`]s (scale 0).
     #[allow(clippy::too_many_arguments)]
     pub fn upload(
         dev: &D,
@@ -128,9 +152,11 @@ impl<D: Device> Classes<D> {
         precision: Precision,
     ) -> Result<Self> {
         // The scatter writes each unknown once: C, E and I must partition 0..n.
-        let n = c_dofs.len() + e_dofs.len() + i_dofs.len();
+        let padding = i_dofs.iter().filter(|&&d| d == PADDING_SLOT).count();
+        let n = c_dofs.len() + e_dofs.len() + i_dofs.len() - padding;
         let mut seen = vec![false; n];
-        for &d in c_dofs.iter().chain(e_dofs).chain(i_dofs) {
+        let slots = i_dofs.iter().filter(|&&d| d != PADDING_SLOT);
+        for &d in c_dofs.iter().chain(e_dofs).chain(slots) {
             match seen.get_mut(d as usize) {
                 Some(s) if !*s => *s = true,
                 _ => {
@@ -156,6 +182,7 @@ impl<D: Device> Classes<D> {
             scale_e: Data::from_f64(dev, scale_e, precision)?,
             scale_i: Data::from_f64(dev, scale_i, precision)?,
             sizes: (c_dofs.len(), e_dofs.len(), i_dofs.len()),
+            unknowns: n,
         })
     }
 }
@@ -185,7 +212,7 @@ pub(crate) fn check_blocks<D: Device>(
     let k = nodal.cols();
     let p = nodal.precision();
     let shapes_ok = nodal.layout() == Layout::ColMajor
-        && nodal.rows() == nc + ne + ni
+        && nodal.rows() == classes.unknowns
         && parts
             .iter()
             .zip([nc, ne, ni])
@@ -193,7 +220,8 @@ pub(crate) fn check_blocks<D: Device>(
         && column_scale.len() == k;
     if !shapes_ok {
         return Err(Error::Backend(format!(
-            "{op}: blocks do not match |C| = {nc}, |E| = {ne}, |I| = {ni} and {k} columns"
+            "{op}: blocks do not match |C| = {nc}, |E| = {ne}, {ni} I slots, {} unknowns and {k} columns",
+            classes.unknowns
         )));
     }
     if parts.iter().any(|b| b.precision() != p)
@@ -215,8 +243,8 @@ pub trait PscKernels: Device {
         transpose: bool,
     ) -> Result<()>;
 
-    /// From `nodal` (Sᵀ b): b_C = L_C⁻¹ b[C], b_E = b[E] ∘ scale_E, b_I = b[I] ∘ scale_I,
-    /// each column then divided by its largest magnitude (kept in `column_scale`; 1 for a
+    /// From `nodal` (Sᵀ b): b_C = L_C⁻¹ b[C], b_E = b[E] ∘ scale_E, b_I = b[I] ∘ scale_I
+    /// (0 in padding slots), each column then divided by its largest magnitude (kept in `column_scale`; 1 for a
     /// zero column) so low-precision operands stay in range.
     fn psc_gather(
         &self,
@@ -229,7 +257,7 @@ pub trait PscKernels: Device {
     ) -> Result<()>;
 
     /// The way back: nodal[C] = L_C⁻ᵀ x_C, nodal[E] = x_E ∘ scale_E, nodal[I] = x_I ∘
-    /// scale_I, each column times its scale.
+    /// scale_I (padding slots skipped), each column times its scale.
     fn psc_scatter(
         &self,
         classes: &Classes<Self>,

@@ -18,7 +18,7 @@
 //! is allocated by [`LinOp::prepare`]: the apply allocates nothing.
 
 use super::{HierarchicalBasis, PscMethod, PscSetup, Schur};
-use crate::device::psc::Classes;
+use crate::device::psc::{i_slots, Classes, PADDING_SLOT};
 use bytemuck::Pod;
 
 use crate::device::{
@@ -29,12 +29,91 @@ use crate::linalg::{BlockCg, BlockKind, CgParams, Cost, LinOp};
 use crate::precision::{convert_checked, Precision};
 use crate::sparse::{Csr, SparseRows};
 
-/// A group's I rows: `count` macro elements of `size` unknowns from `offset` on.
+/// A group's I slots: `count` macro elements of `size` unknowns, each in `slots` ≥ `size`
+/// slots (padded, [`i_slots`]), from slot `offset` on.
 #[derive(Clone, Copy, Debug)]
 struct GroupLayout {
     offset: usize,
     size: usize,
+    slots: usize,
     count: usize,
+}
+
+/// The I numbering of the device: each macro element's unknowns followed by its padding
+/// slots.
+struct SlotLayout {
+    groups: Vec<GroupLayout>,
+    /// The slot of each I entry of the set-up.
+    slot_of: Vec<usize>,
+    /// Per slot: its unknown and scaling ([`PADDING_SLOT`] and 0 in padding).
+    dofs: Vec<u32>,
+    scale: Vec<f64>,
+}
+
+impl SlotLayout {
+    fn of(parts: &Parts) -> Self {
+        let mut layout = SlotLayout {
+            groups: Vec::new(),
+            slot_of: Vec::with_capacity(parts.i_dofs.len()),
+            dofs: Vec::new(),
+            scale: Vec::new(),
+        };
+        let mut entries = parts.i_dofs.iter().zip(&parts.scale_i);
+        for &(size, count) in &parts.group_sizes {
+            let slots = i_slots(size);
+            layout.groups.push(GroupLayout {
+                offset: layout.dofs.len(),
+                size,
+                slots,
+                count,
+            });
+            for _ in 0..count {
+                for (&dof, &scale) in entries.by_ref().take(size) {
+                    layout.slot_of.push(layout.dofs.len());
+                    layout.dofs.push(dof);
+                    layout.scale.push(scale);
+                }
+                let end = layout.dofs.len() + slots - size;
+                layout.dofs.resize(end, PADDING_SLOT);
+                layout.scale.resize(end, 0.0);
+            }
+        }
+        layout
+    }
+
+    /// A group's C_g⁻¹ (`size`² column-major) in `slots`² with zeros in the padding.
+    fn pad_inverse<S: Pod>(inverse: HostArray<S>, g: &GroupLayout) -> HostArray<S> {
+        if g.slots == g.size {
+            return inverse;
+        }
+        let mut padded = vec![S::zeroed(); g.slots * g.slots];
+        for (to, from) in padded.chunks_mut(g.slots).zip(inverse.chunks(g.size)) {
+            to[..g.size].copy_from_slice(from);
+        }
+        padded.into()
+    }
+
+    /// Dᵀ (rows: the I entries) with its rows moved to their slots, padding rows empty.
+    fn pad_rows<S: Storage>(&self, dt: Csr<S>) -> Result<Csr<S>> {
+        if self.dofs.len() == dt.nrows() {
+            return Ok(dt);
+        }
+        let mut row_ptr = vec![0; self.dofs.len() + 1];
+        for (r, &slot) in self.slot_of.iter().enumerate() {
+            row_ptr[slot + 1] = dt.row_ptr()[r + 1] - dt.row_ptr()[r];
+        }
+        for slot in 0..self.dofs.len() {
+            row_ptr[slot + 1] += row_ptr[slot];
+        }
+        // Slots keep the order of the I entries, so the entries keep theirs.
+        Csr::new(
+            self.dofs.len(),
+            dt.ncols(),
+            row_ptr,
+            dt.col_idx().to_vec(),
+            dt.values().to_vec(),
+        )
+    }
 }
 
 /// What the solve takes from the set-up besides the operators it stores in its precision.
@@ -339,16 +418,8 @@ impl<D: PscDevice> PscOperator<D> {
             dt,
         } = host;
         let compute = S::PRECISION.compute();
-        let mut groups = Vec::new();
-        let mut offset = 0;
-        for &(size, count) in &parts.group_sizes {
-            groups.push(GroupLayout {
-                offset,
-                size,
-                count,
-            });
-            offset += size * count;
-        }
+        let slots = SlotLayout::of(&parts);
+        let dt = slots.pad_rows(dt)?;
         let d = dt.transpose();
         let schur = match schur {
             SchurHost::M1 { pi_inv } => SchurOps::M1 {
@@ -372,19 +443,20 @@ impl<D: PscDevice> PscOperator<D> {
                 dev,
                 &parts.c_dofs,
                 &parts.e_dofs,
-                &parts.i_dofs,
+                &slots.dofs,
                 &parts.l_c_inv,
                 &parts.scale_e,
-                &parts.scale_i,
+                &slots.scale,
                 compute,
             )?,
             schur,
             b: Data::from_owned(dev, b)?,
             c_inv: c_inv
                 .into_iter()
-                .map(|c| Data::from_owned(dev, c))
+                .zip(&slots.groups)
+                .map(|(c, g)| Data::from_owned(dev, SlotLayout::pad_inverse(c, g)))
                 .collect::<Result<_>>()?,
-            groups,
+            groups: slots.groups,
             d_nnz: d.nnz(),
             d: CsrMatrix::upload(dev, &d)?,
             dt: CsrMatrix::upload(dev, &dt)?,
@@ -434,8 +506,8 @@ impl<D: PscDevice> PscOperator<D> {
 
     /// |C|, |E|, |I| and the number of groups of identical macro elements.
     pub fn class_sizes(&self) -> (usize, usize, usize, usize) {
-        let (c, e, i) = self.classes.sizes;
-        (c, e, i, self.groups.len())
+        let (c, e, _) = self.classes.sizes;
+        (c, e, self.n - c - e, self.groups.len())
     }
 
     /// Bytes of the stored operators (what one apply must read at least once).
@@ -526,28 +598,28 @@ impl<D: PscDevice> PscOperator<D> {
 
     /// out = C⁻¹ inp for every group (inp in the storage precision, out in the compute).
     fn apply_c_inv(&self, nrhs: usize, inp: &Block<D>, out: &mut Block<D>) -> Result<()> {
-        let ni = self.classes.sizes.2;
+        let slots = self.classes.sizes.2;
         if let [g] = self.groups[..] {
-            // One group spans all of I: the block is one size × (count·Nrhs) matrix.
+            // One group spans all of I: the block is one slots × (count·Nrhs) matrix.
             let columns = g.count * nrhs;
             return self.dev.gemm(
-                MatRef::col_major(&self.c_inv[0], 0, g.size, g.size, g.size),
-                MatRef::col_major(&inp.data, 0, g.size, columns, g.size),
-                MatMut::col_major(&mut out.data, 0, g.size, columns, g.size),
+                MatRef::col_major(&self.c_inv[0], 0, g.slots, g.slots, g.slots),
+                MatRef::col_major(&inp.data, 0, g.slots, columns, g.slots),
+                MatMut::col_major(&mut out.data, 0, g.slots, columns, g.slots),
             );
         }
         // Several groups: per group, one batched product over the right-hand sides (the
-        // group's I rows of column c start at c·|I| + offset).
+        // group's I slots of column c start at c·(all I slots) + offset).
         for (g, inverse) in self.groups.iter().zip(&self.c_inv) {
             self.dev.gemm_batched(
-                MatRef::col_major(inverse, 0, g.size, g.size, g.size),
-                MatRef::col_major(&inp.data, g.offset, g.size, g.count, g.size),
-                MatMut::col_major(&mut out.data, g.offset, g.size, g.count, g.size),
+                MatRef::col_major(inverse, 0, g.slots, g.slots, g.slots),
+                MatRef::col_major(&inp.data, g.offset, g.slots, g.count, g.slots),
+                MatMut::col_major(&mut out.data, g.offset, g.slots, g.count, g.slots),
                 Batch {
                     count: nrhs,
                     stride_a: 0,
-                    stride_b: ni,
-                    stride_c: ni,
+                    stride_b: slots,
+                    stride_c: slots,
                 },
             )?;
         }

@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use super::{buffer, buffer_mut, Cpu};
 use crate::device::psc::{
     check_blocks, check_transform, CellParents, Classes, GridTransform, HierarchicalTransform,
-    PscKernels, RowUpdate,
+    PscKernels, RowUpdate, PADDING_SLOT,
 };
 use crate::device::{unsupported, Block, Data};
 use crate::error::Result;
@@ -323,7 +323,11 @@ fn gather_column<T: Real + crate::device::Storage>(
         for_chunks(split, out, |start, chunk| {
             let (dofs, scales) = (&dofs[start..], &scales[start..]);
             for ((o, &d), &scale) in chunk.iter_mut().zip(dofs).zip(scales) {
-                *o = col[d as usize] * scale;
+                *o = if d == PADDING_SLOT {
+                    T::zero()
+                } else {
+                    col[d as usize] * scale
+                };
             }
         });
     }
@@ -410,8 +414,10 @@ fn scatter_column<T: Real + crate::device::Storage>(
         let task = |start: usize, x: &[T]| {
             let (dofs, scales) = (&dofs[start..], &scales[start..]);
             for ((&v, &d), &s) in x.iter().zip(dofs).zip(scales) {
-                // SAFETY: as above.
-                unsafe { shared.write(d as usize, v * s * scale) };
+                if d != PADDING_SLOT {
+                    // SAFETY: as above.
+                    unsafe { shared.write(d as usize, v * s * scale) };
+                }
             }
         };
         if split {

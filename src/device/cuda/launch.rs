@@ -77,6 +77,22 @@ pub fn per_column(cols: u32) -> LaunchConfig {
     }
 }
 
+/// Block (q, c) for items q·THREADS… of column c, for kernels with a thread per item of
+/// each column (u32 indices within a column, no 64-bit division); at most about
+/// [`MAX_BLOCKS`] blocks, columns beyond the y limit and items beyond the x extent looping
+/// in the kernel.
+pub fn per_item_and_column(items: u64, cols: u32) -> LaunchConfig {
+    let y = cols.clamp(1, MAX_GRID_Y);
+    let x = items
+        .div_ceil(THREADS as u64)
+        .clamp(1, (MAX_BLOCKS / y as u64).max(1));
+    LaunchConfig {
+        grid_dim: (x as u32, y, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// One block (the final reductions).
 pub fn single_block() -> LaunchConfig {
     LaunchConfig {

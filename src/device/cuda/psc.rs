@@ -1,5 +1,6 @@
 //! PscKernels on CUDA (kernels/psc.cu): the hierarchical-basis transform one level per
-//! launch, and the C/E/I gather and scatter one block per column.
+//! launch, the C/E/I gather one block per column (its column maximum is a block
+//! reduction), and the scatter over blocks of entries and columns.
 
 use super::device::Cuda;
 use super::launch::{self, Arg};
@@ -52,6 +53,12 @@ impl Cuda {
         transpose: bool,
     ) -> Result<()> {
         let (p, cols) = (x.precision(), x.cols());
+        if t.len() > u32::MAX as usize {
+            return Err(crate::error::Error::Backend(format!(
+                "hierarchical_transform: {} unknowns per column exceed the kernel's 32-bit indices",
+                t.len()
+            )));
+        }
         let levels: Vec<usize> = if transpose {
             (1..=t.levels).rev().collect()
         } else {
@@ -62,7 +69,7 @@ impl Cuda {
             let per_column = (t.n / s - 1) * (t.n / s - 1);
             self.launch(
                 &kernel_name("hierarchical_level", &[p]),
-                launch::elementwise((per_column * cols) as u64),
+                launch::per_item_and_column(per_column as u64, cols as u32),
                 &[
                     self.data_ptr(&x.data, 0),
                     Arg::U32(t.n as u32),
@@ -179,9 +186,10 @@ impl PscKernels for Cuda {
             Arg::U64(nodal.rows() as u64),
             Arg::U32(cols as u32),
         ]);
+        let (nc, ne, ni) = classes.sizes;
         self.launch(
             &kernel_name("psc_scatter", &[p]),
-            launch::per_column(cols as u32),
+            launch::per_item_and_column((nc + ne + ni) as u64, cols as u32),
             &args,
         )
     }
