@@ -10,14 +10,17 @@
 #   jobs/gpu-checks.sh [SIZES]      SIZES: "n:n0" pairs for bench psc (default 512:16 256:16)
 #   DEADLINE=360 PARTS="tests profile" jobs/gpu-checks.sh
 #
-# PARTS (default all but profile): tests (the CUDA tests), bench (ceilings and the PSC
-# table), wide (4096 columns at h = 1/512), methods (M1/M2/M3 side by side), profile (the
-# time of every kernel of one f16 M1 apply on 1024 columns, by Nsight Compute).
+# PARTS (default tests bench wide refine): tests (the CUDA tests), bench (ceilings and the
+# Q1 PSC table: every precision, 1, 64 and 1024 columns), wide (4096 columns too), p1 (the
+# table for P1), refine (PSC-IR to 1e-10 around M1 at the first size and around M3 at
+# h = 1/1024), profile (the time of every kernel of one f16 M1 apply on 1024 columns, by
+# Nsight Compute; and of one apply on 1 column), methods (M1/M2/M3 side by side, each set
+# up on the host).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out/gpu-checks}
 deadline=${DEADLINE:-360}
-parts=" ${PARTS:-tests bench wide methods} "
+parts=" ${PARTS:-tests bench wide refine} "
 mkdir -p "$out"
 touch "$out/10-test-gpu.txt"
 work=$(mktemp -d)
@@ -63,45 +66,54 @@ sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-san
   before=$(wc -l < "$out/10-test-gpu.txt" 2>/dev/null || echo 0)
   step "test-$t" 120 "$out/10-test-gpu.txt" bash -c "$tests $b/tests/$t --test-threads=1 ${filter[*]}"
   if tail -n +$((before + 1)) "$out/10-test-gpu.txt" | grep -q ILLEGAL_ADDRESS && [[ -x $sanitizer ]]; then
-    step "sanitize-$t" 90 "$out/15-sanitizer.txt" bash -c \
+    step "sanitize-$t" 90 "$out/10-test-gpu.txt" bash -c \
       "$tests $sanitizer --tool memcheck --print-limit 8 $b/tests/$t --test-threads=1 ${filter[*]}"
   fi
 done
-# bench_psc NAME FILE ARGS…: one `bench psc` on the GPU with the shared operator cache.
+# bench_psc NAME LIMIT FILE ARGS…: one `bench psc` on the GPU with the shared operator
+# cache (lists of --nrhs and --precision give a row each after one set-up).
 bench_psc() {
-  local name=$1 file=$2
-  shift 2
-  step "$name" 90 "$file" env RUST_LOG=info "$b/run" bench psc --backend cuda --cache-dir "$cache" \
-    --json "$@"
+  local name=$1 limit=$2 file=$3
+  shift 3
+  step "$name" "$limit" "$file" env RUST_LOG=info "$b/run" bench psc --backend cuda \
+    --cache-dir "$cache" --json "$@"
 }
 [[ $parts == *" bench "* ]] && step machine 60 "$out/30-machine.txt" "$b/run" bench machine --backend cuda
+# The table: Q1 (and P1 with PARTS+=p1) at every size, every precision, 1 to 1024
+# columns (4096 with `wide`).
+widths=1,64,1024
+[[ $parts == *" wide "* ]] && widths=$widths,4096
 [[ $parts == *" bench "* ]] && for size in ${1:-512:16 256:16}; do
   n=${size%%:*} n0=${size##*:}
-  for p in f16 f32 f64; do
-    for nrhs in 1024 64 1; do
-      bench_psc "psc-$n-$p-$nrhs" "$out/40-bench-psc.txt" --n "$n" --n0 "$n0" --nrhs "$nrhs" \
-        --precision "$p"
-    done
-  done
+  bench_psc "psc-q1-$n" 150 "$out/40-bench-psc.txt" --n "$n" --n0 "$n0" --nrhs "$widths" \
+    --precision f16,f32,f64
+  [[ $parts == *" p1 "* ]] && bench_psc "psc-p1-$n" 120 "$out/40-bench-psc.txt" --element p1 \
+    --n "$n" --n0 "$n0" --nrhs 1,64,1024 --precision f16,f32,f64
 done
+# PSC-IR to 1e-10 around M1 from f16 and f32 (the first size), and around M3 at h = 1/1024
+# (M1's set-up there is the host's |E|³ inversion, minutes).
+first=${1:-512:16}
+first=${first%% *}
+[[ $parts == *" refine "* ]] && bench_psc "psc-ir-${first%%:*}" 90 "$out/50-psc-methods.txt" \
+  --n "${first%%:*}" --n0 "${first##*:}" --nrhs 1,64,1024 --precision f16,f32 --refine \
+  --rtol 1e-10 --runs 1
+[[ $parts == *" refine "* ]] && bench_psc "psc-ir-m3-1024" 120 "$out/50-psc-methods.txt" \
+  --n 1024 --n0 32 --method m3 --nrhs 64 --precision f16,f32 --refine --rtol 1e-10 --runs 1
 # Profile: every kernel of the first M1 applies (cuBLAS's and ours) with its duration, the
 # launches of the ceilings' measurements first (Nsight Compute, clocks as they are).
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-[[ $parts == *" profile "* && -n $ncu ]] && step profile 120 "$out/60-profile.csv" bash -c \
-  "source $b/env.sh; $ncu --clock-control none --metrics gpu__time_duration.sum --launch-count 400 \
-   --csv --print-units base $b/bin/tensorfem bench psc --backend cuda --cache-dir $cache --n 512 \
-   --n0 16 --nrhs 1024 --precision f16 --runs 1"
-# Wide blocks: 4096 columns at h = 1/512 in every precision (chunked where the memory plan
-# says the block does not fit).
-[[ $parts == *" wide "* ]] && for p in f16 f32 f64; do
-  bench_psc "psc-512-$p-4096" "$out/40-bench-psc.txt" --n 512 --n0 16 --nrhs 4096 --precision "$p"
+[[ $parts == *" profile "* && -n $ncu ]] && for nrhs in 1024 1; do
+  step "profile-$nrhs" 90 "$out/60-profile-nrhs$nrhs.csv" bash -c \
+    "source $b/env.sh; $ncu --clock-control none --metrics gpu__time_duration.sum --launch-count 400 \
+     --csv --print-units base $b/bin/tensorfem bench psc --backend cuda --cache-dir $cache --n 512 \
+     --n0 16 --nrhs $nrhs --precision f16 --runs 1"
 done
 # The PSC methods side by side (issue 18): 64 columns to 1e-10, f64 alone and f16 inside
-# PSC-IR.
+# PSC-IR (each method sets up on the host: slow).
 [[ $parts == *" methods "* ]] && for method in m1 m2 m3; do
   for mode in "--precision f64" "--precision f16 --refine"; do
     # shellcheck disable=SC2086
-    bench_psc "methods-512-$method-${mode// /}" "$out/50-psc-methods.txt" --n 512 --n0 16 \
+    bench_psc "methods-512-$method-${mode// /}" 60 "$out/50-psc-methods.txt" --n 512 --n0 16 \
       --nrhs 64 --method "$method" $mode --rtol 1e-10 --runs 1
   done
 done

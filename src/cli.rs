@@ -411,12 +411,14 @@ pub struct PscBenchArgs {
     /// Cells per direction of the coarse mesh (h0 = 1/n0); n = n0·2^j. Flop-optimal: h0 ≈ √h.
     #[arg(long)]
     pub n0: usize,
-    /// Right-hand sides solved together (manufactured, k = 1…8 cycled).
-    #[arg(long, default_value_t = 1)]
-    pub nrhs: usize,
-    /// Working precision of the stored operators.
-    #[arg(long, value_enum, default_value_t = PrecisionArg::F32)]
-    pub precision: PrecisionArg,
+    /// Right-hand sides solved together (manufactured, k = 1…8 cycled); a list such as
+    /// 1,64,1024 gives one row each, after one set-up.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub nrhs: Vec<usize>,
+    /// Working precision of the stored operators; a list such as f16,f32,f64 gives one row
+    /// (per --nrhs) each, after one set-up.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "f32")]
+    pub precision: Vec<PrecisionArg>,
     #[arg(long, value_enum, default_value_t = ElementArg::Q1)]
     pub element: ElementArg,
     /// Load (or fill) the operator cache here instead of timing a fresh set-up.
@@ -448,8 +450,9 @@ pub struct PscBenchArgs {
     /// of the same block side by side (the factorisation reported apart, excluded).
     #[arg(long)]
     pub reference: bool,
-    /// Print one JSON object (keys n, n0, nrhs, precision, setup_seconds, solve_seconds,
-    /// mdofs, gflops, gemm_peak_fraction, relative_residual, l2_error, and more).
+    /// Print one JSON object per row (keys n, n0, nrhs, precision, setup_seconds,
+    /// solve_seconds, mdofs, gflops, gemm_peak_fraction, relative_residual, l2_error, and
+    /// more).
     #[arg(long)]
     pub json: bool,
 }

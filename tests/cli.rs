@@ -738,6 +738,50 @@ fn bench_commands_print_their_json_keys() {
     assert!(p["l2_error"].as_f64().unwrap() < 1e-2, "{p}");
     assert!(p["refine_steps"].is_null(), "no refinement asked: {p}");
 
+    // Lists of precisions and widths: a row each, in that order, after one set-up.
+    let out = run(
+        &[
+            "bench",
+            "psc",
+            "--n",
+            "64",
+            "--n0",
+            "8",
+            "--nrhs",
+            "1,4",
+            "--precision",
+            "f64,f32",
+            "--runs",
+            "1",
+            "--json",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let order: Vec<(String, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["precision"].as_str().unwrap().into(),
+                r["nrhs"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want = [("f64", 1), ("f64", 4), ("f32", 1), ("f32", 4)].map(|(p, k)| (p.into(), k));
+    assert_eq!(order, want);
+    assert!(rows
+        .iter()
+        .all(|r| r["setup_seconds"] == rows[0]["setup_seconds"]));
+    assert!(
+        rows[1]["relative_residual"].as_f64().unwrap() < 1e-10,
+        "{}",
+        rows[1]
+    );
+
     // --refine: f16 M1 inside f64 refinement reaches the f64 tolerance in a few steps.
     let r = psc(&["--precision", "f16", "--refine", "--rtol", "1e-11"]);
     let steps = r["refine_steps"].as_u64().expect("refine_steps");

@@ -167,9 +167,37 @@ struct Ceilings<'a> {
     memory: &'a dyn Fn() -> f64,
 }
 
+/// A GEMM peak and a memory bandwidth as measured (the larger of the measurements).
+#[derive(Clone, Copy)]
+struct Measured {
+    gemm: f64,
+    memory: f64,
+}
+
+impl Ceilings<'_> {
+    fn measure(&self, p: Precision) -> Measured {
+        Measured {
+            gemm: (self.gemm)(p),
+            memory: (self.memory)(),
+        }
+    }
+}
+
+impl PscBenchResult {
+    /// Sets the ceilings and the fractions of them.
+    fn against(&mut self, ceilings: Measured) {
+        self.gemm_peak_gflops = ceilings.gemm;
+        self.gemm_peak_fraction = self.gflops / ceilings.gemm;
+        self.gemm_peak_fraction_counted = self.gflops_counted / ceilings.gemm;
+        self.triad_gbs = ceilings.memory;
+        self.triad_fraction = self.operator_gbs / ceilings.memory;
+    }
+}
+
+/// One row: the fractions of the ceilings are left to [`PscBenchResult::against`].
 fn run<D: PscDevice>(
     dev: D,
-    ceilings: Ceilings<'_>,
+    bandwidth: &'static str,
     params: &PscBenchParams,
     setup: &PscSetup,
     setup_seconds: f64,
@@ -199,10 +227,6 @@ fn run<D: PscDevice>(
                 .copied()
         })
         .collect();
-    // Ceilings are maxima: measured before and after the timed solves, the larger counts
-    // (on a shared machine one measurement may fall into a slow phase).
-    let peak_before = (ceilings.gemm)(params.precision);
-    let triad_before = (ceilings.memory)();
     let operator_bytes_stored = op.operator_bytes();
     let operator_bytes = op.operator_bytes_read(nrhs) as f64;
     let runs = params.runs;
@@ -295,8 +319,6 @@ fn run<D: PscDevice>(
         }
         PscMethod::M2 | PscMethod::M3 => counted_flops,
     };
-    let peak = (ceilings.gemm)(params.precision).max(peak_before);
-    let triad = (ceilings.memory)().max(triad_before);
     // Every apply reads the operators once, and M3 once more per CG iteration.
     let operator_reads = applies + last.cg_iterations as f64;
     let operator_gbs = operator_bytes * operator_reads / best / 1e9;
@@ -320,13 +342,13 @@ fn run<D: PscDevice>(
         mdofs: (n_unknowns * nrhs) as f64 / best / 1e6,
         gflops: formula_flops / best / 1e9,
         gflops_counted: counted_flops / best / 1e9,
-        gemm_peak_gflops: peak,
-        gemm_peak_fraction: formula_flops / best / 1e9 / peak,
-        gemm_peak_fraction_counted: counted_flops / best / 1e9 / peak,
+        gemm_peak_gflops: f64::NAN,
+        gemm_peak_fraction: f64::NAN,
+        gemm_peak_fraction_counted: f64::NAN,
         operator_gbs,
-        bandwidth: ceilings.bandwidth,
-        triad_gbs: triad,
-        triad_fraction: operator_gbs / triad,
+        bandwidth,
+        triad_gbs: f64::NAN,
+        triad_fraction: f64::NAN,
         refine_steps,
         seconds_to_1e6: to_1e6.map(|t| t.1),
         steps_to_1e6: to_1e6.map(|t| t.0),
@@ -371,12 +393,27 @@ fn check_memory(params: &PscBenchParams, levels: usize) -> Result<()> {
     Ok(())
 }
 
-pub fn bench_psc(params: &PscBenchParams) -> Result<PscBenchResult> {
+/// A row per precision and block width (`params`' own two ignored) after one set-up (or
+/// cache load), each handed to `row` as soon as it is measured; the set-up seconds are
+/// reported in every row.
+pub fn bench_psc(
+    params: &PscBenchParams,
+    precisions: &[Precision],
+    widths: &[usize],
+    mut row: impl FnMut(PscBenchResult),
+) -> Result<()> {
     let levels = refinement_levels(params.n, params.n0)?;
-    if params.nrhs == 0 {
-        return Err(Error::InvalidInput("--nrhs must be at least 1".into()));
+    if widths.contains(&0) || widths.is_empty() || precisions.is_empty() {
+        return Err(Error::InvalidInput(
+            "--nrhs and --precision need at least one value, and --nrhs values of at least 1"
+                .into(),
+        ));
     }
-    check_memory(params, levels)?;
+    let widest = PscBenchParams {
+        nrhs: *widths.iter().max().expect("not empty"),
+        ..params.clone()
+    };
+    check_memory(&widest, levels)?;
     // The device first: a missing GPU is said before minutes of set-up.
     let device = cuda_device(params.backend)?;
     let t = Instant::now();
@@ -397,40 +434,81 @@ pub fn bench_psc(params: &PscBenchParams) -> Result<PscBenchResult> {
         ),
     };
     let setup_seconds = t.elapsed().as_secs_f64();
-    match device {
+    match &device {
         None => {
             let ceilings = Ceilings {
                 bandwidth: "triad",
                 gemm: &gemm_gflops,
                 memory: &triad_gbs,
             };
-            run(
-                Cpu::new(),
-                ceilings,
-                params,
-                &setup,
-                setup_seconds,
-                from_cache,
-            )
+            let rows = |p: &PscBenchParams| {
+                run(
+                    Cpu::new(),
+                    ceilings.bandwidth,
+                    p,
+                    &setup,
+                    setup_seconds,
+                    from_cache,
+                )
+            };
+            precision_groups(params, precisions, widths, &ceilings, rows, &mut row)
         }
         Some(dev) => {
-            let gemm = |p| device_gemm_gflops(&dev, p, 8192);
-            let memory = || device_copy_gbs(&dev, 1 << 28);
+            let gemm = |p| device_gemm_gflops(dev, p, 8192);
+            let memory = || device_copy_gbs(dev, 1 << 28);
             let ceilings = Ceilings {
                 bandwidth: "device copy",
                 gemm: &gemm,
                 memory: &memory,
             };
-            run(
-                dev.clone(),
-                ceilings,
-                params,
-                &setup,
-                setup_seconds,
-                from_cache,
-            )
+            let rows = |p: &PscBenchParams| {
+                run(
+                    dev.clone(),
+                    "device copy",
+                    p,
+                    &setup,
+                    setup_seconds,
+                    from_cache,
+                )
+            };
+            precision_groups(params, precisions, widths, &ceilings, rows, &mut row)
         }
     }
+}
+
+/// The rows of each precision, the ceilings measured before and after them: the larger
+/// counts (on a shared machine one measurement may fall into a slow phase).
+fn precision_groups(
+    params: &PscBenchParams,
+    precisions: &[Precision],
+    widths: &[usize],
+    ceilings: &Ceilings<'_>,
+    run: impl Fn(&PscBenchParams) -> Result<PscBenchResult>,
+    row: &mut impl FnMut(PscBenchResult),
+) -> Result<()> {
+    for &precision in precisions {
+        let before = ceilings.measure(precision);
+        let results = widths
+            .iter()
+            .map(|&nrhs| {
+                run(&PscBenchParams {
+                    precision,
+                    nrhs,
+                    ..params.clone()
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let after = ceilings.measure(precision);
+        let measured = Measured {
+            gemm: before.gemm.max(after.gemm),
+            memory: before.memory.max(after.memory),
+        };
+        for mut result in results {
+            result.against(measured);
+            row(result);
+        }
+    }
+    Ok(())
 }
 
 /// Prints one result as a table or one JSON object.
@@ -522,14 +600,15 @@ pub fn print(r: &PscBenchResult, json: bool) {
     }
 }
 
-/// `tensorfem bench psc`: runs and prints.
+/// `tensorfem bench psc`: runs and prints a row per precision and block width.
 pub fn report(a: &PscBenchArgs) -> Result<()> {
-    let result = bench_psc(&PscBenchParams {
+    let precisions: Vec<Precision> = a.precision.iter().map(|p| p.precision()).collect();
+    let params = PscBenchParams {
         element: a.element.element(),
         n: a.n,
         n0: a.n0,
-        nrhs: a.nrhs,
-        precision: a.precision.precision(),
+        nrhs: a.nrhs.first().copied().unwrap_or(1),
+        precision: precisions.first().copied().unwrap_or(Precision::F32),
         method: a.method,
         cg_rtol: a.cg_rtol,
         cache_dir: a.cache_dir.clone(),
@@ -538,7 +617,6 @@ pub fn report(a: &PscBenchArgs) -> Result<()> {
         rtol: a.rtol,
         runs: a.runs as usize,
         reference: a.reference,
-    })?;
-    print(&result, a.json);
-    Ok(())
+    };
+    bench_psc(&params, &precisions, &a.nrhs, |r| print(&r, a.json))
 }
