@@ -98,12 +98,16 @@ pub fn cuda_include_dir() -> Result<PathBuf> {
         })
 }
 
-/// NVRTC's options for `arch` (e.g. "sm_90"): C++17, the include folder, and with `checks`
-/// ptxas's resource report with spills as errors.
+/// NVRTC's options for `arch` (e.g. "sm_90"): C++17, the include folder, no contraction of
+/// a·b + c into one FMA (Rust never contracts, so the element-wise kernels give the CPU
+/// backend's results bit for bit; measured on an H200, `y + a·d·(x − z)` differed in the
+/// last bit with contraction), and with `checks` ptxas's resource report with spills as
+/// errors.
 pub fn options(arch: &str, include: &Path, checks: bool) -> Vec<String> {
     let mut options = vec![
         format!("--gpu-architecture={arch}"),
         "--std=c++17".to_string(),
+        "--fmad=false".to_string(),
         format!("--include-path={}", include.display()),
     ];
     if checks {
@@ -345,6 +349,7 @@ mod tests {
         let o = options("sm_90", Path::new("/inc"), true);
         assert_eq!(o[0], "--gpu-architecture=sm_90");
         assert!(o.contains(&"--include-path=/inc".to_string()));
+        assert!(o.contains(&"--fmad=false".to_string()));
         let xptxas = o.iter().filter(|s| *s == "-Xptxas").count();
         assert_eq!(xptxas, 3);
         assert!(!options("sm_90", Path::new("/inc"), false).contains(&"-Xptxas".to_string()));
