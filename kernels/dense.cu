@@ -2,14 +2,32 @@
 // in its compute precision C (DenseKernels::gemv and ::symv); products of blocks go to
 // cuBLAS.
 
-// y = A x: one pass over A, one thread per row (consecutive threads read consecutive
-// entries of a column), sums in column order.
+// y = A x in two passes, so that a short and wide A (B: |C| × |E|) spreads over the GPU:
+// block (q, s) sums rows q·blockDim… over the `slice` columns of slice s (consecutive
+// threads read consecutive entries of a column) into partial[s·rows + row] in f64, then
+// gemv_reduce adds each row's slices in order. The slices depend on the shape alone: the
+// same sums for any launch.
 template <typename S, typename C>
-__device__ void gemv(const S *a, u64 lda, u32 rows, u32 cols, const C *x, C *y) {
+__device__ void gemv_partial(const S *a, u64 lda, u32 rows, u32 cols, const C *x, double *partial,
+                             u32 slice) {
+  const u32 slices = (cols + slice - 1) / slice;
+  for (u32 s = blockIdx.y; s < slices; s += gridDim.y) {
+    const u32 first = s * slice, end = min(cols, first + slice);
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < rows; i += gridDim.x * blockDim.x) {
+      C sum = 0;
+#pragma unroll 8
+      for (u32 j = first; j < end; j++) sum += (C)widen(a[i + (u64)j * lda]) * x[j];
+      partial[(u64)s * rows + i] = (double)sum;
+    }
+  }
+}
+
+template <typename C>
+__device__ void gemv_reduce(const double *partial, u32 rows, u32 slices, C *y) {
   FOR_EACH(i, (u64)rows) {
-    C sum = 0;
-    for (u32 j = 0; j < cols; j++) sum += (C)widen(a[i + (u64)j * lda]) * x[j];
-    y[i] = sum;
+    double sum = 0;
+    for (u32 s = 0; s < slices; s++) sum += partial[(u64)s * rows + i];
+    y[i] = (C)sum;
   }
 }
 
@@ -49,9 +67,9 @@ __device__ void symv(const S *a, u64 lda, u32 n, const C *x, C *y, u32 vectorize
 }
 
 #define DENSE_ENTRIES(name, S, C)                                                                 \
-  extern "C" __global__ void gemv_##name(const S *a, u64 lda, u32 rows, u32 cols, const C *x,     \
-                                         C *y) {                                                  \
-    gemv<S, C>(a, lda, rows, cols, x, y);                                                         \
+  extern "C" __global__ void gemv_partial_##name(const S *a, u64 lda, u32 rows, u32 cols,         \
+                                                 const C *x, double *partial, u32 slice) {        \
+    gemv_partial<S, C>(a, lda, rows, cols, x, partial, slice);                                    \
   }                                                                                               \
   extern "C" __global__ void symv_##name(const S *a, u64 lda, u32 n, const C *x, C *y,            \
                                          u32 vectorized) {                                        \
@@ -60,3 +78,11 @@ __device__ void symv(const S *a, u64 lda, u32 n, const C *x, C *y, u32 vectorize
 DENSE_ENTRIES(f16_f32, __half, float)
 DENSE_ENTRIES(f32, float, float)
 DENSE_ENTRIES(f64, double, double)
+
+#define GEMV_REDUCE_ENTRY(name, C)                                                                \
+  extern "C" __global__ void gemv_reduce_##name(const double *partial, u32 rows, u32 slices,      \
+                                                C *y) {                                           \
+    gemv_reduce<C>(partial, rows, slices, y);                                                     \
+  }
+GEMV_REDUCE_ENTRY(f32, float)
+GEMV_REDUCE_ENTRY(f64, double)

@@ -260,9 +260,11 @@ fn copies_relayouts_and_column_kernels_match_the_cpu() {
 #[test]
 fn dense_products_match_the_cpu() {
     covers(&[
-        "gemv_f16_f32",
-        "gemv_f32",
-        "gemv_f64",
+        "gemv_partial_f16_f32",
+        "gemv_partial_f32",
+        "gemv_partial_f64",
+        "gemv_reduce_f32",
+        "gemv_reduce_f64",
         "symv_f16_f32",
         "symv_f32",
         "symv_f64",
@@ -305,6 +307,31 @@ fn dense_products_match_the_cpu() {
             }
             run!(&gpu).compare(&run!(&cpu), &format!("{s}→{c} transposed {transposed}"));
         }
+    }
+    // GEMV of a short, wide matrix (B's shape) in column slices: 13 × 300 with ld 16, five
+    // slices of 64 columns, the last one partly filled.
+    let (rows, cols, ld) = (13, 300, 16);
+    let wide = random(11, ld * cols);
+    let x = random(12, cols);
+    for s in [F16, F32, F64] {
+        macro_rules! run {
+            ($dev:expr) => {{
+                let dev = $dev;
+                let mut out = Parts::default();
+                let ad = Data::from_f64(dev, &wide, s).unwrap();
+                let xd = Data::from_f64(dev, &x, s.compute()).unwrap();
+                let mut y = Data::zeros(dev, rows, s.compute()).unwrap();
+                dev.gemv(
+                    MatRef::col_major(&ad, 0, rows, cols, ld),
+                    xd.view(),
+                    y.view_mut(),
+                )
+                .unwrap();
+                out.add_sum("gemv", s.compute(), y.to_f64(dev).unwrap());
+                out
+            }};
+        }
+        run!(&gpu).compare(&run!(&cpu), &format!("wide GEMV {s}"));
     }
     // SYMV: unaligned columns (n = 45), aligned columns with a tail of single values
     // (n = 68 in columns of 72) and aligned columns without one (n = 200).

@@ -1,12 +1,13 @@
 //! DenseKernels on CUDA: block products on cuBLAS (GemmEx: f16 operands on Tensor Cores
-//! with f32 accumulation, f32, f64), the single-right-hand-side product as one pass over the
-//! matrix (kernels/dense.cu), and Gram-Schmidt from the reduction kernels.
+//! with f32 accumulation, f32, f64), the single-right-hand-side products as passes over the
+//! matrix (kernels/dense.cu: GEMV by column slices, SYMV a warp per column), and
+//! Gram-Schmidt from the reduction kernels.
 
 use std::ffi::c_void;
 
 use cudarc::cublas::{result as cublas, sys};
 
-use super::device::Cuda;
+use super::device::{grow, Cuda};
 use super::launch::{self, Arg};
 use super::vector::address;
 use crate::device::{
@@ -47,6 +48,10 @@ fn int(v: usize, what: &str) -> Result<i32> {
     i32::try_from(v)
         .map_err(|_| Error::Backend(format!("GEMM {what} {v} exceeds cuBLAS's 32-bit sizes")))
 }
+
+/// Columns per slice of the two-pass GEMV (kernels/dense.cu): 64 keeps a |C| × |E| matrix
+/// (225 × 14,880) in 233 blocks while the partial sums stay 1/8 of an f64 matrix.
+const GEMV_SLICE: usize = 64;
 
 impl Cuda {
     /// One GEMM (`batch.count` 1) or a strided batch of them on cuBLAS.
@@ -241,18 +246,34 @@ impl DenseKernels for Cuda {
         if rows == 0 {
             return Ok(());
         }
-        self.launch(
-            &kernel_name("gemv", &[s, s.compute()]),
-            launch::elementwise(rows as u64),
-            &[
-                self.data_ptr(a.data, a.offset),
-                Arg::U64(a.col_stride as u64),
-                Arg::U32(rows as u32),
-                Arg::U32(cols as u32),
-                self.data_ptr(x.data, x.offset),
-                self.data_ptr(y.data, y.offset),
-            ],
-        )
+        // Column slices of GEMV_SLICE, their partial sums in the device's reduction scratch.
+        let slices = cols.div_ceil(GEMV_SLICE).max(1);
+        self.with_reduce(|partial| {
+            grow(self, partial, slices * rows)?;
+            self.launch(
+                &kernel_name("gemv_partial", &[s, s.compute()]),
+                launch::per_item_and_column(rows as u64, slices as u32),
+                &[
+                    self.data_ptr(a.data, a.offset),
+                    Arg::U64(a.col_stride as u64),
+                    Arg::U32(rows as u32),
+                    Arg::U32(cols as u32),
+                    self.data_ptr(x.data, x.offset),
+                    self.ptr(partial, 0),
+                    Arg::U32(GEMV_SLICE as u32),
+                ],
+            )?;
+            self.launch(
+                &kernel_name("gemv_reduce", &[s.compute()]),
+                launch::elementwise(rows as u64),
+                &[
+                    self.ptr(partial, 0),
+                    Arg::U32(rows as u32),
+                    Arg::U32(slices as u32),
+                    self.data_ptr(y.data, y.offset),
+                ],
+            )
+        })
     }
 
     /// y = A x for a symmetric A as Aᵀ x: one warp streams each column (kernels/dense.cu),
