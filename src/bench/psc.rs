@@ -69,9 +69,14 @@ pub struct PscBenchResult {
     /// Peak resident memory of the process (Linux VmHWM) after the solves, bytes.
     pub peak_memory_bytes: Option<u64>,
     /// Best and median seconds of one apply on the whole block (with --refine: of the
-    /// whole PSC-IR solve, every step's apply and f64 residual).
+    /// whole PSC-IR solve, every step's apply and f64 residual), the blocks resident on
+    /// the device.
     pub solve_seconds: f64,
     pub solve_seconds_median: f64,
+    /// Best seconds to write the right-hand sides (host f64) into the device block the
+    /// solve takes and read the solution back: host↔device transfers, apart from
+    /// solve_seconds (on the CPU backend a copy and conversion each way).
+    pub transfer_seconds: f64,
     pub mdofs: f64,
     /// M1: GFLOP/s by the formula of docs/mathematics.md §3 (per apply),
     /// (8/4^l + 4·4^l)·N^{3/2} per right-hand side with N = 1/h² and h0 = 2^l √h (Q1);
@@ -157,6 +162,34 @@ fn time_reference(stiffness: &Csr<f64>, rhs: &[f64], runs: usize) -> Result<Refe
     })
 }
 
+/// Best seconds (of 3) to write the host block `rhs` (f64) into a device block of
+/// `precision` and read it back as f64: what a solve on host data adds to the
+/// device-resident time (on the CPU backend a copy and conversion each way).
+fn time_transfers<D: PscDevice>(
+    dev: &D,
+    rhs: &[f64],
+    rows: usize,
+    cols: usize,
+    precision: Precision,
+) -> Result<f64> {
+    let mut block = Block::zeros(dev, rows, cols, precision, Layout::ColMajor)?;
+    let mut failure = None;
+    let (best, _) = time_runs(3, 0.0, || {
+        let moved = block
+            .data
+            .write_f64(dev, rhs)
+            .and_then(|()| block.to_f64(dev))
+            .and_then(|back| dev.synchronize().map(|()| back));
+        if let Err(e) = moved {
+            failure = Some(e);
+        }
+    });
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(best),
+    }
+}
+
 /// Distinct wave numbers in the block (columns cycle through them).
 const DISTINCT_K: u32 = 8;
 
@@ -235,6 +268,11 @@ fn run<D: PscDevice>(
     // and 1e-10.
     let mut last = crate::psc::ApplyCounts::default();
     let (mut to_1e6, mut to_1e10) = (None, None);
+    // The block as the solve takes it: the operator's compute precision, or f64 in PSC-IR.
+    let input_precision = match params.refine {
+        Some(_) => Precision::F64,
+        None => op.input().precision,
+    };
     let (best, median, x64, applies, residual_flops, refine_steps) = match params.refine {
         None => {
             let kind = op.input();
@@ -265,27 +303,44 @@ fn run<D: PscDevice>(
                 max_iterations: 50,
             };
             let mut ir = PscIr::new(&dev, op, &setup.stiffness, nrhs, params.max_iterations)?;
-            let mut x = vec![0.0; rhs.len()];
+            // Device-resident like the single apply: the blocks' transfers are timed apart.
+            let f64_block =
+                || Block::zeros(&dev, n_unknowns, nrhs, Precision::F64, Layout::ColMajor);
+            let (mut b, mut x) = (f64_block()?, f64_block()?);
+            b.data.write_f64(&dev, &rhs)?;
             let mut steps = 0;
             let (best, median) = time_runs(runs, 2.0, || {
-                x.fill(0.0);
                 ir.operator_mut().take_counts();
-                match dev.run(|| ir.solve(&rhs, &mut x, params)) {
+                let solved = dev.run(|| {
+                    dev.fill(x.data.view_mut(), 0.0)?;
+                    let info = ir.solve_blocks(&b, &mut x, params)?.clone();
+                    dev.synchronize()?;
+                    Ok::<_, Error>(info)
+                });
+                match solved {
                     Ok(info) => {
                         steps = info.steps();
                         to_1e6 = info.time_to(1e-6);
                         to_1e10 = info.time_to(1e-10);
                     }
-                    Err(e) => failure = Some(e.into()),
+                    Err(e) => failure = Some(e),
                 }
                 last = ir.operator_mut().take_counts();
             });
             // Each step: one apply and one f64 residual (2 nnz per column).
             let applies = (steps + 1) as f64;
             let residuals = 2.0 * setup.stiffness.nnz() as f64 * nrhs as f64 * applies;
-            (best, median, x, applies, residuals, Some(steps))
+            (
+                best,
+                median,
+                x.to_f64(&dev)?,
+                applies,
+                residuals,
+                Some(steps),
+            )
         }
     };
+    let transfer_seconds = time_transfers(&dev, &rhs, n_unknowns, nrhs, input_precision)?;
     if let Some(e) = failure {
         return Err(e);
     }
@@ -339,6 +394,7 @@ fn run<D: PscDevice>(
         peak_memory_bytes: crate::sys::peak_memory(),
         solve_seconds: best,
         solve_seconds_median: median,
+        transfer_seconds,
         mdofs: (n_unknowns * nrhs) as f64 / best / 1e6,
         gflops: formula_flops / best / 1e9,
         gflops_counted: counted_flops / best / 1e9,
@@ -546,8 +602,12 @@ pub fn print(r: &PscBenchResult, json: bool) {
         None => String::new(),
     };
     println!(
-        "  solve             {:.4} s best, {:.4} s median{what}",
+        "  solve             {:.4} s best, {:.4} s median{what}, data on the device",
         r.solve_seconds, r.solve_seconds_median
+    );
+    println!(
+        "  transfers         {:.3e} s to write the block and read the solution back",
+        r.transfer_seconds
     );
     for (target, seconds, steps) in [
         ("1e-6", r.seconds_to_1e6, r.steps_to_1e6),
