@@ -82,41 +82,59 @@ __device__ void row_update(T *x, u64 ld, u32 cols, const u32 *rows, const u32 *r
 // the scatter skips it.
 #define PADDING_SLOT 0xffffffffu
 
-// From `nodal` (Sᵀ b), one block per column: b_C = L_C⁻¹ b[C] (L_C⁻¹ column-major, lower),
-// b_E = b[E] ∘ scale_E, b_I = b[I] ∘ scale_I (0 in padding slots), then the column divided by its largest
-// magnitude (kept in column_scale; 1 for a zero column). Each thread rescales the
-// entries it wrote itself.
+// From `nodal` (Sᵀ b): b_C = L_C⁻¹ b[C] (L_C⁻¹ column-major, lower), b_E = b[E] ∘ scale_E,
+// b_I = b[I] ∘ scale_I (0 in padding slots), each column then divided by its largest
+// magnitude (kept in column_scale; 1 for a zero column). Two launches over blocks of
+// (entries, column), entries in the order C, E, I: psc_gather writes the values and each
+// block's largest magnitude in partial[c·gridDim.x + block], psc_gather_scale takes each
+// column's maximum of those (exact in any order) and divides.
+template <typename T>
+__device__ T *class_entry(T *bc, T *be, T *bi, u32 nc, u32 ne, u32 k) {
+  return k < nc ? bc + k : k < nc + ne ? be + (k - nc) : bi + (k - nc - ne);
+}
+
 template <typename T>
 __device__ void psc_gather(const T *nodal, u64 n, const u32 *c_dofs, u32 nc, const u32 *e_dofs,
                            u32 ne, const u32 *i_dofs, u32 ni, const T *l_c_inv, const T *scale_e,
-                           const T *scale_i, T *bc, T *be, T *bi, T *column_scale, u32 cols) {
+                           const T *scale_i, T *bc, T *be, T *bi, double *partial, u32 cols) {
   __shared__ double shared[REDUCE_THREADS];
-  for (u32 c = blockIdx.x; c < cols; c += gridDim.x) {
+  for (u32 c = blockIdx.y; c < cols; c += gridDim.y) {
     const T *col = nodal + (u64)c * n;
     T *xc = bc + (u64)c * nc, *xe = be + (u64)c * ne, *xi = bi + (u64)c * ni;
-    T largest = 0;
-    for (u32 k = threadIdx.x; k < nc; k += blockDim.x) {
-      T s = 0;
-      for (u32 l = 0; l <= k; l++) s += l_c_inv[k + (u64)l * nc] * col[c_dofs[l]];
-      xc[k] = s;
-      largest = fmax(largest, fabs(s));
+    double largest = 0;
+    for (u32 k = blockIdx.x * blockDim.x + threadIdx.x; k < nc + ne + ni; k += gridDim.x * blockDim.x) {
+      T v;
+      if (k < nc) {
+        v = 0;
+        for (u32 l = 0; l <= k; l++) v += l_c_inv[k + (u64)l * nc] * col[c_dofs[l]];
+      } else if (k < nc + ne) {
+        v = col[e_dofs[k - nc]] * scale_e[k - nc];
+      } else {
+        u32 i = k - nc - ne, d = i_dofs[i];
+        v = d == PADDING_SLOT ? (T)0 : col[d] * scale_i[i];
+      }
+      *class_entry(xc, xe, xi, nc, ne, k) = v;
+      largest = fmax(largest, (double)fabs(v));
     }
-    for (u32 k = threadIdx.x; k < ne; k += blockDim.x) {
-      xe[k] = col[e_dofs[k]] * scale_e[k];
-      largest = fmax(largest, fabs(xe[k]));
-    }
-    for (u32 k = threadIdx.x; k < ni; k += blockDim.x) {
-      u32 d = i_dofs[k];
-      xi[k] = d == PADDING_SLOT ? (T)0 : col[d] * scale_i[k];
-      largest = fmax(largest, fabs(xi[k]));
-    }
-    T m = (T)block_max((double)largest, shared);
+    double m = block_max(largest, shared);
+    if (threadIdx.x == 0) partial[(u64)c * gridDim.x + blockIdx.x] = m;
+  }
+}
+
+template <typename T>
+__device__ void psc_gather_scale(T *bc, T *be, T *bi, u32 nc, u32 ne, u32 ni, const double *partial,
+                                 u32 parts, T *column_scale, u32 cols) {
+  __shared__ double shared[REDUCE_THREADS];
+  for (u32 c = blockIdx.y; c < cols; c += gridDim.y) {
+    T *xc = bc + (u64)c * nc, *xe = be + (u64)c * ne, *xi = bi + (u64)c * ni;
+    double largest = 0;
+    for (u32 t = threadIdx.x; t < parts; t += blockDim.x) largest = fmax(largest, partial[(u64)c * parts + t]);
+    T m = (T)block_max(largest, shared);
     T scale = m > (T)0 ? m : (T)1;
     T inverse = (T)1 / scale;
-    if (threadIdx.x == 0) column_scale[c] = scale;
-    for (u32 k = threadIdx.x; k < nc; k += blockDim.x) xc[k] *= inverse;
-    for (u32 k = threadIdx.x; k < ne; k += blockDim.x) xe[k] *= inverse;
-    for (u32 k = threadIdx.x; k < ni; k += blockDim.x) xi[k] *= inverse;
+    if (blockIdx.x == 0 && threadIdx.x == 0) column_scale[c] = scale;
+    for (u32 k = blockIdx.x * blockDim.x + threadIdx.x; k < nc + ne + ni; k += gridDim.x * blockDim.x)
+      *class_entry(xc, xe, xi, nc, ne, k) *= inverse;
   }
 }
 
@@ -161,9 +179,14 @@ __device__ void psc_scatter(const T *bc, const T *be, const T *bi, const T *colu
   extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) psc_gather_##name(                 \
       const T *nodal, u64 n, const u32 *c_dofs, u32 nc, const u32 *e_dofs, u32 ne,                \
       const u32 *i_dofs, u32 ni, const T *l_c_inv, const T *scale_e, const T *scale_i, T *bc,     \
-      T *be, T *bi, T *column_scale, u32 cols) {                                                  \
+      T *be, T *bi, double *partial, u32 cols) {                                                  \
     psc_gather<T>(nodal, n, c_dofs, nc, e_dofs, ne, i_dofs, ni, l_c_inv, scale_e, scale_i, bc,    \
-                  be, bi, column_scale, cols);                                                    \
+                  be, bi, partial, cols);                                                         \
+  }                                                                                               \
+  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) psc_gather_scale_##name(           \
+      T *bc, T *be, T *bi, u32 nc, u32 ne, u32 ni, const double *partial, u32 parts,              \
+      T *column_scale, u32 cols) {                                                                \
+    psc_gather_scale<T>(bc, be, bi, nc, ne, ni, partial, parts, column_scale, cols);              \
   }                                                                                               \
   extern "C" __global__ void psc_scatter_##name(                                                  \
       const T *bc, const T *be, const T *bi, const T *column_scale, const u32 *c_dofs, u32 nc,    \

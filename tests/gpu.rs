@@ -474,7 +474,9 @@ fn psc_passes_match_the_cpu() {
         "row_update_f32",
         "row_update_f64",
         "psc_gather_f32",
+        "psc_gather_scale_f32",
         "psc_gather_f64",
+        "psc_gather_scale_f64",
         "psc_scatter_f32",
         "psc_scatter_f64",
     ]);

@@ -141,6 +141,7 @@ const SIGNATURES: &[(&str, &str)] = &[
     ("hierarchical_level", "piiliii"),
     ("row_update", "plippppi"),
     ("psc_gather", "plpipipipppppppi"),
+    ("psc_gather_scale", "pppiiipipi"),
     ("psc_scatter", "pppppipipippppli"),
 ];
 

@@ -1,8 +1,8 @@
 //! PscKernels on CUDA (kernels/psc.cu): the hierarchical-basis transform one level per
-//! launch, the C/E/I gather one block per column (its column maximum is a block
-//! reduction), and the scatter over blocks of entries and columns.
+//! launch, and the C/E/I gather (two launches: values with each block's maximum, then the
+//! scaling by each column's) and scatter over blocks of entries and columns.
 
-use super::device::Cuda;
+use super::device::{grow, Cuda};
 use super::launch::{self, Arg};
 use crate::device::psc::{
     check_blocks, check_transform, CellParents, Classes, GridTransform, HierarchicalTransform,
@@ -144,20 +144,39 @@ impl PscKernels for Cuda {
         if cols == 0 {
             return Ok(());
         }
-        let mut args = vec![self.data_ptr(&nodal.data, 0), Arg::U64(nodal.rows() as u64)];
-        args.extend(self.class_args(classes));
-        args.extend([
+        let (nc, ne, ni) = classes.sizes;
+        let config = launch::per_item_and_column((nc + ne + ni) as u64, cols as u32);
+        let parts = config.grid_dim.0;
+        let (bc, be, bi) = (
             self.data_ptr(&bc.data, 0),
             self.data_ptr(&be.data, 0),
             self.data_ptr(&bi.data, 0),
-            self.data_ptr(column_scale, 0),
-            Arg::U32(cols as u32),
-        ]);
-        self.launch(
-            &kernel_name("psc_gather", &[p]),
-            launch::per_column(cols as u32),
-            &args,
-        )
+        );
+        // Each block's largest magnitude in the reduction scratch, then per column the
+        // maximum of its blocks'.
+        self.with_reduce(|partial| {
+            grow(self, partial, parts as usize * cols)?;
+            let mut args = vec![self.data_ptr(&nodal.data, 0), Arg::U64(nodal.rows() as u64)];
+            args.extend(self.class_args(classes));
+            args.extend([bc, be, bi, self.ptr(partial, 0), Arg::U32(cols as u32)]);
+            self.launch(&kernel_name("psc_gather", &[p]), config, &args)?;
+            self.launch(
+                &kernel_name("psc_gather_scale", &[p]),
+                config,
+                &[
+                    bc,
+                    be,
+                    bi,
+                    Arg::U32(nc as u32),
+                    Arg::U32(ne as u32),
+                    Arg::U32(ni as u32),
+                    self.ptr(partial, 0),
+                    Arg::U32(parts),
+                    self.data_ptr(column_scale, 0),
+                    Arg::U32(cols as u32),
+                ],
+            )
+        })
     }
 
     fn psc_scatter(
