@@ -10,56 +10,58 @@ template <typename T> __device__ __forceinline__ T grid_at(const T *x, u32 n, u3
   return (i == 0 || j == 0 || i >= n || j >= n) ? (T)0 : AT(x, i, j);
 }
 
-// One level of the hierarchical-basis transform S (or Sᵀ with `transpose`), nodes of
-// spacing s: S adds to each node new on the level the weighted values of its parents
-// (edge midpoints 1/2 each; cell midpoints: the four corners 1/4 each, or the two ends
-// of the "/" diagonal 1/2 each); Sᵀ adds to each parent the weighted values of its
-// children. Either way a thread writes one node and reads only nodes it does not write.
-// Block (q, c): nodes q·blockDim… of column c (per_item_and_column), so indices within a
-// column are 32-bit.
+// One level of the hierarchical-basis transform S, nodes of spacing s: every node new on
+// the level gets the weighted values of its parents (edge midpoints 1/2 each; cell
+// midpoints the four corners 1/4 each, or the two ends of the "/" diagonal 1/2 each). A
+// thread per cell of the coarse grid (spacing 2s; block (q, c): cells q·blockDim… of column
+// c, a row of cells after another) sets the cell's new nodes: its centre, the midpoint of
+// its lower edge and of its left edge (those two unless on the boundary). Threads read
+// only old nodes, write only their own new ones, and do the same work (no branch on the
+// node's kind).
 template <typename T>
-__device__ void hierarchical_level(T *x, u32 n, u32 s, u64 ld, u32 cols, u32 corners, u32 transpose) {
+__device__ void hierarchical_forward(T *x, u32 n, u32 s, u64 ld, u32 cols, u32 corners) {
   const T half = (T)0.5, quarter = (T)0.25;
-  u32 m = n / s - 1;  // nodes of spacing s per direction inside the square
+  const u32 cells = n / (2 * s);
+  for (u32 c = blockIdx.y; c < cols; c += gridDim.y)
+  for (u32 p = blockIdx.x * blockDim.x + threadIdx.x; p < cells * cells; p += gridDim.x * blockDim.x) {
+    T *col = x + (u64)c * ld;
+    const u32 b = p / cells, a = p - b * cells;
+    const u32 i0 = 2 * a * s, j0 = 2 * b * s, i1 = i0 + s, j1 = j0 + s, i2 = i0 + 2 * s, j2 = j0 + 2 * s;
+    const T ll = grid_at(col, n, i0, j0), lr = grid_at(col, n, i2, j0);
+    const T ul = grid_at(col, n, i0, j2), ur = grid_at(col, n, i2, j2);
+    AT(col, i1, j1) += corners ? quarter * (((ll + lr) + ul) + ur) : half * (ll + ur);
+    if (j0 > 0) AT(col, i1, j0) += half * (ll + lr);
+    if (i0 > 0) AT(col, i0, j1) += half * (ll + ul);
+  }
+}
+
+// One level of Sᵀ: every interior node old on the level (spacing 2s) adds the weighted
+// values of its children (the transposed weights of S). A thread per old node (block
+// (q, c) as above); it writes that node and reads only new ones.
+template <typename T>
+__device__ void hierarchical_transpose(T *x, u32 n, u32 s, u64 ld, u32 cols, u32 corners) {
+  const T half = (T)0.5, quarter = (T)0.25;
+  const u32 m = n / (2 * s) - 1;  // interior old nodes per direction
   for (u32 c = blockIdx.y; c < cols; c += gridDim.y)
   for (u32 p = blockIdx.x * blockDim.x + threadIdx.x; p < m * m; p += gridDim.x * blockDim.x) {
-    u32 b = p / m, a = p - b * m + 1;
-    b += 1;
-    u32 i = a * s, j = b * s;
     T *col = x + (u64)c * ld;
-    bool odd_a = a & 1, odd_b = b & 1;
-    if (!transpose) {
-      if (!odd_a && !odd_b) continue;  // an old node
-      T v;
-      if (odd_a && !odd_b) {
-        v = half * (grid_at(col, n, i - s, j) + grid_at(col, n, i + s, j));
-      } else if (!odd_a && odd_b) {
-        v = half * (grid_at(col, n, i, j - s) + grid_at(col, n, i, j + s));
-      } else if (corners) {
-        v = quarter * (((grid_at(col, n, i - s, j - s) + grid_at(col, n, i + s, j - s)) + grid_at(col, n, i - s, j + s)) +
-                       grid_at(col, n, i + s, j + s));
-      } else {
-        v = half * (grid_at(col, n, i - s, j - s) + grid_at(col, n, i + s, j + s));
-      }
-      AT(col, i, j) += v;
+    const u32 b = p / m, a = p - b * m;
+    const u32 i = 2 * s * (a + 1), j = 2 * s * (b + 1);
+    T y = AT(col, i, j);
+    y += half * grid_at(col, n, i - s, j);
+    y += half * grid_at(col, n, i + s, j);
+    y += half * grid_at(col, n, i, j - s);
+    y += half * grid_at(col, n, i, j + s);
+    if (corners) {
+      y += quarter * grid_at(col, n, i - s, j - s);
+      y += quarter * grid_at(col, n, i + s, j - s);
+      y += quarter * grid_at(col, n, i - s, j + s);
+      y += quarter * grid_at(col, n, i + s, j + s);
     } else {
-      if (odd_a || odd_b) continue;  // a child: unchanged on this level
-      T y = AT(col, i, j);
-      y += half * grid_at(col, n, i - s, j);
-      y += half * grid_at(col, n, i + s, j);
-      y += half * grid_at(col, n, i, j - s);
-      y += half * grid_at(col, n, i, j + s);
-      if (corners) {
-        y += quarter * grid_at(col, n, i - s, j - s);
-        y += quarter * grid_at(col, n, i + s, j - s);
-        y += quarter * grid_at(col, n, i - s, j + s);
-        y += quarter * grid_at(col, n, i + s, j + s);
-      } else {
-        y += half * grid_at(col, n, i - s, j - s);
-        y += half * grid_at(col, n, i + s, j + s);
-      }
-      AT(col, i, j) = y;
+      y += half * grid_at(col, n, i - s, j - s);
+      y += half * grid_at(col, n, i + s, j + s);
     }
+    AT(col, i, j) = y;
   }
 }
 
@@ -167,9 +169,13 @@ __device__ void psc_scatter(const T *bc, const T *be, const T *bi, const T *colu
 }
 
 #define PSC_ENTRIES(name, T)                                                                      \
-  extern "C" __global__ void hierarchical_level_##name(T *x, u32 n, u32 s, u64 ld, u32 cols,      \
-                                                       u32 corners, u32 transpose) {              \
-    hierarchical_level<T>(x, n, s, ld, cols, corners, transpose);                                 \
+  extern "C" __global__ void hierarchical_forward_##name(T *x, u32 n, u32 s, u64 ld, u32 cols,    \
+                                                         u32 corners) {                           \
+    hierarchical_forward<T>(x, n, s, ld, cols, corners);                                          \
+  }                                                                                               \
+  extern "C" __global__ void hierarchical_transpose_##name(T *x, u32 n, u32 s, u64 ld, u32 cols,  \
+                                                           u32 corners) {                         \
+    hierarchical_transpose<T>(x, n, s, ld, cols, corners);                                        \
   }                                                                                               \
   extern "C" __global__ void row_update_##name(T *x, u64 ld, u32 cols, const u32 *rows,           \
                                                const u32 *row_ptr, const u32 *col_idx,            \

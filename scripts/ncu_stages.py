@@ -16,7 +16,7 @@ import sys
 STAGES = [
     ("dense products (cuBLAS)", ("nvjet", "cutlass", "cublas", "gemm", "sm90_xmma", "splitK")),
     ("sparse products (D, Dᵀ)", ("csr_",)),
-    ("hierarchical transforms", ("hierarchical_level", "row_update")),
+    ("hierarchical transforms", ("hierarchical_", "row_update")),
     ("C/E/I gather and scatter", ("psc_gather", "psc_scatter")),
     ("vector passes", ("convert", "axpby", "column_", "stats_reduce", "scale", "relayout", "fill")),
 ]
@@ -40,7 +40,7 @@ def launches(path):
 def last_apply(seq):
     applies, start = [], None
     for i, (kernel, _) in enumerate(seq):
-        if start is None and kernel.startswith(("hierarchical_level", "row_update")):
+        if start is None and kernel.startswith(("hierarchical_", "row_update")):
             start = i
         elif start is not None and kernel == "stats_reduce":
             applies.append(seq[start : i + 1])

@@ -469,8 +469,10 @@ fn sparse_products_match_the_cpu() {
 #[test]
 fn psc_passes_match_the_cpu() {
     covers(&[
-        "hierarchical_level_f32",
-        "hierarchical_level_f64",
+        "hierarchical_forward_f32",
+        "hierarchical_forward_f64",
+        "hierarchical_transpose_f32",
+        "hierarchical_transpose_f64",
         "row_update_f32",
         "row_update_f64",
         "psc_gather_f32",

@@ -64,20 +64,36 @@ impl Cuda {
         } else {
             (1..=t.levels).collect()
         };
+        let (op, corners) = (
+            if transpose {
+                "hierarchical_transpose"
+            } else {
+                "hierarchical_forward"
+            },
+            u32::from(t.cell_parents == CellParents::Corners),
+        );
         for k in levels {
             let s = 1usize << (t.levels - k);
-            let per_column = (t.n / s - 1) * (t.n / s - 1);
+            // A thread per coarse cell (S) or per interior old node (Sᵀ).
+            let cells = t.n / (2 * s);
+            let threads = if transpose {
+                (cells - 1) * (cells - 1)
+            } else {
+                cells * cells
+            };
+            if threads == 0 {
+                continue;
+            }
             self.launch(
-                &kernel_name("hierarchical_level", &[p]),
-                launch::per_item_and_column(per_column as u64, cols as u32),
+                &kernel_name(op, &[p]),
+                launch::per_item_and_column(threads as u64, cols as u32),
                 &[
                     self.data_ptr(&x.data, 0),
                     Arg::U32(t.n as u32),
                     Arg::U32(s as u32),
                     Arg::U64(t.len() as u64),
                     Arg::U32(cols as u32),
-                    Arg::U32(u32::from(t.cell_parents == CellParents::Corners)),
-                    Arg::U32(u32::from(transpose)),
+                    Arg::U32(corners),
                 ],
             )?;
         }
