@@ -1,13 +1,16 @@
 // CSR products on column-major blocks (SparseKernels): PSC's D and Dᵀ (values in the
 // storage precision S, blocks in its compute precision C) and the f64 stiffness matrix of
-// PSC-IR. One thread per (row, column); each row's sum runs in index order.
+// PSC-IR. One thread per (row, column), block (q, c) for rows q·blockDim… of column c
+// (32-bit row indices, no 64-bit division); each row's sum runs in index order.
+
+#define FOR_ROWS_AND_COLUMNS(row, c, nrows, cols)                                                 \
+  for (u32 c = blockIdx.y; c < (cols); c += gridDim.y)                                            \
+    for (u32 row = blockIdx.x * blockDim.x + threadIdx.x; row < (nrows); row += gridDim.x * blockDim.x)
 
 template <typename S, typename C>
 __device__ void csr_spmm(u64 nrows, const u64 *row_ptr, const u32 *col_idx, const S *values,
                          const C *x, u64 x_rows, C *y, u32 cols) {
-  FOR_EACH(t, nrows * (u64)cols) {
-    u64 row = t % nrows;
-    u32 c = (u32)(t / nrows);
+  FOR_ROWS_AND_COLUMNS(row, c, nrows, cols) {
     const C *xc = x + (u64)c * x_rows;
     C sum = 0;
     for (u64 k = row_ptr[row]; k < row_ptr[row + 1]; k++) sum += (C)widen(values[k]) * xc[col_idx[k]];
@@ -18,9 +21,8 @@ __device__ void csr_spmm(u64 nrows, const u64 *row_ptr, const u32 *col_idx, cons
 // r = b − A x (f64).
 __device__ void csr_residual(u64 n, const u64 *row_ptr, const u32 *col_idx, const double *values,
                              const double *b, const double *x, double *r, u32 cols) {
-  FOR_EACH(t, n * (u64)cols) {
-    u64 row = t % n;
-    u64 base = (t / n) * n;
+  FOR_ROWS_AND_COLUMNS(row, c, n, cols) {
+    u64 base = (u64)c * n;
     double ax = 0.0;
     for (u64 k = row_ptr[row]; k < row_ptr[row + 1]; k++) ax += values[k] * x[base + col_idx[k]];
     r[base + row] = b[base + row] - ax;
@@ -32,9 +34,7 @@ template <typename T>
 __device__ void csr_refine_update(u64 n, const u64 *row_ptr, const u32 *col_idx,
                                   const double *values, const T *corr, const double *alpha,
                                   double *x, double *r, u32 cols) {
-  FOR_EACH(t, n * (u64)cols) {
-    u64 row = t % n;
-    u32 c = (u32)(t / n);
+  FOR_ROWS_AND_COLUMNS(row, c, n, cols) {
     u64 base = (u64)c * n;
     double ac = 0.0;
     for (u64 k = row_ptr[row]; k < row_ptr[row + 1]; k++)

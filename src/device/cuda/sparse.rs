@@ -8,6 +8,7 @@ use crate::device::{
 };
 use crate::error::{Error, Result};
 use crate::precision::Precision;
+use cudarc::driver::LaunchConfig;
 
 fn check_f64(what: &str, blocks: &[&Block<Cuda>], a: &CsrMatrix<Cuda>) -> Result<()> {
     if a.values.precision() != Precision::F64
@@ -20,14 +21,25 @@ fn check_f64(what: &str, blocks: &[&Block<Cuda>], a: &CsrMatrix<Cuda>) -> Result
 
 impl Cuda {
     /// The matrix's three arrays as kernel arguments: rows, row pointers, column indices,
-    /// values.
-    fn csr_args(&self, a: &CsrMatrix<Cuda>) -> [Arg; 4] {
-        [
+    /// values; the kernels index rows in 32 bits.
+    fn csr_args(&self, a: &CsrMatrix<Cuda>) -> Result<[Arg; 4]> {
+        if a.nrows > u32::MAX as usize {
+            return Err(Error::Backend(format!(
+                "CSR products: {} rows exceed the kernels' 32-bit row indices",
+                a.nrows
+            )));
+        }
+        Ok([
             Arg::U64(a.nrows as u64),
             self.ptr(&a.row_ptr, 0),
             self.ptr(&a.col_idx, 0),
             self.data_ptr(&a.values, 0),
-        ]
+        ])
+    }
+
+    /// A thread per (row, column), block (q, c) for rows q·THREADS… of column c.
+    fn per_row_and_column(a: &CsrMatrix<Cuda>, k: usize) -> LaunchConfig {
+        launch::per_item_and_column(a.nrows as u64, k as u32)
     }
 }
 
@@ -43,10 +55,10 @@ impl SparseKernels for Cuda {
         if a.nrows == 0 || k == 0 {
             return Ok(());
         }
-        let [rows, row_ptr, col_idx, values] = self.csr_args(a);
+        let [rows, row_ptr, col_idx, values] = self.csr_args(a)?;
         self.launch(
             &kernel_name("csr_spmm", &[sp, xp]),
-            launch::elementwise((a.nrows * k) as u64),
+            Self::per_row_and_column(a, k),
             &[
                 rows,
                 row_ptr,
@@ -73,11 +85,11 @@ impl SparseKernels for Cuda {
         check_col_major("csr_residual x", x, a.nrows, k)?;
         check_col_major("csr_residual r", r, a.nrows, k)?;
         check_f64("csr_residual", &[b, x, r], a)?;
-        let [rows, row_ptr, col_idx, values] = self.csr_args(a);
+        let [rows, row_ptr, col_idx, values] = self.csr_args(a)?;
         if a.nrows > 0 && k > 0 {
             self.launch(
                 "csr_residual_f64",
-                launch::elementwise((a.nrows * k) as u64),
+                Self::per_row_and_column(a, k),
                 &[
                     rows,
                     row_ptr,
@@ -111,13 +123,13 @@ impl SparseKernels for Cuda {
             return Err(Error::Backend("csr_refine_update: one α per column".into()));
         }
         check_f64("csr_refine_update", &[x, r], a)?;
-        let [rows, row_ptr, col_idx, values] = self.csr_args(a);
+        let [rows, row_ptr, col_idx, values] = self.csr_args(a)?;
         let cp = c.precision();
         if a.nrows > 0 && k > 0 {
             self.with_params(alpha, |alpha| {
                 self.launch(
                     &kernel_name("csr_refine_update", &[cp]),
-                    launch::elementwise((a.nrows * k) as u64),
+                    Self::per_row_and_column(a, k),
                     &[
                         rows,
                         row_ptr,
