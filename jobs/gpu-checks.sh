@@ -85,7 +85,7 @@ widths=1,64,1024
 [[ $parts == *" wide "* ]] && widths=$widths,4096
 [[ $parts == *" bench "* ]] && for size in ${1:-512:16 256:16}; do
   n=${size%%:*} n0=${size##*:}
-  bench_psc "psc-q1-$n" 150 "$out/40-bench-psc.txt" --n "$n" --n0 "$n0" --nrhs "$widths" \
+  bench_psc "psc-q1-$n" 200 "$out/40-bench-psc.txt" --n "$n" --n0 "$n0" --nrhs "$widths" \
     --precision f16,f32,f64
   [[ $parts == *" p1 "* ]] && bench_psc "psc-p1-$n" 120 "$out/40-bench-psc.txt" --element p1 \
     --n "$n" --n0 "$n0" --nrhs 1,64,1024 --precision f16,f32,f64
