@@ -46,6 +46,15 @@ pub struct PscBenchParams {
     /// Also factor A with the sparse Cholesky reference (f64) and time its solve of the same
     /// block, side by side.
     pub reference: bool,
+    /// Time each stage of the apply (a device synchronisation after each).
+    pub stages: bool,
+}
+
+/// One stage of the apply and its seconds.
+#[derive(Clone, Debug, Serialize)]
+pub struct StageTime {
+    pub stage: &'static str,
+    pub seconds: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -122,6 +131,9 @@ pub struct PscBenchResult {
     pub reference_solve_seconds: Option<f64>,
     pub reference_solve_seconds_median: Option<f64>,
     pub reference_relative_residual: Option<f64>,
+    /// --stages: seconds per stage of the last timed apply (with --refine: summed over the
+    /// applies of the last timed solve), in the order they run.
+    pub stage_seconds: Option<Vec<StageTime>>,
 }
 
 /// The sparse Cholesky reference on the bench's matrix and block.
@@ -240,6 +252,8 @@ fn run<D: PscDevice>(
         params.rtol,
     );
     op.set_inner_cg(cg);
+    op.time_stages(params.stages);
+    let mut stages = Vec::new();
     let n_unknowns = setup.num_unknowns();
     let nrhs = params.nrhs;
     let mesh = unit_square_refined(params.n0, setup.levels, params.element)?;
@@ -285,10 +299,12 @@ fn run<D: PscDevice>(
             // Each apply ends by reading its columns' statistics, which waits for the device.
             let (best, median) = time_runs(runs, 2.0, || {
                 op.take_counts();
+                op.take_stage_seconds();
                 if let Err(e) = dev.run(|| op.apply(&b, &mut x).and_then(|()| dev.synchronize())) {
                     failure = Some(e);
                 }
                 last = op.take_counts();
+                stages = op.take_stage_seconds();
             });
             (best, median, x.to_f64(&dev)?, 1.0, 0.0, None)
         }
@@ -307,6 +323,7 @@ fn run<D: PscDevice>(
             let mut steps = 0;
             let (best, median) = time_runs(runs, 2.0, || {
                 ir.operator_mut().take_counts();
+                ir.operator_mut().take_stage_seconds();
                 let solved = dev.run(|| {
                     dev.fill(x.data.view_mut(), 0.0)?;
                     let info = ir.solve_blocks(&b, &mut x, params)?.clone();
@@ -322,6 +339,7 @@ fn run<D: PscDevice>(
                     Err(e) => failure = Some(e),
                 }
                 last = ir.operator_mut().take_counts();
+                stages = ir.operator_mut().take_stage_seconds();
             });
             // Each step: one apply and one f64 residual (2 nnz per column).
             let applies = (steps + 1) as f64;
@@ -415,6 +433,12 @@ fn run<D: PscDevice>(
         reference_solve_seconds: reference.as_ref().map(|r| r.best),
         reference_solve_seconds_median: reference.as_ref().map(|r| r.median),
         reference_relative_residual: reference.as_ref().map(|r| r.relative_residual),
+        stage_seconds: params.stages.then(|| {
+            stages
+                .into_iter()
+                .map(|(stage, seconds)| StageTime { stage, seconds })
+                .collect()
+        }),
     })
 }
 
@@ -619,6 +643,18 @@ pub fn print(r: &PscBenchResult, json: bool) {
     if let (Some(it), Some(rtol)) = (r.cg_iterations, r.cg_rtol) {
         println!("  CG                {it} block iterations in all (each apply to {rtol:.0e})");
     }
+    if let Some(stages) = &r.stage_seconds {
+        let total: f64 = stages.iter().map(|s| s.seconds).sum();
+        println!("  stages            (each ended by a device synchronisation)");
+        for s in stages {
+            println!(
+                "    {:<16}{:>10.3} ms {:>5.1} %",
+                s.stage,
+                s.seconds * 1e3,
+                100.0 * s.seconds / total
+            );
+        }
+    }
     println!("  throughput        {:.2} MDof/s", r.mdofs);
     if r.method == PscMethod::M1.label() {
         println!(
@@ -674,6 +710,7 @@ pub fn report(a: &PscBenchArgs) -> Result<()> {
         rtol: a.rtol,
         runs: a.runs as usize,
         reference: a.reference,
+        stages: a.stages,
     };
     bench_psc(&params, &precisions, &a.nrhs, |r| print(&r, a.json))
 }

@@ -376,6 +376,27 @@ pub struct ApplyCounts {
     pub flops: f64,
 }
 
+/// Seconds per stage of an apply, in the order they run (summed over the applies since the
+/// clock was last taken).
+pub type StageSeconds = Vec<(&'static str, f64)>;
+
+/// The stage clock of [`PscOperator::time_stages`]: every stage ends with a device
+/// synchronisation, so each stage's seconds are its own (for diagnosis: the waits cost
+/// the overlap of launches).
+struct StageClock {
+    last: std::time::Instant,
+    seconds: StageSeconds,
+}
+
+impl StageClock {
+    fn new() -> Self {
+        StageClock {
+            last: std::time::Instant::now(),
+            seconds: Vec::new(),
+        }
+    }
+}
+
 /// A PSC method's operators on a device, in a storage precision.
 pub struct PscOperator<D: PscDevice> {
     dev: D,
@@ -395,6 +416,8 @@ pub struct PscOperator<D: PscDevice> {
     last_iterations: usize,
     counts: ApplyCounts,
     ws: Option<Workspace<D>>,
+    /// Per-stage seconds when timed (None: no synchronisation between stages).
+    clock: std::cell::RefCell<Option<StageClock>>,
 }
 
 impl<D: PscDevice> PscOperator<D> {
@@ -464,6 +487,7 @@ impl<D: PscDevice> PscOperator<D> {
             cg: InnerCg::default(),
             last_iterations: 0,
             counts: ApplyCounts::default(),
+            clock: std::cell::RefCell::new(None),
             dev: dev.clone(),
             ws: None,
         })
@@ -497,6 +521,50 @@ impl<D: PscDevice> PscOperator<D> {
     /// The counts of the applies since the last call, and zero them.
     pub fn take_counts(&mut self) -> ApplyCounts {
         std::mem::take(&mut self.counts)
+    }
+
+    /// Times every stage of the applies from now on (`true`), each ended by a device
+    /// synchronisation, or stops timing.
+    pub fn time_stages(&mut self, on: bool) {
+        *self.clock.get_mut() = on.then(StageClock::new);
+    }
+
+    /// Seconds per stage of the applies since the last call (empty when not timing), and
+    /// zero them.
+    pub fn take_stage_seconds(&mut self) -> StageSeconds {
+        self.clock
+            .get_mut()
+            .as_mut()
+            .map(|c| std::mem::take(&mut c.seconds))
+            .unwrap_or_default()
+    }
+
+    /// Ends `stage` when timing: waits for the device and adds the seconds since the last
+    /// mark to the stage's.
+    fn mark(&self, stage: &'static str) -> Result<()> {
+        let mut clock = self.clock.borrow_mut();
+        let Some(clock) = clock.as_mut() else {
+            return Ok(());
+        };
+        self.dev.synchronize()?;
+        let now = std::time::Instant::now();
+        let seconds = (now - clock.last).as_secs_f64();
+        clock.last = now;
+        match clock.seconds.iter_mut().find(|(name, _)| *name == stage) {
+            Some((_, total)) => *total += seconds,
+            None => clock.seconds.push((stage, seconds)),
+        }
+        Ok(())
+    }
+
+    /// Starts an apply's clock (what ran before is not its).
+    fn start_clock(&self) -> Result<()> {
+        let mut clock = self.clock.borrow_mut();
+        if let Some(clock) = clock.as_mut() {
+            self.dev.synchronize()?;
+            clock.last = std::time::Instant::now();
+        }
+        Ok(())
     }
 
     /// CG iterations of the last apply (0 for the direct methods).
@@ -772,6 +840,7 @@ impl<D: PscDevice> LinOp<D> for PscOperator<D> {
         let result = self.solve(b, x, &mut ws).and_then(|()| {
             self.dev.column_stats(x, &mut ws.stats)?;
             let s = ws.stats.read(&self.dev)?;
+            self.mark("statistics")?;
             let limit = self.precision.compute().max();
             match (0..k).find(|&c| !(s.norm(c).is_finite() && s.max_abs[c] <= limit)) {
                 Some(c) => Err(Error::from(super::PscError::not_finite(
@@ -826,8 +895,10 @@ impl<D: PscDevice> PscOperator<D> {
         }
         // b̃ = Sᵀ b (in x, the nodal workspace), then L⁻¹ into the C/E/I numbering, each
         // column scaled to max-norm 1.
+        self.start_clock()?;
         dev.copy(b.view(), x.view_mut())?;
         dev.hierarchical_transform(&self.transform, x, true)?;
+        self.mark("transform Sᵀ")?;
         dev.psc_gather(
             &self.classes,
             x,
@@ -837,10 +908,14 @@ impl<D: PscDevice> PscOperator<D> {
             &mut ws.column_scale,
         )?;
 
+        self.mark("gather")?;
+
         // g = D C⁻¹ b_I (in te).
         let bi = operand(dev, &ws.bi, &mut ws.i_low)?;
         self.apply_c_inv(k, bi, &mut ws.ti)?;
+        self.mark("C⁻¹ b_I")?;
         dev.csr_spmm(&self.d, &ws.ti, &mut ws.te)?;
+        self.mark("D")?;
 
         // The C/E system: x_C into bc, x_E into te.
         self.last_iterations = 0;
@@ -915,6 +990,8 @@ impl<D: PscDevice> PscOperator<D> {
             }
         }
 
+        self.mark("C/E system")?;
+
         // x_I = C⁻¹ (b_I − Dᵀ x_E) (into bi), the difference formed in one pass and
         // rounded there when it is the GEMM's f16 operand.
         let ri = if ws.i_low.is_empty() {
@@ -924,11 +1001,15 @@ impl<D: PscDevice> PscOperator<D> {
             dev.csr_spmm_sub(&self.dt, &ws.te, &ws.bi, &mut ws.i_low)?;
             &ws.i_low
         };
+        self.mark("b_I − Dᵀx_E")?;
         self.apply_c_inv(k, ri, &mut ws.bi)?;
+        self.mark("C⁻¹ r_I")?;
 
         // L⁻ᵀ back to the lexicographic numbering, then S, and undo the column scaling.
         dev.psc_scatter(&self.classes, &ws.bc, &ws.te, &ws.bi, &ws.column_scale, x)?;
-        dev.hierarchical_transform(&self.transform, x, false)
+        self.mark("scatter")?;
+        dev.hierarchical_transform(&self.transform, x, false)?;
+        self.mark("transform S")
     }
 
     /// te = r_E = b_E − Bᵀ b_C − g (te holds g on entry).
