@@ -18,20 +18,6 @@ __device__ void csr_spmm(u64 nrows, const u64 *row_ptr, const u32 *col_idx, cons
   }
 }
 
-// out = b − A x in one pass, rounded once to O (A's compute precision C, or its storage
-// precision S where out is the next GEMM's operand).
-template <typename S, typename C, typename O>
-__device__ void csr_spmm_sub(u64 nrows, const u64 *row_ptr, const u32 *col_idx, const S *values,
-                             const C *x, u64 x_rows, const C *b, O *out, u32 cols) {
-  FOR_ROWS_AND_COLUMNS(row, c, nrows, cols) {
-    const C *xc = x + (u64)c * x_rows;
-    C ax = 0;
-    for (u64 k = row_ptr[row]; k < row_ptr[row + 1]; k++) ax += (C)widen(values[k]) * xc[col_idx[k]];
-    u64 at = (u64)c * nrows + row;
-    out[at] = store_c(b[at] - ax, (O *)0);
-  }
-}
-
 // r = b − A x (f64).
 __device__ void csr_residual(u64 n, const u64 *row_ptr, const u32 *col_idx, const double *values,
                              const double *b, const double *x, double *r, u32 cols) {
@@ -67,18 +53,6 @@ __device__ void csr_refine_update(u64 n, const u64 *row_ptr, const u32 *col_idx,
 SPMM_ENTRY(f16_f32, __half, float)
 SPMM_ENTRY(f32, float, float)
 SPMM_ENTRY(f64, double, double)
-
-// csr_spmm_sub_<S>_<C>[_<O>]: the output's precision named where it is S (f16 only).
-#define SPMM_SUB_ENTRY(name, S, C, O)                                                             \
-  extern "C" __global__ void csr_spmm_sub_##name(u64 nrows, const u64 *row_ptr,                   \
-                                                 const u32 *col_idx, const S *values, const C *x, \
-                                                 u64 x_rows, const C *b, O *out, u32 cols) {      \
-    csr_spmm_sub<S, C, O>(nrows, row_ptr, col_idx, values, x, x_rows, b, out, cols);              \
-  }
-SPMM_SUB_ENTRY(f16_f32, __half, float, float)
-SPMM_SUB_ENTRY(f16_f32_f16, __half, float, __half)
-SPMM_SUB_ENTRY(f32, float, float, float)
-SPMM_SUB_ENTRY(f64, double, double, double)
 
 extern "C" __global__ void csr_residual_f64(u64 n, const u64 *row_ptr, const u32 *col_idx,
                                             const double *values, const double *b,

@@ -3,7 +3,7 @@
 //! blocks, and the grid transfers of geometric multigrid (uniform grids, or the
 //! interpolation matrices of a refined mesh's hierarchy).
 
-use super::{check_col_major, unsupported, Block, Data, Device, Stats, Storage};
+use super::{Block, Data, Device, Stats, Storage};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 use crate::sparse::{Csr, Ell, EllLayout, SparseRows, SLICE};
@@ -228,16 +228,6 @@ pub trait SparseKernels: Device {
     /// precision.
     fn csr_spmm(&self, a: &CsrMatrix<Self>, x: &Block<Self>, y: &mut Block<Self>) -> Result<()>;
 
-    /// out = b − A x in one pass (PSC's b_I − Dᵀx_E): x and b in A's compute precision, out
-    /// in it or in A's storage precision (then rounded once: the next GEMM's operand).
-    fn csr_spmm_sub(
-        &self,
-        a: &CsrMatrix<Self>,
-        x: &Block<Self>,
-        b: &Block<Self>,
-        out: &mut Block<Self>,
-    ) -> Result<()>;
-
     /// r = b − A x column by column (f64, column-major), with the statistics of r.
     fn csr_residual(
         &self,
@@ -332,28 +322,4 @@ pub fn check_grids(fine: GridShape, coarse: GridShape) -> Result<()> {
             "grid transfer between {fine:?} and {coarse:?}: not one uniform refinement apart"
         )))
     }
-}
-
-/// Checks [`SparseKernels::csr_spmm_sub`]'s shapes and precisions; returns A's storage
-/// precision and whether `out` is in it (else in its compute precision).
-pub(crate) fn check_spmm_sub<D: Device>(
-    a: &CsrMatrix<D>,
-    x: &Block<D>,
-    b: &Block<D>,
-    out: &Block<D>,
-) -> Result<(Precision, bool)> {
-    let k = x.cols();
-    check_col_major("csr_spmm_sub x", x, a.ncols, k)?;
-    check_col_major("csr_spmm_sub b", b, a.nrows, k)?;
-    check_col_major("csr_spmm_sub out", out, a.nrows, k)?;
-    let (sp, xp, bp, op) = (
-        a.values.precision(),
-        x.precision(),
-        b.precision(),
-        out.precision(),
-    );
-    if xp != sp.compute() || bp != xp || !(op == xp || op == sp) {
-        return Err(unsupported("csr_spmm_sub", &[sp, xp, bp, op]));
-    }
-    Ok((sp, op != xp))
 }

@@ -992,15 +992,10 @@ impl<D: PscDevice> PscOperator<D> {
 
         self.mark("C/E system")?;
 
-        // x_I = C⁻¹ (b_I − Dᵀ x_E) (into bi), the difference formed in one pass and
-        // rounded there when it is the GEMM's f16 operand.
-        let ri = if ws.i_low.is_empty() {
-            dev.csr_spmm_sub(&self.dt, &ws.te, &ws.bi, &mut ws.ti)?;
-            &ws.ti
-        } else {
-            dev.csr_spmm_sub(&self.dt, &ws.te, &ws.bi, &mut ws.i_low)?;
-            &ws.i_low
-        };
+        // x_I = C⁻¹ (b_I − Dᵀ x_E) (into bi).
+        dev.csr_spmm(&self.dt, &ws.te, &mut ws.ti)?;
+        dev.axpby(1.0, ws.bi.view(), -1.0, ws.ti.view_mut())?;
+        let ri = operand(dev, &ws.ti, &mut ws.i_low)?;
         self.mark("b_I − Dᵀx_E")?;
         self.apply_c_inv(k, ri, &mut ws.bi)?;
         self.mark("C⁻¹ r_I")?;

@@ -6,7 +6,6 @@ use rayon::prelude::*;
 use super::transfer::{self, Direction};
 use super::vector::{partials, reduce};
 use super::{buffer, buffer_mut, by_precision, ell, Compute, Cpu};
-use crate::device::sparse::check_spmm_sub;
 use crate::device::{
     check_col_major, unsupported, Block, CsrMatrix, EllMatrix, LevelTransfer, MultigridKernels,
     RowOp, SparseKernels, Stats, Storage,
@@ -69,42 +68,6 @@ fn update<X: Storage>(
     reduce(stats);
 }
 
-/// Rows per task of [`spmm_sub`].
-const SUB_ROWS: usize = 4096;
-
-/// out = round(b − A x) column by column, each row's products summed in storage order
-/// (as the block SpMV sums them, so the result equals that SpMV followed by the
-/// subtraction and the rounding), in tasks of rows.
-fn spmm_sub<S: crate::precision::Stored, O: Send>(
-    a: &CsrView<'_, S>,
-    x: &[S::Compute],
-    b: &[S::Compute],
-    out: &mut [O],
-    round: impl Fn(S::Compute) -> O + Sync,
-) {
-    use crate::sparse::SparseRows;
-    use num_traits::Zero;
-    let (nrows, ncols) = (a.nrows(), a.ncols);
-    if nrows == 0 {
-        return;
-    }
-    out.par_chunks_mut(nrows)
-        .zip(b.par_chunks(nrows))
-        .zip(x.par_chunks(ncols.max(1)))
-        .for_each(|((out, b), x)| {
-            out.par_chunks_mut(SUB_ROWS)
-                .enumerate()
-                .for_each(|(task, out)| {
-                    for (i, o) in out.iter_mut().enumerate() {
-                        let r = task * SUB_ROWS + i;
-                        let mut ax = S::Compute::zero();
-                        a.for_each_in_row(r, |c, v| ax = ax + v.to_compute() * x[c]);
-                        *o = round(b[r] - ax);
-                    }
-                });
-        });
-}
-
 impl SparseKernels for Cpu {
     fn csr_spmm(&self, a: &CsrMatrix<Self>, x: &Block<Self>, y: &mut Block<Self>) -> Result<()> {
         let k = x.cols();
@@ -123,29 +86,6 @@ impl SparseKernels for Cpu {
                 faer::MatRef::from_column_major_slice(xs, a.ncols, k),
                 faer::MatMut::from_column_major_slice_mut(ys, a.nrows, k),
             );
-        });
-        Ok(())
-    }
-
-    fn csr_spmm_sub(
-        &self,
-        a: &CsrMatrix<Self>,
-        x: &Block<Self>,
-        b: &Block<Self>,
-        out: &mut Block<Self>,
-    ) -> Result<()> {
-        let (sp, rounded) = check_spmm_sub(a, x, b, out)?;
-        by_precision!(sp, S => {
-            let m = view::<S>(a, "csr_spmm_sub")?;
-            let xs = buffer::<Compute<S>>(&x.data, "csr_spmm_sub")?;
-            let bs = buffer::<Compute<S>>(&b.data, "csr_spmm_sub")?;
-            if rounded {
-                let os = buffer_mut::<S>(&mut out.data, "csr_spmm_sub")?;
-                spmm_sub(&m, xs, bs, os, <S as crate::precision::Stored>::from_compute);
-            } else {
-                let os = buffer_mut::<Compute<S>>(&mut out.data, "csr_spmm_sub")?;
-                spmm_sub(&m, xs, bs, os, |v| v);
-            }
         });
         Ok(())
     }

@@ -136,7 +136,6 @@ const SIGNATURES: &[(&str, &str)] = &[
     ("gemv_reduce", "piip"),
     ("symv", "plippi"),
     ("csr_spmm", "lpppplpi"),
-    ("csr_spmm_sub", "lpppplppi"),
     ("csr_residual", "lppppppi"),
     ("csr_refine_update", "lpppppppi"),
     ("hierarchical_forward", "piilii"),

@@ -3,7 +3,6 @@
 
 use super::device::Cuda;
 use super::launch::{self, Arg, REDUCE_CHUNK};
-use crate::device::sparse::check_spmm_sub;
 use crate::device::{
     check_col_major, kernel_name, unsupported, Block, CsrMatrix, Layout, SparseKernels, Stats,
 };
@@ -68,42 +67,6 @@ impl SparseKernels for Cuda {
                 self.data_ptr(&x.data, 0),
                 Arg::U64(a.ncols as u64),
                 self.data_ptr(&y.data, 0),
-                Arg::U32(k as u32),
-            ],
-        )
-    }
-
-    fn csr_spmm_sub(
-        &self,
-        a: &CsrMatrix<Self>,
-        x: &Block<Self>,
-        b: &Block<Self>,
-        out: &mut Block<Self>,
-    ) -> Result<()> {
-        let (sp, rounded) = check_spmm_sub(a, x, b, out)?;
-        let k = x.cols();
-        if a.nrows == 0 || k == 0 {
-            return Ok(());
-        }
-        let [rows, row_ptr, col_idx, values] = self.csr_args(a)?;
-        // The output's precision is named where it differs from x's (f16 from f32).
-        let name = if rounded {
-            kernel_name("csr_spmm_sub", &[sp, sp.compute(), sp])
-        } else {
-            kernel_name("csr_spmm_sub", &[sp, sp.compute()])
-        };
-        self.launch(
-            &name,
-            Self::per_row_and_column(a, k),
-            &[
-                rows,
-                row_ptr,
-                col_idx,
-                values,
-                self.data_ptr(&x.data, 0),
-                Arg::U64(a.ncols as u64),
-                self.data_ptr(&b.data, 0),
-                self.data_ptr(&out.data, 0),
                 Arg::U32(k as u32),
             ],
         )
