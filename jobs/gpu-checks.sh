@@ -108,6 +108,10 @@ ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/
      --csv --print-units base $b/bin/tensorfem bench psc --backend cuda --cache-dir $cache --n 512 \
      --n0 16 --nrhs $nrhs --precision f16 --runs 1"
 done
+# The stages of one apply timed by the bench itself (a synchronisation after each), 1 and
+# 1024 columns, f16.
+[[ $parts == *" profile "* ]] && bench_psc "stages-512" 60 "$out/50-psc-methods.txt" --n 512 \
+  --n0 16 --nrhs 1,1024 --precision f16 --stages --runs 1
 # The PSC methods side by side (issue 18): 64 columns to 1e-10, f64 alone and f16 inside
 # PSC-IR (each method sets up on the host: slow).
 [[ $parts == *" methods "* ]] && for method in m1 m2 m3; do

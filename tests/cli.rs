@@ -781,6 +781,38 @@ fn bench_commands_print_their_json_keys() {
         "{}",
         rows[1]
     );
+    assert!(rows[0]["stage_seconds"].is_null(), "no stages asked");
+
+    // --stages: every stage of the apply, in order, each with its seconds.
+    let st = psc(&["--precision", "f32", "--stages"]);
+    let stages: Vec<(String, f64)> = st["stage_seconds"]
+        .as_array()
+        .unwrap_or_else(|| panic!("stage_seconds in {st}"))
+        .iter()
+        .map(|s| {
+            (
+                s["stage"].as_str().unwrap().into(),
+                s["seconds"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let names: Vec<&str> = stages.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "transform Sᵀ",
+            "gather",
+            "C⁻¹ b_I",
+            "D",
+            "C/E system",
+            "b_I − Dᵀx_E",
+            "C⁻¹ r_I",
+            "scatter",
+            "transform S",
+            "statistics"
+        ]
+    );
+    assert!(stages.iter().all(|(_, s)| *s > 0.0), "{st}");
 
     // --refine: f16 M1 inside f64 refinement reaches the f64 tolerance in a few steps.
     let r = psc(&["--precision", "f16", "--refine", "--rtol", "1e-11"]);
