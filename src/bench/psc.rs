@@ -19,7 +19,7 @@ use crate::mesh::{unit_square_refined, Element};
 use crate::precision::Precision;
 use crate::psc::{
     class_counts, estimated_bytes, refinement_levels, InnerCg, OperatorCache, PscIr, PscMethod,
-    PscOperator, PscSetup, RefineParams, SetupKey,
+    PscOperator, PscSetup, RefineParams, SetupKey, StageTime,
 };
 use crate::reference::CholeskySolver;
 use crate::sparse::Csr;
@@ -48,13 +48,6 @@ pub struct PscBenchParams {
     pub reference: bool,
     /// Time each stage of the apply (a device synchronisation after each).
     pub stages: bool,
-}
-
-/// One stage of the apply and its seconds.
-#[derive(Clone, Debug, Serialize)]
-pub struct StageTime {
-    pub stage: &'static str,
-    pub seconds: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -208,7 +201,7 @@ struct Ceilings<'a> {
     memory: &'a dyn Fn() -> f64,
 }
 
-/// A GEMM peak and a memory bandwidth as measured (the larger of the measurements).
+/// A GEMM peak and a memory bandwidth, measured.
 #[derive(Clone, Copy)]
 struct Measured {
     gemm: f64,
@@ -433,12 +426,7 @@ fn run<D: PscDevice>(
         reference_solve_seconds: reference.as_ref().map(|r| r.best),
         reference_solve_seconds_median: reference.as_ref().map(|r| r.median),
         reference_relative_residual: reference.as_ref().map(|r| r.relative_residual),
-        stage_seconds: params.stages.then(|| {
-            stages
-                .into_iter()
-                .map(|(stage, seconds)| StageTime { stage, seconds })
-                .collect()
-        }),
+        stage_seconds: params.stages.then_some(stages),
     })
 }
 

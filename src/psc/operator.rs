@@ -376,16 +376,20 @@ pub struct ApplyCounts {
     pub flops: f64,
 }
 
-/// Seconds per stage of an apply, in the order they run (summed over the applies since the
-/// clock was last taken).
-pub type StageSeconds = Vec<(&'static str, f64)>;
+/// One stage of the apply and its seconds (summed over the applies since the clock was
+/// last taken); [`PscOperator::take_stage_seconds`] gives them in the order they run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct StageTime {
+    pub stage: &'static str,
+    pub seconds: f64,
+}
 
 /// The stage clock of [`PscOperator::time_stages`]: every stage ends with a device
 /// synchronisation, so each stage's seconds are its own (for diagnosis: the waits cost
 /// the overlap of launches).
 struct StageClock {
     last: std::time::Instant,
-    seconds: StageSeconds,
+    seconds: Vec<StageTime>,
 }
 
 impl StageClock {
@@ -531,7 +535,7 @@ impl<D: PscDevice> PscOperator<D> {
 
     /// Seconds per stage of the applies since the last call (empty when not timing), and
     /// zero them.
-    pub fn take_stage_seconds(&mut self) -> StageSeconds {
+    pub fn take_stage_seconds(&mut self) -> Vec<StageTime> {
         self.clock
             .get_mut()
             .as_mut()
@@ -550,9 +554,9 @@ impl<D: PscDevice> PscOperator<D> {
         let now = std::time::Instant::now();
         let seconds = (now - clock.last).as_secs_f64();
         clock.last = now;
-        match clock.seconds.iter_mut().find(|(name, _)| *name == stage) {
-            Some((_, total)) => *total += seconds,
-            None => clock.seconds.push((stage, seconds)),
+        match clock.seconds.iter_mut().find(|t| t.stage == stage) {
+            Some(t) => t.seconds += seconds,
+            None => clock.seconds.push(StageTime { stage, seconds }),
         }
         Ok(())
     }
