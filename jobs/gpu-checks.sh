@@ -5,7 +5,8 @@
 # side on the device. Every step has its own time limit and the whole stays inside
 # DEADLINE seconds (steps that would start later are listed as skipped), so one short call
 # brings back as much as it can even when an early step fails. Output goes to
-# ${OUT:-out/gpu-checks}/ (at most 8 files: what a lent machine returns), named by step.
+# ${OUT:-out/gpu-checks}/ (at most 8 files, what a lent machine returns, unless profile and
+# mg run in one call: give them separate calls), named by step.
 #
 #   jobs/gpu-checks.sh [SIZES]      SIZES: "n:n0" pairs for bench psc (default 512:16 256:16)
 #   DEADLINE=360 PARTS="tests profile" jobs/gpu-checks.sh
@@ -15,7 +16,8 @@
 # table for P1), refine (PSC-IR to 1e-10 around M1 at the first size and around M3 at
 # h = 1/1024), profile (the time of every kernel of one f16 M1 apply on 1024 columns, by
 # Nsight Compute; and of one apply on 1 column), methods (M1/M2/M3 side by side, each set
-# up on the host).
+# up on the host), mg (multigrid on the device: every precision schedule at 4096² with one
+# column, 1024² with 64 columns, 128³).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out/gpu-checks}
@@ -59,7 +61,7 @@ step device 20 "$out/00-device.txt" bash -c "nvidia-smi; echo LD_LIBRARY_PATH=\$
 # test binary that meets an illegal address runs again under compute-sanitizer, which names
 # the kernel and the access (the context is lost after the first one).
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-[[ $parts == *" tests "* ]] && for t in gpu kernels psc; do
+[[ $parts == *" tests "* ]] && for t in gpu kernels psc mg; do
   filter=()
   [[ $t != gpu ]] && filter=(cuda)
   tests="source $b/env.sh; export TENSORFEM_REQUIRE_CUDA=1 RUST_BACKTRACE=1;"
@@ -120,6 +122,14 @@ done
     bench_psc "methods-512-$method-${mode// /}" 60 "$out/50-psc-methods.txt" --n 512 --n0 16 \
       --nrhs 64 --method "$method" $mode --rtol 1e-10 --runs 1
   done
+done
+# Multigrid on the device (issue 20): every schedule to ‖r‖ ≤ 1e-6·‖b‖ from random loads,
+# H_MG against D_MG at 4096² with one column (the goal: ≥ 1.8×), 64 columns at 1024² and
+# 3D at 128³ (set-up on the host: assembly and the levels' ELLPACK).
+[[ $parts == *" mg "* ]] && for args in "--n 4096 --nrhs 1" "--n 1024 --nrhs 64" "--dim 3 --n 128 --nrhs 1"; do
+  # shellcheck disable=SC2086
+  step "mg-${args// /}" 150 "$out/70-bench-mg.txt" "$b/run" bench mg --backend cuda --variant all \
+    --rhs random --rtol 1e-6 --repeats 2 $args
 done
 cat "$log"
 grep -h '^{' "$out/40-bench-psc.txt" "$out/50-psc-methods.txt" 2>/dev/null \

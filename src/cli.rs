@@ -517,6 +517,11 @@ pub struct MgBenchArgs {
     /// the triad of the same run.
     #[arg(long)]
     pub kernels: bool,
+    /// Where the solves run: cpu, cuda (the first GPU), or auto (the GPU where there is
+    /// one). Times are device-resident: right-hand sides and solutions cross to and from
+    /// the host outside the clock.
+    #[arg(long, default_value = "cpu", value_parser = parse_backend)]
+    pub backend: BackendChoice,
     /// One JSON object per variant, one per line (keys iterations, seconds,
     /// seconds_per_iteration, mdofs, gbs, residual, relative_residual, l2_error, variant, n,
     /// dim, and more).

@@ -14,11 +14,11 @@ use tensorfem::device::psc::{
     CellParents, Classes, GridTransform, HierarchicalTransform, PscKernels,
 };
 use tensorfem::device::{
-    Block, CsrMatrix, Data, DenseKernels, Device, Layout, MatMut, MatRef, Scratch, SparseKernels,
-    Stats, VectorKernels,
+    Block, CsrMatrix, Data, DenseKernels, Device, EllMatrix, GridShape, Layout, LevelTransfer,
+    MatMut, MatRef, MultigridDevice, RowOp, Scratch, SparseKernels, Stats, VectorKernels,
 };
 use tensorfem::precision::Precision::{self, F16, F32, F64};
-use tensorfem::sparse::Csr;
+use tensorfem::sparse::{Csr, Ell, SparseRows};
 
 const ALL: [Precision; 3] = [F16, F32, F64];
 const LAYOUTS: [Layout; 2] = [Layout::ColMajor, Layout::NodeMajor];
@@ -563,5 +563,199 @@ fn psc_passes_match_the_cpu() {
             }};
         }
         run!(&gpu).compare(&run!(&cpu), &format!("PSC level rows {p}"));
+    }
+}
+
+/// The multigrid kernels of one device on seeded inputs: sweeps, the first Jacobi step and
+/// the refinement update of the 2D Q1 stencil, grid transfers in 2D and 3D and matrix
+/// transfers between every pair of precisions, with their statistics; blocks of 1, 5 and
+/// 40 columns (one lane, a partly idle group of lanes, two column blocks).
+fn multigrid_parts<D: MultigridDevice>(dev: &D, nrhs: usize) -> Parts {
+    let mut out = Parts::default();
+    let a = tensorfem::mg::assemble_level(2, 16).unwrap();
+    let n = a.nrows();
+    let ell = Ell::from_csr_diagonal_first(&a, dev.ell_layout()).unwrap();
+    let node = |v: &[f64], rows, p| block(dev, v, rows, nrhs, p, Layout::NodeMajor);
+    let (x, b) = (random(30, n * nrhs), random(31, n * nrhs));
+    for p in ALL {
+        let matrix = EllMatrix::upload(dev, &ell, p).unwrap();
+        let (xb, bb) = (node(&x, n, p), node(&b, n, p));
+        let mut result = node(&vec![0.0; n * nrhs], n, p);
+        let mut stats = Stats::new(dev, nrhs).unwrap();
+        for op in [RowOp::Apply, RowOp::Residual, RowOp::Jacobi { omega: 0.8 }] {
+            let b = (op != RowOp::Apply).then_some(&bb);
+            dev.ell_sweep(&matrix, op, &xb, b, &mut result, &mut stats)
+                .unwrap();
+            out.add(&format!("{op:?}"), p, result.to_f64(dev).unwrap());
+            out.add_sum(&format!("{op:?} statistics"), p, stats_of(dev, &mut stats));
+        }
+        dev.ell_jacobi_from_zero(&matrix, 0.8, &bb, &mut result, &mut stats)
+            .unwrap();
+        out.add("Jacobi from zero", p, result.to_f64(dev).unwrap());
+        out.add_sum("Jacobi from zero statistics", p, stats_of(dev, &mut stats));
+        // The refinement update with a correction in p (A, u, r in f64).
+        let f64_matrix = EllMatrix::upload(dev, &ell, F64).unwrap();
+        let correction = node(&random(32, n * nrhs), n, p);
+        let alpha: Vec<f64> = (0..nrhs).map(|c| 0.5 + c as f64).collect();
+        let (mut u, mut r) = (node(&x, n, F64), node(&b, n, F64));
+        dev.ell_refine_update(&f64_matrix, &correction, &alpha, &mut u, &mut r, &mut stats)
+            .unwrap();
+        out.add("refinement u", F64, u.to_f64(dev).unwrap());
+        out.add("refinement r", F64, r.to_f64(dev).unwrap());
+        out.add_sum("refinement statistics", F64, stats_of(dev, &mut stats));
+    }
+    // Transfers: the last column inactive (scale 0), the others scaled.
+    let scale: Vec<f64> = (0..nrhs)
+        .map(|c| {
+            if c + 1 == nrhs && nrhs > 1 {
+                0.0
+            } else {
+                1.0 + 0.25 * c as f64
+            }
+        })
+        .collect();
+    for dim in [2, 3] {
+        let (fine, coarse) = (GridShape { dim, m: 7 }, GridShape { dim, m: 3 });
+        let prolongation = grid_prolongation(fine, coarse);
+        let transfers = [
+            LevelTransfer::Grid { fine, coarse },
+            LevelTransfer::matrix(dev, &prolongation).unwrap(),
+        ];
+        let (nf, nc) = (fine.points(), coarse.points());
+        let (f, c) = (random(33, nf * nrhs), random(34, nc * nrhs));
+        for (t, transfer) in transfers.iter().enumerate() {
+            for sp in ALL {
+                for tp in ALL {
+                    let case = format!("{dim}D transfer {t} {sp}→{tp}");
+                    let mut stats = Stats::new(dev, nrhs).unwrap();
+                    let mut coarse_block = node(&c, nc, tp);
+                    dev.restrict(
+                        transfer,
+                        &node(&f, nf, sp),
+                        &mut coarse_block,
+                        &scale,
+                        &mut stats,
+                    )
+                    .unwrap();
+                    out.add(
+                        &format!("{case} restrict"),
+                        tp,
+                        coarse_block.to_f64(dev).unwrap(),
+                    );
+                    out.add_sum(
+                        &format!("{case} restrict statistics"),
+                        tp,
+                        stats_of(dev, &mut stats),
+                    );
+                    let mut fine_block = node(&f, nf, tp);
+                    dev.prolongate_add(
+                        transfer,
+                        &node(&c, nc, sp),
+                        &mut fine_block,
+                        &scale,
+                        &mut stats,
+                    )
+                    .unwrap();
+                    out.add(
+                        &format!("{case} prolongate"),
+                        tp,
+                        fine_block.to_f64(dev).unwrap(),
+                    );
+                    out.add_sum(
+                        &format!("{case} prolongate statistics"),
+                        tp,
+                        stats_of(dev, &mut stats),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The bilinear (trilinear) interpolation between two grids as a CSR matrix (fine × coarse).
+fn grid_prolongation(fine: GridShape, coarse: GridShape) -> Csr<f64> {
+    let weights_1d = |i: usize| -> Vec<(usize, f64)> {
+        if i % 2 == 1 {
+            vec![((i - 1) / 2, 1.0)]
+        } else {
+            [
+                (i / 2).checked_sub(1),
+                Some(i / 2).filter(|&r| r < coarse.m),
+            ]
+            .into_iter()
+            .flatten()
+            .map(|r| (r, 0.5))
+            .collect()
+        }
+    };
+    let (mf, mc) = (fine.m, coarse.m);
+    let (mut row_ptr, mut col_idx, mut values) = (vec![0], Vec::new(), Vec::new());
+    for point in 0..fine.points() {
+        let (i, j, k) = (point % mf, (point / mf) % mf, point / (mf * mf));
+        let zs = if fine.dim == 2 {
+            vec![(0, 1.0)]
+        } else {
+            weights_1d(k)
+        };
+        // Columns in increasing order: z, then y, then x.
+        for &(z, wz) in &zs {
+            for &(y, wy) in &weights_1d(j) {
+                for &(x, wx) in &weights_1d(i) {
+                    col_idx.push((x + mc * (y + mc * z)) as u32);
+                    values.push(wx * wy * wz);
+                }
+            }
+        }
+        row_ptr.push(col_idx.len());
+    }
+    Csr::new(fine.points(), coarse.points(), row_ptr, col_idx, values).unwrap()
+}
+
+#[test]
+fn multigrid_kernels_match_the_cpu() {
+    covers(&[
+        "ell_sweep_f16",
+        "ell_sweep_f32",
+        "ell_sweep_f64",
+        "ell_jacobi_from_zero_f16",
+        "ell_jacobi_from_zero_f32",
+        "ell_jacobi_from_zero_f64",
+        "ell_refine_update_f16",
+        "ell_refine_update_f32",
+        "ell_refine_update_f64",
+        "grid_restrict_f16",
+        "grid_restrict_f16_f32",
+        "grid_restrict_f16_f64",
+        "grid_restrict_f32_f16",
+        "grid_restrict_f32",
+        "grid_restrict_f32_f64",
+        "grid_restrict_f64_f16",
+        "grid_restrict_f64_f32",
+        "grid_restrict_f64",
+        "grid_prolongate_add_f16",
+        "grid_prolongate_add_f16_f32",
+        "grid_prolongate_add_f16_f64",
+        "grid_prolongate_add_f32_f16",
+        "grid_prolongate_add_f32",
+        "grid_prolongate_add_f32_f64",
+        "grid_prolongate_add_f64_f16",
+        "grid_prolongate_add_f64_f32",
+        "grid_prolongate_add_f64",
+        "matrix_transfer_f16",
+        "matrix_transfer_f16_f32",
+        "matrix_transfer_f16_f64",
+        "matrix_transfer_f32_f16",
+        "matrix_transfer_f32",
+        "matrix_transfer_f32_f64",
+        "matrix_transfer_f64_f16",
+        "matrix_transfer_f64_f32",
+        "matrix_transfer_f64",
+    ]);
+    let Some(gpu) = gpu() else { return };
+    let cpu = tensorfem::device::Cpu::new();
+    for nrhs in [1, 5, 40] {
+        multigrid_parts(&gpu, nrhs)
+            .compare(&multigrid_parts(&cpu, nrhs), &format!("{nrhs} columns"));
     }
 }

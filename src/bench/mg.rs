@@ -1,21 +1,21 @@
 //! `tensorfem bench mg`: mixed-precision multigrid solves side by side in one process —
 //! refinement iterations, time to solution, MDof/s, the bytes the kernels moved as GB/s and
-//! as a fraction of the triad bandwidth measured in the same run, and the f64 residual and
-//! L2 error of the answer.
+//! as a fraction of the memory bandwidth measured in the same run (the triad on the CPU,
+//! the device copy on a GPU), and the f64 residual and L2 error of the answer.
 
 use std::time::Instant;
 
 use serde::Serialize;
 
-use super::triad_gbs;
+use super::{cuda_device, device_copy_gbs, triad_gbs};
 use crate::cli::MgBenchArgs;
-use crate::device::{Cpu, Device};
+use crate::device::{BackendChoice, Cpu, MultigridDevice};
 use crate::error::{Error, Result};
 use crate::fem::{assemble_loads, assemble_stiffness, l2_error, Manufactured};
 use crate::mesh::{unit_cube, unit_square, Element, Mesh};
 use crate::mg::{
-    check_levels, default_levels, random_initial_guess, schedule_name, MgInfo, MgParams, Multigrid,
-    Smoother, StopParams, Variant,
+    check_levels, default_levels, random_initial_guess, schedule_name, MgInfo, MgParams, MgSolve,
+    Multigrid, Smoother, StopParams, Variant,
 };
 use crate::numeric::nrm2;
 use crate::precision::Precision;
@@ -80,6 +80,8 @@ pub struct MgBenchParams {
     /// Relative stopping tolerance (None: the absolute 1e-9 of SPEC §3.2).
     pub rtol: Option<f64>,
     pub rhs: MgBenchRhs,
+    /// Where the solves run (cpu, cuda, auto).
+    pub backend: BackendChoice,
 }
 
 /// The right-hand sides of the comparison.
@@ -135,6 +137,9 @@ pub struct MgBenchResult {
     /// Bytes of stored matrices and vectors the kernels read and wrote, per solve.
     pub bytes: f64,
     pub gbs: f64,
+    /// The memory ceiling the fraction is of: the triad on the CPU, the device copy (read +
+    /// write) on a GPU, measured in the same run.
+    pub bandwidth: &'static str,
     pub triad_gbs: f64,
     pub triad_fraction: f64,
     /// D_MG's time to solution / this one's, when D_MG ran in the same process.
@@ -149,6 +154,8 @@ pub struct MgBenchResult {
     pub relative_residual: f64,
     /// Largest L2 error ‖u − u_h‖ over the columns (manufactured right-hand sides only).
     pub l2_error: Option<f64>,
+    /// The device the solves ran on.
+    pub device: String,
     /// How f16 is computed on this machine.
     pub note: &'static str,
 }
@@ -168,7 +175,7 @@ fn normal_loads(len: usize, seed: u64) -> Vec<f64> {
         .collect()
 }
 
-const F16_NOTE: &str = "f16 levels store f16 and compute in f32 (CPU)";
+const F16_NOTE: &str = "f16 levels store f16 and compute in f32";
 const SEED: u64 = 20;
 
 /// Runs every solver of `params` on one assembled problem, in order.
@@ -180,16 +187,37 @@ pub fn bench_mg(params: &MgBenchParams) -> Result<Vec<MgBenchResult>> {
     }
     let levels = params.levels.unwrap_or_else(|| default_levels(params.n));
     check_levels(params.n, levels)?;
+    match cuda_device(params.backend)? {
+        None => on_mesh(&Cpu::new(), "triad", params, levels),
+        Some(gpu) => on_mesh(&gpu, "device copy", params, levels),
+    }
+}
+
+/// The comparison on `dev` for the mesh of `params`.
+fn on_mesh<Dev: MultigridDevice>(
+    dev: &Dev,
+    bandwidth: &'static str,
+    params: &MgBenchParams,
+    levels: usize,
+) -> Result<Vec<MgBenchResult>> {
     match params.dim {
-        2 => run(params, levels, &unit_square(params.n, Element::Q1)?),
-        3 => run(params, levels, &unit_cube(params.n)?),
+        2 => run(
+            dev,
+            bandwidth,
+            params,
+            levels,
+            &unit_square(params.n, Element::Q1)?,
+        ),
+        3 => run(dev, bandwidth, params, levels, &unit_cube(params.n)?),
         d => Err(Error::InvalidInput(format!(
             "bench mg: --dim {d} (allowed: 2, 3)"
         ))),
     }
 }
 
-fn run<const D: usize>(
+fn run<Dev: MultigridDevice, const D: usize>(
+    dev: &Dev,
+    bandwidth: &'static str,
     params: &MgBenchParams,
     levels: usize,
     mesh: &Mesh<D>,
@@ -227,8 +255,11 @@ fn run<const D: usize>(
             max_iterations: 100,
         },
     };
-    let dev = Cpu::new();
-    let mut triad = triad_gbs();
+    let ceiling = || match bandwidth {
+        "triad" => triad_gbs(),
+        _ => device_copy_gbs(dev, 1 << 28),
+    };
+    let mut triad = ceiling();
     let mut results: Vec<MgBenchResult> = Vec::new();
     for &solver in &params.solvers {
         let schedule = match solver {
@@ -242,18 +273,25 @@ fn run<const D: usize>(
             residual_scaling: params.residual_scaling,
         };
         let t = Instant::now();
-        let mut mg = Multigrid::new(&dev, D, params.n, &matrix, mg_params)?;
+        let mut mg = Multigrid::new(dev, D, params.n, &matrix, mg_params)?;
         mg.set_krylov(params.krylov);
         let setup_seconds = t.elapsed().as_secs_f64();
         let mut best: Option<(f64, MgInfo, Vec<f64>)> = None;
+        let solve = match solver {
+            MgBenchSolver::Refined(_) => MgSolve::Refined,
+            MgBenchSolver::PlainF64 => MgSolve::Plain,
+        };
         for _ in 0..params.repeats {
+            // Device-resident time: the blocks are loaded before the clock starts and the
+            // solution read back after it stops.
             let mut u = initial.clone();
+            mg.load(&b, &u, params.nrhs)?;
+            dev.synchronize()?;
             let t = Instant::now();
-            let info = dev.run(|| match solver {
-                MgBenchSolver::Refined(_) => mg.solve_refined(&b, &mut u, params.nrhs, stop),
-                MgBenchSolver::PlainF64 => mg.solve_plain(&b, &mut u, params.nrhs, stop),
-            })?;
+            let info = dev.run(|| mg.solve_loaded(solve, stop))?;
+            dev.synchronize()?;
             let seconds = t.elapsed().as_secs_f64();
+            mg.unload(&mut u)?;
             if best.as_ref().is_none_or(|(s, _, _)| seconds < *s) {
                 best = Some((seconds, info, u));
             }
@@ -273,7 +311,7 @@ fn run<const D: usize>(
         }
         let iterations = info.max_iterations();
         let gbs = info.bytes / seconds / 1e9;
-        triad = triad.max(triad_gbs());
+        triad = triad.max(ceiling());
         let has_f16 = schedule.contains(&Precision::F16);
         results.push(MgBenchResult {
             variant: solver.name(),
@@ -293,6 +331,7 @@ fn run<const D: usize>(
             mdofs: (n * params.nrhs) as f64 / seconds / 1e6,
             bytes: info.bytes,
             gbs,
+            bandwidth,
             triad_gbs: 0.0,
             triad_fraction: 0.0,
             speedup_vs_d_mg: None,
@@ -301,6 +340,7 @@ fn run<const D: usize>(
             residual,
             relative_residual: relative,
             l2_error: (params.rhs == MgBenchRhs::Manufactured).then_some(l2),
+            device: dev.name(),
             note: if has_f16 { F16_NOTE } else { "" },
         });
     }
@@ -319,6 +359,12 @@ fn run<const D: usize>(
 /// `tensorfem bench mg`: checks the arguments, runs, prints.
 pub fn report(a: &MgBenchArgs) -> Result<()> {
     if a.kernels {
+        if a.backend != BackendChoice::Cpu {
+            return Err(Error::InvalidInput(
+                "bench mg --kernels times the CPU kernels alone; leave out --backend (or say cpu)"
+                    .into(),
+            ));
+        }
         let timings = super::mg_kernels::bench_mg_kernels(a.dim, a.n, a.nrhs)?;
         super::mg_kernels::print_kernels(&timings, a.json);
         return Ok(());
@@ -354,6 +400,7 @@ pub fn report(a: &MgBenchArgs) -> Result<()> {
         repeats: a.repeats,
         rtol: a.rtol,
         rhs,
+        backend: a.backend,
     })?;
     print(&results, a.json);
     Ok(())
@@ -380,8 +427,8 @@ pub fn print(results: &[MgBenchResult], json: bool) {
         None => "‖r‖ ≤ 1e-9".to_string(),
     };
     println!(
-        "multigrid, {}D Q1, n = {} ({} unknowns), {} levels, {} right-hand side(s), {problem}, {stop}, smoother {}{}",
-        first.dim, first.n, first.unknowns, first.levels, first.nrhs, first.smoother,
+        "multigrid on {}, {}D Q1, n = {} ({} unknowns), {} levels, {} right-hand side(s), {problem}, {stop}, smoother {}{}",
+        first.device, first.dim, first.n, first.unknowns, first.levels, first.nrhs, first.smoother,
         if results.iter().any(|r| r.krylov) { ", flexible CG around the cycle" } else { "" }
     );
     println!(
@@ -392,7 +439,7 @@ pub fn print(results: &[MgBenchResult], json: bool) {
         "s/iter",
         "MDof/s",
         "GB/s",
-        "triad",
+        if first.bandwidth == "triad" { "triad" } else { "copy" },
         "speedup",
         "residual",
         "relative",
@@ -420,7 +467,8 @@ pub fn print(results: &[MgBenchResult], json: bool) {
         );
     }
     println!(
-        "  triad bandwidth {:.1} GB/s (best of the measurements in this run); set-up [s]: {}",
+        "  {} bandwidth {:.1} GB/s (best of the measurements in this run); set-up [s]: {}",
+        first.bandwidth,
         first.triad_gbs,
         results
             .iter()
@@ -429,6 +477,6 @@ pub fn print(results: &[MgBenchResult], json: bool) {
             .join(", ")
     );
     if results.iter().any(|r| !r.note.is_empty()) {
-        println!("  note: f16 levels store f16 and compute in f32 on the CPU");
+        println!("  note: {F16_NOTE}");
     }
 }

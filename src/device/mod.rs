@@ -308,10 +308,16 @@ pub struct Batch {
     pub stride_c: usize,
 }
 
-/// Every kernel family: what multigrid and Stokes require of a device.
-pub trait Kernels: PscDevice + MultigridKernels + stencil::StokesKernels {}
+/// The kernel families multigrid needs (PSC's and the ELLPACK sweeps and grid transfers):
+/// what a device must offer to run it.
+pub trait MultigridDevice: PscDevice + MultigridKernels {}
 
-impl<D> Kernels for D where D: PscDevice + MultigridKernels + stencil::StokesKernels {}
+impl<D> MultigridDevice for D where D: PscDevice + MultigridKernels {}
+
+/// Every kernel family: what Stokes requires of a device.
+pub trait Kernels: MultigridDevice + stencil::StokesKernels {}
+
+impl<D> Kernels for D where D: MultigridDevice + stencil::StokesKernels {}
 
 /// Stamps out one `#[test]` per backend for each generic test function `fn name<D:
 /// Kernels>(dev: &D)`: `name::cpu` runs it on the CPU device. A new backend adds its arm

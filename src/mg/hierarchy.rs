@@ -16,7 +16,7 @@
 //! solve, converges like a problem with a Dirichlet part ([`PinnedEmbedding`]).
 
 use super::{MgParams, Multigrid, NullSpace};
-use crate::device::Kernels;
+use crate::device::MultigridDevice;
 use crate::error::{Error, Result};
 use crate::fem::{assemble_stiffness, Dofs};
 use crate::mesh::{Mesh2d, Parents, PINNED_NODE};
@@ -159,7 +159,7 @@ impl PinnedEmbedding {
     }
 }
 
-impl<D: Kernels> Multigrid<D> {
+impl<D: MultigridDevice> Multigrid<D> {
     /// Multigrid along `mesh`'s hierarchy for the system `matrix` of its unknowns, with
     /// `params.schedule.len()` levels. For a pure Neumann problem (`mesh`'s only Dirichlet
     /// node the pinned one) it is set up on the singular system of every node, and the

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use super::error::{MgFailure, Remedy};
 use super::schedule::Smoother;
-use crate::device::{Block, EllMatrix, Kernels, Layout, LevelTransfer, RowOp, Scratch, Stats};
+use crate::device::{
+    Block, EllMatrix, Layout, LevelTransfer, MultigridDevice, RowOp, Scratch, Stats,
+};
 use crate::error::Error;
 use crate::linalg::{BlockCg, CgParams, Cost};
 use crate::precision::Precision;
@@ -17,7 +19,7 @@ pub(super) fn other(e: Error) -> MgFailure {
     MgFailure::Other(e.to_string())
 }
 
-pub(super) struct Level<D: Kernels> {
+pub(super) struct Level<D: MultigridDevice> {
     /// 0 = coarsest.
     pub index: usize,
     pub count: usize,
@@ -46,7 +48,7 @@ pub(super) struct Level<D: Kernels> {
 
 /// The constant vector of a level and the work of removing each column's mean (the
 /// component along the null space of a singular level's matrix).
-pub(super) struct Constants<D: Kernels> {
+pub(super) struct Constants<D: MultigridDevice> {
     ones: Block<D>,
     scratch: Scratch<D>,
     sums: Vec<f64>,
@@ -54,7 +56,7 @@ pub(super) struct Constants<D: Kernels> {
     keep: Vec<f64>,
 }
 
-impl<D: Kernels> Constants<D> {
+impl<D: MultigridDevice> Constants<D> {
     fn new(dev: &D, n: usize, nrhs: usize, precision: Precision) -> Result<Self, Error> {
         Ok(Constants {
             ones: Block::from_f64(
@@ -105,7 +107,7 @@ pub fn without_roundoff(mut matrix: Ell<f64>, precision: Precision) -> Ell<f64> 
     matrix
 }
 
-impl<D: Kernels> Level<D> {
+impl<D: MultigridDevice> Level<D> {
     pub fn new(
         dev: &D,
         index: usize,

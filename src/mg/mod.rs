@@ -31,7 +31,7 @@ pub use error::{MgError, MgFailure, MgInfo, Remedy};
 pub use hierarchy::PinnedEmbedding;
 pub use level::without_roundoff;
 pub use multigrid::{
-    assemble_level, galerkin_product, random_initial_guess, MgParams, Multigrid, NullSpace,
-    StopParams, VCycle,
+    assemble_level, galerkin_product, random_initial_guess, MgParams, MgSolve, Multigrid,
+    NullSpace, StopParams, VCycle,
 };
 pub use schedule::{check_levels, default_levels, schedule_name, Smoother, Variant};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::error::{MgError, MgFailure, MgInfo, Remedy};
 use super::level::{other, Level};
 use super::schedule::{check_levels, schedule_name, Smoother};
-use crate::device::{Block, EllMatrix, GridShape, Kernels, Layout, LevelTransfer};
+use crate::device::{Block, EllMatrix, GridShape, Layout, LevelTransfer, MultigridDevice};
 use crate::error::{Error, Result};
 use crate::fem::assemble_stiffness;
 use crate::linalg::{BlockKind, Cost, LinOp, RefineFailure, RefineInfo, RefineParams, Refinement};
@@ -112,7 +112,7 @@ pub fn random_initial_guess(len: usize, seed: u64) -> Vec<f64> {
 
 /// One V-cycle of the hierarchy from a zero initial guess: the inner solve of the
 /// refinement, in the finest level's precision on node-major blocks.
-pub struct VCycle<D: Kernels> {
+pub struct VCycle<D: MultigridDevice> {
     dev: D,
     smoother: Smoother,
     base_tolerance: f64,
@@ -143,7 +143,7 @@ struct CycleSettings {
 /// One V-cycle on the finest of `levels` for the right-hand side `b`, improving `x` (from
 /// x = 0 when `zero_initial`); `bs`, `xs` hold the coarser levels' blocks.
 #[allow(clippy::too_many_arguments)]
-fn vcycle<D: Kernels>(
+fn vcycle<D: MultigridDevice>(
     dev: &D,
     settings: CycleSettings,
     levels: &mut [Level<D>],
@@ -220,7 +220,7 @@ fn vcycle<D: Kernels>(
     Ok(cost)
 }
 
-impl<D: Kernels> VCycle<D> {
+impl<D: MultigridDevice> VCycle<D> {
     fn settings(&self) -> CycleSettings {
         CycleSettings {
             smoother: self.smoother,
@@ -280,7 +280,7 @@ impl<D: Kernels> VCycle<D> {
     }
 }
 
-impl<D: Kernels> LinOp<D> for VCycle<D> {
+impl<D: MultigridDevice> LinOp<D> for VCycle<D> {
     fn size(&self) -> usize {
         self.finest().unknowns
     }
@@ -310,9 +310,18 @@ impl<D: Kernels> LinOp<D> for VCycle<D> {
     }
 }
 
+/// How [`Multigrid::solve_loaded`] solves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MgSolve {
+    /// f64 iterative refinement around one V-cycle per step in the schedule's precisions.
+    Refined,
+    /// V-cycles on the f64 system itself (every level f64).
+    Plain,
+}
+
 /// Host blocks of the slice-based API: column-major f64 as given, node-major f64 for the
 /// solve.
-struct HostBlocks<D: Kernels> {
+struct HostBlocks<D: MultigridDevice> {
     nrhs: usize,
     col_major: Block<D>,
     b: Block<D>,
@@ -322,7 +331,7 @@ struct HostBlocks<D: Kernels> {
 }
 
 /// A multigrid hierarchy, set up once, solving blocks of right-hand sides.
-pub struct Multigrid<D: Kernels> {
+pub struct Multigrid<D: MultigridDevice> {
     dev: D,
     params: MgParams,
     /// The cycle, when no refinement holds it.
@@ -331,6 +340,8 @@ pub struct Multigrid<D: Kernels> {
     /// The f64 fine-grid operator of the refinement (the finest level's own when f64).
     outer: Arc<EllMatrix<D>>,
     host: Option<HostBlocks<D>>,
+    /// ‖b‖₂ per column of the loaded right-hand sides (the stopping tests' scale).
+    b_norms: Vec<f64>,
     /// The hierarchy's own order of the caller's unknowns (Galerkin hierarchies: reverse
     /// Cuthill–McKee of the finest matrix), applied on the way in and out of the host API;
     /// device blocks ([`Multigrid::solve_blocks`]) are in this order.
@@ -339,7 +350,7 @@ pub struct Multigrid<D: Kernels> {
     krylov: bool,
 }
 
-impl<D: Kernels> Multigrid<D> {
+impl<D: MultigridDevice> Multigrid<D> {
     /// Sets up `params.schedule.len()` levels under the finest mesh of n cells per direction
     /// of the unit square or cube (`dim` = 2 or 3), whose Q1 stiffness matrix `finest` the
     /// caller assembled: coarser levels are rediscretised, transfers bilinear (trilinear).
@@ -512,6 +523,7 @@ impl<D: Kernels> Multigrid<D> {
             refinement: None,
             outer,
             host: None,
+            b_norms: Vec::new(),
             order: None,
             krylov: false,
             dev: dev.clone(),
@@ -698,15 +710,9 @@ impl<D: Kernels> Multigrid<D> {
         nrhs: usize,
         stop: StopParams,
     ) -> std::result::Result<MgInfo, MgError> {
-        check_block(b, u, self.unknowns(), nrhs).map_err(MgError::from)?;
-        self.upload(b, u, nrhs)?;
-        let mut host = self.host.take().expect("uploaded");
-        let result = self
-            .solve_blocks(&host.b, &mut host.u, stop)
-            .map(|info| info_of(info, 0.0));
-        self.host = Some(host);
-        let info = result?;
-        self.download(u)?;
+        self.load(b, u, nrhs)?;
+        let info = self.solve_loaded(MgSolve::Refined, stop)?;
+        self.unload(u)?;
         Ok(info)
     }
 
@@ -719,29 +725,74 @@ impl<D: Kernels> Multigrid<D> {
         nrhs: usize,
         stop: StopParams,
     ) -> std::result::Result<MgInfo, MgError> {
+        self.load(b, u, nrhs)?;
+        let info = self.solve_loaded(MgSolve::Plain, stop)?;
+        self.unload(u)?;
+        Ok(info)
+    }
+
+    /// Copies the column-major N × nrhs host blocks b (right-hand sides) and u (initial
+    /// guesses) to the device for [`Multigrid::solve_loaded`].
+    pub fn load(&mut self, b: &[f64], u: &[f64], nrhs: usize) -> Result<()> {
+        check_block(b, u, self.unknowns(), nrhs)?;
+        self.b_norms = b
+            .chunks(self.unknowns())
+            .map(crate::numeric::nrm2)
+            .collect();
+        self.upload(b, u, nrhs)
+    }
+
+    /// Solves the system loaded by [`Multigrid::load`] on the device, leaving the solution
+    /// there for [`Multigrid::unload`]: what a benchmark times.
+    pub fn solve_loaded(
+        &mut self,
+        solve: MgSolve,
+        stop: StopParams,
+    ) -> std::result::Result<MgInfo, MgError> {
+        let mut host = self.host.take().ok_or_else(|| {
+            MgError::new(MgFailure::InvalidInput(
+                "multigrid: no right-hand sides loaded".into(),
+            ))
+        })?;
+        let result = match solve {
+            MgSolve::Refined => self
+                .solve_blocks(&host.b, &mut host.u, stop)
+                .map(|info| info_of(info, 0.0)),
+            MgSolve::Plain => self.solve_plain_blocks(&mut host, stop),
+        };
+        self.host = Some(host);
+        result
+    }
+
+    /// Copies the solution of the last [`Multigrid::solve_loaded`] to the column-major host
+    /// block u.
+    pub fn unload(&mut self, u: &mut [f64]) -> Result<()> {
+        self.download(u)
+    }
+
+    /// V-cycles on the f64 system of the loaded blocks until each column's stopping test.
+    fn solve_plain_blocks(
+        &mut self,
+        host: &mut HostBlocks<D>,
+        stop: StopParams,
+    ) -> std::result::Result<MgInfo, MgError> {
         if let Some(p) = self.params.schedule.iter().find(|&&p| p != Precision::F64) {
             return Err(MgError::new(MgFailure::InvalidInput(format!(
                 "stand-alone multigrid (no refinement) runs in f64 on every level; the schedule has {p}"
             ))));
         }
-        check_block(b, u, self.unknowns(), nrhs).map_err(MgError::from)?;
-        let targets: Vec<f64> = b
-            .chunks(self.unknowns())
-            .map(|column| stop.target(crate::numeric::nrm2(column)))
-            .collect();
-        self.upload(b, u, nrhs)?;
+        let targets: Vec<f64> = self.b_norms.iter().map(|&n| stop.target(n)).collect();
         let mut cycle = self.take_cycle();
-        let result = self.plain_cycles(&mut cycle, &targets, stop.max_iterations);
+        let result = self.plain_cycles(&mut cycle, host, &targets, stop.max_iterations);
         self.cycle = Some(cycle);
-        let info = result?;
-        self.download(u)?;
-        Ok(info)
+        result
     }
 
     /// V-cycles until column c's ‖r‖₂ ≤ `targets[c]` (or `max_iterations`).
     fn plain_cycles(
         &mut self,
         cycle: &mut VCycle<D>,
+        host: &mut HostBlocks<D>,
         targets: &[f64],
         max_iterations: usize,
     ) -> std::result::Result<MgInfo, MgError> {
@@ -749,7 +800,6 @@ impl<D: Kernels> Multigrid<D> {
         cycle.resize(nrhs)?;
         cycle.relative_base = true;
         let dev = self.dev.clone();
-        let host = self.host.as_mut().expect("uploaded");
         let mut info = MgInfo {
             iterations: vec![0; nrhs],
             history: Vec::new(),

@@ -15,7 +15,7 @@ use crate::campaign::{
 };
 use crate::config::{Method, OperatorSpec, SolverSpec};
 use crate::device::cuda::Cuda;
-use crate::device::{Block, Cpu, Kernels, Layout, PscDevice, Storage};
+use crate::device::{Block, Cpu, Layout, MultigridDevice, PscDevice, Storage};
 use crate::error::{Error, Result};
 use crate::fem::{assemble_stiffness, verify, ColumnReport, Dofs, Exact, ModeBasis};
 use crate::linalg::LinOp;
@@ -318,7 +318,7 @@ impl BlockSolve for CholeskySolver {
 }
 
 /// Multigrid, refined or stand-alone, from a seeded random initial guess per column.
-struct MultigridSolver<D: Kernels> {
+struct MultigridSolver<D: MultigridDevice> {
     dev: D,
     mg: Box<Multigrid<D>>,
     refine: bool,
@@ -328,7 +328,7 @@ struct MultigridSolver<D: Kernels> {
     singular: Option<PinnedEmbedding>,
 }
 
-impl<D: Kernels> BlockSolve for MultigridSolver<D> {
+impl<D: MultigridDevice> BlockSolve for MultigridSolver<D> {
     fn solve(&mut self, _a: &Csr<f64>, b: &[f64], nrhs: usize) -> Result<BlockOutcome> {
         let embedded;
         let b = match &self.singular {
@@ -393,8 +393,9 @@ fn multigrid_mesh(
     })
 }
 
-/// Multigrid on the CPU device (its only backend so far).
-fn multigrid_setup<const DIM: usize>(
+/// Multigrid on this rank's device.
+fn multigrid_setup<const DIM: usize, D: MultigridDevice>(
+    dev: &D,
     matrix: &Csr<f64>,
     mesh_spec: &MeshSpec,
     solver_spec: &SolverSpec,
@@ -404,7 +405,6 @@ fn multigrid_setup<const DIM: usize>(
         .mg
         .as_ref()
         .expect("validated: mg has its settings");
-    let dev = Cpu::new();
     let params = MgParams {
         schedule: spec.schedule.clone(),
         smoother: spec.smoother,
@@ -417,11 +417,8 @@ fn multigrid_setup<const DIM: usize>(
         .as_ref()
         .is_some_and(|b| b.conditions().is_pure_neumann());
     let (mut mg, singular) = match multigrid_mesh(general, mesh_spec, count)? {
-        Some(mesh) => Multigrid::on_mesh(&dev, &mesh, matrix, params, pure_neumann)?,
-        None => (
-            Multigrid::new(&dev, DIM, mesh_spec.n, matrix, params)?,
-            None,
-        ),
+        Some(mesh) => Multigrid::on_mesh(dev, &mesh, matrix, params, pure_neumann)?,
+        None => (Multigrid::new(dev, DIM, mesh_spec.n, matrix, params)?, None),
     };
     mg.set_krylov(spec.krylov);
     let note = format!(
@@ -430,7 +427,7 @@ fn multigrid_setup<const DIM: usize>(
         mg.operator_bytes() / 1048576.0
     );
     let solver = MultigridSolver {
-        dev,
+        dev: dev.clone(),
         mg: Box::new(mg),
         refine: solver_spec.refine,
         stop: StopParams {
@@ -457,14 +454,25 @@ fn set_up_solver<const DIM: usize>(
 ) -> Result<(Box<dyn BlockSolve>, Option<String>)> {
     match (solver_spec.method, backend) {
         (Method::Cholesky, _) => Ok((Box::new(CholeskySolver::factor(matrix)?), None)),
-        (Method::Mg, Backend::Cpu { .. }) => {
+        (Method::Mg, _) => {
             let general = mesh.planar().filter(|_| conditioned);
-            multigrid_setup::<DIM>(matrix, mesh_spec, solver_spec, general)
+            match backend {
+                Backend::Cpu { .. } => {
+                    multigrid_setup::<DIM, _>(&Cpu::new(), matrix, mesh_spec, solver_spec, general)
+                }
+                Backend::Cuda(info) => multigrid_setup::<DIM, _>(
+                    &Cuda::shared(info)?,
+                    matrix,
+                    mesh_spec,
+                    solver_spec,
+                    general,
+                ),
+            }
         }
         (Method::PscM1 | Method::PscM2 | Method::PscM3, _) => {
             set_up_psc(backend, mesh_spec, solver_spec, mesh, conditioned)
         }
-        (method @ (Method::Mg | Method::Stokes), Backend::Cuda(info)) => Err(Error::Backend(format!(
+        (method @ Method::Stokes, Backend::Cuda(info)) => Err(Error::Backend(format!(
             "method {} has no CUDA implementation (cuda device {}); use backend = \"cpu\" or \"auto\"",
             method.name(),
             info.ordinal

@@ -25,7 +25,7 @@ pub struct KernelFile {
 }
 
 /// Every kernel file, in the order they are compiled.
-pub const FILES: [KernelFile; 4] = [
+pub const FILES: [KernelFile; 5] = [
     KernelFile {
         name: "vector",
         source: include_str!("../../../kernels/vector.cu"),
@@ -41,6 +41,10 @@ pub const FILES: [KernelFile; 4] = [
     KernelFile {
         name: "psc",
         source: include_str!("../../../kernels/psc.cu"),
+    },
+    KernelFile {
+        name: "multigrid",
+        source: include_str!("../../../kernels/multigrid.cu"),
     },
 ];
 

@@ -93,6 +93,34 @@ pub fn per_item_and_column(items: u64, cols: u32) -> LaunchConfig {
     }
 }
 
+/// Most blocks of a node-major launch ([`rows_and_columns`]): every row group's statistics
+/// are a chunk the final reduction adds in order, so their number is capped.
+pub const NODE_MAJOR_BLOCKS: u64 = 2048;
+
+/// Blocks of (cw, THREADS / cw) threads for the node-major kernels of kernels/multigrid.cu:
+/// cw lanes along the columns (the power of two ≥ `cols`, at most a warp), the rest along
+/// the rows; block (q, t) for columns t·cw… and row groups q, q + gridDim.x, …. The grid
+/// depends on the sizes alone, so the statistics' chunks (gridDim.x) do too.
+pub fn rows_and_columns(rows: u64, cols: u32) -> Result<LaunchConfig> {
+    let lanes = cols.clamp(1, 32).next_power_of_two();
+    let column_blocks = cols.max(1).div_ceil(lanes);
+    if column_blocks > MAX_GRID_Y {
+        return Err(Error::Backend(format!(
+            "{cols} columns exceed the node-major kernels' {} (a grid's y extent × 32)",
+            MAX_GRID_Y as u64 * 32
+        )));
+    }
+    let row_threads = THREADS / lanes;
+    let row_blocks = rows
+        .div_ceil(row_threads as u64)
+        .clamp(1, (NODE_MAJOR_BLOCKS / column_blocks as u64).max(1));
+    Ok(LaunchConfig {
+        grid_dim: (row_blocks as u32, column_blocks, 1),
+        block_dim: (lanes, row_threads, 1),
+        shared_mem_bytes: 0,
+    })
+}
+
 /// One block (the final reductions).
 pub fn single_block() -> LaunchConfig {
     LaunchConfig {
@@ -144,6 +172,12 @@ const SIGNATURES: &[(&str, &str)] = &[
     ("psc_gather", "plpipipipppppppi"),
     ("psc_gather_scale", "pppiiipipi"),
     ("psc_scatter", "pppppipipippppli"),
+    ("ell_sweep", "iippidpppidp"),
+    ("ell_jacobi_from_zero", "ipdppidp"),
+    ("ell_refine_update", "iippppppip"),
+    ("grid_restrict", "ppiiipdp"),
+    ("grid_prolongate_add", "ppiiipdp"),
+    ("matrix_transfer", "ipppppiipdp"),
 ];
 
 /// The PTX parameter types of the kernels of `op`, or None for an op without a signature.
@@ -207,6 +241,16 @@ mod tests {
         assert_eq!(per_column(0).grid_dim, (1, 1, 1));
         // A warp per item: 8 items per block of 256 threads.
         assert_eq!(warp_per_item(14_880).grid_dim, (1_860, 1, 1));
+
+        // Node-major blocks: one column runs 256 rows a block, 64 columns two blocks of
+        // 32 lanes × 8 rows across, 3 columns 4 lanes (one idle) × 64 rows.
+        let one = rows_and_columns(1000, 1).unwrap();
+        assert_eq!((one.block_dim, one.grid_dim), ((1, 256, 1), (4, 1, 1)));
+        let wide = rows_and_columns(1 << 24, 64).unwrap();
+        assert_eq!((wide.block_dim, wide.grid_dim), ((32, 8, 1), (1024, 2, 1)));
+        let three = rows_and_columns(10, 3).unwrap();
+        assert_eq!((three.block_dim, three.grid_dim), ((4, 64, 1), (1, 1, 1)));
+        assert!(rows_and_columns(10, u32::MAX).is_err());
     }
 
     /// The shared-memory trees of kernels/prelude.cuh size themselves for THREADS threads.

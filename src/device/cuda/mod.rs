@@ -6,6 +6,7 @@ pub mod compile;
 mod dense;
 mod device;
 pub mod launch;
+mod multigrid;
 mod psc;
 mod sparse;
 mod vector;

@@ -1,0 +1,322 @@
+// Geometric multigrid on node-major blocks (MultigridKernels): entry (i, c) of an N × nrhs
+// block at i·nrhs + c. ELLPACK matrices are slot-major (entry s of row r at s·N + r, the
+// diagonal in slot 0), so a warp's rows read one coalesced run per slot.
+//
+// Every kernel runs a thread per (row, column) in blocks of (cw, 256/cw) threads: cw
+// columns (the block's lanes along x, a power of two ≤ 32) times 256/cw rows, block
+// (q, t) for columns t·cw… and rows q·(256/cw)… (then every gridDim.x-th group of rows).
+// With 32 or more columns a warp reads one row's 32 consecutive columns; with one column
+// it reads 32 consecutive rows. Each kernel fuses the statistics of what it stores: Σ v²,
+// max |v| and the range flag per column, reduced over the block's rows in a fixed tree
+// and written as chunk q's triple (chunks = gridDim.x, fixed by the sizes alone), then
+// added up in chunk order by stats_reduce: the same bits run to run.
+//
+// Arithmetic follows the CPU kernels step for step (the host compiles with --fmad=false):
+// a row's A x sums its even and its odd slots apart, in slot order, then adds the two;
+// f16 data computes in f32; transfers combine in f64 and round once to the target's
+// compute precision, then to its storage.
+
+// Σ v², max |v| and the range flag of one thread's values of its column.
+struct ColumnRecord {
+  double sum, largest;
+  int flag;
+  __device__ ColumnRecord() : sum(0.0), largest(0.0), flag(0) {}
+  // Adds a stored value's square and the magnitude the maximum and the limit apply to (a
+  // value whose magnitude is NaN or above `limit` flags the block).
+  __device__ void add(double square, double magnitude, double limit) {
+    sum += square;
+    largest = fmax(largest, magnitude);
+    flag |= isnan(square) || isnan(magnitude) || magnitude > limit;
+  }
+  __device__ void add(double v, double limit) {
+    double a = fabs(v);
+    add(a * a, a, limit);
+  }
+};
+
+// The block's records reduced over its rows (threadIdx.y) per column and written as the
+// triple of chunk blockIdx.x: part[3·(c·gridDim.x + blockIdx.x)…]. Every thread calls it.
+__device__ void write_record(const ColumnRecord &r, u32 nrhs, double *part) {
+  __shared__ double sums[REDUCE_THREADS];
+  __shared__ double maxima[REDUCE_THREADS];
+  u32 cw = blockDim.x, t = threadIdx.y * cw + threadIdx.x;
+  sums[t] = r.sum;
+  maxima[t] = r.largest;
+  int any = __syncthreads_or(r.flag);
+  for (u32 s = blockDim.y / 2; s > 0; s >>= 1) {
+    if (threadIdx.y < s) {
+      sums[t] += sums[t + s * cw];
+      maxima[t] = fmax(maxima[t], maxima[t + s * cw]);
+    }
+    __syncthreads();
+  }
+  u32 c = blockIdx.y * cw + threadIdx.x;
+  if (threadIdx.y == 0 && c < nrhs) {
+    double *p = part + 3 * ((u64)c * gridDim.x + blockIdx.x);
+    p[0] = sums[threadIdx.x];
+    p[1] = maxima[threadIdx.x];
+    p[2] = any ? 1.0 : 0.0;
+  }
+}
+
+// The thread's column, and its rows (a grid-stride loop over groups of blockDim.y rows).
+#define MY_COLUMN (blockIdx.y * blockDim.x + threadIdx.x)
+#define FOR_MY_ROWS(row, n)                                                                       \
+  for (u32 row = blockIdx.x * blockDim.y + threadIdx.y; row < (n); row += gridDim.x * blockDim.y)
+
+// What a sweep computes from a row's A x (device::RowOp).
+#define OP_APPLY 0u
+#define OP_RESIDUAL 1u
+#define OP_JACOBI 2u
+
+// One pass over A (values in S, computed in S's compute precision C) with the block x:
+// out = A x, b − A x, or x + (ω / a_ii)(b − A x).
+template <typename S>
+__device__ void ell_sweep(u32 n, u32 width, const u32 *cols, const S *values, u32 op,
+                          double omega, const S *x, const S *b, S *out, u32 nrhs, double limit,
+                          double *part) {
+  typedef typename ComputeOf<S>::type C;
+  ColumnRecord record;
+  u32 c = MY_COLUMN;
+  if (c < nrhs) {
+    C w = (C)omega;
+    FOR_MY_ROWS(row, n) {
+      C even = 0, odd = 0;
+      for (u32 s = 0; s < width; s++) {
+        u64 k = (u64)s * n + row;
+        C product = (C)widen(values[k]) * (C)widen(x[(u64)cols[k] * nrhs + c]);
+        if (s & 1)
+          odd += product;
+        else
+          even += product;
+      }
+      C ax = even + odd;
+      u64 own = (u64)row * nrhs + c;
+      C o = ax;
+      if (op == OP_RESIDUAL) {
+        o = (C)widen(b[own]) - ax;
+      } else if (op == OP_JACOBI) {
+        C diagonal = (C)widen(values[row]);
+        o = (C)widen(x[own]) + w / diagonal * ((C)widen(b[own]) - ax);
+      }
+      record.add((double)o, limit);
+      out[own] = store_c(o, (S *)0);
+    }
+  }
+  write_record(record, nrhs, part);
+}
+
+// The first damped Jacobi step from x = 0: out = (ω / d) b, d the stored diagonal.
+template <typename S>
+__device__ void ell_jacobi_from_zero(u32 n, const S *diagonal, double omega, const S *b, S *out,
+                                     u32 nrhs, double limit, double *part) {
+  typedef typename ComputeOf<S>::type C;
+  ColumnRecord record;
+  u32 c = MY_COLUMN;
+  if (c < nrhs) {
+    C w = (C)omega;
+    FOR_MY_ROWS(row, n) {
+      u64 own = (u64)row * nrhs + c;
+      C o = w / (C)widen(diagonal[row]) * (C)widen(b[own]);
+      record.add((double)o, limit);
+      out[own] = store_c(o, (S *)0);
+    }
+  }
+  write_record(record, nrhs, part);
+}
+
+// The refinement update u_c += α_c c_c, r_c −= A (α_c c_c) (A, u, r f64; the correction in
+// T, widened as it is read). Statistics: Σ r² of the new residual, max |c| of the
+// correction (no limit).
+template <typename T>
+__device__ void ell_refine_update(u32 n, u32 width, const u32 *cols, const double *values,
+                                  const T *corr, const double *alpha, double *u, double *r,
+                                  u32 nrhs, double *part) {
+  ColumnRecord record;
+  u32 c = MY_COLUMN;
+  if (c < nrhs) {
+    double a = alpha[c];
+    FOR_MY_ROWS(row, n) {
+      double even = 0.0, odd = 0.0;
+      for (u32 s = 0; s < width; s++) {
+        u64 k = (u64)s * n + row;
+        double product = values[k] * (a * (double)widen(corr[(u64)cols[k] * nrhs + c]));
+        if (s & 1)
+          odd += product;
+        else
+          even += product;
+      }
+      u64 own = (u64)row * nrhs + c;
+      double mine = (double)widen(corr[own]);
+      u[own] += a * mine;
+      double residual = r[own] - (even + odd);
+      r[own] = residual;
+      record.add(residual * residual, fabs(mine), __longlong_as_double(0x7ff0000000000000LL));
+    }
+  }
+  write_record(record, nrhs, part);
+}
+
+// Grid transfers between uniform grids of interior points (dim 2 or 3, m_f = 2·m_c + 1,
+// lexicographic with x fastest). 1D weights: fine point 2a + d of coarse point a has weight
+// ½, 1, ½ for d = 0, 1, 2.
+__device__ __forceinline__ double weight_1d(u32 d) { return d == 1 ? 1.0 : 0.5; }
+
+// The coarse points (index, weight) fine point i interpolates from, in the CPU's order:
+// i odd: (i − 1)/2 with 1; i even: i/2 − 1 then i/2 with ½ each, where they are interior.
+__device__ __forceinline__ u32 interpolation_1d(u32 i, u32 mc, u32 *index, double *weight) {
+  if (i & 1) {
+    index[0] = (i - 1) / 2;
+    weight[0] = 1.0;
+    return 1;
+  }
+  u32 count = 0, right = i / 2;
+  if (right >= 1) {
+    index[count] = right - 1;
+    weight[count++] = 0.5;
+  }
+  if (right < mc) {
+    index[count] = right;
+    weight[count++] = 0.5;
+  }
+  return count;
+}
+
+// coarse = factor_c · Pᵀ fine (factor_c = 1/s_c, or 0 for an inactive column), summed in
+// f64 over the fine planes (z), lines (y), then a line's three points as the CPU does:
+// acc += ½w(f₀ + f₂) + w f₁ with w the product of the plane's and line's weights.
+template <typename S, typename T>
+__device__ void grid_restrict(const S *fine, T *coarse, u32 dim, u32 mc, u32 nrhs,
+                              const double *factor, double limit, double *part) {
+  typedef typename ComputeOf<T>::type C;
+  ColumnRecord record;
+  u32 c = MY_COLUMN, mf = 2 * mc + 1;
+  u32 points = dim == 2 ? mc * mc : mc * mc * mc;
+  if (c < nrhs) {
+    FOR_MY_ROWS(point, points) {
+      u32 a = point % mc, rest = point / mc, b = rest % mc, q = dim == 2 ? 0 : rest / mc;
+      double acc = 0.0;
+      for (u32 dz = 0; dz < (dim == 2 ? 1u : 3u); dz++) {
+        double wz = dim == 2 ? 1.0 : weight_1d(dz);
+        u64 plane = dim == 2 ? 0 : (u64)(2 * q + dz) * mf * mf;
+        for (u32 dy = 0; dy < 3; dy++) {
+          double w = dim == 2 ? weight_1d(dy) : wz * weight_1d(dy), half = 0.5 * w;
+          u64 line = plane + (u64)(2 * b + dy) * mf + 2 * a;
+          double f0 = (double)widen(fine[line * nrhs + c]);
+          double f1 = (double)widen(fine[(line + 1) * nrhs + c]);
+          double f2 = (double)widen(fine[(line + 2) * nrhs + c]);
+          acc += half * (f0 + f2) + w * f1;
+        }
+      }
+      C o = (C)(acc * factor[c]);
+      record.add((double)o, limit);
+      coarse[(u64)point * nrhs + c] = store_c(o, (T *)0);
+    }
+  }
+  write_record(record, nrhs, part);
+}
+
+// fine += s_c · P coarse, the interpolation summed in f64 over the coarse planes, lines
+// and points each fine point reads (interpolation_1d's order in z, y, x), then added to
+// the fine value in f64 and rounded once.
+template <typename S, typename T>
+__device__ void grid_prolongate_add(const S *coarse, T *fine, u32 dim, u32 mc, u32 nrhs,
+                                    const double *factor, double limit, double *part) {
+  typedef typename ComputeOf<T>::type C;
+  ColumnRecord record;
+  u32 c = MY_COLUMN, mf = 2 * mc + 1;
+  u32 points = dim == 2 ? mf * mf : mf * mf * mf;
+  if (c < nrhs) {
+    FOR_MY_ROWS(point, points) {
+      u32 i = point % mf, rest = point / mf, j = rest % mf, p = dim == 2 ? 0 : rest / mf;
+      u32 zi[2], yi[2], xi[2];
+      double zw[2], yw[2], xw[2];
+      u32 nz = 1;
+      zi[0] = 0;
+      zw[0] = 1.0;
+      if (dim == 3) nz = interpolation_1d(p, mc, zi, zw);
+      u32 ny = interpolation_1d(j, mc, yi, yw), nx = interpolation_1d(i, mc, xi, xw);
+      double acc = 0.0;
+      for (u32 kz = 0; kz < nz; kz++) {
+        u64 plane = (u64)zi[kz] * mc * mc;
+        for (u32 ky = 0; ky < ny; ky++) {
+          double w = dim == 2 ? yw[ky] : zw[kz] * yw[ky];
+          u64 line = plane + (u64)yi[ky] * mc;
+          for (u32 kx = 0; kx < nx; kx++)
+            acc += (xw[kx] * w) * (double)widen(coarse[(line + xi[kx]) * nrhs + c]);
+        }
+      }
+      u64 own = (u64)point * nrhs + c;
+      C o = (C)((double)widen(fine[own]) + factor[c] * acc);
+      record.add((double)o, limit);
+      fine[own] = store_c(o, (T *)0);
+    }
+  }
+  write_record(record, nrhs, part);
+}
+
+// dst = factor_c · M src, or dst += factor_c · M src when `keep` (M a CSR matrix of f64
+// weights, rows × src rows: the restriction R or the prolongation P of a refined mesh's
+// hierarchy); each row's sum in index order, in f64.
+template <typename S, typename T>
+__device__ void matrix_transfer(u32 rows, const u64 *row_ptr, const u32 *col_idx,
+                                const double *weights, const S *src, T *dst, u32 keep, u32 nrhs,
+                                const double *factor, double limit, double *part) {
+  typedef typename ComputeOf<T>::type C;
+  ColumnRecord record;
+  u32 c = MY_COLUMN;
+  if (c < nrhs) {
+    FOR_MY_ROWS(row, rows) {
+      double acc = 0.0;
+      for (u64 e = row_ptr[row]; e < row_ptr[row + 1]; e++)
+        acc += weights[e] * (double)widen(src[(u64)col_idx[e] * nrhs + c]);
+      u64 own = (u64)row * nrhs + c;
+      double kept = keep ? (double)widen(dst[own]) : 0.0;
+      C o = (C)(kept + factor[c] * acc);
+      record.add((double)o, limit);
+      dst[own] = store_c(o, (T *)0);
+    }
+  }
+  write_record(record, nrhs, part);
+}
+
+#define MULTIGRID_ENTRIES(name, S)                                                                \
+  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                                    \
+      ell_sweep_##name(u32 n, u32 width, const u32 *cols, const S *values, u32 op, double omega,  \
+                       const S *x, const S *b, S *out, u32 nrhs, double limit, double *part) {    \
+    ell_sweep<S>(n, width, cols, values, op, omega, x, b, out, nrhs, limit, part);                \
+  }                                                                                               \
+  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                                    \
+      ell_jacobi_from_zero_##name(u32 n, const S *diagonal, double omega, const S *b, S *out,     \
+                                  u32 nrhs, double limit, double *part) {                         \
+    ell_jacobi_from_zero<S>(n, diagonal, omega, b, out, nrhs, limit, part);                       \
+  }                                                                                               \
+  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) ell_refine_update_##name(          \
+      u32 n, u32 width, const u32 *cols, const double *values, const S *corr,                     \
+      const double *alpha, double *u, double *r, u32 nrhs, double *part) {                        \
+    ell_refine_update<S>(n, width, cols, values, corr, alpha, u, r, nrhs, part);                  \
+  }
+FOR_STORAGE(MULTIGRID_ENTRIES)
+
+// Named `<op>_<source>_<target>`, or `<op>_<p>` where both precisions are the same.
+#define TRANSFER_ENTRIES(suffix, S, T)                                                            \
+  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                                    \
+      grid_restrict_##suffix(const S *fine, T *coarse, u32 dim, u32 mc, u32 nrhs,                 \
+                             const double *factor, double limit, double *part) {                  \
+    grid_restrict<S, T>(fine, coarse, dim, mc, nrhs, factor, limit, part);                        \
+  }                                                                                               \
+  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                                    \
+      grid_prolongate_add_##suffix(const S *coarse, T *fine, u32 dim, u32 mc, u32 nrhs,           \
+                                   const double *factor, double limit, double *part) {            \
+    grid_prolongate_add<S, T>(coarse, fine, dim, mc, nrhs, factor, limit, part);                  \
+  }                                                                                               \
+  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) matrix_transfer_##suffix(          \
+      u32 rows, const u64 *row_ptr, const u32 *col_idx, const double *weights, const S *src,      \
+      T *dst, u32 keep, u32 nrhs, const double *factor, double limit, double *part) {             \
+    matrix_transfer<S, T>(rows, row_ptr, col_idx, weights, src, dst, keep, nrhs, factor, limit,   \
+                          part);                                                                  \
+  }
+#define DISTINCT_TRANSFER_ENTRIES(sn, S, tn, T) TRANSFER_ENTRIES(sn##_##tn, S, T)
+#define SAME_TRANSFER_ENTRIES(name, T) TRANSFER_ENTRIES(name, T, T)
+FOR_DISTINCT_PAIRS(DISTINCT_TRANSFER_ENTRIES)
+FOR_STORAGE(SAME_TRANSFER_ENTRIES)

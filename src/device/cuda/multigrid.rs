@@ -1,0 +1,385 @@
+//! MultigridKernels on CUDA (kernels/multigrid.cu): slot-major ELLPACK sweeps, the first
+//! Jacobi step, the f64 refinement update and the grid and matrix transfers, on node-major
+//! blocks, each with its statistics fused and reduced on the device.
+
+use super::device::{grow, Cuda};
+use super::launch::{self, Arg};
+use crate::device::sparse::check_grids;
+use crate::device::{
+    kernel_name, unsupported, Block, EllMatrix, Layout, LevelTransfer, MultigridKernels, RowOp,
+    Stats,
+};
+use crate::error::{Error, Result};
+use crate::precision::Precision;
+use crate::sparse::EllLayout;
+
+/// Fails unless `block` is node-major (or a single column, the same in both layouts) with
+/// `rows` rows and `cols` columns.
+fn check_node_major(what: &str, block: &Block<Cuda>, rows: usize, cols: usize) -> Result<()> {
+    let layout_fits = block.layout() == Layout::NodeMajor || block.cols() == 1;
+    if layout_fits && block.rows() == rows && block.cols() == cols {
+        Ok(())
+    } else {
+        Err(Error::Backend(format!(
+            "{what}: a {}×{} {:?} block where a {rows}×{cols} node-major one belongs",
+            block.rows(),
+            block.cols(),
+            block.layout()
+        )))
+    }
+}
+
+/// Fails unless the statistics are for `cols` columns.
+fn check_stats(what: &str, stats: &Stats<Cuda>, cols: usize) -> Result<()> {
+    if stats.nrhs() == cols {
+        Ok(())
+    } else {
+        Err(Error::Backend(format!(
+            "{what}: statistics of {} columns for a block of {cols}",
+            stats.nrhs()
+        )))
+    }
+}
+
+/// Rows as the kernels' 32-bit indices (below 2³¹, so a grid-stride step past the last
+/// row cannot wrap).
+fn rows_u32(what: &str, rows: usize) -> Result<u32> {
+    match u32::try_from(rows) {
+        Ok(r) if r <= i32::MAX as u32 => Ok(r),
+        _ => Err(Error::Backend(format!(
+            "{what}: {rows} rows exceed the kernels' 31-bit row indices"
+        ))),
+    }
+}
+
+impl Cuda {
+    /// Launches a node-major kernel over `rows` rows and `cols` columns whose last argument
+    /// is the chunk triples of its statistics, then reduces them into `stats`.
+    fn launch_recorded(
+        &self,
+        name: &str,
+        rows: usize,
+        cols: usize,
+        args: &[Arg],
+        stats: &mut Stats<Cuda>,
+    ) -> Result<()> {
+        let cfg = launch::rows_and_columns(rows as u64, cols as u32)?;
+        let chunks = cfg.grid_dim.0;
+        let front = Stats::<Cuda>::len_for(cols);
+        grow(
+            self,
+            &mut stats.partials,
+            front + 3 * cols * chunks as usize,
+        )?;
+        let triples = self.ptr(&stats.partials, front);
+        let mut all = args.to_vec();
+        all.push(triples);
+        self.launch(name, cfg, &all)?;
+        self.reduce_stats(triples, triples, cols, chunks, stats)
+    }
+
+    /// The ELLPACK matrix's arguments: rows, width, column indices, values.
+    fn ell_args(&self, what: &str, a: &EllMatrix<Cuda>) -> Result<[Arg; 4]> {
+        if a.layout != EllLayout::SlotMajor {
+            return Err(Error::Backend(format!(
+                "{what}: the CUDA kernels read slot-major ELLPACK"
+            )));
+        }
+        Ok([
+            Arg::U32(rows_u32(what, a.nrows)?),
+            Arg::U32(a.width as u32),
+            self.ptr(&a.col_idx, 0),
+            self.data_ptr(&a.values, 0),
+        ])
+    }
+}
+
+/// Which way a transfer goes, and the factor column c's product is multiplied by.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Restrict,
+    ProlongateAdd,
+}
+
+impl Direction {
+    fn name(self) -> &'static str {
+        match self {
+            Direction::Restrict => "restrict",
+            Direction::ProlongateAdd => "prolongate_add",
+        }
+    }
+
+    /// coarse = Pᵀ fine / s_c (a zero scale gives zero) or fine += s_c · P coarse.
+    fn factors(self, scale: &[f64]) -> Vec<f64> {
+        match self {
+            Direction::Restrict => scale
+                .iter()
+                .map(|&s| if s > 0.0 { 1.0 / s } else { 0.0 })
+                .collect(),
+            Direction::ProlongateAdd => scale.to_vec(),
+        }
+    }
+}
+
+impl Cuda {
+    /// A transfer in `direction` from `src` to `dst`, node-major blocks in any precisions.
+    fn transfer(
+        &self,
+        direction: Direction,
+        transfer: &LevelTransfer<Cuda>,
+        src: &Block<Cuda>,
+        dst: &mut Block<Cuda>,
+        scale: &[f64],
+        stats: &mut Stats<Cuda>,
+    ) -> Result<()> {
+        let what = direction.name();
+        let nrhs = src.cols();
+        let (fine_rows, coarse_rows) = transfer.sizes();
+        let (src_rows, dst_rows) = match direction {
+            Direction::Restrict => (fine_rows, coarse_rows),
+            Direction::ProlongateAdd => (coarse_rows, fine_rows),
+        };
+        check_node_major(what, src, src_rows, nrhs)?;
+        check_node_major(what, dst, dst_rows, nrhs)?;
+        check_stats(what, stats, nrhs)?;
+        if scale.len() != nrhs {
+            return Err(Error::Backend(format!(
+                "{what}: {} scales for {nrhs} columns",
+                scale.len()
+            )));
+        }
+        let (sp, tp) = (src.precision(), dst.precision());
+        let (src_ptr, dst_ptr) = (self.data_ptr(&src.data, 0), self.data_ptr(&dst.data, 0));
+        let limit = Arg::F64(tp.max());
+        let factors = direction.factors(scale);
+        self.with_params(&factors, |factor| match transfer {
+            LevelTransfer::Grid { fine, coarse } => {
+                check_grids(*fine, *coarse)?;
+                rows_u32(what, fine.points())?;
+                let op = match direction {
+                    Direction::Restrict => "grid_restrict",
+                    Direction::ProlongateAdd => "grid_prolongate_add",
+                };
+                self.launch_recorded(
+                    &kernel_name(op, &[sp, tp]),
+                    dst_rows,
+                    nrhs,
+                    &[
+                        src_ptr,
+                        dst_ptr,
+                        Arg::U32(fine.dim as u32),
+                        Arg::U32(coarse.m as u32),
+                        Arg::U32(nrhs as u32),
+                        factor,
+                        limit,
+                    ],
+                    stats,
+                )
+            }
+            LevelTransfer::Matrix {
+                prolongation,
+                restriction,
+            } => {
+                let m = match direction {
+                    Direction::Restrict => restriction,
+                    Direction::ProlongateAdd => prolongation,
+                };
+                if m.values.precision() != Precision::F64 {
+                    return Err(unsupported("matrix_transfer", &[m.values.precision()]));
+                }
+                self.launch_recorded(
+                    &kernel_name("matrix_transfer", &[sp, tp]),
+                    dst_rows,
+                    nrhs,
+                    &[
+                        Arg::U32(rows_u32(what, m.nrows)?),
+                        self.ptr(&m.row_ptr, 0),
+                        self.ptr(&m.col_idx, 0),
+                        self.data_ptr(&m.values, 0),
+                        src_ptr,
+                        dst_ptr,
+                        Arg::U32(u32::from(direction == Direction::ProlongateAdd)),
+                        Arg::U32(nrhs as u32),
+                        factor,
+                        limit,
+                    ],
+                    stats,
+                )
+            }
+        })
+    }
+}
+
+impl MultigridKernels for Cuda {
+    fn ell_layout(&self) -> EllLayout {
+        EllLayout::SlotMajor
+    }
+
+    fn ell_sweep(
+        &self,
+        a: &EllMatrix<Self>,
+        op: RowOp,
+        x: &Block<Self>,
+        b: Option<&Block<Self>>,
+        out: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        let nrhs = x.cols();
+        check_node_major("ell_sweep x", x, a.nrows, nrhs)?;
+        check_node_major("ell_sweep out", out, a.nrows, nrhs)?;
+        check_stats("ell_sweep", stats, nrhs)?;
+        let p = a.precision();
+        if x.precision() != p || out.precision() != p || b.is_some_and(|b| b.precision() != p) {
+            return Err(unsupported(
+                "ell_sweep",
+                &[p, x.precision(), out.precision()],
+            ));
+        }
+        let (code, omega, b) = match (op, b) {
+            (RowOp::Apply, _) => (0, 0.0, x),
+            (RowOp::Residual, Some(b)) => (1, 0.0, b),
+            (RowOp::Jacobi { omega }, Some(b)) => (2, omega, b),
+            _ => return Err(Error::Backend("ell_sweep: this operation needs b".into())),
+        };
+        check_node_major("ell_sweep b", b, a.nrows, nrhs)?;
+        let [n, width, cols, values] = self.ell_args("ell_sweep", a)?;
+        self.launch_recorded(
+            &kernel_name("ell_sweep", &[p]),
+            a.nrows,
+            nrhs,
+            &[
+                n,
+                width,
+                cols,
+                values,
+                Arg::U32(code),
+                Arg::F64(omega),
+                self.data_ptr(&x.data, 0),
+                self.data_ptr(&b.data, 0),
+                self.data_ptr(&out.data, 0),
+                Arg::U32(nrhs as u32),
+                Arg::F64(p.max()),
+            ],
+            stats,
+        )
+    }
+
+    fn ell_jacobi_from_zero(
+        &self,
+        a: &EllMatrix<Self>,
+        omega: f64,
+        b: &Block<Self>,
+        out: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        let nrhs = b.cols();
+        check_node_major("ell_jacobi_from_zero b", b, a.nrows, nrhs)?;
+        check_node_major("ell_jacobi_from_zero out", out, a.nrows, nrhs)?;
+        check_stats("ell_jacobi_from_zero", stats, nrhs)?;
+        let p = a.precision();
+        if b.precision() != p || out.precision() != p {
+            return Err(unsupported(
+                "ell_jacobi_from_zero",
+                &[p, b.precision(), out.precision()],
+            ));
+        }
+        self.launch_recorded(
+            &kernel_name("ell_jacobi_from_zero", &[p]),
+            a.nrows,
+            nrhs,
+            &[
+                Arg::U32(rows_u32("ell_jacobi_from_zero", a.nrows)?),
+                self.data_ptr(&a.diagonal, 0),
+                Arg::F64(omega),
+                self.data_ptr(&b.data, 0),
+                self.data_ptr(&out.data, 0),
+                Arg::U32(nrhs as u32),
+                Arg::F64(p.max()),
+            ],
+            stats,
+        )
+    }
+
+    fn ell_refine_update(
+        &self,
+        a: &EllMatrix<Self>,
+        c: &Block<Self>,
+        alpha: &[f64],
+        x: &mut Block<Self>,
+        r: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        let nrhs = c.cols();
+        check_node_major("ell_refine_update c", c, a.nrows, nrhs)?;
+        check_node_major("ell_refine_update x", x, a.nrows, nrhs)?;
+        check_node_major("ell_refine_update r", r, a.nrows, nrhs)?;
+        check_stats("ell_refine_update", stats, nrhs)?;
+        if alpha.len() != nrhs {
+            return Err(Error::Backend("ell_refine_update: one α per column".into()));
+        }
+        if a.precision() != Precision::F64
+            || x.precision() != Precision::F64
+            || r.precision() != Precision::F64
+        {
+            return Err(unsupported(
+                "ell_refine_update",
+                &[a.precision(), x.precision(), r.precision()],
+            ));
+        }
+        let [n, width, cols, values] = self.ell_args("ell_refine_update", a)?;
+        let entry = kernel_name("ell_refine_update", &[c.precision()]);
+        let (c_ptr, x_ptr, r_ptr) = (
+            self.data_ptr(&c.data, 0),
+            self.data_ptr(&x.data, 0),
+            self.data_ptr(&r.data, 0),
+        );
+        self.with_params(alpha, |alpha| {
+            self.launch_recorded(
+                &entry,
+                a.nrows,
+                nrhs,
+                &[
+                    n,
+                    width,
+                    cols,
+                    values,
+                    c_ptr,
+                    alpha,
+                    x_ptr,
+                    r_ptr,
+                    Arg::U32(nrhs as u32),
+                ],
+                stats,
+            )
+        })
+    }
+
+    fn restrict(
+        &self,
+        transfer: &LevelTransfer<Self>,
+        fine: &Block<Self>,
+        coarse: &mut Block<Self>,
+        scale: &[f64],
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        self.transfer(Direction::Restrict, transfer, fine, coarse, scale, stats)
+    }
+
+    fn prolongate_add(
+        &self,
+        transfer: &LevelTransfer<Self>,
+        coarse: &Block<Self>,
+        fine: &mut Block<Self>,
+        scale: &[f64],
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        self.transfer(
+            Direction::ProlongateAdd,
+            transfer,
+            coarse,
+            fine,
+            scale,
+            stats,
+        )
+    }
+}
