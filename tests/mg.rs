@@ -512,8 +512,64 @@ fn rtol_and_atol_stop_each_column_by_its_own_norm<K: MultigridDevice>(dev: &K) {
     assert!(residuals.iter().all(|&r| r <= 1e-9), "{residuals:?}");
 }
 
+/// Range checks collected on the device and read once per cycle (a GPU's default) give the
+/// answers, step counts and failures of checks read at once (the CPU's): on a converging
+/// solve, on an f16 overflow found by a check read at once (the restricted residual), and
+/// on one found by a collected check (a smoothing step with ω far too large overflows f16
+/// before the residual sees it, and is the failure reported).
+fn deferred_range_checks_agree_with_immediate_ones<K: MultigridDevice>(dev: &K) {
+    let problem = Problem::<2>::new(64, &[3, 5]);
+    let levels = default_levels(64);
+    let solve =
+        |schedule: Vec<Precision>, smoother: Smoother, scaling: bool, b: &[f64], deferred| {
+            let p = MgParams {
+                smoother,
+                residual_scaling: scaling,
+                ..params(schedule)
+            };
+            let mut mg = Multigrid::new(dev, 2, 64, &problem.sys.matrix, p).unwrap();
+            mg.defer_range_checks(deferred);
+            let mut u = vec![0.0; b.len()];
+            let result = dev.run(|| mg.solve_refined(b, &mut u, 2, STOP));
+            (
+                result
+                    .map(|info| info.iterations)
+                    .map_err(|e| e.to_string()),
+                u,
+            )
+        };
+    let both = |schedule: Vec<Precision>, smoother, scaling, b: &[f64]| {
+        let immediate = solve(schedule.clone(), smoother, scaling, b, false);
+        let deferred = solve(schedule, smoother, scaling, b, true);
+        assert_eq!(deferred.0, immediate.0);
+        assert!(deferred.1 == immediate.1, "solutions differ");
+        immediate.0
+    };
+    for variant in [Variant::DMg, Variant::HMg, Variant::DshMg] {
+        let steps = both(variant.schedule(levels), Smoother::JACOBI, true, &problem.b);
+        assert!(steps.is_ok(), "{variant}: {steps:?}");
+    }
+    let huge: Vec<f64> = problem.b.iter().map(|v| v * 1e7).collect();
+    let restricted = both(
+        Variant::DshMg.schedule(levels),
+        Smoother::JACOBI,
+        false,
+        &huge,
+    );
+    let message = restricted.unwrap_err();
+    assert!(message.contains("the restricted residual"), "{message}");
+    let wild = Smoother {
+        omega: 1e6,
+        ..Smoother::JACOBI
+    };
+    let smoothed = both(Variant::HMg.schedule(levels), wild, true, &problem.b);
+    let message = smoothed.unwrap_err();
+    assert!(message.contains("the smoothed iterate"), "{message}");
+}
+
 device_tests!(
-    cuda: rtol_and_atol_stop_each_column_by_its_own_norm,
+    cuda: deferred_range_checks_agree_with_immediate_ones,
+    rtol_and_atol_stop_each_column_by_its_own_norm,
     variants_converge_in_2d_with_published_iteration_counts,
     variants_converge_in_3d,
     errors_are_second_order_and_match_cholesky,

@@ -34,7 +34,7 @@ pub use psc::PscKernels;
 pub use sparse::{
     CsrMatrix, EllMatrix, GridShape, LevelTransfer, MultigridKernels, RowOp, SparseKernels,
 };
-pub use stats::{ColumnStats, Stats};
+pub use stats::{ColumnStats, FlagLog, Stats};
 pub use stencil::StokesKernels;
 
 use crate::error::{Error, Result};
@@ -149,6 +149,12 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
         Ok(None)
     }
 
+    /// Whether a host read waits for every kernel issued so far (a GPU's stream): callers
+    /// then collect checks on the device ([`FlagLog`]) and read them together.
+    fn reads_synchronize(&self) -> bool {
+        false
+    }
+
     /// Runs `f`, a solve's host-side driver that issues kernels, where this device runs them
     /// best (CPU: on a worker of the thread pool, so every kernel's parallel loop is a
     /// nested task rather than a job injected from outside; CUDA: on the calling thread).
@@ -204,6 +210,10 @@ pub trait VectorKernels: Device {
     fn relayout(&self, src: &Block<Self>, dst: &mut Block<Self>) -> Result<()>;
     /// The per-column statistics of `x`.
     fn column_stats(&self, x: &Block<Self>, stats: &mut Stats<Self>) -> Result<()>;
+    /// Appends the range flag of the kernel that last recorded into `stats` to `log`
+    /// (without a host read where the statistics are still on the device); the log must
+    /// have room ([`FlagLog::reserve`]).
+    fn log_range_flag(&self, stats: &Stats<Self>, log: &mut FlagLog<Self>) -> Result<()>;
     /// out_c = x_c · y_c in f64 for every column (x and y in one precision).
     fn column_dots(
         &self,

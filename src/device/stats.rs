@@ -90,3 +90,59 @@ impl<D: Device> Stats<D> {
         })
     }
 }
+
+/// The range flags of several kernels' statistics, copied where they were computed
+/// ([`VectorKernels::log_range_flag`](super::VectorKernels::log_range_flag)) and read to the
+/// host together: one read for many checks on a device whose host reads wait for every
+/// kernel issued ([`Device::reads_synchronize`]).
+pub struct FlagLog<D: Device> {
+    /// 1.0 where a logged kernel stored a value out of range, in the order logged.
+    pub flags: D::Buffer<f64>,
+    /// Flags logged since the last [`FlagLog::clear`].
+    pub len: usize,
+    host: Vec<f64>,
+}
+
+impl<D: Device> FlagLog<D> {
+    pub fn new(dev: &D) -> Result<Self> {
+        Ok(FlagLog {
+            flags: dev.zeros(0)?,
+            len: 0,
+            host: Vec::new(),
+        })
+    }
+
+    /// Room for `capacity` flags (set-up; keeps what was logged).
+    pub fn reserve(&mut self, dev: &D, capacity: usize) -> Result<()> {
+        if D::buffer_len(&self.flags) < capacity {
+            let mut logged = vec![0.0; self.len];
+            dev.read(&self.flags, 0, &mut logged)?;
+            let mut grown = vec![0.0; capacity];
+            grown[..self.len].copy_from_slice(&logged);
+            self.flags = dev.upload(&grown)?;
+            self.host = vec![0.0; capacity];
+        }
+        Ok(())
+    }
+
+    /// The index of the first flag logged out of range, if any (one host read); then
+    /// empties the log.
+    pub fn first_set(&mut self, dev: &D) -> Result<Option<usize>> {
+        let len = std::mem::take(&mut self.len);
+        if len == 0 {
+            return Ok(None);
+        }
+        dev.read(&self.flags, 0, &mut self.host[..len])?;
+        Ok(self.host[..len].iter().position(|&f| f != 0.0))
+    }
+
+    /// Flags the log has room for.
+    pub fn capacity(&self) -> usize {
+        D::buffer_len(&self.flags)
+    }
+
+    /// Forgets what was logged (a cycle that ended by another error).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+}

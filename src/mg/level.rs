@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::error::{MgFailure, Remedy};
 use super::schedule::Smoother;
 use crate::device::{
-    Block, EllMatrix, Layout, LevelTransfer, MultigridDevice, RowOp, Scratch, Stats,
+    Block, EllMatrix, FlagLog, Layout, LevelTransfer, MultigridDevice, RowOp, Scratch, Stats,
 };
 use crate::error::Error;
 use crate::linalg::{BlockCg, CgParams, Cost};
@@ -82,6 +82,124 @@ impl<D: MultigridDevice> Constants<D> {
             *m = -s / n;
         }
         dev.column_axpby(&self.minus_means, &self.ones, &self.keep, x)
+    }
+}
+
+/// A range check of one level: what its failure names (all `Copy`, so collecting a check
+/// allocates nothing).
+#[derive(Clone, Copy, Debug)]
+struct CheckSite {
+    level: usize,
+    levels: usize,
+    precision: Precision,
+    unknowns: usize,
+    what: &'static str,
+}
+
+impl CheckSite {
+    fn failure(self, what: String) -> MgFailure {
+        MgFailure::Range {
+            level: self.level,
+            levels: self.levels,
+            precision: self.precision,
+            unknowns: self.unknowns,
+            what,
+            remedy: Remedy::Scaling { scaling_on: None },
+        }
+    }
+
+    /// `what` held a value that is not finite or beyond the level precision's range.
+    fn out_of_range(self) -> MgFailure {
+        let precision = self.precision;
+        self.failure(format!(
+            "{} is not finite or exceeds the largest {precision} value ({:e})",
+            self.what,
+            precision.max(),
+        ))
+    }
+}
+
+/// The range checks of a cycle. Those whose values the host does not otherwise read (after
+/// each smoothing step and the coarse-grid correction) are, where a host read waits for the
+/// device (a GPU: [`Device::reads_synchronize`](crate::device::Device::reads_synchronize)),
+/// collected on it and read together at the end of the cycle, or as soon as another check
+/// fails (the earliest failure is the one reported); elsewhere each is read at once.
+pub(super) struct RangeChecks<D: MultigridDevice> {
+    pub deferred: bool,
+    log: FlagLog<D>,
+    /// The check of each logged flag, in order.
+    sites: Vec<CheckSite>,
+}
+
+impl<D: MultigridDevice> RangeChecks<D> {
+    pub fn new(dev: &D) -> Result<Self, Error> {
+        Ok(RangeChecks {
+            deferred: dev.reads_synchronize(),
+            log: FlagLog::new(dev)?,
+            sites: Vec::new(),
+        })
+    }
+
+    /// Room for `count` collected checks (set-up: a cycle then allocates nothing).
+    pub fn reserve(&mut self, dev: &D, count: usize) -> Result<(), Error> {
+        self.log.reserve(dev, count)?;
+        self.sites.reserve(count.saturating_sub(self.sites.len()));
+        Ok(())
+    }
+
+    /// The range check of `level`'s last kernel, collected where checks are deferred.
+    pub fn check(
+        &mut self,
+        dev: &D,
+        level: &mut Level<D>,
+        what: &'static str,
+    ) -> Result<(), MgFailure> {
+        if !self.deferred {
+            return level.check(dev, what);
+        }
+        if self.log.len == self.log.capacity() {
+            self.log
+                .reserve(dev, 2 * self.log.capacity().max(8))
+                .map_err(other)?;
+        }
+        dev.log_range_flag(&level.stats, &mut self.log)
+            .map_err(other)?;
+        self.sites.push(level.site(what));
+        Ok(())
+    }
+
+    /// The range check of `level`'s last kernel, read now (the host needs its values).
+    pub fn now(
+        &mut self,
+        dev: &D,
+        level: &mut Level<D>,
+        what: &'static str,
+    ) -> Result<(), MgFailure> {
+        let result = level.check(dev, what);
+        self.earliest(dev, result)
+    }
+
+    /// `result` of a check read now, unless a collected one failed before it.
+    pub fn earliest(&mut self, dev: &D, result: Result<(), MgFailure>) -> Result<(), MgFailure> {
+        if result.is_err() {
+            self.settle(dev)?;
+        }
+        result
+    }
+
+    /// Fails with the earliest collected check that found a value out of range (one host
+    /// read), and empties the log.
+    pub fn settle(&mut self, dev: &D) -> Result<(), MgFailure> {
+        let first = self.log.first_set(dev).map_err(other)?;
+        let failure = first.map(|i| self.sites[i].out_of_range());
+        self.sites.clear();
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Forgets collected checks (a cycle that ended by another error).
+    pub fn clear(&mut self) {
+        self.log.clear();
+        self.sites.clear();
     }
 }
 
@@ -198,31 +316,31 @@ impl<D: MultigridDevice> Level<D> {
     /// A value out of this level's range (the advice is completed by the solve, which knows
     /// whether residual scaling is on).
     pub fn failure(&self, what: String) -> MgFailure {
-        MgFailure::Range {
+        self.site("").failure(what)
+    }
+
+    /// This level's check of `what`.
+    fn site(&self, what: &'static str) -> CheckSite {
+        CheckSite {
             level: self.index,
             levels: self.count,
             precision: self.precision(),
             unknowns: self.unknowns,
             what,
-            remedy: Remedy::Scaling { scaling_on: None },
         }
     }
 
     /// Fails unless every value the last kernel stored was finite and in range.
-    pub fn check(&mut self, dev: &D, what: &str) -> Result<(), MgFailure> {
+    pub fn check(&mut self, dev: &D, what: &'static str) -> Result<(), MgFailure> {
         let in_range = self.stats.read(dev).map_err(other)?.in_range;
         self.fail_unless(in_range, what)
     }
 
-    fn fail_unless(&self, in_range: bool, what: &str) -> Result<(), MgFailure> {
-        if in_range {
-            return Ok(());
+    fn fail_unless(&self, in_range: bool, what: &'static str) -> Result<(), MgFailure> {
+        match in_range {
+            true => Ok(()),
+            false => Err(self.site(what).out_of_range()),
         }
-        let precision = self.precision();
-        Err(self.failure(format!(
-            "{what} is not finite or exceeds the largest {precision} value ({:e})",
-            precision.max(),
-        )))
     }
 
     /// Fails when an active column's values all rounded to zero in the level's precision.
@@ -261,6 +379,7 @@ impl<D: MultigridDevice> Level<D> {
     }
 
     /// `steps` damped Jacobi steps on x (from x = 0 when `zero_initial`).
+    #[allow(clippy::too_many_arguments)]
     pub fn smooth(
         &mut self,
         dev: &D,
@@ -269,6 +388,7 @@ impl<D: MultigridDevice> Level<D> {
         zero_initial: bool,
         b: &Block<D>,
         x: &mut Block<D>,
+        checks: &mut RangeChecks<D>,
     ) -> Result<Cost, MgFailure> {
         let mut cost = Cost::default();
         let points = (self.unknowns * self.nrhs) as f64;
@@ -300,13 +420,19 @@ impl<D: MultigridDevice> Level<D> {
                         bytes: self.matrix_bytes() + 3.0 * self.vector_bytes(),
                     };
             }
-            self.check(dev, "the smoothed iterate")?;
+            checks.check(dev, self, "the smoothed iterate")?;
         }
         Ok(cost)
     }
 
-    /// tmp = b − A x, with its statistics in `stats`.
-    pub fn residual(&mut self, dev: &D, b: &Block<D>, x: &Block<D>) -> Result<Cost, MgFailure> {
+    /// tmp = b − A x, with its statistics in `stats` (read: the cycle scales by them).
+    pub fn residual(
+        &mut self,
+        dev: &D,
+        b: &Block<D>,
+        x: &Block<D>,
+        checks: &mut RangeChecks<D>,
+    ) -> Result<Cost, MgFailure> {
         dev.ell_sweep(
             &self.matrix,
             RowOp::Residual,
@@ -316,7 +442,7 @@ impl<D: MultigridDevice> Level<D> {
             &mut self.stats,
         )
         .map_err(other)?;
-        self.check(dev, "the residual")?;
+        checks.now(dev, self, "the residual")?;
         Ok(self.residual_cost())
     }
 
@@ -357,6 +483,7 @@ impl<D: MultigridDevice> Level<D> {
     /// breakdown, or 2N + 100 iterations. On a singular level the right-hand side's and
     /// the solution's means are removed: rounding leaves the restricted residual slightly
     /// off the matrix's range, and CG would otherwise grow a constant without bound.
+    #[allow(clippy::too_many_arguments)]
     pub fn base_solve(
         &mut self,
         dev: &D,
@@ -364,6 +491,7 @@ impl<D: MultigridDevice> Level<D> {
         relative: bool,
         b: &Block<D>,
         x: &mut Block<D>,
+        checks: &mut RangeChecks<D>,
     ) -> Result<Cost, MgFailure> {
         let n = self.unknowns;
         let (matrix_bytes, vector_bytes, matrix_flops) = (
@@ -405,7 +533,7 @@ impl<D: MultigridDevice> Level<D> {
             constants.project(dev, x).map_err(other)?;
         }
         dev.column_stats(x, &mut self.stats).map_err(other)?;
-        self.check(dev, "the base solver's solution")?;
+        checks.now(dev, self, "the base solver's solution")?;
         let iterations = info.iterations as f64;
         let projections = if self.singular { 4.0 } else { 0.0 };
         Ok(Cost {

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::error::{MgError, MgFailure, MgInfo, Remedy};
-use super::level::{other, Level};
+use super::level::{other, Level, RangeChecks};
 use super::schedule::{check_levels, schedule_name, Smoother};
 use crate::device::{Block, EllMatrix, GridShape, Layout, LevelTransfer, MultigridDevice};
 use crate::error::{Error, Result};
@@ -126,6 +126,8 @@ pub struct VCycle<D: MultigridDevice> {
     xs: Vec<Block<D>>,
     /// Per column: whether the residual entering a coarser level is nonzero.
     active: Vec<bool>,
+    /// The cycle's range checks (read once per cycle on a GPU).
+    checks: RangeChecks<D>,
     nrhs: usize,
     /// What the last cycle cost.
     cost: Cost,
@@ -153,16 +155,18 @@ fn vcycle<D: MultigridDevice>(
     x: &mut Block<D>,
     zero_initial: bool,
     active: &mut [bool],
+    checks: &mut RangeChecks<D>,
 ) -> Result<Cost, MgFailure> {
     let l = levels.len() - 1;
     let (lower, this) = levels.split_at_mut(l);
     let level = &mut this[0];
     if l == 0 {
-        return level.base_solve(dev, settings.base_tolerance, settings.relative_base, b, x);
+        let (tolerance, relative) = (settings.base_tolerance, settings.relative_base);
+        return level.base_solve(dev, tolerance, relative, b, x, checks);
     }
     let smoother = settings.smoother;
-    let mut cost = level.smooth(dev, &smoother, smoother.pre, zero_initial, b, x)?;
-    cost = cost + level.residual(dev, b, x)?;
+    let mut cost = level.smooth(dev, &smoother, smoother.pre, zero_initial, b, x, checks)?;
+    cost = cost + level.residual(dev, b, x, checks)?;
     // Entering f16 from a wider precision: scale each column's residual to magnitude ≤ 1.
     let coarse = &mut lower[l - 1];
     let enters_f16 = coarse.precision() == Precision::F16 && level.precision() != Precision::F16;
@@ -196,8 +200,9 @@ fn vcycle<D: MultigridDevice>(
         &mut coarse.stats,
     )
     .map_err(other)?;
-    coarse.check(dev, "the restricted residual")?;
-    coarse.check_not_flushed(dev, active, "the restricted residual")?;
+    checks.now(dev, coarse, "the restricted residual")?;
+    let flushed = coarse.check_not_flushed(dev, active, "the restricted residual");
+    checks.earliest(dev, flushed)?;
     let transfer_cost = Cost {
         flops: transfer.flops_per_column() * level.nrhs as f64,
         bytes: transfer.bytes() + level.vector_bytes() + coarse.vector_bytes(),
@@ -205,18 +210,18 @@ fn vcycle<D: MultigridDevice>(
     cost = cost + transfer_cost;
     cost = cost
         + vcycle(
-            dev, settings, lower, b_lower, x_lower, coarse_b, coarse_x, true, active,
+            dev, settings, lower, b_lower, x_lower, coarse_b, coarse_x, true, active, checks,
         )?;
     dev.prolongate_add(transfer, coarse_x, x, &level.scale, &mut level.stats)
         .map_err(other)?;
-    level.check(dev, "the coarse-grid corrected iterate")?;
+    checks.check(dev, level, "the coarse-grid corrected iterate")?;
     cost = cost
         + transfer_cost
         + Cost {
             flops: 0.0,
             bytes: level.vector_bytes(),
         };
-    cost = cost + level.smooth(dev, &smoother, smoother.post, false, b, x)?;
+    cost = cost + level.smooth(dev, &smoother, smoother.post, false, b, x, checks)?;
     Ok(cost)
 }
 
@@ -253,6 +258,11 @@ impl<D: MultigridDevice> VCycle<D> {
             .map(|l| l.block(&dev, nrhs))
             .collect::<Result<_>>()?;
         self.active = vec![false; nrhs];
+        // Collected checks per cycle: each smoothing step and the coarse-grid correction
+        // of every level above the coarsest.
+        let per_level = self.smoother.pre + self.smoother.post + 1;
+        self.checks
+            .reserve(&dev, per_level * (self.levels.len() - 1))?;
         self.nrhs = nrhs;
         Ok(())
     }
@@ -272,11 +282,24 @@ impl<D: MultigridDevice> VCycle<D> {
             bs,
             xs,
             active,
+            checks,
             cost,
             ..
         } = self;
-        *cost = vcycle(dev, settings, levels, bs, xs, b, x, zero_initial, active)?;
-        Ok(())
+        checks.clear();
+        *cost = vcycle(
+            dev,
+            settings,
+            levels,
+            bs,
+            xs,
+            b,
+            x,
+            zero_initial,
+            active,
+            checks,
+        )?;
+        checks.settle(dev)
     }
 }
 
@@ -517,6 +540,7 @@ impl<D: MultigridDevice> Multigrid<D> {
                 bs: Vec::new(),
                 xs: Vec::new(),
                 active: Vec::new(),
+                checks: RangeChecks::new(dev)?,
                 nrhs: 0,
                 cost: Cost::default(),
             }),
@@ -592,6 +616,13 @@ impl<D: MultigridDevice> Multigrid<D> {
             });
         }
         Ok(())
+    }
+
+    /// Collects the cycle's range checks on the device and reads them once per cycle (the
+    /// default where a host read waits for the device, a GPU), or reads each at once (the
+    /// default elsewhere): both give the same answers and the same failures.
+    pub fn defer_range_checks(&mut self, on: bool) {
+        self.cycle_mut().checks.deferred = on;
     }
 
     /// Accelerates the refinement by flexible CG, the V-cycle as its preconditioner

@@ -5,9 +5,9 @@ use rayon::prelude::*;
 use super::simd::{self, SimdLevel};
 use super::{buffer, buffer_mut, by_precision, check_len, slice, slice_mut, Compute, Cpu, CHUNK};
 use crate::device::{
-    unsupported, Block, Layout, Scratch, Stats, Storage, VectorKernels, View, ViewMut,
+    unsupported, Block, FlagLog, Layout, Scratch, Stats, Storage, VectorKernels, View, ViewMut,
 };
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::numeric;
 use crate::precision::{Precision, Real, Stored};
 
@@ -504,6 +504,18 @@ impl VectorKernels for Cpu {
         by_precision!(src.precision(), A => by_precision!(dst.precision(), B => {
             relayout::<A, B>(buffer::<A>(&src.data, "relayout")?, layout, rows, cols, buffer_mut::<B>(&mut dst.data, "relayout")?);
         }));
+        Ok(())
+    }
+
+    fn log_range_flag(&self, stats: &Stats<Self>, log: &mut FlagLog<Self>) -> Result<()> {
+        let slot = log.len;
+        if slot >= log.flags.len() {
+            return Err(Error::Backend(format!(
+                "log_range_flag: a log of {slot} flags is full (FlagLog::reserve)"
+            )));
+        }
+        log.flags[slot] = stats.host[2 * stats.nrhs()];
+        log.len += 1;
         Ok(())
     }
 

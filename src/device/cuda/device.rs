@@ -341,6 +341,11 @@ impl Device for Cuda {
         Ok(Some(self.memory()?.0))
     }
 
+    /// Host reads are stream-ordered copies: each waits for every kernel issued before it.
+    fn reads_synchronize(&self) -> bool {
+        true
+    }
+
     fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         // Kernels are issued from the calling thread, which needs the context current.
         let _ = self.inner.ctx.bind_to_thread();

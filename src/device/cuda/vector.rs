@@ -6,8 +6,8 @@ use cudarc::driver::{CudaSlice, LaunchConfig};
 use super::device::{driver, grow, Cuda};
 use super::launch::{self, Arg, REDUCE_CHUNK};
 use crate::device::{
-    check_len, kernel_name, unsupported, Block, Device, Layout, Scratch, Stats, VectorKernels,
-    View, ViewMut,
+    check_len, kernel_name, unsupported, Block, Device, FlagLog, Layout, Scratch, Stats,
+    VectorKernels, View, ViewMut,
 };
 use crate::error::{Error, Result};
 use crate::precision::Precision;
@@ -347,6 +347,39 @@ impl VectorKernels for Cuda {
                 Arg::U32(node_major(layout)),
             ],
         )
+    }
+
+    fn log_range_flag(&self, stats: &Stats<Self>, log: &mut FlagLog<Self>) -> Result<()> {
+        let slot = log.len;
+        if slot >= log.flags.len() {
+            return Err(Error::Backend(format!(
+                "log_range_flag: a log of {slot} flags is full (FlagLog::reserve)"
+            )));
+        }
+        let flag = 2 * stats.nrhs();
+        if stats.on_device {
+            self.bind()?;
+            // SAFETY: one f64 inside each of two live buffers (the statistics' front holds
+            // 2·nrhs + 1 values, the log has room for `slot`), ordered on the rank's stream.
+            unsafe {
+                cudarc::driver::result::memcpy_dtod_async(
+                    address(self.ptr(&log.flags, slot)),
+                    address(self.ptr(&stats.partials, flag)),
+                    std::mem::size_of::<f64>(),
+                    self.stream().cu_stream(),
+                )
+            }
+            .map_err(|e| driver("log_range_flag", e))?;
+        } else {
+            self.stream()
+                .memcpy_htod(
+                    &stats.host[flag..flag + 1],
+                    &mut log.flags.slice_mut(slot..slot + 1),
+                )
+                .map_err(|e| driver("log_range_flag", e))?;
+        }
+        log.len += 1;
+        Ok(())
     }
 
     fn column_stats(&self, x: &Block<Self>, stats: &mut Stats<Self>) -> Result<()> {
