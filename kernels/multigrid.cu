@@ -280,6 +280,26 @@ __device__ void matrix_transfer(u32 rows, const u64 *row_ptr, const u32 *col_idx
   write_record(record, nrhs, part);
 }
 
+// Appends to a log whether a restriction flushed an active column to zero: 1 + the first
+// column whose fine statistics' largest magnitude is above zero and whose coarse one is
+// below `half_tiny` (0 if none), then that magnitude. `fine` and `coarse` are reduced
+// statistics (Σ v² per column, then max |v| per column). One thread: a handful of columns.
+extern "C" __global__ void flushed_column(const double *fine, const double *coarse, u32 cols,
+                                          double half_tiny, double *log) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  double column = 0.0, largest = 0.0;
+  for (u32 c = 0; c < cols; c++) {
+    double f = fine[cols + c], m = coarse[cols + c];
+    if (f > 0.0 && m < half_tiny) {
+      column = (double)c + 1.0;
+      largest = m;
+      break;
+    }
+  }
+  log[0] = column;
+  log[1] = largest;
+}
+
 #define MULTIGRID_ENTRIES(name, S)                                                                \
   extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                                    \
       ell_sweep_##name(u32 n, u32 width, const u32 *cols, const S *values, u32 op, double omega,  \

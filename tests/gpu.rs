@@ -14,8 +14,9 @@ use tensorfem::device::psc::{
     CellParents, Classes, GridTransform, HierarchicalTransform, PscKernels,
 };
 use tensorfem::device::{
-    Block, CsrMatrix, Data, DenseKernels, Device, EllMatrix, GridShape, Layout, LevelTransfer,
-    MatMut, MatRef, MultigridDevice, RowOp, Scratch, SparseKernels, Stats, VectorKernels,
+    Block, CsrMatrix, Data, DenseKernels, Device, EllMatrix, FlagLog, GridShape, Layout,
+    LevelTransfer, MatMut, MatRef, MultigridDevice, RowOp, Scratch, SparseKernels, Stats,
+    VectorKernels,
 };
 use tensorfem::precision::Precision::{self, F16, F32, F64};
 use tensorfem::sparse::{Csr, Ell, SparseRows};
@@ -637,6 +638,17 @@ fn multigrid_parts<D: MultigridDevice>(dev: &D, nrhs: usize) -> Parts {
                         &mut stats,
                     )
                     .unwrap();
+                    // The column the restriction flushed to zero (the last: its scale is 0),
+                    // checked where the statistics are.
+                    let mut fine_stats = Stats::new(dev, nrhs).unwrap();
+                    dev.column_stats(&node(&f, nf, sp), &mut fine_stats)
+                        .unwrap();
+                    let mut log = FlagLog::new(dev).unwrap();
+                    log.reserve(dev, 2).unwrap();
+                    dev.log_flushed_column(&fine_stats, &stats, tp.tiny() / 2.0, &mut log)
+                        .unwrap();
+                    let flushed = log.read(dev).unwrap().to_vec();
+                    out.add(&format!("{case} flushed column"), F64, flushed);
                     out.add(
                         &format!("{case} restrict"),
                         tp,
@@ -751,6 +763,7 @@ fn multigrid_kernels_match_the_cpu() {
         "matrix_transfer_f64_f16",
         "matrix_transfer_f64_f32",
         "matrix_transfer_f64",
+        "flushed_column",
     ]);
     let Some(gpu) = gpu() else { return };
     let cpu = tensorfem::device::Cpu::new();

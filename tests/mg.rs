@@ -513,57 +513,65 @@ fn rtol_and_atol_stop_each_column_by_its_own_norm<K: MultigridDevice>(dev: &K) {
 }
 
 /// Range checks collected on the device and read once per cycle (a GPU's default) give the
-/// answers, step counts and failures of checks read at once (the CPU's): on a converging
-/// solve, on an f16 overflow found by a check read at once (the restricted residual), and
-/// on one found by a collected check (a smoothing step with ω far too large overflows f16
-/// before the residual sees it, and is the failure reported).
+/// answers, step counts and failures of checks read at once (the CPU's): on converging
+/// solves, on an f16 overflow and an f16 underflow of a restricted residual (the second
+/// checked on the device where nothing is scaled), and on an overflow found by a collected
+/// check (a smoothing step with ω far too large overflows f16 before the residual sees
+/// it, and is the failure reported).
 fn deferred_range_checks_agree_with_immediate_ones<K: MultigridDevice>(dev: &K) {
     let problem = Problem::<2>::new(64, &[3, 5]);
     let levels = default_levels(64);
-    let solve =
-        |schedule: Vec<Precision>, smoother: Smoother, scaling: bool, b: &[f64], deferred| {
-            let p = MgParams {
-                smoother,
-                residual_scaling: scaling,
-                ..params(schedule)
-            };
-            let mut mg = Multigrid::new(dev, 2, 64, &problem.sys.matrix, p).unwrap();
-            mg.defer_range_checks(deferred);
-            let mut u = vec![0.0; b.len()];
-            let result = dev.run(|| mg.solve_refined(b, &mut u, 2, STOP));
-            (
-                result
+    let relative = StopParams {
+        rtol: 1e-6,
+        atol: 0.0,
+        max_iterations: 60,
+    };
+    // (steps or the error's text, solution) with checks read at once, then collected.
+    let both = |variant: Variant, smoother: Smoother, scaling: bool, b: &[f64], stop| {
+        let runs: Vec<_> = [false, true]
+            .into_iter()
+            .map(|deferred| {
+                let p = MgParams {
+                    smoother,
+                    residual_scaling: scaling,
+                    ..params(variant.schedule(levels))
+                };
+                let mut mg = Multigrid::new(dev, 2, 64, &problem.sys.matrix, p).unwrap();
+                mg.defer_range_checks(deferred);
+                let mut u = vec![0.0; b.len()];
+                let result = dev.run(|| mg.solve_refined(b, &mut u, 2, stop));
+                let outcome = result
                     .map(|info| info.iterations)
-                    .map_err(|e| e.to_string()),
-                u,
-            )
-        };
-    let both = |schedule: Vec<Precision>, smoother, scaling, b: &[f64]| {
-        let immediate = solve(schedule.clone(), smoother, scaling, b, false);
-        let deferred = solve(schedule, smoother, scaling, b, true);
-        assert_eq!(deferred.0, immediate.0);
-        assert!(deferred.1 == immediate.1, "solutions differ");
-        immediate.0
+                    .map_err(|e| e.to_string());
+                (outcome, u)
+            })
+            .collect();
+        assert_eq!(runs[1].0, runs[0].0, "{variant}");
+        assert!(runs[1].1 == runs[0].1, "{variant}: solutions differ");
+        runs[0].0.clone()
     };
     for variant in [Variant::DMg, Variant::HMg, Variant::DshMg] {
-        let steps = both(variant.schedule(levels), Smoother::JACOBI, true, &problem.b);
+        let steps = both(variant, Smoother::JACOBI, true, &problem.b, STOP);
         assert!(steps.is_ok(), "{variant}: {steps:?}");
     }
     let huge: Vec<f64> = problem.b.iter().map(|v| v * 1e7).collect();
-    let restricted = both(
-        Variant::DshMg.schedule(levels),
-        Smoother::JACOBI,
-        false,
-        &huge,
-    );
-    let message = restricted.unwrap_err();
+    let message = both(Variant::DshMg, Smoother::JACOBI, false, &huge, STOP).unwrap_err();
     assert!(message.contains("the restricted residual"), "{message}");
+    // The second column's residual flushes to zero entering the first f16 level.
+    let n = problem.unknowns();
+    let tiny: Vec<f64> = (problem.b.iter().enumerate())
+        .map(|(i, v)| if i < n { *v } else { v * 1e-12 })
+        .collect();
+    let message = both(Variant::DshMg, Smoother::JACOBI, false, &tiny, relative).unwrap_err();
+    assert!(
+        message.contains("the restricted residual of right-hand side 1 is flushed to zero"),
+        "{message}"
+    );
     let wild = Smoother {
         omega: 1e6,
         ..Smoother::JACOBI
     };
-    let smoothed = both(Variant::HMg.schedule(levels), wild, true, &problem.b);
-    let message = smoothed.unwrap_err();
+    let message = both(Variant::HMg, wild, true, &problem.b, STOP).unwrap_err();
     assert!(message.contains("the smoothed iterate"), "{message}");
 }
 

@@ -3,7 +3,7 @@
 //! blocks, and the grid transfers of geometric multigrid (uniform grids, or the
 //! interpolation matrices of a refined mesh's hierarchy).
 
-use super::{Block, Data, Device, Stats, Storage};
+use super::{Block, Data, Device, FlagLog, Stats, Storage};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 use crate::sparse::{Csr, Ell, EllLayout, SparseRows, SLICE};
@@ -300,6 +300,18 @@ pub trait MultigridKernels: Device {
         coarse: &mut Block<Self>,
         scale: &[f64],
         stats: &mut Stats<Self>,
+    ) -> Result<()>;
+
+    /// Appends two values to `log`: 1 + the first column that `fine`'s statistics call
+    /// active (largest magnitude above zero) and whose largest magnitude in `coarse` is
+    /// below `half_tiny` (its restriction flushed to zero), or 0; then that magnitude (or 0).
+    /// Both statistics are still where their kernels left them (no host read on a GPU).
+    fn log_flushed_column(
+        &self,
+        fine: &Stats<Self>,
+        coarse: &Stats<Self>,
+        half_tiny: f64,
+        log: &mut FlagLog<Self>,
     ) -> Result<()>;
 
     /// fine += s_c · P coarse per column.

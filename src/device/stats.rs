@@ -96,9 +96,10 @@ impl<D: Device> Stats<D> {
 /// host together: one read for many checks on a device whose host reads wait for every
 /// kernel issued ([`Device::reads_synchronize`]).
 pub struct FlagLog<D: Device> {
-    /// 1.0 where a logged kernel stored a value out of range, in the order logged.
+    /// What each check logged, in order: a range flag (1.0 where a kernel stored a value
+    /// out of range), or a check's values ([`MultigridKernels::log_flushed_column`](super::MultigridKernels::log_flushed_column)).
     pub flags: D::Buffer<f64>,
-    /// Flags logged since the last [`FlagLog::clear`].
+    /// Values logged since the last read or [`FlagLog::clear`].
     pub len: usize,
     host: Vec<f64>,
 }
@@ -125,15 +126,13 @@ impl<D: Device> FlagLog<D> {
         Ok(())
     }
 
-    /// The index of the first flag logged out of range, if any (one host read); then
-    /// empties the log.
-    pub fn first_set(&mut self, dev: &D) -> Result<Option<usize>> {
+    /// The values logged since the last read (one host read), emptying the log.
+    pub fn read(&mut self, dev: &D) -> Result<&[f64]> {
         let len = std::mem::take(&mut self.len);
-        if len == 0 {
-            return Ok(None);
+        if len > 0 {
+            dev.read(&self.flags, 0, &mut self.host[..len])?;
         }
-        dev.read(&self.flags, 0, &mut self.host[..len])?;
-        Ok(self.host[..len].iter().position(|&f| f != 0.0))
+        Ok(&self.host[..len])
     }
 
     /// Flags the log has room for.

@@ -108,6 +108,15 @@ impl CheckSite {
         }
     }
 
+    /// Column c of `what` rounded to zero in the level's precision (its largest magnitude).
+    fn flushed(self, c: usize, largest: f64) -> MgFailure {
+        let precision = self.precision;
+        self.failure(format!(
+            "{} of right-hand side {c} is flushed to zero (largest magnitude {largest:e}, below half the smallest {precision} value)",
+            self.what
+        ))
+    }
+
     /// `what` held a value that is not finite or beyond the level precision's range.
     fn out_of_range(self) -> MgFailure {
         let precision = self.precision;
@@ -127,8 +136,18 @@ impl CheckSite {
 pub(super) struct RangeChecks<D: MultigridDevice> {
     pub deferred: bool,
     log: FlagLog<D>,
-    /// The check of each logged flag, in order.
-    sites: Vec<CheckSite>,
+    /// The collected checks in order: what each logged and where.
+    sites: Vec<(Collected, CheckSite)>,
+}
+
+/// What a collected check logged.
+#[derive(Clone, Copy, Debug)]
+enum Collected {
+    /// A kernel's range flag (one value).
+    Range,
+    /// A restriction's flushed column and its largest magnitude (two values,
+    /// [`MultigridKernels::log_flushed_column`](crate::device::MultigridKernels::log_flushed_column)).
+    Flushed,
 }
 
 impl<D: MultigridDevice> RangeChecks<D> {
@@ -164,7 +183,29 @@ impl<D: MultigridDevice> RangeChecks<D> {
         }
         dev.log_range_flag(&level.stats, &mut self.log)
             .map_err(other)?;
-        self.sites.push(level.site(what));
+        self.sites.push((Collected::Range, level.site(what)));
+        Ok(())
+    }
+
+    /// Collects the check that no active column of `fine`'s last kernel (a residual) was
+    /// flushed to zero in `coarse`'s last one (its restriction): checks must be deferred.
+    pub fn check_restricted(
+        &mut self,
+        dev: &D,
+        fine: &Level<D>,
+        coarse: &Level<D>,
+        what: &'static str,
+    ) -> Result<(), MgFailure> {
+        debug_assert!(self.deferred, "collected checks only");
+        if self.log.len + 2 > self.log.capacity() {
+            self.log
+                .reserve(dev, 2 * self.log.capacity().max(8))
+                .map_err(other)?;
+        }
+        let half_tiny = coarse.precision().tiny() / 2.0;
+        dev.log_flushed_column(&fine.stats, &coarse.stats, half_tiny, &mut self.log)
+            .map_err(other)?;
+        self.sites.push((Collected::Flushed, coarse.site(what)));
         Ok(())
     }
 
@@ -190,8 +231,24 @@ impl<D: MultigridDevice> RangeChecks<D> {
     /// Fails with the earliest collected check that found a value out of range (one host
     /// read), and empties the log.
     pub fn settle(&mut self, dev: &D) -> Result<(), MgFailure> {
-        let first = self.log.first_set(dev).map_err(other)?;
-        let failure = first.map(|i| self.sites[i].out_of_range());
+        let values = self.log.read(dev).map_err(other)?;
+        let mut next = 0;
+        let mut failure = None;
+        for &(kind, site) in &self.sites {
+            let found = match kind {
+                Collected::Range => (values[next] != 0.0).then(|| site.out_of_range()),
+                Collected::Flushed => (values[next] != 0.0)
+                    .then(|| site.flushed(values[next] as usize - 1, values[next + 1])),
+            };
+            next += match kind {
+                Collected::Range => 1,
+                Collected::Flushed => 2,
+            };
+            if found.is_some() {
+                failure = found;
+                break;
+            }
+        }
         self.sites.clear();
         failure.map_or(Ok(()), Err)
     }
@@ -313,12 +370,6 @@ impl<D: MultigridDevice> Level<D> {
         Ok(())
     }
 
-    /// A value out of this level's range (the advice is completed by the solve, which knows
-    /// whether residual scaling is on).
-    pub fn failure(&self, what: String) -> MgFailure {
-        self.site("").failure(what)
-    }
-
     /// This level's check of `what`.
     fn site(&self, what: &'static str) -> CheckSite {
         CheckSite {
@@ -348,18 +399,14 @@ impl<D: MultigridDevice> Level<D> {
         &mut self,
         dev: &D,
         active: &[bool],
-        what: &str,
+        what: &'static str,
     ) -> Result<(), MgFailure> {
-        let precision = self.precision();
+        let half_tiny = self.precision().tiny() / 2.0;
+        let site = self.site(what);
         let stats = self.stats.read(dev).map_err(other)?;
-        match (0..active.len()).find(|&c| active[c] && stats.max_abs[c] < precision.tiny() / 2.0) {
+        match (0..active.len()).find(|&c| active[c] && stats.max_abs[c] < half_tiny) {
             None => Ok(()),
-            Some(c) => {
-                let largest = stats.max_abs[c];
-                Err(self.failure(format!(
-                    "{what} of right-hand side {c} is flushed to zero (largest magnitude {largest:e}, below half the smallest {precision} value)"
-                )))
-            }
+            Some(c) => Err(site.flushed(c, stats.max_abs[c])),
         }
     }
 
@@ -425,13 +472,15 @@ impl<D: MultigridDevice> Level<D> {
         Ok(cost)
     }
 
-    /// tmp = b − A x, with its statistics in `stats` (read: the cycle scales by them).
+    /// tmp = b − A x, with its statistics in `stats`, read now when `read` (the cycle
+    /// scales by them) or else collected.
     pub fn residual(
         &mut self,
         dev: &D,
         b: &Block<D>,
         x: &Block<D>,
         checks: &mut RangeChecks<D>,
+        read: bool,
     ) -> Result<Cost, MgFailure> {
         dev.ell_sweep(
             &self.matrix,
@@ -442,7 +491,10 @@ impl<D: MultigridDevice> Level<D> {
             &mut self.stats,
         )
         .map_err(other)?;
-        checks.now(dev, self, "the residual")?;
+        match read {
+            true => checks.now(dev, self, "the residual")?,
+            false => checks.check(dev, self, "the residual")?,
+        }
         Ok(self.residual_cost())
     }
 

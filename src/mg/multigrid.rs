@@ -166,11 +166,16 @@ fn vcycle<D: MultigridDevice>(
     }
     let smoother = settings.smoother;
     let mut cost = level.smooth(dev, &smoother, smoother.pre, zero_initial, b, x, checks)?;
-    cost = cost + level.residual(dev, b, x, checks)?;
     // Entering f16 from a wider precision: scale each column's residual to magnitude ≤ 1.
     let coarse = &mut lower[l - 1];
     let enters_f16 = coarse.precision() == Precision::F16 && level.precision() != Precision::F16;
-    {
+    // The residual's statistics go to the host where it scales by them, or where checks
+    // are read at once; otherwise its checks and the restriction's are collected.
+    let read = (settings.residual_scaling && enters_f16) || !checks.deferred;
+    cost = cost + level.residual(dev, b, x, checks, read)?;
+    if !read {
+        level.scale.fill(1.0);
+    } else {
         let residual = level.stats.read(dev).map_err(other)?;
         for ((active, scale), &max_abs) in active
             .iter_mut()
@@ -200,9 +205,14 @@ fn vcycle<D: MultigridDevice>(
         &mut coarse.stats,
     )
     .map_err(other)?;
-    checks.now(dev, coarse, "the restricted residual")?;
-    let flushed = coarse.check_not_flushed(dev, active, "the restricted residual");
-    checks.earliest(dev, flushed)?;
+    if read {
+        checks.now(dev, coarse, "the restricted residual")?;
+        let flushed = coarse.check_not_flushed(dev, active, "the restricted residual");
+        checks.earliest(dev, flushed)?;
+    } else {
+        checks.check(dev, coarse, "the restricted residual")?;
+        checks.check_restricted(dev, level, coarse, "the restricted residual")?;
+    }
     let transfer_cost = Cost {
         flops: transfer.flops_per_column() * level.nrhs as f64,
         bytes: transfer.bytes() + level.vector_bytes() + coarse.vector_bytes(),
@@ -258,9 +268,10 @@ impl<D: MultigridDevice> VCycle<D> {
             .map(|l| l.block(&dev, nrhs))
             .collect::<Result<_>>()?;
         self.active = vec![false; nrhs];
-        // Collected checks per cycle: each smoothing step and the coarse-grid correction
-        // of every level above the coarsest.
-        let per_level = self.smoother.pre + self.smoother.post + 1;
+        // Values collected per cycle and level above the coarsest: each smoothing step, the
+        // residual, the restricted residual (its range, and its flushed column with its
+        // magnitude), the coarse-grid correction.
+        let per_level = self.smoother.pre + self.smoother.post + 5;
         self.checks
             .reserve(&dev, per_level * (self.levels.len() - 1))?;
         self.nrhs = nrhs;

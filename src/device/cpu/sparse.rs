@@ -7,8 +7,8 @@ use super::transfer::{self, Direction};
 use super::vector::{partials, reduce};
 use super::{buffer, buffer_mut, by_precision, ell, Compute, Cpu};
 use crate::device::{
-    check_col_major, unsupported, Block, CsrMatrix, EllMatrix, LevelTransfer, MultigridKernels,
-    RowOp, SparseKernels, Stats, Storage,
+    check_col_major, unsupported, Block, CsrMatrix, EllMatrix, FlagLog, LevelTransfer,
+    MultigridKernels, RowOp, SparseKernels, Stats, Storage,
 };
 use crate::error::{Error, Result};
 use crate::numeric;
@@ -189,6 +189,29 @@ impl MultigridKernels for Cpu {
         stats: &mut Stats<Self>,
     ) -> Result<()> {
         transfer::transfer_block(Direction::Restrict, transfer, fine, coarse, scale, stats)
+    }
+
+    fn log_flushed_column(
+        &self,
+        fine: &Stats<Self>,
+        coarse: &Stats<Self>,
+        half_tiny: f64,
+        log: &mut FlagLog<Self>,
+    ) -> Result<()> {
+        let (slot, cols) = (log.len, fine.nrhs());
+        if slot + 2 > log.flags.len() || coarse.nrhs() != cols {
+            return Err(Error::Backend(format!(
+                "log_flushed_column: a log of {slot} of {} values, statistics of {cols} and {} columns",
+                log.flags.len(),
+                coarse.nrhs()
+            )));
+        }
+        let (fine_max, coarse_max) = (&fine.host[cols..2 * cols], &coarse.host[cols..2 * cols]);
+        let flushed = (0..cols).find(|&c| fine_max[c] > 0.0 && coarse_max[c] < half_tiny);
+        log.flags[slot] = flushed.map_or(0.0, |c| (c + 1) as f64);
+        log.flags[slot + 1] = flushed.map_or(0.0, |c| coarse_max[c]);
+        log.len += 2;
+        Ok(())
     }
 
     fn prolongate_add(

@@ -178,6 +178,7 @@ const SIGNATURES: &[(&str, &str)] = &[
     ("grid_restrict", "ppiiipdp"),
     ("grid_prolongate_add", "ppiiipdp"),
     ("matrix_transfer", "ipppppiipdp"),
+    ("flushed_column", "ppidp"),
 ];
 
 /// The PTX parameter types of the kernels of `op`, or None for an op without a signature.

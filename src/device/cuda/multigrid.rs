@@ -6,8 +6,8 @@ use super::device::{grow, Cuda};
 use super::launch::{self, Arg};
 use crate::device::sparse::check_grids;
 use crate::device::{
-    kernel_name, unsupported, Block, EllMatrix, Layout, LevelTransfer, MultigridKernels, RowOp,
-    Stats,
+    kernel_name, unsupported, Block, EllMatrix, FlagLog, Layout, LevelTransfer, MultigridKernels,
+    RowOp, Stats,
 };
 use crate::error::{Error, Result};
 use crate::precision::Precision;
@@ -363,6 +363,41 @@ impl MultigridKernels for Cuda {
         stats: &mut Stats<Self>,
     ) -> Result<()> {
         self.transfer(Direction::Restrict, transfer, fine, coarse, scale, stats)
+    }
+
+    fn log_flushed_column(
+        &self,
+        fine: &Stats<Self>,
+        coarse: &Stats<Self>,
+        half_tiny: f64,
+        log: &mut FlagLog<Self>,
+    ) -> Result<()> {
+        let (slot, cols) = (log.len, fine.nrhs());
+        if slot + 2 > log.flags.len() || coarse.nrhs() != cols {
+            return Err(Error::Backend(format!(
+                "log_flushed_column: a log of {slot} of {} values, statistics of {cols} and {} columns",
+                log.flags.len(),
+                coarse.nrhs()
+            )));
+        }
+        if !fine.on_device || !coarse.on_device {
+            return Err(Error::Backend(
+                "log_flushed_column: statistics already read to the host (check them there)".into(),
+            ));
+        }
+        self.launch(
+            "flushed_column",
+            launch::single_block(),
+            &[
+                self.ptr(&fine.partials, 0),
+                self.ptr(&coarse.partials, 0),
+                Arg::U32(cols as u32),
+                Arg::F64(half_tiny),
+                self.ptr(&log.flags, slot),
+            ],
+        )?;
+        log.len += 2;
+        Ok(())
     }
 
     fn prolongate_add(
