@@ -517,6 +517,12 @@ pub struct MgBenchArgs {
     /// the triad of the same run.
     #[arg(long)]
     pub kernels: bool,
+    /// The time of every stage of the cycles (smoothing, residual, restriction, base
+    /// solve, prolongation; then what lies between the cycles: the refinement's f64
+    /// residual and update) from marks in the device's queue: CUDA events on a GPU, which
+    /// no stage waits for.
+    #[arg(long)]
+    pub stages: bool,
     /// Where the solves run: cpu, cuda (the first GPU), or auto (the GPU where there is
     /// one). Times are device-resident: right-hand sides and solutions cross to and from
     /// the host outside the clock.

@@ -930,8 +930,53 @@ fn bench_mg_prints_its_json_keys_and_refuses_bad_arguments() {
     assert!(lines
         .iter()
         .all(|l| l["speedup_vs_d_mg"].as_f64().is_some()));
+    // The stages of the cycles, in the order they first run, and what lies between the
+    // cycles: together the time to solution.
+    let staged = run(
+        &[
+            "bench",
+            "mg",
+            "--n",
+            "64",
+            "--variant",
+            "D_MG",
+            "--stages",
+            "--json",
+        ],
+        dir.path(),
+    );
+    assert!(staged.status.success(), "{}", text(&staged.stderr));
+    let v: serde_json::Value = serde_json::from_str(text(&staged.stdout).trim()).unwrap();
+    let stages = v["stage_seconds"].as_array().unwrap();
+    let names: Vec<&str> = stages
+        .iter()
+        .map(|t| t["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "smoothing",
+            "residual",
+            "restriction",
+            "base solve",
+            "prolongation",
+            "between cycles"
+        ]
+    );
+    let seconds: Vec<f64> = stages
+        .iter()
+        .map(|t| t["seconds"].as_f64().unwrap())
+        .collect();
+    assert!(seconds.iter().all(|&s| s >= 0.0), "{v}");
+    let total = v["seconds"].as_f64().unwrap();
+    assert!(
+        (seconds.iter().sum::<f64>() - total).abs() <= 1e-9 * total.max(1.0),
+        "{v}"
+    );
+    assert_eq!(v["device"].as_str().unwrap().split(' ').next(), Some("cpu"));
     for bad in [
         vec!["bench", "mg", "--n", "64", "--variant", "Q_MG"],
+        vec!["bench", "mg", "--n", "64", "--kernels", "--backend", "auto"],
         vec!["bench", "mg", "--n", "63", "--levels", "3"],
         vec!["bench", "mg", "--n", "64", "--dim", "4"],
         vec!["bench", "mg", "--n", "64", "--smoother", "sor"],

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::{cuda_device, device_copy_gbs, triad_gbs};
 use crate::cli::MgBenchArgs;
-use crate::device::{BackendChoice, Cpu, MultigridDevice};
+use crate::device::{BackendChoice, Cpu, MultigridDevice, StageTime};
 use crate::error::{Error, Result};
 use crate::fem::{assemble_loads, assemble_stiffness, l2_error, Manufactured};
 use crate::mesh::{unit_cube, unit_square, Element, Mesh};
@@ -82,6 +82,8 @@ pub struct MgBenchParams {
     pub rhs: MgBenchRhs,
     /// Where the solves run (cpu, cuda, auto).
     pub backend: BackendChoice,
+    /// Time the stages of the cycles.
+    pub stages: bool,
 }
 
 /// The right-hand sides of the comparison.
@@ -154,6 +156,9 @@ pub struct MgBenchResult {
     pub relative_residual: f64,
     /// Largest L2 error ‖u − u_h‖ over the columns (manufactured right-hand sides only).
     pub l2_error: Option<f64>,
+    /// Seconds per stage of the timed solve (with --stages), then what the cycles' stages
+    /// leave of the time to solution ("between cycles": the refinement's own f64 work).
+    pub stage_seconds: Option<Vec<StageTime>>,
     /// The device the solves ran on.
     pub device: String,
     /// How f16 is computed on this machine.
@@ -276,7 +281,8 @@ fn run<Dev: MultigridDevice, const D: usize>(
         let mut mg = Multigrid::new(dev, D, params.n, &matrix, mg_params)?;
         mg.set_krylov(params.krylov);
         let setup_seconds = t.elapsed().as_secs_f64();
-        let mut best: Option<(f64, MgInfo, Vec<f64>)> = None;
+        mg.time_stages(params.stages);
+        let mut best: Option<(f64, MgInfo, Vec<f64>, Vec<StageTime>)> = None;
         let solve = match solver {
             MgBenchSolver::Refined(_) => MgSolve::Refined,
             MgBenchSolver::PlainF64 => MgSolve::Plain,
@@ -292,11 +298,19 @@ fn run<Dev: MultigridDevice, const D: usize>(
             dev.synchronize()?;
             let seconds = t.elapsed().as_secs_f64();
             mg.unload(&mut u)?;
-            if best.as_ref().is_none_or(|(s, _, _)| seconds < *s) {
-                best = Some((seconds, info, u));
+            let stages = mg.take_stage_seconds()?;
+            if best.as_ref().is_none_or(|(s, ..)| seconds < *s) {
+                best = Some((seconds, info, u, stages));
             }
         }
-        let (seconds, info, u) = best.expect("repeats ≥ 1");
+        let (seconds, info, u, mut stages) = best.expect("repeats ≥ 1");
+        if params.stages {
+            let cycles: f64 = stages.iter().map(|t| t.seconds).sum();
+            stages.push(StageTime {
+                stage: "between cycles",
+                seconds: seconds - cycles,
+            });
+        }
         drop(mg);
         let mut r = vec![0.0; n];
         let (mut residual, mut relative, mut l2) = (0.0f64, 0.0f64, 0.0f64);
@@ -340,6 +354,7 @@ fn run<Dev: MultigridDevice, const D: usize>(
             residual,
             relative_residual: relative,
             l2_error: (params.rhs == MgBenchRhs::Manufactured).then_some(l2),
+            stage_seconds: params.stages.then_some(stages),
             device: dev.name(),
             note: if has_f16 { F16_NOTE } else { "" },
         });
@@ -401,6 +416,7 @@ pub fn report(a: &MgBenchArgs) -> Result<()> {
         rtol: a.rtol,
         rhs,
         backend: a.backend,
+        stages: a.stages,
     })?;
     print(&results, a.json);
     Ok(())
@@ -476,6 +492,18 @@ pub fn print(results: &[MgBenchResult], json: bool) {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    for r in results {
+        if let Some(stages) = &r.stage_seconds {
+            let split: Vec<String> = stages
+                .iter()
+                .map(|t| {
+                    let share = 100.0 * t.seconds / r.seconds;
+                    format!("{} {:.4} s ({share:.0}%)", t.stage, t.seconds)
+                })
+                .collect();
+            println!("  {} stages: {}", r.variant, split.join(", "));
+        }
+    }
     if results.iter().any(|r| !r.note.is_empty()) {
         println!("  note: {F16_NOTE}");
     }

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::{cuda_device, device_copy_gbs, device_gemm_gflops, gemm_gflops, time_runs, triad_gbs};
 use crate::cli::PscBenchArgs;
-use crate::device::{BackendChoice, Block, Cpu, Layout, PscDevice};
+use crate::device::{BackendChoice, Block, Cpu, Layout, PscDevice, StageTime};
 use crate::error::{Error, Result};
 use crate::fem::{assemble_loads, l2_error, relative_residual, Dofs, Manufactured};
 use crate::linalg::LinOp;
@@ -19,7 +19,7 @@ use crate::mesh::{unit_square_refined, Element};
 use crate::precision::Precision;
 use crate::psc::{
     class_counts, estimated_bytes, refinement_levels, InnerCg, OperatorCache, PscIr, PscMethod,
-    PscOperator, PscSetup, RefineParams, SetupKey, StageTime,
+    PscOperator, PscSetup, RefineParams, SetupKey,
 };
 use crate::reference::CholeskySolver;
 use crate::sparse::Csr;

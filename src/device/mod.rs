@@ -14,6 +14,7 @@
 //! of threads.
 
 pub mod block;
+pub mod clock;
 pub mod cpu;
 pub mod cuda;
 pub mod host;
@@ -28,6 +29,7 @@ use std::str::FromStr;
 use half::f16;
 
 pub use block::{Block, Data, Layout, MatMut, MatRef, View, ViewMut};
+pub use clock::{StageMarks, StageTime};
 pub use cpu::Cpu;
 pub use host::HostArray;
 pub use psc::PscKernels;
@@ -148,6 +150,16 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     fn free_memory(&self) -> Result<Option<usize>> {
         Ok(None)
     }
+
+    /// A point in this device's queue of work, for stage times that do not wait for it.
+    type Mark: Send + Sync;
+
+    /// Marks the queue here: a CUDA event recorded on the stream; the host clock where
+    /// kernels run synchronously.
+    fn mark(&self) -> Result<Self::Mark>;
+
+    /// Seconds of the device's work between two marks (waits for the later one).
+    fn seconds_between(&self, start: &Self::Mark, end: &Self::Mark) -> Result<f64>;
 
     /// Whether a host read waits for every kernel issued so far (a GPU's stream): callers
     /// then collect checks on the device ([`FlagLog`]) and read them together.

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use super::error::{MgError, MgFailure, MgInfo, Remedy};
 use super::level::{other, Level, RangeChecks};
 use super::schedule::{check_levels, schedule_name, Smoother};
-use crate::device::{Block, EllMatrix, GridShape, Layout, LevelTransfer, MultigridDevice};
+use crate::device::{
+    Block, EllMatrix, GridShape, Layout, LevelTransfer, MultigridDevice, StageMarks, StageTime,
+};
 use crate::error::{Error, Result};
 use crate::fem::assemble_stiffness;
 use crate::linalg::{BlockKind, Cost, LinOp, RefineFailure, RefineInfo, RefineParams, Refinement};
@@ -128,6 +130,8 @@ pub struct VCycle<D: MultigridDevice> {
     active: Vec<bool>,
     /// The cycle's range checks (read once per cycle on a GPU).
     checks: RangeChecks<D>,
+    /// Marks ending each stage of the cycles, when timing them.
+    stages: Option<StageMarks<D>>,
     nrhs: usize,
     /// What the last cycle cost.
     cost: Cost,
@@ -140,6 +144,18 @@ struct CycleSettings {
     base_tolerance: f64,
     relative_base: bool,
     residual_scaling: bool,
+}
+
+/// Ends stage `name` of the cycle when its stages are timed.
+fn end_stage<D: MultigridDevice>(
+    dev: &D,
+    stages: &mut Option<StageMarks<D>>,
+    name: &'static str,
+) -> Result<(), MgFailure> {
+    match stages.as_mut() {
+        Some(marks) => marks.end(dev, name).map_err(other),
+        None => Ok(()),
+    }
 }
 
 /// One V-cycle on the finest of `levels` for the right-hand side `b`, improving `x` (from
@@ -156,16 +172,20 @@ fn vcycle<D: MultigridDevice>(
     zero_initial: bool,
     active: &mut [bool],
     checks: &mut RangeChecks<D>,
+    stages: &mut Option<StageMarks<D>>,
 ) -> Result<Cost, MgFailure> {
     let l = levels.len() - 1;
     let (lower, this) = levels.split_at_mut(l);
     let level = &mut this[0];
     if l == 0 {
         let (tolerance, relative) = (settings.base_tolerance, settings.relative_base);
-        return level.base_solve(dev, tolerance, relative, b, x, checks);
+        let cost = level.base_solve(dev, tolerance, relative, b, x, checks)?;
+        end_stage(dev, stages, "base solve")?;
+        return Ok(cost);
     }
     let smoother = settings.smoother;
     let mut cost = level.smooth(dev, &smoother, smoother.pre, zero_initial, b, x, checks)?;
+    end_stage(dev, stages, "smoothing")?;
     // Entering f16 from a wider precision: scale each column's residual to magnitude ≤ 1.
     let coarse = &mut lower[l - 1];
     let enters_f16 = coarse.precision() == Precision::F16 && level.precision() != Precision::F16;
@@ -173,6 +193,7 @@ fn vcycle<D: MultigridDevice>(
     // are read at once; otherwise its checks and the restriction's are collected.
     let read = (settings.residual_scaling && enters_f16) || !checks.deferred;
     cost = cost + level.residual(dev, b, x, checks, read)?;
+    end_stage(dev, stages, "residual")?;
     if !read {
         level.scale.fill(1.0);
     } else {
@@ -213,6 +234,7 @@ fn vcycle<D: MultigridDevice>(
         checks.check(dev, coarse, "the restricted residual")?;
         checks.check_restricted(dev, level, coarse, "the restricted residual")?;
     }
+    end_stage(dev, stages, "restriction")?;
     let transfer_cost = Cost {
         flops: transfer.flops_per_column() * level.nrhs as f64,
         bytes: transfer.bytes() + level.vector_bytes() + coarse.vector_bytes(),
@@ -221,10 +243,12 @@ fn vcycle<D: MultigridDevice>(
     cost = cost
         + vcycle(
             dev, settings, lower, b_lower, x_lower, coarse_b, coarse_x, true, active, checks,
+            stages,
         )?;
     dev.prolongate_add(transfer, coarse_x, x, &level.scale, &mut level.stats)
         .map_err(other)?;
     checks.check(dev, level, "the coarse-grid corrected iterate")?;
+    end_stage(dev, stages, "prolongation")?;
     cost = cost
         + transfer_cost
         + Cost {
@@ -232,6 +256,7 @@ fn vcycle<D: MultigridDevice>(
             bytes: level.vector_bytes(),
         };
     cost = cost + level.smooth(dev, &smoother, smoother.post, false, b, x, checks)?;
+    end_stage(dev, stages, "smoothing")?;
     Ok(cost)
 }
 
@@ -294,10 +319,14 @@ impl<D: MultigridDevice> VCycle<D> {
             xs,
             active,
             checks,
+            stages,
             cost,
             ..
         } = self;
         checks.clear();
+        if let Some(marks) = stages.as_mut() {
+            marks.begin(dev).map_err(other)?;
+        }
         *cost = vcycle(
             dev,
             settings,
@@ -309,6 +338,7 @@ impl<D: MultigridDevice> VCycle<D> {
             zero_initial,
             active,
             checks,
+            stages,
         )?;
         checks.settle(dev)
     }
@@ -552,6 +582,7 @@ impl<D: MultigridDevice> Multigrid<D> {
                 xs: Vec::new(),
                 active: Vec::new(),
                 checks: RangeChecks::new(dev)?,
+                stages: None,
                 nrhs: 0,
                 cost: Cost::default(),
             }),
@@ -634,6 +665,23 @@ impl<D: MultigridDevice> Multigrid<D> {
     /// default elsewhere): both give the same answers and the same failures.
     pub fn defer_range_checks(&mut self, on: bool) {
         self.cycle_mut().checks.deferred = on;
+    }
+
+    /// Times the stages of every cycle from now on (smoothing, residual, restriction, base
+    /// solve, prolongation) by marks in the device's queue, which no stage waits for, or
+    /// stops timing.
+    pub fn time_stages(&mut self, on: bool) {
+        self.cycle_mut().stages = on.then(StageMarks::default);
+    }
+
+    /// Seconds per stage of the cycles since the last call (empty when not timing): the
+    /// refinement's own work between cycles (its f64 residual and update) is in no stage.
+    pub fn take_stage_seconds(&mut self) -> Result<Vec<StageTime>> {
+        let dev = self.dev.clone();
+        match self.cycle_mut().stages.as_mut() {
+            Some(marks) => marks.take(&dev),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// Accelerates the refinement by flexible CG, the V-cycle as its preconditioner

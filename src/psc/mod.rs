@@ -19,7 +19,7 @@ pub use hierarchical::HierarchicalBasis;
 pub use info::{
     report as report_info, GroupInfo, InfoConditions, InfoMesh, PscInfo, WholeConditionNumbers,
 };
-pub use operator::{ApplyCounts, InnerCg, PscHost, PscOperator, SchurHost, StageTime};
+pub use operator::{ApplyCounts, InnerCg, PscHost, PscOperator, SchurHost};
 pub use refine::{PscIr, RefineParams};
 pub use setup::{
     class_counts, estimated_bytes, refinement_levels, Group, PscMethod, PscSetup, Schur,

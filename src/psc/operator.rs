@@ -22,7 +22,8 @@ use crate::device::psc::{i_slots, Classes, PADDING_SLOT};
 use bytemuck::Pod;
 
 use crate::device::{
-    Batch, Block, CsrMatrix, Data, HostArray, Layout, MatMut, MatRef, PscDevice, Stats, Storage,
+    Batch, Block, CsrMatrix, Data, HostArray, Layout, MatMut, MatRef, PscDevice, StageTime, Stats,
+    Storage,
 };
 use crate::error::{Error, Result};
 use crate::linalg::{BlockCg, BlockKind, CgParams, Cost, LinOp};
@@ -374,14 +375,6 @@ pub struct ApplyCounts {
     pub cg_iterations: usize,
     /// Counted operations (GEMMs 2mnk, sparse products 2 nnz).
     pub flops: f64,
-}
-
-/// One stage of the apply and its seconds (summed over the applies since the clock was
-/// last taken); [`PscOperator::take_stage_seconds`] gives them in the order they run.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct StageTime {
-    pub stage: &'static str,
-    pub seconds: f64,
 }
 
 /// The stage clock of [`PscOperator::time_stages`]: every stage ends with a device

@@ -76,6 +76,17 @@ impl Device for Cpu {
         Ok(())
     }
 
+    /// Kernels return when their work is done: the host clock marks the queue.
+    type Mark = std::time::Instant;
+
+    fn mark(&self) -> Result<std::time::Instant> {
+        Ok(std::time::Instant::now())
+    }
+
+    fn seconds_between(&self, start: &Self::Mark, end: &Self::Mark) -> Result<f64> {
+        Ok(end.duration_since(*start).as_secs_f64())
+    }
+
     fn read<T: DType>(&self, src: &HostArray<T>, offset: usize, host: &mut [T]) -> Result<()> {
         let end = offset + host.len();
         if end > src.len() {

@@ -346,6 +346,23 @@ impl Device for Cuda {
         true
     }
 
+    /// A timing event recorded on the rank's stream.
+    type Mark = cudarc::driver::CudaEvent;
+
+    fn mark(&self) -> Result<cudarc::driver::CudaEvent> {
+        self.inner
+            .stream
+            .record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| driver("event", e))
+    }
+
+    fn seconds_between(&self, start: &Self::Mark, end: &Self::Mark) -> Result<f64> {
+        start
+            .elapsed_ms(end)
+            .map(|ms| f64::from(ms) / 1e3)
+            .map_err(|e| driver("event time", e))
+    }
+
     fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         // Kernels are issued from the calling thread, which needs the context current.
         let _ = self.inner.ctx.bind_to_thread();
