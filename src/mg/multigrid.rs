@@ -643,6 +643,31 @@ impl<D: MultigridDevice> Multigrid<D> {
         levels.iter().map(|l| l.matrix.bytes()).sum::<f64>() + outer
     }
 
+    /// Bytes of device memory one right-hand side occupies during a solve: per level its
+    /// work block and (below the finest) its right-hand side and iterate, the base solve's
+    /// CG vectors and, on a singular hierarchy, the constants; at the finest the refinement's
+    /// residual and correction in the finest precision and its f64 blocks (right-hand side,
+    /// solution, residual, the host layout's; flexible CG's four more).
+    pub fn bytes_per_column(&self) -> usize {
+        let levels = &self.vcycle().levels;
+        let finest = levels.len() - 1;
+        let in_levels: usize = levels
+            .iter()
+            .map(|l| {
+                // The finest: its work block, the refinement's residual and correction.
+                let base = if l.index == 0 {
+                    4 + usize::from(l.singular)
+                } else {
+                    0
+                };
+                let blocks = 3 + base;
+                blocks * l.unknowns * l.precision().bytes()
+            })
+            .sum();
+        let f64_blocks = 4 + if self.krylov { 4 } else { 0 };
+        in_levels + f64_blocks * 8 * levels[finest].unknowns
+    }
+
     /// Sets up the refinement for blocks of `nrhs` columns and `max_iterations` steps (set-up:
     /// allocates when the shape changes).
     pub fn prepare(&mut self, nrhs: usize, max_iterations: usize) -> Result<()> {

@@ -15,7 +15,7 @@ use crate::campaign::{
 };
 use crate::config::{Method, OperatorSpec, SolverSpec};
 use crate::device::cuda::Cuda;
-use crate::device::{Block, Cpu, Layout, MultigridDevice, PscDevice, Storage};
+use crate::device::{Block, Cpu, Device, Layout, MultigridDevice, PscDevice, Storage};
 use crate::error::{Error, Result};
 use crate::fem::{assemble_stiffness, verify, ColumnReport, Dofs, Exact, ModeBasis};
 use crate::linalg::LinOp;
@@ -101,6 +101,108 @@ pub fn check_memory(mesh: &MeshSpec, solver: &SolverSpec, nrhs: usize) -> Result
     Ok(())
 }
 
+/// What a solver keeps on its device: for the memory plan and its messages.
+#[derive(Clone, Copy)]
+struct Footprint<'a> {
+    /// The method, as the log names it.
+    what: &'a str,
+    /// Bytes of its resident operators.
+    operators: f64,
+    /// Bytes one right-hand side occupies during a solve.
+    per_column: usize,
+    /// What to change where not even one right-hand side fits.
+    advice: &'a str,
+}
+
+/// The widest block one solve holds on the device, planned once from its free memory after
+/// the set-up (80 % of it); no limit on the host, whose memory the run checks up front.
+#[derive(Default)]
+struct ColumnPlan {
+    /// Most columns per solve (None: no limit, or not yet planned).
+    max_columns: Option<usize>,
+    planned: bool,
+}
+
+impl ColumnPlan {
+    /// The width to solve a block of `nrhs` columns in (planned and logged on first use):
+    /// an error naming the sizes where not even one column fits.
+    fn width<D: Device>(&mut self, dev: &D, plan: Footprint, nrhs: usize) -> Result<usize> {
+        if !self.planned {
+            self.planned = true;
+            self.max_columns = Self::fits(dev, plan, nrhs)?;
+        }
+        Ok(self.max_columns.unwrap_or(nrhs).clamp(1, nrhs.max(1)))
+    }
+
+    fn fits<D: Device>(dev: &D, plan: Footprint, nrhs: usize) -> Result<Option<usize>> {
+        let Some(free) = dev.free_memory()? else {
+            return Ok(None);
+        };
+        let gib = |bytes: f64| bytes / 2f64.powi(30);
+        let fits = (free as f64 * 0.8 / plan.per_column as f64) as usize;
+        let what = plan.what;
+        if fits == 0 {
+            return Err(Error::InvalidInput(format!(
+                "{}: {:.1} GiB free after the {what} set-up (operators {:.2} GiB), but one right-hand side needs {:.1} MiB; {}",
+                dev.name(),
+                gib(free as f64),
+                gib(plan.operators),
+                plan.per_column as f64 / 2f64.powi(20),
+                plan.advice
+            )));
+        }
+        log::info!(
+            "memory plan on {}: {what} operators {:.2} GiB resident, {:.1} GiB free, {:.2} MiB per right-hand side → up to {fits} columns per solve ({})",
+            dev.name(),
+            gib(plan.operators),
+            gib(free as f64),
+            plan.per_column as f64 / 2f64.powi(20),
+            if nrhs > fits {
+                format!("blocks of {nrhs} are solved in {} chunks", nrhs.div_ceil(fits))
+            } else {
+                format!("a block of {nrhs} fits")
+            }
+        );
+        Ok(Some(fits))
+    }
+}
+
+/// Solves the column-major block `b` (n × nrhs) in chunks of at most `width` columns,
+/// `solve(first column, chunk, columns)`, and merges the outcomes: the solutions in order,
+/// the most outer iterations, the inner iterations and flops added up.
+fn solve_in_chunks(
+    b: &[f64],
+    n: usize,
+    nrhs: usize,
+    width: usize,
+    mut solve: impl FnMut(usize, &[f64], usize) -> Result<BlockOutcome>,
+) -> Result<BlockOutcome> {
+    if width >= nrhs {
+        return solve(0, b, nrhs);
+    }
+    let mut all = BlockOutcome {
+        u: Vec::with_capacity(b.len()),
+        iterations: None,
+        inner_iterations: None,
+        flops: Some(0.0),
+    };
+    for first in (0..nrhs).step_by(width) {
+        let cols = width.min(nrhs - first);
+        let part = solve(first, &b[first * n..(first + cols) * n], cols)?;
+        all.u.extend(part.u);
+        all.iterations = match (all.iterations, part.iterations) {
+            (Some(x), Some(y)) => Some(x.max(y)),
+            (x, y) => x.or(y),
+        };
+        all.inner_iterations = match (all.inner_iterations, part.inner_iterations) {
+            (Some(x), Some(y)) => Some(x + y),
+            (x, y) => x.or(y),
+        };
+        all.flops = all.flops.zip(part.flops).map(|(x, y)| x + y);
+    }
+    Ok(all)
+}
+
 /// A PSC method and, with refinement, PSC-IR around it (built for the block width it is
 /// given).
 struct Psc<D: PscDevice> {
@@ -109,9 +211,7 @@ struct Psc<D: PscDevice> {
     alone: Option<PscOperator<D>>,
     ir: Option<PscIr<D>>,
     refine: Option<RefineParams>,
-    /// Most columns one solve holds on the device (None: no limit, or not yet planned).
-    max_columns: Option<usize>,
-    planned: bool,
+    columns: ColumnPlan,
     /// The operator cache's inverses this solver was loaded from, not yet checked against
     /// their checksum (with refinement: see [`InverseCheck::OnFailure`]).
     unchecked: Option<UncheckedInverses>,
@@ -149,74 +249,23 @@ impl<D: PscDevice> Psc<D> {
             * (vectors * compute + storage + if self.refine.is_some() { 24 } else { 0 })
     }
 
-    /// Plans the block width once, from the device's free memory after the set-up, and
-    /// says so: a device that cannot hold a block solves it in chunks.
-    fn plan(&mut self, nrhs: usize) -> Result<()> {
-        if self.planned {
-            return Ok(());
-        }
-        self.planned = true;
-        let Some(free) = self.dev.free_memory()? else {
-            return Ok(());
-        };
-        let per_column = self.bytes_per_column();
-        let fits = (free as f64 * 0.8 / per_column as f64) as usize;
-        let method = self.operator().method();
-        if fits == 0 {
-            return Err(Error::InvalidInput(format!(
-                "{}: {:.1} GiB free after the {method} set-up (operators {:.2} GiB), but one right-hand side needs {:.1} MiB; use a larger mesh.h0 or a smaller mesh.n",
-                self.dev.name(),
-                free as f64 / 2f64.powi(30),
-                self.operator().operator_bytes() as f64 / 2f64.powi(30),
-                per_column as f64 / 2f64.powi(20)
-            )));
-        }
-        self.max_columns = Some(fits);
-        log::info!(
-            "memory plan on {}: {method} operators {:.2} GiB resident, {:.1} GiB free, {:.2} MiB per right-hand side → up to {fits} columns per solve ({})",
-            self.dev.name(),
-            self.operator().operator_bytes() as f64 / 2f64.powi(30),
-            free as f64 / 2f64.powi(30),
-            per_column as f64 / 2f64.powi(20),
-            if nrhs > fits {
-                format!("blocks of {nrhs} are solved in {} chunks", nrhs.div_ceil(fits))
-            } else {
-                format!("a block of {nrhs} fits")
-            }
-        );
-        Ok(())
-    }
-
     /// Solves the column-major block `b` (N × nrhs), in chunks of columns where the device
     /// cannot hold it whole.
     fn solve(&mut self, a: &Csr<f64>, b: &[f64], nrhs: usize) -> Result<BlockOutcome> {
-        self.plan(nrhs)?;
-        let width = self.max_columns.unwrap_or(nrhs).clamp(1, nrhs.max(1));
-        if width >= nrhs {
-            return self.solve_block(a, b, nrhs);
-        }
-        let n = self.operator().num_unknowns();
-        let mut all = BlockOutcome {
-            u: Vec::with_capacity(b.len()),
-            iterations: None,
-            inner_iterations: None,
-            flops: Some(0.0),
+        let what = self.operator().method().to_string();
+        let (operators, per_column) = (self.operator().operator_bytes(), self.bytes_per_column());
+        let advice = "use a larger mesh.h0 or a smaller mesh.n";
+        let plan = Footprint {
+            what: &what,
+            operators: operators as f64,
+            per_column,
+            advice,
         };
-        for first in (0..nrhs).step_by(width) {
-            let cols = width.min(nrhs - first);
-            let part = self.solve_block(a, &b[first * n..(first + cols) * n], cols)?;
-            all.u.extend(part.u);
-            all.iterations = match (all.iterations, part.iterations) {
-                (Some(x), Some(y)) => Some(x.max(y)),
-                (x, y) => x.or(y),
-            };
-            all.inner_iterations = match (all.inner_iterations, part.inner_iterations) {
-                (Some(x), Some(y)) => Some(x + y),
-                (x, y) => x.or(y),
-            };
-            all.flops = all.flops.zip(part.flops).map(|(x, y)| x + y);
-        }
-        Ok(all)
+        let width = self.columns.width(&self.dev, plan, nrhs)?;
+        let n = self.operator().num_unknowns();
+        solve_in_chunks(b, n, nrhs, width, |_, part, cols| {
+            self.solve_block(a, part, cols)
+        })
     }
 
     /// Solves one block with the method alone or inside PSC-IR.
@@ -326,10 +375,30 @@ struct MultigridSolver<D: MultigridDevice> {
     seed: u64,
     /// A pure Neumann problem: multigrid solves the singular system of every node.
     singular: Option<PinnedEmbedding>,
+    columns: ColumnPlan,
 }
 
 impl<D: MultigridDevice> BlockSolve for MultigridSolver<D> {
+    /// Solves the column-major block `b`, in chunks of columns where the device cannot
+    /// hold it whole (each column from its own seeded initial guess: the same answers).
     fn solve(&mut self, _a: &Csr<f64>, b: &[f64], nrhs: usize) -> Result<BlockOutcome> {
+        let plan = Footprint {
+            what: "mg",
+            operators: self.mg.operator_bytes(),
+            per_column: self.mg.bytes_per_column(),
+            advice: "use a smaller mesh.n or fewer levels in f64",
+        };
+        let width = self.columns.width(&self.dev, plan, nrhs)?;
+        let n = b.len() / nrhs.max(1);
+        solve_in_chunks(b, n, nrhs, width, |first, part, cols| {
+            self.solve_block(part, cols, first)
+        })
+    }
+}
+
+impl<D: MultigridDevice> MultigridSolver<D> {
+    /// Solves one block whose first column is column `first` of the caller's.
+    fn solve_block(&mut self, b: &[f64], nrhs: usize, first: usize) -> Result<BlockOutcome> {
         let embedded;
         let b = match &self.singular {
             Some(embedding) => {
@@ -339,7 +408,7 @@ impl<D: MultigridDevice> BlockSolve for MultigridSolver<D> {
             None => b,
         };
         let n = self.mg.unknowns();
-        let mut u: Vec<f64> = (0..nrhs)
+        let mut u: Vec<f64> = (first..first + nrhs)
             .flat_map(|c| random_initial_guess(n, self.seed + c as u64))
             .collect();
         let (mg, stop) = (&mut self.mg, self.stop);
@@ -437,6 +506,7 @@ fn multigrid_setup<const DIM: usize, D: MultigridDevice>(
         },
         seed: spec.seed,
         singular,
+        columns: ColumnPlan::default(),
     };
     Ok((Box::new(solver), Some(note)))
 }
@@ -620,8 +690,7 @@ fn psc_setup<D: PscDevice>(
             alone: Some(op),
             ir: None,
             refine,
-            max_columns: None,
-            planned: false,
+            columns: ColumnPlan::default(),
             unchecked,
         },
         note,
@@ -1059,6 +1128,48 @@ mod tests {
         }
     }
 
+    /// Multigrid in chunks of two columns gives bit for bit the solutions and the step
+    /// count of the whole block: each column from its own seeded initial guess.
+    #[test]
+    fn chunked_multigrid_equals_the_whole_block() {
+        let mesh = crate::mesh::unit_square(32, Element::Q1).unwrap();
+        let (matrix, dofs) = crate::fem::assemble_stiffness(&mesh).unwrap();
+        let (n, nrhs) = (dofs.len(), 5);
+        let b: Vec<f64> = (0..n * nrhs)
+            .map(|i| ((i * 7919) % 101) as f64 / 50.0 - 1.0)
+            .collect();
+        let solver = |max_columns| {
+            let params = MgParams {
+                schedule: crate::mg::Variant::HMg.schedule(4),
+                smoother: crate::mg::Smoother::JACOBI,
+                base_tolerance: 1e-4,
+                residual_scaling: true,
+            };
+            let mg = Multigrid::new(&Cpu::new(), 2, 32, &matrix, params).unwrap();
+            MultigridSolver {
+                dev: Cpu::new(),
+                mg: Box::new(mg),
+                refine: true,
+                stop: StopParams {
+                    rtol: 1e-10,
+                    atol: 0.0,
+                    max_iterations: 40,
+                },
+                seed: 7,
+                singular: None,
+                columns: ColumnPlan {
+                    max_columns,
+                    planned: true,
+                },
+            }
+        };
+        let whole = solver(None).solve(&matrix, &b, nrhs).unwrap();
+        let chunked = solver(Some(2)).solve(&matrix, &b, nrhs).unwrap();
+        assert!(whole.u == chunked.u, "chunked solutions differ");
+        assert_eq!(whole.iterations, chunked.iterations);
+        assert!(whole.iterations.is_some_and(|i| i > 0));
+    }
+
     fn chunked_blocks_equal_whole_blocks_with(method: PscMethod) {
         let setup = PscSetup::new(Element::Q1, 4, 2, method).unwrap();
         let n = crate::sparse::SparseRows::nrows(&setup.stiffness);
@@ -1085,8 +1196,10 @@ mod tests {
                     alone: Some(op),
                     ir: None,
                     refine,
-                    max_columns,
-                    planned: true,
+                    columns: ColumnPlan {
+                        max_columns,
+                        planned: true,
+                    },
                     unchecked: None,
                 }
             };
