@@ -128,11 +128,12 @@ impl CheckSite {
     }
 }
 
-/// The range checks of a cycle. Those whose values the host does not otherwise read (after
-/// each smoothing step and the coarse-grid correction) are, where a host read waits for the
-/// device (a GPU: [`Device::reads_synchronize`](crate::device::Device::reads_synchronize)),
-/// collected on it and read together at the end of the cycle, or as soon as another check
-/// fails (the earliest failure is the one reported); elsewhere each is read at once.
+/// The range checks of a cycle. Those whose values the host does not otherwise read (each
+/// smoothing step and coarse-grid correction; the residual and its restriction where no
+/// scale into f16 is taken from them) are, where a host read waits for the device (a GPU:
+/// [`Device::reads_synchronize`](crate::device::Device::reads_synchronize)), collected on
+/// it and read together at the end of the cycle, or as soon as a check read at once fails
+/// (the earliest failure is the one reported); elsewhere each is read at once.
 pub(super) struct RangeChecks<D: MultigridDevice> {
     pub deferred: bool,
     log: FlagLog<D>,
