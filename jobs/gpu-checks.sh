@@ -132,6 +132,13 @@ done
   step "mg-${args// /}" 150 "$out/70-bench-mg.txt" "$b/run" bench mg --backend cuda --variant all \
     --rhs random --rtol 1e-6 --repeats 2 --stages $args
 done
+# Each multigrid kernel alone on the finest two levels against the copy bandwidth (the goal:
+# the f64 Jacobi sweep ≥ 70 %), one and 64 columns.
+[[ $parts == *" mg "* ]] && for args in "--n 4096 --nrhs 1" "--n 1024 --nrhs 64"; do
+  # shellcheck disable=SC2086
+  step "mg-kernels-${args// /}" 90 "$out/70-bench-mg.txt" "$b/run" bench mg --backend cuda \
+    --kernels $args
+done
 cat "$log"
 grep -h '^{' "$out/40-bench-psc.txt" "$out/50-psc-methods.txt" 2>/dev/null \
   | python3 -c '

@@ -374,13 +374,7 @@ fn run<Dev: MultigridDevice, const D: usize>(
 /// `tensorfem bench mg`: checks the arguments, runs, prints.
 pub fn report(a: &MgBenchArgs) -> Result<()> {
     if a.kernels {
-        if a.backend != BackendChoice::Cpu {
-            return Err(Error::InvalidInput(
-                "bench mg --kernels times the CPU kernels alone; leave out --backend (or say cpu)"
-                    .into(),
-            ));
-        }
-        let timings = super::mg_kernels::bench_mg_kernels(a.dim, a.n, a.nrhs)?;
+        let timings = super::mg_kernels::bench_mg_kernels(a.backend, a.dim, a.n, a.nrhs)?;
         super::mg_kernels::print_kernels(&timings, a.json);
         return Ok(());
     }

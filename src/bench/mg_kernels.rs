@@ -1,6 +1,7 @@
 //! `tensorfem bench mg --kernels`: each multigrid kernel alone on the finest two levels of
-//! the unit square (cube), in f64, f32 and f16, against the triad measured in the same
-//! run. A kernel's bytes are what it must move once: the stored matrix (values and 32-bit
+//! the unit square (cube), in f64, f32 and f16, on the CPU or a GPU, against the memory
+//! bandwidth measured in the same run (the triad on the CPU, the device copy on a GPU;
+//! each run waits for the device, so a GPU kernel's time includes one launch). A kernel's bytes are what it must move once: the stored matrix (values and 32-bit
 //! column indices; the diagonal where only it is read), every block it reads, every block
 //! it writes, twice for a block it reads and writes. Neighbours' x values re-read from
 //! cache are not counted, so the fraction of the triad is what the kernel attains of the
@@ -8,9 +9,10 @@
 
 use serde::Serialize;
 
-use super::{time_runs, triad_gbs};
+use super::{cuda_device, device_copy_gbs, time_runs, triad_gbs};
 use crate::device::{
-    Block, Cpu, EllMatrix, GridShape, Layout, LevelTransfer, MultigridKernels, RowOp, Stats,
+    BackendChoice, Block, Cpu, EllMatrix, GridShape, Layout, LevelTransfer, MultigridDevice, RowOp,
+    Stats,
 };
 use crate::error::{Error, Result};
 use crate::mg::{assemble_level, random_initial_guess, without_roundoff};
@@ -32,37 +34,62 @@ pub struct MgKernelTiming {
     pub median_seconds: f64,
     pub bytes: f64,
     pub gbs: f64,
+    /// The memory ceiling the fraction is of: "triad" (CPU) or "device copy" (GPU).
+    pub bandwidth: &'static str,
     pub triad_gbs: f64,
     pub triad_fraction: f64,
+    /// The device the kernels ran on.
+    pub device: String,
 }
 
 /// Times every kernel of the V-cycle and the refinement update on the levels of n and n/2
-/// cells per direction.
-pub fn bench_mg_kernels(dim: usize, n: usize, nrhs: usize) -> Result<Vec<MgKernelTiming>> {
+/// cells per direction, on the device `backend` picks.
+pub fn bench_mg_kernels(
+    backend: BackendChoice,
+    dim: usize,
+    n: usize,
+    nrhs: usize,
+) -> Result<Vec<MgKernelTiming>> {
     if !(dim == 2 || dim == 3) || n < 4 || !n.is_multiple_of(2) || nrhs == 0 {
         return Err(Error::InvalidInput(format!(
             "bench mg --kernels: --dim {dim} --n {n} --nrhs {nrhs} (dim 2 or 3, n even ≥ 4, nrhs ≥ 1)"
         )));
     }
-    let dev = Cpu::new();
-    let mut triad = triad_gbs();
+    match cuda_device(backend)? {
+        None => kernels_on(&Cpu::new(), "triad", dim, n, nrhs),
+        Some(gpu) => kernels_on(&gpu, "device copy", dim, n, nrhs),
+    }
+}
+
+fn kernels_on<D: MultigridDevice>(
+    dev: &D,
+    bandwidth: &'static str,
+    dim: usize,
+    n: usize,
+    nrhs: usize,
+) -> Result<Vec<MgKernelTiming>> {
+    let ceiling = || match bandwidth {
+        "triad" => triad_gbs(),
+        _ => device_copy_gbs(dev, 1 << 28),
+    };
+    let mut triad = ceiling();
     let mut timings = Vec::new();
     for (fine_n, coarser) in [(n, true), (n / 2, false)] {
         let matrix = assemble_level(dim, fine_n)?;
         let ell = Ell::from_csr_diagonal_first(&matrix, dev.ell_layout())?;
         let rows = matrix_rows(&ell);
         let fine = GridShape { dim, m: fine_n - 1 };
-        let transfer = LevelTransfer::<Cpu>::Grid {
+        let transfer = LevelTransfer::<D>::Grid {
             fine,
             coarse: fine.coarse(),
         };
         let coarse_rows = fine.coarse().points();
         for precision in [Precision::F64, Precision::F32, Precision::F16] {
             // As the solver stores its levels: rounding-level entries dropped (3D).
-            let a = EllMatrix::upload(&dev, &without_roundoff(ell.clone(), precision), precision)?;
+            let a = EllMatrix::upload(dev, &without_roundoff(ell.clone(), precision), precision)?;
             let block = |len: usize, seed: u64| {
                 Block::from_f64(
-                    &dev,
+                    dev,
                     &random_initial_guess(len * nrhs, seed),
                     len,
                     nrhs,
@@ -74,15 +101,15 @@ pub fn bench_mg_kernels(dim: usize, n: usize, nrhs: usize) -> Result<Vec<MgKerne
             let mut coarse = block(coarse_rows, 4)?;
             // Statistics as the solver keeps them: a level's without Σ v², the
             // refinement's with (its residual norms).
-            let mut stats = Stats::without_norms(&dev, nrhs)?;
-            let mut norm_stats = Stats::new(&dev, nrhs)?;
+            let mut stats = Stats::without_norms(dev, nrhs)?;
+            let mut norm_stats = Stats::new(dev, nrhs)?;
             let vector = (rows * nrhs * precision.bytes()) as f64;
             let coarse_vector = (coarse_rows * nrhs * precision.bytes()) as f64;
             let scale = vec![1.0; nrhs];
             let mut time = |kernel: &'static str, bytes: f64, f: &mut dyn FnMut() -> Result<()>| {
                 let mut failed = None;
                 let (best, median) = time_runs(5, 0.5, || {
-                    if let Err(e) = f() {
+                    if let Err(e) = f().and_then(|()| dev.synchronize()) {
                         failed.get_or_insert(e);
                     }
                 });
@@ -100,8 +127,10 @@ pub fn bench_mg_kernels(dim: usize, n: usize, nrhs: usize) -> Result<Vec<MgKerne
                     median_seconds: median,
                     bytes,
                     gbs: bytes / best / 1e9,
+                    bandwidth,
                     triad_gbs: 0.0,
                     triad_fraction: 0.0,
+                    device: dev.name(),
                 });
                 Ok(())
             };
@@ -131,7 +160,7 @@ pub fn bench_mg_kernels(dim: usize, n: usize, nrhs: usize) -> Result<Vec<MgKerne
                 // The refinement's update with a correction in each precision it meets.
                 for c_precision in [Precision::F64, Precision::F32, Precision::F16] {
                     let c = Block::from_f64(
-                        &dev,
+                        dev,
                         &random_initial_guess(rows * nrhs, 5),
                         rows,
                         nrhs,
@@ -152,7 +181,7 @@ pub fn bench_mg_kernels(dim: usize, n: usize, nrhs: usize) -> Result<Vec<MgKerne
             }
         }
     }
-    triad = triad.max(triad_gbs());
+    triad = triad.max(ceiling());
     for t in &mut timings {
         t.triad_gbs = triad;
         t.triad_fraction = t.gbs / triad;
@@ -178,12 +207,17 @@ pub fn print_kernels(timings: &[MgKernelTiming], json: bool) {
     }
     let Some(first) = timings.first() else { return };
     println!(
-        "multigrid kernels, {}D Q1, the finest two levels, {} right-hand side(s), best of ≥ 5 runs",
-        first.dim, first.nrhs
+        "multigrid kernels on {}, {}D Q1, the finest two levels, {} right-hand side(s), best of ≥ 5 runs",
+        first.device, first.dim, first.nrhs
     );
+    let ceiling = if first.bandwidth == "triad" {
+        "triad"
+    } else {
+        "copy"
+    };
     println!(
         "  {:>6} {:>10} {:<28} {:>5} {:>10} {:>8} {:>7}",
-        "n", "unknowns", "kernel", "prec", "ms", "GB/s", "triad"
+        "n", "unknowns", "kernel", "prec", "ms", "GB/s", ceiling
     );
     for t in timings {
         println!(
@@ -198,7 +232,7 @@ pub fn print_kernels(timings: &[MgKernelTiming], json: bool) {
         );
     }
     println!(
-        "  triad bandwidth {:.1} GB/s (best of the measurements in this run)",
-        first.triad_gbs
+        "  {} bandwidth {:.1} GB/s (best of the measurements in this run)",
+        first.bandwidth, first.triad_gbs
     );
 }
