@@ -61,7 +61,7 @@ step device 20 "$out/00-device.txt" bash -c "nvidia-smi; echo LD_LIBRARY_PATH=\$
 # test binary that meets an illegal address runs again under compute-sanitizer, which names
 # the kernel and the access (the context is lost after the first one).
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-[[ $parts == *" tests "* ]] && for t in gpu kernels psc mg; do
+[[ $parts == *" tests "* ]] && for t in gpu kernels psc mg mg_meshes; do
   filter=()
   [[ $t != gpu ]] && filter=(cuda)
   tests="source $b/env.sh; export TENSORFEM_REQUIRE_CUDA=1 RUST_BACKTRACE=1;"

@@ -8,7 +8,8 @@
 mod common;
 
 use common::channel;
-use tensorfem::device::{Cpu, GridShape};
+use tensorfem::device::{Cpu, GridShape, MultigridDevice};
+use tensorfem::device_tests;
 use tensorfem::fem::assemble_poisson;
 use tensorfem::mesh::{
     refine, unit_square_refined, CoarseMesh, Condition, Conditions, Element, Mesh2d,
@@ -137,7 +138,11 @@ fn the_unit_squares_hierarchy_gives_the_grid_transfer() {
 
 /// Refinement steps of multigrid (DSH_MG down to the coarse mesh) to a relative residual
 /// of 1e-10 of the pinned (or Dirichlet) system, checked independently.
-fn multigrid_steps(mesh: &mut Mesh2d, conditions: &Conditions) -> usize {
+fn multigrid_steps<D: MultigridDevice>(
+    dev: &D,
+    mesh: &mut Mesh2d,
+    conditions: &Conditions,
+) -> usize {
     conditions.apply(mesh).unwrap();
     let system = assemble_poisson(mesh, |_| 0.0).unwrap();
     let n = system.matrix.nrows();
@@ -154,7 +159,7 @@ fn multigrid_steps(mesh: &mut Mesh2d, conditions: &Conditions) -> usize {
     };
     let pure_neumann = conditions.is_pure_neumann();
     let (mut mg, embedding) =
-        Multigrid::on_mesh(&Cpu::new(), mesh, &system.matrix, params, pure_neumann).unwrap();
+        Multigrid::on_mesh(dev, mesh, &system.matrix, params, pure_neumann).unwrap();
     let (rhs, unknowns) = match &embedding {
         Some(e) => (e.embed(&b, 1), mesh.num_nodes()),
         None => (b.clone(), n),
@@ -165,7 +170,7 @@ fn multigrid_steps(mesh: &mut Mesh2d, conditions: &Conditions) -> usize {
         atol: 0.0,
         max_iterations: 100,
     };
-    let info = mg.solve_refined(&rhs, &mut u, 1, stop).unwrap();
+    let info = dev.run(|| mg.solve_refined(&rhs, &mut u, 1, stop)).unwrap();
     if let Some(e) = &embedding {
         u = e.extract(&u);
     }
@@ -185,15 +190,15 @@ fn multigrid_steps(mesh: &mut Mesh2d, conditions: &Conditions) -> usize {
 /// Pure Neumann on the Gmsh channel: multigrid on the singular system of every node (f16
 /// coarse levels included) needs about as many refinement steps as the same mesh with a
 /// Dirichlet outflow, level after level.
-#[test]
-fn pure_neumann_multigrid_converges_like_a_mixed_problem() {
+fn pure_neumann_multigrid_converges_like_a_mixed_problem<D: MultigridDevice>(dev: &D) {
     use Condition::*;
     let coarse = channel();
     for levels in 1..=3 {
         let mesh = refine(&coarse, levels).unwrap();
         // Parts: inflow, outflow, walls, obstacle.
-        let pure = multigrid_steps(&mut mesh.clone(), &Conditions(vec![Neumann; 4]));
+        let pure = multigrid_steps(dev, &mut mesh.clone(), &Conditions(vec![Neumann; 4]));
         let mixed = multigrid_steps(
+            dev,
             &mut mesh.clone(),
             &Conditions(vec![Neumann, Dirichlet, Neumann, Neumann]),
         );
@@ -244,8 +249,7 @@ fn the_hierarchy_orders_a_refined_mesh_into_a_narrow_band() {
 /// Flexible CG around the cycle on a block whose columns differ: each column stops on its
 /// own (a zero column at once, a scaled copy in as many steps as the original) and agrees
 /// with the sparse Cholesky solution.
-#[test]
-fn flexible_cg_solves_every_column_of_a_block_on_its_own() {
+fn flexible_cg_solves_every_column_of_a_block_on_its_own<D: MultigridDevice>(dev: &D) {
     use tensorfem::reference::CholeskySolver;
     let mesh = flow(
         4,
@@ -274,7 +278,7 @@ fn flexible_cg_solves_every_column_of_a_block_on_its_own() {
         base_tolerance: 1e-4,
         residual_scaling: true,
     };
-    let (mut mg, _) = Multigrid::on_mesh(&Cpu::new(), &mesh, &a, params, false).unwrap();
+    let (mut mg, _) = Multigrid::on_mesh(dev, &mesh, &a, params, false).unwrap();
     mg.set_krylov(true);
     let mut u: Vec<f64> = (0..3).flat_map(|c| random_initial_guess(n, c)).collect();
     // The zero column starts from zero: it is solved before the first step.
@@ -284,7 +288,7 @@ fn flexible_cg_solves_every_column_of_a_block_on_its_own() {
         atol: 0.0,
         max_iterations: 60,
     };
-    let info = mg.solve_refined(&b, &mut u, 3, stop).unwrap();
+    let info = dev.run(|| mg.solve_refined(&b, &mut u, 3, stop)).unwrap();
     println!("steps per column: {:?}", info.iterations);
     assert_eq!(info.iterations[1], 0);
     assert!(
@@ -304,3 +308,8 @@ fn flexible_cg_solves_every_column_of_a_block_on_its_own() {
         assert!(err <= 1e-9 * size, "column {c}: {err:e}");
     }
 }
+
+device_tests!(
+    cuda: pure_neumann_multigrid_converges_like_a_mixed_problem,
+    flexible_cg_solves_every_column_of_a_block_on_its_own,
+);
