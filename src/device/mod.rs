@@ -395,6 +395,15 @@ pub fn kernel_name(op: &str, precisions: &[Precision]) -> String {
     name
 }
 
+/// 1/s per column; a zero scale (an inactive column) gives zero.
+pub(crate) fn inverse_scale(s: f64) -> f64 {
+    if s > 0.0 {
+        1.0 / s
+    } else {
+        0.0
+    }
+}
+
 /// Fails unless two lengths a kernel pairs up agree (every backend's argument check).
 pub(crate) fn check_len(what: &str, a: usize, b: usize) -> Result<()> {
     if a == b {

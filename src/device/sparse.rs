@@ -325,6 +325,33 @@ pub trait MultigridKernels: Device {
     ) -> Result<()>;
 }
 
+/// Which way a transfer goes: coarse = Pᵀ fine / s_c, or fine += s_c · P coarse (each
+/// backend's restriction and prolongation are one kernel in two directions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Restrict,
+    ProlongateAdd,
+}
+
+impl Direction {
+    /// The kernel family's name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Restrict => "restrict",
+            Direction::ProlongateAdd => "prolongate_add",
+        }
+    }
+
+    /// The factor column c's product is multiplied by: 1/s_c (a zero scale, an inactive
+    /// column, gives zero) or s_c.
+    pub fn factor(self, scale: f64) -> f64 {
+        match self {
+            Direction::Restrict => super::inverse_scale(scale),
+            Direction::ProlongateAdd => scale,
+        }
+    }
+}
+
 /// Fails unless two grids are one uniform refinement apart.
 pub fn check_grids(fine: GridShape, coarse: GridShape) -> Result<()> {
     if fine.dim == coarse.dim && (fine.dim == 2 || fine.dim == 3) && fine.m == 2 * coarse.m + 1 {

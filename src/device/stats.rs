@@ -140,6 +140,29 @@ impl<D: Device> FlagLog<D> {
         D::buffer_len(&self.flags)
     }
 
+    /// Grows the log (doubling) until `count` more values fit (set-up normally reserves
+    /// enough: then this allocates nothing).
+    pub fn make_room(&mut self, dev: &D, count: usize) -> Result<()> {
+        let mut capacity = self.capacity().max(8);
+        while self.len + count > capacity {
+            capacity *= 2;
+        }
+        self.reserve(dev, capacity)
+    }
+
+    /// The slot of the next `count` values a kernel `what` logs: an error where the log
+    /// has no room ([`FlagLog::reserve`]).
+    pub fn next_slot(&self, what: &str, count: usize) -> Result<usize> {
+        if self.len + count <= self.capacity() {
+            Ok(self.len)
+        } else {
+            Err(crate::error::Error::Backend(format!(
+                "{what}: a log of {} values has no room for {count} more (FlagLog::reserve)",
+                self.capacity()
+            )))
+        }
+    }
+
     /// Forgets what was logged (a cycle that ended by another error).
     pub fn clear(&mut self) {
         self.len = 0;

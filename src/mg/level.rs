@@ -177,11 +177,7 @@ impl<D: MultigridDevice> RangeChecks<D> {
         if !self.deferred {
             return level.check(dev, what);
         }
-        if self.log.len == self.log.capacity() {
-            self.log
-                .reserve(dev, 2 * self.log.capacity().max(8))
-                .map_err(other)?;
-        }
+        self.log.make_room(dev, 1).map_err(other)?;
         dev.log_range_flag(&level.stats, &mut self.log)
             .map_err(other)?;
         self.sites.push((Collected::Range, level.site(what)));
@@ -198,11 +194,7 @@ impl<D: MultigridDevice> RangeChecks<D> {
         what: &'static str,
     ) -> Result<(), MgFailure> {
         debug_assert!(self.deferred, "collected checks only");
-        if self.log.len + 2 > self.log.capacity() {
-            self.log
-                .reserve(dev, 2 * self.log.capacity().max(8))
-                .map_err(other)?;
-        }
+        self.log.make_room(dev, 2).map_err(other)?;
         let half_tiny = coarse.precision().tiny() / 2.0;
         dev.log_flushed_column(&fine.stats, &coarse.stats, half_tiny, &mut self.log)
             .map_err(other)?;

@@ -3,11 +3,12 @@
 
 use rayon::prelude::*;
 
-use super::transfer::{self, Direction};
+use super::transfer;
 use super::vector::{partials, reduce};
 use super::{buffer, buffer_mut, by_precision, ell, Compute, Cpu};
+use crate::device::sparse::Direction;
 use crate::device::{
-    check_col_major, unsupported, Block, CsrMatrix, EllMatrix, FlagLog, LevelTransfer,
+    check_col_major, check_len, unsupported, Block, CsrMatrix, EllMatrix, FlagLog, LevelTransfer,
     MultigridKernels, RowOp, SparseKernels, Stats, Storage,
 };
 use crate::error::{Error, Result};
@@ -198,14 +199,8 @@ impl MultigridKernels for Cpu {
         half_tiny: f64,
         log: &mut FlagLog<Self>,
     ) -> Result<()> {
-        let (slot, cols) = (log.len, fine.nrhs());
-        if slot + 2 > log.flags.len() || coarse.nrhs() != cols {
-            return Err(Error::Backend(format!(
-                "log_flushed_column: a log of {slot} of {} values, statistics of {cols} and {} columns",
-                log.flags.len(),
-                coarse.nrhs()
-            )));
-        }
+        let (slot, cols) = (log.next_slot("log_flushed_column", 2)?, fine.nrhs());
+        check_len("log_flushed_column statistics", cols, coarse.nrhs())?;
         let (fine_max, coarse_max) = (&fine.host[cols..2 * cols], &coarse.host[cols..2 * cols]);
         let flushed = (0..cols).find(|&c| fine_max[c] > 0.0 && coarse_max[c] < half_tiny);
         log.flags[slot] = flushed.map_or(0.0, |c| (c + 1) as f64);

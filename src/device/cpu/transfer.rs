@@ -13,9 +13,11 @@ use rayon::prelude::*;
 
 use super::arena;
 use super::simd::{self, SimdLevel};
-use super::vector::{inverse_scale, partials, record_stats, reduce};
+use super::vector::{partials, record_stats, reduce};
 use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
+use crate::device::inverse_scale;
 use crate::device::sparse::check_grids;
+use crate::device::sparse::Direction;
 use crate::device::{Block, CsrMatrix, GridShape, LevelTransfer, Stats, Storage};
 use crate::error::{Error, Result};
 use crate::precision::{Real, Stored};
@@ -428,30 +430,6 @@ fn restrict_plane<F: Storage, C: Storage>(
 
 /// Output rows of a matrix transfer per rayon task.
 const MATRIX_CHUNK_ROWS: usize = 1024;
-
-/// Which way a transfer goes: coarse = Pᵀ fine / s_c, or fine += s_c · P coarse.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Direction {
-    Restrict,
-    ProlongateAdd,
-}
-
-impl Direction {
-    fn name(self) -> &'static str {
-        match self {
-            Direction::Restrict => "restrict",
-            Direction::ProlongateAdd => "prolongate_add",
-        }
-    }
-
-    /// The factor column c's product is multiplied by.
-    fn factor(self, scale: f64) -> f64 {
-        match self {
-            Direction::Restrict => inverse_scale(scale),
-            Direction::ProlongateAdd => scale,
-        }
-    }
-}
 
 /// dst = M src / s_c (restriction, M = R) or dst += s_c · M src (prolongation, M = P) per
 /// column, M a CSR matrix with f64 weights (out rows × in rows); the statistics are those

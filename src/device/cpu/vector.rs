@@ -5,9 +5,10 @@ use rayon::prelude::*;
 use super::simd::{self, SimdLevel};
 use super::{buffer, buffer_mut, by_precision, check_len, slice, slice_mut, Compute, Cpu, CHUNK};
 use crate::device::{
-    unsupported, Block, FlagLog, Layout, Scratch, Stats, Storage, VectorKernels, View, ViewMut,
+    inverse_scale, unsupported, Block, FlagLog, Layout, Scratch, Stats, Storage, VectorKernels,
+    View, ViewMut,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::numeric;
 use crate::precision::{Precision, Real, Stored};
 
@@ -187,15 +188,6 @@ pub(super) fn reduce(stats: &mut Stats<Cpu>) {
         host[2 * nrhs] = host[2 * nrhs].max(part[2 * nrhs]);
     }
     stats.on_device = false;
-}
-
-/// 1/s per column; a zero scale (an inactive column) gives zero.
-pub(super) fn inverse_scale(s: f64) -> f64 {
-    if s > 0.0 {
-        1.0 / s
-    } else {
-        0.0
-    }
 }
 
 /// Statistics of a column-major block: each column's chunks (fixed by the column length)
@@ -508,12 +500,7 @@ impl VectorKernels for Cpu {
     }
 
     fn log_range_flag(&self, stats: &Stats<Self>, log: &mut FlagLog<Self>) -> Result<()> {
-        let slot = log.len;
-        if slot >= log.flags.len() {
-            return Err(Error::Backend(format!(
-                "log_range_flag: a log of {slot} flags is full (FlagLog::reserve)"
-            )));
-        }
+        let slot = log.next_slot("log_range_flag", 1)?;
         log.flags[slot] = stats.host[2 * stats.nrhs()];
         log.len += 1;
         Ok(())

@@ -2,12 +2,12 @@
 //! Jacobi step, the f64 refinement update and the grid and matrix transfers, on node-major
 //! blocks, each with its statistics fused and reduced on the device.
 
-use super::device::{grow, Cuda};
+use super::device::Cuda;
 use super::launch::{self, Arg};
-use crate::device::sparse::check_grids;
+use crate::device::sparse::{check_grids, Direction};
 use crate::device::{
-    kernel_name, unsupported, Block, EllMatrix, FlagLog, Layout, LevelTransfer, MultigridKernels,
-    RowOp, Stats,
+    check_len, kernel_name, unsupported, Block, EllMatrix, FlagLog, Layout, LevelTransfer,
+    MultigridKernels, RowOp, Stats,
 };
 use crate::error::{Error, Result};
 use crate::precision::Precision;
@@ -65,13 +65,7 @@ impl Cuda {
     ) -> Result<()> {
         let cfg = launch::rows_and_columns(rows as u64, cols as u32)?;
         let chunks = cfg.grid_dim.0;
-        let front = Stats::<Cuda>::len_for(cols);
-        grow(
-            self,
-            &mut stats.partials,
-            front + 3 * cols * chunks as usize,
-        )?;
-        let triples = self.ptr(&stats.partials, front);
+        let triples = self.stats_triples(stats, cols, chunks)?;
         let mut all = args.to_vec();
         all.push(triples);
         self.launch(name, cfg, &all)?;
@@ -91,33 +85,6 @@ impl Cuda {
             self.ptr(&a.col_idx, 0),
             self.data_ptr(&a.values, 0),
         ])
-    }
-}
-
-/// Which way a transfer goes, and the factor column c's product is multiplied by.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Direction {
-    Restrict,
-    ProlongateAdd,
-}
-
-impl Direction {
-    fn name(self) -> &'static str {
-        match self {
-            Direction::Restrict => "restrict",
-            Direction::ProlongateAdd => "prolongate_add",
-        }
-    }
-
-    /// coarse = Pᵀ fine / s_c (a zero scale gives zero) or fine += s_c · P coarse.
-    fn factors(self, scale: &[f64]) -> Vec<f64> {
-        match self {
-            Direction::Restrict => scale
-                .iter()
-                .map(|&s| if s > 0.0 { 1.0 / s } else { 0.0 })
-                .collect(),
-            Direction::ProlongateAdd => scale.to_vec(),
-        }
     }
 }
 
@@ -151,7 +118,7 @@ impl Cuda {
         let (sp, tp) = (src.precision(), dst.precision());
         let (src_ptr, dst_ptr) = (self.data_ptr(&src.data, 0), self.data_ptr(&dst.data, 0));
         let limit = Arg::F64(tp.max());
-        let factors = direction.factors(scale);
+        let factors: Vec<f64> = scale.iter().map(|&s| direction.factor(s)).collect();
         self.with_params(&factors, |factor| match transfer {
             LevelTransfer::Grid { fine, coarse } => {
                 check_grids(*fine, *coarse)?;
@@ -372,14 +339,8 @@ impl MultigridKernels for Cuda {
         half_tiny: f64,
         log: &mut FlagLog<Self>,
     ) -> Result<()> {
-        let (slot, cols) = (log.len, fine.nrhs());
-        if slot + 2 > log.flags.len() || coarse.nrhs() != cols {
-            return Err(Error::Backend(format!(
-                "log_flushed_column: a log of {slot} of {} values, statistics of {cols} and {} columns",
-                log.flags.len(),
-                coarse.nrhs()
-            )));
-        }
+        let (slot, cols) = (log.next_slot("log_flushed_column", 2)?, fine.nrhs());
+        check_len("log_flushed_column statistics", cols, coarse.nrhs())?;
         if !fine.on_device || !coarse.on_device {
             return Err(Error::Backend(
                 "log_flushed_column: statistics already read to the host (check them there)".into(),

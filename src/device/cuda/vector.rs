@@ -37,13 +37,7 @@ impl Cuda {
         stats: &mut Stats<Cuda>,
     ) -> Result<()> {
         let (k, chunks) = (cols as u32, launch::chunks(rows as u64));
-        let front = Stats::<Cuda>::len_for(cols);
-        grow(
-            self,
-            &mut stats.partials,
-            front + 3 * cols * chunks as usize,
-        )?;
-        let triples = self.ptr(&stats.partials, front);
+        let triples = self.stats_triples(stats, cols, chunks)?;
         self.launch(
             &kernel_name("column_stats", &[precision]),
             launch::per_chunk_and_column(rows as u64, k),
@@ -59,6 +53,24 @@ impl Cuda {
             ],
         )?;
         self.reduce_stats(triples, triples, cols, chunks, stats)
+    }
+
+    /// Where a kernel writes the (Σ v², max |v|, flag) triples of `chunks` chunks per column
+    /// of `cols` columns: behind the reduced values at the front of `stats.partials`
+    /// (grown on first use).
+    pub(super) fn stats_triples(
+        &self,
+        stats: &mut Stats<Cuda>,
+        cols: usize,
+        chunks: u32,
+    ) -> Result<Arg> {
+        let front = Stats::<Cuda>::len_for(cols);
+        grow(
+            self,
+            &mut stats.partials,
+            front + 3 * cols * chunks as usize,
+        )?;
+        Ok(self.ptr(&stats.partials, front))
     }
 
     /// Adds chunk triples into the front of `stats.partials` (Σ v² from `sums`, maxima
@@ -350,12 +362,7 @@ impl VectorKernels for Cuda {
     }
 
     fn log_range_flag(&self, stats: &Stats<Self>, log: &mut FlagLog<Self>) -> Result<()> {
-        let slot = log.len;
-        if slot >= log.flags.len() {
-            return Err(Error::Backend(format!(
-                "log_range_flag: a log of {slot} flags is full (FlagLog::reserve)"
-            )));
-        }
+        let slot = log.next_slot("log_range_flag", 1)?;
         let flag = 2 * stats.nrhs();
         if stats.on_device {
             self.bind()?;
