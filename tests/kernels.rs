@@ -1605,4 +1605,4 @@ device_tests!(
     grid_transfers_are_interpolation_and_its_transpose,
 );
 
-device_tests!(stokes_transfers_are_interpolation_and_its_transpose);
+device_tests!(cuda: stokes_transfers_are_interpolation_and_its_transpose);

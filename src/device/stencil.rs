@@ -173,6 +173,38 @@ pub enum Transfer {
     Q1Restrict,
 }
 
+impl Transfer {
+    /// Entries of the input and the output vector between the meshes of `coarse_n` and
+    /// 2·`coarse_n` cells.
+    pub fn lens(self, coarse_n: usize) -> (usize, usize) {
+        let (coarse, fine) = match self {
+            Transfer::Q2Prolong | Transfer::Q2Restrict => {
+                ((2 * coarse_n + 1).pow(2), (4 * coarse_n + 1).pow(2))
+            }
+            Transfer::Q1Prolong | Transfer::Q1Restrict => {
+                ((coarse_n + 1).pow(2), (2 * coarse_n + 1).pow(2))
+            }
+        };
+        match self {
+            Transfer::Q2Prolong | Transfer::Q1Prolong => (coarse, fine),
+            Transfer::Q2Restrict | Transfer::Q1Restrict => (fine, coarse),
+        }
+    }
+}
+
+/// Fails unless `b` is a flat [ux | uy | p] vector of `grid`.
+pub(crate) fn check_flow<D: Device>(what: &str, b: &Block<D>, grid: Grid) -> Result<()> {
+    if b.len() == grid.flow_len() {
+        Ok(())
+    } else {
+        Err(crate::error::Error::Backend(format!(
+            "{what}: a vector of {} entries for a flow of {}",
+            b.len(),
+            grid.flow_len()
+        )))
+    }
+}
+
 /// An exact solve of a small system by its dense (f64) inverse: the unknowns sit at
 /// `positions` of a flat vector; `size` may exceed them by one (a bordering row that fixes
 /// the pressure's sum).

@@ -8,8 +8,8 @@ use rayon::prelude::*;
 
 use super::{buffer, buffer_mut, by_precision, check_len, slice, slice_mut, Compute, Cpu};
 use crate::device::stencil::{
-    patch_node, pressure_window, set_of, set_row, CoarseSolve, Grid, LatticeRows, PressureRows,
-    StokesKernels, StokesMatrices, Transfer, VankaMaps, PATCH,
+    check_flow, patch_node, pressure_window, set_of, set_row, CoarseSolve, Grid, LatticeRows,
+    PressureRows, StokesKernels, StokesMatrices, Transfer, VankaMaps, PATCH,
 };
 use crate::device::{unsupported, Block, Data, Storage, View, ViewMut};
 use crate::error::{Error, Result};
@@ -515,18 +515,6 @@ fn coarse_solve<T: Real>(positions: &[u32], size: usize, inverse: &[f64], b: &[T
     }
 }
 
-fn check_flow(what: &str, b: &Block<Cpu>, grid: Grid) -> Result<()> {
-    if b.len() == grid.flow_len() {
-        Ok(())
-    } else {
-        Err(Error::Backend(format!(
-            "{what}: a vector of {} entries for a flow of {}",
-            b.len(),
-            grid.flow_len()
-        )))
-    }
-}
-
 impl StokesKernels for Cpu {
     fn stokes_apply(
         &self,
@@ -689,18 +677,7 @@ impl StokesKernels for Cpu {
         input: View<'_, Self>,
         output: ViewMut<'_, Self>,
     ) -> Result<()> {
-        let (coarse, fine) = match kind {
-            Transfer::Q2Prolong | Transfer::Q2Restrict => {
-                ((2 * coarse_n + 1).pow(2), (4 * coarse_n + 1).pow(2))
-            }
-            Transfer::Q1Prolong | Transfer::Q1Restrict => {
-                ((coarse_n + 1).pow(2), (2 * coarse_n + 1).pow(2))
-            }
-        };
-        let (from, to) = match kind {
-            Transfer::Q2Prolong | Transfer::Q1Prolong => (coarse, fine),
-            _ => (fine, coarse),
-        };
+        let (from, to) = kind.lens(coarse_n);
         check_len("stokes_transfer", input.len, from)?;
         check_len("stokes_transfer", output.len, to)?;
         match input.precision() {

@@ -25,7 +25,7 @@ pub struct KernelFile {
 }
 
 /// Every kernel file, in the order they are compiled.
-pub const FILES: [KernelFile; 5] = [
+pub const FILES: [KernelFile; 6] = [
     KernelFile {
         name: "vector",
         source: include_str!("../../../kernels/vector.cu"),
@@ -45,6 +45,10 @@ pub const FILES: [KernelFile; 5] = [
     KernelFile {
         name: "multigrid",
         source: include_str!("../../../kernels/multigrid.cu"),
+    },
+    KernelFile {
+        name: "stokes",
+        source: include_str!("../../../kernels/stokes.cu"),
     },
 ];
 

@@ -179,6 +179,16 @@ const SIGNATURES: &[(&str, &str)] = &[
     ("grid_prolongate_add", "ppiiipdp"),
     ("matrix_transfer", "ipppppiipdp"),
     ("flushed_column", "ppidp"),
+    ("stokes_apply", "i pppp pppp pppp dd pp d ppip"),
+    ("stokes_laplacian", "i pppp pp"),
+    ("stokes_gradient", "i pppp pppp dd pp"),
+    ("stokes_divergence", "ippdpp"),
+    ("pressure_stencil", "iipdpp"),
+    ("stokes_transfer", "iipp"),
+    ("vanka_gather", "ippidp"),
+    ("vanka_products", "ppiipp"),
+    ("vanka_scatter", "ippddp"),
+    ("coarse_solve", "piippp"),
 ];
 
 /// The PTX parameter types of the kernels of `op`, or None for an op without a signature.

@@ -9,6 +9,7 @@ pub mod launch;
 mod multigrid;
 mod psc;
 mod sparse;
+mod stokes;
 mod vector;
 
 pub use device::Cuda;
