@@ -67,13 +67,13 @@ bundle:
 	jobs/bundle-gpu.sh target/bundle
 
 ## test-gpu: every CUDA kernel against its CPU reference (tests/gpu.rs) and naive loops
-## (tests/kernels.rs, ::cuda variants), and M1/PSC-IR and multigrid on the GPU against
-## published iteration counts and the CPU's answers (tests/psc.rs, tests/mg.rs,
-## tests/mg_meshes.rs, the ::cuda variants); without a GPU it says so and exits 0,
-## unless TENSORFEM_REQUIRE_CUDA=1
+## (tests/kernels.rs, ::cuda variants), and M1/PSC-IR, multigrid and Stokes on the GPU
+## against published iteration counts, dense references and the CPU's answers
+## (tests/psc.rs, tests/mg.rs, tests/mg_meshes.rs, tests/stokes.rs, the ::cuda variants);
+## without a GPU it says so and exits 0, unless TENSORFEM_REQUIRE_CUDA=1
 test-gpu: build
 	@if $(BIN) info 2>/dev/null | grep -q "device 0:"; then \
-	  TENSORFEM_REQUIRE_CUDA=1 $(CARGO) test --release --test gpu --test kernels --test psc --test mg --test mg_meshes -- --nocapture; \
+	  TENSORFEM_REQUIRE_CUDA=1 $(CARGO) test --release --test gpu --test kernels --test psc --test mg --test mg_meshes --test stokes -- --nocapture; \
 	elif [[ "$${TENSORFEM_REQUIRE_CUDA:-0}" == 1 ]]; then \
 	  echo "make test-gpu: TENSORFEM_REQUIRE_CUDA=1 but this machine has no CUDA device ($$($(BIN) info | grep CUDA))" >&2; exit 1; \
 	else \

@@ -6,7 +6,7 @@
 #
 # writes OUT/tensorfem-gpu.tar.gz, holding
 #   bin/tensorfem            the release binary (debug info stripped)
-#   tests/{gpu,kernels,psc,mg,mg_meshes}  the prebuilt CUDA test binaries (cargo test --no-run)
+#   tests/{gpu,kernels,psc,mg,mg_meshes,stokes}  the prebuilt CUDA test binaries (cargo test --no-run)
 #   ptx/*.ptx                the kernels compiled for sm_90 (no NVRTC needed there)
 #   lib/                     every shared library the binaries load that is not glibc's
 #                            (HDF5, OpenMPI and what they pull in), and OpenMPI's plugins
@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 out=${1:-target/bundle}
 name=tensorfem-gpu
 root="$out/$name"
-tests=(gpu kernels psc mg mg_meshes)
+tests=(gpu kernels psc mg mg_meshes stokes)
 
 make -s build >/dev/null
 # The CUDA test binaries, built once; cargo names their paths in its JSON messages.

@@ -17,7 +17,8 @@
 # h = 1/1024), profile (the time of every kernel of one f16 M1 apply on 1024 columns, by
 # Nsight Compute; and of one apply on 1 column), methods (M1/M2/M3 side by side, each set
 # up on the host), mg (multigrid on the device: every precision schedule at 4096² with one
-# column, 1024² with 64 columns, 128³).
+# column, 1024² with 64 columns, 128³), stokes (every Stokes preconditioner in f32 at 512²,
+# tuned Vanka and Braess-Sarazin at 1024²).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out/gpu-checks}
@@ -61,7 +62,7 @@ step device 20 "$out/00-device.txt" bash -c "nvidia-smi; echo LD_LIBRARY_PATH=\$
 # test binary that meets an illegal address runs again under compute-sanitizer, which names
 # the kernel and the access (the context is lost after the first one).
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-[[ $parts == *" tests "* ]] && for t in gpu kernels psc mg mg_meshes; do
+[[ $parts == *" tests "* ]] && for t in gpu kernels psc mg mg_meshes stokes; do
   filter=()
   [[ $t != gpu ]] && filter=(cuda)
   tests="source $b/env.sh; export TENSORFEM_REQUIRE_CUDA=1 RUST_BACKTRACE=1;"
@@ -139,6 +140,13 @@ done
   step "mg-kernels-${args// /}" 90 "$out/70-bench-mg.txt" "$b/run" bench mg --backend cuda \
     --kernels $args
 done
+# Stokes on the device (issue 20): FGMRES to 1e-8 with each preconditioner in f32, split
+# into operator, preconditioner and Krylov time by CUDA events (the goal: tuned Vanka at
+# 1024² ≤ 0.0007 ms per element); set-up (assembly, the patch inverses) on the host.
+[[ $parts == *" stokes "* ]] && step "stokes-512" 120 "$out/80-bench-stokes.txt" "$b/run" bench \
+  stokes --backend cuda --n 512 --precond all --precision f32 --repeats 2
+[[ $parts == *" stokes "* ]] && step "stokes-1024" 150 "$out/80-bench-stokes.txt" "$b/run" bench \
+  stokes --backend cuda --n 1024 --precond vanka-tuned,braess-sarazin --precision f32 --repeats 2
 cat "$log"
 grep -h '^{' "$out/40-bench-psc.txt" "$out/50-psc-methods.txt" 2>/dev/null \
   | python3 -c '

@@ -116,9 +116,13 @@ pub struct StokesArgs {
     /// Timed solves per preconditioner; the fastest counts.
     #[arg(long, default_value_t = 1)]
     pub repeats: usize,
+    /// Where the solves run: cpu, cuda (the first GPU), or auto (the GPU where there is
+    /// one).
+    #[arg(long, default_value = "cpu", value_parser = parse_backend)]
+    pub backend: BackendChoice,
     /// One JSON object per preconditioner, one per line (keys iterations, seconds,
-    /// ms_per_element, velocity_l2_error, pressure_l2_error, relative_residual, precond,
-    /// n, and more).
+    /// ms_per_element, stage_seconds, velocity_l2_error, pressure_l2_error,
+    /// relative_residual, precond, n, device, and more).
     #[arg(long)]
     pub json: bool,
 }

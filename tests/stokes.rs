@@ -254,6 +254,24 @@ fn bench_stokes_prints_its_json_keys() {
         assert_eq!(line["precond"], name);
         assert_eq!(line["n"], 16);
         assert!(line["relative_residual"].as_f64().unwrap() <= 1e-8);
+        assert_eq!(line["bandwidth"], "triad");
+        assert!(
+            line["device"].as_str().unwrap().starts_with("cpu"),
+            "{line}"
+        );
+        // The stages split the timed solve: each ran, and together they fit in it.
+        let stages = line["stage_seconds"].as_array().unwrap();
+        let names: Vec<&str> = stages
+            .iter()
+            .map(|s| s["stage"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["Krylov", "operator", "preconditioner"], "{line}");
+        let total: f64 = stages.iter().map(|s| s["seconds"].as_f64().unwrap()).sum();
+        assert!(
+            stages.iter().all(|s| s["seconds"].as_f64().unwrap() > 0.0),
+            "{line}"
+        );
+        assert!(total <= line["seconds"].as_f64().unwrap(), "{line}");
     }
 }
 
@@ -447,7 +465,7 @@ fn every_preconditioner_matches_the_dense_solve<D: Kernels>(dev: &D) {
 }
 
 device_tests!(
-    discretization_errors_converge_at_the_theoretical_rates,
+    cuda: discretization_errors_converge_at_the_theoretical_rates,
     every_preconditioner_converges_in_every_precision,
     vanka_and_braess_sarazin_iterations_do_not_grow_with_the_mesh,
     tuned_and_simple_vanka_give_the_same_iterates,

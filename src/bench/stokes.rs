@@ -1,22 +1,28 @@
 //! `bench stokes`: the Stokes preconditioners side by side in one process on the same
 //! manufactured problem (SPEC §4.3): FGMRES iterations, time to solution, time per
-//! element and per iteration, errors; plus the f64 operator product's bandwidth as a
-//! fraction of the triad bandwidth measured in the same run (the kernels are bound by
-//! memory traffic: every row stores its stencil).
+//! element and per iteration, errors, and the solve's time by stage (operator,
+//! preconditioner, Krylov) from device marks; plus the f64 operator product's bandwidth as
+//! a fraction of the memory ceiling measured in the same run (the triad on the CPU, the
+//! device copy on a GPU: the kernels are bound by memory traffic, every row stores its
+//! stencil).
 
 use std::time::Instant;
 
 use serde::Serialize;
 
-use super::{time_runs, triad_gbs};
+use super::machine::device_copy_gbs;
+use super::{cuda_device, time_runs, triad_gbs};
 use crate::cli::StokesArgs;
-use crate::device::{Block, Cpu, Device, Layout};
+use crate::device::clock::StageTime;
+use crate::device::{BackendChoice, Block, Cpu, Kernels, Layout};
 use crate::error::{Error, Result};
 use crate::linalg::FgmresParams;
 use crate::linalg::LinOp;
 use crate::precision::Precision;
 use crate::stokes::multigrid::mesh_hierarchy;
-use crate::stokes::{check_memory, solve, Preconditioner, StokesProblem, StokesSpec, StokesSystem};
+use crate::stokes::{
+    check_memory, solve_timing_stages, Preconditioner, StokesProblem, StokesSpec, StokesSystem,
+};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -27,6 +33,8 @@ pub struct StokesBenchParams {
     pub fgmres: FgmresParams,
     /// Timed solves per preconditioner; the fastest counts.
     pub repeats: usize,
+    /// Where the solves run.
+    pub backend: BackendChoice,
 }
 
 /// One preconditioner's measurement.
@@ -41,6 +49,9 @@ pub struct StokesBenchResult {
     pub seconds: f64,
     pub ms_per_element: f64,
     pub ms_per_iteration: f64,
+    /// That solve's seconds by stage: the f64 operator, the preconditioner, and the Krylov
+    /// work around them (orthogonalisation, updates, the pressure projection).
+    pub stage_seconds: Vec<StageTime>,
     pub setup_seconds: f64,
     pub velocity_l2_error: f64,
     pub pressure_l2_error: f64,
@@ -48,7 +59,12 @@ pub struct StokesBenchResult {
     pub preconditioner_mib: f64,
     /// Bandwidth of one f64 product A x (stored coefficients and vectors moved per second).
     pub matvec_gbs: f64,
+    /// The memory ceiling `triad_gbs` measures: the triad on the CPU, the device copy (read
+    /// + write) on a GPU, in the same run.
+    pub bandwidth: &'static str,
     pub triad_gbs: f64,
+    /// The device the solves ran on.
+    pub device: String,
 }
 
 /// Parses a comma-separated list of preconditioner names, or "all".
@@ -68,35 +84,51 @@ pub fn parse_preconditioners(list: &str) -> std::result::Result<Vec<Precondition
 }
 
 pub fn bench_stokes(params: &StokesBenchParams) -> Result<Vec<StokesBenchResult>> {
-    let spec_of = |preconditioner| StokesSpec {
+    // Refuse impossible sizes before allocating anything.
+    mesh_hierarchy(params.n)?;
+    for &p in &params.preconditioners {
+        check_memory(&spec_of(params, p))?;
+    }
+    match cuda_device(params.backend)? {
+        None => run(&Cpu::new(), "triad", params),
+        Some(gpu) => run(&gpu, "device copy", params),
+    }
+}
+
+fn spec_of(params: &StokesBenchParams, preconditioner: Preconditioner) -> StokesSpec {
+    StokesSpec {
         n: params.n,
         preconditioner,
         precision: params.precision,
         fgmres: params.fgmres,
-    };
-    // Refuse impossible sizes before allocating anything.
-    mesh_hierarchy(params.n)?;
-    for &p in &params.preconditioners {
-        check_memory(&spec_of(p))?;
     }
-    let triad = triad_gbs();
+}
+
+fn run<D: Kernels>(
+    dev: &D,
+    bandwidth: &'static str,
+    params: &StokesBenchParams,
+) -> Result<Vec<StokesBenchResult>> {
+    let ceiling = match bandwidth {
+        "triad" => triad_gbs(),
+        _ => device_copy_gbs(dev, 1 << 28),
+    };
     // The f64 operator product FGMRES applies once per iteration.
-    let dev = Cpu::new();
     let problem = StokesProblem::manufactured(params.n);
     let g = problem.operator.grid;
-    let mut system = StokesSystem::new(&dev, &problem.operator)?;
+    let mut system = StokesSystem::new(dev, &problem.operator)?;
     let rhs = Block::from_f64(
-        &dev,
+        dev,
         &problem.rhs,
         g.flow_len(),
         1,
         Precision::F64,
         Layout::ColMajor,
     )?;
-    let mut y = Block::vector(&dev, g.flow_len(), Precision::F64)?;
+    let mut y = Block::vector(dev, g.flow_len(), Precision::F64)?;
     let mut failure = None;
     let (best, _) = time_runs(3, 0.5, || {
-        if let Err(e) = dev.run(|| system.apply(&rhs, &mut y)) {
+        if let Err(e) = dev.run(|| system.apply(&rhs, &mut y).and_then(|()| dev.synchronize())) {
             failure = Some(e);
         }
     });
@@ -104,15 +136,15 @@ pub fn bench_stokes(params: &StokesBenchParams) -> Result<Vec<StokesBenchResult>
         return Err(e);
     }
     let matvec_gbs = system.cost(1).bytes / best / 1e9;
-    drop((problem, system));
+    drop((problem, system, rhs, y));
     let cells = (params.n * params.n) as f64;
     let mut results = Vec::new();
     for &preconditioner in &params.preconditioners {
-        let spec = spec_of(preconditioner);
+        let spec = spec_of(params, preconditioner);
         let mut fastest = None::<crate::stokes::StokesSolution>;
         for _ in 0..params.repeats.max(1) {
             let t = Instant::now();
-            let s = dev.run(|| solve(&dev, &spec))?;
+            let s = dev.run(|| solve_timing_stages(dev, &spec, true))?;
             log::info!(
                 "{}: {} iterations in {:.3} s (whole run {:.3} s)",
                 preconditioner.name(),
@@ -137,13 +169,16 @@ pub fn bench_stokes(params: &StokesBenchParams) -> Result<Vec<StokesBenchResult>
             seconds: s.solve_seconds,
             ms_per_element: s.solve_seconds * 1e3 / cells,
             ms_per_iteration: s.solve_seconds * 1e3 / s.info.iterations.max(1) as f64,
+            stage_seconds: s.stage_seconds,
             setup_seconds: s.setup_seconds,
             velocity_l2_error: s.velocity_l2_error,
             pressure_l2_error: s.pressure_l2_error,
             relative_residual: s.info.relative_residual,
             preconditioner_mib: s.preconditioner_bytes as f64 / 1048576.0,
             matvec_gbs,
-            triad_gbs: triad,
+            bandwidth,
+            triad_gbs: ceiling,
+            device: dev.name(),
         });
     }
     Ok(results)
@@ -191,6 +226,7 @@ pub fn report(a: &StokesArgs) -> Result<()> {
             max_iterations: 1000,
         },
         repeats: a.repeats,
+        backend: a.backend,
     })?;
     if a.json {
         for r in &results {
@@ -205,8 +241,8 @@ pub fn report(a: &StokesArgs) -> Result<()> {
         return Ok(());
     };
     println!(
-        "Stokes Q2-Q1, n = {} ({} unknowns), FGMRES({}) to {:.0e}, preconditioner in {}",
-        first.n, first.unknowns, a.restart, a.rtol, first.precision
+        "Stokes Q2-Q1, n = {} ({} unknowns), FGMRES({}) to {:.0e}, preconditioner in {}, on {}",
+        first.n, first.unknowns, a.restart, a.rtol, first.precision, first.device
     );
     println!(
         "  {:<17} {:>5} {:>9} {:>9} {:>11} {:>9} {:>10} {:>10} {:>10} {:>9}",
@@ -236,10 +272,20 @@ pub fn report(a: &StokesArgs) -> Result<()> {
             r.preconditioner_mib
         );
     }
+    println!("  time by stage [s]:");
+    for r in &results {
+        let stages: Vec<String> = r
+            .stage_seconds
+            .iter()
+            .map(|t| format!("{} {:.4}", t.stage, t.seconds))
+            .collect();
+        println!("    {:<17} {}", r.precond, stages.join("   "));
+    }
     println!(
-        "  f64 operator product: {:.1} GB/s = {:.0}% of the triad bandwidth measured in this run ({:.1} GB/s)",
+        "  f64 operator product: {:.1} GB/s = {:.0}% of the {} bandwidth measured in this run ({:.1} GB/s)",
         first.matvec_gbs,
         100.0 * first.matvec_gbs / first.triad_gbs,
+        first.bandwidth,
         first.triad_gbs
     );
     Ok(())

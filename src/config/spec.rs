@@ -38,12 +38,12 @@ impl Method {
         }
     }
 
-    /// Whether the method runs on the CUDA backend (PSC and multigrid; Stokes runs on the
-    /// CPU, the sparse Cholesky reference on the host).
+    /// Whether the method runs on the CUDA backend (all but the sparse Cholesky reference,
+    /// which runs on the host).
     pub fn has_cuda(self) -> bool {
         match self {
-            Method::PscM1 | Method::PscM2 | Method::PscM3 | Method::Mg => true,
-            Method::Cholesky | Method::Stokes => false,
+            Method::PscM1 | Method::PscM2 | Method::PscM3 | Method::Mg | Method::Stokes => true,
+            Method::Cholesky => false,
         }
     }
 

@@ -68,3 +68,43 @@ pub trait LinOp<D: Device> {
 pub fn block_of<D: Device>(dev: &D, kind: BlockKind, rows: usize, cols: usize) -> Result<Block<D>> {
     Block::zeros(dev, rows, cols, kind.precision, kind.layout)
 }
+
+/// An operator whose applies are timed as stage `stage` of a device clock shared with other
+/// operators: each apply first ends the stage `between` (the caller's own work since the
+/// last mark), then ends `stage` after the inner apply. The marks sit in the device's queue
+/// (CUDA events on a GPU), so timing never waits for the device.
+pub struct Staged<'a, D: Device> {
+    pub inner: &'a mut dyn LinOp<D>,
+    pub dev: &'a D,
+    pub marks: &'a std::cell::RefCell<crate::device::clock::StageMarks<D>>,
+    pub stage: &'static str,
+    pub between: &'static str,
+}
+
+impl<D: Device> LinOp<D> for Staged<'_, D> {
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+
+    fn input(&self) -> BlockKind {
+        self.inner.input()
+    }
+
+    fn output(&self) -> BlockKind {
+        self.inner.output()
+    }
+
+    fn prepare(&mut self, nrhs: usize) -> Result<()> {
+        self.inner.prepare(nrhs)
+    }
+
+    fn apply(&mut self, x: &Block<D>, y: &mut Block<D>) -> Result<()> {
+        self.marks.borrow_mut().end(self.dev, self.between)?;
+        self.inner.apply(x, y)?;
+        self.marks.borrow_mut().end(self.dev, self.stage)
+    }
+
+    fn cost(&self, nrhs: usize) -> Cost {
+        self.inner.cost(nrhs)
+    }
+}

@@ -13,7 +13,7 @@ pub use cg::{BlockCg, CgInfo, CgParams};
 pub use dense::{spd_inverse_in_place, NotPositiveDefinite};
 pub use fgmres::{fgmres, FgmresError, FgmresFailure, FgmresInfo, FgmresParams, FgmresWorkspace};
 pub use lanczos::{extreme_eigenvalues, LanczosInfo, LanczosParams};
-pub use linop::{block_of, BlockKind, Cost, LinOp};
+pub use linop::{block_of, BlockKind, Cost, LinOp, Staged};
 /// The stopping rule every iterative method shares (config keys solver.rtol, solver.atol):
 /// a column is done when ‖b − Ax‖₂ ≤ max(atol, rtol·‖b‖₂). Returns that threshold.
 pub fn stopping_threshold(rtol: f64, atol: f64, b_norm: f64) -> f64 {

@@ -60,7 +60,7 @@ pub fn dispatch(path: Option<PathBuf>, fresh: bool, comm: &dyn Comm) -> Result<F
         log::info!("--fresh applies to campaigns only (this config has no [campaign])");
     }
     if let Some(spec) = &config.stokes {
-        if let Some(summary) = stokes::run(&config, spec, comm)? {
+        if let Some(summary) = stokes::run(&config, spec, &backend, comm)? {
             println!("{summary}");
         }
         return Ok(Finished::Complete);

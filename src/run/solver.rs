@@ -542,11 +542,6 @@ fn set_up_solver<const DIM: usize>(
         (Method::PscM1 | Method::PscM2 | Method::PscM3, _) => {
             set_up_psc(backend, mesh_spec, solver_spec, mesh, conditioned)
         }
-        (method @ Method::Stokes, Backend::Cuda(info)) => Err(Error::Backend(format!(
-            "method {} has no CUDA implementation (cuda device {}); use backend = \"cpu\" or \"auto\"",
-            method.name(),
-            info.ordinal
-        ))),
         (Method::Stokes, _) => Err(Error::InvalidInput(
             "method stokes solves the Stokes system (stokes::solve), not a Poisson operator".into(),
         )),
@@ -1064,7 +1059,7 @@ impl Operators for CampaignOperators {
 
     fn set_up(&self, op: &OperatorSpec) -> Result<Box<dyn BatchOperator>> {
         if let Some(spec) = &op.stokes {
-            return Ok(Box::new(super::stokes::StokesOperator::new(spec)?));
+            return super::stokes::operator(&self.backend, spec);
         }
         Ok(Box::new(AnyOperator::new(
             &self.backend,

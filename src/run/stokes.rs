@@ -5,12 +5,14 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use super::backend::Backend;
 use crate::campaign::{
     BatchOperator, BatchRhs, BlockOutcome, Checks, ColumnSource, InputColumns, STOKES_ERRORS,
 };
 use crate::comm::Comm;
 use crate::config::RunConfig;
-use crate::device::{Cpu, Device};
+use crate::device::cuda::Cuda;
+use crate::device::{Cpu, Device, Kernels};
 use crate::error::{Error, Result};
 use crate::io::schema;
 use crate::stokes::{l2_errors, solve, StokesSolution, StokesSolver, StokesSpec};
@@ -61,18 +63,25 @@ impl fmt::Display for StokesSummary {
     }
 }
 
-/// Runs the configured Stokes solve on rank 0 (other ranks have no work) and writes it.
+/// Runs the configured Stokes solve on rank 0's backend (other ranks have no work) and
+/// writes it.
 pub fn run(
     config: &RunConfig,
     spec: &StokesSpec,
+    backend: &Backend,
     comm: &dyn Comm,
 ) -> Result<Option<StokesSummary>> {
     if !comm.is_root() {
         log::info!("a Stokes run executes on rank 0; this rank has no work");
         return Ok(None);
     }
-    let dev = Cpu::new();
-    let solution = dev.run(|| solve(&dev, spec))?;
+    let solution = match backend {
+        Backend::Cpu { .. } => {
+            let dev = Cpu::new();
+            dev.run(|| solve(&dev, spec))?
+        }
+        Backend::Cuda(info) => solve(&Cuda::shared(info)?, spec)?,
+    };
     let output = schema::write_stokes(config, spec, &solution)?;
     Ok(Some(StokesSummary {
         spec: *spec,
@@ -82,22 +91,32 @@ pub fn run(
 }
 
 /// A Stokes study's operator in a campaign: the manufactured problem set up once on the
-/// CPU; each column is solved by FGMRES from zero, then checked by the f64 residual of the
-/// stored solution and its velocity and pressure L2 errors.
-pub struct StokesOperator {
-    dev: Cpu,
-    solver: StokesSolver<Cpu>,
+/// rank's device; each column is solved by FGMRES from zero, then checked by the f64
+/// residual of the stored solution and its velocity and pressure L2 errors.
+pub struct StokesOperator<D: Kernels> {
+    dev: D,
+    solver: StokesSolver<D>,
 }
 
-impl StokesOperator {
-    pub fn new(spec: &StokesSpec) -> Result<Self> {
-        let dev = Cpu::new();
-        let solver = dev.run(|| StokesSolver::new(&dev, spec))?;
-        Ok(StokesOperator { dev, solver })
+impl<D: Kernels> StokesOperator<D> {
+    pub fn new(dev: &D, spec: &StokesSpec) -> Result<Self> {
+        let solver = dev.run(|| StokesSolver::new(dev, spec))?;
+        Ok(StokesOperator {
+            dev: dev.clone(),
+            solver,
+        })
     }
 }
 
-impl BatchOperator for StokesOperator {
+/// The Stokes operator of `spec` on `backend`.
+pub fn operator(backend: &Backend, spec: &StokesSpec) -> Result<Box<dyn BatchOperator>> {
+    Ok(match backend {
+        Backend::Cpu { .. } => Box::new(StokesOperator::new(&Cpu::new(), spec)?),
+        Backend::Cuda(info) => Box::new(StokesOperator::new(&Cuda::shared(info)?, spec)?),
+    })
+}
+
+impl<D: Kernels> BatchOperator for StokesOperator<D> {
     fn unknowns(&self) -> usize {
         self.solver.grid().flow_len()
     }

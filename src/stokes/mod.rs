@@ -20,6 +20,7 @@ pub mod multigrid;
 pub mod transfer;
 pub mod vanka;
 
+use std::cell::RefCell;
 use std::time::Instant;
 
 pub use assembly::{l2_errors, StokesProblem};
@@ -27,12 +28,13 @@ pub use lattice::Grid;
 pub use multigrid::{MonolithicMg, Relaxation, SchurParams};
 pub use vanka::VankaForm;
 
+use crate::device::clock::{StageMarks, StageTime};
 use crate::device::stencil::StokesMatrices;
-use crate::device::{Block, Kernels, Layout};
+use crate::device::{Block, Device, Kernels, Layout};
 use crate::error::{Error, Result, SolveRecord, SolverError};
 use crate::linalg::{
     fgmres, BlockKind, Cost, FgmresError, FgmresFailure, FgmresInfo, FgmresParams, FgmresWorkspace,
-    LinOp,
+    LinOp, Staged,
 };
 use crate::numeric::nrm2;
 use crate::precision::Precision;
@@ -143,6 +145,9 @@ pub struct StokesSolution {
     pub assembly_seconds: f64,
     pub setup_seconds: f64,
     pub solve_seconds: f64,
+    /// The solve's time by stage (operator, preconditioner, Krylov: the orthogonalisation
+    /// and updates), from device marks; empty unless asked for.
+    pub stage_seconds: Vec<StageTime>,
     /// Bytes the preconditioner holds.
     pub preconditioner_bytes: usize,
 }
@@ -224,27 +229,62 @@ pub fn remove_pressure_mean<D: Kernels>(dev: &D, grid: Grid, v: &mut Block<D>) -
 }
 
 /// A generous estimate of the bytes a solve needs: the f64 problem (about 175 stored
-/// coefficients per cell), the FGMRES basis (2·restart + 4 vectors), and the
-/// preconditioner's levels (4/3 of the finest) in its storage precision, plus Vanka's
-/// inverses and buffers.
+/// coefficients per cell, and four flow vectors on the host) and [`device_bytes`].
 pub fn estimated_bytes(spec: &StokesSpec) -> f64 {
+    let flow = Grid { n: spec.n }.flow_len() as f64;
+    flow * 8.0 * 4.0 + device_bytes(spec)
+}
+
+/// A generous estimate of the bytes a solve keeps on its device: the f64 operator, the
+/// FGMRES basis (2·restart + 4 vectors), and the preconditioner's levels (4/3 of the
+/// finest) in its storage precision, plus Vanka's inverses and buffers.
+pub fn device_bytes(spec: &StokesSpec) -> f64 {
     let g = Grid { n: spec.n };
     let cells = (spec.n * spec.n) as f64;
     let store = spec.precision.bytes() as f64;
-    let compute = if spec.precision == Precision::F64 {
-        8.0
-    } else {
-        4.0
-    };
+    let compute = spec.precision.compute().bytes() as f64;
     let flow = g.flow_len() as f64;
-    let problem = cells * 175.0 * 8.0 + flow * 8.0 * 4.0;
+    let operator = cells * 175.0 * 8.0;
     let krylov = (2 * spec.fgmres.restart + 4) as f64 * flow * 8.0;
     let levels = 4.0 / 3.0;
     let mut precond = levels * (cells * 175.0 * (store + 8.0) + flow * 5.0 * compute);
     if let Preconditioner::Multigrid(Relaxation::Vanka { form, .. }) = spec.preconditioner {
         precond += levels * vanka::vanka_bytes(spec.n, form, store as usize, compute as usize);
     }
-    problem + krylov + precond
+    operator + krylov + precond
+}
+
+/// The advice when a spec does not fit: simple Vanka's inverses are most of its memory.
+fn memory_hint(spec: &StokesSpec) -> &'static str {
+    match spec.preconditioner {
+        Preconditioner::Multigrid(Relaxation::Vanka {
+            form: VankaForm::Simple,
+            ..
+        }) => "; simple Vanka stores one 51×51 inverse per pressure node: use vanka-tuned (25 shared inverses) or precision f16",
+        _ => "",
+    }
+}
+
+/// Refuses a solve whose device part does not fit the device's free memory (a GPU; the
+/// CPU's memory is the host's, which [`check_memory`] checks).
+pub fn check_device_memory<D: Device>(dev: &D, spec: &StokesSpec) -> Result<()> {
+    let Some(free) = dev.free_memory()? else {
+        return Ok(());
+    };
+    let needed = device_bytes(spec);
+    if needed > free as f64 {
+        return Err(Error::InvalidInput(format!(
+            "Stokes n = {} with {} ({}) needs about {:.1} GiB on {}, but only {:.1} GiB are free; use a smaller n{}",
+            spec.n,
+            spec.preconditioner.name(),
+            spec.precision,
+            needed / 1073741824.0,
+            dev.name(),
+            free as f64 / 1073741824.0,
+            memory_hint(spec)
+        )));
+    }
+    Ok(())
 }
 
 /// Refuses a solve this machine's memory cannot hold, naming what to change.
@@ -254,13 +294,7 @@ pub fn check_memory(spec: &StokesSpec) -> Result<()> {
     };
     let needed = estimated_bytes(spec);
     if needed > available as f64 {
-        let hint = match spec.preconditioner {
-            Preconditioner::Multigrid(Relaxation::Vanka {
-                form: VankaForm::Simple,
-                ..
-            }) => "; simple Vanka stores one 51×51 inverse per pressure node: use vanka-tuned (25 shared inverses) or precision f16",
-            _ => "",
-        };
+        let hint = memory_hint(spec);
         return Err(Error::InvalidInput(format!(
             "Stokes n = {} with {} ({}) needs about {:.1} GiB of memory, but only {:.1} GiB are available; use a smaller n{hint}",
             spec.n,
@@ -284,6 +318,8 @@ pub struct StokesSolver<D: Kernels> {
     system: StokesSystem<D>,
     precond: Box<dyn LinOp<D> + Send>,
     work: FgmresWorkspace<D>,
+    /// Marks of the solves' stages since they were last taken, when timed.
+    stage_marks: Option<RefCell<StageMarks<D>>>,
     pub preconditioner_bytes: usize,
     pub assembly_seconds: f64,
     pub setup_seconds: f64,
@@ -294,6 +330,7 @@ impl<D: Kernels> StokesSolver<D> {
     pub fn new(dev: &D, spec: &StokesSpec) -> Result<Self> {
         multigrid::mesh_hierarchy(spec.n)?;
         check_memory(spec)?;
+        check_device_memory(dev, spec)?;
         let t = Instant::now();
         let problem = StokesProblem::manufactured(spec.n);
         let assembly_seconds = t.elapsed().as_secs_f64();
@@ -314,6 +351,7 @@ impl<D: Kernels> StokesSolver<D> {
             system,
             precond,
             work,
+            stage_marks: None,
             preconditioner_bytes,
             assembly_seconds,
             setup_seconds: t.elapsed().as_secs_f64(),
@@ -342,15 +380,45 @@ impl<D: Kernels> StokesSolver<D> {
             Layout::ColMajor,
         )?;
         let mut x = Block::vector(dev, grid.flow_len(), Precision::F64)?;
-        let result = fgmres(
-            self.spec.fgmres,
-            &b,
-            &mut x,
-            &mut self.work,
-            &mut self.system,
-            &mut *self.precond,
-            |v| remove_pressure_mean(dev, grid, v),
-        );
+        let project = |v: &mut Block<D>| remove_pressure_mean(dev, grid, v);
+        let (params, work) = (self.spec.fgmres, &mut self.work);
+        let result = match &self.stage_marks {
+            None => fgmres(
+                params,
+                &b,
+                &mut x,
+                work,
+                &mut self.system,
+                &mut *self.precond,
+                project,
+            ),
+            Some(marks) => {
+                marks.borrow_mut().begin(dev)?;
+                let result = fgmres(
+                    params,
+                    &b,
+                    &mut x,
+                    work,
+                    &mut Staged {
+                        inner: &mut self.system,
+                        dev,
+                        marks,
+                        stage: "operator",
+                        between: "Krylov",
+                    },
+                    &mut Staged {
+                        inner: &mut *self.precond,
+                        dev,
+                        marks,
+                        stage: "preconditioner",
+                        between: "Krylov",
+                    },
+                    project,
+                );
+                marks.borrow_mut().end(dev, "Krylov")?;
+                result
+            }
+        };
         let info = match result {
             Ok(info) => info.clone(),
             Err(e) => return Err(StokesError::from_fgmres(&self.spec, e).into()),
@@ -361,6 +429,19 @@ impl<D: Kernels> StokesSolver<D> {
             .for_each(|(x, b)| *x += b);
         shift_pressure_mean(grid, &mut flow);
         Ok((flow, info))
+    }
+
+    /// Times the stages of the following solves (or stops timing them).
+    pub fn time_stages(&mut self, on: bool) {
+        self.stage_marks = on.then(RefCell::default);
+    }
+
+    /// The seconds per stage of the solves since the last call (empty when not timed).
+    pub fn take_stage_seconds(&mut self) -> Result<Vec<StageTime>> {
+        match &mut self.stage_marks {
+            Some(marks) => marks.get_mut().take(&self.dev),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// ‖b − A x‖₂ / ‖b‖₂ in f64 (‖b − A x‖₂ when b = 0) of a full solution `flow`, its
@@ -392,11 +473,22 @@ impl<D: Kernels> StokesSolver<D> {
 /// Assembles the manufactured problem, builds the preconditioner on `dev`, solves with
 /// FGMRES from zero, and measures the errors.
 pub fn solve<D: Kernels>(dev: &D, spec: &StokesSpec) -> Result<StokesSolution> {
+    solve_timing_stages(dev, spec, false)
+}
+
+/// [`solve`], with the solve's stage times when `stages` (for `bench stokes`).
+pub fn solve_timing_stages<D: Kernels>(
+    dev: &D,
+    spec: &StokesSpec,
+    stages: bool,
+) -> Result<StokesSolution> {
     let mut solver = StokesSolver::new(dev, spec)?;
+    solver.time_stages(stages);
     let rhs = solver.manufactured_rhs().to_vec();
     let t = Instant::now();
     let (flow, info) = solver.solve(&rhs)?;
     let solve_seconds = t.elapsed().as_secs_f64();
+    let stage_seconds = solver.take_stage_seconds()?;
     let grid = solver.grid();
     let (velocity_l2_error, pressure_l2_error) = l2_errors(grid, &flow);
     Ok(StokesSolution {
@@ -408,6 +500,7 @@ pub fn solve<D: Kernels>(dev: &D, spec: &StokesSpec) -> Result<StokesSolution> {
         assembly_seconds: solver.assembly_seconds,
         setup_seconds: solver.setup_seconds,
         solve_seconds,
+        stage_seconds,
         preconditioner_bytes: solver.preconditioner_bytes,
     })
 }
