@@ -125,10 +125,12 @@ done
   done
 done
 # Multigrid on the device (issue 20): every schedule to ‖r‖ ≤ 1e-6·‖b‖ from random loads,
-# H_MG against D_MG at 4096² with one column (the goal: ≥ 1.8×), 64 columns at 1024² and
+# H_MG against D_MG at 4096² with one column, level matrices without indices (the goal:
+# ≥ 2.5×) and with them (≥ 1.8×), 64 columns at 1024² and
 # 3D at 128³ (set-up on the host: assembly and the levels' ELLPACK), each split into its
 # stages by CUDA events.
-[[ $parts == *" mg "* ]] && for args in "--n 4096 --nrhs 1" "--n 1024 --nrhs 64" "--dim 3 --n 128 --nrhs 1"; do
+[[ $parts == *" mg "* ]] && for args in "--n 4096 --nrhs 1" "--n 4096 --nrhs 1 --storage indexed" \
+  "--n 1024 --nrhs 64" "--dim 3 --n 128 --nrhs 1"; do
   # shellcheck disable=SC2086
   step "mg-${args// /}" 150 "$out/70-bench-mg.txt" "$b/run" bench mg --backend cuda --variant all \
     --rhs random --rtol 1e-6 --repeats 2 --stages $args

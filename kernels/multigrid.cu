@@ -69,12 +69,48 @@ __device__ void write_record(const ColumnRecord &r, u32 nrhs, double *part) {
 #define OP_RESIDUAL 1u
 #define OP_JACOBI 2u
 
-// One pass over A (values in S, computed in S's compute precision C) with the block x:
-// out = A x, b − A x, or x + (ω / a_ii)(b − A x).
-template <typename S>
-__device__ void ell_sweep(u32 n, u32 width, const u32 *cols, const S *values, u32 op,
-                          double omega, const S *x, const S *b, S *out, u32 nrhs, double limit,
-                          double *part) {
+// Where a row's entries are: entry s of row `row` at values[s·n + row], its column read
+// from the ELLPACK's index array ...
+struct IndexedRows {
+  u32 n, width;
+  const u32 *cols;
+  // Calls f(s, position of entry s, its column) for the row's slots in order.
+  template <typename F> __device__ __forceinline__ void each(u32 row, F f) const {
+    for (u32 s = 0; s < width; s++) {
+      u64 k = (u64)s * n + row;
+      f(s, k, cols[k]);
+    }
+  }
+};
+
+// ... or computed from the row's point of a uniform grid (DIM = 2 or 3, m points per
+// direction, x fastest): slot 0 the point itself, then its neighbours inside the grid in
+// increasing index order, which is where the ELLPACK holds them (the host checks it before
+// dropping the indices). The padding slots after them (value 0) are not visited.
+template <int DIM> struct GridRows {
+  u32 n, m;
+  template <typename F> __device__ __forceinline__ void each(u32 row, F f) const {
+    u32 i = row % m, j = (row / m) % m, k = DIM == 3 ? row / (m * m) : 0;
+    f(0u, (u64)row, row);
+    u32 s = 1;
+#pragma unroll
+    for (int t = 0; t < (DIM == 3 ? 27 : 9); t++) {
+      int dx = t % 3 - 1, dy = (t / 3) % 3 - 1, dz = DIM == 3 ? t / 9 - 1 : 0;
+      if (dx == 0 && dy == 0 && dz == 0) continue;
+      bool outside = (dx < 0 && i == 0) || (dx > 0 && i + 1 == m) || (dy < 0 && j == 0) ||
+                     (dy > 0 && j + 1 == m) || (dz < 0 && k == 0) || (dz > 0 && k + 1 == m);
+      if (outside) continue;
+      f(s, (u64)s * n + row, (u32)((int)row + dx + dy * (int)m + dz * (int)(m * m)));
+      s++;
+    }
+  }
+};
+
+// One pass over A (values in S, computed in S's compute precision C, entries where `rows`
+// says) with the block x: out = A x, b − A x, or x + (ω / a_ii)(b − A x).
+template <typename S, typename Rows>
+__device__ void sweep(const Rows &rows, u32 n, const S *values, u32 op, double omega, const S *x,
+                      const S *b, S *out, u32 nrhs, double limit, double *part) {
   typedef typename ComputeOf<S>::type C;
   ColumnRecord record;
   u32 c = MY_COLUMN;
@@ -82,14 +118,13 @@ __device__ void ell_sweep(u32 n, u32 width, const u32 *cols, const S *values, u3
     C w = (C)omega;
     FOR_MY_ROWS(row, n) {
       C even = 0, odd = 0;
-      for (u32 s = 0; s < width; s++) {
-        u64 k = (u64)s * n + row;
-        C product = (C)widen(values[k]) * (C)widen(x[(u64)cols[k] * nrhs + c]);
+      rows.each(row, [&](u32 s, u64 k, u32 col) {
+        C product = (C)widen(values[k]) * (C)widen(x[(u64)col * nrhs + c]);
         if (s & 1)
           odd += product;
         else
           even += product;
-      }
+      });
       C ax = even + odd;
       u64 own = (u64)row * nrhs + c;
       C o = ax;
@@ -128,24 +163,22 @@ __device__ void ell_jacobi_from_zero(u32 n, const S *diagonal, double omega, con
 // The refinement update u_c += α_c c_c, r_c −= A (α_c c_c) (A, u, r f64; the correction in
 // T, widened as it is read). Statistics: Σ r² of the new residual, max |c| of the
 // correction (no limit).
-template <typename T>
-__device__ void ell_refine_update(u32 n, u32 width, const u32 *cols, const double *values,
-                                  const T *corr, const double *alpha, double *u, double *r,
-                                  u32 nrhs, double *part) {
+template <typename T, typename Rows>
+__device__ void refine_update(const Rows &rows, u32 n, const double *values, const T *corr,
+                              const double *alpha, double *u, double *r, u32 nrhs, double *part) {
   ColumnRecord record;
   u32 c = MY_COLUMN;
   if (c < nrhs) {
     double a = alpha[c];
     FOR_MY_ROWS(row, n) {
       double even = 0.0, odd = 0.0;
-      for (u32 s = 0; s < width; s++) {
-        u64 k = (u64)s * n + row;
-        double product = values[k] * (a * (double)widen(corr[(u64)cols[k] * nrhs + c]));
+      rows.each(row, [&](u32 s, u64 k, u32 col) {
+        double product = values[k] * (a * (double)widen(corr[(u64)col * nrhs + c]));
         if (s & 1)
           odd += product;
         else
           even += product;
-      }
+      });
       u64 own = (u64)row * nrhs + c;
       double mine = (double)widen(corr[own]);
       u[own] += a * mine;
@@ -304,7 +337,15 @@ extern "C" __global__ void flushed_column(const double *fine, const double *coar
   extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                                    \
       ell_sweep_##name(u32 n, u32 width, const u32 *cols, const S *values, u32 op, double omega,  \
                        const S *x, const S *b, S *out, u32 nrhs, double limit, double *part) {    \
-    ell_sweep<S>(n, width, cols, values, op, omega, x, b, out, nrhs, limit, part);                \
+    sweep<S>(IndexedRows{n, width, cols}, n, values, op, omega, x, b, out, nrhs, limit, part);    \
+  }                                                                                               \
+  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                                    \
+      grid_sweep_##name(u32 n, u32 dim, u32 m, const S *values, u32 op, double omega, const S *x, \
+                        const S *b, S *out, u32 nrhs, double limit, double *part) {               \
+    if (dim == 3)                                                                                 \
+      sweep<S>(GridRows<3>{n, m}, n, values, op, omega, x, b, out, nrhs, limit, part);            \
+    else                                                                                          \
+      sweep<S>(GridRows<2>{n, m}, n, values, op, omega, x, b, out, nrhs, limit, part);            \
   }                                                                                               \
   extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                                    \
       ell_jacobi_from_zero_##name(u32 n, const S *diagonal, double omega, const S *b, S *out,     \
@@ -314,7 +355,15 @@ extern "C" __global__ void flushed_column(const double *fine, const double *coar
   extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) ell_refine_update_##name(          \
       u32 n, u32 width, const u32 *cols, const double *values, const S *corr,                     \
       const double *alpha, double *u, double *r, u32 nrhs, double *part) {                        \
-    ell_refine_update<S>(n, width, cols, values, corr, alpha, u, r, nrhs, part);                  \
+    refine_update<S>(IndexedRows{n, width, cols}, n, values, corr, alpha, u, r, nrhs, part);      \
+  }                                                                                               \
+  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) grid_refine_update_##name(         \
+      u32 n, u32 dim, u32 m, const double *values, const S *corr, const double *alpha, double *u, \
+      double *r, u32 nrhs, double *part) {                                                        \
+    if (dim == 3)                                                                                 \
+      refine_update<S>(GridRows<3>{n, m}, n, values, corr, alpha, u, r, nrhs, part);              \
+    else                                                                                          \
+      refine_update<S>(GridRows<2>{n, m}, n, values, corr, alpha, u, r, nrhs, part);              \
   }
 FOR_STORAGE(MULTIGRID_ENTRIES)
 

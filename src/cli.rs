@@ -502,6 +502,10 @@ pub struct MgBenchArgs {
     /// Cast residuals into low precision without scaling them (to see them fail).
     #[arg(long)]
     pub no_residual_scaling: bool,
+    /// Level matrices: grid (no column indices on the uniform-grid levels where the device
+    /// reads them: CUDA) or indexed (ELLPACK with 32-bit indices everywhere).
+    #[arg(long, default_value = "grid")]
+    pub storage: crate::device::MatrixStorage,
     /// Flexible CG around the V-cycle instead of plain refinement (not for F64_MG).
     #[arg(long)]
     pub krylov: bool,

@@ -163,6 +163,7 @@ fn multigrid(dev: &Cpu, report: &mut Report) {
                     smoother: Smoother::JACOBI,
                     base_tolerance: 1e-4,
                     residual_scaling: true,
+                    storage: tensorfem::device::MatrixStorage::default(),
                 };
                 let mut mg = Multigrid::new(dev, dim, n, &matrix, params).unwrap();
                 let cycle = mg.cycle_mut();
@@ -223,6 +224,7 @@ fn multigrid_on_a_mesh(dev: &Cpu, report: &mut Report) {
         smoother: Smoother::JACOBI,
         base_tolerance: 1e-4,
         residual_scaling: true,
+        storage: tensorfem::device::MatrixStorage::default(),
     };
     let (mut mg, _) = Multigrid::on_mesh(dev, &mesh, &matrix, params, false).unwrap();
     let stop = StopParams {

@@ -323,6 +323,7 @@ fn multigrid_matches_cholesky_with_every_kind_of_condition() {
                 smoother: Smoother::JACOBI,
                 base_tolerance: 1e-4,
                 residual_scaling: true,
+                storage: tensorfem::device::MatrixStorage::default(),
             };
             let (mut mg, embedding) = Multigrid::on_mesh(
                 &dev,

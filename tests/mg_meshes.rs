@@ -156,6 +156,7 @@ fn multigrid_steps<D: MultigridDevice>(
         smoother: Smoother::JACOBI,
         base_tolerance: 1e-4,
         residual_scaling: true,
+        storage: tensorfem::device::MatrixStorage::default(),
     };
     let pure_neumann = conditions.is_pure_neumann();
     let (mut mg, embedding) =
@@ -231,6 +232,7 @@ fn the_hierarchy_orders_a_refined_mesh_into_a_narrow_band() {
         smoother: Smoother::JACOBI,
         base_tolerance: 1e-4,
         residual_scaling: true,
+        storage: tensorfem::device::MatrixStorage::default(),
     };
     let dev = Cpu::new();
     let mg = Multigrid::galerkin(&dev, &a, &ps, params, tensorfem::mg::NullSpace::None).unwrap();
@@ -277,6 +279,7 @@ fn flexible_cg_solves_every_column_of_a_block_on_its_own<D: MultigridDevice>(dev
         smoother: Smoother::JACOBI,
         base_tolerance: 1e-4,
         residual_scaling: true,
+        storage: tensorfem::device::MatrixStorage::default(),
     };
     let (mut mg, _) = Multigrid::on_mesh(dev, &mesh, &a, params, false).unwrap();
     mg.set_krylov(true);

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::{cuda_device, device_copy_gbs, triad_gbs};
 use crate::cli::MgBenchArgs;
-use crate::device::{BackendChoice, Cpu, MultigridDevice, StageTime};
+use crate::device::{BackendChoice, Cpu, MatrixStorage, MultigridDevice, StageTime};
 use crate::error::{Error, Result};
 use crate::fem::{assemble_loads, assemble_stiffness, l2_error, Manufactured};
 use crate::mesh::{unit_cube, unit_square, Element, Mesh};
@@ -73,6 +73,8 @@ pub struct MgBenchParams {
     /// None: [`default_levels`].
     pub levels: Option<usize>,
     pub residual_scaling: bool,
+    /// How the levels store their matrices.
+    pub storage: MatrixStorage,
     /// Flexible CG around the cycle instead of plain refinement (refined solvers).
     pub krylov: bool,
     /// Timed solves per solver; the fastest counts.
@@ -126,6 +128,9 @@ pub struct MgBenchResult {
     pub nrhs: usize,
     pub k: u32,
     pub smoother: String,
+    /// The level matrices as stored: "grid" (no column indices on the uniform-grid levels)
+    /// or "indexed" (ELLPACK with 32-bit indices; always on the CPU).
+    pub storage: &'static str,
     /// Flexible CG around the cycle (refined solvers only).
     pub krylov: bool,
     pub unknowns: usize,
@@ -276,6 +281,7 @@ fn run<Dev: MultigridDevice, const D: usize>(
             smoother: params.smoother,
             base_tolerance: 1e-4,
             residual_scaling: params.residual_scaling,
+            storage: params.storage,
         };
         let t = Instant::now();
         let mut mg = Multigrid::new(dev, D, params.n, &matrix, mg_params)?;
@@ -336,6 +342,10 @@ fn run<Dev: MultigridDevice, const D: usize>(
             nrhs: params.nrhs,
             k: params.k,
             smoother: params.smoother_name.clone(),
+            storage: match params.storage {
+                MatrixStorage::Grid if dev.reads_grid_rows() => MatrixStorage::Grid.name(),
+                _ => MatrixStorage::Indexed.name(),
+            },
             krylov: params.krylov && solver != MgBenchSolver::PlainF64,
             unknowns: n,
             iterations,
@@ -374,7 +384,8 @@ fn run<Dev: MultigridDevice, const D: usize>(
 /// `tensorfem bench mg`: checks the arguments, runs, prints.
 pub fn report(a: &MgBenchArgs) -> Result<()> {
     if a.kernels {
-        let timings = super::mg_kernels::bench_mg_kernels(a.backend, a.dim, a.n, a.nrhs)?;
+        let timings =
+            super::mg_kernels::bench_mg_kernels(a.backend, a.dim, a.n, a.nrhs, a.storage)?;
         super::mg_kernels::print_kernels(&timings, a.json);
         return Ok(());
     }
@@ -405,6 +416,7 @@ pub fn report(a: &MgBenchArgs) -> Result<()> {
         smoother_name,
         levels: a.levels,
         residual_scaling: !a.no_residual_scaling,
+        storage: a.storage,
         krylov: a.krylov,
         repeats: a.repeats,
         rtol: a.rtol,
@@ -437,8 +449,8 @@ pub fn print(results: &[MgBenchResult], json: bool) {
         None => "‖r‖ ≤ 1e-9".to_string(),
     };
     println!(
-        "multigrid on {}, {}D Q1, n = {} ({} unknowns), {} levels, {} right-hand side(s), {problem}, {stop}, smoother {}{}",
-        first.device, first.dim, first.n, first.unknowns, first.levels, first.nrhs, first.smoother,
+        "multigrid on {}, {}D Q1, n = {} ({} unknowns), {} levels, {} right-hand side(s), {problem}, {stop}, smoother {}, {} level matrices{}",
+        first.device, first.dim, first.n, first.unknowns, first.levels, first.nrhs, first.smoother, first.storage,
         if results.iter().any(|r| r.krylov) { ", flexible CG around the cycle" } else { "" }
     );
     println!(

@@ -1,8 +1,10 @@
 //! `tensorfem bench mg --kernels`: each multigrid kernel alone on the finest two levels of
 //! the unit square (cube), in f64, f32 and f16, on the CPU or a GPU, against the memory
 //! bandwidth measured in the same run (the triad on the CPU, the device copy on a GPU;
-//! each run waits for the device, so a GPU kernel's time includes one launch). A kernel's bytes are what it must move once: the stored matrix (values and 32-bit
-//! column indices; the diagonal where only it is read), every block it reads, every block
+//! each run waits for the device, so a GPU kernel's time includes one launch). A kernel's
+//! bytes are what it must move once: the stored matrix (values, and 32-bit column indices
+//! unless the level is stored without them; the diagonal where only it is read), every
+//! block it reads, every block
 //! it writes, twice for a block it reads and writes. Neighbours' x values re-read from
 //! cache are not counted, so the fraction of the triad is what the kernel attains of the
 //! memory bound.
@@ -11,8 +13,8 @@ use serde::Serialize;
 
 use super::{cuda_device, device_copy_gbs, time_runs, triad_gbs};
 use crate::device::{
-    BackendChoice, Block, Cpu, EllMatrix, GridShape, Layout, LevelTransfer, MultigridDevice, RowOp,
-    Stats,
+    BackendChoice, Block, Cpu, EllMatrix, GridShape, Layout, LevelTransfer, MatrixStorage,
+    MultigridDevice, RowOp, Stats,
 };
 use crate::error::{Error, Result};
 use crate::mg::{assemble_level, random_initial_guess, without_roundoff};
@@ -29,6 +31,8 @@ pub struct MgKernelTiming {
     pub n: usize,
     pub unknowns: usize,
     pub nrhs: usize,
+    /// The level matrix as stored: "grid" (no column indices) or "indexed".
+    pub storage: &'static str,
     /// Best and median of the timed runs.
     pub seconds: f64,
     pub median_seconds: f64,
@@ -49,6 +53,7 @@ pub fn bench_mg_kernels(
     dim: usize,
     n: usize,
     nrhs: usize,
+    storage: MatrixStorage,
 ) -> Result<Vec<MgKernelTiming>> {
     if !(dim == 2 || dim == 3) || n < 4 || !n.is_multiple_of(2) || nrhs == 0 {
         return Err(Error::InvalidInput(format!(
@@ -56,8 +61,8 @@ pub fn bench_mg_kernels(
         )));
     }
     match cuda_device(backend)? {
-        None => kernels_on(&Cpu::new(), "triad", dim, n, nrhs),
-        Some(gpu) => kernels_on(&gpu, "device copy", dim, n, nrhs),
+        None => kernels_on(&Cpu::new(), "triad", dim, n, nrhs, storage),
+        Some(gpu) => kernels_on(&gpu, "device copy", dim, n, nrhs, storage),
     }
 }
 
@@ -67,6 +72,7 @@ fn kernels_on<D: MultigridDevice>(
     dim: usize,
     n: usize,
     nrhs: usize,
+    storage: MatrixStorage,
 ) -> Result<Vec<MgKernelTiming>> {
     let ceiling = || match bandwidth {
         "triad" => triad_gbs(),
@@ -86,7 +92,17 @@ fn kernels_on<D: MultigridDevice>(
         let coarse_rows = fine.coarse().points();
         for precision in [Precision::F64, Precision::F32, Precision::F16] {
             // As the solver stores its levels: rounding-level entries dropped (3D).
-            let a = EllMatrix::upload(dev, &without_roundoff(ell.clone(), precision), precision)?;
+            let a = EllMatrix::upload_stored(
+                dev,
+                &without_roundoff(ell.clone(), precision),
+                precision,
+                storage,
+                Some(fine),
+            )?;
+            let stored = match a.grid {
+                Some(_) => MatrixStorage::Grid.name(),
+                None => MatrixStorage::Indexed.name(),
+            };
             let block = |len: usize, seed: u64| {
                 Block::from_f64(
                     dev,
@@ -123,6 +139,7 @@ fn kernels_on<D: MultigridDevice>(
                     n: fine_n,
                     unknowns: rows,
                     nrhs,
+                    storage: stored,
                     seconds: best,
                     median_seconds: median,
                     bytes,
@@ -207,8 +224,8 @@ pub fn print_kernels(timings: &[MgKernelTiming], json: bool) {
     }
     let Some(first) = timings.first() else { return };
     println!(
-        "multigrid kernels on {}, {}D Q1, the finest two levels, {} right-hand side(s), best of ≥ 5 runs",
-        first.device, first.dim, first.nrhs
+        "multigrid kernels on {}, {}D Q1, the finest two levels ({} matrices), {} right-hand side(s), best of ≥ 5 runs",
+        first.device, first.dim, first.storage, first.nrhs
     );
     let ceiling = if first.bandwidth == "triad" {
         "triad"

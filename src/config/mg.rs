@@ -165,12 +165,21 @@ pub(super) fn validate(
             None
         }
     };
+    let storage = match solver.storage.as_deref().map(str::parse) {
+        None => Some(crate::device::MatrixStorage::default()),
+        Some(Ok(storage)) => Some(storage),
+        Some(Err(message)) => {
+            problems.push(problem("solver.storage", message));
+            None
+        }
+    };
     Some(MgSpec {
         schedule: schedule?,
         variant: variant.or((solver.schedule.is_none()).then_some(Variant::DMg)),
         smoother: smoother?,
         smoother_name,
         residual_scaling: solver.residual_scaling.unwrap_or(true),
+        storage: storage?,
         seed: seed?,
         krylov: krylov?,
     })
@@ -189,6 +198,7 @@ pub(super) fn refuse_keys(raw: &RawConfig, problems: &mut Problems) {
         ("solver.residual_scaling", s.residual_scaling.is_some()),
         ("solver.seed", s.seed.is_some()),
         ("solver.krylov", s.krylov.is_some()),
+        ("solver.storage", s.storage.is_some()),
     ] {
         if given {
             problems.push(problem(key, "applies to method mg only"));

@@ -47,6 +47,7 @@ pub struct RawSolver {
     pub post_smoothing: Option<i64>,
     pub levels: Option<i64>,
     pub residual_scaling: Option<bool>,
+    pub storage: Option<String>,
     pub seed: Option<i64>,
     pub krylov: Option<String>,
     pub cg_rtol: Option<f64>,

@@ -63,6 +63,8 @@ pub struct MgSpec {
     pub smoother: Smoother,
     pub smoother_name: String,
     pub residual_scaling: bool,
+    /// How the levels store their matrices (`solver.storage`).
+    pub storage: crate::device::MatrixStorage,
     /// Seed of the random initial guess (SPEC §3.2).
     pub seed: u64,
     /// Flexible CG around the V-cycle instead of plain refinement (`solver.krylov = "cg"`).

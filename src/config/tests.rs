@@ -153,8 +153,21 @@ fn multigrid_settings() {
         "t",
     )
     .unwrap();
-    assert!(c.solver.mg.unwrap().krylov);
+    let mg = c.solver.mg.unwrap();
+    assert!(mg.krylov);
+    assert_eq!(mg.storage, crate::device::MatrixStorage::Grid);
+    let c = parse(
+        "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\nstorage = \"indexed\"\n[output]\npath = \"m.h5\"\n",
+        "t",
+    )
+    .unwrap();
+    assert_eq!(
+        c.solver.mg.unwrap().storage,
+        crate::device::MatrixStorage::Indexed
+    );
     for (body, key) in [
+        ("method = \"mg\"\nstorage = \"csr\"", "solver.storage"),
+        ("method = \"psc-m1\"\nstorage = \"grid\"", "solver.storage"),
         ("method = \"mg\"\nkrylov = \"gmres\"", "solver.krylov"),
         (
             "method = \"mg\"\nkrylov = \"cg\"\nrefine = false",

@@ -34,7 +34,8 @@ pub use cpu::Cpu;
 pub use host::HostArray;
 pub use psc::PscKernels;
 pub use sparse::{
-    CsrMatrix, EllMatrix, GridShape, LevelTransfer, MultigridKernels, RowOp, SparseKernels,
+    CsrMatrix, EllMatrix, GridShape, LevelTransfer, MatrixStorage, MultigridKernels, RowOp,
+    SparseKernels,
 };
 pub use stats::{ColumnStats, FlagLog, Stats};
 pub use stencil::StokesKernels;

@@ -66,13 +66,50 @@ impl Chunks {
     }
 }
 
+/// How multigrid levels store their matrices.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MatrixStorage {
+    /// ELLPACK with a 32-bit column index per entry, on every level.
+    Indexed,
+    /// Levels on a uniform grid without per-entry indices where the device's kernels read
+    /// them ([`MultigridKernels::reads_grid_rows`]: CUDA): each row's columns follow from its
+    /// grid point, so a pass moves only the values. ELLPACK elsewhere.
+    #[default]
+    Grid,
+}
+
+impl MatrixStorage {
+    pub fn name(self) -> &'static str {
+        match self {
+            MatrixStorage::Indexed => "indexed",
+            MatrixStorage::Grid => "grid",
+        }
+    }
+}
+
+impl std::str::FromStr for MatrixStorage {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "indexed" => Ok(MatrixStorage::Indexed),
+            "grid" => Ok(MatrixStorage::Grid),
+            other => Err(format!("matrix storage {other:?} (allowed: indexed, grid)")),
+        }
+    }
+}
+
 /// A square ELLPACK matrix on the device with its diagonal in slot 0 of every row and on
 /// its own, in the layout the backend's kernels read ([`SparseKernels::ell_layout`]).
 pub struct EllMatrix<D: Device> {
     pub nrows: usize,
     pub width: usize,
     pub layout: EllLayout,
+    /// One column index per entry; empty where `grid` gives the columns.
     pub col_idx: D::Buffer<u32>,
+    /// The uniform grid whose points are the rows when the matrix is stored without
+    /// indices: slot 0 of a row is its point, then its neighbours inside the grid in
+    /// increasing index order ([`GridShape::holds_stencil_of`]).
+    pub grid: Option<GridShape>,
     pub values: Data<D>,
     pub diagonal: Data<D>,
     pub chunks: Chunks,
@@ -83,6 +120,32 @@ impl<D: MultigridKernels> EllMatrix<D> {
     /// [`SparseKernels::ell_layout`]) in `precision`: values out of the precision's range
     /// are an error naming the entry. Kernels may rely on every column index being a row.
     pub fn upload(dev: &D, ell: &Ell<f64>, precision: Precision) -> Result<Self> {
+        Self::upload_with(dev, ell, precision, None)
+    }
+
+    /// [`EllMatrix::upload`] with `storage`: without column indices when the storage is
+    /// [`MatrixStorage::Grid`], `grid` is given, the device reads grid rows and every row of
+    /// `ell` holds exactly its grid point's neighbours (a uniform-grid stencil); else with
+    /// them. The values and their order are the same either way.
+    pub fn upload_stored(
+        dev: &D,
+        ell: &Ell<f64>,
+        precision: Precision,
+        storage: MatrixStorage,
+        grid: Option<GridShape>,
+    ) -> Result<Self> {
+        let grid = grid.filter(|g| {
+            storage == MatrixStorage::Grid && dev.reads_grid_rows() && g.holds_stencil_of(ell)
+        });
+        Self::upload_with(dev, ell, precision, grid)
+    }
+
+    fn upload_with(
+        dev: &D,
+        ell: &Ell<f64>,
+        precision: Precision,
+        grid: Option<GridShape>,
+    ) -> Result<Self> {
         if ell.layout() != dev.ell_layout()
             || ell.ncols() != ell.nrows()
             || ell.col_idx().iter().any(|&c| c as usize >= ell.nrows())
@@ -108,11 +171,16 @@ impl<D: MultigridKernels> EllMatrix<D> {
             Precision::F32 => stored::<D, f32>(dev, ell)?,
             Precision::F64 => stored::<D, f64>(dev, ell)?,
         };
+        let col_idx = match grid {
+            Some(_) => Vec::new(),
+            None => col_idx,
+        };
         Ok(EllMatrix {
             nrows: ell.nrows(),
             width: ell.width(),
             layout: ell.layout(),
             col_idx: dev.upload(&col_idx)?,
+            grid,
             values,
             diagonal: Data::from_f64(dev, &diagonal, precision)?,
             chunks,
@@ -123,9 +191,10 @@ impl<D: MultigridKernels> EllMatrix<D> {
         self.values.precision()
     }
 
-    /// Bytes one pass reads: values and 32-bit column indices.
+    /// Bytes one pass reads: values, and 32-bit column indices unless the grid gives them.
     pub fn bytes(&self) -> f64 {
-        (self.values.len() * (self.precision().bytes() + 4)) as f64
+        let index = if self.grid.is_some() { 0 } else { 4 };
+        (self.values.len() * (self.precision().bytes() + index)) as f64
     }
 
     /// Bytes the diagonal takes.
@@ -161,6 +230,50 @@ impl GridShape {
     /// Points in one plane of the slowest direction (a line in 2D).
     pub fn plane(&self) -> usize {
         self.m.pow(self.dim as u32 - 1)
+    }
+
+    /// Point p itself, then its neighbours inside the grid (offsets −1, 0, 1 per
+    /// direction) in increasing index order: the columns of p's row in a grid stencil.
+    pub fn stencil(&self, p: usize) -> Vec<usize> {
+        let m = self.m as isize;
+        let (i, j, k) = (p % self.m, (p / self.m) % self.m, p / self.plane().max(1));
+        let coordinates = [
+            i as isize,
+            j as isize,
+            if self.dim == 3 { k as isize } else { 0 },
+        ];
+        let mut columns = vec![p];
+        let offsets = 3usize.pow(self.dim as u32);
+        for t in 0..offsets {
+            let d = [
+                t as isize % 3 - 1,
+                (t as isize / 3) % 3 - 1,
+                t as isize / 9 - 1,
+            ];
+            let d = if self.dim == 3 { d } else { [d[0], d[1], 0] };
+            let inside = (0..self.dim).all(|a| (0..m).contains(&(coordinates[a] + d[a])));
+            if d != [0, 0, 0] && inside {
+                columns.push((p as isize + d[0] + d[1] * m + d[2] * m * m) as usize);
+            }
+        }
+        columns
+    }
+
+    /// Whether every row of `ell` holds exactly the columns of [`GridShape::stencil`] in
+    /// that order, then only padding (value 0): what the index-free kernels assume.
+    pub fn holds_stencil_of(&self, ell: &Ell<f64>) -> bool {
+        ell.nrows() == self.points()
+            && (0..ell.nrows()).all(|r| {
+                let columns = self.stencil(r);
+                columns.len() <= ell.width()
+                    && (0..ell.width()).all(|s| {
+                        let k = ell.index(s, r);
+                        match columns.get(s) {
+                            Some(&c) => ell.col_idx()[k] as usize == c,
+                            None => ell.values()[k] == 0.0,
+                        }
+                    })
+            })
     }
 
     /// The grid one uniform coarsening down (m = 2·m_c + 1).
@@ -257,6 +370,12 @@ pub trait SparseKernels: Device {
 pub trait MultigridKernels: Device {
     /// The ELLPACK layout this backend's kernels read.
     fn ell_layout(&self) -> EllLayout;
+
+    /// Whether the kernels read matrices stored without indices on a uniform grid
+    /// ([`EllMatrix::grid`]).
+    fn reads_grid_rows(&self) -> bool {
+        false
+    }
 
     /// One pass over A applying `op` to the node-major blocks x (and b), written to `out`;
     /// all in A's precision.
@@ -360,5 +479,92 @@ pub fn check_grids(fine: GridShape, coarse: GridShape) -> Result<()> {
         Err(Error::InvalidInput(format!(
             "grid transfer between {fine:?} and {coarse:?}: not one uniform refinement apart"
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mg::assemble_level;
+    use crate::sparse::Csr;
+
+    #[test]
+    fn grid_stencils_list_a_point_and_its_neighbours_in_index_order() {
+        let square = GridShape { dim: 2, m: 4 };
+        assert_eq!(square.stencil(0), [0, 1, 4, 5]);
+        assert_eq!(square.stencil(5), [5, 0, 1, 2, 4, 6, 8, 9, 10]);
+        assert_eq!(square.stencil(15), [15, 10, 11, 14]);
+        let cube = GridShape { dim: 3, m: 3 };
+        assert_eq!(cube.stencil(13).len(), 27);
+        assert_eq!(cube.stencil(0), [0, 1, 3, 4, 9, 10, 12, 13]);
+        let inner = cube.stencil(13);
+        assert!(inner[1..].windows(2).all(|w| w[0] < w[1]));
+    }
+
+    /// The assembled Q1 matrices of uniform grids hold exactly their stencils in every
+    /// layout (3D: with the stencil's exact zeros), so their levels can drop the indices;
+    /// a row missing a neighbour or holding a foreign column cannot.
+    #[test]
+    fn assembled_uniform_levels_hold_their_grid_stencils() {
+        for (dim, n) in [(2, 16), (3, 8)] {
+            let a = assemble_level(dim, n).unwrap();
+            let grid = GridShape { dim, m: n - 1 };
+            for layout in [EllLayout::SlotMajor, EllLayout::Sliced] {
+                let ell = Ell::from_csr_diagonal_first(&a, layout).unwrap();
+                assert!(grid.holds_stencil_of(&ell), "{dim}D {layout:?}");
+                assert!(!GridShape { dim, m: n - 3 }.holds_stencil_of(&ell));
+            }
+        }
+        // The 2D matrix without one corner coupling of row 0 (a neighbour missing).
+        let a = assemble_level(2, 8).unwrap();
+        let (row_ptr, cols, values) = (a.row_ptr(), a.col_idx(), a.values());
+        let keep: Vec<bool> = (0..cols.len())
+            .map(|k| !(k < row_ptr[1] && cols[k] == 8))
+            .collect();
+        let mut new_ptr = vec![0];
+        for r in 0..a.nrows() {
+            let kept = (row_ptr[r]..row_ptr[r + 1]).filter(|&k| keep[k]).count();
+            new_ptr.push(new_ptr[r] + kept);
+        }
+        let filtered = Csr::new(
+            a.nrows(),
+            a.ncols(),
+            new_ptr,
+            cols.iter()
+                .zip(&keep)
+                .filter(|(_, &k)| k)
+                .map(|(&c, _)| c)
+                .collect(),
+            values
+                .iter()
+                .zip(&keep)
+                .filter(|(_, &k)| k)
+                .map(|(&v, _)| v)
+                .collect(),
+        )
+        .unwrap();
+        let ell = Ell::from_csr_diagonal_first(&filtered, EllLayout::SlotMajor).unwrap();
+        assert!(!GridShape { dim: 2, m: 7 }.holds_stencil_of(&ell));
+    }
+
+    #[test]
+    fn storage_names_parse() {
+        assert_eq!("grid".parse(), Ok(MatrixStorage::Grid));
+        assert_eq!("indexed".parse(), Ok(MatrixStorage::Indexed));
+        assert_eq!(MatrixStorage::default(), MatrixStorage::Grid);
+        let err = "csr".parse::<MatrixStorage>().unwrap_err();
+        assert!(err.contains("indexed, grid"), "{err}");
+    }
+
+    /// The CPU reads indexed matrices only: grid storage falls back to the indices there.
+    #[test]
+    fn the_cpu_keeps_the_indices() {
+        let dev = crate::device::Cpu::new();
+        let a = assemble_level(2, 8).unwrap();
+        let ell = Ell::from_csr_diagonal_first(&a, dev.ell_layout()).unwrap();
+        let grid = Some(GridShape { dim: 2, m: 7 });
+        let m = EllMatrix::upload_stored(&dev, &ell, Precision::F32, MatrixStorage::Grid, grid)
+            .unwrap();
+        assert!(m.grid.is_none() && m.bytes() == (ell.values().len() * 8) as f64);
     }
 }

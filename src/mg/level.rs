@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::error::{MgFailure, Remedy};
+use super::multigrid::MgParams;
 use super::schedule::Smoother;
 use crate::device::{
     Block, EllMatrix, FlagLog, Layout, LevelTransfer, MultigridDevice, RowOp, Scratch, Stats,
@@ -276,36 +277,48 @@ pub fn without_roundoff(mut matrix: Ell<f64>, precision: Precision) -> Ell<f64> 
 }
 
 impl<D: MultigridDevice> Level<D> {
+    /// Level `index` (0 the coarsest) of the hierarchy `params` describe: its matrix in the
+    /// level's precision and storage (without indices where the level is a uniform grid,
+    /// [`MgParams::storage`]), its transfer to the next coarser level.
     pub fn new(
         dev: &D,
         index: usize,
-        count: usize,
         matrix: &Csr<f64>,
         transfer: Option<LevelTransfer<D>>,
-        precision: Precision,
+        params: &MgParams,
         singular: bool,
     ) -> Result<Self, MgFailure> {
+        let count = params.schedule.len();
+        let precision = params.schedule[count - 1 - index];
         let unknowns = matrix.nrows();
         let ell = Ell::from_csr_diagonal_first(matrix, dev.ell_layout()).map_err(other)?;
-        let matrix =
-            EllMatrix::upload(dev, &without_roundoff(ell, precision), precision).map_err(|e| {
-                match e {
-                    Error::PrecisionRange {
-                        precision,
-                        index: entry,
-                        problem,
-                        ..
-                    } => MgFailure::Range {
-                        level: index,
-                        levels: count,
-                        precision,
-                        unknowns,
-                        what: format!("matrix entry {entry}: {problem}"),
-                        remedy: Remedy::None,
-                    },
-                    other => MgFailure::Other(other.to_string()),
-                }
-            })?;
+        let grid = match &transfer {
+            Some(LevelTransfer::Grid { fine, .. }) => Some(*fine),
+            _ => None,
+        };
+        let matrix = EllMatrix::upload_stored(
+            dev,
+            &without_roundoff(ell, precision),
+            precision,
+            params.storage,
+            grid,
+        )
+        .map_err(|e| match e {
+            Error::PrecisionRange {
+                precision,
+                index: entry,
+                problem,
+                ..
+            } => MgFailure::Range {
+                level: index,
+                levels: count,
+                precision,
+                unknowns,
+                what: format!("matrix entry {entry}: {problem}"),
+                remedy: Remedy::None,
+            },
+            other => MgFailure::Other(other.to_string()),
+        })?;
         Ok(Level {
             index,
             count,

@@ -9,7 +9,8 @@ use super::error::{MgError, MgFailure, MgInfo, Remedy};
 use super::level::{other, Level, RangeChecks};
 use super::schedule::{check_levels, schedule_name, Smoother};
 use crate::device::{
-    Block, EllMatrix, GridShape, Layout, LevelTransfer, MultigridDevice, StageMarks, StageTime,
+    Block, EllMatrix, GridShape, Layout, LevelTransfer, MatrixStorage, MultigridDevice, StageMarks,
+    StageTime,
 };
 use crate::error::{Error, Result};
 use crate::fem::assemble_stiffness;
@@ -32,6 +33,8 @@ pub struct MgParams {
     /// Scale residuals into range where they enter a lower precision: by α = ‖r‖₂ at the
     /// refinement level, by the largest magnitude where the cycle enters an f16 level.
     pub residual_scaling: bool,
+    /// How the levels store their matrices (indices or none on uniform-grid levels).
+    pub storage: MatrixStorage,
 }
 
 /// The null space of the matrix multigrid solves with.
@@ -540,29 +543,29 @@ impl<D: MultigridDevice> Multigrid<D> {
         let mut levels = Vec::with_capacity(count);
         let mg_error = |failure| Error::from(MgError::new(failure));
         for (index, (matrix, transfer)) in matrices.into_iter().enumerate() {
-            let precision = params.schedule[count - 1 - index];
             levels.push(
-                Level::new(dev, index, count, &matrix, transfer, precision, singular)
-                    .map_err(mg_error)?,
+                Level::new(dev, index, &matrix, transfer, &params, singular).map_err(mg_error)?,
             );
         }
+        let finest_grid = match &finest_transfer {
+            Some(LevelTransfer::Grid { fine, .. }) => Some(*fine),
+            _ => None,
+        };
         levels.push(
-            Level::new(
-                dev,
-                count - 1,
-                count,
-                finest,
-                finest_transfer,
-                params.schedule[0],
-                singular,
-            )
-            .map_err(mg_error)?,
+            Level::new(dev, count - 1, finest, finest_transfer, &params, singular)
+                .map_err(mg_error)?,
         );
         let outer = match levels.last() {
             Some(l) if l.precision() == Precision::F64 => Arc::clone(&l.matrix),
             _ => {
                 let ell = Ell::from_csr_diagonal_first(finest, dev.ell_layout())?;
-                Arc::new(EllMatrix::upload(dev, &ell, Precision::F64)?)
+                Arc::new(EllMatrix::upload_stored(
+                    dev,
+                    &ell,
+                    Precision::F64,
+                    params.storage,
+                    finest_grid,
+                )?)
             }
         };
         log::info!(

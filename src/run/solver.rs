@@ -479,6 +479,7 @@ fn multigrid_setup<const DIM: usize, D: MultigridDevice>(
         smoother: spec.smoother,
         base_tolerance: 1e-4,
         residual_scaling: spec.residual_scaling,
+        storage: spec.storage,
     };
     let count = spec.schedule.len();
     let pure_neumann = mesh_spec
@@ -1139,6 +1140,7 @@ mod tests {
                 smoother: crate::mg::Smoother::JACOBI,
                 base_tolerance: 1e-4,
                 residual_scaling: true,
+                storage: crate::device::MatrixStorage::default(),
             };
             let mg = Multigrid::new(&Cpu::new(), 2, 32, &matrix, params).unwrap();
             MultigridSolver {

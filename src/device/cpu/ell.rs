@@ -41,9 +41,9 @@ struct Ell<'a, S> {
 }
 
 fn ell<'a, S: Storage>(a: &'a EllMatrix<Cpu>, kernel: &str) -> Result<Ell<'a, S>> {
-    if a.layout != EllLayout::Sliced {
+    if a.layout != EllLayout::Sliced || a.grid.is_some() {
         return Err(Error::Backend(format!(
-            "{kernel}: the CPU kernels read sliced ELLPACK"
+            "{kernel}: the CPU kernels read sliced ELLPACK with column indices"
         )));
     }
     Ok(Ell {

@@ -175,6 +175,8 @@ const SIGNATURES: &[(&str, &str)] = &[
     ("ell_sweep", "iippidpppidp"),
     ("ell_jacobi_from_zero", "ipdppidp"),
     ("ell_refine_update", "iippppppip"),
+    ("grid_sweep", "iiipidpppidp"),
+    ("grid_refine_update", "iiipppppip"),
     ("grid_restrict", "ppiiipdp"),
     ("grid_prolongate_add", "ppiiipdp"),
     ("matrix_transfer", "ipppppiipdp"),

@@ -72,19 +72,42 @@ impl Cuda {
         self.reduce_stats(triples, triples, cols, chunks, stats)
     }
 
-    /// The ELLPACK matrix's arguments: rows, width, column indices, values.
-    fn ell_args(&self, what: &str, a: &EllMatrix<Cuda>) -> Result<[Arg; 4]> {
+    /// The kernel family reading the matrix and its arguments: `ell` with rows, width,
+    /// column indices, values; `grid` (stored without indices) with rows, dimension, points
+    /// per direction, values.
+    fn ell_args(&self, what: &str, a: &EllMatrix<Cuda>) -> Result<(&'static str, [Arg; 4])> {
         if a.layout != EllLayout::SlotMajor {
             return Err(Error::Backend(format!(
                 "{what}: the CUDA kernels read slot-major ELLPACK"
             )));
         }
-        Ok([
-            Arg::U32(rows_u32(what, a.nrows)?),
-            Arg::U32(a.width as u32),
-            self.ptr(&a.col_idx, 0),
-            self.data_ptr(&a.values, 0),
-        ])
+        let rows = Arg::U32(rows_u32(what, a.nrows)?);
+        let values = self.data_ptr(&a.values, 0);
+        Ok(match a.grid {
+            Some(g) => {
+                if g.points() != a.nrows || !(2..=3).contains(&g.dim) {
+                    return Err(Error::Backend(format!(
+                        "{what}: a {}D grid of {} points for a matrix of {} rows",
+                        g.dim,
+                        g.points(),
+                        a.nrows
+                    )));
+                }
+                (
+                    "grid",
+                    [rows, Arg::U32(g.dim as u32), Arg::U32(g.m as u32), values],
+                )
+            }
+            None => (
+                "ell",
+                [
+                    rows,
+                    Arg::U32(a.width as u32),
+                    self.ptr(&a.col_idx, 0),
+                    values,
+                ],
+            ),
+        })
     }
 }
 
@@ -182,6 +205,10 @@ impl MultigridKernels for Cuda {
         EllLayout::SlotMajor
     }
 
+    fn reads_grid_rows(&self) -> bool {
+        true
+    }
+
     fn ell_sweep(
         &self,
         a: &EllMatrix<Self>,
@@ -209,16 +236,16 @@ impl MultigridKernels for Cuda {
             _ => return Err(Error::Backend("ell_sweep: this operation needs b".into())),
         };
         check_node_major("ell_sweep b", b, a.nrows, nrhs)?;
-        let [n, width, cols, values] = self.ell_args("ell_sweep", a)?;
+        let (family, matrix) = self.ell_args("ell_sweep", a)?;
         self.launch_recorded(
-            &kernel_name("ell_sweep", &[p]),
+            &kernel_name(&format!("{family}_sweep"), &[p]),
             a.nrows,
             nrhs,
             &[
-                n,
-                width,
-                cols,
-                values,
+                matrix[0],
+                matrix[1],
+                matrix[2],
+                matrix[3],
                 Arg::U32(code),
                 Arg::F64(omega),
                 self.data_ptr(&x.data, 0),
@@ -293,8 +320,8 @@ impl MultigridKernels for Cuda {
                 &[a.precision(), x.precision(), r.precision()],
             ));
         }
-        let [n, width, cols, values] = self.ell_args("ell_refine_update", a)?;
-        let entry = kernel_name("ell_refine_update", &[c.precision()]);
+        let (family, matrix) = self.ell_args("ell_refine_update", a)?;
+        let entry = kernel_name(&format!("{family}_refine_update"), &[c.precision()]);
         let (c_ptr, x_ptr, r_ptr) = (
             self.data_ptr(&c.data, 0),
             self.data_ptr(&x.data, 0),
@@ -306,10 +333,10 @@ impl MultigridKernels for Cuda {
                 a.nrows,
                 nrhs,
                 &[
-                    n,
-                    width,
-                    cols,
-                    values,
+                    matrix[0],
+                    matrix[1],
+                    matrix[2],
+                    matrix[3],
                     c_ptr,
                     alpha,
                     x_ptr,
