@@ -28,6 +28,18 @@ __device__ __forceinline__ u32 set_row(u32 n, u32 i, u32 j) {
   return (j >> 1) * (n + 1u - (i & 1u)) + (i >> 1);
 }
 
+// Lattice node number t of the set-major order: the four node sets one after the other
+// (vertices, x-edges, y-edges, cell centres), each lexicographic. Threads of a warp then
+// take nodes of one set, so they run the same window shape without diverging.
+__device__ __forceinline__ void lattice_node(u32 n, u32 t, u32 *i, u32 *j) {
+  u32 even = n + 1, vertices = even * even, edges = n * even;
+  u32 s = t < vertices ? 0u : t < vertices + edges ? 1u : t < vertices + 2 * edges ? 2u : 3u;
+  u32 first = s == 0 ? 0u : s == 1 ? vertices : s == 2 ? vertices + edges : vertices + 2 * edges;
+  u32 r = t - first, extent = even - (s & 1u);
+  *i = 2 * (r % extent) + (s & 1u);
+  *j = 2 * (r / extent) + (s >> 1);
+}
+
 // First pressure index of lattice index I's window: k − 1 for I = 2k, k for I = 2k + 1.
 __device__ __forceinline__ u32 pressure_first(u32 index) {
   return (index & 1u) ? index / 2u : index / 2u - 1u;
@@ -194,7 +206,8 @@ __device__ __forceinline__ typename ComputeOf<S>::type pressure_row(const S *row
 }
 
 // out = A x, or b − A x where `has_b`, on flat [ux | uy | p] vectors: a thread per lattice
-// node (both velocity rows; boundary rows zero), then a thread per pressure node.
+// node in set-major order (both velocity rows; boundary rows zero), then a thread per
+// pressure node.
 template <typename S>
 __device__ void stokes_apply(u32 n, const S *l0, const S *l1, const S *l2, const S *l3, const S *gx0,
                              const S *gx1, const S *gx2, const S *gx3, const S *gy0, const S *gy1,
@@ -208,18 +221,20 @@ __device__ void stokes_apply(u32 n, const S *l0, const S *l1, const S *l2, const
   const C *ux = x, *uy = x + len, *p = x + 2 * (u64)len;
   FOR_EACH_U32(t, len + np * np) {
     if (t < len) {
-      u32 i = t % m, j = t / m;
+      u32 i, j;
+      lattice_node(n, t, &i, &j);
+      u64 node = (u64)j * m + i;
       C ox = 0, oy = 0;
       if (i > 0 && j > 0 && i + 1 < m && j + 1 < m) {
         C lx, ly;
         lattice_row2<S>(l, n, ux, uy, i, j, &lx, &ly);
         C ax = lx + gradient_row<S>(gx, gx_scale, n, p, i, j);
         C ay = ly + gradient_row<S>(gy, gy_scale, n, p, i, j);
-        ox = has_b ? b[t] - ax : ax;
-        oy = has_b ? b[len + t] - ay : ay;
+        ox = has_b ? b[node] - ax : ax;
+        oy = has_b ? b[len + node] - ay : ay;
       }
-      out[t] = ox;
-      out[len + t] = oy;
+      out[node] = ox;
+      out[len + node] = oy;
     } else {
       u32 k = t - len, i = k % np, j = k / np;
       C d = divergence_row<S>(dx, dy, d_scale, n, ux, uy, i, j);
@@ -236,8 +251,9 @@ __device__ void stokes_laplacian(u32 n, const S *l0, const S *l1, const S *l2, c
   Sets<S> l(l0, l1, l2, l3);
   u32 m = 2 * n + 1;
   FOR_EACH_U32(t, m * m) {
-    u32 i = t % m, j = t / m;
-    y[t] = (i > 0 && j > 0 && i + 1 < m && j + 1 < m) ? lattice_row<S>(l, n, x, i, j) : 0;
+    u32 i, j;
+    lattice_node(n, t, &i, &j);
+    y[(u64)j * m + i] = (i > 0 && j > 0 && i + 1 < m && j + 1 < m) ? lattice_row<S>(l, n, x, i, j) : 0;
   }
 }
 
@@ -249,10 +265,12 @@ __device__ void stokes_gradient(u32 n, const S *gx0, const S *gx1, const S *gx2,
   Sets<S> gx(gx0, gx1, gx2, gx3), gy(gy0, gy1, gy2, gy3);
   u32 m = 2 * n + 1, len = m * m;
   FOR_EACH_U32(t, len) {
-    u32 i = t % m, j = t / m;
+    u32 i, j;
+    lattice_node(n, t, &i, &j);
+    u64 node = (u64)j * m + i;
     bool interior = i > 0 && j > 0 && i + 1 < m && j + 1 < m;
-    flow[t] = interior ? gradient_row<S>(gx, gx_scale, n, p, i, j) : 0;
-    flow[len + t] = interior ? gradient_row<S>(gy, gy_scale, n, p, i, j) : 0;
+    flow[node] = interior ? gradient_row<S>(gx, gx_scale, n, p, i, j) : 0;
+    flow[len + node] = interior ? gradient_row<S>(gy, gy_scale, n, p, i, j) : 0;
   }
 }
 
@@ -455,9 +473,9 @@ __device__ void vanka_products(const S *inverses, const u32 *inverse_of_column, 
   }
 }
 
-// x += ω Σ_i V_iᵀ (corrections of patch i): a thread per interior lattice node sums the
-// patches (pi, pj) with |I − 2pi| ≤ 2 and |J − 2pj| ≤ 2 (pj outer, pi inner, as on the
-// CPU), then a thread per pressure node; pressure corrections times `pressure_scale`.
+// x += ω Σ_i V_iᵀ (corrections of patch i): a thread per interior lattice node (set-major)
+// sums the patches (pi, pj) with |I − 2pi| ≤ 2 and |J − 2pj| ≤ 2 (pj outer, pi inner, as on
+// the CPU), then a thread per pressure node; pressure corrections times `pressure_scale`.
 template <typename T>
 __device__ void vanka_scatter(u32 n, const T *corrections, const u32 *column_of, double omega,
                               double pressure_scale, T *x) {
@@ -465,7 +483,9 @@ __device__ void vanka_scatter(u32 n, const T *corrections, const u32 *column_of,
   T w = (T)omega, ps = (T)pressure_scale;
   FOR_EACH_U32(t, len + np * np) {
     if (t < len) {
-      u32 i = t % m, j = t / m;
+      u32 i, j;
+      lattice_node(n, t, &i, &j);
+      u64 node = (u64)j * m + i;
       if (i == 0 || j == 0 || i + 1 == m || j + 1 == m) continue;
       T sx = 0, sy = 0;
       // pj from ⌈(J − 2)⁺ / 2⌉ to min(⌊(J + 2) / 2⌋, n), likewise pi.
@@ -479,8 +499,8 @@ __device__ void vanka_scatter(u32 n, const T *corrections, const u32 *column_of,
           sy = sy + corrections[col * PATCH + 25 + slot];
         }
       }
-      x[t] = x[t] + w * sx;
-      x[len + t] = x[len + t] + w * sy;
+      x[node] = x[node] + w * sx;
+      x[len + node] = x[len + node] + w * sy;
     } else {
       u32 k = t - len;
       u64 col = column_of[k];
