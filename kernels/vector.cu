@@ -247,3 +247,45 @@ extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
     out[c] = sum;
   }
 }
+
+// Block CG's per-column scalars on the device (device/cg.rs: the layout, and the same
+// logic on the host): s[slot·k + c] for the slots ALPHA 0, ONES 1, MINUS_ALPHA 2, BETA 3,
+// RR 4, RR_NEW 5, PQ 6, TARGET 7, ACTIVE 8, then s[9k] the iterations counted. Step 0
+// starts (targets, flags, ones, count), 1 forms α (counting the iteration if any column is
+// active), 2 forms β. One block.
+extern "C" __global__ void cg_scalars(double *s, u32 k, u32 step, double tolerance, u32 relative,
+                                      double unit_roundoff) {
+  __shared__ int any;
+  if (threadIdx.x == 0) any = 0;
+  __syncthreads();
+  for (u32 c = threadIdx.x; c < k; c += blockDim.x) {
+    double *alpha = s + c, *ones = s + k + c, *minus_alpha = s + 2 * k + c, *beta = s + 3 * k + c;
+    double *rr = s + 4 * k + c, *rr_new = s + 5 * k + c, *pq = s + 6 * k + c;
+    double *target = s + 7 * k + c, *active = s + 8 * k + c;
+    if (step == 0) {
+      double b_norm = sqrt(*rr);
+      double wanted = relative ? tolerance * b_norm : tolerance;
+      double floor = 10.0 * unit_roundoff * b_norm;
+      *target = wanted > floor ? wanted : floor;
+      *active = b_norm > *target ? 1.0 : 0.0;
+      *ones = 1.0;
+    } else if (step == 1) {
+      if (*active != 0.0) any = 1;
+      bool on = *active != 0.0 && *pq > 0.0 && isfinite(*pq);
+      double a = on ? *rr / *pq : 0.0;
+      *active = on ? 1.0 : 0.0;
+      *alpha = a;
+      *minus_alpha = -a;
+    } else {
+      bool on = *active != 0.0;
+      *beta = on ? *rr_new / *rr : 0.0;
+      *active = on && sqrt(*rr_new) > *target ? 1.0 : 0.0;
+      *rr = *rr_new;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (step == 0) s[9 * (u64)k] = 0.0;
+    if (step == 1 && any) s[9 * (u64)k] += 1.0;
+  }
+}

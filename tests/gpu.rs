@@ -1031,3 +1031,71 @@ fn stokes_solves_match_the_cpu() {
         }
     }
 }
+
+/// Block CG's device-side scalars: dots into the buffer, the three steps of the scalar
+/// logic (some columns with p·Ap ≤ 0 or a norm below the target), and the updates reading
+/// α and β from it; 1, 5 and 300 columns (more than one block's threads).
+fn cg_parts<D: tensorfem::device::VectorKernels>(dev: &D, cols: usize) -> Parts {
+    use tensorfem::device::cg::{self, CgStep};
+    let mut out = Parts::default();
+    let rows = 50;
+    let x = block(
+        dev,
+        &random(60, rows * cols),
+        rows,
+        cols,
+        F64,
+        Layout::NodeMajor,
+    );
+    let mut y = block(
+        dev,
+        &random(61, rows * cols),
+        rows,
+        cols,
+        F64,
+        Layout::NodeMajor,
+    );
+    let mut scalars = dev.zeros::<f64>(cg::buffer_len(cols)).unwrap();
+    let mut scratch = Scratch::new(dev).unwrap();
+    let read = |scalars: &D::Buffer<f64>| {
+        let mut host = vec![0.0; cg::buffer_len(cols)];
+        dev.read(scalars, 0, &mut host).unwrap();
+        host
+    };
+    dev.column_dots_to(&x, &x, &mut scalars, cg::RR * cols, &mut scratch)
+        .unwrap();
+    // A target near the columns' norms (about 4.1): some columns start inactive.
+    let start = CgStep::Start {
+        tolerance: 4.1,
+        relative: false,
+        unit_roundoff: 1e-16,
+    };
+    dev.cg_scalars(start, &mut scalars, cols).unwrap();
+    out.add("start", F64, read(&scalars));
+    dev.column_dots_to(&x, &y, &mut scalars, cg::PQ * cols, &mut scratch)
+        .unwrap();
+    dev.cg_scalars(CgStep::Alpha, &mut scalars, cols).unwrap();
+    out.add("alpha", F64, read(&scalars));
+    dev.column_axpby_from(&scalars, cg::ALPHA * cols, &x, cg::ONES * cols, &mut y)
+        .unwrap();
+    out.add("y + αx", F64, y.to_f64(dev).unwrap());
+    dev.column_dots_to(&y, &y, &mut scalars, cg::RR_NEW * cols, &mut scratch)
+        .unwrap();
+    dev.cg_scalars(CgStep::Beta, &mut scalars, cols).unwrap();
+    out.add_sum("beta", F64, read(&scalars));
+    dev.column_axpby_from(&scalars, cg::ONES * cols, &x, cg::BETA * cols, &mut y)
+        .unwrap();
+    out.add_sum("x + βy", F64, y.to_f64(dev).unwrap());
+    out
+}
+
+#[test]
+fn cg_scalars_match_the_cpu() {
+    covers(&["cg_scalars"]);
+    let cpu = tensorfem::device::Cpu::new();
+    let reference: Vec<Parts> = [1, 5, 300].map(|cols| cg_parts(&cpu, cols)).into();
+    let Some(gpu) = gpu() else { return };
+    for (cols, cpu_parts) in [1, 5, 300].into_iter().zip(&reference) {
+        cg_parts(&gpu, cols).compare(cpu_parts, &format!("CG scalars, {cols} columns"));
+    }
+}

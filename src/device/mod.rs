@@ -14,6 +14,7 @@
 //! of threads.
 
 pub mod block;
+pub mod cg;
 pub mod clock;
 pub mod cpu;
 pub mod cuda;
@@ -243,6 +244,33 @@ pub trait VectorKernels: Device {
         x: &Block<Self>,
         beta: &[f64],
         y: &mut Block<Self>,
+    ) -> Result<()>;
+    /// [`VectorKernels::column_dots`] into `out[at..at + cols]`, left on the device.
+    fn column_dots_to(
+        &self,
+        x: &Block<Self>,
+        y: &Block<Self>,
+        out: &mut Self::Buffer<f64>,
+        at: usize,
+        scratch: &mut Scratch<Self>,
+    ) -> Result<()>;
+    /// [`VectorKernels::column_axpby`] with α and β read on the device from
+    /// `coefficients[alpha..alpha + cols]` and `coefficients[beta..beta + cols]`.
+    fn column_axpby_from(
+        &self,
+        coefficients: &Self::Buffer<f64>,
+        alpha: usize,
+        x: &Block<Self>,
+        beta: usize,
+        y: &mut Block<Self>,
+    ) -> Result<()>;
+    /// One step of block CG's scalar logic on the device buffer `scalars` of `cols`
+    /// columns (layout and logic: [`cg`]).
+    fn cg_scalars(
+        &self,
+        step: cg::CgStep,
+        scalars: &mut Self::Buffer<f64>,
+        cols: usize,
     ) -> Result<()>;
     /// dst_c = src_c / s_c (s_c = `scale[c]`; zero gives a zero column), rounded to dst's
     /// precision, with the statistics of what was stored (before rounding).

@@ -3,6 +3,7 @@
 //! Vectors are stored in the block's precision and combined in its compute precision; the
 //! dot products are f64.
 
+use crate::device::cg::{self, CgStep};
 use crate::device::{Block, Layout, Scratch, VectorKernels};
 use crate::error::Result;
 use crate::precision::Precision;
@@ -26,21 +27,20 @@ pub struct CgInfo {
     pub converged: bool,
 }
 
-/// Block CG with its vectors and per-column scalars, allocated once.
+/// Block CG with its vectors and per-column scalars, allocated once. The scalars stay on
+/// the device ([`crate::device::cg`]): an iteration reads nothing back, and the host asks
+/// for the columns' flags only to decide when to stop.
 pub struct BlockCg<D: VectorKernels> {
     r: Block<D>,
     p: Block<D>,
     q: Block<D>,
     scratch: Scratch<D>,
-    rr: Vec<f64>,
-    rr_new: Vec<f64>,
-    pq: Vec<f64>,
-    alpha: Vec<f64>,
-    minus_alpha: Vec<f64>,
-    beta: Vec<f64>,
-    ones: Vec<f64>,
-    targets: Vec<f64>,
-    active: Vec<bool>,
+    /// α, 1, −α, β, r·r, the new r·r, p·Ap, the targets and the active flags per column,
+    /// then the iterations counted.
+    scalars: D::Buffer<f64>,
+    /// The active flags and the count, read back.
+    flags: Vec<f64>,
+    nrhs: usize,
 }
 
 impl<D: VectorKernels> BlockCg<D> {
@@ -57,16 +57,18 @@ impl<D: VectorKernels> BlockCg<D> {
             p: block()?,
             q: block()?,
             scratch: Scratch::new(dev)?,
-            rr: vec![0.0; nrhs],
-            rr_new: vec![0.0; nrhs],
-            pq: vec![0.0; nrhs],
-            alpha: vec![0.0; nrhs],
-            minus_alpha: vec![0.0; nrhs],
-            beta: vec![0.0; nrhs],
-            ones: vec![1.0; nrhs],
-            targets: vec![0.0; nrhs],
-            active: vec![false; nrhs],
+            scalars: dev.zeros(cg::buffer_len(nrhs))?,
+            flags: vec![0.0; nrhs + 1],
+            nrhs,
         })
+    }
+
+    /// Reads the active flags and the count: whether any column still iterates, and the
+    /// iterations counted.
+    fn read_flags(&mut self, dev: &D) -> Result<(bool, usize)> {
+        dev.read(&self.scalars, cg::ACTIVE * self.nrhs, &mut self.flags)?;
+        let (active, count) = self.flags.split_at(self.nrhs);
+        Ok((active.iter().any(|&a| a != 0.0), count[0] as usize))
     }
 
     /// Solves A x = b from x = 0; `apply(p, q)` computes q = A p.
@@ -78,49 +80,61 @@ impl<D: VectorKernels> BlockCg<D> {
         x: &mut Block<D>,
         params: CgParams,
     ) -> Result<CgInfo> {
-        let u = b.precision().unit_roundoff();
+        let k = self.nrhs;
+        let at = |slot: usize| slot * k;
         dev.fill(x.view_mut(), 0.0)?;
         dev.copy(b.view(), self.r.view_mut())?;
         dev.copy(b.view(), self.p.view_mut())?;
-        dev.column_dots(b, b, &mut self.rr, &mut self.scratch)?;
-        for ((t, a), &bb) in self.targets.iter_mut().zip(&mut self.active).zip(&self.rr) {
-            let b_norm = bb.sqrt();
-            let wanted = if params.relative {
-                params.tolerance * b_norm
-            } else {
-                params.tolerance
-            };
-            *t = wanted.max(10.0 * u * b_norm);
-            *a = b_norm > *t;
-        }
-        let mut info = CgInfo::default();
-        while info.iterations < params.max_iterations && self.active.iter().any(|&a| a) {
+        dev.column_dots_to(b, b, &mut self.scalars, at(cg::RR), &mut self.scratch)?;
+        let start = CgStep::Start {
+            tolerance: params.tolerance,
+            relative: params.relative,
+            unit_roundoff: b.precision().unit_roundoff(),
+        };
+        dev.cg_scalars(start, &mut self.scalars, k)?;
+        // Iterations after every column stopped change nothing (α = β = 0 keep x and r),
+        // so the flags are read only every few iterations where a read waits for the device.
+        for iteration in 0..params.max_iterations {
+            if cg::check_before(dev, iteration) && !self.read_flags(dev)?.0 {
+                break;
+            }
             apply(&self.p, &mut self.q)?;
-            dev.column_dots(&self.p, &self.q, &mut self.pq, &mut self.scratch)?;
-            for c in 0..self.active.len() {
-                let pq = self.pq[c];
-                self.active[c] &= pq > 0.0 && pq.is_finite();
-                self.alpha[c] = if self.active[c] { self.rr[c] / pq } else { 0.0 };
-                self.minus_alpha[c] = -self.alpha[c];
-            }
-            dev.column_axpby(&self.alpha, &self.p, &self.ones, x)?;
-            dev.column_axpby(&self.minus_alpha, &self.q, &self.ones, &mut self.r)?;
-            dev.column_dots(&self.r, &self.r, &mut self.rr_new, &mut self.scratch)?;
-            for c in 0..self.active.len() {
-                self.beta[c] = if self.active[c] {
-                    self.rr_new[c] / self.rr[c]
-                } else {
-                    0.0
-                };
-            }
-            dev.column_axpby(&self.ones, &self.r, &self.beta, &mut self.p)?;
-            for c in 0..self.active.len() {
-                self.active[c] &= self.rr_new[c].sqrt() > self.targets[c];
-            }
-            std::mem::swap(&mut self.rr, &mut self.rr_new);
-            info.iterations += 1;
+            dev.column_dots_to(
+                &self.p,
+                &self.q,
+                &mut self.scalars,
+                at(cg::PQ),
+                &mut self.scratch,
+            )?;
+            dev.cg_scalars(CgStep::Alpha, &mut self.scalars, k)?;
+            dev.column_axpby_from(&self.scalars, at(cg::ALPHA), &self.p, at(cg::ONES), x)?;
+            dev.column_axpby_from(
+                &self.scalars,
+                at(cg::MINUS_ALPHA),
+                &self.q,
+                at(cg::ONES),
+                &mut self.r,
+            )?;
+            dev.column_dots_to(
+                &self.r,
+                &self.r,
+                &mut self.scalars,
+                at(cg::RR_NEW),
+                &mut self.scratch,
+            )?;
+            dev.cg_scalars(CgStep::Beta, &mut self.scalars, k)?;
+            dev.column_axpby_from(
+                &self.scalars,
+                at(cg::ONES),
+                &self.r,
+                at(cg::BETA),
+                &mut self.p,
+            )?;
         }
-        info.converged = !self.active.iter().any(|&a| a);
-        Ok(info)
+        let (active, iterations) = self.read_flags(dev)?;
+        Ok(CgInfo {
+            iterations,
+            converged: !active,
+        })
     }
 }

@@ -4,6 +4,8 @@ use rayon::prelude::*;
 
 use super::simd::{self, SimdLevel};
 use super::{buffer, buffer_mut, by_precision, check_len, slice, slice_mut, Compute, Cpu, CHUNK};
+use crate::device::cg::{self, CgStep};
+use crate::device::host::HostArray;
 use crate::device::{
     inverse_scale, unsupported, Block, FlagLog, Layout, Scratch, Stats, Storage, VectorKernels,
     View, ViewMut,
@@ -540,6 +542,47 @@ impl VectorKernels for Cpu {
             out,
             scratch.0.vec_mut(),
         ));
+        Ok(())
+    }
+
+    fn column_dots_to(
+        &self,
+        x: &Block<Self>,
+        y: &Block<Self>,
+        out: &mut HostArray<f64>,
+        at: usize,
+        scratch: &mut Scratch<Self>,
+    ) -> Result<()> {
+        let cols = x.cols();
+        cg::check_room("column_dots_to", out.len(), at + cols)?;
+        self.column_dots(x, y, &mut out[at..at + cols], scratch)
+    }
+
+    fn column_axpby_from(
+        &self,
+        coefficients: &HostArray<f64>,
+        alpha: usize,
+        x: &Block<Self>,
+        beta: usize,
+        y: &mut Block<Self>,
+    ) -> Result<()> {
+        let cols = x.cols();
+        cg::check_room(
+            "column_axpby_from",
+            coefficients.len(),
+            alpha.max(beta) + cols,
+        )?;
+        self.column_axpby(
+            &coefficients[alpha..alpha + cols],
+            x,
+            &coefficients[beta..beta + cols],
+            y,
+        )
+    }
+
+    fn cg_scalars(&self, step: CgStep, scalars: &mut HostArray<f64>, cols: usize) -> Result<()> {
+        check_len("cg_scalars", scalars.len(), cg::buffer_len(cols))?;
+        cg::step_on_host(step, scalars, cols);
         Ok(())
     }
 

@@ -158,6 +158,7 @@ const SIGNATURES: &[(&str, &str)] = &[
     ("convert", "ppl"),
     ("relayout", "pplii"),
     ("scale_columns", "pppliilidp"),
+    ("cg_scalars", "piidid"),
     ("stats_reduce", "ppiip"),
     ("sums_reduce", "piip"),
     ("gemv_partial", "pliippi"),

@@ -5,6 +5,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig};
 
 use super::device::{driver, grow, Cuda};
 use super::launch::{self, Arg, REDUCE_CHUNK};
+use crate::device::cg::{self, CgStep};
 use crate::device::{
     check_len, kernel_name, unsupported, Block, Device, FlagLog, Layout, Scratch, Stats,
     VectorKernels, View, ViewMut,
@@ -105,9 +106,31 @@ impl Cuda {
         out: &mut [f64],
         scratch: &mut CudaSlice<f64>,
     ) -> Result<()> {
-        let (cols, chunks) = (out.len(), launch::chunks(rows as u64));
-        grow(self, scratch, cols + cols * chunks as usize)?;
-        let part = self.ptr(scratch, cols);
+        let cols = out.len();
+        grow(self, scratch, cols)?;
+        let sums = self.ptr(scratch, 0);
+        self.dots_into(x, y, precision, rows, layout, cols, scratch, cols, sums)?;
+        self.read(scratch, 0, out)
+    }
+
+    /// The per-column dots of x and y written to the device address `sums` (`cols`
+    /// values), the chunk partials in `scratch` from `from` on.
+    #[allow(clippy::too_many_arguments)]
+    fn dots_into(
+        &self,
+        x: Arg,
+        y: Arg,
+        precision: Precision,
+        rows: usize,
+        layout: Layout,
+        cols: usize,
+        scratch: &mut CudaSlice<f64>,
+        from: usize,
+        sums: Arg,
+    ) -> Result<()> {
+        let chunks = launch::chunks(rows as u64);
+        grow(self, scratch, from + cols * chunks as usize)?;
+        let part = self.ptr(scratch, from);
         self.launch(
             &kernel_name("column_dots", &[precision]),
             launch::per_chunk_and_column(rows as u64, cols as u32),
@@ -125,14 +148,8 @@ impl Cuda {
         self.launch(
             "sums_reduce",
             launch::single_block(),
-            &[
-                part,
-                Arg::U32(cols as u32),
-                Arg::U32(chunks),
-                self.ptr(scratch, 0),
-            ],
-        )?;
-        self.read(scratch, 0, out)
+            &[part, Arg::U32(cols as u32), Arg::U32(chunks), sums],
+        )
     }
 
     /// x · y of two views in f32 or f64 (the CPU backend's precisions for dot products).
@@ -424,6 +441,89 @@ impl VectorKernels for Cuda {
             x.layout(),
             out,
             &mut scratch.0,
+        )
+    }
+
+    fn column_dots_to(
+        &self,
+        x: &Block<Self>,
+        y: &Block<Self>,
+        out: &mut CudaSlice<f64>,
+        at: usize,
+        scratch: &mut Scratch<Self>,
+    ) -> Result<()> {
+        check_len("column_dots_to", x.len(), y.len())?;
+        cg::check_room("column_dots_to", out.len(), at + x.cols())?;
+        if x.layout() != y.layout() || x.precision() != y.precision() {
+            return Err(Error::Backend(
+                "column_dots_to: blocks differ in layout or precision".into(),
+            ));
+        }
+        let sums = self.ptr(out, at);
+        self.dots_into(
+            self.data_ptr(&x.data, 0),
+            self.data_ptr(&y.data, 0),
+            x.precision(),
+            x.rows(),
+            x.layout(),
+            x.cols(),
+            &mut scratch.0,
+            0,
+            sums,
+        )
+    }
+
+    fn column_axpby_from(
+        &self,
+        coefficients: &CudaSlice<f64>,
+        alpha: usize,
+        x: &Block<Self>,
+        beta: usize,
+        y: &mut Block<Self>,
+    ) -> Result<()> {
+        check_len("column_axpby_from", x.len(), y.len())?;
+        cg::check_room(
+            "column_axpby_from",
+            coefficients.len(),
+            alpha.max(beta) + x.cols(),
+        )?;
+        if x.layout() != y.layout() || x.precision() != y.precision() {
+            return Err(Error::Backend(
+                "column_axpby_from: blocks differ in layout or precision".into(),
+            ));
+        }
+        if x.is_empty() {
+            return Ok(());
+        }
+        self.launch(
+            &kernel_name("column_axpby", &[x.precision()]),
+            launch::elementwise(x.len() as u64),
+            &[
+                self.ptr(coefficients, alpha),
+                self.data_ptr(&x.data, 0),
+                self.ptr(coefficients, beta),
+                self.data_ptr(&y.data, 0),
+                Arg::U64(x.rows() as u64),
+                Arg::U32(x.cols() as u32),
+                Arg::U32(node_major(x.layout())),
+            ],
+        )
+    }
+
+    fn cg_scalars(&self, step: CgStep, scalars: &mut CudaSlice<f64>, cols: usize) -> Result<()> {
+        check_len("cg_scalars", scalars.len(), cg::buffer_len(cols))?;
+        let (code, tolerance, relative, unit_roundoff) = step.code();
+        self.launch(
+            "cg_scalars",
+            launch::single_block(),
+            &[
+                self.ptr(scalars, 0),
+                Arg::U32(cols as u32),
+                Arg::U32(code),
+                Arg::F64(tolerance),
+                Arg::U32(relative),
+                Arg::F64(unit_roundoff),
+            ],
         )
     }
 
