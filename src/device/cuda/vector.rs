@@ -106,15 +106,22 @@ impl Cuda {
         out: &mut [f64],
         scratch: &mut CudaSlice<f64>,
     ) -> Result<()> {
+        // The sums first, then the partials: grown to both before taking an address
+        // (growing replaces the buffer).
         let cols = out.len();
-        grow(self, scratch, cols)?;
+        grow(
+            self,
+            scratch,
+            cols + cols * launch::chunks(rows as u64) as usize,
+        )?;
         let sums = self.ptr(scratch, 0);
         self.dots_into(x, y, precision, rows, layout, cols, scratch, cols, sums)?;
         self.read(scratch, 0, out)
     }
 
     /// The per-column dots of x and y written to the device address `sums` (`cols`
-    /// values), the chunk partials in `scratch` from `from` on.
+    /// values), the chunk partials in `scratch` from `from` on (`sums` must not point into
+    /// `scratch` unless it already holds them: growing replaces it).
     #[allow(clippy::too_many_arguments)]
     fn dots_into(
         &self,
