@@ -577,6 +577,21 @@ fn deferred_range_checks_agree_with_immediate_ones<K: MultigridDevice>(dev: &K) 
     assert!(message.contains("the smoothed iterate"), "{message}");
 }
 
+/// The assembled Q1 matrices of the unit square and cube hold exactly their grid stencils
+/// (3D: with the stencil's exact zeros as stored entries), in both ELLPACK layouts, so the
+/// GPU stores their levels without indices.
+#[test]
+fn assembled_uniform_levels_hold_their_grid_stencils() {
+    for (dim, n) in [(2, 16), (3, 8)] {
+        let a = tensorfem::mg::assemble_level(dim, n).unwrap();
+        let grid = GridShape { dim, m: n - 1 };
+        for layout in [sparse::EllLayout::SlotMajor, sparse::EllLayout::Sliced] {
+            let ell = sparse::Ell::from_csr_diagonal_first(&a, layout).unwrap();
+            assert!(grid.holds_stencil_of(&ell), "{dim}D {layout:?}");
+        }
+    }
+}
+
 /// Level matrices without indices (uniform-grid levels, where the device reads them: CUDA)
 /// give the solves of the indexed ELLPACK: the same values summed in the same order, so the
 /// same iterations and residuals to rounding, in 2D and 3D, every schedule, 3 columns.

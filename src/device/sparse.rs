@@ -485,7 +485,6 @@ pub fn check_grids(fine: GridShape, coarse: GridShape) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mg::assemble_level;
     use crate::sparse::Csr;
 
     #[test]
@@ -501,50 +500,42 @@ mod tests {
         assert!(inner[1..].windows(2).all(|w| w[0] < w[1]));
     }
 
-    /// The assembled Q1 matrices of uniform grids hold exactly their stencils in every
-    /// layout (3D: with the stencil's exact zeros), so their levels can drop the indices;
-    /// a row missing a neighbour or holding a foreign column cannot.
+    /// The matrix whose rows hold `grid`'s stencils (columns in increasing order), without
+    /// the entries `drop(row, column)` names.
+    fn stencil_matrix(grid: GridShape, drop: impl Fn(usize, usize) -> bool) -> Csr<f64> {
+        let (mut row_ptr, mut cols, mut values) = (vec![0], Vec::new(), Vec::new());
+        for r in 0..grid.points() {
+            let mut row = grid.stencil(r);
+            row.sort_unstable();
+            for c in row.into_iter().filter(|&c| !drop(r, c)) {
+                cols.push(c as u32);
+                values.push(if c == r { 8.0 } else { -1.0 });
+            }
+            row_ptr.push(cols.len());
+        }
+        Csr::new(grid.points(), grid.points(), row_ptr, cols, values).unwrap()
+    }
+
+    /// A stencil matrix qualifies for index-free rows in every layout; a row missing a
+    /// neighbour, or a grid of another size, does not. (That the assembled levels hold
+    /// their stencils, the 3D exact zeros included, is checked in tests/mg.rs.)
     #[test]
-    fn assembled_uniform_levels_hold_their_grid_stencils() {
-        for (dim, n) in [(2, 16), (3, 8)] {
-            let a = assemble_level(dim, n).unwrap();
-            let grid = GridShape { dim, m: n - 1 };
+    fn only_matrices_holding_their_stencils_drop_the_indices() {
+        for grid in [GridShape { dim: 2, m: 7 }, GridShape { dim: 3, m: 5 }] {
+            let full = stencil_matrix(grid, |_, _| false);
+            let holed = stencil_matrix(grid, |r, c| r == 0 && c == 1);
             for layout in [EllLayout::SlotMajor, EllLayout::Sliced] {
-                let ell = Ell::from_csr_diagonal_first(&a, layout).unwrap();
-                assert!(grid.holds_stencil_of(&ell), "{dim}D {layout:?}");
-                assert!(!GridShape { dim, m: n - 3 }.holds_stencil_of(&ell));
+                let ell = Ell::from_csr_diagonal_first(&full, layout).unwrap();
+                assert!(grid.holds_stencil_of(&ell), "{grid:?} {layout:?}");
+                let smaller = GridShape {
+                    dim: grid.dim,
+                    m: grid.m - 2,
+                };
+                assert!(!smaller.holds_stencil_of(&ell));
+                let ell = Ell::from_csr_diagonal_first(&holed, layout).unwrap();
+                assert!(!grid.holds_stencil_of(&ell), "{grid:?} {layout:?}");
             }
         }
-        // The 2D matrix without one corner coupling of row 0 (a neighbour missing).
-        let a = assemble_level(2, 8).unwrap();
-        let (row_ptr, cols, values) = (a.row_ptr(), a.col_idx(), a.values());
-        let keep: Vec<bool> = (0..cols.len())
-            .map(|k| !(k < row_ptr[1] && cols[k] == 8))
-            .collect();
-        let mut new_ptr = vec![0];
-        for r in 0..a.nrows() {
-            let kept = (row_ptr[r]..row_ptr[r + 1]).filter(|&k| keep[k]).count();
-            new_ptr.push(new_ptr[r] + kept);
-        }
-        let filtered = Csr::new(
-            a.nrows(),
-            a.ncols(),
-            new_ptr,
-            cols.iter()
-                .zip(&keep)
-                .filter(|(_, &k)| k)
-                .map(|(&c, _)| c)
-                .collect(),
-            values
-                .iter()
-                .zip(&keep)
-                .filter(|(_, &k)| k)
-                .map(|(&v, _)| v)
-                .collect(),
-        )
-        .unwrap();
-        let ell = Ell::from_csr_diagonal_first(&filtered, EllLayout::SlotMajor).unwrap();
-        assert!(!GridShape { dim: 2, m: 7 }.holds_stencil_of(&ell));
     }
 
     #[test]
@@ -560,11 +551,13 @@ mod tests {
     #[test]
     fn the_cpu_keeps_the_indices() {
         let dev = crate::device::Cpu::new();
-        let a = assemble_level(2, 8).unwrap();
-        let ell = Ell::from_csr_diagonal_first(&a, dev.ell_layout()).unwrap();
-        let grid = Some(GridShape { dim: 2, m: 7 });
-        let m = EllMatrix::upload_stored(&dev, &ell, Precision::F32, MatrixStorage::Grid, grid)
-            .unwrap();
+        let grid = GridShape { dim: 2, m: 7 };
+        let ell =
+            Ell::from_csr_diagonal_first(&stencil_matrix(grid, |_, _| false), dev.ell_layout())
+                .unwrap();
+        let m =
+            EllMatrix::upload_stored(&dev, &ell, Precision::F32, MatrixStorage::Grid, Some(grid))
+                .unwrap();
         assert!(m.grid.is_none() && m.bytes() == (ell.values().len() * 8) as f64);
     }
 }
