@@ -567,19 +567,25 @@ fn psc_passes_match_the_cpu() {
     }
 }
 
-/// The multigrid kernels of one device on seeded inputs: sweeps, the first Jacobi step and
-/// the refinement update of the 2D Q1 stencil, grid transfers in 2D and 3D and matrix
-/// transfers between every pair of precisions, with their statistics; blocks of 1, 5 and
-/// 40 columns (one lane, a partly idle group of lanes, two column blocks).
-fn multigrid_parts<D: MultigridDevice>(dev: &D, nrhs: usize) -> Parts {
-    let mut out = Parts::default();
-    let a = tensorfem::mg::assemble_level(2, 16).unwrap();
+/// The row passes of one level matrix in every precision: the three sweeps, the first
+/// Jacobi step and the refinement update with a correction in each precision (A, u, r in
+/// f64), with their statistics; the matrix stored as `storage` asks on `grid`.
+fn row_passes<D: MultigridDevice>(
+    dev: &D,
+    out: &mut Parts,
+    case: &str,
+    (a, grid, storage): (&Csr<f64>, Option<GridShape>, MatrixStorage),
+    nrhs: usize,
+    seed: u64,
+) {
     let n = a.nrows();
-    let ell = Ell::from_csr_diagonal_first(&a, dev.ell_layout()).unwrap();
+    let ell = Ell::from_csr_diagonal_first(a, dev.ell_layout()).unwrap();
     let node = |v: &[f64], rows, p| block(dev, v, rows, nrhs, p, Layout::NodeMajor);
-    let (x, b) = (random(30, n * nrhs), random(31, n * nrhs));
+    let (x, b) = (random(seed, n * nrhs), random(seed + 1, n * nrhs));
     for p in ALL {
-        let matrix = EllMatrix::upload(dev, &ell, p).unwrap();
+        let matrix = EllMatrix::upload_stored(dev, &ell, p, storage, grid).unwrap();
+        let without_indices = storage == MatrixStorage::Grid && dev.reads_grid_rows();
+        assert_eq!(matrix.grid.is_some(), without_indices, "{case}");
         let (xb, bb) = (node(&x, n, p), node(&b, n, p));
         let mut result = node(&vec![0.0; n * nrhs], n, p);
         let mut stats = Stats::new(dev, nrhs).unwrap();
@@ -587,66 +593,71 @@ fn multigrid_parts<D: MultigridDevice>(dev: &D, nrhs: usize) -> Parts {
             let b = (op != RowOp::Apply).then_some(&bb);
             dev.ell_sweep(&matrix, op, &xb, b, &mut result, &mut stats)
                 .unwrap();
-            out.add(&format!("{op:?}"), p, result.to_f64(dev).unwrap());
-            out.add_sum(&format!("{op:?} statistics"), p, stats_of(dev, &mut stats));
+            out.add(&format!("{case}{op:?}"), p, result.to_f64(dev).unwrap());
+            out.add_sum(
+                &format!("{case}{op:?} statistics"),
+                p,
+                stats_of(dev, &mut stats),
+            );
         }
         dev.ell_jacobi_from_zero(&matrix, 0.8, &bb, &mut result, &mut stats)
             .unwrap();
-        out.add("Jacobi from zero", p, result.to_f64(dev).unwrap());
-        out.add_sum("Jacobi from zero statistics", p, stats_of(dev, &mut stats));
-        // The refinement update with a correction in p (A, u, r in f64).
-        let f64_matrix = EllMatrix::upload(dev, &ell, F64).unwrap();
-        let correction = node(&random(32, n * nrhs), n, p);
+        out.add(
+            &format!("{case}Jacobi from zero"),
+            p,
+            result.to_f64(dev).unwrap(),
+        );
+        out.add_sum(
+            &format!("{case}Jacobi from zero statistics"),
+            p,
+            stats_of(dev, &mut stats),
+        );
+        let f64_matrix = EllMatrix::upload_stored(dev, &ell, F64, storage, grid).unwrap();
+        let correction = node(&random(seed + 2, n * nrhs), n, p);
         let alpha: Vec<f64> = (0..nrhs).map(|c| 0.5 + c as f64).collect();
         let (mut u, mut r) = (node(&x, n, F64), node(&b, n, F64));
         dev.ell_refine_update(&f64_matrix, &correction, &alpha, &mut u, &mut r, &mut stats)
             .unwrap();
-        out.add("refinement u", F64, u.to_f64(dev).unwrap());
-        out.add("refinement r", F64, r.to_f64(dev).unwrap());
-        out.add_sum("refinement statistics", F64, stats_of(dev, &mut stats));
+        out.add(&format!("{case}refinement u"), F64, u.to_f64(dev).unwrap());
+        out.add(&format!("{case}refinement r"), F64, r.to_f64(dev).unwrap());
+        out.add_sum(
+            &format!("{case}refinement statistics"),
+            F64,
+            stats_of(dev, &mut stats),
+        );
     }
-    // The same passes with the matrices of uniform 2D and 3D grids stored without indices
-    // where the device reads them (the GPU; the CPU keeps the indices): the same values in
-    // the same order.
+}
+
+/// The multigrid kernels of one device on seeded inputs: sweeps, the first Jacobi step and
+/// the refinement update of the 2D Q1 stencil, indexed and (2D and 3D) stored without
+/// indices where the device reads that (the GPU; the CPU keeps the indices: the same values
+/// in the same order), grid transfers in 2D and 3D and matrix transfers between every pair
+/// of precisions, with their statistics; blocks of 1, 5 and 40 columns (one lane, a partly
+/// idle group of lanes, two column blocks).
+fn multigrid_parts<D: MultigridDevice>(dev: &D, nrhs: usize) -> Parts {
+    let mut out = Parts::default();
+    let node = |v: &[f64], rows, p| block(dev, v, rows, nrhs, p, Layout::NodeMajor);
+    let square = tensorfem::mg::assemble_level(2, 16).unwrap();
+    row_passes(
+        dev,
+        &mut out,
+        "",
+        (&square, None, MatrixStorage::Indexed),
+        nrhs,
+        30,
+    );
     for (dim, cells) in [(2, 16), (3, 8)] {
         let a = tensorfem::mg::assemble_level(dim, cells).unwrap();
-        let n = a.nrows();
-        let ell = Ell::from_csr_diagonal_first(&a, dev.ell_layout()).unwrap();
         let grid = Some(GridShape { dim, m: cells - 1 });
-        let (x, b) = (random(35, n * nrhs), random(36, n * nrhs));
-        for p in ALL {
-            let case = format!("{dim}D grid rows");
-            let matrix = EllMatrix::upload_stored(dev, &ell, p, MatrixStorage::Grid, grid).unwrap();
-            assert_eq!(matrix.grid.is_some(), dev.reads_grid_rows());
-            let (xb, bb) = (node(&x, n, p), node(&b, n, p));
-            let mut result = node(&vec![0.0; n * nrhs], n, p);
-            let mut stats = Stats::new(dev, nrhs).unwrap();
-            for op in [RowOp::Apply, RowOp::Residual, RowOp::Jacobi { omega: 0.8 }] {
-                let b = (op != RowOp::Apply).then_some(&bb);
-                dev.ell_sweep(&matrix, op, &xb, b, &mut result, &mut stats)
-                    .unwrap();
-                out.add(&format!("{case} {op:?}"), p, result.to_f64(dev).unwrap());
-                out.add_sum(
-                    &format!("{case} {op:?} statistics"),
-                    p,
-                    stats_of(dev, &mut stats),
-                );
-            }
-            let f64_matrix =
-                EllMatrix::upload_stored(dev, &ell, F64, MatrixStorage::Grid, grid).unwrap();
-            let correction = node(&random(37, n * nrhs), n, p);
-            let alpha: Vec<f64> = (0..nrhs).map(|c| 0.5 + c as f64).collect();
-            let (mut u, mut r) = (node(&x, n, F64), node(&b, n, F64));
-            dev.ell_refine_update(&f64_matrix, &correction, &alpha, &mut u, &mut r, &mut stats)
-                .unwrap();
-            out.add(&format!("{case} refinement u"), F64, u.to_f64(dev).unwrap());
-            out.add(&format!("{case} refinement r"), F64, r.to_f64(dev).unwrap());
-            out.add_sum(
-                &format!("{case} refinement statistics"),
-                F64,
-                stats_of(dev, &mut stats),
-            );
-        }
+        let case = format!("{dim}D grid rows: ");
+        row_passes(
+            dev,
+            &mut out,
+            &case,
+            (&a, grid, MatrixStorage::Grid),
+            nrhs,
+            35,
+        );
     }
     // Transfers: the last column inactive (scale 0), the others scaled.
     let scale: Vec<f64> = (0..nrhs)
@@ -982,13 +993,7 @@ fn stokes_kernels_match_the_cpu() {
 fn stokes_solves_match_the_cpu() {
     let Some(gpu) = gpu() else { return };
     let cpu = tensorfem::device::Cpu::new();
-    for name in [
-        "vanka",
-        "vanka-tuned",
-        "braess-sarazin",
-        "schur-uzawa",
-        "block-triangular",
-    ] {
+    for name in tensorfem::stokes::Preconditioner::NAMES {
         for p in ALL {
             let spec = tensorfem::stokes::StokesSpec {
                 n: 32,

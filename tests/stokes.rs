@@ -28,13 +28,7 @@ fn spec(n: usize, name: &str, precision: Precision, rtol: f64) -> StokesSpec {
     }
 }
 
-const ALL: [&str; 5] = [
-    "vanka",
-    "vanka-tuned",
-    "braess-sarazin",
-    "schur-uzawa",
-    "block-triangular",
-];
+const ALL: [&str; 5] = Preconditioner::NAMES;
 
 /// Velocity L2 O(h³), pressure L2 O(h²) over three refinements, solved to 1e-12 so the
 /// algebraic error is far below the discretization error.
@@ -427,13 +421,7 @@ fn every_preconditioner_matches_the_dense_solve<D: Kernels>(dev: &D) {
         b[(r, 0)] = problem.rhs[p];
     }
     let reference = a.partial_piv_lu().solve(&b);
-    for name in [
-        "vanka",
-        "vanka-tuned",
-        "braess-sarazin",
-        "schur-uzawa",
-        "block-triangular",
-    ] {
+    for name in ALL {
         let spec = StokesSpec {
             n,
             preconditioner: Preconditioner::by_name(name).unwrap(),

@@ -70,13 +70,7 @@ pub struct StokesBenchResult {
 /// Parses a comma-separated list of preconditioner names, or "all".
 pub fn parse_preconditioners(list: &str) -> std::result::Result<Vec<Preconditioner>, String> {
     let names: Vec<&str> = if list == "all" {
-        vec![
-            "vanka",
-            "vanka-tuned",
-            "braess-sarazin",
-            "schur-uzawa",
-            "block-triangular",
-        ]
+        Preconditioner::NAMES.to_vec()
     } else {
         list.split(',').map(str::trim).collect()
     };

@@ -235,6 +235,13 @@ impl GridShape {
     /// Point p itself, then its neighbours inside the grid (offsets −1, 0, 1 per
     /// direction) in increasing index order: the columns of p's row in a grid stencil.
     pub fn stencil(&self, p: usize) -> Vec<usize> {
+        let mut columns = Vec::new();
+        self.stencil_into(p, &mut columns);
+        columns
+    }
+
+    /// [`GridShape::stencil`] into `columns` (cleared first).
+    fn stencil_into(&self, p: usize, columns: &mut Vec<usize>) {
         let m = self.m as isize;
         let (i, j, k) = (p % self.m, (p / self.m) % self.m, p / self.plane().max(1));
         let coordinates = [
@@ -242,7 +249,8 @@ impl GridShape {
             j as isize,
             if self.dim == 3 { k as isize } else { 0 },
         ];
-        let mut columns = vec![p];
+        columns.clear();
+        columns.push(p);
         let offsets = 3usize.pow(self.dim as u32);
         for t in 0..offsets {
             let d = [
@@ -256,15 +264,15 @@ impl GridShape {
                 columns.push((p as isize + d[0] + d[1] * m + d[2] * m * m) as usize);
             }
         }
-        columns
     }
 
     /// Whether every row of `ell` holds exactly the columns of [`GridShape::stencil`] in
     /// that order, then only padding (value 0): what the index-free kernels assume.
     pub fn holds_stencil_of(&self, ell: &Ell<f64>) -> bool {
+        let mut columns = Vec::with_capacity(27);
         ell.nrows() == self.points()
             && (0..ell.nrows()).all(|r| {
-                let columns = self.stencil(r);
+                self.stencil_into(r, &mut columns);
                 columns.len() <= ell.width()
                     && (0..ell.width()).all(|s| {
                         let k = ell.index(s, r);

@@ -70,8 +70,13 @@ pub enum Preconditioner {
 
 impl Preconditioner {
     /// The names `bench stokes --precond` and the config accept.
-    pub const NAMES: &'static str =
-        "vanka, vanka-tuned, braess-sarazin, schur-uzawa, block-triangular";
+    pub const NAMES: [&'static str; 5] = [
+        "vanka",
+        "vanka-tuned",
+        "braess-sarazin",
+        "schur-uzawa",
+        "block-triangular",
+    ];
 
     /// The preconditioner of a name, with default parameters.
     pub fn by_name(name: &str) -> std::result::Result<Self, String> {
@@ -92,7 +97,7 @@ impl Preconditioner {
             other => {
                 return Err(format!(
                     "unknown preconditioner '{other}' (allowed: {})",
-                    Preconditioner::NAMES
+                    Preconditioner::NAMES.join(", ")
                 ))
             }
         })

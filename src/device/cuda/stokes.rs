@@ -32,11 +32,11 @@ fn mesh_arg(what: &str, grid: Grid) -> Result<Arg> {
     Ok(Arg::U32(grid.n as u32))
 }
 
-/// Fails unless `precision` is one the vector kernels take (f32 or f64).
-fn vector_precision(what: &str, precision: Precision) -> Result<()> {
-    match precision {
-        Precision::F32 | Precision::F64 => Ok(()),
-        p => Err(unsupported(what, &[p])),
+/// The one precision of `given`, if it is one the vector kernels take (f32 or f64).
+fn vector_precision(what: &str, given: &[Precision]) -> Result<Precision> {
+    match given {
+        [p @ (Precision::F32 | Precision::F64), rest @ ..] if rest.iter().all(|r| r == p) => Ok(*p),
+        _ => Err(unsupported(what, given)),
     }
 }
 
@@ -251,11 +251,7 @@ impl StokesKernels for Cuda {
         let (from, to) = kind.lens(coarse_n);
         check_len("stokes_transfer", input.len, from)?;
         check_len("stokes_transfer", output.len, to)?;
-        let p = input.precision();
-        vector_precision("stokes_transfer", p)?;
-        if output.precision() != p {
-            return Err(unsupported("stokes_transfer", &[p, output.precision()]));
-        }
+        let p = vector_precision("stokes_transfer", &[input.precision(), output.precision()])?;
         fits_u32("stokes_transfer", from.max(to))?;
         let code = match kind {
             Transfer::Q2Prolong => 0,
@@ -287,11 +283,7 @@ impl StokesKernels for Cuda {
         check_flow("vanka_gather", r, grid)?;
         let patches = Cuda::buffer_len(&maps.patch_of_column);
         check_len("vanka_gather", gathered.len(), patches * PATCH)?;
-        let p = r.precision();
-        vector_precision("vanka_gather", p)?;
-        if gathered.precision() != p {
-            return Err(unsupported("vanka_gather", &[p, gathered.precision()]));
-        }
+        let p = vector_precision("vanka_gather", &[r.precision(), gathered.precision()])?;
         let args = [
             mesh_arg("vanka_gather", grid)?,
             self.data_ptr(&r.data, 0),
@@ -354,11 +346,7 @@ impl StokesKernels for Cuda {
         x: &mut Block<Self>,
     ) -> Result<()> {
         check_flow("vanka_scatter", x, grid)?;
-        let p = x.precision();
-        vector_precision("vanka_scatter", p)?;
-        if corrections.precision() != p {
-            return Err(unsupported("vanka_scatter", &[p, corrections.precision()]));
-        }
+        let p = vector_precision("vanka_scatter", &[x.precision(), corrections.precision()])?;
         check_len(
             "vanka_scatter",
             Cuda::buffer_len(&maps.column_of),
@@ -387,13 +375,9 @@ impl StokesKernels for Cuda {
         mut x: ViewMut<'_, Self>,
     ) -> Result<()> {
         check_len("coarse_solve", b.len, x.len)?;
-        let p = b.precision();
-        vector_precision("coarse_solve", p)?;
-        if x.precision() != p || solve.inverse.precision() != Precision::F64 {
-            return Err(unsupported(
-                "coarse_solve",
-                &[p, x.precision(), solve.inverse.precision()],
-            ));
+        let p = vector_precision("coarse_solve", &[b.precision(), x.precision()])?;
+        if solve.inverse.precision() != Precision::F64 {
+            return Err(unsupported("coarse_solve", &[p, solve.inverse.precision()]));
         }
         check_len(
             "coarse_solve positions",

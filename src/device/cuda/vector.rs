@@ -587,13 +587,7 @@ impl VectorKernels for Cuda {
         }
         let (rows, cols) = (src.rows(), src.cols());
         let chunks = launch::chunks(rows as u64);
-        let front = Stats::<Cuda>::len_for(cols);
-        grow(
-            self,
-            &mut stats.partials,
-            front + 3 * cols * chunks as usize,
-        )?;
-        let triples = self.ptr(&stats.partials, front);
+        let triples = self.stats_triples(stats, cols, chunks)?;
         self.with_params(scale, |params| {
             self.launch(
                 &kernel_name("scale_columns", &[src.precision(), dst.precision()]),
