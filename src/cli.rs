@@ -454,10 +454,10 @@ pub struct PscBenchArgs {
     /// of the same block side by side (the factorisation reported apart, excluded).
     #[arg(long)]
     pub reference: bool,
-    /// Also time each stage of the apply (transforms, gather, C⁻¹, D, the C/E system, …),
-    /// each ended by a device synchronisation: the seconds of the last timed apply (with
-    /// --refine: summed over its solve's applies) in `stage_seconds`. The waits add to the
-    /// solve's time.
+    /// Also time each stage of the apply (transforms, gather, C⁻¹, D, the C/E system, …)
+    /// by marks in the device's queue (CUDA events on a GPU; no stage waits): the seconds
+    /// of the last timed apply (with --refine: summed over its solve's applies) in
+    /// `stage_seconds`.
     #[arg(long)]
     pub stages: bool,
     /// Print one JSON object per row (keys n, n0, nrhs, precision, setup_seconds,

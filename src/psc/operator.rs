@@ -22,8 +22,8 @@ use crate::device::psc::{i_slots, Classes, PADDING_SLOT};
 use bytemuck::Pod;
 
 use crate::device::{
-    Batch, Block, CsrMatrix, Data, HostArray, Layout, MatMut, MatRef, PscDevice, StageTime, Stats,
-    Storage,
+    Batch, Block, CsrMatrix, Data, HostArray, Layout, MatMut, MatRef, PscDevice, StageMarks,
+    StageTime, Stats, Storage,
 };
 use crate::error::{Error, Result};
 use crate::linalg::{BlockCg, BlockKind, CgParams, Cost, LinOp};
@@ -377,23 +377,6 @@ pub struct ApplyCounts {
     pub flops: f64,
 }
 
-/// The stage clock of [`PscOperator::time_stages`]: every stage ends with a device
-/// synchronisation, so each stage's seconds are its own (for diagnosis: the waits cost
-/// the overlap of launches).
-struct StageClock {
-    last: std::time::Instant,
-    seconds: Vec<StageTime>,
-}
-
-impl StageClock {
-    fn new() -> Self {
-        StageClock {
-            last: std::time::Instant::now(),
-            seconds: Vec::new(),
-        }
-    }
-}
-
 /// A PSC method's operators on a device, in a storage precision.
 pub struct PscOperator<D: PscDevice> {
     dev: D,
@@ -413,8 +396,8 @@ pub struct PscOperator<D: PscDevice> {
     last_iterations: usize,
     counts: ApplyCounts,
     ws: Option<Workspace<D>>,
-    /// Per-stage seconds when timed (None: no synchronisation between stages).
-    clock: std::cell::RefCell<Option<StageClock>>,
+    /// The stage marks of [`PscOperator::time_stages`] (None when not timing).
+    clock: std::cell::RefCell<Option<StageMarks<D>>>,
 }
 
 impl<D: PscDevice> PscOperator<D> {
@@ -520,48 +503,35 @@ impl<D: PscDevice> PscOperator<D> {
         std::mem::take(&mut self.counts)
     }
 
-    /// Times every stage of the applies from now on (`true`), each ended by a device
-    /// synchronisation, or stops timing.
+    /// Times every stage of the applies from now on (`true`) by marks in the device's queue
+    /// (CUDA events on a GPU), which no stage waits for, or stops timing.
     pub fn time_stages(&mut self, on: bool) {
-        *self.clock.get_mut() = on.then(StageClock::new);
+        *self.clock.get_mut() = on.then(StageMarks::default);
     }
 
     /// Seconds per stage of the applies since the last call (empty when not timing), and
-    /// zero them.
-    pub fn take_stage_seconds(&mut self) -> Vec<StageTime> {
-        self.clock
-            .get_mut()
-            .as_mut()
-            .map(|c| std::mem::take(&mut c.seconds))
-            .unwrap_or_default()
+    /// zero them. Waits for the device's last mark.
+    pub fn take_stage_seconds(&mut self) -> Result<Vec<StageTime>> {
+        match self.clock.get_mut().as_mut() {
+            Some(marks) => marks.take(&self.dev),
+            None => Ok(Vec::new()),
+        }
     }
 
-    /// Ends `stage` when timing: waits for the device and adds the seconds since the last
-    /// mark to the stage's.
+    /// Ends `stage` at this point of the device's queue when timing.
     fn mark(&self, stage: &'static str) -> Result<()> {
-        let mut clock = self.clock.borrow_mut();
-        let Some(clock) = clock.as_mut() else {
-            return Ok(());
-        };
-        self.dev.synchronize()?;
-        let now = std::time::Instant::now();
-        let seconds = (now - clock.last).as_secs_f64();
-        clock.last = now;
-        match clock.seconds.iter_mut().find(|t| t.stage == stage) {
-            Some(t) => t.seconds += seconds,
-            None => clock.seconds.push(StageTime { stage, seconds }),
+        match self.clock.borrow_mut().as_mut() {
+            Some(marks) => marks.end(&self.dev, stage),
+            None => Ok(()),
         }
-        Ok(())
     }
 
-    /// Starts an apply's clock (what ran before is not its).
+    /// Starts an apply's span (what was queued before is not its).
     fn start_clock(&self) -> Result<()> {
-        let mut clock = self.clock.borrow_mut();
-        if let Some(clock) = clock.as_mut() {
-            self.dev.synchronize()?;
-            clock.last = std::time::Instant::now();
+        match self.clock.borrow_mut().as_mut() {
+            Some(marks) => marks.begin(&self.dev),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// CG iterations of the last apply (0 for the direct methods).
