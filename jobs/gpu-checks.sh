@@ -82,14 +82,14 @@ bench_psc() {
     --cache-dir "$cache" --json "$@"
 }
 [[ $parts == *" bench "* ]] && step machine 60 "$out/30-machine.txt" "$b/run" bench machine --backend cuda
-# The table: Q1 (and P1 with PARTS+=p1) at every size, every precision, 1 to 1024
+# The table: Q1 (and P1 with PARTS+=p1) at every size, every precision (tf32 too), 1 to 1024
 # columns (4096 with `wide`).
 widths=1,64,1024
 [[ $parts == *" wide "* ]] && widths=$widths,4096
 [[ $parts == *" bench "* ]] && for size in ${1:-512:16 256:16}; do
   n=${size%%:*} n0=${size##*:}
   bench_psc "psc-q1-$n" 200 "$out/40-bench-psc.txt" --n "$n" --n0 "$n0" --nrhs "$widths" \
-    --precision f16,f32,f64
+    --precision f16,tf32,f32,f64
   [[ $parts == *" p1 "* ]] && bench_psc "psc-p1-$n" 120 "$out/40-bench-psc.txt" --element p1 \
     --n "$n" --n0 "$n0" --nrhs 1,64,1024 --precision f16,f32,f64
 done
@@ -98,7 +98,7 @@ done
 first=${1:-512:16}
 first=${first%% *}
 [[ $parts == *" refine "* ]] && bench_psc "psc-ir-${first%%:*}" 90 "$out/50-psc-methods.txt" \
-  --n "${first%%:*}" --n0 "${first##*:}" --nrhs 1,64,1024 --precision f16,f32 --refine \
+  --n "${first%%:*}" --n0 "${first##*:}" --nrhs 1,64,1024 --precision f16,tf32,f32 --refine \
   --rtol 1e-10 --runs 1
 [[ $parts == *" refine "* ]] && bench_psc "psc-ir-m3-1024" 120 "$out/50-psc-methods.txt" \
   --n 1024 --n0 32 --method m3 --nrhs 64 --precision f16,f32 --refine --rtol 1e-10 --runs 1

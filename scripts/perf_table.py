@@ -6,7 +6,8 @@ rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
 machine = next(r for r in rows if r.get("bench") == "machine")
 print(f"Machine ceilings ({machine['threads']} threads): triad {machine['triad_gbs']:.1f} GB/s, "
       f"GEMM f64 {machine['gemm_gflops_f64']:.1f}, f32 {machine['gemm_gflops_f32']:.1f}, "
-      f"f16 operands {machine['gemm_gflops_f16']:.1f} GFLOP/s\n")
+      + (f"TF32 {machine['gemm_gflops_tf32']:.1f}, " if "gemm_gflops_tf32" in machine else "")
+      + f"f16 operands {machine['gemm_gflops_f16']:.1f} GFLOP/s\n")
 print("| h | h0 | Nrhs | precision | set-up s | solve s | MDof/s | GFLOP/s (SPEC formula) | GFLOP/s (counted) "
       "| GEMM peak in run | % of peak (formula) | % of peak (counted) | operator GB/s | % of triad | rel. residual | rel. L2 error |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -145,6 +145,8 @@ impl ElementArg {
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum PrecisionArg {
     F16,
+    /// f32 operators, GEMMs on Tensor Cores in TF32 (PSC only).
+    Tf32,
     F32,
     F64,
 }
@@ -153,6 +155,7 @@ impl PrecisionArg {
     pub fn precision(self) -> Precision {
         match self {
             PrecisionArg::F16 => Precision::F16,
+            PrecisionArg::Tf32 => Precision::Tf32,
             PrecisionArg::F32 => Precision::F32,
             PrecisionArg::F64 => Precision::F64,
         }
@@ -389,7 +392,7 @@ impl PscInfoArgs {
 
 #[derive(clap::Args)]
 pub struct MachineArgs {
-    /// Print one JSON object (keys triad_gbs, gemm_gflops_f64, gemm_gflops_f32, gemm_gflops_f16;
+    /// Print one JSON object (keys triad_gbs, gemm_gflops_f64, gemm_gflops_f32, gemm_gflops_tf32, gemm_gflops_f16;
     /// on CUDA copy_gbs instead of triad_gbs).
     #[arg(long)]
     pub json: bool,
@@ -419,8 +422,9 @@ pub struct PscBenchArgs {
     /// 1,64,1024 gives one row each, after one set-up.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pub nrhs: Vec<usize>,
-    /// Working precision of the stored operators; a list such as f16,f32,f64 gives one row
-    /// (per --nrhs) each, after one set-up.
+    /// Working precision of the stored operators (tf32: stored in f32, GEMMs on Tensor
+    /// Cores in TF32); a list such as f16,tf32,f32,f64 gives one row (per --nrhs) each,
+    /// after one set-up.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "f32")]
     pub precision: Vec<PrecisionArg>,
     #[arg(long, value_enum, default_value_t = ElementArg::Q1)]

@@ -2,6 +2,9 @@
 //!
 //! f16 is a storage format only on the CPU: values are stored in IEEE binary16 (via `half`)
 //! and every arithmetic operation on them runs in f32. f32 and f64 are computed in themselves.
+//! TF32 is f32 storage whose dense products (GEMMs) multiply operands rounded to TF32
+//! (f32's 8-bit exponent, a 10-bit mantissa: f16's unit roundoff without its range) and
+//! accumulate in f32: NVIDIA Tensor Cores' mode for f32 data, rounded alike on the CPU.
 
 use std::fmt;
 use std::iter::Sum;
@@ -14,64 +17,112 @@ use num_traits::Float;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Precision {
     F16,
+    /// f32 storage, GEMM operands rounded to TF32 (see the module's doc).
+    Tf32,
     F32,
     F64,
 }
 
 impl Precision {
-    pub const ALL: [Precision; 3] = [Precision::F16, Precision::F32, Precision::F64];
+    /// The storage formats: what a buffer holds.
+    pub const STORED: [Precision; 3] = [Precision::F16, Precision::F32, Precision::F64];
+    /// Every precision a config, a log or an HDF5 attribute may name.
+    pub const NAMED: [Precision; 4] = [
+        Precision::F16,
+        Precision::Tf32,
+        Precision::F32,
+        Precision::F64,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Precision::F16 => "f16",
+            Precision::Tf32 => "tf32",
             Precision::F32 => "f32",
             Precision::F64 => "f64",
         }
     }
 
-    /// Bytes one stored value takes.
-    pub fn bytes(self) -> usize {
+    /// The format values are stored in (TF32: f32).
+    pub fn storage(self) -> Precision {
         match self {
-            Precision::F16 => 2,
-            Precision::F32 => 4,
-            Precision::F64 => 8,
+            Precision::Tf32 => Precision::F32,
+            other => other,
         }
     }
 
-    /// The precision arithmetic on values stored in this one runs in (f16: f32).
+    /// How the GEMMs of operators in this precision multiply.
+    pub fn gemm_math(self) -> GemmMath {
+        match self {
+            Precision::Tf32 => GemmMath::Tf32,
+            _ => GemmMath::Full,
+        }
+    }
+
+    /// Bytes one stored value takes.
+    pub fn bytes(self) -> usize {
+        match self.storage() {
+            Precision::F16 => 2,
+            Precision::F64 => 8,
+            _ => 4,
+        }
+    }
+
+    /// The precision arithmetic on values stored in this one runs in (f16, TF32: f32).
     pub fn compute(self) -> Precision {
         match self {
-            Precision::F16 => Precision::F32,
+            Precision::F16 | Precision::Tf32 => Precision::F32,
             other => other,
         }
     }
 
     /// Largest finite value.
     pub fn max(self) -> f64 {
-        match self {
+        match self.storage() {
             Precision::F16 => <f16 as Stored>::MAX,
-            Precision::F32 => <f32 as Stored>::MAX,
             Precision::F64 => <f64 as Stored>::MAX,
+            _ => <f32 as Stored>::MAX,
         }
     }
 
     /// Smallest positive value (subnormal): anything below half of it rounds to zero.
     pub fn tiny(self) -> f64 {
-        match self {
+        match self.storage() {
             Precision::F16 => <f16 as Stored>::TINY,
-            Precision::F32 => <f32 as Stored>::TINY,
             Precision::F64 => <f64 as Stored>::TINY,
+            _ => <f32 as Stored>::TINY,
         }
     }
 
-    /// Unit roundoff u = 2^-p (half the machine epsilon) of the storage format.
+    /// Unit roundoff u = 2^-p (half the machine epsilon) of the format the products see
+    /// (TF32: 2^-11, its 10-bit mantissa).
     pub fn unit_roundoff(self) -> f64 {
         match self {
             Precision::F16 => f16::EPSILON.to_f64() / 2.0,
+            Precision::Tf32 => 2f64.powi(-11),
             Precision::F32 => f32::EPSILON as f64 / 2.0,
             Precision::F64 => f64::EPSILON / 2.0,
         }
     }
+}
+
+/// How a GEMM multiplies: in its operands' compute precision, or (f32 operands only) on
+/// Tensor Cores with the operands rounded to TF32 and the sums in f32.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GemmMath {
+    #[default]
+    Full,
+    Tf32,
+}
+
+/// `v` rounded to TF32 (to nearest, ties away from zero: PTX's `cvt.rna.tf32.f32`, what
+/// cuBLAS applies to f32 operands in TF32 mode): the lowest 13 mantissa bits cleared. NaN
+/// and infinities stay; values within half a TF32 step of f32::MAX round to infinity.
+pub fn round_to_tf32(v: f32) -> f32 {
+    if !v.is_finite() {
+        return v;
+    }
+    f32::from_bits((v.to_bits() + 0x1000) & !0x1FFF)
 }
 
 impl fmt::Display for Precision {
@@ -83,10 +134,10 @@ impl fmt::Display for Precision {
 impl FromStr for Precision {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Precision::ALL
+        Precision::NAMED
             .into_iter()
             .find(|p| p.name() == s)
-            .ok_or_else(|| format!("unknown precision '{s}' (allowed: f16, f32, f64)"))
+            .ok_or_else(|| format!("unknown precision '{s}' (allowed: f16, tf32, f32, f64)"))
     }
 }
 
@@ -347,7 +398,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for p in Precision::ALL {
+        for p in Precision::NAMED {
             assert_eq!(p.name().parse::<Precision>().unwrap(), p);
         }
         assert!("f8".parse::<Precision>().is_err());
@@ -358,6 +409,42 @@ mod tests {
         assert_eq!(Precision::F16.unit_roundoff(), 2f64.powi(-11));
         assert_eq!(Precision::F32.unit_roundoff(), 2f64.powi(-24));
         assert_eq!(Precision::F64.unit_roundoff(), 2f64.powi(-53));
+        assert_eq!(Precision::Tf32.unit_roundoff(), 2f64.powi(-11));
+        assert_eq!(Precision::Tf32.storage(), Precision::F32);
+        assert_eq!(Precision::Tf32.bytes(), 4);
+        assert_eq!(Precision::Tf32.max(), f32::MAX as f64);
+    }
+
+    #[test]
+    fn tf32_rounds_to_nearest_ties_away() {
+        let ulp = 2f32.powi(-10); // TF32's step at 1
+        assert_eq!(round_to_tf32(1.0 + ulp / 4.0), 1.0);
+        assert_eq!(
+            round_to_tf32(1.0 + ulp / 2.0),
+            1.0 + ulp,
+            "a tie goes away from zero"
+        );
+        assert_eq!(round_to_tf32(-(1.0 + ulp / 2.0)), -(1.0 + ulp));
+        assert_eq!(round_to_tf32(1.0 + 0.75 * ulp), 1.0 + ulp);
+        assert_eq!(
+            round_to_tf32(2.0 - ulp / 4.0),
+            2.0,
+            "the carry reaches the exponent"
+        );
+        assert_eq!(round_to_tf32(f32::MAX), f32::INFINITY);
+        assert!(round_to_tf32(f32::NAN).is_nan());
+        assert_eq!(round_to_tf32(f32::NEG_INFINITY), f32::NEG_INFINITY);
+        // Every value within u = 2^-11 relative, its low 13 bits clear.
+        let mut x = 0.123_456_79f32;
+        for _ in 0..1000 {
+            x = (x * 3.7 + 0.31).fract() * 1e3 - 500.0;
+            let r = round_to_tf32(x);
+            assert_eq!(r.to_bits() & 0x1FFF, 0);
+            assert!(
+                ((r - x) / x).abs() as f64 <= Precision::Tf32.unit_roundoff(),
+                "{x} → {r}"
+            );
+        }
     }
 
     #[test]

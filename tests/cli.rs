@@ -704,6 +704,7 @@ fn bench_commands_print_their_json_keys() {
         "triad_gbs",
         "gemm_gflops_f64",
         "gemm_gflops_f32",
+        "gemm_gflops_tf32",
         "gemm_gflops_f16",
     ] {
         assert!(m[key].as_f64().is_some_and(|v| v > 0.0), "{key} in {m}");
@@ -831,6 +832,11 @@ fn bench_commands_print_their_json_keys() {
         r["reference_solve_seconds"].is_null(),
         "no reference asked: {r}"
     );
+    // tf32: f32 operators, GEMM operands rounded to TF32; refined to f64 accuracy too, and
+    // named in the row.
+    let t = psc(&["--precision", "tf32", "--refine", "--rtol", "1e-11"]);
+    assert_eq!(t["precision"], "tf32", "{t}");
+    assert!(t["relative_residual"].as_f64().unwrap() <= 1e-11, "{t}");
     // --reference: the sparse Cholesky's solve of the same block, timed beside it.
     let c = psc(&[
         "--precision",

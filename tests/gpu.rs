@@ -18,7 +18,8 @@ use tensorfem::device::{
     LevelTransfer, MatMut, MatRef, MatrixStorage, MultigridDevice, RowOp, Scratch, SparseKernels,
     Stats, VectorKernels,
 };
-use tensorfem::precision::Precision::{self, F16, F32, F64};
+use tensorfem::precision::GemmMath;
+use tensorfem::precision::Precision::{self, Tf32, F16, F32, F64};
 use tensorfem::sparse::{Csr, Ell, SparseRows};
 
 const ALL: [Precision; 3] = [F16, F32, F64];
@@ -30,7 +31,9 @@ fn covers(_entries: &[&str]) {}
 /// Relative tolerance of results computed in precision `p` on both backends.
 fn tolerance(p: Precision) -> f64 {
     match p {
-        F16 => 2e-3,
+        // TF32 rounds like f16 (11 significant bits); the CPU rounds operands to nearest,
+        // a GPU may round them otherwise.
+        F16 | Tf32 => 2e-3,
         F32 => 2e-6,
         F64 => 1e-13,
     }
@@ -85,7 +88,7 @@ impl Parts {
         // A result stored in f16 is rounded to its ulp (2⁻¹⁰ relative), wherever it was
         // summed: two summation orders can round to neighbouring f16 values.
         let tol = match p {
-            F16 => tolerance(F16),
+            F16 | Tf32 => tolerance(p),
             F32 => 1e-4,
             F64 => 1e-12,
         };
@@ -274,7 +277,13 @@ fn dense_products_match_the_cpu() {
     let cpu = tensorfem::device::Cpu::new();
     let (m, k, n) = (67, 45, 33);
     let (a, b) = (random(7, m * k), random(8, k * n));
-    for (s, c) in [(F16, F16), (F16, F32), (F32, F32), (F64, F64)] {
+    for (s, c, math) in [
+        (F16, F16, GemmMath::Full),
+        (F16, F32, GemmMath::Full),
+        (F32, F32, GemmMath::Full),
+        (F32, F32, GemmMath::Tf32),
+        (F64, F64, GemmMath::Full),
+    ] {
         for transposed in [false, true] {
             macro_rules! run {
                 ($dev:expr) => {{
@@ -293,10 +302,12 @@ fn dense_products_match_the_cpu() {
                         a_op,
                         MatRef::col_major(&bd, 0, k, n, k),
                         MatMut::col_major(&mut cd, 0, m, n, m),
+                        math,
                     )
                     .unwrap();
-                    out.add_sum("gemm", c, cd.to_f64(dev).unwrap());
-                    if c == s.compute() {
+                    let product = if math == GemmMath::Tf32 { Tf32 } else { c };
+                    out.add_sum("gemm", product, cd.to_f64(dev).unwrap());
+                    if c == s.compute() && math == GemmMath::Full {
                         let x = Data::from_f64(dev, &b[..k], c).unwrap();
                         let mut y = Data::zeros(dev, m, c).unwrap();
                         dev.gemv(MatRef::col_major(&ad, 0, m, k, m), x.view(), y.view_mut())
@@ -306,7 +317,10 @@ fn dense_products_match_the_cpu() {
                     out
                 }};
             }
-            run!(&gpu).compare(&run!(&cpu), &format!("{s}→{c} transposed {transposed}"));
+            run!(&gpu).compare(
+                &run!(&cpu),
+                &format!("{s}→{c} in {math:?} transposed {transposed}"),
+            );
         }
     }
     // GEMV of a short, wide matrix (B's shape) in column slices: 13 × 300 with ld 16, five
@@ -437,7 +451,9 @@ fn sparse_products_match_the_cpu() {
                 let stored: Csr<f64> = a.clone();
                 let am = match s {
                     F16 => CsrMatrix::upload(dev, &stored.convert::<half::f16>().unwrap()).unwrap(),
-                    F32 => CsrMatrix::upload(dev, &stored.convert::<f32>().unwrap()).unwrap(),
+                    F32 | Tf32 => {
+                        CsrMatrix::upload(dev, &stored.convert::<f32>().unwrap()).unwrap()
+                    }
                     F64 => CsrMatrix::upload(dev, &stored).unwrap(),
                 };
                 let xb = block(dev, &x, n, k, c, Layout::ColMajor);

@@ -16,7 +16,7 @@ use tensorfem::device::{
 use tensorfem::device_tests;
 use tensorfem::mesh::{refine, unit_square_refined, CoarseMesh, Element};
 use tensorfem::mg::assemble_level;
-use tensorfem::precision::{f16_from_f64, Precision, Stored};
+use tensorfem::precision::{f16_from_f64, round_to_tf32, GemmMath, Precision, Stored};
 use tensorfem::psc::HierarchicalBasis;
 use tensorfem::sparse::{self, Csr, Ell};
 
@@ -262,7 +262,7 @@ fn dense_kernels_match_naive_products<D: PscDevice>(dev: &D) {
             .map(|l| if transposed { a[l + i * k] } else { a[i + l * m] } * b[l + j * k])
             .sum()
     };
-    for p in Precision::ALL {
+    for p in Precision::STORED {
         for out in [p, p.compute()] {
             let (ad, bd) = (
                 Data::from_f64(dev, &a, p).unwrap(),
@@ -273,6 +273,7 @@ fn dense_kernels_match_naive_products<D: PscDevice>(dev: &D) {
                 MatRef::col_major(&ad, 0, m, k, m),
                 MatRef::col_major(&bd, 0, k, n, k),
                 MatMut::col_major(&mut d, 0, m, n, m),
+                GemmMath::Full,
             )
             .unwrap();
             let got = d.to_f64(dev).unwrap();
@@ -294,6 +295,7 @@ fn dense_kernels_match_naive_products<D: PscDevice>(dev: &D) {
                 MatRef::transposed(&ad, 0, m, k, k),
                 MatRef::col_major(&bd, 0, k, n, k),
                 MatMut::col_major(&mut big, m + 3 + 2, m, n, m + 3),
+                GemmMath::Full,
             )
             .unwrap();
             let got = big.to_f64(dev).unwrap();
@@ -322,7 +324,7 @@ fn dense_kernels_match_naive_products<D: PscDevice>(dev: &D) {
 /// triangle, the strict upper one holds NaN and must not show.
 fn matrix_vector_products_match_f64_products<D: PscDevice>(dev: &D) {
     let entry = |i: usize, j: usize| ((i * 7 + j * 3 + i * j) % 7) as f64 - 3.0;
-    for p in Precision::ALL {
+    for p in Precision::STORED {
         for (m, n, ld, offset) in [(225, 7200, 225, 0), (37, 5, 40, 3), (3001, 90, 3001, 0)] {
             let mut a = vec![0.0; offset + ld * n];
             for j in 0..n {
@@ -522,7 +524,7 @@ fn cpu_matrix_vector_products_are_the_same_at_every_simd_level_and_thread_count(
         .build()
         .unwrap();
     let before = simd::level();
-    for p in Precision::ALL {
+    for p in Precision::STORED {
         for n in [37, 2003] {
             let a = values(n * n, 70);
             let symmetric: Vec<f64> = (0..n * n)
@@ -551,7 +553,7 @@ fn cpu_matrix_vector_products_are_the_same_at_every_simd_level_and_thread_count(
             // Within rounding of the f64 products.
             let tolerance = match p {
                 Precision::F64 => 1e-12,
-                Precision::F32 => 1e-4,
+                Precision::F32 | Precision::Tf32 => 1e-4,
                 Precision::F16 => 1e-4,
             };
             let stored = |v: &[f64]| Data::from_f64(&dev, v, p).unwrap().to_f64(&dev).unwrap();
@@ -580,6 +582,110 @@ fn cpu_matrix_vector_products_are_the_same_at_every_simd_level_and_thread_count(
     simd::set_level(before);
 }
 
+/// GEMMs in TF32 math multiply f32 operands rounded to TF32 (to nearest, ties away) with
+/// f32 sums, plain and batched: they equal the f64 products of the rounded operands to f32
+/// accuracy and differ from the exact products by about TF32's unit roundoff. Other
+/// storage precisions are refused.
+fn tf32_gemms_multiply_operands_rounded_to_tf32<D: PscDevice>(dev: &D) {
+    let (m, n, k, count) = (70, 33, 257, 3);
+    // Values with more bits than TF32 holds (f32-exact, so f32 storage is lossless).
+    let value = |i: usize, salt: usize| {
+        let x = ((i * 7919 + salt * 104_729) % 65_521) as f64 / 65_521.0;
+        ((1.0 + x) * if i.is_multiple_of(3) { -1.0 } else { 1.0 }) as f32 as f64
+    };
+    let a: Vec<f64> = (0..m * k).map(|i| value(i, 1)).collect();
+    let b: Vec<f64> = (0..k * n * count).map(|i| value(i, 2)).collect();
+    let tf32 = |v: f64| round_to_tf32(v as f32) as f64;
+    let (ad, bd) = (
+        Data::from_f64(dev, &a, Precision::F32).unwrap(),
+        Data::from_f64(dev, &b, Precision::F32).unwrap(),
+    );
+    let mut c = Data::zeros(dev, m * n * count, Precision::F32).unwrap();
+    dev.gemm(
+        MatRef::col_major(&ad, 0, m, k, m),
+        MatRef::col_major(&bd, 0, k, n, k),
+        MatMut::col_major(&mut c, 0, m, n, m),
+        GemmMath::Tf32,
+    )
+    .unwrap();
+    let single = c.to_f64(dev).unwrap();
+    dev.gemm_batched(
+        MatRef::col_major(&ad, 0, m, k, m),
+        MatRef::col_major(&bd, 0, k, n, k),
+        MatMut::col_major(&mut c, 0, m, n, m),
+        Batch {
+            count,
+            stride_a: 0,
+            stride_b: k * n,
+            stride_c: m * n,
+        },
+        GemmMath::Tf32,
+    )
+    .unwrap();
+    let batched = c.to_f64(dev).unwrap();
+    dev.gemm(
+        MatRef::col_major(&ad, 0, m, k, m),
+        MatRef::col_major(&bd, 0, k, n, k),
+        MatMut::col_major(&mut c, 0, m, n, m),
+        GemmMath::Full,
+    )
+    .unwrap();
+    let full = c.to_f64(dev).unwrap();
+    // Largest |error| / Σ|a||b| of the TF32 and of the f32 products against the exact ones.
+    let (mut tf32_error, mut f32_error): (f64, f64) = (0.0, 0.0);
+    for q in 0..count {
+        for j in 0..n {
+            for i in 0..m {
+                let (mut rounded, mut exact, mut magnitude) = (0.0, 0.0, 0.0);
+                for l in 0..k {
+                    let (x, y) = (a[i + l * m], b[q * k * n + l + j * k]);
+                    rounded += tf32(x) * tf32(y);
+                    exact += x * y;
+                    magnitude += (x * y).abs();
+                }
+                // f32 sums of k products: |error| ≤ k·u_f32·Σ|a||b| (a loose bound).
+                let f32_sums = k as f64 * Precision::F32.unit_roundoff() * magnitude;
+                let got = batched[i + j * m + q * m * n];
+                assert!(
+                    (got - rounded).abs() <= f32_sums,
+                    "batch {q} ({i}, {j}): {got} vs {rounded} of the rounded operands"
+                );
+                // Each operand rounds by at most u_tf32: |rounded − exact| ≤ 2u·Σ|a||b|.
+                let tf32_bound = 2.1 * Precision::Tf32.unit_roundoff() * magnitude;
+                assert!((got - exact).abs() <= tf32_bound + f32_sums);
+                tf32_error = tf32_error.max((got - exact).abs() / magnitude);
+                if q == 0 {
+                    assert_eq!(got, single[i + j * m], "batched vs single ({i}, {j})");
+                    f32_error = f32_error.max((full[i + j * m] - exact).abs() / magnitude);
+                }
+            }
+        }
+    }
+    // The operands really were rounded: errors of TF32's size, far beyond f32's.
+    assert!(
+        tf32_error > 1e-5 && tf32_error > 30.0 * f32_error,
+        "TF32 products err by {tf32_error:e}, f32 ones by {f32_error:e}"
+    );
+    for p in [Precision::F16, Precision::F64] {
+        let (ad, bd) = (
+            Data::from_f64(dev, &a[..4], p).unwrap(),
+            Data::from_f64(dev, &b[..4], p).unwrap(),
+        );
+        let mut c = Data::zeros(dev, 4, p.compute()).unwrap();
+        let refused = dev.gemm(
+            MatRef::col_major(&ad, 0, 2, 2, 2),
+            MatRef::col_major(&bd, 0, 2, 2, 2),
+            MatMut::col_major(&mut c, 0, 2, 2, 2),
+            GemmMath::Tf32,
+        );
+        let message = refused.expect_err("TF32 on other storage").to_string();
+        assert!(
+            message.contains("TF32") && message.contains(p.name()),
+            "{message}"
+        );
+    }
+}
+
 /// The fused Gram-Schmidt step: h = Vᵀw, w ← w − V h, the norms before and after.
 /// A batched GEMM with a shared A (stride 0) and B, C blocks at a stride with gaps between
 /// them equals the products one by one; entries between the blocks stay untouched.
@@ -589,7 +695,7 @@ fn batched_gemm_equals_separate_products<D: PscDevice>(dev: &D) {
     let b: Vec<f64> = (0..stride * count)
         .map(|i| ((i * 3) % 13) as f64 - 6.0)
         .collect();
-    for p in Precision::ALL {
+    for p in Precision::STORED {
         let (ad, bd) = (
             Data::from_f64(dev, &a, p).unwrap(),
             Data::from_f64(dev, &b, p).unwrap(),
@@ -605,6 +711,7 @@ fn batched_gemm_equals_separate_products<D: PscDevice>(dev: &D) {
                 stride_b: stride,
                 stride_c: stride,
             },
+            GemmMath::Full,
         )
         .unwrap();
         let got = c.to_f64(dev).unwrap();
@@ -672,15 +779,17 @@ fn csr_kernels_match_host_products<D: PscDevice>(dev: &D) {
         for c in 0..k {
             sparse::spmv(&a, &x[c * n..(c + 1) * n], &mut want[c * n..(c + 1) * n]);
         }
-        for p in Precision::ALL {
+        for p in Precision::STORED {
             let ap: Csr<f64> = match p {
                 Precision::F16 => a.convert::<f16>().unwrap().to_f64(),
-                Precision::F32 => a.convert::<f32>().unwrap().to_f64(),
+                Precision::F32 | Precision::Tf32 => a.convert::<f32>().unwrap().to_f64(),
                 Precision::F64 => a.clone(),
             };
             let device_a = match p {
                 Precision::F16 => CsrMatrix::upload(dev, &a.convert::<f16>().unwrap()),
-                Precision::F32 => CsrMatrix::upload(dev, &a.convert::<f32>().unwrap()),
+                Precision::F32 | Precision::Tf32 => {
+                    CsrMatrix::upload(dev, &a.convert::<f32>().unwrap())
+                }
                 Precision::F64 => CsrMatrix::upload(dev, &a),
             }
             .unwrap();
@@ -750,7 +859,7 @@ fn ell_kernels_match_host_products<D: MultigridDevice>(dev: &D) {
     let (x, b) = (values(n * k, 40), values(n * k, 41));
     let node = |v: &[f64], p| Block::from_f64(dev, v, n, k, p, Layout::NodeMajor).unwrap();
     let host = |v: &[f64], c: usize| -> Vec<f64> { (0..n).map(|i| v[i * k + c]).collect() };
-    for p in Precision::ALL {
+    for p in Precision::STORED {
         let matrix = EllMatrix::upload(dev, &ell, p).unwrap();
         let (xb, bb) = (node(&x, p), node(&b, p));
         let (xr, br) = (xb.to_f64(dev).unwrap(), bb.to_f64(dev).unwrap());
@@ -758,7 +867,7 @@ fn ell_kernels_match_host_products<D: MultigridDevice>(dev: &D) {
         let mut stats = Stats::new(dev, k).unwrap();
         let tolerance = match p {
             Precision::F16 => 4e-3,
-            Precision::F32 => 2e-6,
+            Precision::F32 | Precision::Tf32 => 2e-6,
             Precision::F64 => 1e-13,
         };
         for op in [RowOp::Apply, RowOp::Residual, RowOp::Jacobi { omega: 0.7 }] {
@@ -867,7 +976,7 @@ fn sweeps_at_simd_level(
     };
     for k in [1, 40] {
         let (x, b) = (values(n * k, 60), values(n * k, 61));
-        for p in Precision::ALL {
+        for p in Precision::STORED {
             // As the solver stores its levels: rounding-level entries dropped (3D).
             let stored = tensorfem::mg::without_roundoff(ell.clone(), p);
             let matrix = EllMatrix::upload(&dev, &stored, p).unwrap();
@@ -946,7 +1055,7 @@ fn statistics_without_norms_keep_maxima_and_flag_nan() {
     let a = assemble_level(2, 32).unwrap();
     let n = sparse::SparseRows::nrows(&a);
     let ell = Ell::from_csr_diagonal_first(&a, dev.ell_layout()).unwrap();
-    for p in Precision::ALL {
+    for p in Precision::STORED {
         let matrix = EllMatrix::upload(&dev, &ell, p).unwrap();
         for k in [1, 40] {
             let sweep = |x: &[f64], norms: bool| {
@@ -1004,7 +1113,7 @@ fn cpu_column_statistics_do_not_depend_on_the_block_width() {
     let column = |v: &[f64], c: usize| -> Vec<f64> { (0..n).map(|i| v[i * k + c]).collect() };
     let f64_matrix = EllMatrix::upload(&dev, &ell, Precision::F64).unwrap();
     let alpha: Vec<f64> = (0..k).map(|c| 1.0 + c as f64 / 3.0).collect();
-    for p in Precision::ALL {
+    for p in Precision::STORED {
         let matrix = EllMatrix::upload(&dev, &ell, p).unwrap();
         let block =
             |v: &[f64], cols, p| Block::from_f64(&dev, v, n, cols, p, Layout::NodeMajor).unwrap();
@@ -1095,7 +1204,7 @@ fn ell_columns_in_wide_blocks_equal_columns_alone<D: MultigridDevice>(dev: &D) {
     let ell = Ell::from_csr_diagonal_first(&a, dev.ell_layout()).unwrap();
     let (x, b) = (values(n * k, 50), values(n * k, 51));
     let column = |v: &[f64], c: usize| -> Vec<f64> { (0..n).map(|i| v[i * k + c]).collect() };
-    for p in Precision::ALL {
+    for p in Precision::STORED {
         let matrix = EllMatrix::upload(dev, &ell, p).unwrap();
         let block =
             |v: &[f64], cols| Block::from_f64(dev, v, n, cols, p, Layout::NodeMajor).unwrap();
@@ -1199,7 +1308,7 @@ fn cpu_grid_transfers_alone_in_a_block_and_at_every_simd_level() {
         for level in SimdLevel::ALL.into_iter().filter(|l| l.is_supported()) {
             assert!(simd::set_level(level));
             let mut outputs = Vec::new();
-            for p in Precision::ALL {
+            for p in Precision::STORED {
                 let run =
                     |f: &[f64], c: &[f64], scales: &[f64]| -> (Vec<f64>, Vec<f64>, Vec<f64>) {
                         let nrhs = scales.len();
@@ -1596,6 +1705,7 @@ device_tests!(
     dense_kernels_match_naive_products,
     matrix_vector_products_match_f64_products,
     batched_gemm_equals_separate_products,
+    tf32_gemms_multiply_operands_rounded_to_tf32,
     orthogonalize_matches_naive_loops,
     csr_kernels_match_host_products,
     psc_passes_match_the_matrices,

@@ -225,7 +225,7 @@ fn refined<D: PscDevice>(
 /// Every method in f64 agrees with the sparse Cholesky solve to 1e-10 and M2, M3 with M1
 /// to 1e-10, for Q1 and P1, several h/h0, one and several right-hand sides, macro elements
 /// with and without padded I slots, on the unit square and on refined coarse meshes (the flow around a square, a Gmsh mesh, general
-/// rectangles); f32/f16 errors are bounded; PSC-IR around each reaches 1e-10.
+/// rectangles); f32/tf32/f16 errors are bounded; PSC-IR around each reaches 1e-10.
 fn methods_match_the_reference_in_every_precision<D: PscDevice>(dev: &D) {
     let mut cases: Vec<(String, Box<dyn Fn() -> Problem>)> = Vec::new();
     for (element, n0, levels, nrhs) in [
@@ -288,20 +288,25 @@ fn methods_match_the_reference_in_every_precision<D: PscDevice>(dev: &D) {
             let (e64, x64) = error(Precision::F64);
             let (e32, _) = error(Precision::F32);
             let (e16, _) = error(Precision::F16);
-            println!("{case}: {method} errors f64 {e64:.2e}, f32 {e32:.2e}, f16 {e16:.2e}");
+            let (etf, _) = error(Precision::Tf32);
+            println!(
+                "{case}: {method} errors f64 {e64:.2e}, f32 {e32:.2e}, tf32 {etf:.2e}, f16 {e16:.2e}"
+            );
             assert!(e64 < 1e-10, "{case}: {method} f64 {e64:e}");
             assert!(e32 < 1e-5, "{case}: {method} f32 {e32:e}");
             assert!(
                 e16 < 1e-2,
                 "{case}: {method} f16 {e16:e} (the source accepts about 1%)"
             );
+            // TF32's products round to f16's 11 bits; the operators keep f32's range.
+            assert!(etf < 1e-2, "{case}: {method} tf32 {etf:e}");
             if method == PscMethod::M1 {
                 m1_solution = x64;
             } else {
                 let d = max_relative_difference(&x64, &m1_solution, n);
                 assert!(d < 1e-10, "{case}: {method} differs from M1 by {d:e}");
             }
-            for precision in [Precision::F32, Precision::F16] {
+            for precision in [Precision::F32, Precision::Tf32, Precision::F16] {
                 let (iterations, residual) = refined(dev, &setup, precision, &p);
                 println!(
                     "{case}: PSC-IR around {method} in {precision}: {iterations} iterations, residual {residual:.2e}"

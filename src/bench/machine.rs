@@ -15,6 +15,9 @@ pub struct MachineCeilings {
     pub triad_gbs: f64,
     pub gemm_gflops_f64: f64,
     pub gemm_gflops_f32: f64,
+    /// f32 operands rounded to TF32 tile by tile, f32 arithmetic (the CPU's emulation of
+    /// Tensor Cores' TF32 mode).
+    pub gemm_gflops_tf32: f64,
     /// f16 operands, f32 arithmetic and result (no f16 arithmetic units on this CPU).
     pub gemm_gflops_f16: f64,
 }
@@ -24,6 +27,7 @@ impl MachineCeilings {
         match p {
             Precision::F64 => self.gemm_gflops_f64,
             Precision::F32 => self.gemm_gflops_f32,
+            Precision::Tf32 => self.gemm_gflops_tf32,
             Precision::F16 => self.gemm_gflops_f16,
         }
     }
@@ -71,6 +75,7 @@ pub fn device_gemm_gflops<D: DenseKernels>(dev: &D, p: Precision, size: usize) -
                 MatRef::col_major(&a, 0, size, size, size),
                 MatRef::col_major(&b, 0, size, size, size),
                 MatMut::col_major(&mut d, 0, size, size, size),
+                p.gemm_math(),
             )
             .and_then(|()| dev.synchronize())
         });
@@ -115,6 +120,7 @@ pub fn measure_machine() -> MachineCeilings {
         triad_gbs: triad_gbs(),
         gemm_gflops_f64: gemm_gflops(Precision::F64),
         gemm_gflops_f32: gemm_gflops(Precision::F32),
+        gemm_gflops_tf32: gemm_gflops(Precision::Tf32),
         gemm_gflops_f16: gemm_gflops(Precision::F16),
     }
 }
@@ -127,6 +133,8 @@ pub struct DeviceCeilings {
     pub copy_gbs: f64,
     pub gemm_gflops_f64: f64,
     pub gemm_gflops_f32: f64,
+    /// f32 operands on Tensor Cores in TF32, f32 accumulation and result.
+    pub gemm_gflops_tf32: f64,
     /// f16 operands on Tensor Cores, f32 accumulation and result.
     pub gemm_gflops_f16: f64,
 }
@@ -137,6 +145,7 @@ pub fn measure_device<D: DenseKernels + VectorKernels>(dev: &D) -> DeviceCeiling
         copy_gbs: device_copy_gbs(dev, 1 << 28),
         gemm_gflops_f64: device_gemm_gflops(dev, Precision::F64, 4096),
         gemm_gflops_f32: device_gemm_gflops(dev, Precision::F32, 8192),
+        gemm_gflops_tf32: device_gemm_gflops(dev, Precision::Tf32, 8192),
         gemm_gflops_f16: device_gemm_gflops(dev, Precision::F16, 8192),
     }
 }
@@ -158,6 +167,10 @@ pub fn report_device<D: DenseKernels + VectorKernels>(dev: &D, json: bool) {
         println!("  GEMM f64              {:8.1} GFLOP/s", m.gemm_gflops_f64);
         println!("  GEMM f32              {:8.1} GFLOP/s", m.gemm_gflops_f32);
         println!(
+            "  GEMM TF32             {:8.1} GFLOP/s (Tensor Cores, f32 accumulation)",
+            m.gemm_gflops_tf32
+        );
+        println!(
             "  GEMM f16 operands     {:8.1} GFLOP/s (Tensor Cores, f32 accumulation)",
             m.gemm_gflops_f16
         );
@@ -177,6 +190,10 @@ pub fn report(json: bool) {
         println!("  triad bandwidth       {:8.1} GB/s", m.triad_gbs);
         println!("  GEMM f64              {:8.1} GFLOP/s", m.gemm_gflops_f64);
         println!("  GEMM f32              {:8.1} GFLOP/s", m.gemm_gflops_f32);
+        println!(
+            "  GEMM TF32 operands    {:8.1} GFLOP/s (rounded to TF32, f32 arithmetic)",
+            m.gemm_gflops_tf32
+        );
         println!(
             "  GEMM f16 operands     {:8.1} GFLOP/s (f32 arithmetic)",
             m.gemm_gflops_f16

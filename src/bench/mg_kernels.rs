@@ -188,7 +188,7 @@ fn kernels_on<D: MultigridDevice>(
                     let c_vector = (rows * nrhs * c_precision.bytes()) as f64;
                     let kernel = match c_precision {
                         Precision::F64 => "refinement update (c f64)",
-                        Precision::F32 => "refinement update (c f32)",
+                        Precision::F32 | Precision::Tf32 => "refinement update (c f32)",
                         Precision::F16 => "refinement update (c f16)",
                     };
                     time(kernel, a.bytes() + c_vector + 4.0 * vector, &mut || {

@@ -209,6 +209,12 @@ pub fn report(a: &StokesArgs) -> Result<()> {
             a.rtol, a.restart
         )));
     }
+    if a.precision.precision() == Precision::Tf32 {
+        return Err(Error::InvalidInput(format!(
+            "--precision tf32: {}",
+            crate::config::TF32_IS_PSC
+        )));
+    }
     let results = bench_stokes(&StokesBenchParams {
         n: a.n,
         preconditioners,

@@ -72,6 +72,10 @@ pub(super) fn validate(
                     problems.push(problem("solver.schedule", e));
                     None
                 }
+                (Ok(s), _) if s.contains(&Precision::Tf32) => {
+                    problems.push(problem("solver.schedule", super::TF32_IS_PSC));
+                    None
+                }
                 (Ok(s), Some(l)) if s.len() != l => {
                     problems.push(problem("solver.schedule", format!("{} precisions for {l} levels (one per level, finest first; set solver.levels to change the level count)", s.len())));
                     None

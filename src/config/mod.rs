@@ -16,7 +16,7 @@
 //! k = [1, 2, 4]               # manufactured solutions sin(kπx)sin(kπy)(sin(kπz)), one per column
 //! [solver]
 //! method = "psc-m1"           # cholesky (the f64 reference) | psc-m1 | psc-m2 | psc-m3 | mg
-//! precision = "f32"           # f16 | f32 | f64
+//! precision = "f32"           # f16 | tf32 (psc methods) | f32 | f64
 //! refine = true               # psc-m*: f64 iterative refinement (PSC-IR)
 //! nrhs = 3                    # columns; column c uses k[c mod len(k)]
 //! [output]
@@ -48,6 +48,10 @@ pub const QUICKSTART: &str = include_str!("../../inputs/quickstart.toml");
 
 /// Every problem found in a config.
 type Problems = Vec<ConfigProblem>;
+
+/// Why tf32 is refused outside PSC: it is a mode of dense products, and only PSC's
+/// operators are dense GEMM operands.
+pub(crate) const TF32_IS_PSC: &str = "tf32 multiplies dense GEMMs on Tensor Cores: the precision of the psc methods (psc-m1, psc-m2, psc-m3) only (allowed here: f16, f32, f64)";
 
 pub(crate) fn problem(key: &str, message: impl Into<String>) -> ConfigProblem {
     ConfigProblem {

@@ -181,6 +181,10 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
         }
     });
     let precision = match s.precision.as_deref().unwrap_or("f64").parse::<Precision>() {
+        Ok(Precision::Tf32) => {
+            problems.push(problem("solver.precision", super::TF32_IS_PSC));
+            None
+        }
         Ok(p) => Some(p),
         Err(e) => {
             problems.push(problem(

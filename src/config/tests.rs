@@ -580,3 +580,39 @@ fn psc_methods_and_the_cg_tolerance() {
         .collect();
     assert_eq!(tolerances, [None, None, Some(1e-5)]);
 }
+
+#[test]
+fn tf32_is_a_psc_precision_only() {
+    let c = parse(
+        "[mesh]\nn = 64\nh0 = 0.125\n[solver]\nmethod = \"psc-m1\"\nprecision = \"tf32\"\n[output]\npath = \"x.h5\"\n",
+        "t",
+    )
+    .unwrap();
+    assert_eq!(c.solver.precision, Precision::Tf32);
+    assert!(
+        c.solver.refine,
+        "tf32 refines by default, as every low precision"
+    );
+    for (text, key) in [
+        (
+            "[mesh]\nn = 16\n[solver]\nmethod = \"stokes\"\nprecision = \"tf32\"\n[output]\npath = \"x.h5\"\n",
+            "solver.precision",
+        ),
+        (
+            "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\nschedule = [\"tf32\", \"f32\", \"f64\"]\nlevels = 3\n[output]\npath = \"x.h5\"\n",
+            "solver.schedule",
+        ),
+        (
+            "[mesh]\nn = 64\n[solver]\nmethod = \"cholesky\"\nprecision = \"tf32\"\n[output]\npath = \"x.h5\"\n",
+            "solver.precision",
+        ),
+    ] {
+        let p = problems(text);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].key, key);
+    }
+    let p = problems(
+        "[mesh]\nn = 16\n[solver]\nmethod = \"stokes\"\nprecision = \"tf32\"\n[output]\npath = \"x.h5\"\n",
+    );
+    assert!(p[0].message.contains("psc-m1"), "{p:?}");
+}

@@ -22,7 +22,7 @@ impl<D: Device> Data<D> {
     pub fn zeros(dev: &D, len: usize, precision: Precision) -> Result<Self> {
         Ok(match precision {
             Precision::F16 => Data::F16(dev.zeros(len)?),
-            Precision::F32 => Data::F32(dev.zeros(len)?),
+            Precision::F32 | Precision::Tf32 => Data::F32(dev.zeros(len)?),
             Precision::F64 => Data::F64(dev.zeros(len)?),
         })
     }
@@ -35,7 +35,7 @@ impl<D: Device> Data<D> {
         }
         Ok(match precision {
             Precision::F16 => Data::F16(dev.upload(&rounded::<f16>(host))?),
-            Precision::F32 => Data::F32(dev.upload(&rounded::<f32>(host))?),
+            Precision::F32 | Precision::Tf32 => Data::F32(dev.upload(&rounded::<f32>(host))?),
             Precision::F64 => Data::F64(dev.upload(host)?),
         })
     }

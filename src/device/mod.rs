@@ -42,7 +42,7 @@ pub use stats::{ColumnStats, FlagLog, Stats};
 pub use stencil::StokesKernels;
 
 use crate::error::{Error, Result};
-use crate::precision::{Precision, Stored};
+use crate::precision::{GemmMath, Precision, Stored};
 
 /// An element type device buffers hold.
 pub trait DType:
@@ -286,8 +286,15 @@ pub trait VectorKernels: Device {
 /// Dense products.
 pub trait DenseKernels: Device {
     /// C = A·B with A and B in one storage precision S and C in S or in S's compute
-    /// precision; products and sums in the compute precision (f16: f32).
-    fn gemm(&self, a: MatRef<'_, Self>, b: MatRef<'_, Self>, c: MatMut<'_, Self>) -> Result<()>;
+    /// precision; products and sums in the compute precision (f16: f32), with f32
+    /// operands rounded to TF32 first when `math` is [`GemmMath::Tf32`] (f32 only).
+    fn gemm(
+        &self,
+        a: MatRef<'_, Self>,
+        b: MatRef<'_, Self>,
+        c: MatMut<'_, Self>,
+        math: GemmMath,
+    ) -> Result<()>;
     /// C_i = A_i·B_i for i < `batch.count`, the i-th operands at their offsets plus i times
     /// the batch's strides (a stride of 0 shares an operand): the group-wise C⁻¹ products
     /// of PSC for every right-hand side in one call. Precisions as in [`DenseKernels::gemm`].
@@ -297,6 +304,7 @@ pub trait DenseKernels: Device {
         b: MatRef<'_, Self>,
         c: MatMut<'_, Self>,
         batch: Batch,
+        math: GemmMath,
     ) -> Result<()> {
         for i in 0..batch.count {
             self.gemm(
@@ -315,6 +323,7 @@ pub trait DenseKernels: Device {
                     cols: c.cols,
                     ld: c.ld,
                 },
+                math,
             )?;
         }
         Ok(())
@@ -464,6 +473,16 @@ pub(crate) fn check_col_major<D: Device>(
 }
 
 /// The error of a kernel given data of a precision (or combination) it does not take.
+/// TF32 math rounds f32 operands: any other storage is refused.
+pub fn check_gemm_math(math: GemmMath, operands: Precision) -> Result<()> {
+    if math == GemmMath::Tf32 && operands != Precision::F32 {
+        return Err(Error::Backend(format!(
+            "a GEMM in TF32 takes f32 operands, not {operands}"
+        )));
+    }
+    Ok(())
+}
+
 pub fn unsupported(op: &str, precisions: &[Precision]) -> Error {
     Error::Backend(format!(
         "no kernel {}: {op} has no variant for these precisions",

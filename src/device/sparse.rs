@@ -168,7 +168,7 @@ impl<D: MultigridKernels> EllMatrix<D> {
         }
         let (values, col_idx) = match precision {
             Precision::F16 => stored::<D, half::f16>(dev, ell)?,
-            Precision::F32 => stored::<D, f32>(dev, ell)?,
+            Precision::F32 | Precision::Tf32 => stored::<D, f32>(dev, ell)?,
             Precision::F64 => stored::<D, f64>(dev, ell)?,
         };
         let col_idx = match grid {

@@ -85,7 +85,9 @@ impl UncheckedInverses {
     pub fn intact(&self) -> Result<bool> {
         let actual = match self.precision {
             Precision::F64 => stored_inverses_checksum::<f64>(&self.path, self.method)?,
-            Precision::F32 => stored_inverses_checksum::<f32>(&self.path, self.method)?,
+            Precision::F32 | Precision::Tf32 => {
+                stored_inverses_checksum::<f32>(&self.path, self.method)?
+            }
             Precision::F16 => stored_inverses_checksum::<f16>(&self.path, self.method)?,
         };
         Ok(actual.map(|c| format!("{c:016x}")).as_ref() == Some(&self.checksum))

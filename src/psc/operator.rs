@@ -27,7 +27,7 @@ use crate::device::{
 };
 use crate::error::{Error, Result};
 use crate::linalg::{BlockCg, BlockKind, CgParams, Cost, LinOp};
-use crate::precision::{convert_checked, Precision};
+use crate::precision::{convert_checked, GemmMath, Precision};
 use crate::sparse::{Csr, SparseRows};
 
 /// A group's I slots: `count` macro elements of `size` unknowns, each in `slots` ≥ `size`
@@ -335,16 +335,18 @@ impl InnerCg {
         }
     }
 
-    /// M3 inside PSC-IR in storage `precision`: to `rtol` or, by default, to what the
-    /// stored operators resolve (1e-3 in f16, 1e-4 otherwise: more is lost to the next
-    /// refinement step), never failing.
+    /// M3 inside PSC-IR in `precision`: to `rtol` or, by default, to what its products
+    /// resolve (1e-3 in f16 and tf32, whose unit roundoff is 2^-11; 1e-4 otherwise: more is
+    /// lost to the next refinement step), never failing.
     pub fn inner(precision: Precision, rtol: Option<f64>) -> Self {
         InnerCg {
-            rtol: rtol.unwrap_or(if precision == Precision::F16 {
-                1e-3
-            } else {
-                1e-4
-            }),
+            rtol: rtol.unwrap_or(
+                if precision.unit_roundoff() >= Precision::F16.unit_roundoff() {
+                    1e-3
+                } else {
+                    1e-4
+                },
+            ),
             max_iterations: Self::MAX_ITERATIONS,
             strict: false,
         }
@@ -380,7 +382,10 @@ pub struct ApplyCounts {
 /// A PSC method's operators on a device, in a storage precision.
 pub struct PscOperator<D: PscDevice> {
     dev: D,
+    /// The operators' storage precision.
     precision: Precision,
+    /// How the GEMMs multiply (TF32 on f32 operators: [`Precision::Tf32`]).
+    math: GemmMath,
     n: usize,
     transform: crate::device::psc::HierarchicalTransform<D>,
     classes: Classes<D>,
@@ -401,14 +406,29 @@ pub struct PscOperator<D: PscDevice> {
 }
 
 impl<D: PscDevice> PscOperator<D> {
-    /// The method of an f64 set-up in storage precision `precision`; values out of its
-    /// range are an error naming the operator.
+    /// The method of an f64 set-up in precision `precision` (TF32: stored in f32); values
+    /// out of its range are an error naming the operator.
     pub fn new(dev: &D, setup: &PscSetup, precision: Precision) -> Result<Self> {
-        match precision {
+        let mut op = match precision.storage() {
             Precision::F16 => Self::upload(dev, PscHost::<half::f16>::new(setup)?),
-            Precision::F32 => Self::upload(dev, PscHost::<f32>::new(setup)?),
             Precision::F64 => Self::upload(dev, PscHost::<f64>::new(setup)?),
+            _ => Self::upload(dev, PscHost::<f32>::new(setup)?),
+        }?;
+        op.multiply_in(precision.gemm_math())?;
+        Ok(op)
+    }
+
+    /// Multiplies the GEMMs in `math` from now on: TF32 needs f32 operators (whose
+    /// precision then reads tf32); the single-column products (GEMV, SYMV) stay in f32.
+    pub fn multiply_in(&mut self, math: GemmMath) -> Result<()> {
+        if math == GemmMath::Tf32 && self.precision != Precision::F32 {
+            return Err(Error::InvalidInput(format!(
+                "TF32 products need operators stored in f32, not {}",
+                self.precision
+            )));
         }
+        self.math = math;
+        Ok(())
     }
 
     /// The operators already in their storage precision (converted or from the cache).
@@ -464,6 +484,7 @@ impl<D: PscDevice> PscOperator<D> {
             d: CsrMatrix::upload(dev, &d)?,
             dt: CsrMatrix::upload(dev, &dt)?,
             precision: S::PRECISION,
+            math: GemmMath::Full,
             cg: InnerCg::default(),
             last_iterations: 0,
             counts: ApplyCounts::default(),
@@ -481,8 +502,12 @@ impl<D: PscDevice> PscOperator<D> {
         }
     }
 
+    /// The precision the operators are stored and multiplied in (tf32: stored in f32).
     pub fn precision(&self) -> Precision {
-        self.precision
+        match self.math {
+            GemmMath::Tf32 => Precision::Tf32,
+            GemmMath::Full => self.precision,
+        }
     }
 
     pub fn num_unknowns(&self) -> usize {
@@ -641,6 +666,7 @@ impl<D: PscDevice> PscOperator<D> {
                 MatRef::col_major(&self.c_inv[0], 0, g.slots, g.slots, g.slots),
                 MatRef::col_major(&inp.data, 0, g.slots, columns, g.slots),
                 MatMut::col_major(&mut out.data, 0, g.slots, columns, g.slots),
+                self.math,
             );
         }
         // Several groups: per group, one batched product over the right-hand sides (the
@@ -656,6 +682,7 @@ impl<D: PscDevice> PscOperator<D> {
                     stride_b: slots,
                     stride_c: slots,
                 },
+                self.math,
             )?;
         }
         Ok(())
@@ -685,6 +712,7 @@ impl<D: PscDevice> PscOperator<D> {
             MatRef::col_major(m, 0, rows, rows, rows),
             MatRef::col_major(&v.data, 0, rows, k, rows),
             MatMut::col_major(&mut out.data, 0, rows, k, rows),
+            self.math,
         )
     }
 
@@ -704,6 +732,7 @@ impl<D: PscDevice> PscOperator<D> {
             MatRef::col_major(&self.b, 0, nc, ne, nc),
             MatRef::col_major(&v.data, 0, ne, k, ne),
             MatMut::col_major(&mut out.data, 0, nc, k, nc),
+            self.math,
         )
     }
 
@@ -716,6 +745,7 @@ impl<D: PscDevice> PscOperator<D> {
             MatRef::transposed(&self.b, 0, ne, nc, nc),
             MatRef::col_major(&v.data, 0, nc, k, nc),
             MatMut::col_major(&mut out.data, 0, ne, k, ne),
+            self.math,
         )
     }
 
@@ -812,7 +842,7 @@ impl<D: PscDevice> LinOp<D> for PscOperator<D> {
             match (0..k).find(|&c| !(s.norm(c).is_finite() && s.max_abs[c] <= limit)) {
                 Some(c) => Err(Error::from(super::PscError::not_finite(
                     self.method(),
-                    self.precision,
+                    self.precision(),
                     c,
                 ))),
                 None => Ok(()),
@@ -947,7 +977,7 @@ impl<D: PscDevice> PscOperator<D> {
                 self.last_iterations = info.iterations;
                 if self.cg.strict && !info.converged {
                     return Err(Error::from(super::PscError::cg_not_converged(
-                        self.precision,
+                        self.precision(),
                         self.cg.rtol,
                         self.cg.max_iterations,
                     )));

@@ -666,9 +666,10 @@ fn psc_setup<D: PscDevice>(
 ) -> Result<(Psc<D>, String)> {
     let (mut op, note, unchecked) = match solver.precision {
         Precision::F64 => psc_operator::<D, f64>(dev, method, mesh, solver, on)?,
-        Precision::F32 => psc_operator::<D, f32>(dev, method, mesh, solver, on)?,
+        Precision::F32 | Precision::Tf32 => psc_operator::<D, f32>(dev, method, mesh, solver, on)?,
         Precision::F16 => psc_operator::<D, f16>(dev, method, mesh, solver, on)?,
     };
+    op.multiply_in(solver.precision.gemm_math())?;
     op.set_inner_cg(InnerCg::configured(
         solver.refine,
         solver.precision,

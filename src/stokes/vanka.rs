@@ -22,7 +22,7 @@ use crate::device::stencil::{patch_node as velocity_node, VankaMaps, PATCH};
 use crate::device::{Block, Data, Kernels, MatMut, MatRef, Storage};
 use crate::error::Result;
 use crate::linalg::Cost;
-use crate::precision::{Precision, Stored};
+use crate::precision::{GemmMath, Precision, Stored};
 
 /// The pressure slot of a patch.
 const PRESSURE_SLOT: usize = 50;
@@ -195,7 +195,7 @@ impl<D: Kernels> Vanka<D> {
                     Precision::F16 => {
                         Data::from_owned(dev, simple_inverses::<f16>(op, &patch_of_column))?
                     }
-                    Precision::F32 => {
+                    Precision::F32 | Precision::Tf32 => {
                         Data::from_owned(dev, simple_inverses::<f32>(op, &patch_of_column))?
                     }
                     Precision::F64 => {
@@ -303,6 +303,7 @@ impl<D: Kernels> Vanka<D> {
                 MatRef::col_major(&self.interior_inverse, 0, PATCH, PATCH, PATCH),
                 MatRef::col_major(&self.gathered, 0, PATCH, ic, PATCH),
                 MatMut::col_major(&mut self.corrections, 0, PATCH, ic, PATCH),
+                GemmMath::Full,
             )?;
         }
         dev.vanka_products(
@@ -327,7 +328,7 @@ impl<D: Kernels> Vanka<D> {
 fn round_to(precision: Precision, v: f64) -> f64 {
     match precision {
         Precision::F16 => <f16 as Stored>::from_f64(v).to_f64(),
-        Precision::F32 => v as f32 as f64,
+        Precision::F32 | Precision::Tf32 => v as f32 as f64,
         Precision::F64 => v,
     }
 }

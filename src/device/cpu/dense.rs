@@ -3,7 +3,8 @@
 //! GEMM splits C into blocks of rows (or of columns, when C is wide) and multiplies each
 //! block with faer's sequential product (AVX2/AVX-512 micro-kernels chosen at run time,
 //! packing buffers kept per thread: no allocation once warm). f16 operands are widened to
-//! f32 tile by tile in per-thread scratch and multiplied in f32.
+//! f32 tile by tile in per-thread scratch and multiplied in f32; in TF32 math, f32 operands
+//! are rounded to TF32 the same way (what Tensor Cores multiply), the sums in f32.
 
 use faer::{Accum, Par};
 use half::f16;
@@ -11,20 +12,22 @@ use rayon::prelude::*;
 
 use super::{arena, buffer, buffer_mut, by_precision, gemv, slice, slice_mut, Compute, Cpu};
 use crate::device::{
-    unsupported, Block, DenseKernels, MatMut, MatRef, Scratch, Storage, View, ViewMut,
+    check_gemm_math, unsupported, Block, DenseKernels, MatMut, MatRef, Scratch, Storage, View,
+    ViewMut,
 };
 use crate::error::{Error, Result};
-use crate::precision::Stored;
+use crate::precision::{round_to_tf32, GemmMath, Stored};
 
 /// Products smaller than this (m·n·k) run as one task.
 const SMALL_GEMM: usize = 1 << 18;
 /// Fewest rows (or columns) of C one task computes.
 const MIN_BLOCK: usize = 64;
-/// Tiles of f16 operands widened to f32: A tiles F16_ROWS × F16_DEPTH, B tiles
-/// F16_DEPTH × F16_COLS (128 KiB each: both stay in a 512 KiB L2 beside faer's packing).
-const F16_DEPTH: usize = 128;
-const F16_ROWS: usize = 256;
-const F16_COLS: usize = 256;
+/// Tiles of operands converted to f32 (f16, or f32 in TF32 math): A tiles TILE_ROWS ×
+/// TILE_DEPTH, B tiles TILE_DEPTH × TILE_COLS (128 KiB each: both stay in a 512 KiB L2
+/// beside faer's packing).
+const TILE_DEPTH: usize = 128;
+const TILE_ROWS: usize = 256;
+const TILE_COLS: usize = 256;
 
 /// A typed operand: entry (i, j) at `offset + i·rs + j·cs` of `data`.
 #[derive(Clone, Copy)]
@@ -128,6 +131,7 @@ fn gemm<S: Storage, C: Storage>(
     c: &mut [C],
     c_offset: usize,
     ldc: usize,
+    math: GemmMath,
 ) {
     if m == 0 || n == 0 {
         return;
@@ -145,7 +149,7 @@ fn gemm<S: Storage, C: Storage>(
         // SAFETY: task t writes only rows r0.. or columns c0.. of C (disjoint blocks); the
         // extents were checked by the caller.
         let c_block = unsafe { c_ptr.get().add(c_offset + r0 + c0 * ldc) };
-        block_product::<S, C>(r0, rows, c0, cols, k, a, b, c_block, ldc);
+        block_product::<S, C>(r0, rows, c0, cols, k, a, b, c_block, ldc, math);
     });
     arena::sync();
 }
@@ -162,10 +166,12 @@ fn block_product<S: Storage, C: Storage>(
     b: Operand<'_, S>,
     c: *mut C,
     ldc: usize,
+    math: GemmMath,
 ) {
     use std::any::TypeId;
     let same = |x: TypeId| x == TypeId::of::<S>() && TypeId::of::<C>() == TypeId::of::<S>();
-    if same(TypeId::of::<f64>()) || same(TypeId::of::<f32>()) {
+    let f32_tf32 = TypeId::of::<S>() == TypeId::of::<f32>() && math == GemmMath::Tf32;
+    if !f32_tf32 && (same(TypeId::of::<f64>()) || same(TypeId::of::<f32>())) {
         // SAFETY: S and C are one native type (f32 or f64), checked by TypeId; the views lie
         // inside the operands (checked by the caller) and C does not alias them.
         unsafe {
@@ -194,17 +200,43 @@ fn block_product<S: Storage, C: Storage>(
         }
         return;
     }
-    // f16 operands (f32 and f64 took the native path): widen tiles of A and B to f32 and
-    // multiply in f32, into C when it is f32, else into an f32 accumulator rounded at the
-    // end. Tiles of F16_ROWS × F16_DEPTH and F16_DEPTH × F16_COLS stay in L2 while faer
-    // multiplies them; each B tile serves every row tile of its columns.
-    assert_eq!(TypeId::of::<S>(), TypeId::of::<f16>(), "GEMM storage");
-    // SAFETY: S is f16 (asserted above).
-    let (a, b) = unsafe { (a.cast::<f16>(), b.cast::<f16>()) };
-    let c_is_f32 = TypeId::of::<C>() == TypeId::of::<f32>();
+    let block = (r0, rows, c0, cols, k);
+    if f32_tf32 {
+        // SAFETY: S is f32 (checked above).
+        let (a, b) = unsafe { (a.cast::<f32>(), b.cast::<f32>()) };
+        tiled_product(block, a, b, c, ldc, round_slice_to_tf32);
+    } else {
+        assert_eq!(TypeId::of::<S>(), TypeId::of::<f16>(), "GEMM storage");
+        // SAFETY: S is f16 (asserted above).
+        let (a, b) = unsafe { (a.cast::<f16>(), b.cast::<f16>()) };
+        tiled_product(block, a, b, c, ldc, <f16 as Stored>::widen_slice);
+    }
+}
+
+/// dst[i] = src[i] rounded to TF32.
+fn round_slice_to_tf32(src: &[f32], dst: &mut [f32]) {
+    dst.iter_mut()
+        .zip(src)
+        .for_each(|(d, &s)| *d = round_to_tf32(s));
+}
+
+/// A task's block C[r0.., c0..] = A[r0.., :] · B[:, c0..] (the block: r0, rows, c0, cols,
+/// k) with the operands converted to f32 tile by tile (f16 widened, f32 rounded to TF32)
+/// and multiplied in f32, into C when it is f32, else into an f32 accumulator rounded at
+/// the end. Tiles of TILE_ROWS × TILE_DEPTH and TILE_DEPTH × TILE_COLS stay in L2 while faer
+/// multiplies them; each B tile serves every row tile of its columns.
+fn tiled_product<T: Copy, C: Storage>(
+    (r0, rows, c0, cols, k): (usize, usize, usize, usize, usize),
+    a: Operand<'_, T>,
+    b: Operand<'_, T>,
+    c: *mut C,
+    ldc: usize,
+    convert: fn(&[T], &mut [f32]),
+) {
+    let c_is_f32 = std::any::TypeId::of::<C>() == std::any::TypeId::of::<f32>();
     arena::with(|arena| {
-        let depth = F16_DEPTH.min(k.max(1));
-        let (row_tile, col_tile) = (F16_ROWS.min(rows), F16_COLS.min(cols));
+        let depth = TILE_DEPTH.min(k.max(1));
+        let (row_tile, col_tile) = (TILE_ROWS.min(rows), TILE_COLS.min(cols));
         let acc_len = if c_is_f32 { 0 } else { rows * cols };
         let (a_tile, b_tile, acc, _) =
             arena.four::<f32, f32, f32, f32>(row_tile * depth, depth * col_tile, acc_len, 0);
@@ -217,10 +249,10 @@ fn block_product<S: Storage, C: Storage>(
             let nj = col_tile.min(cols - j0);
             for k0 in (0..k).step_by(depth) {
                 let kd = depth.min(k - k0);
-                let b_strides = widen_tile(b, k0, kd, c0 + j0, nj, b_tile);
+                let b_strides = convert_tile(b, k0, kd, c0 + j0, nj, b_tile, convert);
                 for i0 in (0..rows).step_by(row_tile) {
                     let ni = row_tile.min(rows - i0);
-                    let a_strides = widen_tile(a, r0 + i0, ni, k0, kd, a_tile);
+                    let a_strides = convert_tile(a, r0 + i0, ni, k0, kd, a_tile, convert);
                     // SAFETY: the tiles hold ni × kd and kd × nj values; dst + (i0, j0) is
                     // this task's block of C (f32) or of the rows × cols accumulator.
                     unsafe {
@@ -256,33 +288,37 @@ fn block_product<S: Storage, C: Storage>(
     });
 }
 
-/// tile = op[i0.., j0..] (ni × nj) widened to f32, contiguous runs converted together:
+/// tile = op[i0.., j0..] (ni × nj) converted to f32, contiguous runs converted together:
 /// column-major when the operand's columns are contiguous, else row-major; returns the
 /// tile's (row, column) strides.
-fn widen_tile(
-    op: Operand<'_, f16>,
+fn convert_tile<T: Copy>(
+    op: Operand<'_, T>,
     i0: usize,
     ni: usize,
     j0: usize,
     nj: usize,
     tile: &mut [f32],
+    convert: fn(&[T], &mut [f32]),
 ) -> (usize, usize) {
     if op.rs == 1 {
         for (j, column) in tile[..ni * nj].chunks_exact_mut(ni).enumerate() {
             let start = op.at(i0, j0 + j);
-            <f16 as Stored>::widen_slice(&op.data[start..start + ni], column);
+            convert(&op.data[start..start + ni], column);
         }
         (1, ni)
     } else if op.cs == 1 {
         for (i, row) in tile[..ni * nj].chunks_exact_mut(nj).enumerate() {
             let start = op.at(i0 + i, j0);
-            <f16 as Stored>::widen_slice(&op.data[start..start + nj], row);
+            convert(&op.data[start..start + nj], row);
         }
         (nj, 1)
     } else {
         for (j, column) in tile[..ni * nj].chunks_exact_mut(ni).enumerate() {
             for (i, t) in column.iter_mut().enumerate() {
-                *t = op.data[op.at(i0 + i, j0 + j)].to_f32();
+                convert(
+                    std::slice::from_ref(&op.data[op.at(i0 + i, j0 + j)]),
+                    std::slice::from_mut(t),
+                );
             }
         }
         (1, ni)
@@ -317,7 +353,13 @@ fn check_operand(m: &MatRef<'_, Cpu>, what: &str) -> Result<()> {
 }
 
 impl DenseKernels for Cpu {
-    fn gemm(&self, a: MatRef<'_, Self>, b: MatRef<'_, Self>, c: MatMut<'_, Self>) -> Result<()> {
+    fn gemm(
+        &self,
+        a: MatRef<'_, Self>,
+        b: MatRef<'_, Self>,
+        c: MatMut<'_, Self>,
+        math: GemmMath,
+    ) -> Result<()> {
         let (m, k, n) = (a.rows, a.cols, b.cols);
         if b.rows != k || c.rows != m || c.cols != n {
             return Err(Error::Backend(format!(
@@ -336,13 +378,14 @@ impl DenseKernels for Cpu {
         if b.precision() != sp || !(cp == sp || cp == sp.compute()) {
             return Err(unsupported("gemm", &[sp, b.precision(), cp]));
         }
+        check_gemm_math(math, sp)?;
         let (c_offset, ldc) = (c.offset, c.ld);
         by_precision!(sp, S => {
             let (a, b) = (operand::<S>(&a)?, operand::<S>(&b)?);
             if cp == sp {
-                gemm::<S, S>(m, n, k, a, b, buffer_mut::<S>(c.data, "gemm")?, c_offset, ldc);
+                gemm::<S, S>(m, n, k, a, b, buffer_mut::<S>(c.data, "gemm")?, c_offset, ldc, math);
             } else {
-                gemm::<S, Compute<S>>(m, n, k, a, b, buffer_mut::<Compute<S>>(c.data, "gemm")?, c_offset, ldc);
+                gemm::<S, Compute<S>>(m, n, k, a, b, buffer_mut::<Compute<S>>(c.data, "gemm")?, c_offset, ldc, math);
             }
         });
         Ok(())

@@ -155,7 +155,8 @@ macro_rules! by_precision {
                 type $t = half::f16;
                 $body
             }
-            $crate::precision::Precision::F32 => {
+            // TF32 is stored in f32.
+            $crate::precision::Precision::F32 | $crate::precision::Precision::Tf32 => {
                 type $t = f32;
                 $body
             }

@@ -11,11 +11,11 @@ use super::device::{grow, Cuda};
 use super::launch::{self, Arg};
 use super::vector::address;
 use crate::device::{
-    kernel_name, unsupported, Batch, Block, DenseKernels, MatMut, MatRef, Scratch, VectorKernels,
-    View, ViewMut,
+    check_gemm_math, kernel_name, unsupported, Batch, Block, DenseKernels, MatMut, MatRef, Scratch,
+    VectorKernels, View, ViewMut,
 };
 use crate::error::{Error, Result};
-use crate::precision::Precision;
+use crate::precision::{GemmMath, Precision};
 
 /// cuBLAS's operation and leading dimension for an operand: column-major as is, or the
 /// transpose of a column-major matrix (row stride is its leading dimension).
@@ -39,7 +39,7 @@ pub fn blas_operand(
 fn data_type(p: Precision) -> sys::cudaDataType {
     match p {
         Precision::F16 => sys::cudaDataType::CUDA_R_16F,
-        Precision::F32 => sys::cudaDataType::CUDA_R_32F,
+        Precision::F32 | Precision::Tf32 => sys::cudaDataType::CUDA_R_32F,
         Precision::F64 => sys::cudaDataType::CUDA_R_64F,
     }
 }
@@ -61,6 +61,7 @@ impl Cuda {
         b: MatRef<'_, Self>,
         c: MatMut<'_, Self>,
         batch: Batch,
+        math: GemmMath,
     ) -> Result<()> {
         let (m, k, n) = (a.rows, a.cols, b.cols);
         if b.rows != k || c.rows != m || c.cols != n {
@@ -73,6 +74,7 @@ impl Cuda {
         if b.precision() != sp || !(cp == sp || cp == sp.compute()) {
             return Err(unsupported("gemm", &[sp, b.precision(), cp]));
         }
+        check_gemm_math(math, sp)?;
         if m == 0 || n == 0 || batch.count == 0 {
             return Ok(());
         }
@@ -90,7 +92,7 @@ impl Cuda {
             address(self.data_ptr(b.data, b.offset)),
             address(self.data_ptr(c.data, c.offset)),
         );
-        // Scalars in the compute type: f32 for f16 and f32 data, f64 for f64.
+        // Scalars in the compute type: f32 for f16 and f32 data (TF32 too), f64 for f64.
         let (one32, zero32, one64, zero64) = (1.0f32, 0.0f32, 1.0f64, 0.0f64);
         let (alpha, beta, compute) = if sp == Precision::F64 {
             (
@@ -102,7 +104,11 @@ impl Cuda {
             (
                 &one32 as *const f32 as *const c_void,
                 &zero32 as *const f32 as *const c_void,
-                sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                match math {
+                    // Tensor Cores, the f32 operands rounded to TF32, sums in f32.
+                    GemmMath::Tf32 => sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+                    GemmMath::Full => sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                },
             )
         };
         let stride = |v: usize| v as i64;
@@ -173,14 +179,20 @@ impl Cuda {
 }
 
 impl DenseKernels for Cuda {
-    fn gemm(&self, a: MatRef<'_, Self>, b: MatRef<'_, Self>, c: MatMut<'_, Self>) -> Result<()> {
+    fn gemm(
+        &self,
+        a: MatRef<'_, Self>,
+        b: MatRef<'_, Self>,
+        c: MatMut<'_, Self>,
+        math: GemmMath,
+    ) -> Result<()> {
         let one = Batch {
             count: 1,
             stride_a: 0,
             stride_b: 0,
             stride_c: 0,
         };
-        self.cublas_gemm(a, b, c, one)
+        self.cublas_gemm(a, b, c, one, math)
     }
 
     fn gemm_batched(
@@ -189,6 +201,7 @@ impl DenseKernels for Cuda {
         b: MatRef<'_, Self>,
         c: MatMut<'_, Self>,
         batch: Batch,
+        math: GemmMath,
     ) -> Result<()> {
         // The last product must lie inside each buffer: cuBLAS does not check.
         let last = batch.count.saturating_sub(1);
@@ -223,7 +236,7 @@ impl DenseKernels for Cuda {
                 batch.count, batch.stride_a, batch.stride_b, batch.stride_c
             )));
         }
-        self.cublas_gemm(a, b, c, batch)
+        self.cublas_gemm(a, b, c, batch, math)
     }
 
     fn gemv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()> {
