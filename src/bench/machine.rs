@@ -5,7 +5,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::time_runs;
-use crate::device::{Cpu, Data, DenseKernels, MatMut, MatRef, VectorKernels};
+use crate::device::{Cpu, Data, DenseKernels, Device, MatMut, MatRef, VectorKernels};
 use crate::precision::Precision;
 
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -102,6 +102,29 @@ pub fn device_copy_gbs<D: VectorKernels>(dev: &D, len: usize) -> f64 {
     8.0 * len as f64 / best / 1e9
 }
 
+/// Host → device and device → host GB/s of a block of `len` f64 values through the device's
+/// `write` and `read` (the path of right-hand sides and solutions; staged through pinned
+/// memory on a GPU); NaN when the device cannot hold it.
+pub fn device_transfer_gbs<D: Device>(dev: &D, len: usize) -> (f64, f64) {
+    let host: Vec<f64> = (0..len).map(|i| i as f64).collect();
+    let Ok(mut buffer) = dev.zeros::<f64>(len) else {
+        return (f64::NAN, f64::NAN);
+    };
+    let mut back = vec![0.0; len];
+    let bytes = (8 * len) as f64;
+    let (up, _) = time_runs(3, 1.0, || {
+        assert!(dev
+            .write(&host, &mut buffer)
+            .and_then(|()| dev.synchronize())
+            .is_ok());
+    });
+    let (down, _) = time_runs(3, 1.0, || {
+        assert!(dev.download(&buffer, &mut back).is_ok());
+    });
+    assert!(back == host, "the block came back unchanged");
+    (bytes / up / 1e9, bytes / down / 1e9)
+}
+
 fn gemm_of(p: Precision, size: usize) -> f64 {
     device_gemm_gflops(&Cpu::new(), p, size)
 }
@@ -137,9 +160,14 @@ pub struct DeviceCeilings {
     pub gemm_gflops_tf32: f64,
     /// f16 operands on Tensor Cores, f32 accumulation and result.
     pub gemm_gflops_f16: f64,
+    /// A 1 GiB f64 block written to the device and read back (the path of right-hand sides
+    /// and solutions: staged through pinned memory).
+    pub host_to_device_gbs: f64,
+    pub device_to_host_gbs: f64,
 }
 
 pub fn measure_device<D: DenseKernels + VectorKernels>(dev: &D) -> DeviceCeilings {
+    let (host_to_device_gbs, device_to_host_gbs) = device_transfer_gbs(dev, 1 << 27);
     DeviceCeilings {
         device: dev.name(),
         copy_gbs: device_copy_gbs(dev, 1 << 28),
@@ -147,6 +175,8 @@ pub fn measure_device<D: DenseKernels + VectorKernels>(dev: &D) -> DeviceCeiling
         gemm_gflops_f32: device_gemm_gflops(dev, Precision::F32, 8192),
         gemm_gflops_tf32: device_gemm_gflops(dev, Precision::Tf32, 8192),
         gemm_gflops_f16: device_gemm_gflops(dev, Precision::F16, 8192),
+        host_to_device_gbs,
+        device_to_host_gbs,
     }
 }
 
@@ -174,6 +204,11 @@ pub fn report_device<D: DenseKernels + VectorKernels>(dev: &D, json: bool) {
             "  GEMM f16 operands     {:8.1} GFLOP/s (Tensor Cores, f32 accumulation)",
             m.gemm_gflops_f16
         );
+        println!(
+            "  host → device         {:8.1} GB/s (1 GiB block, staged through pinned memory)",
+            m.host_to_device_gbs
+        );
+        println!("  device → host         {:8.1} GB/s", m.device_to_host_gbs);
     }
 }
 
@@ -198,5 +233,16 @@ pub fn report(json: bool) {
             "  GEMM f16 operands     {:8.1} GFLOP/s (f32 arithmetic)",
             m.gemm_gflops_f16
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfers_are_timed_on_any_device() {
+        let (up, down) = device_transfer_gbs(&Cpu::new(), 1 << 16);
+        assert!(up.is_finite() && up > 0.0 && down.is_finite() && down > 0.0);
     }
 }

@@ -12,13 +12,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig,
-    PushKernelArg,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError,
+    LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 
 use super::compile::{self, FILES};
 use super::launch::{check_args, Arg};
+use super::staging::{Staging, STAGED_BYTES};
 use super::CudaDeviceInfo;
 use crate::device::{DType, Data, Device};
 use crate::error::{Error, Result};
@@ -39,6 +40,8 @@ struct Inner {
     params: Mutex<CudaSlice<f64>>,
     /// Partial sums of the reductions that return to the host (dot, sum, norms).
     reduce: Mutex<CudaSlice<f64>>,
+    /// Pinned memory for large host ↔ device copies, allocated on the first one.
+    staging: Mutex<Option<Staging>>,
 }
 
 impl std::fmt::Debug for Cuda {
@@ -135,6 +138,7 @@ impl Cuda {
                 functions,
                 params: Mutex::new(params),
                 reduce: Mutex::new(reduce),
+                staging: Mutex::new(None),
             }),
         })
     }
@@ -239,6 +243,15 @@ impl Cuda {
         f(p)
     }
 
+    /// Runs `f` with the pinned staging memory (allocated on first use).
+    fn staging<R>(&self, f: impl FnOnce(&mut Staging) -> Result<R>) -> Result<R> {
+        let mut staging = self.inner.staging.lock().expect("not poisoned");
+        if staging.is_none() {
+            *staging = Some(Staging::new(&self.inner.ctx)?);
+        }
+        f(staging.as_mut().expect("just set"))
+    }
+
     /// Runs `f` with the device's scratch for reductions that return to the host.
     pub(super) fn with_reduce<R>(
         &self,
@@ -285,6 +298,11 @@ impl Device for Cuda {
         if host.is_empty() {
             return self.zeros(0);
         }
+        if std::mem::size_of_val(host) >= STAGED_BYTES {
+            let mut buffer = self.zeros(host.len())?;
+            self.write(host, &mut buffer)?;
+            return Ok(buffer);
+        }
         self.inner
             .stream
             .clone_htod(host)
@@ -302,6 +320,12 @@ impl Device for Cuda {
         if host.is_empty() {
             return Ok(());
         }
+        let bytes: &[u8] = bytemuck::cast_slice(host);
+        if bytes.len() >= STAGED_BYTES {
+            let stream = &self.inner.stream;
+            let (ptr, _record) = dst.device_ptr_mut(stream);
+            return self.staging(|s| s.upload(stream, bytes, ptr));
+        }
         self.inner
             .stream
             .memcpy_htod(host, dst)
@@ -318,6 +342,13 @@ impl Device for Cuda {
         }
         if host.is_empty() {
             return Ok(());
+        }
+        if std::mem::size_of_val(host) >= STAGED_BYTES {
+            let stream = &self.inner.stream;
+            let (ptr, _record) = src.device_ptr(stream);
+            let start = ptr + (offset * std::mem::size_of::<T>()) as u64;
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(host);
+            return self.staging(|s| s.download(stream, start, bytes));
         }
         self.inner
             .stream

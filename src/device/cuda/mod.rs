@@ -9,6 +9,7 @@ pub mod launch;
 mod multigrid;
 mod psc;
 mod sparse;
+pub mod staging;
 mod stokes;
 mod vector;
 
