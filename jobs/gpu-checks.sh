@@ -18,7 +18,8 @@
 # Nsight Compute; and of one apply on 1 column), methods (M1/M2/M3 side by side, each set
 # up on the host), mg (multigrid on the device: every precision schedule at 4096² with one
 # column, 1024² with 64 columns, 128³), stokes (every Stokes preconditioner in f32 at 512²,
-# tuned Vanka and Braess-Sarazin at 1024²).
+# tuned Vanka and Braess-Sarazin at 1024²), setup (M1 at h = 1/1024, h0 = 1/32: its Π⁻¹
+# inverted on the GPU with cuSOLVER, then f16 and TF32 applies on 1 and 1024 columns).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out/gpu-checks}
@@ -102,6 +103,11 @@ first=${first%% *}
   --rtol 1e-10 --runs 1
 [[ $parts == *" refine "* ]] && bench_psc "psc-ir-m3-1024" 120 "$out/50-psc-methods.txt" \
   --n 1024 --n0 32 --method m3 --nrhs 64 --precision f16,f32 --refine --rtol 1e-10 --runs 1
+# M1 at h = 1/1024 (|E| = 61,504): the set-up's 30 GB Π⁻¹ on the GPU (setup_seconds), then
+# the applies. No operator cache: its f64 copy alone would take half the disk.
+[[ $parts == *" setup "* ]] && step "psc-m1-1024" 420 "$out/60-psc-m1-1024.txt" env RUST_LOG=info \
+  "$b/run" bench psc --backend cuda --json --n 1024 --n0 32 --nrhs 1,1024 \
+  --precision f16,tf32 --runs 1
 # Profile: every kernel of the first M1 applies (cuBLAS's and ours) with its duration, the
 # launches of the ceilings' measurements first (Nsight Compute, clocks as they are).
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)

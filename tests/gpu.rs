@@ -144,6 +144,61 @@ fn staged_copies_round_trip() {
     }
 }
 
+/// The set-up's dense inversion on the GPU (SYRK, potrf, trtri, the row-block product)
+/// equals the host's: (A − GᵀG)⁻¹ of a 700 × 700 SPD matrix (two row blocks, the second
+/// partial), a matrix that is not positive definite refused at its pivot, and M1's Π⁻¹
+/// of a whole set-up.
+#[test]
+fn dense_inverse_matches_the_host() {
+    use faer::Mat;
+    use tensorfem::device::{DenseInverse, Inverted};
+    use tensorfem::linalg::{mirror_lower, spd_inverse_in_place};
+    let Some(gpu) = gpu() else { return };
+    let (n, k) = (700, 30);
+    let g = Mat::from_fn(k, n, |i, j| ((i * 31 + j * 17) % 13) as f64 / 40.0);
+    let a = Mat::from_fn(n, n, |i, j| {
+        let coupling = 1.0 / (1.0 + (i as f64 - j as f64).abs());
+        coupling + if i == j { n as f64 } else { 0.0 }
+    });
+    let mut on_gpu = a.clone();
+    assert_eq!(
+        gpu.spd_inverse(&mut on_gpu, Some(&g)).unwrap(),
+        Inverted::Done
+    );
+    mirror_lower(on_gpu.as_mut());
+    let mut on_host = &a - g.transpose() * &g;
+    spd_inverse_in_place(&mut on_host).unwrap();
+    let scale = on_host.norm_max();
+    let difference = (&on_gpu - &on_host).norm_max();
+    assert!(
+        difference <= 1e-12 * scale,
+        "GPU and host inverses differ by {difference:e}"
+    );
+    let mut indefinite = a.clone();
+    indefinite[(5, 5)] = -1.0;
+    assert_eq!(
+        gpu.spd_inverse(&mut indefinite, None).unwrap(),
+        Inverted::NotPositiveDefinite { index: 5 }
+    );
+    let setup = |dense: &dyn DenseInverse| {
+        tensorfem::psc::PscSetup::new_inverting_on(
+            tensorfem::mesh::Element::Q1,
+            4,
+            3,
+            tensorfem::psc::PscMethod::M1,
+            dense,
+        )
+        .unwrap()
+    };
+    let (pi_gpu, pi_host) = (setup(&gpu), setup(&tensorfem::device::OnHost));
+    let (pi_gpu, pi_host) = (pi_gpu.pi_inv().unwrap(), pi_host.pi_inv().unwrap());
+    let difference = (pi_gpu - pi_host).norm_max();
+    assert!(
+        difference <= 1e-12 * pi_host.norm_max(),
+        "Π⁻¹ differs by {difference:e}"
+    );
+}
+
 #[test]
 fn element_wise_kernels_match_the_cpu() {
     covers(&[

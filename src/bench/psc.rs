@@ -11,7 +11,9 @@ use serde::Serialize;
 
 use super::{cuda_device, device_copy_gbs, device_gemm_gflops, gemm_gflops, time_runs, triad_gbs};
 use crate::cli::PscBenchArgs;
-use crate::device::{BackendChoice, Block, Cpu, Layout, PscDevice, StageTime};
+use crate::device::{
+    BackendChoice, Block, Cpu, DenseInverse, Layout, OnHost, PscDevice, StageTime,
+};
 use crate::error::{Error, Result};
 use crate::fem::{assemble_loads, l2_error, relative_residual, Dofs, Manufactured};
 use crate::linalg::LinOp;
@@ -491,20 +493,28 @@ pub fn bench_psc(
     check_memory(&widest, levels)?;
     // The device first: a missing GPU is said before minutes of set-up.
     let device = cuda_device(params.backend)?;
+    // The set-up's dense inversions run on the GPU when there is one.
+    let dense: &dyn DenseInverse = match &device {
+        Some(gpu) => gpu,
+        None => &OnHost,
+    };
     let t = Instant::now();
     let (setup, from_cache) = match &params.cache_dir {
         Some(dir) => {
             let key = SetupKey::unit_square(params.element, params.n0, levels, params.method);
             let mesh = unit_square_refined(params.n0, levels, params.element)?;
-            let (setup, outcome) =
-                OperatorCache::new(dir).load_or_build(&key, &mesh, params.method)?;
+            let cache = match &device {
+                Some(gpu) => OperatorCache::new(dir).inverting_on(gpu.clone()),
+                None => OperatorCache::new(dir),
+            };
+            let (setup, outcome) = cache.load_or_build(&key, &mesh, params.method)?;
             (
                 setup,
                 matches!(outcome, crate::psc::CacheOutcome::Loaded(_)),
             )
         }
         None => (
-            PscSetup::new(params.element, params.n0, levels, params.method)?,
+            PscSetup::new_inverting_on(params.element, params.n0, levels, params.method, dense)?,
             false,
         ),
     };

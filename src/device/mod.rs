@@ -354,9 +354,50 @@ pub trait DenseKernels: Device {
 }
 
 /// The kernel families PSC (M1, PSC-IR) needs: what a device must offer to run it.
-pub trait PscDevice: Device + VectorKernels + DenseKernels + SparseKernels + PscKernels {}
+pub trait PscDevice:
+    Device + VectorKernels + DenseKernels + SparseKernels + PscKernels + DenseInverse
+{
+}
 
-impl<D> PscDevice for D where D: Device + VectorKernels + DenseKernels + SparseKernels + PscKernels {}
+impl<D> PscDevice for D where
+    D: Device + VectorKernels + DenseKernels + SparseKernels + PscKernels + DenseInverse
+{
+}
+
+/// What a device did with a set-up's dense inversion ([`DenseInverse::spd_inverse`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inverted {
+    Done,
+    /// The Cholesky pivot at `index` was not positive (the matrix is left undefined).
+    NotPositiveDefinite {
+        index: usize,
+    },
+    /// The device leaves it to the host (the matrix is untouched): no such device code,
+    /// its library is missing, or the matrix does not fit its memory.
+    LeftToHost,
+}
+
+/// The dense f64 inversions of a set-up (PSC's Π⁻¹ and Λ⁻¹: |E|² values, |E|³ work,
+/// 30 GB and minutes on a host at h = 1/1024): a GPU does them with cuSOLVER; the host's
+/// blocked inversion (`linalg::spd_inverse_in_place`) is the default and the fallback.
+pub trait DenseInverse {
+    /// A ← (A − GᵀG)⁻¹ (`gram` G: k × n, when given) for a symmetric A (its lower triangle
+    /// read) whose result is positive definite; after `Done` A's lower triangle holds the
+    /// inverse (the caller mirrors it).
+    fn spd_inverse(
+        &self,
+        a: &mut faer::Mat<f64>,
+        gram: Option<&faer::Mat<f64>>,
+    ) -> Result<Inverted> {
+        let _ = (a, gram);
+        Ok(Inverted::LeftToHost)
+    }
+}
+
+/// The host: [`DenseInverse`]'s default.
+pub struct OnHost;
+
+impl DenseInverse for OnHost {}
 
 /// How many products a batched GEMM computes and how far apart their operands lie (in
 /// elements).

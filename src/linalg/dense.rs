@@ -151,7 +151,7 @@ fn lower_gram_in_place(mut a: MatMut<'_, f64>, par: Par) {
 }
 
 /// Copies the lower triangle onto the upper one, block by block.
-fn mirror_lower(mut a: MatMut<'_, f64>) {
+pub fn mirror_lower(mut a: MatMut<'_, f64>) {
     let n = a.nrows();
     for j in block_starts(n) {
         let jb = BLOCK.min(n - j);

@@ -10,7 +10,7 @@ mod linop;
 mod refine;
 
 pub use cg::{BlockCg, CgInfo, CgParams};
-pub use dense::{spd_inverse_in_place, NotPositiveDefinite};
+pub use dense::{mirror_lower, spd_inverse_in_place, NotPositiveDefinite};
 pub use fgmres::{fgmres, FgmresError, FgmresFailure, FgmresInfo, FgmresParams, FgmresWorkspace};
 pub use lanczos::{extreme_eigenvalues, LanczosInfo, LanczosParams};
 pub use linop::{block_of, BlockKind, Cost, LinOp, Staged};

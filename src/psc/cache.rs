@@ -27,7 +27,7 @@ use hdf5::H5Type;
 
 use super::operator::{dense_col_major, Parts};
 use super::{Group, HierarchicalBasis, PscHost, PscMethod, PscSetup, Schur, SchurHost};
-use crate::device::{HostArray, Storage};
+use crate::device::{DenseInverse, HostArray, OnHost, Storage};
 use crate::error::{Error, Result};
 use crate::fem::assemble_stiffness;
 use crate::io::h5;
@@ -280,12 +280,23 @@ fn checksum(s: &PscSetup) -> u64 {
 /// A directory of cached set-ups.
 pub struct OperatorCache {
     dir: PathBuf,
+    /// Where a set-up it computes inverts its dense matrices (the host unless told).
+    dense: Box<dyn DenseInverse + Send + Sync>,
 }
 
 impl OperatorCache {
     pub fn new(dir: &Path) -> Self {
         OperatorCache {
             dir: dir.to_path_buf(),
+            dense: Box::new(OnHost),
+        }
+    }
+
+    /// Set-ups it computes invert their dense matrices on `dense` (a GPU).
+    pub fn inverting_on(self, dense: impl DenseInverse + Send + Sync + 'static) -> Self {
+        OperatorCache {
+            dense: Box::new(dense),
+            ..self
         }
     }
 
@@ -340,7 +351,7 @@ impl OperatorCache {
         if let Some(setup) = loaded {
             return Ok((setup, CacheOutcome::Loaded(path)));
         }
-        let setup = PscSetup::on_mesh(mesh.clone(), method)?;
+        let setup = PscSetup::on_mesh_inverting_on(mesh.clone(), method, self.dense.as_ref())?;
         save::<f64>(&path, key, &setup, None)?;
         log::info!("PSC set-up saved to the cache {}", path.display());
         Ok((setup, Self::outcome(path, false, reason)))
@@ -386,7 +397,7 @@ impl OperatorCache {
         let was_loaded = loaded.is_some();
         let setup = match loaded {
             Some(setup) => setup,
-            None => PscSetup::on_mesh(mesh.clone(), method)?,
+            None => PscSetup::on_mesh_inverting_on(mesh.clone(), method, self.dense.as_ref())?,
         };
         let host = PscHost::<S>::new(&setup)?;
         save(&path, key, &setup, Some(&host))?;

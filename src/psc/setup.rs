@@ -11,9 +11,10 @@ use rayon::prelude::*;
 
 use super::macros::{group_blocks, Lattice, SparseBlock};
 use super::HierarchicalBasis;
+use crate::device::{DenseInverse, Inverted, OnHost};
 use crate::error::{Error, Result};
 use crate::fem::assemble_stiffness;
-use crate::linalg::spd_inverse_in_place;
+use crate::linalg::{mirror_lower, spd_inverse_in_place};
 use crate::mesh::{unit_square_refined, Element, MacroLocation, Mesh2d};
 use crate::sparse::{spgemm, Csr};
 
@@ -239,8 +240,19 @@ pub fn estimated_bytes(
 
 impl PscSetup {
     /// Builds `method`'s operators for the unit square refined `levels` times from
-    /// `n0`×`n0`.
+    /// `n0`×`n0`, every step on the host.
     pub fn new(element: Element, n0: usize, levels: usize, method: PscMethod) -> Result<Self> {
+        Self::new_inverting_on(element, n0, levels, method, &OnHost)
+    }
+
+    /// [`PscSetup::new`] with the dense inversions (Π⁻¹, Λ⁻¹) on `dense` (a GPU).
+    pub fn new_inverting_on(
+        element: Element,
+        n0: usize,
+        levels: usize,
+        method: PscMethod,
+        dense: &dyn DenseInverse,
+    ) -> Result<Self> {
         if element == Element::Q1Hex {
             return Err(Error::InvalidInput(
                 "PSC works on 2D meshes (q1, p1)".into(),
@@ -251,12 +263,21 @@ impl PscSetup {
                 "PSC needs a coarse mesh with interior nodes (n0 ≥ 2, got {n0}) refined at least once (got {levels})"
             )));
         }
-        Self::on_mesh(unit_square_refined(n0, levels, element)?, method)
+        Self::on_mesh_inverting_on(unit_square_refined(n0, levels, element)?, method, dense)
     }
 
     /// Builds `method`'s operators for any mesh refined from a coarse mesh at least once,
-    /// whose coarse mesh has an interior vertex (the class C).
+    /// whose coarse mesh has an interior vertex (the class C), every step on the host.
     pub fn on_mesh(mesh: Mesh2d, method: PscMethod) -> Result<Self> {
+        Self::on_mesh_inverting_on(mesh, method, &OnHost)
+    }
+
+    /// [`PscSetup::on_mesh`] with the dense inversions (Π⁻¹, Λ⁻¹) on `dense` (a GPU).
+    pub fn on_mesh_inverting_on(
+        mesh: Mesh2d,
+        method: PscMethod,
+        dense: &dyn DenseInverse,
+    ) -> Result<Self> {
         let Some(hierarchy) = mesh.hierarchy.as_ref() else {
             return Err(Error::InvalidInput(
                 "PSC needs a mesh refined from a coarse mesh".into(),
@@ -288,9 +309,11 @@ impl PscSetup {
             &dofs.node_of_dof,
             method,
             &progress,
+            dense,
         )
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn from_hierarchical(
         mesh: Mesh2d,
         hb: HierarchicalBasis,
@@ -299,6 +322,7 @@ impl PscSetup {
         node_of_dof: &[u32],
         method: PscMethod,
         progress: &Progress,
+        dense: &dyn DenseInverse,
     ) -> Result<Self> {
         let hierarchy = mesh.hierarchy.as_ref().expect("refined mesh");
         let (element, n, levels) = (mesh.element, mesh.n, hierarchy.levels);
@@ -599,10 +623,10 @@ impl PscSetup {
                 progress.stage(&format!("{method} inverses (|E| = {ne})"));
                 match method {
                     PscMethod::M1 => Schur::M1 {
-                        pi_inv: pi_inverse(lambda, &b)?,
+                        pi_inv: pi_inverse(dense, lambda, &b)?,
                     },
                     _ => {
-                        let (lambda_inv, theta_inv) = lambda_theta_inverses(lambda, &b)?;
+                        let (lambda_inv, theta_inv) = lambda_theta_inverses(dense, lambda, &b)?;
                         Schur::M2 {
                             lambda_inv,
                             theta_inv,
@@ -652,38 +676,58 @@ impl PscSetup {
     }
 }
 
+/// A ← (A − GᵀG)⁻¹ for the symmetric A (`gram` G, when given) on `dense`'s device, or on
+/// the host where it leaves it there; a failed Cholesky pivot is an error naming `what`.
+fn spd_inverse(
+    dense: &dyn DenseInverse,
+    a: &mut Mat<f64>,
+    gram: Option<&Mat<f64>>,
+    what: &str,
+) -> Result<()> {
+    let not_positive = |index: usize| {
+        Error::Solver(format!(
+            "Cholesky of {what} failed: pivot {index} is not positive"
+        ))
+    };
+    match dense.spd_inverse(a, gram)? {
+        Inverted::Done => {
+            mirror_lower(a.as_mut());
+            return Ok(());
+        }
+        Inverted::NotPositiveDefinite { index } => return Err(not_positive(index)),
+        Inverted::LeftToHost => {}
+    }
+    if let Some(g) = gram {
+        faer::linalg::matmul::matmul(
+            a.as_mut(),
+            Accum::Add,
+            g.transpose(),
+            g.as_ref(),
+            -1.0,
+            Par::rayon(0),
+        );
+    }
+    spd_inverse_in_place(a).map_err(|e| not_positive(e.index))
+}
+
 /// M1's Π⁻¹ = (Λ − BᵀB)⁻¹, in place: Λ becomes Π and Π becomes Π⁻¹ in one |E|×|E|
 /// allocation.
-fn pi_inverse(lambda: Mat<f64>, b: &Mat<f64>) -> Result<Mat<f64>> {
+fn pi_inverse(dense: &dyn DenseInverse, lambda: Mat<f64>, b: &Mat<f64>) -> Result<Mat<f64>> {
     let mut pi = lambda;
-    faer::linalg::matmul::matmul(
-        pi.as_mut(),
-        Accum::Add,
-        b.transpose(),
-        b.as_ref(),
-        -1.0,
-        Par::rayon(0),
-    );
-    spd_inverse_in_place(&mut pi).map_err(|e| {
-        Error::Solver(format!(
-            "Cholesky of Π (|E| = {}) failed: pivot {} is not positive",
-            pi.nrows(),
-            e.index
-        ))
-    })?;
+    let what = format!("Π (|E| = {})", pi.nrows());
+    spd_inverse(dense, &mut pi, Some(b), &what)?;
     Ok(pi)
 }
 
 /// M2's Λ⁻¹ (in place of Λ) and Θ⁻¹ = (I − B Λ⁻¹ Bᵀ)⁻¹.
-fn lambda_theta_inverses(lambda: Mat<f64>, b: &Mat<f64>) -> Result<(Mat<f64>, Mat<f64>)> {
+fn lambda_theta_inverses(
+    dense: &dyn DenseInverse,
+    lambda: Mat<f64>,
+    b: &Mat<f64>,
+) -> Result<(Mat<f64>, Mat<f64>)> {
     let mut lambda_inv = lambda;
-    spd_inverse_in_place(&mut lambda_inv).map_err(|e| {
-        Error::Solver(format!(
-            "Cholesky of Λ (|E| = {}) failed: pivot {} is not positive",
-            lambda_inv.nrows(),
-            e.index
-        ))
-    })?;
+    let what = format!("Λ (|E| = {})", lambda_inv.nrows());
+    spd_inverse(dense, &mut lambda_inv, None, &what)?;
     let nc = b.nrows();
     let w = b * &lambda_inv;
     let mut theta = Mat::<f64>::identity(nc, nc);
@@ -697,12 +741,8 @@ fn lambda_theta_inverses(lambda: Mat<f64>, b: &Mat<f64>) -> Result<(Mat<f64>, Ma
     );
     // Symmetric in exact arithmetic; the product's rounding is not.
     let theta = Mat::from_fn(nc, nc, |i, j| 0.5 * (theta[(i, j)] + theta[(j, i)]));
+    // |C|² is small: Θ stays on the host.
     let mut theta_inv = theta;
-    spd_inverse_in_place(&mut theta_inv).map_err(|e| {
-        Error::Solver(format!(
-            "Cholesky of Θ (|C| = {nc}) failed: pivot {} is not positive",
-            e.index
-        ))
-    })?;
+    spd_inverse(&OnHost, &mut theta_inv, None, &format!("Θ (|C| = {nc})"))?;
     Ok((lambda_inv, theta_inv))
 }

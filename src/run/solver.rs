@@ -606,12 +606,9 @@ fn psc_operator<D: PscDevice, S: Storage + hdf5::H5Type>(
             } else {
                 InverseCheck::OnLoad
             };
-            let (host, outcome, unchecked) = OperatorCache::new(dir).load_or_build_host::<S>(
-                &setup_key(mesh, method),
-                on.mesh,
-                method,
-                check,
-            )?;
+            let cache = OperatorCache::new(dir).inverting_on(dev.clone());
+            let (host, outcome, unchecked) =
+                cache.load_or_build_host::<S>(&setup_key(mesh, method), on.mesh, method, check)?;
             let note = match outcome {
                 CacheOutcome::Loaded(p) => {
                     format!("loaded from the operator cache {}", p.display())
@@ -627,9 +624,9 @@ fn psc_operator<D: PscDevice, S: Storage + hdf5::H5Type>(
         }
         None => {
             let setup = if on.conditioned {
-                PscSetup::on_mesh(on.mesh.clone(), method)?
+                PscSetup::on_mesh_inverting_on(on.mesh.clone(), method, dev)?
             } else {
-                PscSetup::new(element, n0, levels, method)?
+                PscSetup::new_inverting_on(element, n0, levels, method, dev)?
             };
             (
                 PscOperator::new(dev, &setup, S::PRECISION)?,

@@ -12,8 +12,8 @@ use rayon::prelude::*;
 
 use super::{arena, buffer, buffer_mut, by_precision, gemv, slice, slice_mut, Compute, Cpu};
 use crate::device::{
-    check_gemm_math, unsupported, Block, DenseKernels, MatMut, MatRef, Scratch, Storage, View,
-    ViewMut,
+    check_gemm_math, unsupported, Block, DenseInverse, DenseKernels, MatMut, MatRef, Scratch,
+    Storage, View, ViewMut,
 };
 use crate::error::{Error, Result};
 use crate::precision::{round_to_tf32, GemmMath, Stored};
@@ -351,6 +351,9 @@ fn check_operand(m: &MatRef<'_, Cpu>, what: &str) -> Result<()> {
         )))
     }
 }
+
+/// The set-up's inversions stay with the host's blocked inversion.
+impl DenseInverse for Cpu {}
 
 impl DenseKernels for Cpu {
     fn gemm(

@@ -5,6 +5,7 @@
 pub mod compile;
 mod dense;
 mod device;
+mod inverse;
 pub mod launch;
 mod multigrid;
 mod psc;
