@@ -2,7 +2,7 @@
 //! and M1, M2, M3 and PSC-IR around each against the independent sparse Cholesky
 //! reference and against each other.
 
-use tensorfem::device::{Block, Layout, PscDevice};
+use tensorfem::device::{Block, Cpu, Layout, PscDevice};
 use tensorfem::device_tests;
 use tensorfem::fem::{assemble_poisson, Manufactured};
 use tensorfem::linalg::LinOp;
@@ -375,3 +375,79 @@ device_tests!(
     m3_iterations_follow_the_condition_number,
     unrepresentable_operators_and_unconverged_cg_are_refused,
 );
+
+/// A device that inverts on the host the way a GPU hands its result back: only the lower
+/// triangle of (A − GᵀG)⁻¹ (the strict upper one garbage), or a refused pivot. It counts
+/// the calls and the Gram factors it was given.
+struct LowerOnly {
+    calls: std::cell::Cell<(usize, usize)>,
+    refuse: bool,
+}
+
+impl tensorfem::device::DenseInverse for LowerOnly {
+    fn spd_inverse(
+        &self,
+        a: &mut faer::Mat<f64>,
+        gram: Option<&faer::Mat<f64>>,
+    ) -> tensorfem::error::Result<tensorfem::device::Inverted> {
+        let (calls, grams) = self.calls.get();
+        self.calls
+            .set((calls + 1, grams + usize::from(gram.is_some())));
+        if self.refuse {
+            return Ok(tensorfem::device::Inverted::NotPositiveDefinite { index: 7 });
+        }
+        let mut inverse = match gram {
+            Some(g) => &*a - g.transpose() * g,
+            None => a.clone(),
+        };
+        tensorfem::linalg::spd_inverse_in_place(&mut inverse).unwrap();
+        let n = a.nrows();
+        for j in 0..n {
+            for i in 0..n {
+                a[(i, j)] = if i >= j { inverse[(i, j)] } else { f64::NAN };
+            }
+        }
+        Ok(tensorfem::device::Inverted::Done)
+    }
+}
+
+/// The set-up hands Π = Λ − BᵀB (M1: Λ with B as the Gram factor) and Λ (M2) to the
+/// device's inversion and mirrors the lower triangle it gets back: the operators equal
+/// the host's; a refused pivot is an error naming the matrix.
+#[test]
+fn setup_inverts_on_the_device_it_is_given() {
+    for (method, grams) in [(PscMethod::M1, 1), (PscMethod::M2, 0)] {
+        let device = LowerOnly {
+            calls: std::cell::Cell::new((0, 0)),
+            refuse: false,
+        };
+        let on_device = PscSetup::new_inverting_on(Element::Q1, 4, 3, method, &device).unwrap();
+        assert_eq!(device.calls.get(), (1, grams), "{method}");
+        let on_host = PscSetup::new(Element::Q1, 4, 3, method).unwrap();
+        let p = problem(Element::Q1, 4, 3, 3);
+        let n = p.stiffness.nrows();
+        let (x_device, _) = solve_alone(&Cpu::new(), &on_device, Precision::F64, &p, 1e-12);
+        let (x_host, _) = solve_alone(&Cpu::new(), &on_host, Precision::F64, &p, 1e-12);
+        let d = max_relative_difference(&x_device, &x_host, n);
+        assert!(
+            d < 1e-13,
+            "{method}: set-ups inverted apart differ by {d:e}"
+        );
+        if method == PscMethod::M1 {
+            let (a, b) = (on_device.pi_inv().unwrap(), on_host.pi_inv().unwrap());
+            assert!((a - b).norm_max() <= 1e-13 * b.norm_max(), "Π⁻¹ mirrored");
+        }
+    }
+    let refusing = LowerOnly {
+        calls: std::cell::Cell::new((0, 0)),
+        refuse: true,
+    };
+    let message = PscSetup::new_inverting_on(Element::Q1, 4, 3, PscMethod::M1, &refusing)
+        .err()
+        .expect("a refused pivot")
+        .to_string();
+    assert!(
+        message.contains("Cholesky of Π") && message.contains("pivot 7"),
+        "{message}"
+    );
+}
