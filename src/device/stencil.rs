@@ -115,6 +115,8 @@ pub struct LatticeRows<D: Device> {
     /// Coefficients per row, per set.
     pub widths: [usize; 4],
     pub sets: [Data<D>; 4],
+    /// Per set, the rows equal to one representative row (None: none shared).
+    pub shared: [Option<SharedRows>; 4],
 }
 
 /// Row coefficients of an operator whose rows are pressure nodes (one window for all).
@@ -124,6 +126,56 @@ pub struct PressureRows<D: Device> {
     /// Coefficients per row: 9 (3×3 window) or 25 (5×5).
     pub width: usize,
     pub coefficients: Data<D>,
+    /// The rows equal to one representative row (None: none shared).
+    pub shared: Option<SharedRows>,
+}
+
+/// Rows equal to one representative row: on a uniform mesh every row away from the
+/// boundary holds the same translation-invariant stencil. The CPU kernels read the
+/// representative's coefficients for them (one row that stays in L1 instead of a stream
+/// of identical rows: the stencils' bytes drop to those of the vectors), with bitwise the
+/// same results; the CUDA kernels read every row (their warps read rows together).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SharedRows {
+    /// The representative's index among the rows.
+    pub representative: usize,
+    /// Per row: whether its coefficients equal the representative's.
+    pub same: Vec<bool>,
+}
+
+impl SharedRows {
+    /// The rows of `width` values in `values` equal to row `representative` (bit for bit,
+    /// so equal in any precision they are rounded to); None when it is out of range or
+    /// fewer than half of the rows are.
+    pub fn of(values: &[f64], width: usize, representative: usize) -> Option<Self> {
+        let rows = values.len().checked_div(width)?;
+        if representative >= rows {
+            return None;
+        }
+        let typical = &values[representative * width..(representative + 1) * width];
+        let same: Vec<bool> = values
+            .chunks_exact(width)
+            .map(|r| {
+                r.iter()
+                    .zip(typical)
+                    .all(|(a, b)| a.to_bits() == b.to_bits())
+            })
+            .collect();
+        (2 * same.iter().filter(|&&s| s).count() >= rows).then_some(SharedRows {
+            representative,
+            same,
+        })
+    }
+
+    /// The row whose coefficients row `row` has.
+    #[inline(always)]
+    pub fn row_of(&self, row: usize) -> usize {
+        if self.same[row] {
+            self.representative
+        } else {
+            row
+        }
+    }
 }
 
 impl<D: Device> LatticeRows<D> {
@@ -334,4 +386,26 @@ pub trait StokesKernels: Device {
         b: View<'_, Self>,
         x: ViewMut<'_, Self>,
     ) -> Result<()>;
+}
+
+#[cfg(test)]
+mod shared_rows_tests {
+    use super::SharedRows;
+
+    #[test]
+    fn rows_equal_to_the_representative_bit_for_bit() {
+        // Rows of two values: 0 and 2 equal row 1; row 3 holds -0.0, which is not 0.0's bits.
+        let values = [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, -0.0];
+        let shared = SharedRows::of(&values, 2, 1).unwrap();
+        assert_eq!(shared.same, [true, true, true, false]);
+        assert_eq!((shared.row_of(0), shared.row_of(3)), (1, 3));
+        assert_eq!(SharedRows::of(&values, 2, 4), None, "out of range");
+        let mostly_different = [1.0, 2.0, 3.0, 4.0, 1.0];
+        assert_eq!(
+            SharedRows::of(&mostly_different, 1, 0),
+            None,
+            "fewer than half"
+        );
+        assert_eq!(SharedRows::of(&[], 0, 0), None);
+    }
 }

@@ -6,7 +6,9 @@
 
 use std::ops::Range;
 
-use crate::device::stencil::{self, lattice_reach, set_extent, set_of, set_row, StokesMatrices};
+use crate::device::stencil::{
+    self, lattice_reach, set_extent, set_of, set_row, SharedRows, StokesMatrices,
+};
 use crate::device::{Data, Device};
 use crate::error::Result;
 use crate::precision::{Precision, Stored};
@@ -125,6 +127,13 @@ impl LatticeRows {
         precision: Precision,
     ) -> Result<stencil::LatticeRows<D>> {
         let [a, b, c, d] = &self.sets;
+        let n = self.grid.n;
+        // The representative of a set: its node nearest the middle of the lattice.
+        let central = |odd: usize| if n & 1 == odd { n } else { n + 1 };
+        let shared = std::array::from_fn(|s| {
+            let representative = set_row(n, central(s & 1), central(s >> 1));
+            SharedRows::of(&self.sets[s], self.widths[s], representative)
+        });
         Ok(stencil::LatticeRows {
             grid: self.grid,
             scale: self.scale,
@@ -135,6 +144,7 @@ impl LatticeRows {
                 Data::from_f64(dev, c, precision)?,
                 Data::from_f64(dev, d, precision)?,
             ],
+            shared,
         })
     }
 }
@@ -198,11 +208,14 @@ impl PressureRows {
         dev: &D,
         precision: Precision,
     ) -> Result<stencil::PressureRows<D>> {
+        let np = self.grid.np();
+        let representative = (np / 2) * np + np / 2;
         Ok(stencil::PressureRows {
             grid: self.grid,
             scale: self.scale,
             width: self.width,
             coefficients: Data::from_f64(dev, &self.coefficients, precision)?,
+            shared: SharedRows::of(&self.coefficients, self.width, representative),
         })
     }
 }

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use super::{buffer, buffer_mut, by_precision, check_len, slice, slice_mut, Compute, Cpu};
 use crate::device::stencil::{
     check_flow, patch_node, pressure_window, set_of, set_row, CoarseSolve, Grid, LatticeRows,
-    PressureRows, StokesKernels, StokesMatrices, Transfer, VankaMaps, PATCH,
+    PressureRows, SharedRows, StokesKernels, StokesMatrices, Transfer, VankaMaps, PATCH,
 };
 use crate::device::{unsupported, Block, Data, Storage, View, ViewMut};
 use crate::error::{Error, Result};
@@ -24,13 +24,18 @@ struct Rows<'a, S> {
     scale: f64,
     widths: [usize; 4],
     sets: [&'a [S]; 4],
+    shared: [Option<&'a SharedRows>; 4],
 }
 
 impl<S> Rows<'_, S> {
+    /// Row (I, J)'s coefficients: its representative's where they are the same.
     #[inline(always)]
     fn row(&self, i: usize, j: usize) -> &[S] {
         let s = set_of(i, j);
-        let r = set_row(self.n, i, j);
+        let mut r = set_row(self.n, i, j);
+        if let Some(shared) = self.shared[s] {
+            r = shared.row_of(r);
+        }
         &self.sets[s][r * self.widths[s]..(r + 1) * self.widths[s]]
     }
 }
@@ -41,12 +46,17 @@ struct PRows<'a, S> {
     scale: f64,
     width: usize,
     coefficients: &'a [S],
+    shared: Option<&'a SharedRows>,
 }
 
 impl<S> PRows<'_, S> {
+    /// Row (i, j)'s coefficients: its representative's where they are the same.
     #[inline(always)]
     fn row(&self, i: usize, j: usize) -> &[S] {
-        let r = j * self.np + i;
+        let mut r = j * self.np + i;
+        if let Some(shared) = self.shared {
+            r = shared.row_of(r);
+        }
         &self.coefficients[r * self.width..(r + 1) * self.width]
     }
 }
@@ -63,6 +73,7 @@ fn rows<'a, S: Storage>(r: &'a LatticeRows<Cpu>) -> Result<Rows<'a, S>> {
             buffer::<S>(c, "stokes")?,
             buffer::<S>(d, "stokes")?,
         ],
+        shared: std::array::from_fn(|s| r.shared[s].as_ref()),
     })
 }
 
@@ -72,6 +83,7 @@ fn prows<'a, S: Storage>(r: &'a PressureRows<Cpu>) -> Result<PRows<'a, S>> {
         scale: r.scale,
         width: r.width,
         coefficients: buffer::<S>(&r.coefficients, "stokes")?,
+        shared: r.shared.as_ref(),
     })
 }
 
