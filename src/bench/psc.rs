@@ -21,7 +21,7 @@ use crate::mesh::{unit_square_refined, Element};
 use crate::precision::Precision;
 use crate::psc::{
     class_counts, estimated_bytes, refinement_levels, InnerCg, OperatorCache, PscIr, PscMethod,
-    PscOperator, PscSetup, RefineParams, SetupKey,
+    PscOperator, PscSetup, RefineParams, SetupKey, HOST_SOLVE_VECTORS,
 };
 use crate::reference::CholeskySolver;
 use crate::sparse::Csr;
@@ -443,13 +443,22 @@ fn run<D: PscDevice>(
 }
 
 /// Refuses a set-up this machine's memory cannot hold, naming the method and its sizes.
-fn check_memory(params: &PscBenchParams, levels: usize) -> Result<()> {
+fn check_memory(params: &PscBenchParams, levels: usize, on_gpu: bool) -> Result<()> {
     let Some(available) = crate::sys::available_memory() else {
         return Ok(());
     };
     let (c, e) = class_counts(params.element, params.n, params.n0);
     let unknowns = (params.n - 1) * (params.n - 1);
-    let needed = estimated_bytes(params.method, unknowns, (c, e), levels, params.nrhs);
+    // On a GPU the host holds the right-hand sides, the solution and what checks them.
+    let host_vectors = if on_gpu { 4.0 } else { HOST_SOLVE_VECTORS };
+    let needed = estimated_bytes(
+        params.method,
+        unknowns,
+        (c, e),
+        levels,
+        params.nrhs,
+        host_vectors,
+    );
     if needed > available as f64 {
         let hint = match params.method {
             PscMethod::M3 => "a larger --n0 or a smaller --nrhs",
@@ -490,9 +499,9 @@ pub fn bench_psc(
         nrhs: *widths.iter().max().expect("not empty"),
         ..params.clone()
     };
-    check_memory(&widest, levels)?;
     // The device first: a missing GPU is said before minutes of set-up.
     let device = cuda_device(params.backend)?;
+    check_memory(&widest, levels, device.is_some())?;
     // The set-up's dense inversions run on the GPU when there is one.
     let dense: &dyn DenseInverse = match &device {
         Some(gpu) => gpu,

@@ -23,4 +23,5 @@ pub use operator::{ApplyCounts, InnerCg, PscHost, PscOperator, SchurHost};
 pub use refine::{PscIr, RefineParams};
 pub use setup::{
     class_counts, estimated_bytes, refinement_levels, Group, PscMethod, PscSetup, Schur,
+    HOST_SOLVE_VECTORS,
 };

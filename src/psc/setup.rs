@@ -217,26 +217,32 @@ pub fn class_counts(element: Element, n: usize, n0: usize) -> (usize, usize) {
 
 /// A generous estimate of the host bytes a set-up of `method` and a solve of `nrhs`
 /// columns take, before anything is allocated: SᵀAS (about 40 entries per row and level),
-/// B in f64 and in its working precision, a dozen f64 block vectors, and for M1 and M2
-/// the dense Λ, its inverse and the factorisation workspace (about four dense |E|×|E|
-/// f64 matrices; M3 has nothing of that size).
+/// B in f64 and in its working precision, `host_vectors` f64 block vectors per column (a
+/// dozen when the solve runs on the host, only the copies that cross PCIe when it runs on
+/// a GPU), and for M1 and M2 two dense |E|×|E| f64 matrices: Λ, inverted in place into
+/// Π⁻¹ (or Λ⁻¹), and the operator's copy in the working precision (f64 at most). M3 has
+/// nothing of that size.
 pub fn estimated_bytes(
     method: PscMethod,
     unknowns: usize,
     (c, e): (usize, usize),
     levels: usize,
     nrhs: usize,
+    host_vectors: f64,
 ) -> f64 {
     let (c, e, unknowns) = (c as f64, e as f64, unknowns as f64);
     let dense = match method {
-        PscMethod::M1 | PscMethod::M2 => 4.0 * 8.0 * e * e,
+        PscMethod::M1 | PscMethod::M2 => 2.0 * 8.0 * e * e,
         PscMethod::M3 => 0.0,
     };
     dense
         + 2.0 * 8.0 * c * e
         + unknowns * (40.0 * levels as f64 + 40.0) * 12.0
-        + nrhs as f64 * unknowns * 8.0 * 12.0
+        + nrhs as f64 * unknowns * 8.0 * host_vectors
 }
+
+/// f64 vectors per column of a PSC solve on the host (the method's workspace, PSC-IR's).
+pub const HOST_SOLVE_VECTORS: f64 = 12.0;
 
 impl PscSetup {
     /// Builds `method`'s operators for the unit square refined `levels` times from

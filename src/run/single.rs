@@ -197,7 +197,7 @@ pub fn run(config: &RunConfig, backend: &Backend, comm: &dyn Comm) -> Result<Opt
     // A bad output path fails now, not after the solve.
     crate::io::h5::H5Writer::check_destination(&config.output)?;
     log::info!("backend: {backend}");
-    super::solver::check_memory(&config.mesh, &config.solver, config.ks.len())?;
+    super::solver::check_memory(&config.mesh, &config.solver, config.ks.len(), backend)?;
 
     let t = Instant::now();
     let mut op = AnyOperator::new(backend, &config.mesh, &config.solver)?;

@@ -33,7 +33,7 @@ use crate::sparse::Csr;
 /// and solutions, and the solver (sparse Cholesky factor with nested-dissection fill of
 /// about 10 N log2 N entries in 2D and 10 N^{4/3} in 3D; PSC: `psc::estimated_bytes`, on
 /// other meshes with the unit square's class counts for the same n and n0).
-fn estimated_bytes(m: &MeshSpec, solver: &SolverSpec, nrhs: usize) -> f64 {
+fn estimated_bytes(m: &MeshSpec, solver: &SolverSpec, nrhs: usize, backend: &Backend) -> f64 {
     let unknowns = m.unknowns() as f64;
     let k = m.element.nodes_per_cell() as f64;
     let nrhs = nrhs as f64;
@@ -59,12 +59,18 @@ fn estimated_bytes(m: &MeshSpec, solver: &SolverSpec, nrhs: usize) -> f64 {
         }
         method @ (Method::PscM1 | Method::PscM2 | Method::PscM3) => {
             let (n0, levels) = m.coarse.unwrap_or((1, 1));
+            // On a GPU the solve's workspace is the device's; the host holds the block.
+            let host_vectors = match backend {
+                Backend::Cuda(_) => 0.0,
+                Backend::Cpu { .. } => crate::psc::HOST_SOLVE_VECTORS,
+            };
             crate::psc::estimated_bytes(
                 psc_method(method),
                 m.unknowns(),
                 crate::psc::class_counts(m.element, m.n, n0),
                 levels,
                 nrhs as usize,
+                host_vectors,
             )
         }
     };
@@ -72,11 +78,16 @@ fn estimated_bytes(m: &MeshSpec, solver: &SolverSpec, nrhs: usize) -> f64 {
 }
 
 /// Refuses a problem this machine's memory cannot hold, naming what to change.
-pub fn check_memory(mesh: &MeshSpec, solver: &SolverSpec, nrhs: usize) -> Result<()> {
+pub fn check_memory(
+    mesh: &MeshSpec,
+    solver: &SolverSpec,
+    nrhs: usize,
+    backend: &Backend,
+) -> Result<()> {
     let Some(available) = crate::sys::available_memory() else {
         return Ok(());
     };
-    let needed = estimated_bytes(mesh, solver, nrhs);
+    let needed = estimated_bytes(mesh, solver, nrhs, backend);
     if needed > available as f64 {
         let classes = match (solver.method.is_psc(), mesh.coarse) {
             (true, Some((n0, _))) => {
@@ -1033,7 +1044,7 @@ impl Operators for CampaignOperators {
     fn check_memory(&self, op: &OperatorSpec, nrhs: usize) -> Result<()> {
         match &op.stokes {
             Some(spec) => crate::stokes::check_memory(spec),
-            None => check_memory(&op.mesh, &op.solver, nrhs),
+            None => check_memory(&op.mesh, &op.solver, nrhs, &self.backend),
         }
     }
 
