@@ -245,6 +245,8 @@ impl Cuda {
 
     /// Runs `f` with the pinned staging memory (allocated on first use).
     fn staging<R>(&self, f: impl FnOnce(&mut Staging) -> Result<R>) -> Result<R> {
+        // The staged copies call the driver directly: the context must be this thread's.
+        self.bind()?;
         let mut staging = self.inner.staging.lock().expect("not poisoned");
         if staging.is_none() {
             *staging = Some(Staging::new(&self.inner.ctx)?);

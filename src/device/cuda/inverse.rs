@@ -82,18 +82,26 @@ struct Solver {
 impl Solver {
     fn new(dev: &Cuda) -> Result<Self> {
         let mut handle = std::ptr::null_mut();
-        let mut params = std::ptr::null_mut();
-        // SAFETY: out-pointers to locals; the stream outlives the handle (the device holds it).
+        // SAFETY: an out-pointer to a local.
+        solver_status("create", unsafe { solver::cusolverDnCreate(&mut handle) })?;
+        // From here on the handle (and the parameters, once created) are freed on drop.
+        let mut solver = Solver {
+            handle,
+            params: std::ptr::null_mut(),
+        };
+        // SAFETY: a live handle; the stream outlives it (the device holds both); an
+        // out-pointer into the solver.
         unsafe {
-            solver_status("create", solver::cusolverDnCreate(&mut handle))?;
-            let solver = Solver { handle, params };
             solver_status(
                 "set stream",
                 solver::cusolverDnSetStream(handle, dev.stream().cu_stream() as _),
             )?;
-            solver_status("parameters", solver::cusolverDnCreateParams(&mut params))?;
-            Ok(Solver { params, ..solver })
+            solver_status(
+                "parameters",
+                solver::cusolverDnCreateParams(&mut solver.params),
+            )?;
         }
+        Ok(solver)
     }
 }
 
@@ -138,6 +146,7 @@ impl Cuda {
         let n = a.nrows();
         let ld = n;
         let stream = self.stream();
+        self.bind()?;
         // A, column by column into one contiguous device matrix (faer pads its columns).
         let mut dev_a: CudaSlice<f64> = self.zeros(n * n)?;
         for j in 0..n {
