@@ -347,7 +347,11 @@ fn unrepresentable_operators_and_unconverged_cg_are_refused<D: PscDevice>(dev: &
     let Schur::M1 { pi_inv } = &mut setup.schur else {
         unreachable!("an M1 set-up")
     };
-    pi_inv[(0, 0)] = 1.0e6;
+    // Two overflows: the first in column-major order is named (columns convert in
+    // parallel, the report does not depend on which finishes first).
+    let e = pi_inv.nrows();
+    pi_inv[(3, 5)] = 1.0e6;
+    pi_inv[(1, e - 1)] = -2.0e6;
     let err = PscOperator::new(dev, &setup, Precision::F16)
         .err()
         .expect("overflow is refused")
@@ -356,6 +360,7 @@ fn unrepresentable_operators_and_unconverged_cg_are_refused<D: PscDevice>(dev: &
         err.contains("Π⁻¹") && err.contains("f16") && err.contains("overflow"),
         "{err}"
     );
+    assert!(err.contains(&format!("entry {} ", 5 * e + 3)), "{err}");
 
     let p = problem(Element::Q1, 4, 3, 2);
     let mut op = PscOperator::new(dev, &p.setup(PscMethod::M3), Precision::F64).unwrap();
