@@ -154,7 +154,7 @@ fn dense_inverse_matches_the_host() {
     use tensorfem::device::{DenseInverse, Inverted};
     use tensorfem::linalg::{mirror_lower, spd_inverse_in_place};
     let Some(gpu) = gpu() else { return };
-    let (n, k) = (700, 30);
+    let (n, k) = (1100, 30);
     let g = Mat::from_fn(k, n, |i, j| ((i * 31 + j * 17) % 13) as f64 / 40.0);
     let a = Mat::from_fn(n, n, |i, j| {
         let coupling = 1.0 / (1.0 + (i as f64 - j as f64).abs());

@@ -2,7 +2,7 @@
 //! f64 with cuSOLVER's and cuBLAS's 64-bit interfaces (|E|² = 3.8·10⁹ entries at
 //! h = 1/1024 is past 32-bit indexing):
 //!
-//!   A ← A − GᵀG (SYRK, lower), A = LLᵀ (potrf), L ← L⁻¹ (trtri), A⁻¹ = L⁻ᵀL⁻¹,
+//!   A ← A − GᵀG (SYRK, lower), A = LLᵀ (potrf), L ← L⁻¹ (by blocks), A⁻¹ = L⁻ᵀL⁻¹,
 //!
 //! the last product in place by blocks of rows: with M = L⁻¹ lower triangular (its strict
 //! upper triangle zeroed), rows i..i+b of MᵀM, columns 0..i+b, are M(i.., i..i+b)ᵀ ·
@@ -55,6 +55,48 @@ pub fn gram_rows(n: usize, ld: usize, block: usize) -> Vec<GramRows> {
             }
         })
         .collect()
+}
+
+/// Columns of L⁻¹ one step of the blocked in-place inversion forms (LAPACK's dtrtri order).
+const INVERSE_BLOCK: usize = 512;
+
+/// One step of the in-place inversion of a lower-triangular L (n × n, leading dimension
+/// `ld`), the steps taken from the last block of columns to the first. With the trailing
+/// block T = L(j+b.., j+b..) already inverted, the panel P = L(j+b.., j..j+b) becomes
+/// −T·P·L_jj⁻¹ (a TRMM, then a TRSM against the still uninverted diagonal block), then
+/// L_jj ← L_jj⁻¹. Offsets in entries of the column-major matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LowerInverseStep {
+    /// b: the block's columns.
+    pub size: usize,
+    /// Rows below the diagonal block (the panel's rows; 0 for the last block).
+    pub below: usize,
+    /// L(j, j).
+    pub diagonal: usize,
+    /// L(j+b, j+b): the inverted trailing block.
+    pub trailing: usize,
+    /// L(j+b, j): the panel.
+    pub panel: usize,
+}
+
+/// The steps of the blocked inversion, last block of columns first.
+pub fn lower_inverse_steps(n: usize, ld: usize, block: usize) -> Vec<LowerInverseStep> {
+    let mut steps: Vec<_> = (0..n)
+        .step_by(block.max(1))
+        .map(|j| {
+            let size = block.min(n - j);
+            let next = j + size;
+            LowerInverseStep {
+                size,
+                below: n - next,
+                diagonal: j + j * ld,
+                trailing: next + next * ld,
+                panel: next + j * ld,
+            }
+        })
+        .collect();
+    steps.reverse();
+    steps
 }
 
 fn blas_status(what: &str, status: blas::cublasStatus_t) -> Result<()> {
@@ -140,6 +182,161 @@ impl Cuda {
         self.stream()
             .alloc_zeros(len)
             .map_err(|e| driver(&format!("allocating {len} values"), e))
+    }
+
+    /// L ← L⁻¹ in place for a lower-triangular, non-singular L on the device (n × n,
+    /// leading dimension `ld`), by [`lower_inverse_steps`]: TRMM and TRSM on the panels,
+    /// cuSOLVER's Xtrtri on each diagonal block in a contiguous scratch.
+    fn invert_lower_in_place(
+        &self,
+        handle: blas::cublasHandle_t,
+        solver: &Solver,
+        pa: *mut f64,
+        n: usize,
+        ld: usize,
+    ) -> Result<()> {
+        use blas::cublasDiagType_t::CUBLAS_DIAG_NON_UNIT;
+        use blas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER;
+        use blas::cublasOperation_t::CUBLAS_OP_N;
+        use blas::cublasSideMode_t::{CUBLAS_SIDE_LEFT, CUBLAS_SIDE_RIGHT};
+        let stream = self.stream();
+        let (one, minus_one, zero) = (1.0f64, -1.0f64, 0.0f64);
+        let b = INVERSE_BLOCK.min(n) as i64;
+        let mut block: CudaSlice<f64> = self.zeros((b * b).max(1) as usize)?;
+        let (pb, _b) = block.device_ptr_mut(stream);
+        let pb = pb as *mut f64;
+        let info: CudaSlice<i32> = self.device_zeros(1)?;
+        let (p_info, _info_record) = info.device_ptr(stream);
+        let (lower, non_unit) = (
+            solver::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER,
+            solver::cublasDiagType_t::CUBLAS_DIAG_NON_UNIT,
+        );
+        let r64 = solver::cudaDataType::CUDA_R_64F;
+        let (mut device_bytes, mut host_bytes) = (0usize, 0usize);
+        // SAFETY: the scratch is b × b (ld b) on the device; out-pointers to locals.
+        solver_status("trtri workspace", unsafe {
+            solver::cusolverDnXtrtri_bufferSize(
+                solver.handle,
+                lower,
+                non_unit,
+                b,
+                r64,
+                pb as *mut c_void,
+                b,
+                &mut device_bytes,
+                &mut host_bytes,
+            )
+        })?;
+        let mut work: CudaSlice<u8> = self.device_zeros(device_bytes.max(1))?;
+        let (pw, _w) = work.device_ptr_mut(stream);
+        let mut host_work = vec![0u8; host_bytes.max(1)];
+        for step in lower_inverse_steps(n, ld, INVERSE_BLOCK) {
+            let (size, below) = (step.size as i64, step.below as i64);
+            // SAFETY: every operand lies inside A (n × n, ld `ld`) at the offsets of
+            // `lower_inverse_steps`, or inside the b × b scratch (size ≤ b); the TRMM
+            // writes its right operand in place (cuBLAS's documented in-place form:
+            // C = B); the scalars are host values living through the calls.
+            unsafe {
+                if below > 0 {
+                    blas_status(
+                        "TRMM (inverse panel)",
+                        blas::cublasDtrmm_v2_64(
+                            handle,
+                            CUBLAS_SIDE_LEFT,
+                            CUBLAS_FILL_MODE_LOWER,
+                            CUBLAS_OP_N,
+                            CUBLAS_DIAG_NON_UNIT,
+                            below,
+                            size,
+                            &one,
+                            pa.add(step.trailing),
+                            ld as i64,
+                            pa.add(step.panel),
+                            ld as i64,
+                            pa.add(step.panel),
+                            ld as i64,
+                        ),
+                    )?;
+                    blas_status(
+                        "TRSM (inverse panel)",
+                        blas::cublasDtrsm_v2_64(
+                            handle,
+                            CUBLAS_SIDE_RIGHT,
+                            CUBLAS_FILL_MODE_LOWER,
+                            CUBLAS_OP_N,
+                            CUBLAS_DIAG_NON_UNIT,
+                            below,
+                            size,
+                            &minus_one,
+                            pa.add(step.diagonal),
+                            ld as i64,
+                            pa.add(step.panel),
+                            ld as i64,
+                        ),
+                    )?;
+                }
+                // The diagonal block out to the scratch, inverted there, and back.
+                blas_status(
+                    "GEAM (diagonal block out)",
+                    blas::cublasDgeam_64(
+                        handle,
+                        CUBLAS_OP_N,
+                        CUBLAS_OP_N,
+                        size,
+                        size,
+                        &one,
+                        pa.add(step.diagonal),
+                        ld as i64,
+                        &zero,
+                        pb,
+                        size,
+                        pb,
+                        size,
+                    ),
+                )?;
+                solver_status(
+                    "trtri",
+                    solver::cusolverDnXtrtri(
+                        solver.handle,
+                        lower,
+                        non_unit,
+                        size,
+                        r64,
+                        pb as *mut c_void,
+                        size,
+                        pw as *mut c_void,
+                        device_bytes,
+                        host_work.as_mut_ptr() as *mut c_void,
+                        host_bytes,
+                        p_info as *mut i32,
+                    ),
+                )?;
+                blas_status(
+                    "GEAM (diagonal block back)",
+                    blas::cublasDgeam_64(
+                        handle,
+                        CUBLAS_OP_N,
+                        CUBLAS_OP_N,
+                        size,
+                        size,
+                        &one,
+                        pb,
+                        size,
+                        &zero,
+                        pa.add(step.diagonal),
+                        ld as i64,
+                        pa.add(step.diagonal),
+                        ld as i64,
+                    ),
+                )?;
+            }
+            if self.solver_info(&info)? != 0 {
+                return Err(Error::Backend(
+                    "cuSOLVER trtri: a zero diagonal entry after a successful Cholesky".into(),
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn gpu_spd_inverse(&self, a: &mut Mat<f64>, gram: Option<&Mat<f64>>) -> Result<Inverted> {
@@ -240,52 +437,11 @@ impl Cuda {
                 index: failed as usize - 1,
             });
         }
-        // L ← L⁻¹ (lower, non-unit).
-        let non_unit = solver::cublasDiagType_t::CUBLAS_DIAG_NON_UNIT;
-        // SAFETY: as for potrf.
-        solver_status("trtri workspace", unsafe {
-            solver::cusolverDnXtrtri_bufferSize(
-                solver.handle,
-                lower,
-                non_unit,
-                n as i64,
-                r64,
-                pa as *mut c_void,
-                ld as i64,
-                &mut device_bytes,
-                &mut host_bytes,
-            )
-        })?;
-        if work.len() < device_bytes {
-            work = self.device_zeros(device_bytes)?;
-        }
-        host_work.resize(host_bytes.max(1), 0);
-        {
-            let (pw, _w) = work.device_ptr_mut(stream);
-            // SAFETY: as for potrf.
-            solver_status("trtri", unsafe {
-                solver::cusolverDnXtrtri(
-                    solver.handle,
-                    lower,
-                    non_unit,
-                    n as i64,
-                    r64,
-                    pa as *mut c_void,
-                    ld as i64,
-                    pw as *mut c_void,
-                    device_bytes,
-                    host_work.as_mut_ptr() as *mut c_void,
-                    host_bytes,
-                    p_info as *mut i32,
-                )
-            })?;
-        }
-        if self.solver_info(&info)? != 0 {
-            return Err(Error::Backend(
-                "cuSOLVER trtri: a zero diagonal entry after a successful Cholesky".into(),
-            ));
-        }
         drop(work);
+        // L ← L⁻¹ (lower, non-unit) by blocks of columns: cuSOLVER's Xtrtri on the whole
+        // matrix refused n = 61,504 (CUSOLVER_STATUS_INVALID_VALUE on an H200, 2026-11-27),
+        // so it only inverts the diagonal blocks, copied out to a small scratch.
+        self.invert_lower_in_place(handle, &solver, pa, n, ld)?;
         // M's strict upper triangle ← 0 (potrf and trtri leave A's there), so the row
         // blocks' GEMMs read M itself.
         for j in 1..n {
@@ -396,6 +552,74 @@ impl DenseInverse for Cuda {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The inversion's steps, carried out on the host in the same order and in place (the
+    /// TRMM, the TRSM and the diagonal block's inverse by plain loops), give L⁻¹.
+    #[test]
+    fn lower_inverse_steps_invert_in_place() {
+        for (n, block) in [(1, 4), (7, 3), (12, 4), (13, 5), (20, 512)] {
+            let ld = n + 3;
+            let l = |i: usize, j: usize| match i.cmp(&j) {
+                std::cmp::Ordering::Less => 0.0,
+                std::cmp::Ordering::Equal => 2.0 + (i % 3) as f64,
+                std::cmp::Ordering::Greater => ((i * 5 + j * 11) % 7) as f64 / 8.0 - 0.4,
+            };
+            let mut a = vec![f64::NAN; ld * n];
+            for j in 0..n {
+                for i in j..n {
+                    a[i + j * ld] = l(i, j);
+                }
+            }
+            let at = |offset: usize, i: usize, j: usize| offset + i + j * ld;
+            for s in lower_inverse_steps(n, ld, block) {
+                // P ← T P (T lower triangular, below × below), rows from the bottom up so
+                // that each row reads rows of P not yet overwritten.
+                for c in 0..s.size {
+                    for r in (0..s.below).rev() {
+                        a[at(s.panel, r, c)] = (0..=r)
+                            .map(|k| a[at(s.trailing, r, k)] * a[at(s.panel, k, c)])
+                            .sum();
+                    }
+                }
+                // P ← −P L_jj⁻¹: solve X L_jj = −P column by column from the last.
+                for c in (0..s.size).rev() {
+                    for r in 0..s.below {
+                        let known: f64 = (c + 1..s.size)
+                            .map(|k| a[at(s.panel, r, k)] * a[at(s.diagonal, k, c)])
+                            .sum();
+                        a[at(s.panel, r, c)] =
+                            (-a[at(s.panel, r, c)] - known) / a[at(s.diagonal, c, c)];
+                    }
+                }
+                // L_jj ← L_jj⁻¹ by forward substitution into a copy.
+                let mut inverse = vec![0.0; s.size * s.size];
+                for c in 0..s.size {
+                    for r in c..s.size {
+                        let e = if r == c { 1.0 } else { 0.0 };
+                        let known: f64 = (c..r)
+                            .map(|k| a[at(s.diagonal, r, k)] * inverse[k + c * s.size])
+                            .sum();
+                        inverse[r + c * s.size] = (e - known) / a[at(s.diagonal, r, r)];
+                    }
+                }
+                for c in 0..s.size {
+                    for r in c..s.size {
+                        a[at(s.diagonal, r, c)] = inverse[r + c * s.size];
+                    }
+                }
+            }
+            for j in 0..n {
+                for i in j..n {
+                    let product: f64 = (j..=i).map(|k| l(i, k) * a[k + j * ld]).sum();
+                    let want = if i == j { 1.0 } else { 0.0 };
+                    assert!(
+                        (product - want).abs() <= 1e-12,
+                        "n = {n}, block {block}: (L·X)({i}, {j}) = {product}"
+                    );
+                }
+            }
+        }
+    }
 
     /// The row blocks, carried out on the host in the same order and in place, give MᵀM
     /// of a lower-triangular M (for sizes that do and do not divide into blocks).
