@@ -4,18 +4,13 @@
 //
 // Every kernel runs a thread per (row, column) in blocks of (cw, 256/cw) threads: cw
 // columns (the block's lanes along x, a power of two ≤ 32) times 256/cw rows, block
-// (q, t) for columns t·cw… and rows q·(256/cw)… (then every gridDim.x-th group of rows).
-// With 32 or more columns a warp reads one row's 32 consecutive columns; with one column
-// it reads 32 consecutive rows. Each kernel fuses the statistics of what it stores: Σ v²,
-// max |v| and the range flag per column, reduced over the block's rows in a fixed tree
-// and written as chunk q's triple (chunks = gridDim.x, fixed by the sizes alone), then
-// added up in chunk order by stats_reduce: the same bits run to run.
-//
-// Arithmetic follows the CPU kernels step for step (the host compiles with --fmad=false):
-// a row's A x sums its even and its odd slots apart, in slot order, then adds the two;
-// f16 data computes in f32; transfers combine in f64 and round once to the target's
-// compute precision, then to its storage.
-
+// (q, t) for columns t·cw… With 32 or more columns a warp reads one row's 32 consecutive
+// columns; with one column it reads 32 consecutive rows. Each kernel fuses the statistics
+// of what it stores: Σ v², max |v| and the range flag per column, as the triple of chunk q
+// (gridDim.x chunks, fixed by the number of rows alone), added up in chunk order by
+// stats_reduce. Σ v² is summed in one order for every launch width (canonical_rows), so a
+// column's statistics, and the refinement scales taken from them, are bitwise the same
+// alone and inside a block of any width, run after run.
 // Σ v², max |v| and the range flag of one thread's values of its column.
 struct ColumnRecord {
   double sum, largest;
@@ -34,35 +29,57 @@ struct ColumnRecord {
   }
 };
 
-// The block's records reduced over its rows (threadIdx.y) per column and written as the
-// triple of chunk blockIdx.x: part[3·(c·gridDim.x + blockIdx.x)…]. Every thread calls it.
-__device__ void write_record(const ColumnRecord &r, u32 nrhs, double *part) {
-  __shared__ double sums[REDUCE_THREADS];
+// Runs body(row, record) for this thread's column and rows and writes the column's chunk
+// triple part[3·(c·gridDim.x + blockIdx.x)…]. Every thread of the block calls it.
+//
+// The canonical order of Σ v²: chunk q has 256 virtual lanes; lane v sums rows
+// q·256 + v + k·256·gridDim.x for k = 0, 1, … in turn, and the lanes are added in one
+// pairwise tree (v += v + s for v < s, s = 128, 64, …, 1). With cw columns a block has
+// h = 256/cw threads along the rows and thread y holds lanes y + j·h, j < cw: the tree's
+// stages s ≥ h pair lanes of one thread (j with j + s/h), the later ones lanes of two
+// threads. The thread takes its lanes in bit-reversed order of j, so that those first
+// stages add neighbours in turn: a running pairwise sum with one pending value per level
+// (in shared memory, the thread's own slots), and no barrier until the last stages, which
+// are write_record's tree of before. The maximum and the flag need no order.
+template <typename Body>
+__device__ __forceinline__ void canonical_rows(u32 n, u32 nrhs, double *part, const Body &body) {
+  __shared__ double pending[6 * REDUCE_THREADS];
+  __shared__ double lanes[REDUCE_THREADS];
   __shared__ double maxima[REDUCE_THREADS];
-  u32 cw = blockDim.x, t = threadIdx.y * cw + threadIdx.x;
-  sums[t] = r.sum;
-  maxima[t] = r.largest;
-  int any = __syncthreads_or(r.flag);
-  for (u32 s = blockDim.y / 2; s > 0; s >>= 1) {
-    if (threadIdx.y < s) {
-      sums[t] += sums[t + s * cw];
-      maxima[t] = fmax(maxima[t], maxima[t + s * cw]);
+  u32 cw = blockDim.x, height = blockDim.y, x = threadIdx.x, y = threadIdx.y;
+  u32 c = blockIdx.y * cw + x, me = y * cw + x, bits = __ffs(cw) - 1;
+  // Rows are below 2³¹ and the stride at most 2048 · 256 (the host checks both), so a
+  // 32-bit row cannot wrap.
+  u32 stride = gridDim.x * REDUCE_THREADS;
+  ColumnRecord record;
+  for (u32 i = 0; i < cw; i++) {
+    u32 j = bits ? __brev(i) >> (32 - bits) : 0;
+    record.sum = 0.0;
+    if (c < nrhs)
+      for (u32 row = blockIdx.x * REDUCE_THREADS + j * height + y; row < n; row += stride)
+        body(row, record);
+    double v = record.sum;
+    u32 level = 0;
+    for (; (i >> level) & 1; level++) v = pending[level * REDUCE_THREADS + me] + v;
+    pending[level * REDUCE_THREADS + me] = v;
+  }
+  lanes[me] = pending[bits * REDUCE_THREADS + me];
+  maxima[me] = record.largest;
+  int any = __syncthreads_or(record.flag);
+  for (u32 s = height / 2; s > 0; s >>= 1) {
+    if (y < s) {
+      lanes[me] += lanes[me + s * cw];
+      maxima[me] = fmax(maxima[me], maxima[me + s * cw]);
     }
     __syncthreads();
   }
-  u32 c = blockIdx.y * cw + threadIdx.x;
-  if (threadIdx.y == 0 && c < nrhs) {
+  if (y == 0 && c < nrhs) {
     double *p = part + 3 * ((u64)c * gridDim.x + blockIdx.x);
-    p[0] = sums[threadIdx.x];
-    p[1] = maxima[threadIdx.x];
+    p[0] = lanes[x];
+    p[1] = maxima[x];
     p[2] = any ? 1.0 : 0.0;
   }
 }
-
-// The thread's column, and its rows (a grid-stride loop over groups of blockDim.y rows).
-#define MY_COLUMN (blockIdx.y * blockDim.x + threadIdx.x)
-#define FOR_MY_ROWS(row, n)                                                                       \
-  for (u32 row = blockIdx.x * blockDim.y + threadIdx.y; row < (n); row += gridDim.x * blockDim.y)
 
 // What a sweep computes from a row's A x (device::RowOp).
 #define OP_APPLY 0u
@@ -112,33 +129,29 @@ template <typename S, typename Rows>
 __device__ void sweep(const Rows &rows, u32 n, const S *values, u32 op, double omega, const S *x,
                       const S *b, S *out, u32 nrhs, double limit, double *part) {
   typedef typename ComputeOf<S>::type C;
-  ColumnRecord record;
-  u32 c = MY_COLUMN;
-  if (c < nrhs) {
-    C w = (C)omega;
-    FOR_MY_ROWS(row, n) {
-      C even = 0, odd = 0;
-      rows.each(row, [&](u32 s, u64 k, u32 col) {
-        C product = (C)widen(values[k]) * (C)widen(x[(u64)col * nrhs + c]);
-        if (s & 1)
-          odd += product;
-        else
-          even += product;
-      });
-      C ax = even + odd;
-      u64 own = (u64)row * nrhs + c;
-      C o = ax;
-      if (op == OP_RESIDUAL) {
-        o = (C)widen(b[own]) - ax;
-      } else if (op == OP_JACOBI) {
-        C diagonal = (C)widen(values[row]);
-        o = (C)widen(x[own]) + w / diagonal * ((C)widen(b[own]) - ax);
-      }
-      record.add((double)o, limit);
-      out[own] = store_c(o, (S *)0);
+  u32 c = blockIdx.y * blockDim.x + threadIdx.x;
+  C w = (C)omega;
+  canonical_rows(n, nrhs, part, [=](u32 row, ColumnRecord &record) {
+    C even = 0, odd = 0;
+    rows.each(row, [&](u32 s, u64 k, u32 col) {
+      C product = (C)widen(values[k]) * (C)widen(x[(u64)col * nrhs + c]);
+      if (s & 1)
+        odd += product;
+      else
+        even += product;
+    });
+    C ax = even + odd;
+    u64 own = (u64)row * nrhs + c;
+    C o = ax;
+    if (op == OP_RESIDUAL) {
+      o = (C)widen(b[own]) - ax;
+    } else if (op == OP_JACOBI) {
+      C diagonal = (C)widen(values[row]);
+      o = (C)widen(x[own]) + w / diagonal * ((C)widen(b[own]) - ax);
     }
-  }
-  write_record(record, nrhs, part);
+    record.add((double)o, limit);
+    out[own] = store_c(o, (S *)0);
+  });
 }
 
 // The first damped Jacobi step from x = 0: out = (ω / d) b, d the stored diagonal.
@@ -146,18 +159,14 @@ template <typename S>
 __device__ void ell_jacobi_from_zero(u32 n, const S *diagonal, double omega, const S *b, S *out,
                                      u32 nrhs, double limit, double *part) {
   typedef typename ComputeOf<S>::type C;
-  ColumnRecord record;
-  u32 c = MY_COLUMN;
-  if (c < nrhs) {
-    C w = (C)omega;
-    FOR_MY_ROWS(row, n) {
-      u64 own = (u64)row * nrhs + c;
-      C o = w / (C)widen(diagonal[row]) * (C)widen(b[own]);
-      record.add((double)o, limit);
-      out[own] = store_c(o, (S *)0);
-    }
-  }
-  write_record(record, nrhs, part);
+  u32 c = blockIdx.y * blockDim.x + threadIdx.x;
+  C w = (C)omega;
+  canonical_rows(n, nrhs, part, [=](u32 row, ColumnRecord &record) {
+    u64 own = (u64)row * nrhs + c;
+    C o = w / (C)widen(diagonal[row]) * (C)widen(b[own]);
+    record.add((double)o, limit);
+    out[own] = store_c(o, (S *)0);
+  });
 }
 
 // The refinement update u_c += α_c c_c, r_c −= A (α_c c_c) (A, u, r f64; the correction in
@@ -166,28 +175,24 @@ __device__ void ell_jacobi_from_zero(u32 n, const S *diagonal, double omega, con
 template <typename T, typename Rows>
 __device__ void refine_update(const Rows &rows, u32 n, const double *values, const T *corr,
                               const double *alpha, double *u, double *r, u32 nrhs, double *part) {
-  ColumnRecord record;
-  u32 c = MY_COLUMN;
-  if (c < nrhs) {
-    double a = alpha[c];
-    FOR_MY_ROWS(row, n) {
-      double even = 0.0, odd = 0.0;
-      rows.each(row, [&](u32 s, u64 k, u32 col) {
-        double product = values[k] * (a * (double)widen(corr[(u64)col * nrhs + c]));
-        if (s & 1)
-          odd += product;
-        else
-          even += product;
-      });
-      u64 own = (u64)row * nrhs + c;
-      double mine = (double)widen(corr[own]);
-      u[own] += a * mine;
-      double residual = r[own] - (even + odd);
-      r[own] = residual;
-      record.add(residual * residual, fabs(mine), __longlong_as_double(0x7ff0000000000000LL));
-    }
-  }
-  write_record(record, nrhs, part);
+  u32 c = blockIdx.y * blockDim.x + threadIdx.x;
+  double a = c < nrhs ? alpha[c] : 0.0;
+  canonical_rows(n, nrhs, part, [=](u32 row, ColumnRecord &record) {
+    double even = 0.0, odd = 0.0;
+    rows.each(row, [&](u32 s, u64 k, u32 col) {
+      double product = values[k] * (a * (double)widen(corr[(u64)col * nrhs + c]));
+      if (s & 1)
+        odd += product;
+      else
+        even += product;
+    });
+    u64 own = (u64)row * nrhs + c;
+    double mine = (double)widen(corr[own]);
+    u[own] += a * mine;
+    double residual = r[own] - (even + odd);
+    r[own] = residual;
+    record.add(residual * residual, fabs(mine), __longlong_as_double(0x7ff0000000000000LL));
+  });
 }
 
 // Grid transfers between uniform grids of interior points (dim 2 or 3, m_f = 2·m_c + 1,
@@ -222,31 +227,27 @@ template <typename S, typename T>
 __device__ void grid_restrict(const S *fine, T *coarse, u32 dim, u32 mc, u32 nrhs,
                               const double *factor, double limit, double *part) {
   typedef typename ComputeOf<T>::type C;
-  ColumnRecord record;
-  u32 c = MY_COLUMN, mf = 2 * mc + 1;
+  u32 c = blockIdx.y * blockDim.x + threadIdx.x, mf = 2 * mc + 1;
   u32 points = dim == 2 ? mc * mc : mc * mc * mc;
-  if (c < nrhs) {
-    FOR_MY_ROWS(point, points) {
-      u32 a = point % mc, rest = point / mc, b = rest % mc, q = dim == 2 ? 0 : rest / mc;
-      double acc = 0.0;
-      for (u32 dz = 0; dz < (dim == 2 ? 1u : 3u); dz++) {
-        double wz = dim == 2 ? 1.0 : weight_1d(dz);
-        u64 plane = dim == 2 ? 0 : (u64)(2 * q + dz) * mf * mf;
-        for (u32 dy = 0; dy < 3; dy++) {
-          double w = dim == 2 ? weight_1d(dy) : wz * weight_1d(dy), half = 0.5 * w;
-          u64 line = plane + (u64)(2 * b + dy) * mf + 2 * a;
-          double f0 = (double)widen(fine[line * nrhs + c]);
-          double f1 = (double)widen(fine[(line + 1) * nrhs + c]);
-          double f2 = (double)widen(fine[(line + 2) * nrhs + c]);
-          acc += half * (f0 + f2) + w * f1;
-        }
+  canonical_rows(points, nrhs, part, [=](u32 point, ColumnRecord &record) {
+    u32 a = point % mc, rest = point / mc, b = rest % mc, q = dim == 2 ? 0 : rest / mc;
+    double acc = 0.0;
+    for (u32 dz = 0; dz < (dim == 2 ? 1u : 3u); dz++) {
+      double wz = dim == 2 ? 1.0 : weight_1d(dz);
+      u64 plane = dim == 2 ? 0 : (u64)(2 * q + dz) * mf * mf;
+      for (u32 dy = 0; dy < 3; dy++) {
+        double w = dim == 2 ? weight_1d(dy) : wz * weight_1d(dy), half = 0.5 * w;
+        u64 line = plane + (u64)(2 * b + dy) * mf + 2 * a;
+        double f0 = (double)widen(fine[line * nrhs + c]);
+        double f1 = (double)widen(fine[(line + 1) * nrhs + c]);
+        double f2 = (double)widen(fine[(line + 2) * nrhs + c]);
+        acc += half * (f0 + f2) + w * f1;
       }
-      C o = (C)(acc * factor[c]);
-      record.add((double)o, limit);
-      coarse[(u64)point * nrhs + c] = store_c(o, (T *)0);
     }
-  }
-  write_record(record, nrhs, part);
+    C o = (C)(acc * factor[c]);
+    record.add((double)o, limit);
+    coarse[(u64)point * nrhs + c] = store_c(o, (T *)0);
+  });
 }
 
 // fine += s_c · P coarse, the interpolation summed in f64 over the coarse planes, lines
@@ -256,36 +257,32 @@ template <typename S, typename T>
 __device__ void grid_prolongate_add(const S *coarse, T *fine, u32 dim, u32 mc, u32 nrhs,
                                     const double *factor, double limit, double *part) {
   typedef typename ComputeOf<T>::type C;
-  ColumnRecord record;
-  u32 c = MY_COLUMN, mf = 2 * mc + 1;
+  u32 c = blockIdx.y * blockDim.x + threadIdx.x, mf = 2 * mc + 1;
   u32 points = dim == 2 ? mf * mf : mf * mf * mf;
-  if (c < nrhs) {
-    FOR_MY_ROWS(point, points) {
-      u32 i = point % mf, rest = point / mf, j = rest % mf, p = dim == 2 ? 0 : rest / mf;
-      u32 zi[2], yi[2], xi[2];
-      double zw[2], yw[2], xw[2];
-      u32 nz = 1;
-      zi[0] = 0;
-      zw[0] = 1.0;
-      if (dim == 3) nz = interpolation_1d(p, mc, zi, zw);
-      u32 ny = interpolation_1d(j, mc, yi, yw), nx = interpolation_1d(i, mc, xi, xw);
-      double acc = 0.0;
-      for (u32 kz = 0; kz < nz; kz++) {
-        u64 plane = (u64)zi[kz] * mc * mc;
-        for (u32 ky = 0; ky < ny; ky++) {
-          double w = dim == 2 ? yw[ky] : zw[kz] * yw[ky];
-          u64 line = plane + (u64)yi[ky] * mc;
-          for (u32 kx = 0; kx < nx; kx++)
-            acc += (xw[kx] * w) * (double)widen(coarse[(line + xi[kx]) * nrhs + c]);
-        }
+  canonical_rows(points, nrhs, part, [=](u32 point, ColumnRecord &record) {
+    u32 i = point % mf, rest = point / mf, j = rest % mf, p = dim == 2 ? 0 : rest / mf;
+    u32 zi[2], yi[2], xi[2];
+    double zw[2], yw[2], xw[2];
+    u32 nz = 1;
+    zi[0] = 0;
+    zw[0] = 1.0;
+    if (dim == 3) nz = interpolation_1d(p, mc, zi, zw);
+    u32 ny = interpolation_1d(j, mc, yi, yw), nx = interpolation_1d(i, mc, xi, xw);
+    double acc = 0.0;
+    for (u32 kz = 0; kz < nz; kz++) {
+      u64 plane = (u64)zi[kz] * mc * mc;
+      for (u32 ky = 0; ky < ny; ky++) {
+        double w = dim == 2 ? yw[ky] : zw[kz] * yw[ky];
+        u64 line = plane + (u64)yi[ky] * mc;
+        for (u32 kx = 0; kx < nx; kx++)
+          acc += (xw[kx] * w) * (double)widen(coarse[(line + xi[kx]) * nrhs + c]);
       }
-      u64 own = (u64)point * nrhs + c;
-      C o = (C)((double)widen(fine[own]) + factor[c] * acc);
-      record.add((double)o, limit);
-      fine[own] = store_c(o, (T *)0);
     }
-  }
-  write_record(record, nrhs, part);
+    u64 own = (u64)point * nrhs + c;
+    C o = (C)((double)widen(fine[own]) + factor[c] * acc);
+    record.add((double)o, limit);
+    fine[own] = store_c(o, (T *)0);
+  });
 }
 
 // dst = factor_c · M src, or dst += factor_c · M src when `keep` (M a CSR matrix of f64
@@ -296,21 +293,17 @@ __device__ void matrix_transfer(u32 rows, const u64 *row_ptr, const u32 *col_idx
                                 const double *weights, const S *src, T *dst, u32 keep, u32 nrhs,
                                 const double *factor, double limit, double *part) {
   typedef typename ComputeOf<T>::type C;
-  ColumnRecord record;
-  u32 c = MY_COLUMN;
-  if (c < nrhs) {
-    FOR_MY_ROWS(row, rows) {
-      double acc = 0.0;
-      for (u64 e = row_ptr[row]; e < row_ptr[row + 1]; e++)
-        acc += weights[e] * (double)widen(src[(u64)col_idx[e] * nrhs + c]);
-      u64 own = (u64)row * nrhs + c;
-      double kept = keep ? (double)widen(dst[own]) : 0.0;
-      C o = (C)(kept + factor[c] * acc);
-      record.add((double)o, limit);
-      dst[own] = store_c(o, (T *)0);
-    }
-  }
-  write_record(record, nrhs, part);
+  u32 c = blockIdx.y * blockDim.x + threadIdx.x;
+  canonical_rows(rows, nrhs, part, [=](u32 row, ColumnRecord &record) {
+    double acc = 0.0;
+    for (u64 e = row_ptr[row]; e < row_ptr[row + 1]; e++)
+      acc += weights[e] * (double)widen(src[(u64)col_idx[e] * nrhs + c]);
+    u64 own = (u64)row * nrhs + c;
+    double kept = keep ? (double)widen(dst[own]) : 0.0;
+    C o = (C)(kept + factor[c] * acc);
+    record.add((double)o, limit);
+    dst[own] = store_c(o, (T *)0);
+  });
 }
 
 // Appends to a log whether a restriction flushed an active column to zero: 1 + the first
@@ -333,6 +326,9 @@ extern "C" __global__ void flushed_column(const double *fine, const double *coar
   log[1] = largest;
 }
 
+// grid_refine_update asks for one block per multiprocessor at least (not the default's
+// occupancy target): with its 27-point neighbourhood in 3D, ptxas otherwise spilled a few
+// bytes to stay at 48 registers.
 #define MULTIGRID_ENTRIES(name, S)                                                                \
   extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                                    \
       ell_sweep_##name(u32 n, u32 width, const u32 *cols, const S *values, u32 op, double omega,  \
@@ -357,7 +353,7 @@ extern "C" __global__ void flushed_column(const double *fine, const double *coar
       const double *alpha, double *u, double *r, u32 nrhs, double *part) {                        \
     refine_update<S>(IndexedRows{n, width, cols}, n, values, corr, alpha, u, r, nrhs, part);      \
   }                                                                                               \
-  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) grid_refine_update_##name(         \
+  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS, 1) grid_refine_update_##name(         \
       u32 n, u32 dim, u32 m, const double *values, const S *corr, const double *alpha, double *u, \
       double *r, u32 nrhs, double *part) {                                                        \
     if (dim == 3)                                                                                 \

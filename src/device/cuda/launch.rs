@@ -93,14 +93,15 @@ pub fn per_item_and_column(items: u64, cols: u32) -> LaunchConfig {
     }
 }
 
-/// Most blocks of a node-major launch ([`rows_and_columns`]): every row group's statistics
-/// are a chunk the final reduction adds in order, so their number is capped.
-pub const NODE_MAJOR_BLOCKS: u64 = 2048;
+/// Most row chunks of a node-major launch ([`rows_and_columns`]): each chunk's statistics
+/// are a triple per column that the final reduction adds in order.
+pub const NODE_MAJOR_CHUNKS: u64 = 2048;
 
 /// Blocks of (cw, THREADS / cw) threads for the node-major kernels of kernels/multigrid.cu:
 /// cw lanes along the columns (the power of two ≥ `cols`, at most a warp), the rest along
-/// the rows; block (q, t) for columns t·cw… and row groups q, q + gridDim.x, …. The grid
-/// depends on the sizes alone, so the statistics' chunks (gridDim.x) do too.
+/// the rows; block (q, t) for columns t·cw… and the rows of chunk q. The number of chunks
+/// (gridDim.x) depends on the rows alone, so a column's statistics are summed in the same
+/// order whatever the block's width.
 pub fn rows_and_columns(rows: u64, cols: u32) -> Result<LaunchConfig> {
     let lanes = cols.clamp(1, 32).next_power_of_two();
     let column_blocks = cols.max(1).div_ceil(lanes);
@@ -110,13 +111,10 @@ pub fn rows_and_columns(rows: u64, cols: u32) -> Result<LaunchConfig> {
             MAX_GRID_Y as u64 * 32
         )));
     }
-    let row_threads = THREADS / lanes;
-    let row_blocks = rows
-        .div_ceil(row_threads as u64)
-        .clamp(1, (NODE_MAJOR_BLOCKS / column_blocks as u64).max(1));
+    let chunks = rows.div_ceil(THREADS as u64).clamp(1, NODE_MAJOR_CHUNKS);
     Ok(LaunchConfig {
-        grid_dim: (row_blocks as u32, column_blocks, 1),
-        block_dim: (lanes, row_threads, 1),
+        grid_dim: (chunks as u32, column_blocks, 1),
+        block_dim: (lanes, THREADS / lanes, 1),
         shared_mem_bytes: 0,
     })
 }
@@ -257,13 +255,22 @@ mod tests {
         assert_eq!(warp_per_item(14_880).grid_dim, (1_860, 1, 1));
 
         // Node-major blocks: one column runs 256 rows a block, 64 columns two blocks of
-        // 32 lanes × 8 rows across, 3 columns 4 lanes (one idle) × 64 rows.
+        // 32 lanes × 8 rows across, 3 columns 4 lanes (one idle) × 64 rows; the chunks
+        // (gridDim.x) are the same for every width.
         let one = rows_and_columns(1000, 1).unwrap();
         assert_eq!((one.block_dim, one.grid_dim), ((1, 256, 1), (4, 1, 1)));
         let wide = rows_and_columns(1 << 24, 64).unwrap();
-        assert_eq!((wide.block_dim, wide.grid_dim), ((32, 8, 1), (1024, 2, 1)));
+        assert_eq!((wide.block_dim, wide.grid_dim), ((32, 8, 1), (2048, 2, 1)));
         let three = rows_and_columns(10, 3).unwrap();
         assert_eq!((three.block_dim, three.grid_dim), ((4, 64, 1), (1, 1, 1)));
+        for cols in [1, 3, 32, 33, 1000] {
+            let cfg = rows_and_columns(1 << 24, cols).unwrap();
+            assert_eq!(cfg.grid_dim.0 as u64, NODE_MAJOR_CHUNKS, "{cols} columns");
+            assert_eq!(
+                cfg.grid_dim.1,
+                cols.div_ceil(32.min(cols.next_power_of_two()))
+            );
+        }
         assert!(rows_and_columns(10, u32::MAX).is_err());
     }
 
