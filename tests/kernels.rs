@@ -974,7 +974,7 @@ fn sweeps_at_simd_level(
             Stats::without_norms(&dev, k).unwrap()
         }
     };
-    for k in [1, 40] {
+    for k in [1, 3, 8, 13, 40] {
         let (x, b) = (values(n * k, 60), values(n * k, 61));
         for p in Precision::STORED {
             // As the solver stores its levels: rounding-level entries dropped (3D).
@@ -1098,17 +1098,35 @@ fn statistics_without_norms_keep_maxima_and_flag_nan() {
     }
 }
 
-/// On the CPU a column's statistics (Σ v², max |v|) from a sweep or a refinement update of a
-/// wide block are bitwise those of the column alone, so a column's refinement (scaling,
-/// stopping) does not depend on the columns solved beside it.
+/// On the CPU a column's output and statistics (Σ v², max |v|) from a sweep, a first Jacobi
+/// step or a refinement update of a block are bitwise those of the column alone, whatever
+/// the block width: every width of a partial last tile (1 to 15 columns, each compiled for
+/// its width) and whole tiles. So a column's refinement (scaling, stopping) does not depend
+/// on the columns solved beside it.
 #[test]
-fn cpu_column_statistics_do_not_depend_on_the_block_width() {
-    use tensorfem::device::MultigridKernels;
+fn cpu_columns_do_not_depend_on_the_block_width() {
     let dev = tensorfem::device::Cpu::new();
     let a = assemble_level(2, 64).unwrap(); // two chunks, a partial last slice
-    let n = sparse::SparseRows::nrows(&a);
-    let k = 37;
-    let ell = Ell::from_csr_diagonal_first(&a, dev.ell_layout()).unwrap();
+    for k in (2..=17).chain([37]) {
+        let columns: Vec<usize> = if k <= 17 {
+            (0..k).collect()
+        } else {
+            vec![0, 15, 16, k - 1]
+        };
+        columns_alone_and_in_a_block(dev, &a, k, &columns);
+    }
+}
+
+/// [`cpu_columns_do_not_depend_on_the_block_width`] for one block width `k`.
+fn columns_alone_and_in_a_block(
+    dev: tensorfem::device::Cpu,
+    a: &Csr<f64>,
+    k: usize,
+    columns: &[usize],
+) {
+    use tensorfem::device::MultigridKernels;
+    let n = sparse::SparseRows::nrows(a);
+    let ell = Ell::from_csr_diagonal_first(a, dev.ell_layout()).unwrap();
     let (x, b) = (values(n * k, 70), values(n * k, 71));
     let column = |v: &[f64], c: usize| -> Vec<f64> { (0..n).map(|i| v[i * k + c]).collect() };
     let f64_matrix = EllMatrix::upload(&dev, &ell, Precision::F64).unwrap();
@@ -1126,15 +1144,20 @@ fn cpu_column_statistics_do_not_depend_on_the_block_width() {
                 dev.ell_sweep(&matrix, op, &block(x, cols, p), b, &mut out, &mut stats)
                     .unwrap();
                 let s = stats.read(&dev).unwrap();
-                (s.sumsq.unwrap().to_vec(), s.max_abs.to_vec())
+                (
+                    out.to_f64(&dev).unwrap(),
+                    s.sumsq.unwrap().to_vec(),
+                    s.max_abs.to_vec(),
+                )
             };
-            let (sumsq, max_abs) = sweep(&x, &b, k);
-            for c in [0, 15, 16, 36] {
-                let (alone_sumsq, alone_max) = sweep(&column(&x, c), &column(&b, c), 1);
+            let (out, sumsq, max_abs) = sweep(&x, &b, k);
+            for &c in columns {
+                let (o1, s1, m1) = sweep(&column(&x, c), &column(&b, c), 1);
+                assert_eq!(o1, column(&out, c), "{p} {op:?} column {c} of {k}");
                 assert_eq!(
-                    (alone_sumsq[0], alone_max[0]),
+                    (s1[0], m1[0]),
                     (sumsq[c], max_abs[c]),
-                    "{p} {op:?} column {c}"
+                    "{p} {op:?} column {c} of {k}"
                 );
             }
         }
@@ -1151,10 +1174,18 @@ fn cpu_column_statistics_do_not_depend_on_the_block_width() {
             )
         };
         let (out, sumsq, max_abs) = from_zero(&b, k);
-        for c in [0, 15, 16, 36] {
+        for &c in columns {
             let (o1, s1, m1) = from_zero(&column(&b, c), 1);
-            assert_eq!(o1, column(&out, c), "Jacobi from zero, {p}, column {c}");
-            assert_eq!((s1[0], m1[0]), (sumsq[c], max_abs[c]), "{p} column {c}");
+            assert_eq!(
+                o1,
+                column(&out, c),
+                "Jacobi from zero, {p}, column {c} of {k}"
+            );
+            assert_eq!(
+                (s1[0], m1[0]),
+                (sumsq[c], max_abs[c]),
+                "{p} column {c} of {k}"
+            );
         }
         let update = |x: &[f64], b: &[f64], alpha: &[f64]| {
             let cols = alpha.len();
@@ -1181,14 +1212,22 @@ fn cpu_column_statistics_do_not_depend_on_the_block_width() {
             )
         };
         let (u, r, sumsq, max_abs) = update(&x, &b, &alpha);
-        for c in [0, 15, 16, 36] {
+        for &c in columns {
             let (u1, r1, s1, m1) = update(&column(&x, c), &column(&b, c), &alpha[c..c + 1]);
-            assert_eq!(u1, column(&u, c), "refinement update u, {p}, column {c}");
-            assert_eq!(r1, column(&r, c), "refinement update r, {p}, column {c}");
+            assert_eq!(
+                u1,
+                column(&u, c),
+                "refinement update u, {p}, column {c} of {k}"
+            );
+            assert_eq!(
+                r1,
+                column(&r, c),
+                "refinement update r, {p}, column {c} of {k}"
+            );
             assert_eq!(
                 (s1[0], m1[0]),
                 (sumsq[c], max_abs[c]),
-                "refinement update statistics, {p}, column {c}"
+                "refinement update statistics, {p}, column {c} of {k}"
             );
         }
     }
