@@ -1332,17 +1332,22 @@ fn cpu_grid_transfers_alone_in_a_block_and_at_every_simd_level() {
     use tensorfem::device::MultigridKernels;
     let dev = tensorfem::device::Cpu::new();
     let before = simd::level();
-    let k = 5;
-    let column =
-        |v: &[f64], c: usize| -> Vec<f64> { v.iter().skip(c).step_by(k).copied().collect() };
-    for fine in [GridShape { dim: 2, m: 63 }, GridShape { dim: 3, m: 15 }] {
+    // A partial tile alone, and a whole tile and a partial one (blocks take fused kernels).
+    for (k, fine) in [5, 21].into_iter().flat_map(|k| {
+        [GridShape { dim: 2, m: 63 }, GridShape { dim: 3, m: 15 }].map(|fine| (k, fine))
+    }) {
+        let column =
+            |v: &[f64], c: usize| -> Vec<f64> { v.iter().skip(c).step_by(k).copied().collect() };
         let coarse = fine.coarse();
         let transfer = LevelTransfer::<tensorfem::device::Cpu>::Grid { fine, coarse };
         let (f, c) = (
             values(fine.points() * k, 80),
             values(coarse.points() * k, 81),
         );
-        let scales: Vec<f64> = (0..k).map(|j| 0.5 + j as f64).collect();
+        // Column 3's scale is zero: its restriction is zero, its prolongation adds nothing.
+        let scales: Vec<f64> = (0..k)
+            .map(|j| if j == 3 { 0.0 } else { 0.5 + j as f64 })
+            .collect();
         let mut reference: Option<Vec<Vec<f64>>> = None;
         for level in SimdLevel::ALL.into_iter().filter(|l| l.is_supported()) {
             assert!(simd::set_level(level));
@@ -1374,10 +1379,11 @@ fn cpu_grid_transfers_alone_in_a_block_and_at_every_simd_level() {
                         )
                         .unwrap();
                         let s = stats.read(&dev).unwrap();
+                        let statistics = s.sumsq.unwrap().iter().chain(s.max_abs).copied();
                         (
                             restricted.to_f64(&dev).unwrap(),
                             prolongated.to_f64(&dev).unwrap(),
-                            s.sumsq.unwrap().to_vec(),
+                            statistics.collect(),
                         )
                     };
                 let (r_block, p_block, sumsq) = run(&f, &c, &scales);
@@ -1394,10 +1400,26 @@ fn cpu_grid_transfers_alone_in_a_block_and_at_every_simd_level() {
                         "prolongation {fine:?} {p:?} column {j}"
                     );
                     assert_eq!(
-                        s[0].to_bits(),
-                        sumsq[j].to_bits(),
-                        "statistics {fine:?} {p:?} column {j}"
+                        (s[0].to_bits(), s[1].to_bits()),
+                        (sumsq[j].to_bits(), sumsq[k + j].to_bits()),
+                        "statistics {fine:?} {p:?} column {j} of {k}"
                     );
+                    if j == 3 {
+                        let stored = Block::from_f64(
+                            &dev,
+                            &column(&f, j),
+                            fine.points(),
+                            1,
+                            p,
+                            Layout::NodeMajor,
+                        )
+                        .unwrap();
+                        assert!(r.iter().all(|&v| v == 0.0), "zero scale restricts to zero");
+                        assert!(
+                            pr == stored.to_f64(&dev).unwrap(),
+                            "zero scale adds nothing"
+                        );
+                    }
                 }
                 outputs.push(r_block);
                 outputs.push(p_block);
@@ -1405,6 +1427,97 @@ fn cpu_grid_transfers_alone_in_a_block_and_at_every_simd_level() {
             match &reference {
                 None => reference = Some(outputs),
                 Some(first) => assert_eq!(first, &outputs, "{fine:?} at {}", level.name()),
+            }
+        }
+    }
+    simd::set_level(before);
+}
+
+/// The refinement's scaling of node-major residual blocks (dst = src / s_c in another
+/// precision, with statistics): each column's values and statistics bitwise those of the
+/// column alone and the same at every SIMD level, the values src / s_c rounded once into
+/// the target precision (a zero scale gives zero), Σ v² and max |v| those of the stored values.
+#[test]
+fn cpu_scaled_columns_alone_in_a_block_and_at_every_simd_level() {
+    use tensorfem::device::cpu::simd::{self, SimdLevel};
+    use tensorfem::device::VectorKernels;
+    let dev = tensorfem::device::Cpu::new();
+    let before = simd::level();
+    let rows = 10_003; // three statistics chunks, the last partial
+    for k in [2, 5, 21] {
+        let x = values(rows * k, 90);
+        let scales: Vec<f64> = (0..k)
+            .map(|j| if j == 1 { 0.0 } else { 0.25 + j as f64 })
+            .collect();
+        let column =
+            |v: &[f64], c: usize| -> Vec<f64> { (0..rows).map(|i| v[i * k + c]).collect() };
+        for a in Precision::STORED {
+            for b in Precision::STORED {
+                let run = |x: &[f64], scales: &[f64]| {
+                    let cols = scales.len();
+                    let src = Block::from_f64(&dev, x, rows, cols, a, Layout::NodeMajor).unwrap();
+                    let mut dst = Block::zeros(&dev, rows, cols, b, Layout::NodeMajor).unwrap();
+                    let mut stats = Stats::new(&dev, cols).unwrap();
+                    dev.scale_columns(&src, scales, &mut dst, &mut stats)
+                        .unwrap();
+                    let s = stats.read(&dev).unwrap();
+                    let sumsq = s.sumsq.unwrap().to_vec();
+                    (dst.to_f64(&dev).unwrap(), sumsq, s.max_abs.to_vec())
+                };
+                let mut reference = None;
+                for level in SimdLevel::ALL.into_iter().filter(|l| l.is_supported()) {
+                    assert!(simd::set_level(level));
+                    let block = run(&x, &scales);
+                    match &reference {
+                        None => reference = Some(block.clone()),
+                        Some(first) => assert!(
+                            first == &block,
+                            "{a} → {b}, {k} columns at {}",
+                            level.name()
+                        ),
+                    }
+                    let (out, sumsq, max_abs) = block;
+                    for j in 0..k {
+                        let (alone, s1, m1) = run(&column(&x, j), &scales[j..j + 1]);
+                        assert!(alone == column(&out, j), "{a} → {b}, column {j} of {k}");
+                        assert_eq!(
+                            (s1[0], m1[0]),
+                            (sumsq[j], max_abs[j]),
+                            "{a} → {b}, column {j} of {k}"
+                        );
+                        let stored_x =
+                            Block::from_f64(&dev, &column(&x, j), rows, 1, a, Layout::NodeMajor)
+                                .unwrap()
+                                .to_f64(&dev)
+                                .unwrap();
+                        let inverse = if scales[j] == 0.0 {
+                            0.0
+                        } else {
+                            1.0 / scales[j]
+                        };
+                        // Relative rounding, and f16's subnormal spacing 2⁻²⁴ for values
+                        // below its smallest normal number.
+                        let (bound, spacing) = match b {
+                            Precision::F16 => (1e-3, 2f64.powi(-24)),
+                            Precision::F32 => (1e-7, 0.0),
+                            _ => (1e-15, 0.0),
+                        };
+                        for (o, v) in alone.iter().zip(&stored_x) {
+                            let exact = v * inverse;
+                            assert!(
+                                (o - exact).abs() <= bound * exact.abs() + spacing,
+                                "{a} → {b}: {o} for {exact}"
+                            );
+                        }
+                        let (ss, mx) = alone
+                            .iter()
+                            .fold((0.0, 0.0f64), |(ss, mx), o| (ss + o * o, mx.max(o.abs())));
+                        // Of the values in B's compute precision, before f16 rounds them once more.
+                        let within = 2.0 * bound + 1e-12;
+                        assert!((s1[0] - ss).abs() <= within * ss, "Σ v², {a} → {b}");
+                        assert!((m1[0] - mx).abs() <= bound * mx, "max |v|, {a} → {b}");
+                    }
+                }
             }
         }
     }

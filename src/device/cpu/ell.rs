@@ -13,12 +13,12 @@
 //! run in one order whatever the block width and the SIMD level, and statistics of what
 //! each kernel stored are reduced in chunk order.
 
-use num_traits::{Float, Zero};
+use num_traits::Zero;
 use rayon::prelude::*;
 
 use super::arena;
-use super::simd::{per_simd_level, TileIo, TILE};
-use super::vector::{fold_column, partials, reduce};
+use super::simd::{partial_tile, per_simd_level, TileIo, TILE};
+use super::vector::{fold_column, fold_tiles, partials, record_tile, reduce};
 use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::sparse::Chunks;
 use crate::device::{Block, EllMatrix, RowOp, Stats, Storage};
@@ -30,78 +30,6 @@ use crate::sparse::{EllLayout, SLICE};
 const SUB_ROWS: usize = 256;
 
 const _: () = assert!(SLICE == TILE && SUB_ROWS.is_multiple_of(SLICE));
-
-/// Runs `$body` for the last, partial tile of `$rem` (1 ≤ `$rem` < TILE) columns with `$t`
-/// bound to the width as a constant: the loads, stores and lane loops then compile to
-/// vector code for that width. With a run-time width each value went through a padded
-/// copy, and 2 to 15 columns took 15–30× the time per column of a whole tile.
-macro_rules! partial_tile {
-    ($rem:expr, $t:ident => $body:expr) => {
-        match $rem {
-            1 => {
-                let $t = 1;
-                $body
-            }
-            2 => {
-                let $t = 2;
-                $body
-            }
-            3 => {
-                let $t = 3;
-                $body
-            }
-            4 => {
-                let $t = 4;
-                $body
-            }
-            5 => {
-                let $t = 5;
-                $body
-            }
-            6 => {
-                let $t = 6;
-                $body
-            }
-            7 => {
-                let $t = 7;
-                $body
-            }
-            8 => {
-                let $t = 8;
-                $body
-            }
-            9 => {
-                let $t = 9;
-                $body
-            }
-            10 => {
-                let $t = 10;
-                $body
-            }
-            11 => {
-                let $t = 11;
-                $body
-            }
-            12 => {
-                let $t = 12;
-                $body
-            }
-            13 => {
-                let $t = 13;
-                $body
-            }
-            14 => {
-                let $t = 14;
-                $body
-            }
-            15 => {
-                let $t = 15;
-                $body
-            }
-            rem => unreachable!("a partial tile of {rem} columns"),
-        }
-    };
-}
 
 /// A sliced ELLPACK matrix in S with its chunks.
 struct Ell<'a, S> {
@@ -339,34 +267,6 @@ impl<S: Storage + TileIo> RowTiles<'_, S> {
     }
 }
 
-/// One row's tile of a block kernel's output `o` into its statistics: Σ v² (in f64, into
-/// the row's lane: the order of [`record_stats`](super::vector::record_stats)) and max |v| into `top`, or without norms
-/// only max |v| ([`TileIo::fold_magnitudes`], which keeps a NaN).
-#[inline(always)]
-fn record_tile<S: TileIo>(
-    norms: bool,
-    o: &[Compute<S>; TILE],
-    lane: &mut [f64; TILE],
-    top: &mut [Compute<S>; TILE],
-) {
-    if norms {
-        for c in 0..TILE {
-            let a = o[c].abs();
-            // Not `max`: NaN must not be dropped here (it shows in Σ v² instead).
-            top[c] = if a > top[c] { a } else { top[c] };
-        }
-        let mut wide = [0.0f64; TILE];
-        for c in 0..TILE {
-            wide[c] = o[c].to_f64();
-        }
-        for c in 0..TILE {
-            lane[c] += wide[c] * wide[c];
-        }
-    } else {
-        S::fold_magnitudes(top, o);
-    }
-}
-
 /// The tiles [`tile_row_sum`] multiplies a row's values with, slot by slot. (A trait with
 /// `#[inline(always)]` methods, not a closure: closures are compiled without the target
 /// features of the kernel they are in, and one left out of line costs a call per slot.)
@@ -428,23 +328,6 @@ fn tile_row_sum<T: Real>(row_values: &[T], tiles: &impl SlotTiles<T>) -> [T; TIL
         }
     }
     std::array::from_fn(|c| even[c] + odd[c])
-}
-
-/// Adds a sub-block's per-tile statistics (four row lanes of Σ v² per tile, max |v| per
-/// tile) into the chunk's `part`, column by column; values above `limit` flag the block.
-fn fold_tiles<T: Real>(
-    part: &mut [f64],
-    nrhs: usize,
-    sumsq: &[[f64; TILE]],
-    largest: &[[T; TILE]],
-    limit: f64,
-) {
-    for c in 0..nrhs {
-        let (tile, lane) = (c / TILE, c % TILE);
-        let lanes = std::array::from_fn(|k| sumsq[4 * tile + k][lane]);
-        let top = largest[tile][lane].to_f64();
-        fold_column(part, nrhs, c, lanes, top, limit);
-    }
 }
 
 /// [`sweep`] for blocks of two or more columns: x and b are read where they are (no

@@ -127,7 +127,7 @@ pub fn set_level(level: SimdLevel) -> bool {
     true
 }
 
-/// Defines `$name::<T>(args)`: `$portable::<T, LEVEL>(args)` compiled for the SIMD level
+/// Defines `$name::<T>(args)` (or `$name::<A, B>`): `$portable::<T, LEVEL>(args)` compiled for the SIMD level
 /// `simd::level` names (AVX-512F or AVX2, both with F16C, or the scalar baseline) and called
 /// in that copy. The portable body is `#[inline(always)]`, so each copy is its own code.
 macro_rules! per_simd_level {
@@ -154,9 +154,115 @@ macro_rules! per_simd_level {
             }
         }
     };
+    ($(#[$doc:meta])* fn $name:ident<$a:ident, $b:ident>($args:ty) => $portable:ident) => {
+        $(#[$doc])*
+        fn $name<
+            $a: $crate::device::Storage + $crate::device::cpu::simd::TileIo,
+            $b: $crate::device::Storage + $crate::device::cpu::simd::TileIo,
+        >(args: $args) {
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,f16c")]
+            unsafe fn avx2<
+                $a: $crate::device::Storage + $crate::device::cpu::simd::TileIo,
+                $b: $crate::device::Storage + $crate::device::cpu::simd::TileIo,
+            >(args: $args) {
+                $portable::<$a, $b, { $crate::device::cpu::simd::SimdLevel::Avx2 as u8 }>(args)
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f,f16c")]
+            unsafe fn avx512<
+                $a: $crate::device::Storage + $crate::device::cpu::simd::TileIo,
+                $b: $crate::device::Storage + $crate::device::cpu::simd::TileIo,
+            >(args: $args) {
+                $portable::<$a, $b, { $crate::device::cpu::simd::SimdLevel::Avx512 as u8 }>(args)
+            }
+            match $crate::device::cpu::simd::level() {
+                // SAFETY: `simd::level` names only levels this CPU has (F16C included).
+                #[cfg(target_arch = "x86_64")]
+                $crate::device::cpu::simd::SimdLevel::Avx512 => unsafe { avx512::<$a, $b>(args) },
+                #[cfg(target_arch = "x86_64")]
+                $crate::device::cpu::simd::SimdLevel::Avx2 => unsafe { avx2::<$a, $b>(args) },
+                _ => $portable::<$a, $b, { $crate::device::cpu::simd::SimdLevel::Scalar as u8 }>(args),
+            }
+        }
+    };
 }
 
 pub(super) use per_simd_level;
+
+/// Runs `$body` for the last, partial tile of `$rem` (1 ≤ `$rem` < TILE) columns with `$t`
+/// bound to the width as a constant: the loads, stores and lane loops then compile to
+/// vector code for that width. With a run-time width each value went through a padded
+/// copy, and 2 to 15 columns took 15–30× the time per column of a whole tile.
+macro_rules! partial_tile {
+    ($rem:expr, $t:ident => $body:expr) => {
+        match $rem {
+            1 => {
+                let $t = 1;
+                $body
+            }
+            2 => {
+                let $t = 2;
+                $body
+            }
+            3 => {
+                let $t = 3;
+                $body
+            }
+            4 => {
+                let $t = 4;
+                $body
+            }
+            5 => {
+                let $t = 5;
+                $body
+            }
+            6 => {
+                let $t = 6;
+                $body
+            }
+            7 => {
+                let $t = 7;
+                $body
+            }
+            8 => {
+                let $t = 8;
+                $body
+            }
+            9 => {
+                let $t = 9;
+                $body
+            }
+            10 => {
+                let $t = 10;
+                $body
+            }
+            11 => {
+                let $t = 11;
+                $body
+            }
+            12 => {
+                let $t = 12;
+                $body
+            }
+            13 => {
+                let $t = 13;
+                $body
+            }
+            14 => {
+                let $t = 14;
+                $body
+            }
+            15 => {
+                let $t = 15;
+                $body
+            }
+            rem => unreachable!("a partial tile of {rem} columns"),
+        }
+    };
+}
+
+pub(super) use partial_tile;
 
 /// Columns of a node-major block one pass over a matrix row computes at once: one AVX-512
 /// register of f32, two of f64. A tile's sums and statistics stay in registers.

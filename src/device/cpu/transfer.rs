@@ -9,11 +9,12 @@
 //! combined in f64, scaled per column, and rounded once to the target level's storage
 //! precision.
 
+use num_traits::Zero;
 use rayon::prelude::*;
 
 use super::arena;
-use super::simd::{self, SimdLevel};
-use super::vector::{partials, record_stats, reduce};
+use super::simd::{self, partial_tile, per_simd_level, SimdLevel, TileIo, TILE};
+use super::vector::{fold_tiles, partials, record_stats, record_tile, reduce};
 use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::inverse_scale;
 use crate::device::sparse::check_grids;
@@ -64,29 +65,12 @@ fn restriction_1d(a: usize) -> [(usize, f64); 3] {
     [(2 * a, 0.5), (2 * a + 1, 1.0), (2 * a + 2, 0.5)]
 }
 
-/// dst (a fine line, m_f points × nrhs) += w · interpolation of src (a coarse line,
-/// m_c points): coarse point a feeds fine points 2a (½), 2a+1 (1) and 2a+2 (½).
+/// dst (a fine line of one column, m_f points) += w · interpolation of src (a coarse line,
+/// m_c points): coarse point a feeds fine points 2a (½), 2a+1 (1) and 2a+2 (½). Written per
+/// fine point pair (2a, 2a+1) so the loop vectorises; each fine value gets its terms in
+/// the order of [`interpolation_terms`].
 #[inline(always)]
-fn interpolate_line_add<T: Real>(dst: &mut [f64], src: &[T], w: f64, nrhs: usize) {
-    if nrhs == 1 {
-        return interpolate_point_line_add(dst, src, w);
-    }
-    let half = 0.5 * w;
-    for (a, src_row) in src.chunks_exact(nrhs).enumerate() {
-        let dst = &mut dst[2 * a * nrhs..(2 * a + 3) * nrhs];
-        for (c, &v) in src_row.iter().enumerate() {
-            let v = Real::to_f64(v);
-            dst[c] += half * v;
-            dst[nrhs + c] += w * v;
-            dst[2 * nrhs + c] += half * v;
-        }
-    }
-}
-
-/// [`interpolate_line_add`] with one column, written per fine point pair (2a, 2a+1) so the
-/// loop vectorises: each fine value gets the same additions in the same order.
-#[inline(always)]
-fn interpolate_point_line_add<T: Real>(dst: &mut [f64], src: &[T], w: f64) {
+fn interpolate_line_add<T: Real>(dst: &mut [f64], src: &[T], w: f64) {
     let (half, mc) = (0.5 * w, src.len());
     if mc == 0 {
         return;
@@ -102,24 +86,14 @@ fn interpolate_point_line_add<T: Real>(dst: &mut [f64], src: &[T], w: f64) {
     dst[2 * mc] += half * c(mc - 1);
 }
 
-/// dst (a coarse line) += w · restriction of src (a fine line): coarse point a gathers
-/// fine points 2a (½), 2a+1 (1) and 2a+2 (½).
+/// dst (a coarse line of one column) += w · restriction of src (a fine line): coarse point
+/// a gathers fine points 2a (½), 2a+1 (1) and 2a+2 (½), as [`restrict_tile`] adds a group.
 #[inline(always)]
-fn restrict_line_add<T: Real>(dst: &mut [f64], src: &[T], w: f64, nrhs: usize) {
+fn restrict_line_add<T: Real>(dst: &mut [f64], src: &[T], w: f64) {
     let half = 0.5 * w;
-    if nrhs == 1 {
-        for (a, d) in dst.iter_mut().enumerate() {
-            *d += half * (Real::to_f64(src[2 * a]) + Real::to_f64(src[2 * a + 2]))
-                + w * Real::to_f64(src[2 * a + 1]);
-        }
-        return;
-    }
-    for (a, dst_row) in dst.chunks_exact_mut(nrhs).enumerate() {
-        let src = &src[2 * a * nrhs..(2 * a + 3) * nrhs];
-        for (c, d) in dst_row.iter_mut().enumerate() {
-            *d += half * (Real::to_f64(src[c]) + Real::to_f64(src[2 * nrhs + c]))
-                + w * Real::to_f64(src[nrhs + c]);
-        }
+    for (a, d) in dst.iter_mut().enumerate() {
+        *d += half * (Real::to_f64(src[2 * a]) + Real::to_f64(src[2 * a + 2]))
+            + w * Real::to_f64(src[2 * a + 1]);
     }
 }
 
@@ -128,20 +102,19 @@ fn interpolation_pairs(m_coarse: usize) -> impl Iterator<Item = (usize, usize, f
     (0..m_coarse).flat_map(|q| [(2 * q, q, 0.5), (2 * q + 1, q, 1.0), (2 * q + 2, q, 0.5)])
 }
 
-/// fine += s_c · P coarse, column by column (s_c = `scale[c]`).
-fn prolongate_add<C: Storage, F: Storage>(
+/// fine += s · P coarse for one column (blocks: [`prolongate_add_block`]).
+fn prolongate_add_column<C: Storage, F: Storage>(
     coarse: &[C],
     coarse_grid: GridShape,
     fine: &mut [F],
     fine_grid: GridShape,
-    nrhs: usize,
-    scale: &[f64],
+    scale: f64,
     stats: &mut Stats<Cpu>,
 ) {
-    let (plane_f, plane_c) = (fine_grid.plane() * nrhs, coarse_grid.plane() * nrhs);
+    let (plane_f, plane_c) = (fine_grid.plane(), coarse_grid.plane());
     let part = partials(stats, fine_grid.m);
     fine.par_chunks_mut(plane_f)
-        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
+        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(1)))
         .enumerate()
         .for_each(|(p, (fine_plane, part))| {
             arena::with(|arena| {
@@ -156,7 +129,6 @@ fn prolongate_add<C: Storage, F: Storage>(
                     plane: p,
                     fine_grid,
                     coarse_grid,
-                    nrhs,
                     scale,
                     part,
                     acc,
@@ -200,15 +172,14 @@ fn prolongate_add<C: Storage, F: Storage>(
     reduce(stats);
 }
 
-/// What the per-plane work of a grid transfer needs besides its data: the output plane's
-/// index, the grids, the column count and scales, the plane's statistics partials and an
-/// f64 accumulator of the plane.
+/// What the per-plane work of a one-column grid transfer needs besides its data: the output
+/// plane's index, the grids, the column's scale, the plane's statistics partials and an f64
+/// accumulator of the plane.
 struct PlaneArgs<'a> {
     plane: usize,
     fine_grid: GridShape,
     coarse_grid: GridShape,
-    nrhs: usize,
-    scale: &'a [f64],
+    scale: f64,
     part: &'a mut [f64],
     acc: &'a mut [f64],
 }
@@ -248,7 +219,6 @@ fn interpolate_plane<C: Storage, F: Storage>(
         plane: p,
         fine_grid,
         coarse_grid,
-        nrhs,
         scale,
         part,
         acc,
@@ -260,61 +230,46 @@ fn interpolate_plane<C: Storage, F: Storage>(
     outs: &mut [Compute<F>],
 ) {
     let (mf, mc) = (fine_grid.m, coarse_grid.m);
-    let plane_c = coarse_grid.plane() * nrhs;
+    let plane_c = coarse_grid.plane();
     acc.fill(0.0);
     let (planes, count) = interpolation_1d(p, mc);
     for &(q, wq) in &planes[..count] {
         let cw = widened(&coarse[q * plane_c..(q + 1) * plane_c], coarse_scratch);
         if fine_grid.dim == 2 {
-            interpolate_line_add(acc, cw, wq, nrhs);
+            interpolate_line_add(acc, cw, wq);
         } else {
-            let (line_f, line_c) = (mf * nrhs, mc * nrhs);
             for (j, b, wb) in interpolation_pairs(mc) {
                 interpolate_line_add(
-                    &mut acc[j * line_f..(j + 1) * line_f],
-                    &cw[b * line_c..(b + 1) * line_c],
+                    &mut acc[j * mf..(j + 1) * mf],
+                    &cw[b * mc..(b + 1) * mc],
                     wq * wb,
-                    nrhs,
                 );
             }
         }
     }
     let fw = widened(fine_plane, fine_scratch);
-    if nrhs == 1 {
-        // One column: one loop over the plane (it vectorises).
-        for ((o, &f), &a) in outs.iter_mut().zip(fw).zip(acc.iter()) {
-            *o = Compute::<F>::from_f64(Real::to_f64(f) + scale[0] * a);
-        }
-    } else {
-        for ((o_row, f_row), a_row) in outs
-            .chunks_exact_mut(nrhs)
-            .zip(fw.chunks_exact(nrhs))
-            .zip(acc.chunks_exact(nrhs))
-        {
-            for (((o, &f), &a), &s) in o_row.iter_mut().zip(f_row).zip(a_row).zip(scale) {
-                *o = Compute::<F>::from_f64(Real::to_f64(f) + s * a);
-            }
-        }
+    for ((o, &f), &a) in outs.iter_mut().zip(fw).zip(acc.iter()) {
+        *o = Compute::<F>::from_f64(Real::to_f64(f) + scale * a);
     }
-    record_stats(part, outs, nrhs, F::MAX);
+    record_stats(part, outs, 1, F::MAX);
     F::narrow_slice(outs, fine_plane);
 }
 
-/// coarse = Pᵀ fine / s_c, column by column (s_c = `scale[c]`; a zero scale gives zero).
-fn restrict<F: Storage, C: Storage>(
+/// coarse = Pᵀ fine / s for one column (a zero scale gives zero; blocks:
+/// [`restrict_block`]).
+fn restrict_column<F: Storage, C: Storage>(
     fine: &[F],
     fine_grid: GridShape,
     coarse: &mut [C],
     coarse_grid: GridShape,
-    nrhs: usize,
-    scale: &[f64],
+    scale: f64,
     stats: &mut Stats<Cpu>,
 ) {
-    let (plane_f, plane_c) = (fine_grid.plane() * nrhs, coarse_grid.plane() * nrhs);
+    let (plane_f, plane_c) = (fine_grid.plane(), coarse_grid.plane());
     let part = partials(stats, coarse_grid.m);
     coarse
         .par_chunks_mut(plane_c)
-        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
+        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(1)))
         .enumerate()
         .for_each(|(q, (coarse_plane, part))| {
             arena::with(|arena| {
@@ -328,7 +283,6 @@ fn restrict<F: Storage, C: Storage>(
                     plane: q,
                     fine_grid,
                     coarse_grid,
-                    nrhs,
                     scale,
                     part,
                     acc,
@@ -383,7 +337,6 @@ fn restrict_plane<F: Storage, C: Storage>(
         plane: q,
         fine_grid,
         coarse_grid,
-        nrhs,
         scale,
         part,
         acc,
@@ -394,38 +347,385 @@ fn restrict_plane<F: Storage, C: Storage>(
     outs: &mut [Compute<C>],
 ) {
     let (mf, mc) = (fine_grid.m, coarse_grid.m);
-    let plane_f = fine_grid.plane() * nrhs;
+    let plane_f = fine_grid.plane();
     acc.fill(0.0);
     for (p, wp) in restriction_1d(q) {
         let fw = widened(&fine[p * plane_f..(p + 1) * plane_f], fine_scratch);
         if fine_grid.dim == 2 {
-            restrict_line_add(acc, fw, wp, nrhs);
+            restrict_line_add(acc, fw, wp);
         } else {
-            let (line_f, line_c) = (mf * nrhs, mc * nrhs);
             for (j, b, wb) in interpolation_pairs(mc) {
                 restrict_line_add(
-                    &mut acc[b * line_c..(b + 1) * line_c],
-                    &fw[j * line_f..(j + 1) * line_f],
+                    &mut acc[b * mc..(b + 1) * mc],
+                    &fw[j * mf..(j + 1) * mf],
                     wp * wb,
-                    nrhs,
                 );
             }
         }
     }
-    if nrhs == 1 {
-        let factor = inverse_scale(scale[0]);
-        for (o, &a) in outs.iter_mut().zip(acc.iter()) {
-            *o = Compute::<C>::from_f64(a * factor);
-        }
-    } else {
-        for (o_row, a_row) in outs.chunks_exact_mut(nrhs).zip(acc.chunks_exact(nrhs)) {
-            for ((o, &a), &s) in o_row.iter_mut().zip(a_row).zip(scale) {
-                *o = Compute::<C>::from_f64(a * inverse_scale(s));
+    let factor = inverse_scale(scale);
+    for (o, &a) in outs.iter_mut().zip(acc.iter()) {
+        *o = Compute::<C>::from_f64(a * factor);
+    }
+    record_stats(part, outs, 1, C::MAX);
+    C::narrow_slice(outs, coarse_plane);
+}
+
+/// The fine groups coarse point `i` of coarse plane `q` gathers in the restriction, in the
+/// order the plane-by-plane sum adds them (fine plane, then fine line): each group is three
+/// consecutive fine points along x from `first`, weighted ½, 1, ½ times `w`. 3 groups in 2D,
+/// 9 in 3D; returns their count.
+#[inline(always)]
+fn restriction_groups(
+    fine_grid: GridShape,
+    coarse_grid: GridShape,
+    q: usize,
+    i: usize,
+    groups: &mut [(usize, f64); 9],
+) -> usize {
+    let (mf, mc) = (fine_grid.m, coarse_grid.m);
+    let mut count = 0;
+    for (p, wp) in restriction_1d(q) {
+        if fine_grid.dim == 2 {
+            groups[count] = (p * mf + 2 * i, wp);
+            count += 1;
+        } else {
+            let (b, a) = (i / mc, i % mc);
+            for (j, wb) in restriction_1d(b) {
+                groups[count] = ((p * mf + j) * mf + 2 * a, wp * wb);
+                count += 1;
             }
         }
     }
-    record_stats(part, outs, nrhs, C::MAX);
-    C::narrow_slice(outs, coarse_plane);
+    count
+}
+
+/// The coarse points fine point `i` of fine plane `p` interpolates, with their weights, in
+/// the order the line-by-line sum adds them (coarse plane, then line, then point, each
+/// ascending): up to 4 in 2D, 8 in 3D; returns their count.
+#[inline(always)]
+fn interpolation_terms(
+    fine_grid: GridShape,
+    coarse_grid: GridShape,
+    p: usize,
+    i: usize,
+    terms: &mut [(usize, f64); 8],
+) -> usize {
+    let (mf, mc) = (fine_grid.m, coarse_grid.m);
+    let mut count = 0;
+    let (planes, planes_count) = interpolation_1d(p, mc);
+    for &(q, wq) in &planes[..planes_count] {
+        let (lines, lines_count, k) = if fine_grid.dim == 2 {
+            ([(0, 1.0), (0, 0.0)], 1, i)
+        } else {
+            let (l, c) = interpolation_1d(i / mf, mc);
+            (l, c, i % mf)
+        };
+        let (points, points_count) = interpolation_1d(k, mc);
+        for &(b, wb) in &lines[..lines_count] {
+            let w = wq * wb;
+            for &(a, wa) in &points[..points_count] {
+                let row = if fine_grid.dim == 2 {
+                    q * mc + a
+                } else {
+                    (q * mc + b) * mc + a
+                };
+                terms[count] = (row, w * wa);
+                count += 1;
+            }
+        }
+    }
+    count
+}
+
+/// A tile of `t` columns from `c0` of node-major row `row` of `src` (`nrhs` columns),
+/// widened to f64 (exactly).
+#[inline(always)]
+fn f64_tile<S: TileIo, const LEVEL: u8>(
+    src: &[S],
+    row: usize,
+    nrhs: usize,
+    c0: usize,
+    t: usize,
+) -> [f64; TILE] {
+    let start = row * nrhs + c0;
+    let values = S::load::<LEVEL>(&src[start..start + t]);
+    let mut wide = [0.0; TILE];
+    for c in 0..TILE {
+        wide[c] = Real::to_f64(values[c]);
+    }
+    wide
+}
+
+/// coarse = Pᵀ fine / s_c for a block of two or more columns, one fused pass per coarse
+/// plane (a rayon task each): per coarse point and tile of columns the fine groups of
+/// [`restriction_groups`] summed in f64 from storage, scaled, rounded into storage, with
+/// the plane's statistics. Each column gets what [`restrict_column`] gives it alone.
+fn restrict_block<F: Storage + TileIo, C: Storage + TileIo>(
+    fine: &[F],
+    fine_grid: GridShape,
+    coarse: &mut [C],
+    coarse_grid: GridShape,
+    scale: &[f64],
+    stats: &mut Stats<Cpu>,
+) {
+    let nrhs = scale.len();
+    let norms = stats.norms();
+    let factors: Vec<f64> = scale.iter().map(|&s| inverse_scale(s)).collect();
+    let part = partials(stats, coarse_grid.m);
+    coarse
+        .par_chunks_mut(coarse_grid.plane() * nrhs)
+        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
+        .enumerate()
+        .for_each(|(q, (plane, part))| {
+            arena::with(|arena| {
+                let tiles = nrhs.div_ceil(TILE);
+                let (sumsq, largest, _, _) =
+                    arena.four::<[f64; TILE], [Compute<C>; TILE], u8, u8>(4 * tiles, tiles, 0, 0);
+                restrict_plane_block::<F, C>((
+                    fine,
+                    (fine_grid, coarse_grid, q),
+                    &factors,
+                    norms,
+                    plane,
+                    part,
+                    sumsq,
+                    largest,
+                ));
+            })
+        });
+    arena::sync();
+    reduce(stats);
+}
+
+/// The arguments of [`restrict_plane_block`]: the fine block whole, the grids and the
+/// coarse plane's index, 1 / s_c per column, whether Σ v² is kept, the coarse plane, its
+/// statistics partials, and scratch for Σ v² (four row lanes per tile) and max |v| per tile.
+type RestrictBlockArgs<'a, F, C> = (
+    &'a [F],
+    (GridShape, GridShape, usize),
+    &'a [f64],
+    bool,
+    &'a mut [C],
+    &'a mut [f64],
+    &'a mut [[f64; TILE]],
+    &'a mut [[Compute<C>; TILE]],
+);
+
+per_simd_level! {
+    /// One coarse plane of [`restrict_block`].
+    fn restrict_plane_block<F, C>(RestrictBlockArgs<'_, F, C>) => restrict_plane_block_portable
+}
+
+#[inline(always)]
+fn restrict_plane_block_portable<F: Storage + TileIo, C: Storage + TileIo, const LEVEL: u8>(
+    (fine, (fine_grid, coarse_grid, q), factors, norms, plane, part, sumsq, largest): RestrictBlockArgs<
+        '_,
+        F,
+        C,
+    >,
+) {
+    let nrhs = factors.len();
+    sumsq.fill([0.0; TILE]);
+    largest.fill([Compute::<C>::zero(); TILE]);
+    let full = nrhs / TILE;
+    let mut groups = [(0, 0.0); 9];
+    for (i, out) in plane.chunks_exact_mut(nrhs).enumerate() {
+        let count = restriction_groups(fine_grid, coarse_grid, q, i, &mut groups);
+        let point = RestrictPoint {
+            fine,
+            groups: &groups[..count],
+            factors,
+            norms,
+        };
+        for tile in 0..full {
+            let (lane, top) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
+            point.tile::<C, LEVEL>(tile * TILE, TILE, out, lane, top);
+        }
+        if nrhs % TILE != 0 {
+            let (lane, top) = (&mut sumsq[4 * full + i % 4], &mut largest[full]);
+            partial_tile!(nrhs % TILE, t => point.tile::<C, LEVEL>(full * TILE, t, out, lane, top));
+        }
+    }
+    fold_tiles(part, nrhs, sumsq, largest, C::MAX);
+}
+
+/// One coarse point of [`restrict_plane_block`]: the fine block, the point's groups, 1 / s_c
+/// per column, whether Σ v² is kept.
+struct RestrictPoint<'a, F> {
+    fine: &'a [F],
+    groups: &'a [(usize, f64)],
+    factors: &'a [f64],
+    norms: bool,
+}
+
+impl<F: TileIo> RestrictPoint<'_, F> {
+    /// The point's `t` columns from `c0`: Σ over the groups of (½w (f₀ + f₂) + w f₁) in
+    /// f64 (the order of [`restrict_line_add`]), times 1 / s_c, rounded into `out`, with
+    /// the statistics of what was stored.
+    #[inline(always)]
+    fn tile<C: Storage + TileIo, const LEVEL: u8>(
+        &self,
+        c0: usize,
+        t: usize,
+        out: &mut [C],
+        lane: &mut [f64; TILE],
+        top: &mut [Compute<C>; TILE],
+    ) {
+        let nrhs = self.factors.len();
+        let mut acc = [0.0f64; TILE];
+        for &(first, w) in self.groups {
+            let f0 = f64_tile::<F, LEVEL>(self.fine, first, nrhs, c0, t);
+            let f1 = f64_tile::<F, LEVEL>(self.fine, first + 1, nrhs, c0, t);
+            let f2 = f64_tile::<F, LEVEL>(self.fine, first + 2, nrhs, c0, t);
+            let half = 0.5 * w;
+            for c in 0..TILE {
+                acc[c] += half * (f0[c] + f2[c]) + w * f1[c];
+            }
+        }
+        let mut factor = [0.0; TILE];
+        factor[..t].copy_from_slice(&self.factors[c0..c0 + t]);
+        let mut o = [Compute::<C>::zero(); TILE];
+        for c in 0..TILE {
+            o[c] = Compute::<C>::from_f64(acc[c] * factor[c]);
+        }
+        record_tile::<C>(self.norms, &o, lane, top);
+        C::store::<LEVEL>(&o, &mut out[c0..c0 + t]);
+    }
+}
+
+/// fine += s_c · P coarse for a block of two or more columns, one fused pass per fine plane
+/// (a rayon task each): per fine point and tile of columns the coarse terms of
+/// [`interpolation_terms`] summed in f64 from storage, scaled and added to the fine value,
+/// rounded into storage, with the plane's statistics. Each column gets what
+/// [`prolongate_add_column`] gives it alone.
+fn prolongate_add_block<C: Storage + TileIo, F: Storage + TileIo>(
+    coarse: &[C],
+    coarse_grid: GridShape,
+    fine: &mut [F],
+    fine_grid: GridShape,
+    scale: &[f64],
+    stats: &mut Stats<Cpu>,
+) {
+    let nrhs = scale.len();
+    let norms = stats.norms();
+    let part = partials(stats, fine_grid.m);
+    fine.par_chunks_mut(fine_grid.plane() * nrhs)
+        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
+        .enumerate()
+        .for_each(|(p, (plane, part))| {
+            arena::with(|arena| {
+                let tiles = nrhs.div_ceil(TILE);
+                let (sumsq, largest, _, _) =
+                    arena.four::<[f64; TILE], [Compute<F>; TILE], u8, u8>(4 * tiles, tiles, 0, 0);
+                interpolate_plane_block::<C, F>((
+                    coarse,
+                    (coarse_grid, fine_grid, p),
+                    scale,
+                    norms,
+                    plane,
+                    part,
+                    sumsq,
+                    largest,
+                ));
+            })
+        });
+    arena::sync();
+    reduce(stats);
+}
+
+/// The arguments of [`interpolate_plane_block`]: the coarse block whole, the grids and the
+/// fine plane's index, s_c per column, whether Σ v² is kept, the fine plane, its statistics
+/// partials, and scratch for Σ v² (four row lanes per tile) and max |v| per tile.
+type InterpolateBlockArgs<'a, C, F> = (
+    &'a [C],
+    (GridShape, GridShape, usize),
+    &'a [f64],
+    bool,
+    &'a mut [F],
+    &'a mut [f64],
+    &'a mut [[f64; TILE]],
+    &'a mut [[Compute<F>; TILE]],
+);
+
+per_simd_level! {
+    /// One fine plane of [`prolongate_add_block`].
+    fn interpolate_plane_block<C, F>(InterpolateBlockArgs<'_, C, F>) => interpolate_plane_block_portable
+}
+
+#[inline(always)]
+fn interpolate_plane_block_portable<C: Storage + TileIo, F: Storage + TileIo, const LEVEL: u8>(
+    (coarse, (coarse_grid, fine_grid, p), scale, norms, plane, part, sumsq, largest): InterpolateBlockArgs<
+        '_,
+        C,
+        F,
+    >,
+) {
+    let nrhs = scale.len();
+    sumsq.fill([0.0; TILE]);
+    largest.fill([Compute::<F>::zero(); TILE]);
+    let full = nrhs / TILE;
+    let mut terms = [(0, 0.0); 8];
+    for (i, fine) in plane.chunks_exact_mut(nrhs).enumerate() {
+        let count = interpolation_terms(fine_grid, coarse_grid, p, i, &mut terms);
+        let point = InterpolatePoint {
+            coarse,
+            terms: &terms[..count],
+            scale,
+            norms,
+        };
+        for tile in 0..full {
+            let (lane, top) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
+            point.tile::<F, LEVEL>(tile * TILE, TILE, fine, lane, top);
+        }
+        if nrhs % TILE != 0 {
+            let (lane, top) = (&mut sumsq[4 * full + i % 4], &mut largest[full]);
+            partial_tile!(nrhs % TILE, t => point.tile::<F, LEVEL>(full * TILE, t, fine, lane, top));
+        }
+    }
+    fold_tiles(part, nrhs, sumsq, largest, F::MAX);
+}
+
+/// One fine point of [`interpolate_plane_block`]: the coarse block, the point's terms, s_c
+/// per column, whether Σ v² is kept.
+struct InterpolatePoint<'a, C> {
+    coarse: &'a [C],
+    terms: &'a [(usize, f64)],
+    scale: &'a [f64],
+    norms: bool,
+}
+
+impl<C: TileIo> InterpolatePoint<'_, C> {
+    /// The point's `t` columns from `c0` of its fine row: Σ w v over the terms in f64 (the
+    /// order of [`interpolate_line_add`]), f + s_c Σ rounded back into `fine`, with the
+    /// statistics of what was stored.
+    #[inline(always)]
+    fn tile<F: Storage + TileIo, const LEVEL: u8>(
+        &self,
+        c0: usize,
+        t: usize,
+        fine: &mut [F],
+        lane: &mut [f64; TILE],
+        top: &mut [Compute<F>; TILE],
+    ) {
+        let nrhs = self.scale.len();
+        let mut acc = [0.0f64; TILE];
+        for &(row, w) in self.terms {
+            let v = f64_tile::<C, LEVEL>(self.coarse, row, nrhs, c0, t);
+            for c in 0..TILE {
+                acc[c] += w * v[c];
+            }
+        }
+        let f = F::load::<LEVEL>(&fine[c0..c0 + t]);
+        let mut scale = [0.0; TILE];
+        scale[..t].copy_from_slice(&self.scale[c0..c0 + t]);
+        let mut o = [Compute::<F>::zero(); TILE];
+        for c in 0..TILE {
+            o[c] = Compute::<F>::from_f64(Real::to_f64(f[c]) + scale[c] * acc[c]);
+        }
+        record_tile::<F>(self.norms, &o, lane, top);
+        F::store::<LEVEL>(&o, &mut fine[c0..c0 + t]);
+    }
 }
 
 /// Output rows of a matrix transfer per rayon task.
@@ -520,11 +820,17 @@ pub(super) fn transfer_block(
     by_precision!(src.precision(), S => by_precision!(dst.precision(), T => {
         let (src, dst) = (buffer::<S>(&src.data, kernel)?, buffer_mut::<T>(&mut dst.data, kernel)?);
         match (transfer, direction) {
+            (LevelTransfer::Grid { fine, coarse }, Direction::Restrict) if nrhs == 1 => {
+                restrict_column::<S, T>(src, *fine, dst, *coarse, scale[0], stats)
+            }
             (LevelTransfer::Grid { fine, coarse }, Direction::Restrict) => {
-                restrict::<S, T>(src, *fine, dst, *coarse, nrhs, scale, stats)
+                restrict_block::<S, T>(src, *fine, dst, *coarse, scale, stats)
+            }
+            (LevelTransfer::Grid { fine, coarse }, Direction::ProlongateAdd) if nrhs == 1 => {
+                prolongate_add_column::<S, T>(src, *coarse, dst, *fine, scale[0], stats)
             }
             (LevelTransfer::Grid { fine, coarse }, Direction::ProlongateAdd) => {
-                prolongate_add::<S, T>(src, *coarse, dst, *fine, nrhs, scale, stats)
+                prolongate_add_block::<S, T>(src, *coarse, dst, *fine, scale, stats)
             }
             (LevelTransfer::Matrix { restriction, .. }, Direction::Restrict) => {
                 matrix_transfer::<S, T>(restriction, direction, src, dst, nrhs, scale, stats)?

@@ -1,8 +1,9 @@
 //! Level-1 kernels and per-column statistics.
 
+use num_traits::{Float, Zero};
 use rayon::prelude::*;
 
-use super::simd::{self, SimdLevel};
+use super::simd::{self, partial_tile, per_simd_level, SimdLevel, TileIo, TILE};
 use super::{buffer, buffer_mut, by_precision, check_len, slice, slice_mut, Compute, Cpu, CHUNK};
 use crate::device::cg::{self, CgStep};
 use crate::device::host::HostArray;
@@ -117,6 +118,51 @@ pub(super) fn fold_column(
     // ±Inf makes the maximum exceed the limit.
     if total.is_nan() || largest.is_nan() || largest > limit {
         part[2 * nrhs] = 1.0;
+    }
+}
+
+/// One row's tile of a block kernel's output `o` into its statistics: Σ v² (in f64, into
+/// the row's lane: the order of [`record_stats`]) and max |v| into `top`, or without norms
+/// only max |v| ([`TileIo::fold_magnitudes`], which keeps a NaN).
+#[inline(always)]
+pub(super) fn record_tile<S: TileIo>(
+    norms: bool,
+    o: &[Compute<S>; TILE],
+    lane: &mut [f64; TILE],
+    top: &mut [Compute<S>; TILE],
+) {
+    if norms {
+        for c in 0..TILE {
+            let a = o[c].abs();
+            // Not `max`: NaN must not be dropped here (it shows in Σ v² instead).
+            top[c] = if a > top[c] { a } else { top[c] };
+        }
+        let mut wide = [0.0f64; TILE];
+        for c in 0..TILE {
+            wide[c] = o[c].to_f64();
+        }
+        for c in 0..TILE {
+            lane[c] += wide[c] * wide[c];
+        }
+    } else {
+        S::fold_magnitudes(top, o);
+    }
+}
+
+/// Adds a sub-block's per-tile statistics (four row lanes of Σ v² per tile, max |v| per
+/// tile) into the chunk's `part`, column by column; values above `limit` flag the block.
+pub(super) fn fold_tiles<T: Real>(
+    part: &mut [f64],
+    nrhs: usize,
+    sumsq: &[[f64; TILE]],
+    largest: &[[T; TILE]],
+    limit: f64,
+) {
+    for c in 0..nrhs {
+        let (tile, lane) = (c / TILE, c % TILE);
+        let lanes = std::array::from_fn(|k| sumsq[4 * tile + k][lane]);
+        let top = largest[tile][lane].to_f64();
+        fold_column(part, nrhs, c, lanes, top, limit);
     }
 }
 
@@ -239,7 +285,7 @@ fn node_major_stats<T: Storage>(x: &[T], nrhs: usize, stats: &mut Stats<Cpu>) {
 
 /// dst = src / s_c per column, rounded to B; statistics of the scaled values before
 /// rounding (node-major: rows in chunks; column-major: column by column).
-fn scale_columns<A: Storage, B: Storage>(
+fn scale_columns<A: Storage + TileIo, B: Storage + TileIo>(
     src: &[A],
     layout: Layout,
     rows: usize,
@@ -252,21 +298,23 @@ fn scale_columns<A: Storage, B: Storage>(
     match layout {
         Layout::NodeMajor => {
             let chunks = rows.div_ceil(STATS_ROWS).max(1);
+            let norms = stats.norms();
             let part = partials(stats, chunks);
+            let factors: Vec<f64> = scale.iter().map(|&s| inverse_scale(s)).collect();
             dst.par_chunks_mut(STATS_ROWS * nrhs)
                 .zip(src.par_chunks(STATS_ROWS * nrhs))
                 .zip(part.par_chunks_mut(len))
                 .for_each(|((d, s), p)| {
                     super::arena::with(|a| {
-                        let outs = a.one::<Compute<B>>(0, s.len());
-                        for (o_row, s_row) in outs.chunks_exact_mut(nrhs).zip(s.chunks_exact(nrhs))
-                        {
-                            for ((o, v), &sc) in o_row.iter_mut().zip(s_row).zip(scale) {
-                                *o = Compute::<B>::from_f64(v.to_f64() * inverse_scale(sc));
-                            }
-                        }
-                        record_stats(p, outs, nrhs, B::MAX);
-                        B::narrow_slice(outs, d);
+                        let tiles = nrhs.div_ceil(TILE);
+                        let (sumsq, largest, _, _) = a
+                            .four::<[f64; TILE], [Compute<B>; TILE], u8, u8>(
+                                4 * tiles,
+                                tiles,
+                                0,
+                                0,
+                            );
+                        scale_rows::<A, B>((s, &factors, norms, d, p, sumsq, largest));
                     })
                 });
             super::arena::sync();
@@ -294,6 +342,72 @@ fn scale_columns<A: Storage, B: Storage>(
         }
     }
     reduce(stats);
+}
+
+/// The arguments of [`scale_rows`]: a chunk's rows of src, 1 / s_c per column, whether Σ v²
+/// is kept, the chunk's rows of dst, its statistics partials, and scratch for Σ v² (four
+/// row lanes per tile) and max |v| per tile.
+type ScaleRowsArgs<'a, A, B> = (
+    &'a [A],
+    &'a [f64],
+    bool,
+    &'a mut [B],
+    &'a mut [f64],
+    &'a mut [[f64; TILE]],
+    &'a mut [[Compute<B>; TILE]],
+);
+
+per_simd_level! {
+    /// One chunk of [`scale_columns`] on a node-major block, fused: per row and tile of
+    /// columns v / s_c rounded into storage, with the statistics of what was stored (in the
+    /// order of [`record_stats`] over the chunk).
+    fn scale_rows<A, B>(ScaleRowsArgs<'_, A, B>) => scale_rows_portable
+}
+
+#[inline(always)]
+fn scale_rows_portable<A: Storage + TileIo, B: Storage + TileIo, const LEVEL: u8>(
+    (src, factors, norms, dst, part, sumsq, largest): ScaleRowsArgs<'_, A, B>,
+) {
+    let nrhs = factors.len();
+    sumsq.fill([0.0; TILE]);
+    largest.fill([Compute::<B>::zero(); TILE]);
+    let full = nrhs / TILE;
+    let rows = dst.chunks_exact_mut(nrhs).zip(src.chunks_exact(nrhs));
+    for (i, (d, s)) in rows.enumerate() {
+        for tile in 0..full {
+            let (lane, top) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
+            scale_tile::<A, B, LEVEL>(s, factors, tile * TILE, TILE, norms, d, lane, top);
+        }
+        if nrhs % TILE != 0 {
+            let (lane, top) = (&mut sumsq[4 * full + i % 4], &mut largest[full]);
+            partial_tile!(nrhs % TILE, t => scale_tile::<A, B, LEVEL>(s, factors, full * TILE, t, norms, d, lane, top));
+        }
+    }
+    fold_tiles(part, nrhs, sumsq, largest, B::MAX);
+}
+
+/// `t` columns from `c0` of one row: v / s_c rounded into `dst`, with their statistics.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn scale_tile<A: TileIo, B: TileIo, const LEVEL: u8>(
+    src: &[A],
+    factors: &[f64],
+    c0: usize,
+    t: usize,
+    norms: bool,
+    dst: &mut [B],
+    lane: &mut [f64; TILE],
+    top: &mut [Compute<B>; TILE],
+) {
+    let v = A::load::<LEVEL>(&src[c0..c0 + t]);
+    let mut factor = [0.0; TILE];
+    factor[..t].copy_from_slice(&factors[c0..c0 + t]);
+    let mut o = [Compute::<B>::zero(); TILE];
+    for c in 0..TILE {
+        o[c] = Compute::<B>::from_f64(Real::to_f64(v[c]) * factor[c]);
+    }
+    record_tile::<B>(norms, &o, lane, top);
+    B::store::<LEVEL>(&o, &mut dst[c0..c0 + t]);
 }
 
 /// dst (node-major k columns) from src (column-major), or back, in tiles that keep both
