@@ -301,6 +301,24 @@ fn scale_columns<A: Storage + TileIo, B: Storage + TileIo>(
             let norms = stats.norms();
             let part = partials(stats, chunks);
             let factors: Vec<f64> = scale.iter().map(|&s| inverse_scale(s)).collect();
+            if nrhs == 1 {
+                // One column: contiguous; three vectorised passes over each chunk in scratch.
+                dst.par_chunks_mut(STATS_ROWS)
+                    .zip(src.par_chunks(STATS_ROWS))
+                    .zip(part.par_chunks_mut(len))
+                    .for_each(|((d, s), p)| {
+                        super::arena::with(|a| {
+                            let outs = a.one::<Compute<B>>(0, s.len());
+                            for (o, v) in outs.iter_mut().zip(s) {
+                                *o = Compute::<B>::from_f64(v.to_f64() * factors[0]);
+                            }
+                            record_stats(p, outs, 1, B::MAX);
+                            B::narrow_slice(outs, d);
+                        })
+                    });
+                super::arena::sync();
+                return reduce(stats);
+            }
             dst.par_chunks_mut(STATS_ROWS * nrhs)
                 .zip(src.par_chunks(STATS_ROWS * nrhs))
                 .zip(part.par_chunks_mut(len))
