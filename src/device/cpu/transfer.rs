@@ -457,10 +457,88 @@ fn f64_tile<S: TileIo, const LEVEL: u8>(
     wide
 }
 
+/// A fused block transfer's work on one output plane: the output rows (`nrhs` columns
+/// each), their statistics partials, and scratch for Σ v² (four row lanes per tile) and
+/// max |v| per tile.
+type PlaneOut<'a, O> = (
+    &'a mut [O],
+    &'a mut [f64],
+    &'a mut [[f64; TILE]],
+    &'a mut [[Compute<O>; TILE]],
+);
+
+/// Runs `plane(p, out, per_column)` for every output plane p of a fused block transfer (one
+/// rayon task each, its scratch, `per_column` an f64 per column included, from the thread's
+/// arena: nothing is allocated) and reduces the statistics in plane order.
+fn for_each_plane<O: Storage + TileIo>(
+    out: &mut [O],
+    plane_len: usize,
+    nrhs: usize,
+    stats: &mut Stats<Cpu>,
+    plane: impl Fn(usize, PlaneOut<'_, O>, &mut [f64]) + Sync,
+) {
+    let part = partials(stats, out.len() / plane_len);
+    out.par_chunks_mut(plane_len)
+        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
+        .enumerate()
+        .for_each(|(p, (rows, part))| {
+            arena::with(|arena| {
+                let tiles = nrhs.div_ceil(TILE);
+                let (sumsq, largest, per_column, _) = arena
+                    .four::<[f64; TILE], [Compute<O>; TILE], f64, u8>(4 * tiles, tiles, nrhs, 0);
+                plane(p, (rows, part, sumsq, largest), per_column);
+            })
+        });
+    arena::sync();
+    reduce(stats);
+}
+
+/// The output points of one plane of a fused block transfer, one at a time.
+trait PlanePoints<O: TileIo> {
+    /// Makes point `i` of the plane the current one.
+    fn at(&mut self, i: usize);
+    /// The current point's `t` columns from `c0` into its output row `out`, with the
+    /// statistics of what was stored.
+    fn tile<const LEVEL: u8>(
+        &self,
+        c0: usize,
+        t: usize,
+        out: &mut [O],
+        lane: &mut [f64; TILE],
+        top: &mut [Compute<O>; TILE],
+    );
+}
+
+/// One output plane of a fused block transfer: per point and tile of columns
+/// [`PlanePoints::tile`] (whole tiles, then the partial one compiled for its width), the
+/// statistics folded per plane in the order of [`record_stats`] over the plane.
+#[inline(always)]
+fn plane_block<O: Storage + TileIo, P: PlanePoints<O>, const LEVEL: u8>(
+    mut points: P,
+    nrhs: usize,
+    (plane, part, sumsq, largest): PlaneOut<'_, O>,
+) {
+    sumsq.fill([0.0; TILE]);
+    largest.fill([Compute::<O>::zero(); TILE]);
+    let full = nrhs / TILE;
+    for (i, out) in plane.chunks_exact_mut(nrhs).enumerate() {
+        points.at(i);
+        for tile in 0..full {
+            let (lane, top) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
+            points.tile::<LEVEL>(tile * TILE, TILE, out, lane, top);
+        }
+        if !nrhs.is_multiple_of(TILE) {
+            let (lane, top) = (&mut sumsq[4 * full + i % 4], &mut largest[full]);
+            partial_tile!(nrhs % TILE, t => points.tile::<LEVEL>(full * TILE, t, out, lane, top));
+        }
+    }
+    fold_tiles(part, nrhs, sumsq, largest, O::MAX);
+}
+
 /// coarse = Pᵀ fine / s_c for a block of two or more columns, one fused pass per coarse
-/// plane (a rayon task each): per coarse point and tile of columns the fine groups of
-/// [`restriction_groups`] summed in f64 from storage, scaled, rounded into storage, with
-/// the plane's statistics. Each column gets what [`restrict_column`] gives it alone.
+/// plane: per coarse point and tile of columns the fine groups of [`restriction_groups`]
+/// summed in f64 from storage, scaled, rounded into storage, with the plane's statistics.
+/// Each column gets what [`restrict_column`] gives it alone.
 fn restrict_block<F: Storage + TileIo, C: Storage + TileIo>(
     fine: &[F],
     fine_grid: GridShape,
@@ -471,100 +549,61 @@ fn restrict_block<F: Storage + TileIo, C: Storage + TileIo>(
 ) {
     let nrhs = scale.len();
     let norms = stats.norms();
-    let factors: Vec<f64> = scale.iter().map(|&s| inverse_scale(s)).collect();
-    let part = partials(stats, coarse_grid.m);
-    coarse
-        .par_chunks_mut(coarse_grid.plane() * nrhs)
-        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
-        .enumerate()
-        .for_each(|(q, (plane, part))| {
-            arena::with(|arena| {
-                let tiles = nrhs.div_ceil(TILE);
-                let (sumsq, largest, _, _) =
-                    arena.four::<[f64; TILE], [Compute<C>; TILE], u8, u8>(4 * tiles, tiles, 0, 0);
-                restrict_plane_block::<F, C>((
-                    fine,
-                    (fine_grid, coarse_grid, q),
-                    &factors,
-                    norms,
-                    plane,
-                    part,
-                    sumsq,
-                    largest,
-                ));
-            })
-        });
-    arena::sync();
-    reduce(stats);
+    let plane_len = coarse_grid.plane() * nrhs;
+    for_each_plane(coarse, plane_len, nrhs, stats, |q, out, factors| {
+        for (f, &s) in factors.iter_mut().zip(scale) {
+            *f = inverse_scale(s);
+        }
+        let points = RestrictPoints {
+            fine,
+            grids: (fine_grid, coarse_grid),
+            plane: q,
+            groups: [(0, 0.0); 9],
+            count: 0,
+            factors,
+            norms,
+        };
+        restrict_plane_block::<F, C>((points, out));
+    });
 }
-
-/// The arguments of [`restrict_plane_block`]: the fine block whole, the grids and the
-/// coarse plane's index, 1 / s_c per column, whether Σ v² is kept, the coarse plane, its
-/// statistics partials, and scratch for Σ v² (four row lanes per tile) and max |v| per tile.
-type RestrictBlockArgs<'a, F, C> = (
-    &'a [F],
-    (GridShape, GridShape, usize),
-    &'a [f64],
-    bool,
-    &'a mut [C],
-    &'a mut [f64],
-    &'a mut [[f64; TILE]],
-    &'a mut [[Compute<C>; TILE]],
-);
 
 per_simd_level! {
     /// One coarse plane of [`restrict_block`].
-    fn restrict_plane_block<F, C>(RestrictBlockArgs<'_, F, C>) => restrict_plane_block_portable
+    fn restrict_plane_block<F, C>((RestrictPoints<'_, F>, PlaneOut<'_, C>)) => restrict_plane_block_portable
 }
 
 #[inline(always)]
 fn restrict_plane_block_portable<F: Storage + TileIo, C: Storage + TileIo, const LEVEL: u8>(
-    (fine, (fine_grid, coarse_grid, q), factors, norms, plane, part, sumsq, largest): RestrictBlockArgs<
-        '_,
-        F,
-        C,
-    >,
+    (points, out): (RestrictPoints<'_, F>, PlaneOut<'_, C>),
 ) {
-    let nrhs = factors.len();
-    sumsq.fill([0.0; TILE]);
-    largest.fill([Compute::<C>::zero(); TILE]);
-    let full = nrhs / TILE;
-    let mut groups = [(0, 0.0); 9];
-    for (i, out) in plane.chunks_exact_mut(nrhs).enumerate() {
-        let count = restriction_groups(fine_grid, coarse_grid, q, i, &mut groups);
-        let point = RestrictPoint {
-            fine,
-            groups: &groups[..count],
-            factors,
-            norms,
-        };
-        for tile in 0..full {
-            let (lane, top) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
-            point.tile::<C, LEVEL>(tile * TILE, TILE, out, lane, top);
-        }
-        if nrhs % TILE != 0 {
-            let (lane, top) = (&mut sumsq[4 * full + i % 4], &mut largest[full]);
-            partial_tile!(nrhs % TILE, t => point.tile::<C, LEVEL>(full * TILE, t, out, lane, top));
-        }
-    }
-    fold_tiles(part, nrhs, sumsq, largest, C::MAX);
+    let nrhs = points.factors.len();
+    plane_block::<C, _, LEVEL>(points, nrhs, out)
 }
 
-/// One coarse point of [`restrict_plane_block`]: the fine block, the point's groups, 1 / s_c
-/// per column, whether Σ v² is kept.
-struct RestrictPoint<'a, F> {
+/// The coarse points of one plane of [`restrict_block`]: the fine block, the grids, the
+/// coarse plane's index, the current point's groups, 1 / s_c per column, whether Σ v² is
+/// kept.
+struct RestrictPoints<'a, F> {
     fine: &'a [F],
-    groups: &'a [(usize, f64)],
+    grids: (GridShape, GridShape),
+    plane: usize,
+    groups: [(usize, f64); 9],
+    count: usize,
     factors: &'a [f64],
     norms: bool,
 }
 
-impl<F: TileIo> RestrictPoint<'_, F> {
-    /// The point's `t` columns from `c0`: Σ over the groups of (½w (f₀ + f₂) + w f₁) in
-    /// f64 (the order of [`restrict_line_add`]), times 1 / s_c, rounded into `out`, with
-    /// the statistics of what was stored.
+impl<F: TileIo, C: Storage + TileIo> PlanePoints<C> for RestrictPoints<'_, F> {
     #[inline(always)]
-    fn tile<C: Storage + TileIo, const LEVEL: u8>(
+    fn at(&mut self, i: usize) {
+        let (fine_grid, coarse_grid) = self.grids;
+        self.count = restriction_groups(fine_grid, coarse_grid, self.plane, i, &mut self.groups);
+    }
+
+    /// Σ over the groups of (½w (f₀ + f₂) + w f₁) in f64 (the order of
+    /// [`restrict_line_add`]), times 1 / s_c, rounded into `out`.
+    #[inline(always)]
+    fn tile<const LEVEL: u8>(
         &self,
         c0: usize,
         t: usize,
@@ -574,7 +613,7 @@ impl<F: TileIo> RestrictPoint<'_, F> {
     ) {
         let nrhs = self.factors.len();
         let mut acc = [0.0f64; TILE];
-        for &(first, w) in self.groups {
+        for &(first, w) in &self.groups[..self.count] {
             let f0 = f64_tile::<F, LEVEL>(self.fine, first, nrhs, c0, t);
             let f1 = f64_tile::<F, LEVEL>(self.fine, first + 1, nrhs, c0, t);
             let f2 = f64_tile::<F, LEVEL>(self.fine, first + 2, nrhs, c0, t);
@@ -594,11 +633,11 @@ impl<F: TileIo> RestrictPoint<'_, F> {
     }
 }
 
-/// fine += s_c · P coarse for a block of two or more columns, one fused pass per fine plane
-/// (a rayon task each): per fine point and tile of columns the coarse terms of
-/// [`interpolation_terms`] summed in f64 from storage, scaled and added to the fine value,
-/// rounded into storage, with the plane's statistics. Each column gets what
-/// [`prolongate_add_column`] gives it alone.
+/// fine += s_c · P coarse for a block of two or more columns, one fused pass per fine
+/// plane: per fine point and tile of columns the coarse terms of [`interpolation_terms`]
+/// summed in f64 from storage, scaled and added to the fine value, rounded into storage,
+/// with the plane's statistics. Each column gets what [`prolongate_add_column`] gives it
+/// alone.
 fn prolongate_add_block<C: Storage + TileIo, F: Storage + TileIo>(
     coarse: &[C],
     coarse_grid: GridShape,
@@ -609,98 +648,57 @@ fn prolongate_add_block<C: Storage + TileIo, F: Storage + TileIo>(
 ) {
     let nrhs = scale.len();
     let norms = stats.norms();
-    let part = partials(stats, fine_grid.m);
-    fine.par_chunks_mut(fine_grid.plane() * nrhs)
-        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(nrhs)))
-        .enumerate()
-        .for_each(|(p, (plane, part))| {
-            arena::with(|arena| {
-                let tiles = nrhs.div_ceil(TILE);
-                let (sumsq, largest, _, _) =
-                    arena.four::<[f64; TILE], [Compute<F>; TILE], u8, u8>(4 * tiles, tiles, 0, 0);
-                interpolate_plane_block::<C, F>((
-                    coarse,
-                    (coarse_grid, fine_grid, p),
-                    scale,
-                    norms,
-                    plane,
-                    part,
-                    sumsq,
-                    largest,
-                ));
-            })
-        });
-    arena::sync();
-    reduce(stats);
+    let plane_len = fine_grid.plane() * nrhs;
+    for_each_plane(fine, plane_len, nrhs, stats, |p, out, _| {
+        let points = InterpolatePoints {
+            coarse,
+            grids: (fine_grid, coarse_grid),
+            plane: p,
+            terms: [(0, 0.0); 8],
+            count: 0,
+            scale,
+            norms,
+        };
+        interpolate_plane_block::<C, F>((points, out));
+    });
 }
-
-/// The arguments of [`interpolate_plane_block`]: the coarse block whole, the grids and the
-/// fine plane's index, s_c per column, whether Σ v² is kept, the fine plane, its statistics
-/// partials, and scratch for Σ v² (four row lanes per tile) and max |v| per tile.
-type InterpolateBlockArgs<'a, C, F> = (
-    &'a [C],
-    (GridShape, GridShape, usize),
-    &'a [f64],
-    bool,
-    &'a mut [F],
-    &'a mut [f64],
-    &'a mut [[f64; TILE]],
-    &'a mut [[Compute<F>; TILE]],
-);
 
 per_simd_level! {
     /// One fine plane of [`prolongate_add_block`].
-    fn interpolate_plane_block<C, F>(InterpolateBlockArgs<'_, C, F>) => interpolate_plane_block_portable
+    fn interpolate_plane_block<C, F>((InterpolatePoints<'_, C>, PlaneOut<'_, F>)) => interpolate_plane_block_portable
 }
 
 #[inline(always)]
 fn interpolate_plane_block_portable<C: Storage + TileIo, F: Storage + TileIo, const LEVEL: u8>(
-    (coarse, (coarse_grid, fine_grid, p), scale, norms, plane, part, sumsq, largest): InterpolateBlockArgs<
-        '_,
-        C,
-        F,
-    >,
+    (points, out): (InterpolatePoints<'_, C>, PlaneOut<'_, F>),
 ) {
-    let nrhs = scale.len();
-    sumsq.fill([0.0; TILE]);
-    largest.fill([Compute::<F>::zero(); TILE]);
-    let full = nrhs / TILE;
-    let mut terms = [(0, 0.0); 8];
-    for (i, fine) in plane.chunks_exact_mut(nrhs).enumerate() {
-        let count = interpolation_terms(fine_grid, coarse_grid, p, i, &mut terms);
-        let point = InterpolatePoint {
-            coarse,
-            terms: &terms[..count],
-            scale,
-            norms,
-        };
-        for tile in 0..full {
-            let (lane, top) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
-            point.tile::<F, LEVEL>(tile * TILE, TILE, fine, lane, top);
-        }
-        if nrhs % TILE != 0 {
-            let (lane, top) = (&mut sumsq[4 * full + i % 4], &mut largest[full]);
-            partial_tile!(nrhs % TILE, t => point.tile::<F, LEVEL>(full * TILE, t, fine, lane, top));
-        }
-    }
-    fold_tiles(part, nrhs, sumsq, largest, F::MAX);
+    let nrhs = points.scale.len();
+    plane_block::<F, _, LEVEL>(points, nrhs, out)
 }
 
-/// One fine point of [`interpolate_plane_block`]: the coarse block, the point's terms, s_c
-/// per column, whether Σ v² is kept.
-struct InterpolatePoint<'a, C> {
+/// The fine points of one plane of [`prolongate_add_block`]: the coarse block, the grids,
+/// the fine plane's index, the current point's terms, s_c per column, whether Σ v² is kept.
+struct InterpolatePoints<'a, C> {
     coarse: &'a [C],
-    terms: &'a [(usize, f64)],
+    grids: (GridShape, GridShape),
+    plane: usize,
+    terms: [(usize, f64); 8],
+    count: usize,
     scale: &'a [f64],
     norms: bool,
 }
 
-impl<C: TileIo> InterpolatePoint<'_, C> {
-    /// The point's `t` columns from `c0` of its fine row: Σ w v over the terms in f64 (the
-    /// order of [`interpolate_line_add`]), f + s_c Σ rounded back into `fine`, with the
-    /// statistics of what was stored.
+impl<C: TileIo, F: Storage + TileIo> PlanePoints<F> for InterpolatePoints<'_, C> {
     #[inline(always)]
-    fn tile<F: Storage + TileIo, const LEVEL: u8>(
+    fn at(&mut self, i: usize) {
+        let (fine_grid, coarse_grid) = self.grids;
+        self.count = interpolation_terms(fine_grid, coarse_grid, self.plane, i, &mut self.terms);
+    }
+
+    /// Σ w v over the terms in f64 (the order of [`interpolate_line_add`]), f + s_c Σ
+    /// rounded back into the fine row `fine`.
+    #[inline(always)]
+    fn tile<const LEVEL: u8>(
         &self,
         c0: usize,
         t: usize,
@@ -710,7 +708,7 @@ impl<C: TileIo> InterpolatePoint<'_, C> {
     ) {
         let nrhs = self.scale.len();
         let mut acc = [0.0f64; TILE];
-        for &(row, w) in self.terms {
+        for &(row, w) in &self.terms[..self.count] {
             let v = f64_tile::<C, LEVEL>(self.coarse, row, nrhs, c0, t);
             for c in 0..TILE {
                 acc[c] += w * v[c];

@@ -300,8 +300,8 @@ fn scale_columns<A: Storage + TileIo, B: Storage + TileIo>(
             let chunks = rows.div_ceil(STATS_ROWS).max(1);
             let norms = stats.norms();
             let part = partials(stats, chunks);
-            let factors: Vec<f64> = scale.iter().map(|&s| inverse_scale(s)).collect();
             if nrhs == 1 {
+                let factor = inverse_scale(scale[0]);
                 // One column: contiguous; three vectorised passes over each chunk in scratch.
                 dst.par_chunks_mut(STATS_ROWS)
                     .zip(src.par_chunks(STATS_ROWS))
@@ -310,7 +310,7 @@ fn scale_columns<A: Storage + TileIo, B: Storage + TileIo>(
                         super::arena::with(|a| {
                             let outs = a.one::<Compute<B>>(0, s.len());
                             for (o, v) in outs.iter_mut().zip(s) {
-                                *o = Compute::<B>::from_f64(v.to_f64() * factors[0]);
+                                *o = Compute::<B>::from_f64(v.to_f64() * factor);
                             }
                             record_stats(p, outs, 1, B::MAX);
                             B::narrow_slice(outs, d);
@@ -325,14 +325,17 @@ fn scale_columns<A: Storage + TileIo, B: Storage + TileIo>(
                 .for_each(|((d, s), p)| {
                     super::arena::with(|a| {
                         let tiles = nrhs.div_ceil(TILE);
-                        let (sumsq, largest, _, _) = a
-                            .four::<[f64; TILE], [Compute<B>; TILE], u8, u8>(
+                        let (sumsq, largest, factors, _) = a
+                            .four::<[f64; TILE], [Compute<B>; TILE], f64, u8>(
                                 4 * tiles,
                                 tiles,
-                                0,
+                                nrhs,
                                 0,
                             );
-                        scale_rows::<A, B>((s, &factors, norms, d, p, sumsq, largest));
+                        for (f, &column_scale) in factors.iter_mut().zip(scale) {
+                            *f = inverse_scale(column_scale);
+                        }
+                        scale_rows::<A, B>((s, factors, norms, d, p, sumsq, largest));
                     })
                 });
             super::arena::sync();
