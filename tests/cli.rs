@@ -709,6 +709,10 @@ fn bench_commands_print_their_json_keys() {
     ] {
         assert!(m[key].as_f64().is_some_and(|v| v > 0.0), "{key} in {m}");
     }
+    assert!(
+        ["scalar", "avx2", "avx512"].contains(&m["simd"].as_str().unwrap_or("")),
+        "simd in {m}"
+    );
     // The same small problem, with more arguments each time.
     let psc = |extra: &[&str]| {
         let base = [

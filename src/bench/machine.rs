@@ -11,6 +11,9 @@ use crate::precision::Precision;
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct MachineCeilings {
     pub threads: usize,
+    /// The SIMD level the CPU kernels run at (`scalar`, `avx2`, `avx512`): figures taken on
+    /// machines of different levels compare only through their ratios.
+    pub simd: &'static str,
     /// a = b + s·c over three 2^25-entry f64 arrays, counting 24 bytes per entry.
     pub triad_gbs: f64,
     pub gemm_gflops_f64: f64,
@@ -140,6 +143,7 @@ pub fn gemm_gflops(p: Precision) -> f64 {
 pub fn measure_machine() -> MachineCeilings {
     MachineCeilings {
         threads: rayon::current_num_threads(),
+        simd: crate::device::cpu::simd::level().name(),
         triad_gbs: triad_gbs(),
         gemm_gflops_f64: gemm_gflops(Precision::F64),
         gemm_gflops_f32: gemm_gflops(Precision::F32),
@@ -221,7 +225,7 @@ pub fn report(json: bool) {
             serde_json::to_string(&m).expect("plain numbers serialise")
         );
     } else {
-        println!("machine ceilings ({} threads)", m.threads);
+        println!("machine ceilings ({} threads, SIMD {})", m.threads, m.simd);
         println!("  triad bandwidth       {:8.1} GB/s", m.triad_gbs);
         println!("  GEMM f64              {:8.1} GFLOP/s", m.gemm_gflops_f64);
         println!("  GEMM f32              {:8.1} GFLOP/s", m.gemm_gflops_f32);
