@@ -17,7 +17,7 @@ use num_traits::Zero;
 use rayon::prelude::*;
 
 use super::arena;
-use super::simd::{partial_tile, per_simd_level, TileIo, TILE};
+use super::simd::{per_simd_level, row_tiles, TileIo, TILE};
 use super::vector::{fold_column, fold_tiles, partials, record_tile, reduce};
 use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::sparse::Chunks;
@@ -189,21 +189,9 @@ fn block_rows_of_width<S: Storage + TileIo, const LEVEL: u8, const WIDTH: usize>
             own: (r0 + i) * nrhs,
         };
         let out = &mut out[i * nrhs..(i + 1) * nrhs];
-        let full = nrhs / TILE;
-        // Whole tiles with the tile width a constant (no partial-tile paths), then the rest.
-        for tile in 0..full {
-            row.tile::<LEVEL>(
-                tile * TILE,
-                TILE,
-                out,
-                &mut sumsq[4 * tile + i % 4],
-                &mut largest[tile],
-            );
-        }
-        if nrhs % TILE != 0 {
-            let (lane, top) = (&mut sumsq[4 * full + i % 4], &mut largest[full]);
-            partial_tile!(nrhs % TILE, t => row.tile::<LEVEL>(full * TILE, t, out, lane, top));
-        }
+        row_tiles!(nrhs, i, sumsq, largest, |c0, t, lane, top| {
+            row.tile::<LEVEL>(c0, t, out, lane, top)
+        });
     }
     fold_tiles(part, nrhs, sumsq, largest, S::MAX);
 }
@@ -639,23 +627,13 @@ fn jacobi_block_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
     let zero = Compute::<S>::zero();
     sumsq.fill([0.0; TILE]);
     largest.fill([zero; TILE]);
-    let full = nrhs / TILE;
     let rows = out.chunks_exact_mut(nrhs).zip(b.chunks_exact(nrhs));
     for (i, ((out, b), &d)) in rows.zip(diagonal).enumerate() {
         let w = omega / d.to_compute();
-        // Whole tiles with the tile width a constant, then the rest.
-        for tile in 0..full {
-            let span = tile * TILE..(tile + 1) * TILE;
-            let (lane, top) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
-            jacobi_tile::<S, LEVEL>(w, norms, &b[span.clone()], &mut out[span], lane, top);
-        }
-        if nrhs % TILE != 0 {
-            let (lane, top) = (&mut sumsq[4 * full + i % 4], &mut largest[full]);
-            partial_tile!(nrhs % TILE, t => {
-                let span = full * TILE..full * TILE + t;
-                jacobi_tile::<S, LEVEL>(w, norms, &b[span.clone()], &mut out[span], lane, top)
-            });
-        }
+        row_tiles!(nrhs, i, sumsq, largest, |c0, t, lane, top| {
+            let span = c0..c0 + t;
+            jacobi_tile::<S, LEVEL>(w, norms, &b[span.clone()], &mut out[span], lane, top)
+        });
     }
     fold_tiles(part, nrhs, sumsq, largest, S::MAX);
 }
@@ -956,16 +934,9 @@ fn update_rows_of_width<X: Storage + TileIo, const LEVEL: u8, const WIDTH: usize
             &mut u[i * nrhs..(i + 1) * nrhs],
             &mut r[i * nrhs..(i + 1) * nrhs],
         );
-        let full = nrhs / TILE;
-        // Whole tiles with the tile width a constant (no partial-tile paths), then the rest.
-        for tile in 0..full {
-            let (lane, top) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
-            row.tile::<LEVEL>(tile * TILE, TILE, u, r, lane, top);
-        }
-        if nrhs % TILE != 0 {
-            let (lane, top) = (&mut sumsq[4 * full + i % 4], &mut largest[full]);
-            partial_tile!(nrhs % TILE, t => row.tile::<LEVEL>(full * TILE, t, u, r, lane, top));
-        }
+        row_tiles!(nrhs, i, sumsq, largest, |c0, t, lane, top| {
+            row.tile::<LEVEL>(c0, t, u, r, lane, top)
+        });
     }
     // This record's maxima are |c|'s, which no limit applies to.
     fold_tiles(part, nrhs, sumsq, largest, f64::INFINITY);

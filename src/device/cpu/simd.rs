@@ -190,79 +190,97 @@ macro_rules! per_simd_level {
 
 pub(super) use per_simd_level;
 
-/// Runs `$body` for the last, partial tile of `$rem` (1 ≤ `$rem` < TILE) columns with `$t`
-/// bound to the width as a constant: the loads, stores and lane loops then compile to
-/// vector code for that width. With a run-time width each value went through a padded
-/// copy, and 2 to 15 columns took 15–30× the time per column of a whole tile.
-macro_rules! partial_tile {
-    ($rem:expr, $t:ident => $body:expr) => {
-        match $rem {
-            1 => {
-                let $t = 1;
-                $body
-            }
-            2 => {
-                let $t = 2;
-                $body
-            }
-            3 => {
-                let $t = 3;
-                $body
-            }
-            4 => {
-                let $t = 4;
-                $body
-            }
-            5 => {
-                let $t = 5;
-                $body
-            }
-            6 => {
-                let $t = 6;
-                $body
-            }
-            7 => {
-                let $t = 7;
-                $body
-            }
-            8 => {
-                let $t = 8;
-                $body
-            }
-            9 => {
-                let $t = 9;
-                $body
-            }
-            10 => {
-                let $t = 10;
-                $body
-            }
-            11 => {
-                let $t = 11;
-                $body
-            }
-            12 => {
-                let $t = 12;
-                $body
-            }
-            13 => {
-                let $t = 13;
-                $body
-            }
-            14 => {
-                let $t = 14;
-                $body
-            }
-            15 => {
-                let $t = 15;
-                $body
-            }
-            rem => unreachable!("a partial tile of {rem} columns"),
+/// Runs `$body` for each tile of [`TILE`] columns of a row of `$nrhs` columns (row `$i` of a
+/// chunk), with `$c0` the tile's first column, `$t` its width, and `$lane` and `$top` its
+/// Σ v² lane (one of four, by row) in `$sumsq` and its max |v| in `$largest`. The width is
+/// a constant everywhere: TILE for the whole tiles, and the partial last tile compiled for
+/// each width 1–15, so loads, stores and lane loops compile to vector code for that width
+/// (with a run-time width each value went through a padded copy, and 2 to 15 columns took
+/// 15–30× the time per column of a whole tile).
+macro_rules! row_tiles {
+    (
+        $nrhs:expr, $i:expr, $sumsq:ident, $largest:ident,
+        |$c0:ident, $t:ident, $lane:ident, $top:ident| $body:expr
+    ) => {{
+        let (nrhs, i) = ($nrhs, $i);
+        let tile_width = $crate::device::cpu::simd::TILE;
+        let full = nrhs / tile_width;
+        for tile in 0..full {
+            let ($c0, $t) = (tile * tile_width, $crate::device::cpu::simd::TILE);
+            let ($lane, $top) = (&mut $sumsq[4 * tile + i % 4], &mut $largest[tile]);
+            $body;
         }
-    };
+        if !nrhs.is_multiple_of(tile_width) {
+            let $c0 = full * tile_width;
+            let ($lane, $top) = (&mut $sumsq[4 * full + i % 4], &mut $largest[full]);
+            match nrhs % tile_width {
+                1 => {
+                    let $t = 1;
+                    $body;
+                }
+                2 => {
+                    let $t = 2;
+                    $body;
+                }
+                3 => {
+                    let $t = 3;
+                    $body;
+                }
+                4 => {
+                    let $t = 4;
+                    $body;
+                }
+                5 => {
+                    let $t = 5;
+                    $body;
+                }
+                6 => {
+                    let $t = 6;
+                    $body;
+                }
+                7 => {
+                    let $t = 7;
+                    $body;
+                }
+                8 => {
+                    let $t = 8;
+                    $body;
+                }
+                9 => {
+                    let $t = 9;
+                    $body;
+                }
+                10 => {
+                    let $t = 10;
+                    $body;
+                }
+                11 => {
+                    let $t = 11;
+                    $body;
+                }
+                12 => {
+                    let $t = 12;
+                    $body;
+                }
+                13 => {
+                    let $t = 13;
+                    $body;
+                }
+                14 => {
+                    let $t = 14;
+                    $body;
+                }
+                15 => {
+                    let $t = 15;
+                    $body;
+                }
+                rem => unreachable!("a partial tile of {rem} columns"),
+            }
+        }
+    }};
 }
 
-pub(super) use partial_tile;
+pub(super) use row_tiles;
 
 /// Columns of a node-major block one pass over a matrix row computes at once: one AVX-512
 /// register of f32, two of f64. A tile's sums and statistics stay in registers.

@@ -13,7 +13,7 @@ use num_traits::Zero;
 use rayon::prelude::*;
 
 use super::arena;
-use super::simd::{self, partial_tile, per_simd_level, SimdLevel, TileIo, TILE};
+use super::simd::{self, per_simd_level, row_tiles, SimdLevel, TileIo, TILE};
 use super::vector::{fold_tiles, partials, record_stats, record_tile, reduce};
 use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::inverse_scale;
@@ -520,17 +520,11 @@ fn plane_block<O: Storage + TileIo, P: PlanePoints<O>, const LEVEL: u8>(
 ) {
     sumsq.fill([0.0; TILE]);
     largest.fill([Compute::<O>::zero(); TILE]);
-    let full = nrhs / TILE;
     for (i, out) in plane.chunks_exact_mut(nrhs).enumerate() {
         points.at(i);
-        for tile in 0..full {
-            let (lane, top) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
-            points.tile::<LEVEL>(tile * TILE, TILE, out, lane, top);
-        }
-        if !nrhs.is_multiple_of(TILE) {
-            let (lane, top) = (&mut sumsq[4 * full + i % 4], &mut largest[full]);
-            partial_tile!(nrhs % TILE, t => points.tile::<LEVEL>(full * TILE, t, out, lane, top));
-        }
+        row_tiles!(nrhs, i, sumsq, largest, |c0, t, lane, top| {
+            points.tile::<LEVEL>(c0, t, out, lane, top)
+        });
     }
     fold_tiles(part, nrhs, sumsq, largest, O::MAX);
 }

@@ -3,7 +3,7 @@
 use num_traits::{Float, Zero};
 use rayon::prelude::*;
 
-use super::simd::{self, partial_tile, per_simd_level, SimdLevel, TileIo, TILE};
+use super::simd::{self, per_simd_level, row_tiles, SimdLevel, TileIo, TILE};
 use super::{buffer, buffer_mut, by_precision, check_len, slice, slice_mut, Compute, Cpu, CHUNK};
 use crate::device::cg::{self, CgStep};
 use crate::device::host::HostArray;
@@ -392,17 +392,11 @@ fn scale_rows_portable<A: Storage + TileIo, B: Storage + TileIo, const LEVEL: u8
     let nrhs = factors.len();
     sumsq.fill([0.0; TILE]);
     largest.fill([Compute::<B>::zero(); TILE]);
-    let full = nrhs / TILE;
     let rows = dst.chunks_exact_mut(nrhs).zip(src.chunks_exact(nrhs));
     for (i, (d, s)) in rows.enumerate() {
-        for tile in 0..full {
-            let (lane, top) = (&mut sumsq[4 * tile + i % 4], &mut largest[tile]);
-            scale_tile::<A, B, LEVEL>(s, factors, tile * TILE, TILE, norms, d, lane, top);
-        }
-        if nrhs % TILE != 0 {
-            let (lane, top) = (&mut sumsq[4 * full + i % 4], &mut largest[full]);
-            partial_tile!(nrhs % TILE, t => scale_tile::<A, B, LEVEL>(s, factors, full * TILE, t, norms, d, lane, top));
-        }
+        row_tiles!(nrhs, i, sumsq, largest, |c0, t, lane, top| {
+            scale_tile::<A, B, LEVEL>(s, factors, c0, t, norms, d, lane, top)
+        });
     }
     fold_tiles(part, nrhs, sumsq, largest, B::MAX);
 }
