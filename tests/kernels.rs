@@ -206,6 +206,14 @@ fn block_kernels_match_naive_loops<D: PscDevice>(dev: &D) {
         single.read(dev).unwrap().sumsq.unwrap()[0].to_bits(),
         stats.read(dev).unwrap().sumsq.unwrap()[2].to_bits()
     );
+    // And column-major: the column alone and in the block agree bitwise.
+    let alone = Block::from_f64(dev, &column, n, 1, Precision::F64, Layout::ColMajor).unwrap();
+    dev.column_stats(&alone, &mut single).unwrap();
+    dev.column_stats(&cm, &mut stats).unwrap();
+    assert_eq!(
+        single.read(dev).unwrap().sumsq.unwrap()[0].to_bits(),
+        stats.read(dev).unwrap().sumsq.unwrap()[2].to_bits()
+    );
 
     // Cast with a scale per column into f16: rounded once; a huge value is out of range.
     let scale = [2.0, 0.0, 1.0, 4.0, 0.5];

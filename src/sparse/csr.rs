@@ -1,6 +1,6 @@
 //! Compressed sparse row storage.
 
-use super::SparseRows;
+use super::{RowSlices, SparseRows};
 use crate::error::{Error, Result};
 use crate::precision::{convert_checked, Stored};
 
@@ -271,6 +271,13 @@ impl<S: Stored> SparseRows<S> for Csr<S> {
     }
 }
 
+impl<S: Stored> RowSlices<S> for Csr<S> {
+    #[inline]
+    fn row_entries(&self, r: usize) -> (&[u32], &[S]) {
+        self.row(r)
+    }
+}
+
 /// CSR rows held elsewhere (a device's buffers on the host), with 64-bit row pointers.
 pub struct CsrView<'a, S> {
     pub ncols: usize,
@@ -290,10 +297,18 @@ impl<S: Stored> SparseRows<S> for CsrView<'_, S> {
 
     #[inline]
     fn for_each_in_row(&self, r: usize, mut f: impl FnMut(usize, S)) {
-        let range = self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize;
-        for (&c, &v) in self.col_idx[range.clone()].iter().zip(&self.values[range]) {
+        let (cols, values) = self.row_entries(r);
+        for (&c, &v) in cols.iter().zip(values) {
             f(c as usize, v);
         }
+    }
+}
+
+impl<S: Stored> RowSlices<S> for CsrView<'_, S> {
+    #[inline]
+    fn row_entries(&self, r: usize) -> (&[u32], &[S]) {
+        let range = self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize;
+        (&self.col_idx[range.clone()], &self.values[range])
     }
 }
 

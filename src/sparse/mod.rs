@@ -23,3 +23,10 @@ pub trait SparseRows<S: Stored>: Sync {
     /// Calls `f(column, value)` for every stored entry of row `r`, in storage order.
     fn for_each_in_row(&self, r: usize, f: impl FnMut(usize, S));
 }
+
+/// Formats that store each row's entries contiguously (CSR): kernels that loop over a row
+/// several times read the slices directly.
+pub trait RowSlices<S: Stored>: SparseRows<S> {
+    /// Row `r`'s columns and values, in storage order.
+    fn row_entries(&self, r: usize) -> (&[u32], &[S]);
+}

@@ -239,7 +239,8 @@ pub(super) fn reduce(stats: &mut Stats<Cpu>) {
 }
 
 /// Statistics of a column-major block: each column's chunks (fixed by the column length)
-/// are recorded apart and added in order.
+/// are recorded apart (four interleaved lanes, vectorised: [`record_stats`]) and added in
+/// order.
 fn col_major_stats<T: Storage>(x: &[T], rows: usize, nrhs: usize, stats: &mut Stats<Cpu>) {
     let chunk = numeric::reduction_chunk(rows).max(1);
     let per_column = rows.div_ceil(chunk).max(1);
@@ -249,18 +250,20 @@ fn col_major_stats<T: Storage>(x: &[T], rows: usize, nrhs: usize, stats: &mut St
         let (c, q) = (k / per_column, k % per_column);
         let range = c * rows + (q * chunk).min(rows)..c * rows + ((q + 1) * chunk).min(rows);
         let mut local = [0.0f64; 3];
-        for v in &x[range] {
-            let a = v.to_f64().abs();
-            local[0] += a * a;
-            local[1] = local[1].max(a);
-        }
-        if local[0].is_nan() || local[1] > T::MAX {
-            local[2] = 1.0;
+        let values = &x[range];
+        match T::as_compute(values) {
+            Some(values) => record_stats(&mut local, values, 1, T::MAX),
+            None => super::arena::with(|a| {
+                let wide = a.one::<Compute<T>>(0, values.len());
+                T::widen_slice(values, wide);
+                record_stats(&mut local, wide, 1, T::MAX);
+            }),
         }
         p[c] = local[0];
         p[nrhs + c] = local[1];
         p[2 * nrhs] = local[2];
     });
+    super::arena::sync();
     reduce(stats);
 }
 
