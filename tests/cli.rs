@@ -805,15 +805,13 @@ fn bench_commands_print_their_json_keys() {
     assert_eq!(
         names,
         [
-            "transform Sᵀ",
-            "gather",
+            "Sᵀ b, gather",
             "C⁻¹ b_I",
             "D",
             "C/E system",
             "b_I − Dᵀx_E",
             "C⁻¹ r_I",
-            "scatter",
-            "transform S",
+            "scatter, S",
             "statistics"
         ]
     );

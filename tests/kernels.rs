@@ -7,7 +7,7 @@
 mod common;
 
 use half::f16;
-use tensorfem::device::psc::Classes;
+use tensorfem::device::psc::{Classes, PADDING_SLOT};
 use tensorfem::device::stencil::{Grid, Transfer};
 use tensorfem::device::{
     Batch, Block, CsrMatrix, Data, EllMatrix, GridShape, Kernels, Layout, LevelTransfer, MatMut,
@@ -511,6 +511,25 @@ fn cpu_class_passes_of_a_column_alone_equal_it_in_a_block() {
             }
             assert_eq!(scale[0], scales[col], "{p} scale");
             assert_eq!(alone_back[..], back[col * n..(col + 1) * n], "{p} scatter");
+        }
+        if p == Precision::F64 {
+            // The L_C⁻¹ products sum in the documented order, bitwise: b_C[k] over l = 0 … k
+            // (then times 1/scale), and nodal[C_l] over k = l … |C| − 1 (then times scale).
+            let l = |k: usize, j: usize| l_c_inv[k + j * nc];
+            for col in 0..k {
+                let v = &x[col * n..(col + 1) * n];
+                let inv = 1.0 / scales[col];
+                let bc = &parts[0][col * nc..(col + 1) * nc];
+                for kk in 0..nc {
+                    let sum = (0..=kk).fold(0.0, |s, j| s + l(kk, j) * v[c[j] as usize]);
+                    assert_eq!(bc[kk].to_bits(), (sum * inv).to_bits(), "b_C[{kk}]");
+                }
+                for (j, &d) in c.iter().enumerate() {
+                    let sum = (j..nc).fold(0.0, |s, kk| s + l(kk, j) * bc[kk]);
+                    let got = back[col * n + d as usize];
+                    assert_eq!(got.to_bits(), (sum * scales[col]).to_bits(), "C_{j}");
+                }
+            }
         }
     }
     // An unknown in two classes, one out of range.
@@ -1619,6 +1638,105 @@ fn check_transfer<D: MultigridDevice>(
 /// The level-by-level hierarchical transforms (on the unit square's grid and as sparse
 /// level rows on the flow around a square) agree with the sparse S and Sᵀ; the C/E/I
 /// gather and scatter are each other's inverse and match naive loops.
+/// Sᵀ b with the gather, and the scatter with S, fused (`psc_transform_gather`,
+/// `psc_scatter_transform`) give bitwise the passes one after the other, with one column
+/// (split among threads on the CPU) and with several (a column per task), on grids (Q1,
+/// P1) and on a refined mesh's level transform, in f64 and f32.
+fn fused_psc_passes_equal_the_passes_in_turn<D: PscDevice>(dev: &D) {
+    let meshes = [
+        unit_square_refined(4, 3, Element::Q1).unwrap(),
+        unit_square_refined(4, 3, Element::P1).unwrap(),
+        refine(&CoarseMesh::flow_around_square(), 2).unwrap(),
+    ];
+    for mesh in meshes {
+        let hb = HierarchicalBasis::new(&mesh).unwrap();
+        let n = hb.len();
+        // C every 11th unknown, then E and I alternating, I with a padding slot.
+        let (mut c, mut e, mut i) = (Vec::new(), Vec::new(), vec![PADDING_SLOT]);
+        for d in 0..n as u32 {
+            match d {
+                d if d % 11 == 0 => c.push(d),
+                d if d % 3 == 1 => e.push(d),
+                d => i.push(d),
+            }
+        }
+        let nc = c.len();
+        let l_c_inv: Vec<f64> = (0..nc * nc)
+            .map(|k| match (k % nc, k / nc) {
+                (r, j) if r >= j => 0.5 + ((r * 7 + j * 3) % 11) as f64 / 9.0,
+                _ => 0.0,
+            })
+            .collect();
+        let (scale_e, mut scale_i) = (values(e.len(), 90), values(i.len(), 91));
+        scale_i[0] = 0.0;
+        for p in [Precision::F64, Precision::F32] {
+            let transform = hb.transform(dev, p).unwrap();
+            let classes =
+                Classes::upload(dev, &c, &e, &i, &l_c_inv, &scale_e, &scale_i, p).unwrap();
+            for k in [1, 5] {
+                let block = |v: &[f64], rows: usize| {
+                    Block::from_f64(dev, v, rows, k, p, Layout::ColMajor).unwrap()
+                };
+                let parts = || [nc, e.len(), i.len()].map(|rows| block(&vec![0.0; rows * k], rows));
+                let b = block(&values(n * k, 92), n);
+                // In turn.
+                let mut work = block(&vec![0.0; n * k], n);
+                dev.copy(b.view(), work.view_mut()).unwrap();
+                dev.hierarchical_transform(&transform, &mut work, true)
+                    .unwrap();
+                let [mut bc, mut be, mut bi] = parts();
+                let mut scale = Data::zeros(dev, k, p).unwrap();
+                dev.psc_gather(&classes, &work, &mut bc, &mut be, &mut bi, &mut scale)
+                    .unwrap();
+                let mut back = block(&vec![0.0; n * k], n);
+                dev.psc_scatter(&classes, &bc, &be, &bi, &scale, &mut back)
+                    .unwrap();
+                dev.hierarchical_transform(&transform, &mut back, false)
+                    .unwrap();
+                // Fused.
+                let mut work = block(&vec![0.0; n * k], n);
+                let [mut fc, mut fe, mut fi] = parts();
+                let mut fused_scale = Data::zeros(dev, k, p).unwrap();
+                dev.psc_transform_gather(
+                    &transform,
+                    &classes,
+                    &b,
+                    &mut work,
+                    &mut fc,
+                    &mut fe,
+                    &mut fi,
+                    &mut fused_scale,
+                )
+                .unwrap();
+                let mut fused_back = block(&vec![f64::NAN; n * k], n);
+                dev.psc_scatter_transform(
+                    &classes,
+                    &transform,
+                    &fc,
+                    &fe,
+                    &fi,
+                    &fused_scale,
+                    &mut fused_back,
+                )
+                .unwrap();
+                let what = format!("{} unknowns, {p}, {k} column(s)", n);
+                for (fused, in_turn) in [(&fc, &bc), (&fe, &be), (&fi, &bi), (&fused_back, &back)] {
+                    let (f, t) = (fused.to_f64(dev).unwrap(), in_turn.to_f64(dev).unwrap());
+                    assert!(
+                        f.iter().zip(&t).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{what}"
+                    );
+                }
+                assert_eq!(
+                    fused_scale.to_f64(dev).unwrap(),
+                    scale.to_f64(dev).unwrap(),
+                    "{what}"
+                );
+            }
+        }
+    }
+}
+
 fn psc_passes_match_the_matrices<D: PscDevice>(dev: &D) {
     let meshes = [
         (
@@ -1658,7 +1776,7 @@ fn psc_passes_match_the_matrices<D: PscDevice>(dev: &D) {
     }
     // A small class layout: C = {0, 5}, E = {1, 2, 7}, I = {3, 4, 6} in four slots, the
     // second a padding slot.
-    let pad = tensorfem::device::psc::PADDING_SLOT;
+    let pad = PADDING_SLOT;
     let (c_dofs, e_dofs, i_dofs) = (vec![0u32, 5], vec![1u32, 2, 7], vec![3u32, pad, 4, 6]);
     let l_c_inv = [2.0, 0.5, 0.0, 4.0]; // column-major, lower triangular
     let (scale_e, scale_i) = ([1.0, 2.0, 0.5], [3.0, 0.0, 0.25, 1.0]);
@@ -1869,6 +1987,7 @@ device_tests!(
     orthogonalize_matches_naive_loops,
     csr_kernels_match_host_products,
     psc_passes_match_the_matrices,
+    fused_psc_passes_equal_the_passes_in_turn,
     stored_values_round_trip,
     ell_kernels_match_host_products,
     ell_columns_in_wide_blocks_equal_columns_alone,

@@ -2,7 +2,7 @@
 //! transform S and Sᵀ, and the gather into / scatter out of the C/E/I numbering with the
 //! partial-Cholesky scaling.
 
-use super::{unsupported, Block, Data, Device, Layout};
+use super::{unsupported, Block, Data, Device, Layout, VectorKernels};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 
@@ -234,7 +234,7 @@ pub(crate) fn check_blocks<D: Device>(
 }
 
 /// The PSC passes. Blocks are column-major, in the compute precision of the solve.
-pub trait PscKernels: Device {
+pub trait PscKernels: Device + VectorKernels {
     /// x ← S x, or x ← Sᵀ x with `transpose`, for every column.
     fn hierarchical_transform(
         &self,
@@ -267,4 +267,42 @@ pub trait PscKernels: Device {
         column_scale: &Data<Self>,
         nodal: &mut Block<Self>,
     ) -> Result<()>;
+
+    /// The way in of an apply: Sᵀ b, then [`PscKernels::psc_gather`] of it. `work` is a
+    /// nodal workspace (its contents afterwards: unspecified). A device may fuse the passes
+    /// (the CPU takes a column through both while it sits in its cache); the values are
+    /// those of the passes one after the other.
+    #[allow(clippy::too_many_arguments)]
+    fn psc_transform_gather(
+        &self,
+        t: &HierarchicalTransform<Self>,
+        classes: &Classes<Self>,
+        b: &Block<Self>,
+        work: &mut Block<Self>,
+        bc: &mut Block<Self>,
+        be: &mut Block<Self>,
+        bi: &mut Block<Self>,
+        column_scale: &mut Data<Self>,
+    ) -> Result<()> {
+        self.copy(b.view(), work.view_mut())?;
+        self.hierarchical_transform(t, work, true)?;
+        self.psc_gather(classes, work, bc, be, bi, column_scale)
+    }
+
+    /// The way out: [`PscKernels::psc_scatter`] into `nodal`, then S on it (fused where
+    /// the device can, with the same values).
+    #[allow(clippy::too_many_arguments)]
+    fn psc_scatter_transform(
+        &self,
+        classes: &Classes<Self>,
+        t: &HierarchicalTransform<Self>,
+        xc: &Block<Self>,
+        xe: &Block<Self>,
+        xi: &Block<Self>,
+        column_scale: &Data<Self>,
+        nodal: &mut Block<Self>,
+    ) -> Result<()> {
+        self.psc_scatter(classes, xc, xe, xi, column_scale, nodal)?;
+        self.hierarchical_transform(t, nodal, false)
+    }
 }

@@ -931,22 +931,20 @@ impl<D: PscDevice> PscOperator<D> {
                 self.n
             )));
         }
-        // b̃ = Sᵀ b (in x, the nodal workspace), then L⁻¹ into the C/E/I numbering, each
+        // b̃ = Sᵀ b (x is the nodal workspace), then L⁻¹ into the C/E/I numbering, each
         // column scaled to max-norm 1.
         self.start_clock()?;
-        dev.copy(b.view(), x.view_mut())?;
-        dev.hierarchical_transform(&self.transform, x, true)?;
-        self.mark("transform Sᵀ")?;
-        dev.psc_gather(
+        dev.psc_transform_gather(
+            &self.transform,
             &self.classes,
+            b,
             x,
             &mut ws.bc,
             &mut ws.be,
             &mut ws.bi,
             &mut ws.column_scale,
         )?;
-
-        self.mark("gather")?;
+        self.mark("Sᵀ b, gather")?;
 
         // g = D C⁻¹ b_I (in te).
         let bi = operand(dev, &ws.bi, &mut ws.i_low)?;
@@ -1039,10 +1037,16 @@ impl<D: PscDevice> PscOperator<D> {
         self.mark("C⁻¹ r_I")?;
 
         // L⁻ᵀ back to the lexicographic numbering, then S, and undo the column scaling.
-        dev.psc_scatter(&self.classes, &ws.bc, &ws.te, &ws.bi, &ws.column_scale, x)?;
-        self.mark("scatter")?;
-        dev.hierarchical_transform(&self.transform, x, false)?;
-        self.mark("transform S")
+        dev.psc_scatter_transform(
+            &self.classes,
+            &self.transform,
+            &ws.bc,
+            &ws.te,
+            &ws.bi,
+            &ws.column_scale,
+            x,
+        )?;
+        self.mark("scatter, S")
     }
 
     /// te = r_E = b_E − Bᵀ b_C − g (te holds g on entry).

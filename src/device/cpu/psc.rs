@@ -4,6 +4,7 @@
 
 use rayon::prelude::*;
 
+use super::simd::per_simd_level;
 use super::{buffer, buffer_mut, Cpu};
 use crate::device::psc::{
     check_blocks, check_transform, CellParents, Classes, GridTransform, HierarchicalTransform,
@@ -66,7 +67,7 @@ impl<T: Real> GridRows<T> {
 }
 
 /// Value at node i of a grid row (zero on the boundary: i = 0 or n, or no row).
-#[inline]
+#[inline(always)]
 fn at<T: Real>(row: Option<&[T]>, i: usize) -> T {
     match row {
         Some(r) if i > 0 && i <= r.len() => r[i - 1],
@@ -75,15 +76,16 @@ fn at<T: Real>(row: Option<&[T]>, i: usize) -> T {
 }
 
 /// Runs `task(j)` for the rows j = first, first + step, … < n, in parallel when the pass
-/// updates enough nodes (`nodes_per_row` each) and `split` allows it.
-fn for_rows(
+/// updates enough nodes (`nodes_per_row` each). The passes call it only when they split
+/// their rows; else they loop themselves, so that no closure is left to call and a caller
+/// compiled for a SIMD level compiles the rows for it too.
+fn for_rows_split(
     (first, step, n): (usize, usize, usize),
     nodes_per_row: usize,
-    split: bool,
     task: impl Fn(usize) + Sync + Send,
 ) {
     let count = n.saturating_sub(first).div_ceil(step);
-    if split && count * nodes_per_row >= PARALLEL_NODES {
+    if count * nodes_per_row >= PARALLEL_NODES {
         (0..count)
             .into_par_iter()
             .for_each(|r| task(first + r * step));
@@ -102,94 +104,197 @@ fn for_rows(
 /// or not.
 struct Grid<'a>(&'a GridTransform);
 
+/// The weights of an edge-midpoint and of a cell-midpoint parent in the solve's precision.
+#[derive(Clone, Copy)]
+struct Weights<T> {
+    half: T,
+    quarter: T,
+}
+
 impl Grid<'_> {
-    fn weights<T: Real>(&self) -> (T, T) {
-        (T::from_f64(EDGE_WEIGHT), T::from_f64(CELL_WEIGHT))
+    fn weights<T: Real>(&self) -> Weights<T> {
+        Weights {
+            half: T::from_f64(EDGE_WEIGHT),
+            quarter: T::from_f64(CELL_WEIGHT),
+        }
     }
 
     /// x ← S x for one column; rows split among threads when `split`.
+    #[inline(always)]
     fn apply<T: Real>(&self, x: &mut [T], split: bool) {
         let t = self.0;
-        let (n, (half, quarter)) = (t.n, self.weights::<T>());
+        let (n, w) = (t.n, self.weights::<T>());
         let rows = GridRows::new(x, n);
         for k in 1..=t.levels {
             let s = 1 << (t.levels - k);
             let s2 = 2 * s;
             // Horizontal edge midpoints: parents in the same row.
-            for_rows((s2, s2, n), n / s2, split, |j| {
-                // SAFETY: this pass writes and reads row j only in this task.
-                let row = unsafe { rows.row_mut(j) };
-                for i in (s..n).step_by(s2) {
-                    let v = half * (at(Some(row), i - s) + at(Some(row), i + s));
-                    row[i - 1] = row[i - 1] + v;
-                }
-            });
+            // SAFETY: this pass writes and reads row j only in this task.
+            let edges = |j| Self::edge_children(unsafe { rows.row_mut(j) }, s, w);
             // Vertical edge and cell midpoints: parents in rows j ± s (multiples of 2s,
             // which this pass does not write).
-            for_rows((s, s2, n), n / s, split, |j| {
-                // SAFETY: rows j ± s are multiples of 2s; this pass writes odd rows only.
+            let odd = |j| {
+                // SAFETY: rows j ± s are multiples of 2s; this pass writes odd rows only; row
+                // j is this task's.
                 let (below, above) = unsafe { (rows.row(j - s), rows.row(j + s)) };
-                // SAFETY: row j is this task's.
                 let row = unsafe { rows.row_mut(j) };
-                for i in (s2..n).step_by(s2) {
-                    let v = half * (at(below, i) + at(above, i));
-                    row[i - 1] = row[i - 1] + v;
+                self.vertical_and_cell_children(row, below, above, s, w)
+            };
+            if split {
+                for_rows_split((s2, s2, n), n / s2, edges);
+                for_rows_split((s, s2, n), n / s, odd);
+            } else {
+                for j in (s2..n).step_by(s2) {
+                    // SAFETY: as above.
+                    Self::edge_children(unsafe { rows.row_mut(j) }, s, w);
                 }
-                for i in (s..n).step_by(s2) {
-                    let v = match t.cell_parents {
-                        CellParents::Diagonal => half * (at(below, i - s) + at(above, i + s)),
-                        CellParents::Corners => {
-                            quarter
-                                * (at(below, i - s)
-                                    + at(below, i + s)
-                                    + at(above, i - s)
-                                    + at(above, i + s))
-                        }
-                    };
-                    row[i - 1] = row[i - 1] + v;
+                for j in (s..n).step_by(s2) {
+                    // SAFETY: as above.
+                    let (below, above) = unsafe { (rows.row(j - s), rows.row(j + s)) };
+                    let row = unsafe { rows.row_mut(j) };
+                    self.vertical_and_cell_children(row, below, above, s, w);
                 }
-            });
+            }
+        }
+    }
+
+    /// Row j (a multiple of 2s) of S's level s: x_i += ½ (x_{i−s} + x_{i+s}) at the odd
+    /// multiples i of s (the ends' outer parents are boundary zeros).
+    #[inline(always)]
+    fn edge_children<T: Real>(row: &mut [T], s: usize, w: Weights<T>) {
+        let n = row.len() + 1;
+        let s2 = 2 * s;
+        // The row holds nodes 1 … n − 1 at 0 … n − 2: node i at i − 1.
+        for i in (s..n).step_by(s2) {
+            let left = if i > s { row[i - s - 1] } else { T::zero() };
+            let right = if i + s < n { row[i + s - 1] } else { T::zero() };
+            row[i - 1] = row[i - 1] + w.half * (left + right);
+        }
+    }
+
+    /// Row j (an odd multiple of s) of S's level s: vertical edge midpoints (i a multiple of
+    /// 2s) from rows j ± s, then cell midpoints (i odd) from the corners or the diagonal.
+    /// `below`/`above`: rows j ∓ s, None on the boundary.
+    #[inline(always)]
+    fn vertical_and_cell_children<T: Real>(
+        &self,
+        row: &mut [T],
+        below: Option<&[T]>,
+        above: Option<&[T]>,
+        s: usize,
+        w: Weights<T>,
+    ) {
+        let (n, s2) = (row.len() + 1, 2 * s);
+        if let (Some(b), Some(a)) = (below, above) {
+            // Interior rows (all but two per level): direct indexing, node i at i − 1.
+            for i in (s2..n).step_by(s2) {
+                row[i - 1] = row[i - 1] + w.half * (b[i - 1] + a[i - 1]);
+            }
+            let (first, last) = (s, n - s);
+            for i in (s..n).step_by(s2) {
+                let v = if i > first && i < last {
+                    self.cell([b[i - s - 1], b[i + s - 1], a[i - s - 1], a[i + s - 1]], w)
+                } else {
+                    let get = |r: &[T], i: usize| at(Some(r), i);
+                    self.cell(
+                        [get(b, i - s), get(b, i + s), get(a, i - s), get(a, i + s)],
+                        w,
+                    )
+                };
+                row[i - 1] = row[i - 1] + v;
+            }
+            return;
+        }
+        for i in (s2..n).step_by(s2) {
+            let v = w.half * (at(below, i) + at(above, i));
+            row[i - 1] = row[i - 1] + v;
+        }
+        for i in (s..n).step_by(s2) {
+            let v = self.cell(
+                [
+                    at(below, i - s),
+                    at(below, i + s),
+                    at(above, i - s),
+                    at(above, i + s),
+                ],
+                w,
+            );
+            row[i - 1] = row[i - 1] + v;
+        }
+    }
+
+    /// A cell midpoint's value from its parents' [below left, below right, above left,
+    /// above right]: the four corners (Q1) or the "/" diagonal (P1).
+    #[inline(always)]
+    fn cell<T: Real>(&self, [bl, br, al, ar]: [T; 4], w: Weights<T>) -> T {
+        match self.0.cell_parents {
+            CellParents::Diagonal => w.half * (bl + ar),
+            CellParents::Corners => w.quarter * (bl + br + al + ar),
         }
     }
 
     /// y ← Sᵀ y for one column: levels in reverse, each interior parent adds its children's
     /// weighted values, in the order the children's loops would scatter them (horizontal
     /// children in its row, then row j − s's vertical child and cells, then row j + s's).
+    #[inline(always)]
     fn apply_transpose<T: Real>(&self, y: &mut [T], split: bool) {
         let t = self.0;
-        let (n, (half, quarter)) = (t.n, self.weights::<T>());
+        let (n, w) = (t.n, self.weights::<T>());
         let rows = GridRows::new(y, n);
         for k in (1..=t.levels).rev() {
             let s = 1 << (t.levels - k);
             let s2 = 2 * s;
-            for_rows((s2, s2, n), n / s2, split, |j| {
-                // SAFETY: rows j ± s are odd multiples of s, which this pass reads only; row
-                // j is this task's.
-                let (below, above) = unsafe { (rows.row(j - s), rows.row(j + s)) };
-                let row = unsafe { rows.row_mut(j) };
-                for i in (s2..n).step_by(s2) {
-                    let mut v = row[i - 1];
-                    v = v + half * at(Some(row), i - s);
-                    v = v + half * at(Some(row), i + s);
-                    v = v + half * at(below, i);
-                    match t.cell_parents {
-                        CellParents::Diagonal => v = v + half * at(below, i - s),
-                        CellParents::Corners => {
-                            v = v + quarter * at(below, i - s);
-                            v = v + quarter * at(below, i + s);
-                        }
+            // SAFETY: rows j ± s are odd multiples of s, which this pass reads only; row j
+            // is this task's. Both lie inside (s ≤ j − s, j + s ≤ n − s).
+            let parents = |j: usize| unsafe {
+                let (below, above) = (rows.row(j - s), rows.row(j + s));
+                let (below, above) = (below.expect("inner row"), above.expect("inner row"));
+                self.parents(rows.row_mut(j), below, above, s, w)
+            };
+            if split {
+                for_rows_split((s2, s2, n), n / s2, parents);
+            } else {
+                for j in (s2..n).step_by(s2) {
+                    // SAFETY: as above.
+                    unsafe {
+                        let (below, above) = (rows.row(j - s), rows.row(j + s));
+                        let (below, above) = (below.expect("inner row"), above.expect("inner row"));
+                        self.parents(rows.row_mut(j), below, above, s, w)
                     }
-                    v = v + half * at(above, i);
-                    match t.cell_parents {
-                        CellParents::Diagonal => v = v + half * at(above, i + s),
-                        CellParents::Corners => {
-                            v = v + quarter * at(above, i - s);
-                            v = v + quarter * at(above, i + s);
-                        }
-                    }
-                    row[i - 1] = v;
                 }
-            });
+            }
+        }
+    }
+
+    /// Row j (a multiple of 2s) of Sᵀ's level s: each parent i (a multiple of 2s) adds its
+    /// children i ± s in its row, then those in row j − s, then in row j + s. Every child
+    /// is an interior node (s ≤ i − s, i + s ≤ n − s): indexed directly, node i at i − 1.
+    #[inline(always)]
+    fn parents<T: Real>(&self, row: &mut [T], below: &[T], above: &[T], s: usize, w: Weights<T>) {
+        let (n, s2) = (row.len() + 1, 2 * s);
+        let Weights { half, quarter } = w;
+        for i in (s2..n).step_by(s2) {
+            let (l, c, r) = (i - s - 1, i - 1, i + s - 1);
+            let mut v = row[c];
+            v = v + half * row[l];
+            v = v + half * row[r];
+            v = v + half * below[c];
+            match self.0.cell_parents {
+                CellParents::Diagonal => v = v + half * below[l],
+                CellParents::Corners => {
+                    v = v + quarter * below[l];
+                    v = v + quarter * below[r];
+                }
+            }
+            v = v + half * above[c];
+            match self.0.cell_parents {
+                CellParents::Diagonal => v = v + half * above[r],
+                CellParents::Corners => {
+                    v = v + quarter * above[l];
+                    v = v + quarter * above[r];
+                }
+            }
+            row[c] = v;
         }
     }
 }
@@ -197,43 +302,43 @@ impl Grid<'_> {
 /// One level's sparse rows: rows, row pointers, columns, weights.
 type Rows<'a, T> = (&'a [u32], &'a [u32], &'a [u32], &'a [T]);
 
-/// x ← S x (or Sᵀ x) for every column of a block.
-fn transform<T: Real + crate::device::Storage>(
-    t: &HierarchicalTransform<Cpu>,
-    x: &mut [T],
-    transpose: bool,
-) -> Result<()> {
-    let len = t.len().max(1);
-    match t {
-        HierarchicalTransform::Grid(g) => {
-            let grid = Grid(g);
-            let columns = x.len() / len;
-            // Few columns: each column's rows in parallel; many: a column per task.
-            let split = columns < rayon::current_num_threads();
-            x.par_chunks_mut(len).for_each(|column| {
-                if transpose {
-                    grid.apply_transpose(column, split)
-                } else {
-                    grid.apply(column, split)
+/// S or Sᵀ ready to run on single columns, its stored weights typed.
+enum ColumnTransform<'a, T> {
+    Grid(Grid<'a>),
+    /// The level updates in the order they run.
+    Levels(Vec<Rows<'a, T>>),
+}
+
+impl<'a, T: Real + crate::device::Storage> ColumnTransform<'a, T> {
+    fn new(t: &'a HierarchicalTransform<Cpu>, transpose: bool) -> Result<Self> {
+        Ok(match t {
+            HierarchicalTransform::Grid(g) => Self::Grid(Grid(g)),
+            HierarchicalTransform::Levels(l) => {
+                fn typed<T: crate::device::Storage>(u: &RowUpdate<Cpu>) -> Result<Rows<'_, T>> {
+                    Ok((
+                        &u.rows,
+                        &u.row_ptr,
+                        &u.cols,
+                        buffer::<T>(&u.weights, "hierarchical_transform")?,
+                    ))
                 }
-            });
-        }
-        HierarchicalTransform::Levels(l) => {
-            fn typed<T: crate::device::Storage>(u: &RowUpdate<Cpu>) -> Result<Rows<'_, T>> {
-                Ok((
-                    &u.rows,
-                    &u.row_ptr,
-                    &u.cols,
-                    buffer::<T>(&u.weights, "hierarchical_transform")?,
-                ))
+                Self::Levels(if transpose {
+                    l.transpose.iter().rev().map(typed).collect::<Result<_>>()?
+                } else {
+                    l.forward.iter().map(typed).collect::<Result<_>>()?
+                })
             }
-            let updates: Vec<Rows<'_, T>> = if transpose {
-                l.transpose.iter().rev().map(typed).collect::<Result<_>>()?
-            } else {
-                l.forward.iter().map(typed).collect::<Result<_>>()?
-            };
-            x.par_chunks_mut(len).for_each(|column| {
-                for &(rows, row_ptr, cols, weights) in &updates {
+        })
+    }
+
+    /// column ← S column (or Sᵀ column); a grid's rows split among threads when `split`.
+    #[inline(always)]
+    fn run(&self, column: &mut [T], transpose: bool, split: bool) {
+        match self {
+            Self::Grid(grid) if transpose => grid.apply_transpose(column, split),
+            Self::Grid(grid) => grid.apply(column, split),
+            Self::Levels(updates) => {
+                for &(rows, row_ptr, cols, weights) in updates {
                     for (r, &row) in rows.iter().enumerate() {
                         let (start, end) = (row_ptr[r] as usize, row_ptr[r + 1] as usize);
                         let mut v = T::zero();
@@ -243,9 +348,28 @@ fn transform<T: Real + crate::device::Storage>(
                         column[row as usize] = column[row as usize] + v;
                     }
                 }
-            });
+            }
         }
     }
+
+    /// Columns split their rows among threads (a grid's passes) when there are fewer
+    /// columns than threads; else a column per task.
+    fn split(&self, columns: usize) -> bool {
+        matches!(self, Self::Grid(_)) && columns < rayon::current_num_threads()
+    }
+}
+
+/// x ← S x (or Sᵀ x) for every column of a block.
+fn transform<T: Real + crate::device::Storage>(
+    t: &HierarchicalTransform<Cpu>,
+    x: &mut [T],
+    transpose: bool,
+) -> Result<()> {
+    let len = t.len().max(1);
+    let run = ColumnTransform::new(t, transpose)?;
+    let split = run.split(x.len() / len);
+    x.par_chunks_mut(len)
+        .for_each(|column| run.run(column, transpose, split));
     Ok(())
 }
 
@@ -275,6 +399,7 @@ const CLASS_CHUNK: usize = 1 << 13;
 
 /// `f(start, chunk)` over `out` in chunks of [`CLASS_CHUNK`] (`start`: the chunk's first
 /// index), in parallel when `split`. Each entry is computed alone: the same values either way.
+#[inline(always)]
 fn for_chunks<T: Send>(split: bool, out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync + Send) {
     if split {
         out.par_chunks_mut(CLASS_CHUNK)
@@ -286,6 +411,7 @@ fn for_chunks<T: Send>(split: bool, out: &mut [T], f: impl Fn(usize, &mut [T]) +
 }
 
 /// max |v| (exact in any order, so the same split or not).
+#[inline(always)]
 fn max_abs<T: Real>(split: bool, v: &[T]) -> T {
     let chunk_max = |c: &[T]| c.iter().fold(T::zero(), |m, x| m.max(x.abs()));
     if split {
@@ -302,8 +428,61 @@ fn split_columns(columns: usize) -> bool {
     columns < rayon::current_num_threads()
 }
 
+/// b_C = L_C⁻¹ b[C] (L_C⁻¹ lower triangular, column-major): a vectorised AXPY per column l
+/// of L_C⁻¹, so each entry k sums l = 0, 1, …, k in the order a dot product with row k would.
+#[inline(always)]
+fn lower_c<T: Real>(l_c_inv: &[T], c: &[u32], col: &[T], bc: &mut [T]) {
+    let nc = c.len();
+    bc.fill(T::zero());
+    for (l, &d) in c.iter().enumerate() {
+        let v = col[d as usize];
+        for (o, &a) in bc[l..].iter_mut().zip(&l_c_inv[l * nc + l..(l + 1) * nc]) {
+            *o = *o + a * v;
+        }
+    }
+}
+
+/// Sums of L_C⁻ᵀ x_C at a time: eight independent dot products hide the latency of the adds.
+const UPPER_CHAINS: usize = 8;
+
+/// (L_C⁻ᵀ x_C)_l = Σ_{k ≥ l} L_C⁻¹[k, l] x_C[k] into `out(l, ·)`: eight columns l of L_C⁻¹ at
+/// a time, each sum in the order k = l, l + 1, ….
+#[inline(always)]
+fn upper_c<T: Real>(l_c_inv: &[T], xc: &[T], mut out: impl FnMut(usize, T)) {
+    let nc = xc.len();
+    let mut first = 0;
+    while first + UPPER_CHAINS <= nc {
+        let columns: [&[T]; UPPER_CHAINS] =
+            std::array::from_fn(|q| &l_c_inv[(first + q) * nc..(first + q + 1) * nc]);
+        let mut sums = [T::zero(); UPPER_CHAINS];
+        // The triangle: sum q starts at k = first + q.
+        for k in first..first + UPPER_CHAINS {
+            for q in 0..=k - first {
+                sums[q] = sums[q] + columns[q][k] * xc[k];
+            }
+        }
+        for (k, &v) in xc.iter().enumerate().skip(first + UPPER_CHAINS) {
+            for q in 0..UPPER_CHAINS {
+                sums[q] = sums[q] + columns[q][k] * v;
+            }
+        }
+        for (q, &s) in sums.iter().enumerate() {
+            out(first + q, s);
+        }
+        first += UPPER_CHAINS;
+    }
+    for l in first..nc {
+        let mut s = T::zero();
+        for (k, &v) in xc.iter().enumerate().skip(l) {
+            s = s + l_c_inv[k + l * nc] * v;
+        }
+        out(l, s);
+    }
+}
+
 /// One column into the C/E/I numbering: L_C⁻¹ on C, the scalings on E and I, then scaled
 /// to max-norm 1 (so f16 operands stay in range); returns the scale.
+#[inline(always)]
 fn gather_column<T: Real + crate::device::Storage>(
     k: &Typed<'_, T>,
     col: &[T],
@@ -312,13 +491,7 @@ fn gather_column<T: Real + crate::device::Storage>(
 ) -> T {
     let nc = k.c.len();
     let zero = T::zero();
-    for (kk, out) in bc.iter_mut().enumerate().take(nc) {
-        let mut s = zero;
-        for (l, &d) in k.c.iter().enumerate().take(kk + 1) {
-            s = s + k.l_c_inv[kk + l * nc] * col[d as usize];
-        }
-        *out = s;
-    }
+    lower_c(k.l_c_inv, k.c, col, &mut bc[..nc]);
     for (out, dofs, scales) in [(&mut *be, k.e, k.scale_e), (&mut *bi, k.i, k.scale_i)] {
         for_chunks(split, out, |start, chunk| {
             let (dofs, scales) = (&dofs[start..], &scales[start..]);
@@ -393,6 +566,7 @@ impl<T> SharedColumn<T> {
 
 /// One column back from the C/E/I numbering: L_C⁻ᵀ on C, the scalings on E and I, times
 /// the column's scale.
+#[inline(always)]
 fn scatter_column<T: Real + crate::device::Storage>(
     k: &Typed<'_, T>,
     (xc, xe, xi): (&[T], &[T], &[T]),
@@ -402,14 +576,10 @@ fn scatter_column<T: Real + crate::device::Storage>(
 ) {
     let nc = k.c.len();
     let shared = SharedColumn(col.as_mut_ptr(), col.len());
-    for (l, &d) in k.c.iter().enumerate() {
-        let mut s = T::zero();
-        for (kk, &v) in xc.iter().enumerate().take(nc).skip(l) {
-            s = s + k.l_c_inv[kk + l * nc] * v;
-        }
+    upper_c(k.l_c_inv, &xc[..nc], |l, s| {
         // SAFETY: C, E and I partition the column's indices; each is written once.
-        unsafe { shared.write(d as usize, s * scale) };
-    }
+        unsafe { shared.write(k.c[l] as usize, s * scale) }
+    });
     for (x, dofs, scales) in [(xe, k.e, k.scale_e), (xi, k.i, k.scale_i)] {
         let task = |start: usize, x: &[T]| {
             let (dofs, scales) = (&dofs[start..], &scales[start..]);
@@ -451,6 +621,136 @@ fn scatter<T: Real + crate::device::Storage>(
         .for_each(|((((col, xc), xe), xi), &scale)| {
             scatter_column(k, (xc, xe, xi), scale, col, split)
         });
+}
+
+/// The compute precisions of the PSC passes (f32 and f64).
+trait PscValue: Real + crate::device::Storage {}
+impl<T: Real + crate::device::Storage> PscValue for T {}
+
+/// One column's way in: the transform, b, the task's scratch column, the C/E/I parts and
+/// the column's scale.
+type ColumnIn<'a, T> = (
+    &'a ColumnTransform<'a, T>,
+    &'a Typed<'a, T>,
+    &'a [T],
+    &'a mut [T],
+    (&'a mut [T], &'a mut [T], &'a mut [T]),
+    &'a mut T,
+);
+
+per_simd_level! {
+    /// b copied into the scratch column, Sᵀ there, then gathered (compiled per SIMD level:
+    /// the L_C⁻¹ AXPYs and the scaling passes vectorise).
+    fn column_in<T: PscValue>(ColumnIn<'_, T>) => column_in_portable
+}
+
+#[inline(always)]
+fn column_in_portable<T: PscValue, const LEVEL: u8>(
+    (run, k, b, column, parts, scale): ColumnIn<'_, T>,
+) {
+    column.copy_from_slice(b);
+    run.run(column, true, false);
+    *scale = gather_column(k, column, parts, false);
+}
+
+/// One column's way out: the transform, the C/E/I parts, the column's scale, the task's
+/// scratch column and the column of the result.
+type ColumnOut<'a, T> = (
+    &'a ColumnTransform<'a, T>,
+    &'a Typed<'a, T>,
+    (&'a [T], &'a [T], &'a [T]),
+    T,
+    &'a mut [T],
+    &'a mut [T],
+);
+
+per_simd_level! {
+    /// Scattered into the scratch column, S there, then copied out (compiled per SIMD level).
+    fn column_out<T: PscValue>(ColumnOut<'_, T>) => column_out_portable
+}
+
+#[inline(always)]
+fn column_out_portable<T: PscValue, const LEVEL: u8>(
+    (run, k, parts, scale, column, out): ColumnOut<'_, T>,
+) {
+    scatter_column(k, parts, scale, column, false);
+    run.run(column, false, false);
+    out.copy_from_slice(column);
+}
+
+/// Sᵀ b, then the gather, a column per task: the column is copied into the task's arena,
+/// transformed there and gathered while it sits in the cache (`nodal` is not written). With
+/// fewer columns than threads, the passes one after the other, each split among threads.
+#[allow(clippy::too_many_arguments)]
+fn transform_gather<T: Real + crate::device::Storage>(
+    t: &HierarchicalTransform<Cpu>,
+    k: &Typed<'_, T>,
+    b: &[T],
+    nodal: &mut [T],
+    bc: &mut [T],
+    be: &mut [T],
+    bi: &mut [T],
+    column_scale: &mut [T],
+) -> Result<()> {
+    let n = t.len().max(1);
+    let run = ColumnTransform::new(t, true)?;
+    if run.split(column_scale.len()) {
+        nodal.copy_from_slice(b);
+        transform(t, nodal, true)?;
+        gather(k, n, nodal, bc, be, bi, column_scale);
+        return Ok(());
+    }
+    let (nc, ne, ni) = (k.c.len(), k.e.len(), k.i.len());
+    b.par_chunks(n)
+        .zip(bc.par_chunks_mut(nc.max(1)))
+        .zip(be.par_chunks_mut(ne.max(1)))
+        .zip(bi.par_chunks_mut(ni.max(1)))
+        .zip(column_scale.par_iter_mut())
+        .for_each(|((((b, bc), be), bi), column_scale)| {
+            super::arena::with(|a| {
+                let column = a.one::<T>(0, n);
+                column_in::<T>((&run, k, b, column, (bc, be, bi), column_scale));
+            })
+        });
+    super::arena::sync();
+    Ok(())
+}
+
+/// The scatter, then S, a column per task: scattered into the task's arena and transformed
+/// there while it sits in the cache, then written to `nodal` in one stream (scattered
+/// writes straight into `nodal` each load a line from memory). With fewer columns than
+/// threads, one after the other, each split among threads.
+#[allow(clippy::too_many_arguments)]
+fn scatter_transform<T: Real + crate::device::Storage>(
+    t: &HierarchicalTransform<Cpu>,
+    k: &Typed<'_, T>,
+    xc: &[T],
+    xe: &[T],
+    xi: &[T],
+    column_scale: &[T],
+    nodal: &mut [T],
+) -> Result<()> {
+    let n = t.len().max(1);
+    let run = ColumnTransform::new(t, false)?;
+    if run.split(column_scale.len()) {
+        scatter(k, n, xc, xe, xi, column_scale, nodal);
+        return transform(t, nodal, false);
+    }
+    let (nc, ne, ni) = (k.c.len(), k.e.len(), k.i.len());
+    nodal
+        .par_chunks_mut(n)
+        .zip(xc.par_chunks(nc.max(1)))
+        .zip(xe.par_chunks(ne.max(1)))
+        .zip(xi.par_chunks(ni.max(1)))
+        .zip(column_scale.par_iter())
+        .for_each(|((((out, xc), xe), xi), &scale)| {
+            super::arena::with(|a| {
+                let column = a.one::<T>(0, n);
+                column_out::<T>((&run, k, (xc, xe, xi), scale, column, out));
+            })
+        });
+    super::arena::sync();
+    Ok(())
 }
 
 impl PscKernels for Cpu {
@@ -539,4 +839,103 @@ impl PscKernels for Cpu {
         }
         Ok(())
     }
+
+    fn psc_transform_gather(
+        &self,
+        t: &HierarchicalTransform<Self>,
+        classes: &Classes<Self>,
+        b: &Block<Self>,
+        work: &mut Block<Self>,
+        bc: &mut Block<Self>,
+        be: &mut Block<Self>,
+        bi: &mut Block<Self>,
+        column_scale: &mut Data<Self>,
+    ) -> Result<()> {
+        check_transform(t, work)?;
+        let p = check_blocks(
+            "psc_transform_gather",
+            classes,
+            work,
+            [bc, be, bi],
+            column_scale,
+        )?;
+        check_same("psc_transform_gather", b, work)?;
+        macro_rules! run {
+            ($t:ty) => {
+                transform_gather::<$t>(
+                    t,
+                    &typed::<$t>(classes)?,
+                    buffer::<$t>(&b.data, "psc_transform_gather")?,
+                    buffer_mut::<$t>(&mut work.data, "psc_transform_gather")?,
+                    buffer_mut::<$t>(&mut bc.data, "psc_transform_gather")?,
+                    buffer_mut::<$t>(&mut be.data, "psc_transform_gather")?,
+                    buffer_mut::<$t>(&mut bi.data, "psc_transform_gather")?,
+                    buffer_mut::<$t>(column_scale, "psc_transform_gather")?,
+                )
+            };
+        }
+        match p {
+            Precision::F64 => run!(f64),
+            Precision::F32 => run!(f32),
+            p => Err(unsupported("psc_transform_gather", &[p])),
+        }
+    }
+
+    fn psc_scatter_transform(
+        &self,
+        classes: &Classes<Self>,
+        t: &HierarchicalTransform<Self>,
+        xc: &Block<Self>,
+        xe: &Block<Self>,
+        xi: &Block<Self>,
+        column_scale: &Data<Self>,
+        nodal: &mut Block<Self>,
+    ) -> Result<()> {
+        check_transform(t, nodal)?;
+        let p = check_blocks(
+            "psc_scatter_transform",
+            classes,
+            nodal,
+            [xc, xe, xi],
+            column_scale,
+        )?;
+        macro_rules! run {
+            ($t:ty) => {
+                scatter_transform::<$t>(
+                    t,
+                    &typed::<$t>(classes)?,
+                    buffer::<$t>(&xc.data, "psc_scatter_transform")?,
+                    buffer::<$t>(&xe.data, "psc_scatter_transform")?,
+                    buffer::<$t>(&xi.data, "psc_scatter_transform")?,
+                    buffer::<$t>(column_scale, "psc_scatter_transform")?,
+                    buffer_mut::<$t>(&mut nodal.data, "psc_scatter_transform")?,
+                )
+            };
+        }
+        match p {
+            Precision::F64 => run!(f64),
+            Precision::F32 => run!(f32),
+            p => Err(unsupported("psc_scatter_transform", &[p])),
+        }
+    }
+}
+
+/// Fails unless `b` has the shape, layout and precision of the workspace `work`.
+fn check_same(op: &str, b: &Block<Cpu>, work: &Block<Cpu>) -> Result<()> {
+    if (b.rows(), b.cols(), b.layout(), b.precision())
+        != (work.rows(), work.cols(), work.layout(), work.precision())
+    {
+        return Err(crate::error::Error::Backend(format!(
+            "{op}: b is {}×{} {:?} {}, the workspace {}×{} {:?} {}",
+            b.rows(),
+            b.cols(),
+            b.layout(),
+            b.precision(),
+            work.rows(),
+            work.cols(),
+            work.layout(),
+            work.precision()
+        )));
+    }
+    Ok(())
 }

@@ -127,7 +127,8 @@ pub fn set_level(level: SimdLevel) -> bool {
     true
 }
 
-/// Defines `$name::<T>(args)` (or `$name::<A, B>`): `$portable::<T, LEVEL>(args)` compiled for the SIMD level
+/// Defines `$name::<T>(args)` (or `$name::<A, B>`, or `$name::<T: Bound>` for types other
+/// than the storage types): `$portable::<T, LEVEL>(args)` compiled for the SIMD level
 /// `simd::level` names (AVX-512F or AVX2, both with F16C, or the scalar baseline) and called
 /// in that copy. The portable body is `#[inline(always)]`, so each copy is its own code.
 macro_rules! per_simd_level {
@@ -183,6 +184,29 @@ macro_rules! per_simd_level {
                 #[cfg(target_arch = "x86_64")]
                 $crate::device::cpu::simd::SimdLevel::Avx2 => unsafe { avx2::<$a, $b>(args) },
                 _ => $portable::<$a, $b, { $crate::device::cpu::simd::SimdLevel::Scalar as u8 }>(args),
+            }
+        }
+    };
+    ($(#[$doc:meta])* fn $name:ident<$t:ident: $bound:path>($args:ty) => $portable:ident) => {
+        $(#[$doc])*
+        fn $name<$t: $bound>(args: $args) {
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,f16c")]
+            unsafe fn avx2<$t: $bound>(args: $args) {
+                $portable::<$t, { $crate::device::cpu::simd::SimdLevel::Avx2 as u8 }>(args)
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f,f16c")]
+            unsafe fn avx512<$t: $bound>(args: $args) {
+                $portable::<$t, { $crate::device::cpu::simd::SimdLevel::Avx512 as u8 }>(args)
+            }
+            match $crate::device::cpu::simd::level() {
+                // SAFETY: `simd::level` names only levels this CPU has (F16C included).
+                #[cfg(target_arch = "x86_64")]
+                $crate::device::cpu::simd::SimdLevel::Avx512 => unsafe { avx512::<$t>(args) },
+                #[cfg(target_arch = "x86_64")]
+                $crate::device::cpu::simd::SimdLevel::Avx2 => unsafe { avx2::<$t>(args) },
+                _ => $portable::<$t, { $crate::device::cpu::simd::SimdLevel::Scalar as u8 }>(args),
             }
         }
     };
