@@ -753,6 +753,24 @@ fn scatter_transform<T: Real + crate::device::Storage>(
     Ok(())
 }
 
+/// `$body` with `$t` the element type of a PSC pass's compute precision (f64 or f32); other
+/// precisions are refused, naming `$op`.
+macro_rules! by_pass_precision {
+    ($p:expr, $op:expr, $t:ident => $body:expr) => {
+        match $p {
+            Precision::F64 => {
+                type $t = f64;
+                $body
+            }
+            Precision::F32 => {
+                type $t = f32;
+                $body
+            }
+            p => Err(unsupported($op, &[p])),
+        }
+    };
+}
+
 impl PscKernels for Cpu {
     fn hierarchical_transform(
         &self,
@@ -761,19 +779,10 @@ impl PscKernels for Cpu {
         transpose: bool,
     ) -> Result<()> {
         check_transform(t, x)?;
-        match x.precision() {
-            Precision::F64 => transform(
-                t,
-                buffer_mut::<f64>(&mut x.data, "hierarchical_transform")?,
-                transpose,
-            ),
-            Precision::F32 => transform(
-                t,
-                buffer_mut::<f32>(&mut x.data, "hierarchical_transform")?,
-                transpose,
-            ),
-            p => Err(unsupported("hierarchical_transform", &[p])),
-        }
+        let op = "hierarchical_transform";
+        by_pass_precision!(x.precision(), op, T => {
+            transform(t, buffer_mut::<T>(&mut x.data, op)?, transpose)
+        })
     }
 
     fn psc_gather(
@@ -785,27 +794,20 @@ impl PscKernels for Cpu {
         bi: &mut Block<Self>,
         column_scale: &mut Data<Self>,
     ) -> Result<()> {
-        let p = check_blocks("psc_gather", classes, nodal, [bc, be, bi], column_scale)?;
-        let n = nodal.rows();
-        macro_rules! run {
-            ($t:ty) => {
-                gather::<$t>(
-                    &typed::<$t>(classes)?,
-                    n,
-                    buffer::<$t>(&nodal.data, "psc_gather")?,
-                    buffer_mut::<$t>(&mut bc.data, "psc_gather")?,
-                    buffer_mut::<$t>(&mut be.data, "psc_gather")?,
-                    buffer_mut::<$t>(&mut bi.data, "psc_gather")?,
-                    buffer_mut::<$t>(column_scale, "psc_gather")?,
-                )
-            };
-        }
-        match p {
-            Precision::F64 => run!(f64),
-            Precision::F32 => run!(f32),
-            p => return Err(unsupported("psc_gather", &[p])),
-        }
-        Ok(())
+        let op = "psc_gather";
+        let p = check_blocks(op, classes, nodal, [bc, be, bi], column_scale)?;
+        by_pass_precision!(p, op, T => {
+            gather::<T>(
+                &typed::<T>(classes)?,
+                nodal.rows(),
+                buffer::<T>(&nodal.data, op)?,
+                buffer_mut::<T>(&mut bc.data, op)?,
+                buffer_mut::<T>(&mut be.data, op)?,
+                buffer_mut::<T>(&mut bi.data, op)?,
+                buffer_mut::<T>(column_scale, op)?,
+            );
+            Ok(())
+        })
     }
 
     fn psc_scatter(
@@ -817,27 +819,20 @@ impl PscKernels for Cpu {
         column_scale: &Data<Self>,
         nodal: &mut Block<Self>,
     ) -> Result<()> {
-        let p = check_blocks("psc_scatter", classes, nodal, [xc, xe, xi], column_scale)?;
-        let n = nodal.rows();
-        macro_rules! run {
-            ($t:ty) => {
-                scatter::<$t>(
-                    &typed::<$t>(classes)?,
-                    n,
-                    buffer::<$t>(&xc.data, "psc_scatter")?,
-                    buffer::<$t>(&xe.data, "psc_scatter")?,
-                    buffer::<$t>(&xi.data, "psc_scatter")?,
-                    buffer::<$t>(column_scale, "psc_scatter")?,
-                    buffer_mut::<$t>(&mut nodal.data, "psc_scatter")?,
-                )
-            };
-        }
-        match p {
-            Precision::F64 => run!(f64),
-            Precision::F32 => run!(f32),
-            p => return Err(unsupported("psc_scatter", &[p])),
-        }
-        Ok(())
+        let op = "psc_scatter";
+        let p = check_blocks(op, classes, nodal, [xc, xe, xi], column_scale)?;
+        by_pass_precision!(p, op, T => {
+            scatter::<T>(
+                &typed::<T>(classes)?,
+                nodal.rows(),
+                buffer::<T>(&xc.data, op)?,
+                buffer::<T>(&xe.data, op)?,
+                buffer::<T>(&xi.data, op)?,
+                buffer::<T>(column_scale, op)?,
+                buffer_mut::<T>(&mut nodal.data, op)?,
+            );
+            Ok(())
+        })
     }
 
     fn psc_transform_gather(
@@ -851,34 +846,22 @@ impl PscKernels for Cpu {
         bi: &mut Block<Self>,
         column_scale: &mut Data<Self>,
     ) -> Result<()> {
+        let op = "psc_transform_gather";
         check_transform(t, work)?;
-        let p = check_blocks(
-            "psc_transform_gather",
-            classes,
-            work,
-            [bc, be, bi],
-            column_scale,
-        )?;
-        check_same("psc_transform_gather", b, work)?;
-        macro_rules! run {
-            ($t:ty) => {
-                transform_gather::<$t>(
-                    t,
-                    &typed::<$t>(classes)?,
-                    buffer::<$t>(&b.data, "psc_transform_gather")?,
-                    buffer_mut::<$t>(&mut work.data, "psc_transform_gather")?,
-                    buffer_mut::<$t>(&mut bc.data, "psc_transform_gather")?,
-                    buffer_mut::<$t>(&mut be.data, "psc_transform_gather")?,
-                    buffer_mut::<$t>(&mut bi.data, "psc_transform_gather")?,
-                    buffer_mut::<$t>(column_scale, "psc_transform_gather")?,
-                )
-            };
-        }
-        match p {
-            Precision::F64 => run!(f64),
-            Precision::F32 => run!(f32),
-            p => Err(unsupported("psc_transform_gather", &[p])),
-        }
+        let p = check_blocks(op, classes, work, [bc, be, bi], column_scale)?;
+        check_same(op, b, work)?;
+        by_pass_precision!(p, op, T => {
+            transform_gather::<T>(
+                t,
+                &typed::<T>(classes)?,
+                buffer::<T>(&b.data, op)?,
+                buffer_mut::<T>(&mut work.data, op)?,
+                buffer_mut::<T>(&mut bc.data, op)?,
+                buffer_mut::<T>(&mut be.data, op)?,
+                buffer_mut::<T>(&mut bi.data, op)?,
+                buffer_mut::<T>(column_scale, op)?,
+            )
+        })
     }
 
     fn psc_scatter_transform(
@@ -891,32 +874,20 @@ impl PscKernels for Cpu {
         column_scale: &Data<Self>,
         nodal: &mut Block<Self>,
     ) -> Result<()> {
+        let op = "psc_scatter_transform";
         check_transform(t, nodal)?;
-        let p = check_blocks(
-            "psc_scatter_transform",
-            classes,
-            nodal,
-            [xc, xe, xi],
-            column_scale,
-        )?;
-        macro_rules! run {
-            ($t:ty) => {
-                scatter_transform::<$t>(
-                    t,
-                    &typed::<$t>(classes)?,
-                    buffer::<$t>(&xc.data, "psc_scatter_transform")?,
-                    buffer::<$t>(&xe.data, "psc_scatter_transform")?,
-                    buffer::<$t>(&xi.data, "psc_scatter_transform")?,
-                    buffer::<$t>(column_scale, "psc_scatter_transform")?,
-                    buffer_mut::<$t>(&mut nodal.data, "psc_scatter_transform")?,
-                )
-            };
-        }
-        match p {
-            Precision::F64 => run!(f64),
-            Precision::F32 => run!(f32),
-            p => Err(unsupported("psc_scatter_transform", &[p])),
-        }
+        let p = check_blocks(op, classes, nodal, [xc, xe, xi], column_scale)?;
+        by_pass_precision!(p, op, T => {
+            scatter_transform::<T>(
+                t,
+                &typed::<T>(classes)?,
+                buffer::<T>(&xc.data, op)?,
+                buffer::<T>(&xe.data, op)?,
+                buffer::<T>(&xi.data, op)?,
+                buffer::<T>(column_scale, op)?,
+                buffer_mut::<T>(&mut nodal.data, op)?,
+            )
+        })
     }
 }
 
