@@ -365,12 +365,21 @@ fn transform<T: Real + crate::device::Storage>(
     x: &mut [T],
     transpose: bool,
 ) -> Result<()> {
-    let len = t.len().max(1);
     let run = ColumnTransform::new(t, transpose)?;
+    transform_columns(&run, t.len().max(1), x, transpose);
+    Ok(())
+}
+
+/// Every column (of `len` unknowns) of `x` through a prepared transform.
+fn transform_columns<T: Real + crate::device::Storage>(
+    run: &ColumnTransform<'_, T>,
+    len: usize,
+    x: &mut [T],
+    transpose: bool,
+) {
     let split = run.split(x.len() / len);
     x.par_chunks_mut(len)
         .for_each(|column| run.run(column, transpose, split));
-    Ok(())
 }
 
 /// The typed slices of a class description.
@@ -696,7 +705,7 @@ fn transform_gather<T: Real + crate::device::Storage>(
     let run = ColumnTransform::new(t, true)?;
     if run.split(column_scale.len()) {
         nodal.copy_from_slice(b);
-        transform(t, nodal, true)?;
+        transform_columns(&run, n, nodal, true);
         gather(k, n, nodal, bc, be, bi, column_scale);
         return Ok(());
     }
@@ -734,7 +743,8 @@ fn scatter_transform<T: Real + crate::device::Storage>(
     let run = ColumnTransform::new(t, false)?;
     if run.split(column_scale.len()) {
         scatter(k, n, xc, xe, xi, column_scale, nodal);
-        return transform(t, nodal, false);
+        transform_columns(&run, n, nodal, false);
+        return Ok(());
     }
     let (nc, ne, ni) = (k.c.len(), k.e.len(), k.i.len());
     nodal
