@@ -273,8 +273,13 @@ impl<S: Stored> SparseRows<S> for Csr<S> {
 
 impl<S: Stored> RowSlices<S> for Csr<S> {
     #[inline]
-    fn row_entries(&self, r: usize) -> (&[u32], &[S]) {
-        self.row(r)
+    fn entries(&self) -> (&[u32], &[S]) {
+        (&self.col_idx, &self.values)
+    }
+
+    #[inline]
+    fn row_span(&self, r: usize) -> std::ops::Range<usize> {
+        self.row_ptr[r]..self.row_ptr[r + 1]
     }
 }
 
@@ -297,8 +302,8 @@ impl<S: Stored> SparseRows<S> for CsrView<'_, S> {
 
     #[inline]
     fn for_each_in_row(&self, r: usize, mut f: impl FnMut(usize, S)) {
-        let (cols, values) = self.row_entries(r);
-        for (&c, &v) in cols.iter().zip(values) {
+        let span = self.row_span(r);
+        for (&c, &v) in self.col_idx[span.clone()].iter().zip(&self.values[span]) {
             f(c as usize, v);
         }
     }
@@ -306,9 +311,13 @@ impl<S: Stored> SparseRows<S> for CsrView<'_, S> {
 
 impl<S: Stored> RowSlices<S> for CsrView<'_, S> {
     #[inline]
-    fn row_entries(&self, r: usize) -> (&[u32], &[S]) {
-        let range = self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize;
-        (&self.col_idx[range.clone()], &self.values[range])
+    fn entries(&self) -> (&[u32], &[S]) {
+        (self.col_idx, self.values)
+    }
+
+    #[inline]
+    fn row_span(&self, r: usize) -> std::ops::Range<usize> {
+        self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize
     }
 }
 

@@ -27,6 +27,8 @@ pub trait SparseRows<S: Stored>: Sync {
 /// Formats that store each row's entries contiguously (CSR): kernels that loop over a row
 /// several times read the slices directly.
 pub trait RowSlices<S: Stored>: SparseRows<S> {
-    /// Row `r`'s columns and values, in storage order.
-    fn row_entries(&self, r: usize) -> (&[u32], &[S]);
+    /// Every entry's column and value, row after row in storage order.
+    fn entries(&self) -> (&[u32], &[S]);
+    /// Where row `r`'s entries lie in [`RowSlices::entries`].
+    fn row_span(&self, r: usize) -> std::ops::Range<usize>;
 }

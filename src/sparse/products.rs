@@ -83,13 +83,13 @@ impl<T> SharedMut<T> {
 unsafe impl<T: Send> Send for SharedMut<T> {}
 unsafe impl<T: Send> Sync for SharedMut<T> {}
 
-/// Y = A X for column-major blocks of right-hand sides (n × Nrhs). Tasks take a chunk of
-/// rows and a group of `BLOCK_COLUMNS` columns; a task gathers runs of whole rows (their
-/// values widened once) and applies each run to its columns one at a time, so it reads and
-/// writes each column in a contiguous stretch. (Writing a row of Y across all its columns
-/// touches a page per column at every row: 13 ms for Dᵀ x_E with 64 columns at
-/// h = 1/256, against under 1 ms for the same bytes in a vector pass.) Each product sums its
-/// row's entries in storage order from zero, as [`spmv`] does.
+/// Y = A X for column-major blocks of right-hand sides (n × Nrhs), one column included.
+/// Tasks take a chunk of rows and a group of up to `BLOCK_COLUMNS` columns, and sum each
+/// row for the group's columns side by side (independent chains), the stored values
+/// widened in runs of whole rows. (Writing a row of Y across all its columns touches a
+/// page per column at every row: 13 ms for Dᵀ x_E with 64 columns at h = 1/256, against
+/// under 1 ms for the same bytes in a vector pass.) Each product sums its row's entries in
+/// storage order from zero, as [`spmv`] does.
 pub fn spmv_block<S: Stored>(
     a: &impl RowSlices<S>,
     x: MatRef<'_, S::Compute>,
@@ -106,12 +106,6 @@ pub fn spmv_block<S: Stored>(
         "block SpMV needs column-major blocks"
     );
     let (nrows, ncols) = (y.nrows(), y.ncols());
-    if ncols == 1 && nrows > 0 {
-        // One column: [`spmv`], the same sums in the same order as the block path's.
-        let x = x.col(0).try_as_col_major().expect("column-major X");
-        let y = y.col_mut(0).try_as_col_major_mut().expect("column-major Y");
-        return spmv(a, x.as_slice(), y.as_slice_mut());
-    }
     let stride = |s: isize| usize::try_from(s).expect("block SpMV needs positive column strides");
     let columns = Columns {
         x: x.as_ptr() as usize,
@@ -149,8 +143,9 @@ struct Columns<T> {
     ldy: usize,
 }
 
-/// Row entries widened at a time when the storage precision is not the compute one.
-const WIDEN_ENTRIES: usize = 64;
+/// Entries widened at a time when the storage precision is not the compute one (runs of
+/// whole rows, or pieces of a longer row).
+const WIDEN_ENTRIES: usize = 512;
 
 /// Y[r, j] = Σ_e value_e · X[col_e, j] for the rows `rows` and the W columns from `first`:
 /// row by row, the W columns' sums side by side (independent chains, a page per column).
@@ -178,13 +173,31 @@ unsafe fn rows_on_columns<S: Stored, const W: usize>(
             }
         }
     };
+    let (all_cols, all_stored) = a.entries();
+    // Entries `window` of A widened into `wide`: runs of whole rows, widened at once (a
+    // call per row costs more than the conversion for rows of a few entries).
     let mut wide = [S::Compute::zero(); WIDEN_ENTRIES];
+    let mut window = 0..0;
+    let last_entry = rows.clone().last().map_or(0, |r| a.row_span(r).end);
     for r in rows {
-        let (cols, stored) = a.row_entries(r);
+        let span = a.row_span(r);
+        let cols = &all_cols[span.clone()];
         let mut sums = [S::Compute::zero(); W];
-        match S::as_compute(stored) {
-            Some(values) => add(&mut sums, cols, values),
+        match S::as_compute(all_stored) {
+            Some(values) => add(&mut sums, cols, &values[span]),
+            None if span.len() <= WIDEN_ENTRIES => {
+                if span.end > window.end {
+                    window = span.start..last_entry.min(span.start + WIDEN_ENTRIES);
+                    S::widen_slice(&all_stored[window.clone()], &mut wide[..window.len()]);
+                }
+                add(
+                    &mut sums,
+                    cols,
+                    &wide[span.start - window.start..span.end - window.start],
+                );
+            }
             None => {
+                let stored = &all_stored[span];
                 for (cols, stored) in cols.chunks(WIDEN_ENTRIES).zip(stored.chunks(WIDEN_ENTRIES)) {
                     let wide = &mut wide[..stored.len()];
                     S::widen_slice(stored, wide);
