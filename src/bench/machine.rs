@@ -5,7 +5,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::time_runs;
-use crate::device::{Cpu, Data, DenseKernels, Device, MatMut, MatRef, VectorKernels};
+use crate::device::{host, Cpu, Data, DenseKernels, Device, MatMut, MatRef, VectorKernels};
 use crate::precision::Precision;
 
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -36,12 +36,16 @@ impl MachineCeilings {
     }
 }
 
-/// Triad bandwidth in GB/s.
+/// Triad bandwidth in GB/s, in memory allocated as the CPU device allocates its buffers
+/// (in 2 MiB pages where the kernel grants them, [`host::zeroed_vec`]).
 pub fn triad_gbs() -> f64 {
     let n = 1 << 25;
-    let b = vec![1.0f64; n];
-    let c = vec![2.0f64; n];
-    let mut a = vec![0.0f64; n];
+    let filled = |value: f64| {
+        let mut v = host::zeroed_vec::<f64>(n);
+        v.par_iter_mut().for_each(|x| *x = value);
+        v
+    };
+    let (b, c, mut a) = (filled(1.0), filled(2.0), filled(0.0));
     let s = 3.0;
     let (best, _) = time_runs(5, 1.0, || {
         a.par_chunks_mut(1 << 16)

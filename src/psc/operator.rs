@@ -252,7 +252,7 @@ fn convert_dense<S: Storage>(what: &str, m: &faer::Mat<f64>) -> Result<Vec<S>> {
         .map(|j| max_abs(column(j)))
         .reduce(|| 0.0, f64::max);
     let negligible = S::PRECISION.unit_roundoff() * largest;
-    let mut out = vec![S::default(); rows * m.ncols()];
+    let mut out = crate::device::host::zeroed_vec(rows * m.ncols());
     if rows == 0 {
         return Ok(out);
     }

@@ -18,9 +18,7 @@ mod stencil;
 mod transfer;
 mod vector;
 
-use rayon::prelude::*;
-
-use super::{check_len, DType, Data, Device, HostArray, Storage, View, ViewMut};
+use super::{check_len, host, DType, Data, Device, HostArray, Storage, View, ViewMut};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 
@@ -50,20 +48,13 @@ impl Device for Cpu {
     }
 
     fn zeros<T: DType>(&self, len: usize) -> Result<HostArray<T>> {
-        // Written in parallel, so the pages are mapped now by the threads that use them.
-        let mut v = Vec::with_capacity(len);
-        v.spare_capacity_mut().par_chunks_mut(CHUNK).for_each(|c| {
-            c.iter_mut().for_each(|x| {
-                x.write(T::default());
-            })
-        });
-        // SAFETY: every one of the `len` elements was initialised above.
-        unsafe { v.set_len(len) };
-        Ok(v.into())
+        Ok(host::zeroed_vec(len).into())
     }
 
     fn upload<T: DType>(&self, host: &[T]) -> Result<HostArray<T>> {
-        Ok(host.to_vec().into())
+        let mut v = host::vec_for_huge_pages(host.len());
+        v.extend_from_slice(host);
+        Ok(v.into())
     }
 
     fn upload_owned<T: DType>(&self, host: HostArray<T>) -> Result<HostArray<T>> {
