@@ -702,6 +702,7 @@ fn bench_commands_print_their_json_keys() {
     let m = json(&run(&["bench", "machine", "--json"], dir.path()));
     for key in [
         "triad_gbs",
+        "read_gbs",
         "gemm_gflops_f64",
         "gemm_gflops_f32",
         "gemm_gflops_tf32",

@@ -16,6 +16,9 @@ pub struct MachineCeilings {
     pub simd: &'static str,
     /// a = b + s·c over three 2^25-entry f64 arrays, counting 24 bytes per entry.
     pub triad_gbs: f64,
+    /// Σ a over one 2^25-entry f64 array: the ceiling of kernels that only read (the SYMV
+    /// of PSC with one right-hand side), which no write traffic slows.
+    pub read_gbs: f64,
     pub gemm_gflops_f64: f64,
     pub gemm_gflops_f32: f64,
     /// f32 operands rounded to TF32 tile by tile, f32 arithmetic (the CPU's emulation of
@@ -60,6 +63,35 @@ pub fn triad_gbs() -> f64 {
     });
     assert_eq!(a[n - 1], 7.0);
     24.0 * n as f64 / best / 1e9
+}
+
+/// Read bandwidth in GB/s: Σ a over a 2^25-entry f64 array in memory allocated as the
+/// triad's, eight independent sums per task.
+pub fn read_gbs() -> f64 {
+    let n = 1 << 25;
+    let mut a = host::zeroed_vec::<f64>(n);
+    a.par_iter_mut()
+        .enumerate()
+        .for_each(|(i, x)| *x = (i % 7) as f64);
+    let mut total = 0.0;
+    let (best, _) = time_runs(5, 1.0, || {
+        total = a
+            .par_chunks(1 << 16)
+            .map(|chunk| {
+                let mut lanes = [0.0f64; 8];
+                for piece in chunk.chunks_exact(8) {
+                    for (l, &v) in lanes.iter_mut().zip(piece) {
+                        *l += v;
+                    }
+                }
+                lanes.iter().sum::<f64>()
+            })
+            .sum::<f64>();
+    });
+    // 0 + 1 + … + 6 for every whole run of seven entries, then the rest.
+    let expected = (n / 7 * 21 + (0..n % 7).sum::<usize>()) as f64;
+    assert_eq!(total, expected);
+    8.0 * n as f64 / best / 1e9
 }
 
 /// GFLOP/s of a square product of `size` in `p` on `dev` (f16 operands multiplied in f32
@@ -148,6 +180,9 @@ pub fn measure_machine() -> MachineCeilings {
     MachineCeilings {
         threads: rayon::current_num_threads(),
         simd: crate::device::cpu::simd::level().name(),
+        // The read first: its array is then fresh memory (after the triad, the allocator
+        // hands back the triad's pages, split into 4 KiB ones).
+        read_gbs: read_gbs(),
         triad_gbs: triad_gbs(),
         gemm_gflops_f64: gemm_gflops(Precision::F64),
         gemm_gflops_f32: gemm_gflops(Precision::F32),
@@ -231,6 +266,7 @@ pub fn report(json: bool) {
     } else {
         println!("machine ceilings ({} threads, SIMD {})", m.threads, m.simd);
         println!("  triad bandwidth       {:8.1} GB/s", m.triad_gbs);
+        println!("  read bandwidth        {:8.1} GB/s", m.read_gbs);
         println!("  GEMM f64              {:8.1} GFLOP/s", m.gemm_gflops_f64);
         println!("  GEMM f32              {:8.1} GFLOP/s", m.gemm_gflops_f32);
         println!(
