@@ -133,26 +133,9 @@ pub fn set_level(level: SimdLevel) -> bool {
 /// in that copy. The portable body is `#[inline(always)]`, so each copy is its own code.
 macro_rules! per_simd_level {
     ($(#[$doc:meta])* fn $name:ident<$t:ident>($args:ty) => $portable:ident) => {
-        $(#[$doc])*
-        fn $name<$t: $crate::device::Storage + $crate::device::cpu::simd::TileIo>(args: $args) {
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx2,f16c")]
-            unsafe fn avx2<$t: $crate::device::Storage + $crate::device::cpu::simd::TileIo>(args: $args) {
-                $portable::<$t, { $crate::device::cpu::simd::SimdLevel::Avx2 as u8 }>(args)
-            }
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx512f,f16c")]
-            unsafe fn avx512<$t: $crate::device::Storage + $crate::device::cpu::simd::TileIo>(args: $args) {
-                $portable::<$t, { $crate::device::cpu::simd::SimdLevel::Avx512 as u8 }>(args)
-            }
-            match $crate::device::cpu::simd::level() {
-                // SAFETY: `simd::level` names only levels this CPU has (F16C included).
-                #[cfg(target_arch = "x86_64")]
-                $crate::device::cpu::simd::SimdLevel::Avx512 => unsafe { avx512::<$t>(args) },
-                #[cfg(target_arch = "x86_64")]
-                $crate::device::cpu::simd::SimdLevel::Avx2 => unsafe { avx2::<$t>(args) },
-                _ => $portable::<$t, { $crate::device::cpu::simd::SimdLevel::Scalar as u8 }>(args),
-            }
+        $crate::device::cpu::simd::per_simd_level! {
+            $(#[$doc])*
+            fn $name<$t: $crate::device::cpu::simd::KernelStorage>($args) => $portable
         }
     };
     ($(#[$doc:meta])* fn $name:ident<$a:ident, $b:ident>($args:ty) => $portable:ident) => {
@@ -309,6 +292,12 @@ pub(super) use row_tiles;
 /// Columns of a node-major block one pass over a matrix row computes at once: one AVX-512
 /// register of f32, two of f64. A tile's sums and statistics stay in registers.
 pub const TILE: usize = 16;
+
+/// The storage types kernels compiled per SIMD level take (the bound of
+/// `per_simd_level!`'s one-type form).
+pub trait KernelStorage: crate::device::Storage + TileIo {}
+
+impl<T: crate::device::Storage + TileIo> KernelStorage for T {}
 
 /// Loads and stores of up to [`TILE`] consecutive stored values in their compute precision,
 /// converted inside the kernel that reads or writes them. `LEVEL` is the [`SimdLevel`] (as
