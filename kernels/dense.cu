@@ -31,38 +31,61 @@ __device__ void gemv_reduce(const double *partial, u32 rows, u32 slices, C *y) {
   }
 }
 
-// y = A x for a symmetric n×n A, as y_j = (column j of A) · x: one warp per column, so a
-// warp streams one contiguous column (16-byte loads where `vectorized`: every column
-// starts 16-byte aligned) and every thread has many loads in flight. Each lane sums its
-// entries in index order and the warp adds the lanes in a fixed tree: the same result on
-// every run.
+// y = A x for a symmetric n×n A, as y_j = (column j of A) · x: a warp takes SYMV_COLUMNS
+// neighbouring columns, so each chunk of x it loads serves all of them (with one column per
+// warp, an f16 matrix made the warps read twice as many bytes of x from L2 as of A), and
+// streams them with 16-byte loads where `vectorized` (every column starts 16-byte aligned),
+// SYMV_COLUMNS loads in flight per lane. Each lane sums its entries of a column in index
+// order and the warp adds the lanes in a fixed tree: the same result on every run, for any
+// grid.
+#define SYMV_COLUMNS 4
 template <typename S, typename C>
 __device__ void symv(const S *a, u64 lda, u32 n, const C *x, C *y, u32 vectorized) {
   const u32 lane = threadIdx.x & 31;
   const u64 warps = ((u64)gridDim.x * blockDim.x) >> 5;
-  for (u64 j = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; j < n; j += warps) {
-    const S *col = a + j * lda;
-    C sum = 0;
+  const u64 warp = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  for (u64 first = warp * SYMV_COLUMNS; first < n; first += warps * SYMV_COLUMNS) {
+    const u32 count = (u32)min((u64)SYMV_COLUMNS, (u64)n - first);
+    const S *col = a + first * lda;
+    C sum[SYMV_COLUMNS];
+#pragma unroll
+    for (u32 t = 0; t < SYMV_COLUMNS; t++) sum[t] = 0;
     u32 done = 0;
     if (vectorized) {
       const u32 per = 16 / sizeof(S);
       const u32 vectors = n / per;
-      const uint4 *packed = reinterpret_cast<const uint4 *>(col);
       for (u32 v = lane; v < vectors; v += 32) {
-        union {
-          uint4 raw;
-          S e[16 / sizeof(S)];
-        } u;
-        u.raw = __ldg(packed + v);
+        C xs[16 / sizeof(S)];
 #pragma unroll
-        for (u32 q = 0; q < per; q++) sum += (C)widen(u.e[q]) * x[v * per + q];
+        for (u32 q = 0; q < per; q++) xs[q] = x[v * per + q];
+#pragma unroll
+        for (u32 t = 0; t < SYMV_COLUMNS; t++) {
+          if (t < count) {
+            union {
+              uint4 raw;
+              S e[16 / sizeof(S)];
+            } u;
+            u.raw = __ldg(reinterpret_cast<const uint4 *>(col + t * lda) + v);
+#pragma unroll
+            for (u32 q = 0; q < per; q++) sum[t] += (C)widen(u.e[q]) * xs[q];
+          }
+        }
       }
       done = vectors * per;
     }
-    for (u32 i = done + lane; i < n; i += 32) sum += (C)widen(col[i]) * x[i];
+    for (u32 i = done + lane; i < n; i += 32) {
+      const C xi = x[i];
 #pragma unroll
-    for (u32 offset = 16; offset > 0; offset >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, offset);
-    if (lane == 0) y[j] = sum;
+      for (u32 t = 0; t < SYMV_COLUMNS; t++)
+        if (t < count) sum[t] += (C)widen(col[t * lda + i]) * xi;
+    }
+#pragma unroll
+    for (u32 t = 0; t < SYMV_COLUMNS; t++) {
+#pragma unroll
+      for (u32 offset = 16; offset > 0; offset >>= 1)
+        sum[t] += __shfl_down_sync(0xffffffffu, sum[t], offset);
+      if (lane == 0 && t < count) y[first + t] = sum[t];
+    }
   }
 }
 

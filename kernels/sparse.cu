@@ -1,31 +1,61 @@
 // CSR products on column-major blocks (SparseKernels): PSC's D and Dᵀ (values in the
 // storage precision S, blocks in its compute precision C) and the f64 stiffness matrix of
-// PSC-IR. One thread per (row, column), block (q, c) for rows q·blockDim… of column c
-// (32-bit row indices, no 64-bit division); each row's sum runs in index order.
+// PSC-IR. A thread per (row, group of CSR_COLUMNS columns): it reads its row's indices and
+// values once for the whole group (a thread per (row, column) read them once per column,
+// from L2, more bytes than the blocks themselves), and a warp's consecutive rows read each
+// column's entries coalesced. Block (q, g) for rows q·blockDim… of group g (32-bit row
+// indices); each row's sum runs in index order, so a column's result does not depend on
+// the group it is in.
+#define CSR_COLUMNS 8
 
-#define FOR_ROWS_AND_COLUMNS(row, c, nrows, cols)                                                 \
-  for (u32 c = blockIdx.y; c < (cols); c += gridDim.y)                                            \
+#define FOR_ROWS_AND_COLUMN_GROUPS(row, c0, nrows, cols)                                          \
+  for (u32 c0 = blockIdx.y * CSR_COLUMNS; c0 < (cols); c0 += gridDim.y * CSR_COLUMNS)             \
     for (u32 row = blockIdx.x * blockDim.x + threadIdx.x; row < (nrows); row += gridDim.x * blockDim.x)
+
+// sums[g] = Σ_k a_k · v_g[col_k] over the row's entries in index order, for the group's
+// columns g < count (v_g = v + g·ld).
+template <typename S, typename C, typename V>
+__device__ __forceinline__ void csr_row_sums(u64 begin, u64 end, const u32 *col_idx,
+                                             const S *values, const V *v, u64 ld, u32 count,
+                                             C (&sums)[CSR_COLUMNS]) {
+#pragma unroll
+  for (u32 g = 0; g < CSR_COLUMNS; g++) sums[g] = 0;
+  for (u64 k = begin; k < end; k++) {
+    const C a = (C)widen(values[k]);
+    const u64 j = col_idx[k];
+#pragma unroll
+    for (u32 g = 0; g < CSR_COLUMNS; g++)
+      if (g < count) sums[g] += a * (C)widen(v[g * ld + j]);
+  }
+}
 
 template <typename S, typename C>
 __device__ void csr_spmm(u64 nrows, const u64 *row_ptr, const u32 *col_idx, const S *values,
                          const C *x, u64 x_rows, C *y, u32 cols) {
-  FOR_ROWS_AND_COLUMNS(row, c, nrows, cols) {
-    const C *xc = x + (u64)c * x_rows;
-    C sum = 0;
-    for (u64 k = row_ptr[row]; k < row_ptr[row + 1]; k++) sum += (C)widen(values[k]) * xc[col_idx[k]];
-    y[(u64)c * nrows + row] = sum;
+  FOR_ROWS_AND_COLUMN_GROUPS(row, c0, nrows, cols) {
+    const u32 count = min(cols - c0, (u32)CSR_COLUMNS);
+    C sums[CSR_COLUMNS];
+    csr_row_sums(row_ptr[row], row_ptr[row + 1], col_idx, values, x + (u64)c0 * x_rows, x_rows,
+                 count, sums);
+#pragma unroll
+    for (u32 g = 0; g < CSR_COLUMNS; g++)
+      if (g < count) y[(u64)(c0 + g) * nrows + row] = sums[g];
   }
 }
 
 // r = b − A x (f64).
 __device__ void csr_residual(u64 n, const u64 *row_ptr, const u32 *col_idx, const double *values,
                              const double *b, const double *x, double *r, u32 cols) {
-  FOR_ROWS_AND_COLUMNS(row, c, n, cols) {
-    u64 base = (u64)c * n;
-    double ax = 0.0;
-    for (u64 k = row_ptr[row]; k < row_ptr[row + 1]; k++) ax += values[k] * x[base + col_idx[k]];
-    r[base + row] = b[base + row] - ax;
+  FOR_ROWS_AND_COLUMN_GROUPS(row, c0, n, cols) {
+    const u32 count = min(cols - c0, (u32)CSR_COLUMNS);
+    double ax[CSR_COLUMNS];
+    csr_row_sums(row_ptr[row], row_ptr[row + 1], col_idx, values, x + (u64)c0 * n, n, count, ax);
+#pragma unroll
+    for (u32 g = 0; g < CSR_COLUMNS; g++)
+      if (g < count) {
+        const u64 at = (u64)(c0 + g) * n + row;
+        r[at] = b[at] - ax[g];
+      }
   }
 }
 
@@ -34,13 +64,19 @@ template <typename T>
 __device__ void csr_refine_update(u64 n, const u64 *row_ptr, const u32 *col_idx,
                                   const double *values, const T *corr, const double *alpha,
                                   double *x, double *r, u32 cols) {
-  FOR_ROWS_AND_COLUMNS(row, c, n, cols) {
-    u64 base = (u64)c * n;
-    double ac = 0.0;
-    for (u64 k = row_ptr[row]; k < row_ptr[row + 1]; k++)
-      ac += values[k] * (double)widen(corr[base + col_idx[k]]);
-    x[base + row] += alpha[c] * (double)widen(corr[base + row]);
-    r[base + row] -= alpha[c] * ac;
+  FOR_ROWS_AND_COLUMN_GROUPS(row, c0, n, cols) {
+    const u32 count = min(cols - c0, (u32)CSR_COLUMNS);
+    double ac[CSR_COLUMNS];
+    csr_row_sums(row_ptr[row], row_ptr[row + 1], col_idx, values, corr + (u64)c0 * n, n, count,
+                 ac);
+#pragma unroll
+    for (u32 g = 0; g < CSR_COLUMNS; g++)
+      if (g < count) {
+        const u64 at = (u64)(c0 + g) * n + row;
+        const double a = alpha[c0 + g];
+        x[at] += a * (double)widen(corr[at]);
+        r[at] -= a * ac[g];
+      }
   }
 }
 

@@ -289,8 +289,8 @@ impl DenseKernels for Cuda {
         })
     }
 
-    /// y = A x for a symmetric A as Aᵀ x: one warp streams each column (kernels/dense.cu),
-    /// the whole matrix read once at full width.
+    /// y = A x for a symmetric A as Aᵀ x: a warp streams [`launch::SYMV_COLUMNS`] columns
+    /// at once (kernels/dense.cu), the whole matrix read once at full width.
     fn symv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()> {
         let n = a.rows;
         let s = a.precision();
@@ -311,7 +311,7 @@ impl DenseKernels for Cuda {
             address(matrix).is_multiple_of(16) && (a.col_stride * s.bytes()).is_multiple_of(16);
         self.launch(
             &kernel_name("symv", &[s, s.compute()]),
-            launch::warp_per_item(n as u64),
+            launch::warp_per_item((n as u64).div_ceil(launch::SYMV_COLUMNS)),
             &[
                 matrix,
                 Arg::U64(a.col_stride as u64),

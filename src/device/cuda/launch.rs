@@ -20,6 +20,14 @@ pub const MAX_GRID_Y: u32 = 65_535;
 /// column's sums are the same in any block width and run to run.
 pub const REDUCE_CHUNK: u64 = 16_384;
 
+/// Columns a warp of the SYMV kernel takes at once, sharing its loads of x
+/// (kernels/dense.cu's SYMV_COLUMNS).
+pub const SYMV_COLUMNS: u64 = 4;
+
+/// Columns of a block a thread of the CSR kernels takes at once, sharing its row's indices
+/// and values (kernels/sparse.cu's CSR_COLUMNS).
+pub const CSR_COLUMNS: u32 = 8;
+
 /// One kernel argument (pointers and u64 are both `.u64` in PTX).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Arg {
@@ -282,5 +290,24 @@ mod tests {
             prelude.contains(&format!("#define REDUCE_THREADS {THREADS}\n")),
             "REDUCE_THREADS in kernels/prelude.cuh differs from launch::THREADS"
         );
+    }
+
+    /// The launches size their grids by the columns the kernels take per warp or thread.
+    #[test]
+    fn column_groups_are_the_kernels_own() {
+        for (file, text, define) in [
+            (
+                "dense.cu",
+                include_str!("../../../kernels/dense.cu"),
+                format!("#define SYMV_COLUMNS {SYMV_COLUMNS}\n"),
+            ),
+            (
+                "sparse.cu",
+                include_str!("../../../kernels/sparse.cu"),
+                format!("#define CSR_COLUMNS {CSR_COLUMNS}\n"),
+            ),
+        ] {
+            assert!(text.contains(&define), "kernels/{file} lacks {define:?}");
+        }
     }
 }

@@ -37,9 +37,10 @@ impl Cuda {
         ])
     }
 
-    /// A thread per (row, column), block (q, c) for rows q·THREADS… of column c.
-    fn per_row_and_column(a: &CsrMatrix<Cuda>, k: usize) -> LaunchConfig {
-        launch::per_item_and_column(a.nrows as u64, k as u32)
+    /// A thread per (row, group of [`launch::CSR_COLUMNS`] columns), block (q, g) for rows
+    /// q·THREADS… of group g.
+    fn per_row_and_column_group(a: &CsrMatrix<Cuda>, k: usize) -> LaunchConfig {
+        launch::per_item_and_column(a.nrows as u64, (k as u32).div_ceil(launch::CSR_COLUMNS))
     }
 }
 
@@ -58,7 +59,7 @@ impl SparseKernels for Cuda {
         let [rows, row_ptr, col_idx, values] = self.csr_args(a)?;
         self.launch(
             &kernel_name("csr_spmm", &[sp, xp]),
-            Self::per_row_and_column(a, k),
+            Self::per_row_and_column_group(a, k),
             &[
                 rows,
                 row_ptr,
@@ -89,7 +90,7 @@ impl SparseKernels for Cuda {
         if a.nrows > 0 && k > 0 {
             self.launch(
                 "csr_residual_f64",
-                Self::per_row_and_column(a, k),
+                Self::per_row_and_column_group(a, k),
                 &[
                     rows,
                     row_ptr,
@@ -129,7 +130,7 @@ impl SparseKernels for Cuda {
             self.with_params(alpha, |alpha| {
                 self.launch(
                     &kernel_name("csr_refine_update", &[cp]),
-                    Self::per_row_and_column(a, k),
+                    Self::per_row_and_column_group(a, k),
                     &[
                         rows,
                         row_ptr,
