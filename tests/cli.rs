@@ -860,6 +860,9 @@ fn bench_commands_print_their_json_keys() {
         at("reference_relative_residual") < 1e-12,
         "a direct f64 solve: {c}"
     );
+    // PSC-IR to a residual of 1e-10 is within κ(A)·1e-10 (κ ≈ 1,700 at n = 64) of it.
+    let difference = at("reference_difference");
+    assert!(0.0 < difference && difference < 1e-6, "{c}");
 
     // --method m3: CG iterations and the stopping rule are reported; M1 at a size whose
     // dense |E|×|E| operators no machine holds is refused before any set-up, naming the

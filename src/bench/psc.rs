@@ -121,11 +121,14 @@ pub struct PscBenchResult {
     /// --reference: the sparse Cholesky reference (faer, f64) on the same matrix and block:
     /// factorisation seconds, best and median seconds of its solve of the whole block (the
     /// factorisation excluded; like the method's, each solve starts by copying the block
-    /// in), and the worst column's f64 relative residual.
+    /// in), the worst column's f64 relative residual, and the worst column's difference
+    /// from the method's solution, ‖x − x_ref‖₂/‖x_ref‖₂ (how close PSC-IR comes to the
+    /// f64 direct solve).
     pub reference_factor_seconds: Option<f64>,
     pub reference_solve_seconds: Option<f64>,
     pub reference_solve_seconds_median: Option<f64>,
     pub reference_relative_residual: Option<f64>,
+    pub reference_difference: Option<f64>,
     /// --stages: seconds per stage of the last timed apply (with --refine: summed over the
     /// applies of the last timed solve), in the order they run.
     pub stage_seconds: Option<Vec<StageTime>>,
@@ -137,11 +140,19 @@ struct ReferenceTimes {
     best: f64,
     median: f64,
     relative_residual: f64,
+    /// The worst column's ‖x − x_ref‖₂/‖x_ref‖₂ of the method's solution x.
+    difference: f64,
 }
 
 /// Factors A (timed once) and times the solve of the block `rhs` (Nrhs columns of
-/// `stiffness.nrows()`) with at least `runs` runs.
-fn time_reference(stiffness: &Csr<f64>, rhs: &[f64], runs: usize) -> Result<ReferenceTimes> {
+/// `stiffness.nrows()`) with at least `runs` runs, and compares the method's `solution`
+/// (same layout) with the reference's.
+fn time_reference(
+    stiffness: &Csr<f64>,
+    rhs: &[f64],
+    solution: &[f64],
+    runs: usize,
+) -> Result<ReferenceTimes> {
     let n = crate::sparse::SparseRows::nrows(stiffness);
     let t = Instant::now();
     let cholesky = CholeskySolver::factor(stiffness)?;
@@ -163,11 +174,28 @@ fn time_reference(stiffness: &Csr<f64>, rhs: &[f64], runs: usize) -> Result<Refe
             relative_residual(stiffness, b, column.as_slice(), &mut residual)
         })
         .fold(0.0, f64::max);
+    let difference = solution
+        .chunks(n)
+        .enumerate()
+        .map(|(c, method)| {
+            let column = x.col(c).try_as_col_major().expect("a column of a Mat");
+            let pairs = method.iter().zip(column.as_slice());
+            let (diff, norm) = pairs.fold((0.0, 0.0), |(d, r), (&xi, &ri)| {
+                (d + (xi - ri) * (xi - ri), r + ri * ri)
+            });
+            if norm > 0.0 {
+                (diff / norm).sqrt()
+            } else {
+                diff.sqrt()
+            }
+        })
+        .fold(0.0, f64::max);
     Ok(ReferenceTimes {
         factor,
         best,
         median,
         relative_residual,
+        difference,
     })
 }
 
@@ -382,7 +410,7 @@ fn run<D: PscDevice>(
 
     let reference = params
         .reference
-        .then(|| time_reference(&setup.stiffness, &rhs, runs))
+        .then(|| time_reference(&setup.stiffness, &rhs, &x64, runs))
         .transpose()?;
 
     let (n, n0) = (params.n as f64, params.n0 as f64);
@@ -438,6 +466,7 @@ fn run<D: PscDevice>(
         reference_solve_seconds: reference.as_ref().map(|r| r.best),
         reference_solve_seconds_median: reference.as_ref().map(|r| r.median),
         reference_relative_residual: reference.as_ref().map(|r| r.relative_residual),
+        reference_difference: reference.as_ref().map(|r| r.difference),
         stage_seconds: params.stages.then_some(stages),
     })
 }
@@ -697,14 +726,15 @@ pub fn print(r: &PscBenchResult, json: bool) {
         "  accuracy          relative residual {:.2e} (f64), relative L2 error {:.2e}",
         r.relative_residual, r.l2_error
     );
-    if let (Some(factor), Some(best), Some(median), Some(residual)) = (
+    if let (Some(factor), Some(best), Some(median), Some(residual), Some(difference)) = (
         r.reference_factor_seconds,
         r.reference_solve_seconds,
         r.reference_solve_seconds_median,
         r.reference_relative_residual,
+        r.reference_difference,
     ) {
         println!(
-            "  sparse Cholesky   solve {best:.4} s best, {median:.4} s median (factorisation {factor:.2} s, excluded): {:.2}× the method's time; relative residual {residual:.2e}",
+            "  sparse Cholesky   solve {best:.4} s best, {median:.4} s median (factorisation {factor:.2} s, excluded): {:.2}× the method's time; relative residual {residual:.2e}; the method's solution differs by {difference:.2e} (relative, worst column)",
             best / r.solve_seconds
         );
     }
