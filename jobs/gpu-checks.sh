@@ -19,7 +19,12 @@
 # up on the host), mg (multigrid on the device: every precision schedule at 4096² with one
 # column, 1024² with 64 columns, 128³), stokes (every Stokes preconditioner in f32 at 512²,
 # tuned Vanka and Braess-Sarazin at 1024²), setup (M1 at h = 1/1024, h0 = 1/32: its Π⁻¹
-# inverted on the GPU with cuSOLVER, then f16 and TF32 applies on 1 and 1024 columns).
+# inverted on the GPU with cuSOLVER, then f16 and TF32 applies on 1 and 1024 columns, and
+# PSC-IR against the sparse Cholesky on 64 columns),
+# campaign (the quickstart's campaign at h = 1/512 on the GPU: 4096 time steps in batches of
+# 1024, M1 f16 inside f64 refinement to 1e-10, on one rank and on two sharing the GPU, with
+# the solver alone beside it; CAMPAIGN_N, CAMPAIGN_STEPS, CAMPAIGN_BATCH and
+# CAMPAIGN_BACKEND change the size and device, to try the part on a machine without a GPU).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out/gpu-checks}
@@ -108,6 +113,11 @@ first=${first%% *}
 [[ $parts == *" setup "* ]] && step "psc-m1-1024" 420 "$out/60-psc-m1-1024.txt" env RUST_LOG=info \
   "$b/run" bench psc --backend cuda --json --n 1024 --n0 32 --nrhs 1,1024 \
   --precision f16,tf32 --runs 1
+# PSC-IR from f16 at h = 1/1024 against the f64 sparse Cholesky on the host
+# (`reference_difference`: ‖x − x_ref‖₂/‖x_ref‖₂), the set-up computed again.
+[[ $parts == *" setup "* ]] && step "psc-ir-1024" 240 "$out/60-psc-m1-1024.txt" env RUST_LOG=info \
+  "$b/run" bench psc --backend cuda --json --n 1024 --n0 32 --nrhs 64 --precision f16 \
+  --refine --rtol 1e-10 --reference --runs 1
 # Profile: every kernel of the first M1 applies (cuBLAS's and ours) with its duration, the
 # launches of the ceilings' measurements first (Nsight Compute, clocks as they are).
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
@@ -155,6 +165,34 @@ done
   stokes --backend cuda --n 512 --precond all --precision f32 --repeats 2
 [[ $parts == *" stokes "* ]] && step "stokes-1024" 150 "$out/80-bench-stokes.txt" "$b/run" bench \
   stokes --backend cuda --n 1024 --precond vanka-tuned,braess-sarazin --precision f32 --repeats 2
+# The campaign (issue 16): wall-time MDof/s per rank of the whole campaign (right-hand sides,
+# solves, verification, checkpointed HDF5 output) next to the solver's own on one batch
+# (`bench psc --refine`, one process per rank at the same time; the first builds the operator
+# cache, so every campaign starts warm), by scripts/throughput_table.py.
+if [[ $parts == *" campaign "* ]]; then
+  cn=${CAMPAIGN_N:-512} csteps=${CAMPAIGN_STEPS:-4096} cbatch=${CAMPAIGN_BATCH:-1024}
+  cbackend=${CAMPAIGN_BACKEND:-cuda}
+  cdir="$work/campaign"
+  mkdir -p "$cdir"
+  for p in 1 2; do
+    run="$cdir/psc-r$p-1"
+    sed -e "s|^backend = .*|backend = \"$cbackend\"|" -e "s|^n = .*|n = $cn|" \
+      -e 's|^precision = .*|precision = "f16"|' -e 's|^rtol = .*|rtol = 1e-10|' \
+      -e "s|^batch_size = .*|batch_size = $cbatch\nstore = \"f32\"|" \
+      -e "s|^directory = .*|directory = \"$run\"|" -e "s|^steps = .*|steps = $csteps|" \
+      -e "/^\[solver\]/a cache_dir = \"$cdir/psc-cache\"" inputs/quickstart.toml > "$run.toml"
+    step "campaign-bench-r$p" 120 "$out/90-campaign.txt" bash -c "for _ in \$(seq $p); do \
+      $b/run bench psc --backend $cbackend --n $cn --n0 16 --nrhs $cbatch --precision f16 \
+      --refine --rtol 1e-10 --cache-dir $cdir/psc-cache --json >> $cdir/psc-r$p.bench.jsonl & \
+      done; wait; cat $cdir/psc-r$p.bench.jsonl"
+    step "campaign-r$p" 300 "$out/90-campaign.txt" bash -c "source $b/env.sh; RUST_LOG=info \
+      mpirun --oversubscribe -n $p $b/bin/tensorfem run --fresh $run.toml > $run.log 2>&1; \
+      rc=\$?; cat $run.log; exit \$rc"
+    rm -rf "$run/batches"   # merged into campaign.h5; 4 GB of disk each at the default size
+  done
+  step "campaign-table" 60 "$out/90-campaign.txt" python3 scripts/throughput_table.py \
+    "$cdir/psc-r1" "$cdir/psc-r2"
+fi
 cat "$log"
 grep -h '^{' "$out/40-bench-psc.txt" "$out/50-psc-methods.txt" 2>/dev/null \
   | python3 -c '
