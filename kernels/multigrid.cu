@@ -55,9 +55,14 @@ __device__ __forceinline__ void canonical_rows(u32 n, u32 nrhs, double *part, co
   for (u32 i = 0; i < cw; i++) {
     u32 j = bits ? __brev(i) >> (32 - bits) : 0;
     record.sum = 0.0;
-    if (c < nrhs)
+    // Two rows per trip: the bodies read what the kernel does not write through __ldg, so
+    // the second row's loads may start before the first row's stores (one row in flight
+    // per thread left the kernels waiting on memory); the rows' order is unchanged.
+    if (c < nrhs) {
+#pragma unroll 2
       for (u32 row = blockIdx.x * REDUCE_THREADS + j * height + y; row < n; row += stride)
         body(row, record);
+    }
     double v = record.sum;
     u32 level = 0;
     for (; (i >> level) & 1; level++) v = pending[level * REDUCE_THREADS + me] + v;
@@ -95,7 +100,7 @@ struct IndexedRows {
   template <typename F> __device__ __forceinline__ void each(u32 row, F f) const {
     for (u32 s = 0; s < width; s++) {
       u64 k = (u64)s * n + row;
-      f(s, k, cols[k]);
+      f(s, k, __ldg(&cols[k]));
     }
   }
 };
@@ -134,7 +139,7 @@ __device__ void sweep(const Rows &rows, u32 n, const S *values, u32 op, double o
   canonical_rows(n, nrhs, part, [=](u32 row, ColumnRecord &record) {
     C even = 0, odd = 0;
     rows.each(row, [&](u32 s, u64 k, u32 col) {
-      C product = (C)widen(values[k]) * (C)widen(x[(u64)col * nrhs + c]);
+      C product = (C)widen(__ldg(&values[k])) * (C)widen(__ldg(&x[(u64)col * nrhs + c]));
       if (s & 1)
         odd += product;
       else
@@ -144,10 +149,10 @@ __device__ void sweep(const Rows &rows, u32 n, const S *values, u32 op, double o
     u64 own = (u64)row * nrhs + c;
     C o = ax;
     if (op == OP_RESIDUAL) {
-      o = (C)widen(b[own]) - ax;
+      o = (C)widen(__ldg(&b[own])) - ax;
     } else if (op == OP_JACOBI) {
-      C diagonal = (C)widen(values[row]);
-      o = (C)widen(x[own]) + w / diagonal * ((C)widen(b[own]) - ax);
+      C diagonal = (C)widen(__ldg(&values[row]));
+      o = (C)widen(__ldg(&x[own])) + w / diagonal * ((C)widen(__ldg(&b[own])) - ax);
     }
     record.add((double)o, limit);
     out[own] = store_c(o, (S *)0);
@@ -163,7 +168,7 @@ __device__ void ell_jacobi_from_zero(u32 n, const S *diagonal, double omega, con
   C w = (C)omega;
   canonical_rows(n, nrhs, part, [=](u32 row, ColumnRecord &record) {
     u64 own = (u64)row * nrhs + c;
-    C o = w / (C)widen(diagonal[row]) * (C)widen(b[own]);
+    C o = w / (C)widen(__ldg(&diagonal[row])) * (C)widen(__ldg(&b[own]));
     record.add((double)o, limit);
     out[own] = store_c(o, (S *)0);
   });
@@ -180,14 +185,14 @@ __device__ void refine_update(const Rows &rows, u32 n, const double *values, con
   canonical_rows(n, nrhs, part, [=](u32 row, ColumnRecord &record) {
     double even = 0.0, odd = 0.0;
     rows.each(row, [&](u32 s, u64 k, u32 col) {
-      double product = values[k] * (a * (double)widen(corr[(u64)col * nrhs + c]));
+      double product = __ldg(&values[k]) * (a * (double)widen(__ldg(&corr[(u64)col * nrhs + c])));
       if (s & 1)
         odd += product;
       else
         even += product;
     });
     u64 own = (u64)row * nrhs + c;
-    double mine = (double)widen(corr[own]);
+    double mine = (double)widen(__ldg(&corr[own]));
     u[own] += a * mine;
     double residual = r[own] - (even + odd);
     r[own] = residual;
@@ -202,22 +207,20 @@ __device__ __forceinline__ double weight_1d(u32 d) { return d == 1 ? 1.0 : 0.5; 
 
 // The coarse points (index, weight) fine point i interpolates from, in the CPU's order:
 // i odd: (i − 1)/2 with 1; i even: i/2 − 1 then i/2 with ½ each, where they are interior.
+// Both entries are written at fixed positions (the first of a lone one holds it), so the
+// caller's arrays stay in registers rather than local memory.
 __device__ __forceinline__ u32 interpolation_1d(u32 i, u32 mc, u32 *index, double *weight) {
   if (i & 1) {
     index[0] = (i - 1) / 2;
     weight[0] = 1.0;
     return 1;
   }
-  u32 count = 0, right = i / 2;
-  if (right >= 1) {
-    index[count] = right - 1;
-    weight[count++] = 0.5;
-  }
-  if (right < mc) {
-    index[count] = right;
-    weight[count++] = 0.5;
-  }
-  return count;
+  u32 right = i / 2;
+  bool left_inside = right >= 1, right_inside = right < mc;
+  index[0] = left_inside ? right - 1 : right;
+  index[1] = right;
+  weight[0] = weight[1] = 0.5;
+  return (u32)left_inside + (u32)right_inside;
 }
 
 // coarse = factor_c · Pᵀ fine (factor_c = 1/s_c, or 0 for an inactive column), summed in
@@ -238,9 +241,9 @@ __device__ void grid_restrict(const S *fine, T *coarse, u32 dim, u32 mc, u32 nrh
       for (u32 dy = 0; dy < 3; dy++) {
         double w = dim == 2 ? weight_1d(dy) : wz * weight_1d(dy), half = 0.5 * w;
         u64 line = plane + (u64)(2 * b + dy) * mf + 2 * a;
-        double f0 = (double)widen(fine[line * nrhs + c]);
-        double f1 = (double)widen(fine[(line + 1) * nrhs + c]);
-        double f2 = (double)widen(fine[(line + 2) * nrhs + c]);
+        double f0 = (double)widen(__ldg(&fine[line * nrhs + c]));
+        double f1 = (double)widen(__ldg(&fine[(line + 1) * nrhs + c]));
+        double f2 = (double)widen(__ldg(&fine[(line + 2) * nrhs + c]));
         acc += half * (f0 + f2) + w * f1;
       }
     }
@@ -261,21 +264,27 @@ __device__ void grid_prolongate_add(const S *coarse, T *fine, u32 dim, u32 mc, u
   u32 points = dim == 2 ? mf * mf : mf * mf * mf;
   canonical_rows(points, nrhs, part, [=](u32 point, ColumnRecord &record) {
     u32 i = point % mf, rest = point / mf, j = rest % mf, p = dim == 2 ? 0 : rest / mf;
-    u32 zi[2], yi[2], xi[2];
-    double zw[2], yw[2], xw[2];
+    u32 zi[2] = {0, 0}, yi[2] = {0, 0}, xi[2] = {0, 0};
+    double zw[2] = {1.0, 0.0}, yw[2] = {0.0, 0.0}, xw[2] = {0.0, 0.0};
     u32 nz = 1;
-    zi[0] = 0;
-    zw[0] = 1.0;
     if (dim == 3) nz = interpolation_1d(p, mc, zi, zw);
     u32 ny = interpolation_1d(j, mc, yi, yw), nx = interpolation_1d(i, mc, xi, xw);
     double acc = 0.0;
-    for (u32 kz = 0; kz < nz; kz++) {
+    // Fixed trip counts with the entries past the count skipped: constant indices, the
+    // arrays in registers.
+#pragma unroll
+    for (u32 kz = 0; kz < 2; kz++) {
+      if (kz >= nz) continue;
       u64 plane = (u64)zi[kz] * mc * mc;
-      for (u32 ky = 0; ky < ny; ky++) {
+#pragma unroll
+      for (u32 ky = 0; ky < 2; ky++) {
+        if (ky >= ny) continue;
         double w = dim == 2 ? yw[ky] : zw[kz] * yw[ky];
         u64 line = plane + (u64)yi[ky] * mc;
-        for (u32 kx = 0; kx < nx; kx++)
-          acc += (xw[kx] * w) * (double)widen(coarse[(line + xi[kx]) * nrhs + c]);
+#pragma unroll
+        for (u32 kx = 0; kx < 2; kx++)
+          if (kx < nx)
+            acc += (xw[kx] * w) * (double)widen(__ldg(&coarse[(line + xi[kx]) * nrhs + c]));
       }
     }
     u64 own = (u64)point * nrhs + c;
@@ -296,8 +305,8 @@ __device__ void matrix_transfer(u32 rows, const u64 *row_ptr, const u32 *col_idx
   u32 c = blockIdx.y * blockDim.x + threadIdx.x;
   canonical_rows(rows, nrhs, part, [=](u32 row, ColumnRecord &record) {
     double acc = 0.0;
-    for (u64 e = row_ptr[row]; e < row_ptr[row + 1]; e++)
-      acc += weights[e] * (double)widen(src[(u64)col_idx[e] * nrhs + c]);
+    for (u64 e = __ldg(&row_ptr[row]); e < __ldg(&row_ptr[row + 1]); e++)
+      acc += __ldg(&weights[e]) * (double)widen(__ldg(&src[(u64)__ldg(&col_idx[e]) * nrhs + c]));
     u64 own = (u64)row * nrhs + c;
     double kept = keep ? (double)widen(dst[own]) : 0.0;
     C o = (C)(kept + factor[c] * acc);
@@ -326,11 +335,11 @@ extern "C" __global__ void flushed_column(const double *fine, const double *coar
   log[1] = largest;
 }
 
-// grid_refine_update asks for one block per multiprocessor at least (not the default's
-// occupancy target): with its 27-point neighbourhood in 3D, ptxas otherwise spilled a few
-// bytes to stay at 48 registers.
+// grid_refine_update and ell_sweep ask for one block per multiprocessor at least (not the
+// default's occupancy target): with grid_refine_update's 27-point neighbourhood in 3D, and
+// with ell_sweep's two rows per trip in f64, ptxas otherwise spilled a few bytes.
 #define MULTIGRID_ENTRIES(name, S)                                                                \
-  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                                    \
+  extern "C" __global__ void __launch_bounds__(REDUCE_THREADS, 1)                                 \
       ell_sweep_##name(u32 n, u32 width, const u32 *cols, const S *values, u32 op, double omega,  \
                        const S *x, const S *b, S *out, u32 nrhs, double limit, double *part) {    \
     sweep<S>(IndexedRows{n, width, cols}, n, values, op, omega, x, b, out, nrhs, limit, part);    \
