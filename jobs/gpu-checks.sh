@@ -5,8 +5,9 @@
 # side on the device. Every step has its own time limit and the whole stays inside
 # DEADLINE seconds (steps that would start later are listed as skipped), so one short call
 # brings back as much as it can even when an early step fails. Output goes to
-# ${OUT:-out/gpu-checks}/ (at most 8 files, what a lent machine returns, unless profile and
-# mg run in one call: give them separate calls), named by step.
+# ${OUT:-out/gpu-checks}/, one file per kind of step (00-device … 99-steps: ten, and two
+# CSVs with profile; a lent machine may return fewer, so pack $OUT into one archive or
+# split the parts over calls).
 #
 #   jobs/gpu-checks.sh [SIZES]      SIZES: "n:n0" pairs for bench psc (default 512:16 256:16)
 #   DEADLINE=360 PARTS="tests profile" jobs/gpu-checks.sh
