@@ -797,6 +797,86 @@ fn orthogonalize_matches_naive_loops<D: PscDevice>(dev: &D) {
     assert!((after - norm(&want)).abs() < 1e-9 * after);
 }
 
+/// Gram-Schmidt twice if needed (FGMRES's) equals one step, the DGKS test, and a second
+/// step, bit for bit, whether the second runs (w nearly in the span) or not. The CPU fuses
+/// the two steps (other devices run them in turn): at every SIMD level and on one thread.
+#[test]
+fn cpu_orthogonalize_twice_equals_two_steps() {
+    use tensorfem::device::cpu::simd::{self, SimdLevel};
+    use tensorfem::device::DenseKernels;
+    let dev = &tensorfem::device::Cpu::new();
+    let n = 50_000;
+    // An orthonormal basis, as FGMRES's (modified Gram-Schmidt on the host).
+    let mut basis: Vec<Vec<f64>> = Vec::new();
+    for s in 0..5 {
+        let mut v = values(n, 40 + s);
+        for u in &basis {
+            let c: f64 = u.iter().zip(&v).map(|(a, b)| a * b).sum();
+            v.iter_mut().zip(u).for_each(|(x, u)| *x -= c * u);
+        }
+        let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        v.iter_mut().for_each(|x| *x /= norm);
+        basis.push(v);
+    }
+    let blocks: Vec<Block<_>> = basis
+        .iter()
+        .map(|v| vector(dev, v, Precision::F64))
+        .collect();
+    let one_thread = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    // w far from the span (one step), and w = Σ v + 1e-3 noise (two steps).
+    let far = values(n, 50);
+    let near: Vec<f64> = (0..n)
+        .map(|i| basis.iter().map(|v| v[i]).sum::<f64>() + 1e-3 * far[i])
+        .collect();
+    let before = simd::level();
+    for (w0, second) in [(&far, false), (&near, true)] {
+        let mut scratch = Scratch::new(dev).unwrap();
+        let mut w = vector(dev, w0, Precision::F64);
+        let mut h = vec![0.5; 5];
+        let (first_before, first_after) = dev
+            .orthogonalize(&blocks, &mut w, &mut h, &mut scratch)
+            .unwrap();
+        assert_eq!(
+            first_after < first_before * std::f64::consts::FRAC_1_SQRT_2,
+            second
+        );
+        let norm = if second {
+            dev.orthogonalize(&blocks, &mut w, &mut h, &mut scratch)
+                .unwrap()
+                .1
+        } else {
+            first_after
+        };
+        let want = (norm, h, w.to_f64(dev).unwrap());
+        let twice = || {
+            let mut w = vector(dev, w0, Precision::F64);
+            let mut h = vec![0.5; 5];
+            let norm = dev
+                .orthogonalize_twice_if_needed(
+                    &blocks,
+                    &mut w,
+                    &mut h,
+                    &mut Scratch::new(dev).unwrap(),
+                )
+                .unwrap();
+            (norm, h, w.to_f64(dev).unwrap())
+        };
+        for level in SimdLevel::ALL.into_iter().filter(|l| l.is_supported()) {
+            simd::set_level(level);
+            assert!(twice() == want, "{}, second step {second}", level.name());
+            assert!(
+                one_thread.install(twice) == want,
+                "one thread, {}",
+                level.name()
+            );
+        }
+    }
+    simd::set_level(before);
+}
+
 /// CSR products on column-major blocks against the host products; the residual and the
 /// fused refinement update against loops over them.
 fn csr_kernels_match_host_products<D: PscDevice>(dev: &D) {

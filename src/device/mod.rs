@@ -351,6 +351,25 @@ pub trait DenseKernels: Device {
         h: &mut [f64],
         scratch: &mut Scratch<Self>,
     ) -> Result<(f64, f64)>;
+    /// Gram-Schmidt as FGMRES needs it: one [`DenseKernels::orthogonalize`] step, and a
+    /// second when the first cancelled most of w (the DGKS criterion ‖w'‖ < ‖w‖/√2; "twice
+    /// is enough"), both adding into h; returns ‖w‖ at the end. With a good preconditioner
+    /// w = A M⁻¹ v_j is close to v_j and the second step always runs, so a device may fuse
+    /// the first step's update with the second step's products (one pass over the basis
+    /// less); the results are those of the two steps.
+    fn orthogonalize_twice_if_needed(
+        &self,
+        basis: &[Block<Self>],
+        w: &mut Block<Self>,
+        h: &mut [f64],
+        scratch: &mut Scratch<Self>,
+    ) -> Result<f64> {
+        let (before, after) = self.orthogonalize(basis, w, h, scratch)?;
+        if after < before * std::f64::consts::FRAC_1_SQRT_2 {
+            return Ok(self.orthogonalize(basis, w, h, scratch)?.1);
+        }
+        Ok(after)
+    }
 }
 
 /// The kernel families PSC (M1, PSC-IR) needs: what a device must offer to run it.

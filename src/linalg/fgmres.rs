@@ -206,14 +206,10 @@ fn run<D: VectorKernels + DenseKernels>(
             precondition.apply(&v[j], &mut z[j])?;
             project(&mut z[j])?;
             a.apply(&z[j], w)?;
-            // Classical Gram-Schmidt, repeated when the first pass cancelled most of w
-            // (the DGKS criterion ‖w'‖ < ‖w‖/√2; "twice is enough").
+            // Classical Gram-Schmidt, repeated when the first pass cancelled most of w.
             let h = &mut hessenberg[j * rows..(j + 1) * rows];
             h.fill(0.0);
-            let (before, mut norm) = dev.orthogonalize(&v[..=j], w, &mut h[..=j], scratch)?;
-            if norm < before * std::f64::consts::FRAC_1_SQRT_2 {
-                norm = dev.orthogonalize(&v[..=j], w, &mut h[..=j], scratch)?.1;
-            }
+            let norm = dev.orthogonalize_twice_if_needed(&v[..=j], w, &mut h[..=j], scratch)?;
             h[j + 1] = norm;
             for (i, &(c, s)) in rotations.iter().enumerate().take(j) {
                 let (a, b) = (h[i], h[i + 1]);

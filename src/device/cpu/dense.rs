@@ -10,6 +10,7 @@ use faer::{Accum, Par};
 use half::f16;
 use rayon::prelude::*;
 
+use super::simd::per_simd_level;
 use super::{arena, buffer, buffer_mut, by_precision, gemv, slice, slice_mut, Compute, Cpu};
 use crate::device::{
     check_gemm_math, unsupported, Block, DenseInverse, DenseKernels, MatMut, MatRef, Scratch,
@@ -325,8 +326,171 @@ fn convert_tile<T: Copy>(
     }
 }
 
-/// Rows per task of the Gram-Schmidt passes.
-const GS_CHUNK: usize = 1 << 14;
+/// Bytes of the basis one task of a Gram-Schmidt pass reads: a chunk of every basis vector
+/// stays in L2 between a pass's update and its products.
+const GS_CHUNK_BYTES: usize = 1 << 18;
+
+/// Which Gram-Schmidt step's coefficients.
+#[derive(Clone, Copy)]
+enum Step {
+    First,
+    Second,
+}
+use Step::{First, Second};
+
+/// Classical Gram-Schmidt of w against f64 basis vectors, in passes over chunks of rows
+/// whose size depends only on the basis size (results do not depend on the thread count).
+/// A pass subtracts V c of an earlier step's coefficients c from each chunk of w, then
+/// computes the chunk's products Vᵀw (the next step's coefficients) and ‖w‖², and the
+/// chunks' sums are added in chunk order.
+struct GramSchmidt<'a> {
+    basis: Vec<&'a [f64]>,
+    w: &'a mut [f64],
+    rows: usize,
+    /// Per chunk k + 1 partial sums; then the coefficients of the first and second step.
+    scratch: &'a mut Vec<f64>,
+}
+
+impl<'a> GramSchmidt<'a> {
+    fn new(
+        basis: &'a [Block<Cpu>],
+        w: &'a mut Block<Cpu>,
+        scratch: &'a mut Scratch<Cpu>,
+    ) -> Result<Self> {
+        let len = w.len();
+        let basis = basis
+            .iter()
+            .map(|v| {
+                let v = f64s(v)?;
+                if v.len() != len {
+                    return Err(Error::Backend(
+                        "orthogonalize: vectors of different lengths".into(),
+                    ));
+                }
+                Ok(v)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let w = buffer_mut::<f64>(&mut w.data, "orthogonalize")?;
+        let k = basis.len();
+        let rows = (GS_CHUNK_BYTES / (8 * (k + 1))).clamp(1 << 10, 1 << 14);
+        let scratch = scratch.0.vec_mut();
+        scratch.clear();
+        scratch.resize(len.div_ceil(rows) * (k + 1) + 2 * k, 0.0);
+        Ok(GramSchmidt {
+            basis,
+            w,
+            rows,
+            scratch,
+        })
+    }
+
+    /// One pass: w −= V c with the coefficients of `subtract`, then (when `products`) the
+    /// next step's coefficients Vᵀw; returns ‖w‖² after the update.
+    fn pass(&mut self, subtract: Option<Step>, products: bool) -> f64 {
+        let k = self.basis.len();
+        let chunks = self.w.len().div_ceil(self.rows);
+        let (partials, coefficients) = self.scratch.split_at_mut(chunks * (k + 1));
+        let (first, second) = coefficients.split_at_mut(k);
+        let (subtract, next): (Option<&[f64]>, &mut [f64]) = match subtract {
+            None => (None, first),
+            Some(First) => (Some(first), second),
+            Some(Second) => (Some(second), first),
+        };
+        let (rows, basis) = (self.rows, &self.basis[..]);
+        let width = if products { k + 1 } else { 1 };
+        partials[..chunks * width]
+            .par_chunks_mut(width)
+            .zip(self.w.par_chunks_mut(rows))
+            .enumerate()
+            .for_each(|(c, (out, wc))| gram_schmidt_chunk((basis, c * rows, wc, subtract, out)));
+        let mut norm = 0.0;
+        if products {
+            next.fill(0.0);
+        }
+        for part in partials[..chunks * width].chunks_exact(width) {
+            if products {
+                for (s, p) in next.iter_mut().zip(part) {
+                    *s += p;
+                }
+            }
+            norm += part[width - 1];
+        }
+        norm
+    }
+
+    /// h += the coefficients of `step`.
+    fn add_coefficients(&self, step: Step, h: &mut [f64]) {
+        let k = self.basis.len();
+        let chunks = self.w.len().div_ceil(self.rows);
+        let coefficients = &self.scratch[chunks * (k + 1)..];
+        let c = match step {
+            First => &coefficients[..k],
+            Second => &coefficients[k..2 * k],
+        };
+        h[..k].iter_mut().zip(c).for_each(|(h, c)| *h += c);
+    }
+}
+
+/// The arguments of [`gram_schmidt_chunk`]: the basis, the chunk's first row, the chunk of
+/// w, the coefficients to subtract, and the chunk's sums (k products and ‖w‖², or ‖w‖²).
+type GramSchmidtChunkArgs<'a> = (
+    &'a [&'a [f64]],
+    usize,
+    &'a mut [f64],
+    Option<&'a [f64]>,
+    &'a mut [f64],
+);
+
+per_simd_level! {
+    /// One chunk of a [`GramSchmidt`] pass.
+    fn gram_schmidt_chunk(GramSchmidtChunkArgs<'_>) => gram_schmidt_chunk_portable
+}
+
+#[inline(always)]
+fn gram_schmidt_chunk_portable<const LEVEL: u8>(
+    (basis, start, wc, subtract, out): GramSchmidtChunkArgs<'_>,
+) {
+    let rows = wc.len();
+    if let Some(c) = subtract {
+        for (v, &hc) in basis.iter().zip(c) {
+            for (a, b) in wc.iter_mut().zip(&v[start..start + rows]) {
+                *a -= hc * b;
+            }
+        }
+    }
+    let (last, products) = out.split_last_mut().expect("at least ‖w‖²");
+    for (o, v) in products.iter_mut().zip(basis) {
+        *o = dot_lanes(&v[start..start + rows], wc);
+    }
+    *last = dot_lanes(wc, wc);
+}
+
+/// x · y in 16 interleaved partial sums, added pairwise at the end: a fixed order at every
+/// SIMD level, with enough independent additions in flight to read at memory speed.
+#[inline(always)]
+fn dot_lanes(x: &[f64], y: &[f64]) -> f64 {
+    const LANES: usize = 16;
+    let (xs, ys) = (x.chunks_exact(LANES), y.chunks_exact(LANES));
+    let tail = xs
+        .remainder()
+        .iter()
+        .zip(ys.remainder())
+        .fold(0.0, |s, (a, b)| s + a * b);
+    let mut lanes = [0.0; LANES];
+    for (a, b) in xs.zip(ys) {
+        for k in 0..LANES {
+            lanes[k] += a[k] * b[k];
+        }
+    }
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        for k in 0..width {
+            lanes[k] += lanes[k + width];
+        }
+    }
+    lanes[0] + tail
+}
 
 fn f64s(b: &Block<Cpu>) -> Result<&[f64]> {
     Ok(buffer::<f64>(&b.data, "orthogonalize")?)
@@ -453,63 +617,30 @@ impl DenseKernels for Cpu {
         h: &mut [f64],
         scratch: &mut Scratch<Self>,
     ) -> Result<(f64, f64)> {
-        let k = basis.len();
-        let len = w.len();
-        for v in basis {
-            if f64s(v)?.len() != len {
-                return Err(Error::Backend(
-                    "orthogonalize: vectors of different lengths".into(),
-                ));
-            }
-        }
-        let w = buffer_mut::<f64>(&mut w.data, "orthogonalize")?;
-        let chunks = len.div_ceil(GS_CHUNK);
-        // Per chunk k + 1 partial sums, then the k coefficients.
-        let scratch = scratch.0.vec_mut();
-        scratch.clear();
-        scratch.resize(chunks * (k + 1) + k, 0.0);
-        let (partials, coefficients) = scratch.split_at_mut(chunks * (k + 1));
-        // Per chunk: the k products, then w·w.
-        partials
-            .par_chunks_mut(k + 1)
-            .zip(w.par_chunks(GS_CHUNK))
-            .enumerate()
-            .for_each(|(c, (out, wc))| {
-                let start = c * GS_CHUNK;
-                for (o, v) in out.iter_mut().zip(basis) {
-                    let v = &buffer::<f64>(&v.data, "orthogonalize").expect("checked")
-                        [start..start + wc.len()];
-                    *o = v.iter().zip(wc).map(|(a, b)| a * b).sum();
-                }
-                out[k] = wc.iter().map(|a| a * a).sum();
-            });
-        let mut before = 0.0;
-        for part in partials.chunks_exact(k + 1) {
-            for (s, p) in coefficients.iter_mut().zip(part) {
-                *s += p;
-            }
-            before += part[k];
-        }
-        let coefficients: &[f64] = coefficients;
-        let squares = &mut partials[..chunks];
-        squares
-            .par_iter_mut()
-            .zip(w.par_chunks_mut(GS_CHUNK))
-            .enumerate()
-            .for_each(|(c, (sq, wc))| {
-                let (start, rows) = (c * GS_CHUNK, wc.len());
-                for (v, &hc) in basis.iter().zip(coefficients) {
-                    let v = &buffer::<f64>(&v.data, "orthogonalize").expect("checked")
-                        [start..start + rows];
-                    wc.iter_mut().zip(v).for_each(|(a, b)| *a -= hc * b);
-                }
-                *sq = wc.iter().map(|a| a * a).sum::<f64>();
-            });
-        let after: f64 = squares.iter().sum();
-        h[..k]
-            .iter_mut()
-            .zip(coefficients)
-            .for_each(|(h, c)| *h += c);
+        let mut gs = GramSchmidt::new(basis, w, scratch)?;
+        let before = gs.pass(None, true);
+        let after = gs.pass(Some(First), false);
+        gs.add_coefficients(First, h);
         Ok((before.sqrt(), after.sqrt()))
+    }
+
+    fn orthogonalize_twice_if_needed(
+        &self,
+        basis: &[Block<Self>],
+        w: &mut Block<Self>,
+        h: &mut [f64],
+        scratch: &mut Scratch<Self>,
+    ) -> Result<f64> {
+        let mut gs = GramSchmidt::new(basis, w, scratch)?;
+        let before = gs.pass(None, true);
+        // The first step's update and the second step's products in one pass.
+        let after = gs.pass(Some(First), true);
+        gs.add_coefficients(First, h);
+        if after.sqrt() >= before.sqrt() * std::f64::consts::FRAC_1_SQRT_2 {
+            return Ok(after.sqrt());
+        }
+        let again = gs.pass(Some(Second), false);
+        gs.add_coefficients(Second, h);
+        Ok(again.sqrt())
     }
 }

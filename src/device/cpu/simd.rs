@@ -127,11 +127,34 @@ pub fn set_level(level: SimdLevel) -> bool {
     true
 }
 
-/// Defines `$name::<T>(args)` (or `$name::<A, B>`, or `$name::<T: Bound>` for types other
-/// than the storage types): `$portable::<T, LEVEL>(args)` compiled for the SIMD level
+/// Defines `$name::<T>(args)` (or `$name(args)`, `$name::<A, B>`, or `$name::<T: Bound>` for
+/// types other than the storage types): `$portable::<T, LEVEL>(args)` compiled for the SIMD level
 /// `simd::level` names (AVX-512F or AVX2, both with F16C, or the scalar baseline) and called
 /// in that copy. The portable body is `#[inline(always)]`, so each copy is its own code.
 macro_rules! per_simd_level {
+    ($(#[$doc:meta])* fn $name:ident($args:ty) => $portable:ident) => {
+        $(#[$doc])*
+        fn $name(args: $args) {
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,f16c")]
+            unsafe fn avx2(args: $args) {
+                $portable::<{ $crate::device::cpu::simd::SimdLevel::Avx2 as u8 }>(args)
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f,f16c")]
+            unsafe fn avx512(args: $args) {
+                $portable::<{ $crate::device::cpu::simd::SimdLevel::Avx512 as u8 }>(args)
+            }
+            match $crate::device::cpu::simd::level() {
+                // SAFETY: `simd::level` names only levels this CPU has (F16C included).
+                #[cfg(target_arch = "x86_64")]
+                $crate::device::cpu::simd::SimdLevel::Avx512 => unsafe { avx512(args) },
+                #[cfg(target_arch = "x86_64")]
+                $crate::device::cpu::simd::SimdLevel::Avx2 => unsafe { avx2(args) },
+                _ => $portable::<{ $crate::device::cpu::simd::SimdLevel::Scalar as u8 }>(args),
+            }
+        }
+    };
     ($(#[$doc:meta])* fn $name:ident<$t:ident>($args:ty) => $portable:ident) => {
         $crate::device::cpu::simd::per_simd_level! {
             $(#[$doc])*
