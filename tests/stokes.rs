@@ -5,6 +5,7 @@ mod common;
 
 use common::{run, text, write_config};
 use faer::linalg::solvers::Solve;
+use tensorfem::device::cpu::simd::{self, SimdLevel};
 use tensorfem::device::{Block, Kernels, Layout};
 use tensorfem::device_tests;
 use tensorfem::linalg::{FgmresParams, LinOp};
@@ -465,6 +466,95 @@ device_tests!(
 /// read from it on the CPU, and that changes no bit: A x, b − A x, L, B u and M p with and
 /// without the shared rows, in every storage precision, on a 32×32 mesh (where the rows
 /// next to the boundary differ from the representative).
+/// The CPU Vanka scatter (sums gathered row by row) equals the per-node sum over the
+/// patches that hold each node, in (pj, pi) order, bit for bit, on a permutation of the
+/// patches' columns, in f32 and f64.
+#[test]
+fn vanka_scatter_equals_the_per_node_sums() {
+    use tensorfem::device::stencil::{Grid, VankaMaps, PATCH};
+    use tensorfem::device::{Data, Device, StokesKernels};
+    let dev = tensorfem::device::Cpu::new();
+    let g = Grid { n: 12 };
+    let patches = g.pressure_len();
+    let patch_of_column: Vec<u32> = (0..patches as u32)
+        .map(|k| (k * 7) % patches as u32)
+        .collect();
+    let mut column_of = vec![0u32; patches];
+    for (column, &patch) in patch_of_column.iter().enumerate() {
+        column_of[patch as usize] = column as u32;
+    }
+    let maps = VankaMaps {
+        column_of: dev.upload(&column_of).unwrap(),
+        patch_of_column: dev.upload(&patch_of_column).unwrap(),
+        inverse_of_column: dev.upload(&vec![0u32; patches]).unwrap(),
+    };
+    let seeded = |seed: usize, len: usize| -> Vec<f64> {
+        (0..len)
+            .map(|i| (((i * 7919 + seed * 104_729) % 1000) as f64 - 500.0) / 250.0)
+            .collect()
+    };
+    for p in [Precision::F32, Precision::F64] {
+        let round = |v: &[f64]| Data::from_f64(&dev, v, p).unwrap().to_f64(&dev).unwrap();
+        let corrections = round(&seeded(1, patches * PATCH));
+        let x0 = round(&seeded(2, g.flow_len()));
+        let mut x = Block::from_f64(&dev, &x0, g.flow_len(), 1, p, Layout::ColMajor).unwrap();
+        let stored = Data::from_f64(&dev, &corrections, p).unwrap();
+        dev.vanka_scatter(g, &stored, &maps, 0.7, 8.0, &mut x)
+            .unwrap();
+        let got = x.to_f64(&dev).unwrap();
+        // The sums in the precision's arithmetic, node by node.
+        let want = match p {
+            Precision::F32 => per_node_scatter::<f32>(g, &column_of, &corrections, &x0),
+            _ => per_node_scatter::<f64>(g, &column_of, &corrections, &x0),
+        };
+        let same = got
+            .iter()
+            .zip(&want)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "{p}: the scatter differs from the per-node sums");
+    }
+}
+
+/// x + 0.7 Σ_i V_iᵀ c_i (pressure slots times 8) in T, node by node: each interior
+/// lattice node adds the slots of every patch that holds it, patches in (pj, pi) order.
+fn per_node_scatter<T: tensorfem::precision::Real>(
+    g: tensorfem::device::stencil::Grid,
+    column_of: &[u32],
+    corrections: &[f64],
+    x0: &[f64],
+) -> Vec<f64> {
+    use tensorfem::device::stencil::{patch_node, PATCH};
+    let (m, np) = (g.m(), g.np());
+    let (omega, pressure_scale) = (T::from_f64(0.7), T::from_f64(8.0));
+    let correction = |patch: usize, slot: usize| {
+        T::from_f64(corrections[column_of[patch] as usize * PATCH + slot])
+    };
+    let mut want: Vec<T> = x0.iter().map(|&v| T::from_f64(v)).collect();
+    for (c, part) in [0, g.lattice_len()].into_iter().enumerate() {
+        for j in 1..m - 1 {
+            for i in 1..m - 1 {
+                let mut sum = T::zero();
+                for patch in 0..np * np {
+                    let (pi, pj) = (patch % np, patch / np);
+                    for slot in 25 * c..25 * c + 25 {
+                        if patch_node(g, pi, pj, slot) == Some((c, i, j)) {
+                            sum = sum + correction(patch, slot);
+                        }
+                    }
+                }
+                want[part + j * m + i] = want[part + j * m + i] + omega * sum;
+            }
+        }
+    }
+    for patch in 0..np * np {
+        let k = 2 * g.lattice_len() + patch;
+        want[k] = want[k] + omega * pressure_scale * correction(patch, 50);
+    }
+    want.iter()
+        .map(|&v| tensorfem::precision::Real::to_f64(v))
+        .collect()
+}
+
 #[test]
 fn shared_rows_change_no_bit() {
     use tensorfem::device::StokesKernels;
@@ -531,10 +621,20 @@ fn shared_rows_change_no_bit() {
                 q.to_f64(&dev).unwrap(),
             ]
         };
-        let (with, without) = (results(&shared), results(&own));
-        for (k, (w, o)) in with.iter().zip(&without).enumerate() {
-            let same = w.iter().zip(o).all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(same, "{p}: result {k} differs with shared rows");
+        // Shared rows go through vector tiles across nodes: every SIMD level.
+        let without = results(&own);
+        for level in SimdLevel::ALL.into_iter().filter(|l| l.is_supported()) {
+            simd::set_level(level);
+            let with = results(&shared);
+            for (k, (w, o)) in with.iter().zip(&without).enumerate() {
+                let same = w.iter().zip(o).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(
+                    same,
+                    "{p}, {}: result {k} differs with shared rows",
+                    level.name()
+                );
+            }
         }
+        simd::set_level(simd::best());
     }
 }

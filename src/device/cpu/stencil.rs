@@ -6,10 +6,12 @@
 use num_traits::Zero;
 use rayon::prelude::*;
 
+use super::simd::{per_simd_level, KernelStorage, TILE};
 use super::{buffer, buffer_mut, by_precision, check_len, slice, slice_mut, Compute, Cpu};
 use crate::device::stencil::{
-    check_flow, patch_node, pressure_window, set_of, set_row, CoarseSolve, Grid, LatticeRows,
-    PressureRows, SharedRows, StokesKernels, StokesMatrices, Transfer, VankaMaps, PATCH,
+    check_flow, lattice_reach, patch_node, pressure_window, set_of, set_row, CoarseSolve, Grid,
+    LatticeRows, PressureRows, SharedRows, StokesKernels, StokesMatrices, Transfer, VankaMaps,
+    PATCH,
 };
 use crate::device::{unsupported, Block, Data, Storage, View, ViewMut};
 use crate::error::{Error, Result};
@@ -281,44 +283,259 @@ fn pressure_row<S: Stored, const W: usize>(
     sum * S::Compute::from_f64(rows.scale)
 }
 
-/// out[row] = f(row, (A x)[row]) for every row of a flow vector; boundary velocity rows 0.
-fn combine<S: Stored>(
+/// out = A x, or b − A x with `b`, for every row of a flow vector; boundary velocity rows 0.
+fn combine<S: KernelStorage>(
     a: &Typed<'_, S>,
     x: &[S::Compute],
+    b: Option<&[S::Compute]>,
     out: &mut [S::Compute],
-    f: impl Fn(usize, S::Compute) -> S::Compute + Sync,
+) {
+    let g = a.grid;
+    let (m, np, len) = (g.m(), g.np(), g.lattice_len());
+    let tiles = TileStencils::of(a);
+    let (ox, rest) = out.split_at_mut(len);
+    let (oy, op) = rest.split_at_mut(len);
+    ox.par_chunks_mut(m)
+        .zip(oy.par_chunks_mut(m))
+        .enumerate()
+        .for_each(|(j, (rx, ry))| combine_lattice_row::<S>((a, tiles.as_deref(), x, b, j, rx, ry)));
+    let (ux, rest) = x.split_at(len);
+    let (uy, _) = rest.split_at(len);
+    op.par_chunks_mut(np).enumerate().for_each(|(j, rp)| {
+        for (i, out) in rp.iter_mut().enumerate() {
+            let d = divergence_row(&a.divergence, g, ux, uy, i, j);
+            *out = residual_or_product(b, 2 * len + j * np + i, d);
+        }
+    });
+}
+
+/// b[row] − ax with a right-hand side, else ax.
+#[inline(always)]
+fn residual_or_product<T: Real>(b: Option<&[T]>, row: usize, ax: T) -> T {
+    match b {
+        Some(b) => b[row] - ax,
+        None => ax,
+    }
+}
+
+/// The arguments of [`combine_lattice_row`]: the operators, their shared rows laid out for
+/// tiles (if every set has them), x, b (for a residual), the row index J and the row's two
+/// velocity outputs.
+type LatticeRowArgs<'a, S> = (
+    &'a Typed<'a, S>,
+    Option<&'a TileStencils<Compute<S>>>,
+    &'a [Compute<S>],
+    Option<&'a [Compute<S>]>,
+    usize,
+    &'a mut [Compute<S>],
+    &'a mut [Compute<S>],
+);
+
+per_simd_level! {
+    /// One lattice row J of [`combine`]: runs of [`TILE`] consecutive nodes whose rows are
+    /// all shared go through [`lattice_tile`] (vector lanes across the nodes), the other
+    /// nodes one by one.
+    fn combine_lattice_row<S>(LatticeRowArgs<'_, S>) => combine_lattice_row_portable
+}
+
+#[inline(always)]
+fn combine_lattice_row_portable<S: KernelStorage, const LEVEL: u8>(
+    (a, tiles, x, b, j, rx, ry): LatticeRowArgs<'_, S>,
 ) {
     let g = a.grid;
     let (m, np, len) = (g.m(), g.np(), g.lattice_len());
     let (ux, rest) = x.split_at(len);
     let (uy, p) = rest.split_at(len);
-    let (ox, rest) = out.split_at_mut(len);
-    let (oy, op) = rest.split_at_mut(len);
-    let zero = S::Compute::zero();
-    ox.par_chunks_mut(m)
-        .zip(oy.par_chunks_mut(m))
-        .enumerate()
-        .for_each(|(j, (rx, ry))| {
-            for i in 0..m {
-                if !g.is_interior(i, j) {
-                    rx[i] = zero;
-                    ry[i] = zero;
-                    continue;
-                }
-                let (lx, ly) = lattice_row2(&a.laplacian, m, ux, uy, i, j);
-                let gx = gradient_row(&a.gradient[0], np, p, i, j);
-                let gy = gradient_row(&a.gradient[1], np, p, i, j);
-                let row = j * m + i;
-                rx[i] = f(row, lx + gx);
-                ry[i] = f(len + row, ly + gy);
+    let zero = Compute::<S>::zero();
+    if j == 0 || j + 1 == m {
+        rx.fill(zero);
+        ry.fill(zero);
+        return;
+    }
+    (rx[0], ry[0], rx[m - 1], ry[m - 1]) = (zero, zero, zero, zero);
+    let mut i = 1;
+    while i + 1 < m {
+        if let Some(tiles) = tiles.filter(|_| tile_is_shared(a, i, j)) {
+            let (tx, ty) = if j.is_multiple_of(2) {
+                lattice_tile::<_, 5, 3>(tiles, a, ux, uy, p, i, j)
+            } else {
+                lattice_tile::<_, 3, 2>(tiles, a, ux, uy, p, i, j)
+            };
+            for l in 0..TILE {
+                let row = j * m + i + l;
+                rx[i + l] = residual_or_product(b, row, tx[l]);
+                ry[i + l] = residual_or_product(b, len + row, ty[l]);
             }
-        });
-    op.par_chunks_mut(np).enumerate().for_each(|(j, rp)| {
-        for (i, out) in rp.iter_mut().enumerate() {
-            let d = divergence_row(&a.divergence, g, ux, uy, i, j);
-            *out = f(2 * len + j * np + i, d);
+            i += TILE;
+            continue;
         }
-    });
+        let (lx, ly) = lattice_row2(&a.laplacian, m, ux, uy, i, j);
+        let gx = gradient_row(&a.gradient[0], np, p, i, j);
+        let gy = gradient_row(&a.gradient[1], np, p, i, j);
+        let row = j * m + i;
+        rx[i] = residual_or_product(b, row, lx + gx);
+        ry[i] = residual_or_product(b, len + row, ly + gy);
+        i += 1;
+    }
+}
+
+/// The shared (interior) rows of the lattice part of the Stokes operator, widened and laid
+/// out per lane of a tile of [`TILE`] consecutive nodes of one lattice row, whose sets
+/// alternate. Every node's window is padded to five columns: of x for L, and for Bᵀ of the
+/// pressure row spread to lattice spacing, q[u] = p[⌊u/2⌋] (even node I = 2k reads
+/// pressure k−1, k, k+1 at u = I−2, I, I+2; odd I = 2k+1 reads k, k+1 at u = I−1, I+1),
+/// with zero coefficients where a node's own window is narrower. A zero term leaves a sum
+/// unchanged (a sum that starts from +0 is never −0), so each lane is bitwise the node's
+/// scalar row.
+struct TileStencils<T> {
+    /// [J parity][parity of the tile's first node][window row · 5 + column][lane].
+    laplacian: [[[[T; TILE]; 25]; 2]; 2],
+    /// [component][J parity][first node parity][pressure row · 5 + column][lane].
+    gradient: [[[[[T; TILE]; 15]; 2]; 2]; 2],
+    /// The units of the two gradients' coefficients.
+    gradient_scale: [T; 2],
+}
+
+impl<T: Real> TileStencils<T> {
+    /// The layout of `a`'s representative rows; None unless every set of L and Bᵀ has one.
+    fn of<S: Stored<Compute = T>>(a: &Typed<'_, S>) -> Option<Box<Self>> {
+        let representative = |rows: &Rows<'_, S>, set: usize| -> Option<Vec<T>> {
+            let w = rows.widths[set];
+            let r = rows.shared[set]?.representative;
+            Some(
+                rows.sets[set][r * w..(r + 1) * w]
+                    .iter()
+                    .map(|c| c.to_compute())
+                    .collect(),
+            )
+        };
+        let laplacian: Vec<Vec<T>> = (0..4)
+            .map(|set| representative(&a.laplacian, set))
+            .collect::<Option<_>>()?;
+        let gradient: Vec<Vec<Vec<T>>> = a
+            .gradient
+            .iter()
+            .map(|rows| (0..4).map(|set| representative(rows, set)).collect())
+            .collect::<Option<_>>()?;
+        let zero = [[[[T::zero(); TILE]; 25]; 2]; 2];
+        let mut tiles = Box::new(TileStencils {
+            laplacian: zero,
+            gradient: [[[[[T::zero(); TILE]; 15]; 2]; 2]; 2],
+            gradient_scale: a.gradient.each_ref().map(|r| T::from_f64(r.scale)),
+        });
+        for jp in 0..2 {
+            for first in 0..2 {
+                for lane in 0..TILE {
+                    let ip = (first + lane) & 1;
+                    let set = ip + 2 * jp;
+                    let c = &laplacian[set];
+                    let w = 2 * lattice_reach(ip) + 1;
+                    let pad = (5 - w) / 2;
+                    for dj in 0..2 * lattice_reach(jp) + 1 {
+                        for di in 0..w {
+                            tiles.laplacian[jp][first][dj * 5 + di + pad][lane] = c[dj * w + di];
+                        }
+                    }
+                    let (w, h) = (pressure_window(ip).1, pressure_window(jp).1);
+                    for (component, rows) in gradient.iter().enumerate() {
+                        for dq in 0..h {
+                            for di in 0..w {
+                                // Even nodes' taps at u − (I − 2) = 0, 2, 4; odd ones' at 1, 3.
+                                tiles.gradient[component][jp][first][dq * 5 + 2 * di + ip][lane] =
+                                    rows[set][dq * w + di];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Some(tiles)
+    }
+}
+
+/// Whether the [`TILE`] nodes of row J from I = i0 on are all shared rows of L and Bᵀ, with
+/// their padded windows inside the arrays.
+fn tile_is_shared<S>(a: &Typed<'_, S>, i0: usize, j: usize) -> bool {
+    let (n, m) = (a.grid.n, a.grid.m());
+    if i0 < 2 || i0 + TILE + 2 > m || j < 2 || j + 3 > m {
+        return false;
+    }
+    let operators = [&a.laplacian, &a.gradient[0], &a.gradient[1]];
+    (i0..i0 + TILE).all(|i| {
+        let (set, row) = (set_of(i, j), set_row(n, i, j));
+        operators
+            .iter()
+            .all(|rows| rows.shared[set].is_some_and(|shared| shared.same[row]))
+    })
+}
+
+/// (L ux + Bᵀ_x p, L uy + Bᵀ_y p) at the [`TILE`] nodes of row J from I = i0 on, whose rows
+/// are shared: `H` window rows of L (5 for even J, 3 for odd) and `HQ` pressure rows (3, 2).
+/// The sums run in the scalar rows' order ([`window_dot2`], [`gradient_row`]).
+#[inline(always)]
+fn lattice_tile<S: Stored, const H: usize, const HQ: usize>(
+    tiles: &TileStencils<S::Compute>,
+    a: &Typed<'_, S>,
+    ux: &[S::Compute],
+    uy: &[S::Compute],
+    p: &[S::Compute],
+    i0: usize,
+    j: usize,
+) -> ([S::Compute; TILE], [S::Compute; TILE]) {
+    let zero = S::Compute::zero();
+    let (m, np) = (a.grid.m(), a.grid.np());
+    let (jp, first) = (j & 1, i0 & 1);
+    let laplacian = &tiles.laplacian[jp][first];
+    let (mut lx, mut ly) = ([zero; TILE], [zero; TILE]);
+    for dj in 0..H {
+        let start = (j + dj - H / 2) * m + i0 - 2;
+        let (mut ax, mut ay) = ([zero; TILE], [zero; TILE]);
+        for di in 0..5 {
+            let c = &laplacian[dj * 5 + di];
+            let xs: &[S::Compute; TILE] = ux[start + di..start + di + TILE]
+                .try_into()
+                .expect("a tile");
+            let ys: &[S::Compute; TILE] = uy[start + di..start + di + TILE]
+                .try_into()
+                .expect("a tile");
+            for l in 0..TILE {
+                ax[l] = ax[l] + c[l] * xs[l];
+                ay[l] = ay[l] + c[l] * ys[l];
+            }
+        }
+        for l in 0..TILE {
+            lx[l] = lx[l] + ax[l];
+            ly[l] = ly[l] + ay[l];
+        }
+    }
+    let q0 = pressure_window(j).0 as usize;
+    let mut gradient = [[zero; TILE]; 2];
+    for dq in 0..HQ {
+        let row = &p[(q0 + dq) * np..(q0 + dq + 1) * np];
+        let mut q = [zero; TILE + 4];
+        for (t, v) in q.iter_mut().enumerate() {
+            *v = row[(i0 - 2 + t) >> 1];
+        }
+        for (component, sum) in gradient.iter_mut().enumerate() {
+            let coefficients = &tiles.gradient[component][jp][first];
+            let mut acc = [zero; TILE];
+            for t in 0..5 {
+                let c = &coefficients[dq * 5 + t];
+                for l in 0..TILE {
+                    acc[l] = acc[l] + c[l] * q[t + l];
+                }
+            }
+            for l in 0..TILE {
+                sum[l] = sum[l] + acc[l];
+            }
+        }
+    }
+    let [sx, sy] = tiles.gradient_scale;
+    for l in 0..TILE {
+        lx[l] = lx[l] + gradient[0][l] * sx;
+        ly[l] = ly[l] + gradient[1][l] * sy;
+    }
+    (lx, ly)
 }
 
 /// One output index's 1D taps: up to five (input index, weight) pairs, and how many.
@@ -385,18 +602,19 @@ fn tensor_transfer<T: Real>(
     m_in: usize,
     out: &mut [T],
     m_out: usize,
-    taps: impl Fn(usize) -> Taps + Sync,
+    taps: impl Fn(usize) -> Taps,
     accumulate: bool,
     zero_boundary: bool,
 ) {
+    // The taps along a row, once for all rows.
+    let row_taps: Vec<Taps> = (0..m_out).map(&taps).collect();
     out.par_chunks_mut(m_out).enumerate().for_each(|(j, row)| {
-        let (wy, ny) = taps(j);
-        for (i, o) in row.iter_mut().enumerate() {
+        let (wy, ny) = row_taps[j];
+        for ((i, o), &(wx, nx)) in row.iter_mut().enumerate().zip(&row_taps) {
             if zero_boundary && (i == 0 || j == 0 || i + 1 == m_out || j + 1 == m_out) {
                 *o = T::zero();
                 continue;
             }
-            let (wx, nx) = taps(i);
             let mut v = T::zero();
             for &(y, by) in &wy[..ny] {
                 for &(x, bx) in &wx[..nx] {
@@ -552,9 +770,9 @@ impl StokesKernels for Cpu {
                 Some(b) => {
                     check_flow("stokes_apply b", b, a.grid)?;
                     let bs = buffer::<Compute<S>>(&b.data, "stokes_apply")?;
-                    combine(&m, xs, os, |row, ax| bs[row] - ax);
+                    combine(&m, xs, Some(bs), os);
                 }
-                None => combine(&m, xs, os, |_, ax| ax),
+                None => combine(&m, xs, None, os),
             }
         });
         Ok(())
