@@ -474,7 +474,7 @@ fn vanka_scatter_equals_the_per_node_sums() {
     use tensorfem::device::stencil::{Grid, VankaMaps, PATCH};
     use tensorfem::device::{Data, Device, StokesKernels};
     let dev = tensorfem::device::Cpu::new();
-    let g = Grid { n: 12 };
+    let g = Grid { n: 20 };
     let patches = g.pressure_len();
     let patch_of_column: Vec<u32> = (0..patches as u32)
         .map(|k| (k * 7) % patches as u32)
