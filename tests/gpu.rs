@@ -6,6 +6,8 @@
 //! Each test names the entry points it exercises in a `covers(&[…])` call: tests/nvrtc.rs
 //! fails for any entry point of the compiled PTX not named here.
 
+mod common;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -947,7 +949,7 @@ fn multigrid_kernels_match_the_cpu() {
 /// a 5×5 pressure stencil, the four grid transfers, Vanka's gather, patch products (from
 /// the first column and from a later one) and scatter, and the coarsest dense solve.
 fn stokes_parts<D: tensorfem::device::Kernels>(dev: &D, p: Precision) -> Parts {
-    use tensorfem::device::stencil::{CoarseSolve, Transfer, VankaMaps, PATCH};
+    use tensorfem::device::stencil::{CoarseSolve, Transfer, PATCH};
     let mut out = Parts::default();
     let c = p.compute();
     let op = tensorfem::stokes::StokesProblem::manufactured(8).operator;
@@ -1006,20 +1008,7 @@ fn stokes_parts<D: tensorfem::device::Kernels>(dev: &D, p: Precision) -> Parts {
 
     // Vanka on a permutation of the patches, three stored inverses shared.
     let patches = g.pressure_len();
-    let patch_of_column: Vec<u32> = (0..patches as u32)
-        .map(|k| (k * 7) % patches as u32)
-        .collect();
-    let mut column_of = vec![0u32; patches];
-    for (column, &patch) in patch_of_column.iter().enumerate() {
-        column_of[patch as usize] = column as u32;
-    }
-    let maps = VankaMaps {
-        column_of: dev.upload(&column_of).unwrap(),
-        patch_of_column: dev.upload(&patch_of_column).unwrap(),
-        inverse_of_column: dev
-            .upload(&(0..patches as u32).map(|k| k % 3).collect::<Vec<_>>())
-            .unwrap(),
-    };
+    let (maps, _) = common::permuted_vanka_maps(dev, g, 3);
     let inverses = Data::from_f64(dev, &random(48, 3 * PATCH * PATCH), p).unwrap();
     let mut gathered = Data::zeros(dev, patches * PATCH, c).unwrap();
     dev.vanka_gather(g, &x, &maps, 8.0, &mut gathered).unwrap();

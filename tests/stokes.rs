@@ -471,23 +471,12 @@ device_tests!(
 /// patches' columns, in f32 and f64.
 #[test]
 fn vanka_scatter_equals_the_per_node_sums() {
-    use tensorfem::device::stencil::{Grid, VankaMaps, PATCH};
-    use tensorfem::device::{Data, Device, StokesKernels};
+    use tensorfem::device::stencil::{Grid, PATCH};
+    use tensorfem::device::{Data, StokesKernels};
     let dev = tensorfem::device::Cpu::new();
     let g = Grid { n: 20 };
     let patches = g.pressure_len();
-    let patch_of_column: Vec<u32> = (0..patches as u32)
-        .map(|k| (k * 7) % patches as u32)
-        .collect();
-    let mut column_of = vec![0u32; patches];
-    for (column, &patch) in patch_of_column.iter().enumerate() {
-        column_of[patch as usize] = column as u32;
-    }
-    let maps = VankaMaps {
-        column_of: dev.upload(&column_of).unwrap(),
-        patch_of_column: dev.upload(&patch_of_column).unwrap(),
-        inverse_of_column: dev.upload(&vec![0u32; patches]).unwrap(),
-    };
+    let (maps, column_of) = common::permuted_vanka_maps(&dev, g, 1);
     let seeded = |seed: usize, len: usize| -> Vec<f64> {
         (0..len)
             .map(|i| (((i * 7919 + seed * 104_729) % 1000) as f64 - 500.0) / 250.0)

@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests: running the `tensorfem` binary, the meshes
-//! shipped in inputs/, the grid transfer's P as a matrix.
+//! shipped in inputs/, the grid transfer's P as a matrix, Vanka maps of permuted patches.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -68,4 +68,28 @@ pub fn grid_prolongation<D: tensorfem::device::MultigridKernels>(
             column.to_f64(dev).unwrap()
         })
         .collect()
+}
+
+/// Vanka maps of a grid whose patches sit in the buffer columns permuted by k ↦ 7k mod
+/// patches, every column using inverse k mod `inverses`: the returned `column_of` with them.
+pub fn permuted_vanka_maps<D: tensorfem::device::Device>(
+    dev: &D,
+    g: tensorfem::device::stencil::Grid,
+    inverses: u32,
+) -> (tensorfem::device::stencil::VankaMaps<D>, Vec<u32>) {
+    let patches = g.pressure_len();
+    let patch_of_column: Vec<u32> = (0..patches as u32)
+        .map(|k| (k * 7) % patches as u32)
+        .collect();
+    let mut column_of = vec![0u32; patches];
+    for (column, &patch) in patch_of_column.iter().enumerate() {
+        column_of[patch as usize] = column as u32;
+    }
+    let inverse_of_column: Vec<u32> = (0..patches as u32).map(|k| k % inverses).collect();
+    let maps = tensorfem::device::stencil::VankaMaps {
+        column_of: dev.upload(&column_of).unwrap(),
+        patch_of_column: dev.upload(&patch_of_column).unwrap(),
+        inverse_of_column: dev.upload(&inverse_of_column).unwrap(),
+    };
+    (maps, column_of)
 }
