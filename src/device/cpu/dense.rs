@@ -344,7 +344,7 @@ use Step::{First, Second};
 /// computes the chunk's products Vᵀw (the next step's coefficients) and ‖w‖², and the
 /// chunks' sums are added in chunk order.
 struct GramSchmidt<'a> {
-    basis: Vec<&'a [f64]>,
+    basis: &'a [Block<Cpu>],
     w: &'a mut [f64],
     rows: usize,
     /// Per chunk k + 1 partial sums; then the coefficients of the first and second step.
@@ -358,18 +358,13 @@ impl<'a> GramSchmidt<'a> {
         scratch: &'a mut Scratch<Cpu>,
     ) -> Result<Self> {
         let len = w.len();
-        let basis = basis
-            .iter()
-            .map(|v| {
-                let v = f64s(v)?;
-                if v.len() != len {
-                    return Err(Error::Backend(
-                        "orthogonalize: vectors of different lengths".into(),
-                    ));
-                }
-                Ok(v)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        for v in basis {
+            if f64s(v)?.len() != len {
+                return Err(Error::Backend(
+                    "orthogonalize: vectors of different lengths".into(),
+                ));
+            }
+        }
         let w = buffer_mut::<f64>(&mut w.data, "orthogonalize")?;
         let k = basis.len();
         let rows = (GS_CHUNK_BYTES / (8 * (k + 1))).clamp(1 << 10, 1 << 14);
@@ -396,7 +391,7 @@ impl<'a> GramSchmidt<'a> {
             Some(First) => (Some(first), second),
             Some(Second) => (Some(second), first),
         };
-        let (rows, basis) = (self.rows, &self.basis[..]);
+        let (rows, basis) = (self.rows, self.basis);
         let width = if products { k + 1 } else { 1 };
         partials[..chunks * width]
             .par_chunks_mut(width)
@@ -434,7 +429,7 @@ impl<'a> GramSchmidt<'a> {
 /// The arguments of [`gram_schmidt_chunk`]: the basis, the chunk's first row, the chunk of
 /// w, the coefficients to subtract, and the chunk's sums (k products and ‖w‖², or ‖w‖²).
 type GramSchmidtChunkArgs<'a> = (
-    &'a [&'a [f64]],
+    &'a [Block<Cpu>],
     usize,
     &'a mut [f64],
     Option<&'a [f64]>,
@@ -453,16 +448,22 @@ fn gram_schmidt_chunk_portable<const LEVEL: u8>(
     let rows = wc.len();
     if let Some(c) = subtract {
         for (v, &hc) in basis.iter().zip(c) {
-            for (a, b) in wc.iter_mut().zip(&v[start..start + rows]) {
+            for (a, b) in wc.iter_mut().zip(basis_chunk(v, start..start + rows)) {
                 *a -= hc * b;
             }
         }
     }
     let (last, products) = out.split_last_mut().expect("at least ‖w‖²");
     for (o, v) in products.iter_mut().zip(basis) {
-        *o = dot_lanes(&v[start..start + rows], wc);
+        *o = dot_lanes(basis_chunk(v, start..start + rows), wc);
     }
     *last = dot_lanes(wc, wc);
+}
+
+/// Rows `rows` of basis vector `v` (checked to be f64 in [`GramSchmidt::new`]).
+#[inline(always)]
+fn basis_chunk(v: &Block<Cpu>, rows: std::ops::Range<usize>) -> &[f64] {
+    &f64s(v).expect("checked in GramSchmidt::new")[rows]
 }
 
 /// x · y in 16 interleaved partial sums, added pairwise at the end: a fixed order at every

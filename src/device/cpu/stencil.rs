@@ -298,7 +298,7 @@ fn combine<S: KernelStorage>(
     ox.par_chunks_mut(m)
         .zip(oy.par_chunks_mut(m))
         .enumerate()
-        .for_each(|(j, (rx, ry))| combine_lattice_row::<S>((a, tiles.as_deref(), x, b, j, rx, ry)));
+        .for_each(|(j, (rx, ry))| combine_lattice_row::<S>((a, tiles.as_ref(), x, b, j, rx, ry)));
     let (ux, rest) = x.split_at(len);
     let (uy, _) = rest.split_at(len);
     op.par_chunks_mut(np).enumerate().for_each(|(j, rp)| {
@@ -396,53 +396,43 @@ struct TileStencils<T> {
     gradient_scale: [T; 2],
 }
 
+/// The coefficients of set `set`'s representative row, if the set has one.
+fn representative<'a, S>(rows: &Rows<'a, S>, set: usize) -> Option<&'a [S]> {
+    let w = rows.widths[set];
+    let r = rows.shared[set]?.representative;
+    Some(&rows.sets[set][r * w..(r + 1) * w])
+}
+
 impl<T: Real> TileStencils<T> {
     /// The layout of `a`'s representative rows; None unless every set of L and Bᵀ has one.
-    fn of<S: Stored<Compute = T>>(a: &Typed<'_, S>) -> Option<Box<Self>> {
-        let representative = |rows: &Rows<'_, S>, set: usize| -> Option<Vec<T>> {
-            let w = rows.widths[set];
-            let r = rows.shared[set]?.representative;
-            Some(
-                rows.sets[set][r * w..(r + 1) * w]
-                    .iter()
-                    .map(|c| c.to_compute())
-                    .collect(),
-            )
-        };
-        let laplacian: Vec<Vec<T>> = (0..4)
-            .map(|set| representative(&a.laplacian, set))
-            .collect::<Option<_>>()?;
-        let gradient: Vec<Vec<Vec<T>>> = a
-            .gradient
-            .iter()
-            .map(|rows| (0..4).map(|set| representative(rows, set)).collect())
-            .collect::<Option<_>>()?;
-        let zero = [[[[T::zero(); TILE]; 25]; 2]; 2];
-        let mut tiles = Box::new(TileStencils {
-            laplacian: zero,
+    fn of<S: Stored<Compute = T>>(a: &Typed<'_, S>) -> Option<Self> {
+        let mut tiles = TileStencils {
+            laplacian: [[[[T::zero(); TILE]; 25]; 2]; 2],
             gradient: [[[[[T::zero(); TILE]; 15]; 2]; 2]; 2],
             gradient_scale: a.gradient.each_ref().map(|r| T::from_f64(r.scale)),
-        });
+        };
         for jp in 0..2 {
             for first in 0..2 {
                 for lane in 0..TILE {
                     let ip = (first + lane) & 1;
                     let set = ip + 2 * jp;
-                    let c = &laplacian[set];
+                    let c = representative(&a.laplacian, set)?;
                     let w = 2 * lattice_reach(ip) + 1;
                     let pad = (5 - w) / 2;
                     for dj in 0..2 * lattice_reach(jp) + 1 {
                         for di in 0..w {
-                            tiles.laplacian[jp][first][dj * 5 + di + pad][lane] = c[dj * w + di];
+                            tiles.laplacian[jp][first][dj * 5 + di + pad][lane] =
+                                c[dj * w + di].to_compute();
                         }
                     }
                     let (w, h) = (pressure_window(ip).1, pressure_window(jp).1);
-                    for (component, rows) in gradient.iter().enumerate() {
+                    for (component, rows) in a.gradient.iter().enumerate() {
+                        let c = representative(rows, set)?;
                         for dq in 0..h {
                             for di in 0..w {
                                 // Even nodes' taps at u − (I − 2) = 0, 2, 4; odd ones' at 1, 3.
                                 tiles.gradient[component][jp][first][dq * 5 + 2 * di + ip][lane] =
-                                    rows[set][dq * w + di];
+                                    c[dq * w + di].to_compute();
                             }
                         }
                     }
@@ -602,19 +592,18 @@ fn tensor_transfer<T: Real>(
     m_in: usize,
     out: &mut [T],
     m_out: usize,
-    taps: impl Fn(usize) -> Taps,
+    taps: impl Fn(usize) -> Taps + Sync,
     accumulate: bool,
     zero_boundary: bool,
 ) {
-    // The taps along a row, once for all rows.
-    let row_taps: Vec<Taps> = (0..m_out).map(&taps).collect();
     out.par_chunks_mut(m_out).enumerate().for_each(|(j, row)| {
-        let (wy, ny) = row_taps[j];
-        for ((i, o), &(wx, nx)) in row.iter_mut().enumerate().zip(&row_taps) {
+        let (wy, ny) = taps(j);
+        for (i, o) in row.iter_mut().enumerate() {
             if zero_boundary && (i == 0 || j == 0 || i + 1 == m_out || j + 1 == m_out) {
                 *o = T::zero();
                 continue;
             }
+            let (wx, nx) = taps(i);
             let mut v = T::zero();
             for &(y, by) in &wy[..ny] {
                 for &(x, bx) in &wx[..nx] {
