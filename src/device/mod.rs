@@ -365,11 +365,17 @@ pub trait DenseKernels: Device {
         scratch: &mut Scratch<Self>,
     ) -> Result<f64> {
         let (before, after) = self.orthogonalize(basis, w, h, scratch)?;
-        if after < before * std::f64::consts::FRAC_1_SQRT_2 {
+        if needs_second_step(before, after) {
             return Ok(self.orthogonalize(basis, w, h, scratch)?.1);
         }
         Ok(after)
     }
+}
+
+/// The DGKS criterion of [`DenseKernels::orthogonalize_twice_if_needed`]: a Gram-Schmidt
+/// step that left ‖w‖ below ‖w‖/√2 of before cancelled enough that a second is needed.
+pub fn needs_second_step(before: f64, after: f64) -> bool {
+    after < before * std::f64::consts::FRAC_1_SQRT_2
 }
 
 /// The kernel families PSC (M1, PSC-IR) needs: what a device must offer to run it.

@@ -13,8 +13,8 @@ use rayon::prelude::*;
 use super::simd::per_simd_level;
 use super::{arena, buffer, buffer_mut, by_precision, gemv, slice, slice_mut, Compute, Cpu};
 use crate::device::{
-    check_gemm_math, unsupported, Block, DenseInverse, DenseKernels, MatMut, MatRef, Scratch,
-    Storage, View, ViewMut,
+    check_gemm_math, needs_second_step, unsupported, Block, DenseInverse, DenseKernels, MatMut,
+    MatRef, Scratch, Storage, View, ViewMut,
 };
 use crate::error::{Error, Result};
 use crate::precision::{round_to_tf32, GemmMath, Stored};
@@ -637,7 +637,7 @@ impl DenseKernels for Cpu {
         // The first step's update and the second step's products in one pass.
         let after = gs.pass(Some(First), true);
         gs.add_coefficients(First, h);
-        if after.sqrt() >= before.sqrt() * std::f64::consts::FRAC_1_SQRT_2 {
+        if !needs_second_step(before.sqrt(), after.sqrt()) {
             return Ok(after.sqrt());
         }
         let again = gs.pass(Some(Second), false);
