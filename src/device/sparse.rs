@@ -6,7 +6,7 @@
 use super::{Block, Data, Device, FlagLog, Stats, Storage};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
-use crate::sparse::{Csr, Ell, EllLayout, SparseRows, SLICE};
+use crate::sparse::{Csr, Ell, EllLayout, SlicedColumns, SparseRows, SLICE};
 
 /// A CSR matrix on the device, its values in a run-time precision.
 pub struct CsrMatrix<D: Device> {
@@ -104,8 +104,12 @@ pub struct EllMatrix<D: Device> {
     pub nrows: usize,
     pub width: usize,
     pub layout: EllLayout,
-    /// One column index per entry; empty where `grid` gives the columns.
+    /// Slot-major: one column index per entry, empty where `grid` gives the columns.
+    /// Sliced: the columns of the slots that are not one run ([`SlicedColumns::listed`]).
     pub col_idx: D::Buffer<u32>,
+    /// Sliced: per slice and slot a run's first column or where its columns are listed
+    /// ([`SlicedColumns::runs`]); empty in the slot-major layout.
+    pub slot_runs: D::Buffer<u32>,
     /// The uniform grid whose points are the rows when the matrix is stored without
     /// indices: slot 0 of a row is its point, then its neighbours inside the grid in
     /// increasing index order ([`GridShape::holds_stencil_of`]).
@@ -171,15 +175,20 @@ impl<D: MultigridKernels> EllMatrix<D> {
             Precision::F32 | Precision::Tf32 => stored::<D, f32>(dev, ell)?,
             Precision::F64 => stored::<D, f64>(dev, ell)?,
         };
-        let col_idx = match grid {
-            Some(_) => Vec::new(),
-            None => col_idx,
+        let (col_idx, slot_runs) = match (grid, ell.layout()) {
+            (Some(_), _) => (Vec::new(), Vec::new()),
+            (None, EllLayout::SlotMajor) => (col_idx, Vec::new()),
+            (None, EllLayout::Sliced) => {
+                let SlicedColumns { runs, listed } = ell.sliced_columns()?;
+                (listed, runs)
+            }
         };
         Ok(EllMatrix {
             nrows: ell.nrows(),
             width: ell.width(),
             layout: ell.layout(),
             col_idx: dev.upload(&col_idx)?,
+            slot_runs: dev.upload(&slot_runs)?,
             grid,
             values,
             diagonal: Data::from_f64(dev, &diagonal, precision)?,
@@ -191,10 +200,11 @@ impl<D: MultigridKernels> EllMatrix<D> {
         self.values.precision()
     }
 
-    /// Bytes one pass reads: values, and 32-bit column indices unless the grid gives them.
+    /// Bytes one pass reads: values and the 32-bit column indices stored (none where the
+    /// grid gives them; sliced: one per slot run and one per listed column).
     pub fn bytes(&self) -> f64 {
-        let index = if self.grid.is_some() { 0 } else { 4 };
-        (self.values.len() * (self.precision().bytes() + index)) as f64
+        let indices = D::buffer_len(&self.col_idx) + D::buffer_len(&self.slot_runs);
+        (self.values.len() * self.precision().bytes() + 4 * indices) as f64
     }
 
     /// Bytes the diagonal takes.
@@ -493,7 +503,7 @@ pub fn check_grids(fine: GridShape, coarse: GridShape) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sparse::Csr;
+    use crate::sparse::{Csr, LISTED};
 
     #[test]
     fn grid_stencils_list_a_point_and_its_neighbours_in_index_order() {
@@ -555,7 +565,8 @@ mod tests {
         assert!(err.contains("indexed, grid"), "{err}");
     }
 
-    /// The CPU reads indexed matrices only: grid storage falls back to the indices there.
+    /// The CPU reads indexed matrices only: grid storage falls back to the indices there,
+    /// as slot runs ([`SlicedColumns`]), counted in the bytes a pass reads.
     #[test]
     fn the_cpu_keeps_the_indices() {
         let dev = crate::device::Cpu::new();
@@ -566,6 +577,17 @@ mod tests {
         let m =
             EllMatrix::upload_stored(&dev, &ell, Precision::F32, MatrixStorage::Grid, Some(grid))
                 .unwrap();
-        assert!(m.grid.is_none() && m.bytes() == (ell.values().len() * 8) as f64);
+        let SlicedColumns { runs, listed } = ell.sliced_columns().unwrap();
+        assert!(m.grid.is_none());
+        assert_eq!(m.slot_runs.len(), ell.values().len() / SLICE);
+        assert_eq!(&m.slot_runs[..], &runs[..]);
+        assert_eq!(&m.col_idx[..], &listed[..]);
+        // Slot 0 (the diagonal) of each whole slice is a run.
+        assert!(runs[..3 * 9]
+            .iter()
+            .step_by(9)
+            .all(|&run| run & LISTED == 0));
+        let indices = runs.len() + listed.len();
+        assert_eq!(m.bytes(), (ell.values().len() * 4 + indices * 4) as f64);
     }
 }

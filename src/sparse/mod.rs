@@ -10,7 +10,7 @@ pub mod ordering;
 pub mod products;
 
 pub use csr::{spgemm, Csr, CsrView};
-pub use ell::{Ell, EllLayout, SLICE};
+pub use ell::{Ell, EllLayout, SlicedColumns, LISTED, SLICE};
 pub use ordering::Ordering;
 pub use products::{residual, spmv, spmv_block, spmv_block_sums};
 

@@ -5,10 +5,12 @@
 //! The matrix is stored in slices of [`SLICE`] = [`TILE`] rows (SELL-16,
 //! [`EllLayout::Sliced`]). Rows are processed in chunks of whole slices (one rayon task
 //! each, [`Chunks`]), and every kernel is one fused pass that reads the matrix, x, b and
-//! the output where they are and converts f16 as it reads and writes ([`TileIo`]). With
-//! one column a slice's 16 rows are the vector lanes: per slot one tile of values and
-//! indices, x gathered at the indices (one plain load where they are consecutive, as along
-//! a grid line) ([`slice_rows`], [`update_slices`]). With more columns a row at a time,
+//! the output where they are and converts f16 as it reads and writes ([`TileIo`]). A
+//! slot's 16 columns are one index where they are consecutive, as along a grid line
+//! ([`Columns`]), so the indices cost 4 bytes per slot and slice there, not 64. With one
+//! column a slice's 16 rows are the vector lanes: per slot one tile of values, and x loaded
+//! at a run or gathered at listed columns ([`slice_rows`], [`update_slices`]). With more
+//! columns a row at a time,
 //! its columns in tiles of [`TILE`] ([`block_rows`], [`update_rows`]). Each column's sums
 //! run in one order whatever the block width and the SIMD level, and statistics of what
 //! each kernel stored are reduced in chunk order.
@@ -24,7 +26,7 @@ use crate::device::sparse::Chunks;
 use crate::device::{Block, EllMatrix, RowOp, Stats, Storage};
 use crate::error::{Error, Result};
 use crate::precision::{Real, Stored};
-use crate::sparse::{EllLayout, SLICE};
+use crate::sparse::{EllLayout, LISTED, SLICE};
 
 /// Rows whose `A x` are accumulated together (the accumulators stay in L1/L2): whole slices.
 const SUB_ROWS: usize = 256;
@@ -34,10 +36,48 @@ const _: () = assert!(SLICE == TILE && SUB_ROWS.is_multiple_of(SLICE));
 /// A sliced ELLPACK matrix in S with its chunks.
 struct Ell<'a, S> {
     values: &'a [S],
-    cols: &'a [u32],
+    columns: Columns<'a>,
     diagonal: &'a [S],
     width: usize,
     chunks: &'a Chunks,
+}
+
+/// The column indices of a sliced matrix, by slot of a slice
+/// ([`SlicedColumns`](crate::sparse::SlicedColumns)).
+#[derive(Clone, Copy)]
+struct Columns<'a> {
+    runs: &'a [u32],
+    listed: &'a [u32],
+}
+
+/// The columns of one slot of a slice, for its [`SLICE`] rows.
+enum SlotColumns<'a> {
+    /// first, first + 1, …, first + 15.
+    Run(usize),
+    Listed(&'a [u32; TILE]),
+}
+
+impl<'a> Columns<'a> {
+    /// The columns of slot `s` of slice `slice` of a matrix `width` wide.
+    #[inline(always)]
+    fn slot(&self, width: usize, slice: usize, s: usize) -> SlotColumns<'a> {
+        let run = self.runs[slice * width + s];
+        if run & LISTED == 0 {
+            SlotColumns::Run(run as usize)
+        } else {
+            let k = (run & !LISTED) as usize * TILE;
+            SlotColumns::Listed(self.listed[k..k + TILE].try_into().expect("a listed slot"))
+        }
+    }
+
+    /// The column of slot `s` of row `r`.
+    #[inline(always)]
+    fn column(&self, width: usize, r: usize, s: usize) -> usize {
+        match self.slot(width, r / SLICE, s) {
+            SlotColumns::Run(first) => first + r % SLICE,
+            SlotColumns::Listed(columns) => columns[r % SLICE] as usize,
+        }
+    }
 }
 
 fn ell<'a, S: Storage>(a: &'a EllMatrix<Cpu>, kernel: &str) -> Result<Ell<'a, S>> {
@@ -48,7 +88,10 @@ fn ell<'a, S: Storage>(a: &'a EllMatrix<Cpu>, kernel: &str) -> Result<Ell<'a, S>
     }
     Ok(Ell {
         values: buffer::<S>(&a.values, kernel)?,
-        cols: &a.col_idx,
+        columns: Columns {
+            runs: &a.slot_runs,
+            listed: &a.col_idx,
+        },
         diagonal: buffer::<S>(&a.diagonal, kernel)?,
         width: a.width,
         chunks: &a.chunks,
@@ -82,7 +125,7 @@ fn widened<'a, S: Stored>(src: &'a [S], scratch: &'a mut [S::Compute]) -> &'a [S
 }
 
 impl<S> Ell<'_, S> {
-    /// The range of `values` and `cols` holding rows `r0..r0 + len` (`r0` on a slice
+    /// The range of `values` holding rows `r0..r0 + len` (`r0` on a slice
     /// boundary), whole slices: a last partial slice with its padding rows.
     fn slices(&self, r0: usize, len: usize) -> std::ops::Range<usize> {
         r0 * self.width..(r0 + len).next_multiple_of(SLICE) * self.width
@@ -102,7 +145,7 @@ fn sliced_index(width: usize, i: usize, s: usize) -> usize {
 /// for a row's values and x offsets.
 type BlockRowsArgs<'a, S> = (
     &'a [Compute<S>],
-    &'a [u32],
+    Columns<'a>,
     usize,
     RowOp,
     Compute<S>,
@@ -146,7 +189,7 @@ fn block_rows_portable<S: Storage + TileIo, const LEVEL: u8>(args: BlockRowsArgs
 fn block_rows_of_width<S: Storage + TileIo, const LEVEL: u8, const WIDTH: usize>(
     (
         values,
-        cols,
+        columns,
         width,
         op,
         omega,
@@ -173,7 +216,7 @@ fn block_rows_of_width<S: Storage + TileIo, const LEVEL: u8, const WIDTH: usize>
         for s in 0..width {
             let k = sliced_index(width, i, s);
             row_values[s] = values[k];
-            offsets[s] = cols[r0 * width + k] as usize * nrhs;
+            offsets[s] = columns.column(width, r0 + i, s) * nrhs;
         }
         let row_values = &row_values[..width];
         // Slot 0 holds the diagonal.
@@ -357,7 +400,7 @@ fn sweep_block<S: Storage + TileIo>(
                     let values = widened(&a.values[a.slices(r0, len)], slot);
                     let out = &mut out_chunk[sub * nrhs..(sub + len) * nrhs];
                     block_rows::<S>((
-                        values, a.cols, a.width, op, omega, norms, x, b, nrhs, r0, out, part,
+                        values, a.columns, a.width, op, omega, norms, x, b, nrhs, r0, out, part,
                         sumsq, largest, row_values, offsets,
                     ));
                 }
@@ -394,10 +437,9 @@ fn sweep<S: Storage + TileIo>(
             for sub in (0..rows).step_by(SUB_ROWS) {
                 let len = SUB_ROWS.min(rows - sub);
                 let r0 = k * chunk_rows + sub;
-                let range = a.slices(r0, len);
                 slice_rows::<S>((
-                    &a.values[range.clone()],
-                    &a.cols[range],
+                    &a.values[a.slices(r0, len)],
+                    a.columns,
                     a.width,
                     op,
                     omega,
@@ -418,7 +460,7 @@ fn sweep<S: Storage + TileIo>(
 /// Apply), the sub-block's first row, its output rows, and its chunk's statistics partials.
 type SliceRowsArgs<'a, S> = (
     &'a [S],
-    &'a [u32],
+    Columns<'a>,
     usize,
     RowOp,
     Compute<S>,
@@ -440,31 +482,33 @@ per_simd_level! {
 
 #[inline(always)]
 fn slice_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
-    (values, cols, width, op, omega, x, b, r0, out, part): SliceRowsArgs<'_, S>,
+    (values, columns, width, op, omega, x, b, r0, out, part): SliceRowsArgs<'_, S>,
 ) {
     let zero = Compute::<S>::zero();
     let (mut lanes, mut largest) = ([0.0f64; 4], [zero; TILE]);
-    let slices = values
-        .chunks_exact(SLICE * width)
-        .zip(cols.chunks_exact(SLICE * width));
-    for (k, (out, (slice_values, slice_cols))) in out.chunks_mut(SLICE).zip(slices).enumerate() {
+    let slices = values.chunks_exact(SLICE * width);
+    for (k, (out, slice_values)) in out.chunks_mut(SLICE).zip(slices).enumerate() {
+        let slice = r0 / SLICE + k;
         let (mut even, mut odd) = ([zero; TILE], [zero; TILE]);
         // Slot 0 holds the diagonal.
-        let (diagonal, x0) = stored_slot::<S, LEVEL>(slice_values, slice_cols, 0, x);
+        let (diagonal, x0) = stored_slot::<S, LEVEL>(slice_values, columns, (width, slice, 0), x);
         for j in 0..TILE {
             even[j] = even[j] + diagonal[j] * x0[j];
         }
         // Slots 1, 2, … in pairs: odd then even.
         for p in 0..(width - 1) / 2 {
-            let (v1, x1) = stored_slot::<S, LEVEL>(slice_values, slice_cols, 2 * p + 1, x);
-            let (v2, x2) = stored_slot::<S, LEVEL>(slice_values, slice_cols, 2 * p + 2, x);
+            let (v1, x1) =
+                stored_slot::<S, LEVEL>(slice_values, columns, (width, slice, 2 * p + 1), x);
+            let (v2, x2) =
+                stored_slot::<S, LEVEL>(slice_values, columns, (width, slice, 2 * p + 2), x);
             for j in 0..TILE {
                 odd[j] = odd[j] + v1[j] * x1[j];
                 even[j] = even[j] + v2[j] * x2[j];
             }
         }
         if width % 2 == 0 {
-            let (v, xs) = stored_slot::<S, LEVEL>(slice_values, slice_cols, width - 1, x);
+            let (v, xs) =
+                stored_slot::<S, LEVEL>(slice_values, columns, (width, slice, width - 1), x);
             for j in 0..TILE {
                 odd[j] = odd[j] + v[j] * xs[j];
             }
@@ -510,18 +554,20 @@ fn tile_stats<T: Real>(o: &[T; TILE], t: usize, lanes: &mut [f64; 4], largest: &
     // neither sum nor maximum (the same bits as leaving them out), so the statistics stay
     // full-width register operations.
     let zero = T::zero();
-    let mut kept = [zero; TILE];
     for j in 0..TILE {
-        kept[j] = if j < t { o[j] } else { zero };
-    }
-    for j in 0..TILE {
-        let a = kept[j].abs();
+        let a = if j < t { o[j].abs() } else { zero };
         // Not `max`: NaN must not be dropped here (it shows in Σ v² instead).
         largest[j] = if a > largest[j] { a } else { largest[j] };
     }
+    tile_sum_of_squares(o, t, lanes);
+}
+
+/// The Σ v² part of [`tile_stats`].
+#[inline(always)]
+fn tile_sum_of_squares<T: Real>(o: &[T; TILE], t: usize, lanes: &mut [f64; 4]) {
     let mut wide = [0.0f64; TILE];
     for j in 0..TILE {
-        wide[j] = kept[j].to_f64();
+        wide[j] = if j < t { o[j].to_f64() } else { 0.0 };
     }
     for group in wide.chunks_exact(4) {
         for l in 0..4 {
@@ -530,22 +576,29 @@ fn tile_stats<T: Real>(o: &[T; TILE], t: usize, lanes: &mut [f64; 4], largest: &
     }
 }
 
-/// Slot s of a slice: its stored values and x gathered at its columns, both in the compute
-/// precision. (A function, not a closure: closures are compiled without the target
-/// features of the kernel they are in.)
+/// Slot s of slice `slice` (`values`: the slice's) of a matrix `width` wide: its stored
+/// values and x at its columns, both in the compute precision. (A function, not a closure:
+/// closures are compiled without the target features of the kernel they are in.)
 #[inline(always)]
 fn stored_slot<S: TileIo, const LEVEL: u8>(
     values: &[S],
-    cols: &[u32],
-    s: usize,
+    columns: Columns<'_>,
+    (width, slice, s): (usize, usize, usize),
     x: &[S],
 ) -> ([Compute<S>; TILE], [Compute<S>; TILE]) {
-    let slot = s * TILE..(s + 1) * TILE;
-    let idx = cols[slot.clone()].try_into().expect("a slot of a slice");
     (
-        S::load::<LEVEL>(&values[slot]),
-        S::gather::<LEVEL>(x, idx, 0),
+        S::load::<LEVEL>(&values[s * TILE..(s + 1) * TILE]),
+        slot_of::<S, LEVEL>(x, columns.slot(width, slice, s)),
     )
+}
+
+/// `src` at the columns of one slot, widened: one load for a run, else a gather.
+#[inline(always)]
+fn slot_of<S: TileIo, const LEVEL: u8>(src: &[S], columns: SlotColumns<'_>) -> [Compute<S>; TILE] {
+    match columns {
+        SlotColumns::Run(first) => S::load::<LEVEL>(&src[first..first + TILE]),
+        SlotColumns::Listed(idx) => S::gather::<LEVEL>(src, idx, 0),
+    }
 }
 
 /// out = ω D⁻¹ b, with D the diagonal stored apart (the matrix is not read).
@@ -753,61 +806,86 @@ fn update_slices_portable<X: Storage + TileIo, const LEVEL: u8>(
     (a, correction, alpha, r0, u, r, part): UpdateSlicesArgs<'_, '_, X>,
 ) {
     let width = a.width;
-    let range = a.slices(r0, u.len());
-    let (values, cols) = (&a.values[range.clone()], &a.cols[range]);
-    let (mut lanes, mut largest) = ([0.0f64; 4], 0.0f64);
-    let slices = values
-        .chunks_exact(SLICE * width)
-        .zip(cols.chunks_exact(SLICE * width));
+    let values = &a.values[a.slices(r0, u.len())];
+    let (mut lanes, mut largest) = ([0.0f64; 4], [0.0f64; TILE]);
+    let slices = values.chunks_exact(SLICE * width);
     let rows = u.chunks_mut(SLICE).zip(r.chunks_mut(SLICE));
-    for (k, ((u, r), (slice_values, slice_cols))) in rows.zip(slices).enumerate() {
+    for (k, ((u, r), slice_values)) in rows.zip(slices).enumerate() {
+        let slice = r0 / SLICE + k;
         let (mut even, mut odd) = ([0.0f64; TILE], [0.0f64; TILE]);
         for p in 0..width / 2 {
-            let (v0, c0) =
-                scaled_slot::<X, LEVEL>(slice_values, slice_cols, 2 * p, correction, alpha);
-            let (v1, c1) =
-                scaled_slot::<X, LEVEL>(slice_values, slice_cols, 2 * p + 1, correction, alpha);
+            let (v0, c0) = scaled_slot::<X, LEVEL>(
+                slice_values,
+                a.columns,
+                (width, slice, 2 * p),
+                correction,
+                alpha,
+            );
+            let (v1, c1) = scaled_slot::<X, LEVEL>(
+                slice_values,
+                a.columns,
+                (width, slice, 2 * p + 1),
+                correction,
+                alpha,
+            );
             for j in 0..TILE {
                 even[j] += v0[j] * c0[j];
                 odd[j] += v1[j] * c1[j];
             }
         }
         if width % 2 == 1 {
-            let (v, c) =
-                scaled_slot::<X, LEVEL>(slice_values, slice_cols, width - 1, correction, alpha);
+            let (v, c) = scaled_slot::<X, LEVEL>(
+                slice_values,
+                a.columns,
+                (width, slice, width - 1),
+                correction,
+                alpha,
+            );
             for j in 0..TILE {
                 even[j] += v[j] * c[j];
             }
         }
-        let first = r0 + k * SLICE;
-        let own = X::load::<LEVEL>(&correction[first..first + u.len()]);
-        for (j, (u, r)) in u.iter_mut().zip(r.iter_mut()).enumerate() {
+        let (first, t) = (r0 + k * SLICE, u.len());
+        // Past a partial slice: zeros, which change no maximum.
+        let own = X::load::<LEVEL>(&correction[first..first + t]);
+        let (mut us, mut rs) = (f64::load::<LEVEL>(u), f64::load::<LEVEL>(r));
+        for j in 0..TILE {
             let c = Real::to_f64(own[j]);
-            *u += alpha * c;
-            *r -= even[j] + odd[j];
-            lanes[j % 4] += *r * *r;
+            us[j] += alpha * c;
+            rs[j] -= even[j] + odd[j];
             let c = c.abs();
-            largest = if c > largest { c } else { largest };
+            largest[j] = if c > largest[j] { c } else { largest[j] };
         }
+        f64::store::<LEVEL>(&us, u);
+        f64::store::<LEVEL>(&rs, r);
+        tile_sum_of_squares(&rs, t, &mut lanes);
     }
+    let top = largest
+        .iter()
+        .fold(0.0f64, |m, &c| if c > m { c } else { m });
     // This record's maxima are |c|'s, which no limit applies to.
-    fold_column(part, 1, 0, lanes, largest, f64::INFINITY);
+    fold_column(part, 1, 0, lanes, top, f64::INFINITY);
 }
 
-/// Slot s of a slice of the f64 matrix: its values and α c gathered at its columns, in f64.
+/// Slot s of slice `slice` (`values`: the slice's) of the f64 matrix: its values and α c at
+/// its columns, in f64.
 #[inline(always)]
 fn scaled_slot<X: TileIo, const LEVEL: u8>(
     values: &[f64],
-    cols: &[u32],
-    s: usize,
+    columns: Columns<'_>,
+    (width, slice, s): (usize, usize, usize),
     correction: &[X],
     alpha: f64,
 ) -> ([f64; TILE], [f64; TILE]) {
-    let slot = s * TILE..(s + 1) * TILE;
-    let idx = cols[slot.clone()].try_into().expect("a slot of a slice");
-    let c = X::gather::<LEVEL>(correction, idx, 0);
-    let v: &[f64; TILE] = values[slot].try_into().expect("a slot of a slice");
-    (*v, std::array::from_fn(|j| alpha * Real::to_f64(c[j])))
+    let c = slot_of::<X, LEVEL>(correction, columns.slot(width, slice, s));
+    let v: &[f64; TILE] = values[s * TILE..(s + 1) * TILE]
+        .try_into()
+        .expect("a slot of a slice");
+    let mut scaled = [0.0; TILE];
+    for j in 0..TILE {
+        scaled[j] = alpha * Real::to_f64(c[j]);
+    }
+    (*v, scaled)
 }
 
 /// [`refinement_update`] for blocks of two or more columns: per row and tile of columns,
@@ -914,14 +992,14 @@ fn update_rows_of_width<X: Storage + TileIo, const LEVEL: u8, const WIDTH: usize
 ) {
     let width = if WIDTH == 0 { a.width } else { WIDTH };
     let rows = u.len() / nrhs;
-    let (values, cols) = (&a.values[r0 * width..], &a.cols[r0 * width..]);
+    let values = &a.values[r0 * width..];
     sumsq.fill([0.0; TILE]);
     largest.fill([0.0; TILE]);
     for i in 0..rows {
         for s in 0..width {
             let k = sliced_index(width, i, s);
             row_values[s] = values[k];
-            offsets[s] = cols[k] as usize * nrhs;
+            offsets[s] = a.columns.column(width, r0 + i, s) * nrhs;
         }
         let row = UpdateTiles {
             row_values: &row_values[..width],

@@ -333,14 +333,13 @@ pub trait TileIo: Stored {
     /// The first `dst.len()` (at most TILE) lanes of `values`, rounded into `dst`.
     fn store<const LEVEL: u8>(values: &[Self::Compute; TILE], dst: &mut [Self]);
     /// `src[idx[j] − lo]` widened, for every lane j: x at the columns of one matrix slot for
-    /// the 16 rows of a slice ([`crate::sparse::EllLayout::Sliced`]). Consecutive indices
-    /// (a stencil's slot along a grid line: most slices of a structured mesh) are one
-    /// [`TileIo::load`]; others one AVX-512 gather per register (f32: one, f64: two), AVX2
-    /// per 8 f32 or 4 f64, one load per value in the scalar copy and for f16 (then widened
-    /// as a tile). Only loads and exact widenings: the same values at every level. An index
-    /// outside `src` reads its last value instead (the kernels' indices are in range by
-    /// construction, checked when a matrix is uploaded; this keeps a bad one from reading
-    /// out of bounds, alike at every level). `src` must not be empty.
+    /// the 16 rows of a slice ([`crate::sparse::EllLayout::Sliced`]) that are not one run
+    /// (runs are one [`TileIo::load`]). One AVX-512 gather per register (f32: one, f64:
+    /// two), AVX2 per 8 f32 or 4 f64, one load per value in the scalar copy and for f16
+    /// (then widened as a tile). Only loads and exact widenings: the same values at every
+    /// level. An index outside `src` reads its last value instead (the kernels' indices are
+    /// in range by construction, checked when a matrix is uploaded; this keeps a bad one
+    /// from reading out of bounds, alike at every level). `src` must not be empty.
     fn gather<const LEVEL: u8>(src: &[Self], idx: &[u32; TILE], lo: u32) -> [Self::Compute; TILE];
     /// `top[j] = max(top[j], |values[j]|)` for every lane, keeping a NaN (`top` starts at
     /// zero): the maxima of statistics without Σ v², which otherwise shows a NaN.
@@ -376,9 +375,6 @@ macro_rules! same_type_tiles {
             }
             #[inline(always)]
             fn gather<const LEVEL: u8>(src: &[$t], idx: &[u32; TILE], lo: u32) -> [$t; TILE] {
-                if let Some(first) = consecutive_run(src, idx, lo) {
-                    return src[first..first + TILE].try_into().expect("TILE values");
-                }
                 #[cfg(target_arch = "x86_64")]
                 if LEVEL >= SimdLevel::Avx2 as u8 {
                     if let Some(last) = vector_gather_limit(src) {
@@ -430,10 +426,7 @@ impl TileIo for f16 {
     }
     #[inline(always)]
     fn gather<const LEVEL: u8>(src: &[f16], idx: &[u32; TILE], lo: u32) -> [f32; TILE] {
-        match consecutive_run(src, idx, lo) {
-            Some(first) => Self::load::<LEVEL>(&src[first..first + TILE]),
-            None => Self::load::<LEVEL>(&scalar_gather(src, idx, lo)),
-        }
+        Self::load::<LEVEL>(&scalar_gather(src, idx, lo))
     }
     #[inline(always)]
     fn load<const LEVEL: u8>(src: &[f16]) -> [f32; TILE] {
@@ -490,24 +483,6 @@ impl TileIo for f16 {
             *d = f16::from_f32(v);
         }
     }
-}
-
-/// Whether `idx` is `idx[0], idx[0] + 1, …` (compared in one vector instruction).
-#[inline(always)]
-fn consecutive(idx: &[u32; TILE]) -> bool {
-    let mut same = true;
-    for (j, &i) in idx.iter().enumerate() {
-        same &= i == idx[0].wrapping_add(j as u32);
-    }
-    same
-}
-
-/// Where the run `src[idx[0] − lo..]` starts when the offsets are consecutive and inside
-/// `src` (one plain load instead of a gather).
-#[inline(always)]
-fn consecutive_run<T>(src: &[T], idx: &[u32; TILE], lo: u32) -> Option<usize> {
-    let first = idx[0].wrapping_sub(lo) as usize;
-    (first + TILE <= src.len() && consecutive(idx)).then_some(first)
 }
 
 /// The last index of `src`, when the vector gathers' signed 32-bit offsets reach it.
