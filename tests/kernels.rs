@@ -1432,6 +1432,74 @@ fn grid_transfers_are_interpolation_and_its_transpose<D: MultigridDevice>(dev: &
     }
 }
 
+/// The CPU's one-column grid transfers against bilinear (trilinear) interpolation written
+/// out here, on lines long enough for whole tiles of 16 and a partial one: fine += s P c
+/// and coarse = Pᵀ f / s.
+#[test]
+fn cpu_one_column_grid_transfers_match_the_interpolation_weights() {
+    use tensorfem::device::MultigridKernels;
+    let dev = tensorfem::device::Cpu::new();
+    for (dim, mc) in [(2, 31), (2, 40), (3, 17)] {
+        let (coarse, fine) = (GridShape { dim, m: mc }, GridShape { dim, m: 2 * mc + 1 });
+        // Fine interior point i of a line sits at (i + 1)/2 in coarse spacing: its weights.
+        let weights_1d = |i: usize| -> Vec<(usize, f64)> {
+            (0..mc)
+                .map(|a| (a, 1.0 - ((i + 1) as f64 / 2.0 - (a + 1) as f64).abs()))
+                .filter(|&(_, w)| w > 0.0)
+                .collect()
+        };
+        let coordinates = |k: usize, m: usize| -> Vec<usize> {
+            (0..dim).map(|d| (k / m.pow(d as u32)) % m).collect()
+        };
+        // P as (fine point, coarse point, weight) triples.
+        let mut entries = Vec::new();
+        for k in 0..fine.points() {
+            let x = coordinates(k, fine.m);
+            let mut terms = vec![(0usize, 1.0f64)];
+            for (d, &i) in x.iter().enumerate() {
+                terms = terms
+                    .iter()
+                    .flat_map(|&(a, w)| {
+                        weights_1d(i)
+                            .into_iter()
+                            .map(move |(b, v)| (a + b * mc.pow(d as u32), w * v))
+                    })
+                    .collect();
+            }
+            entries.extend(terms.into_iter().map(|(a, w)| (k, a, w)));
+        }
+        let (f, c) = (values(fine.points(), 90), values(coarse.points(), 91));
+        let (s_p, s_r) = (1.5, 0.25);
+        let mut prolongated = f.clone();
+        let mut restricted = vec![0.0; coarse.points()];
+        for &(k, a, w) in &entries {
+            prolongated[k] += s_p * w * c[a];
+            restricted[a] += w * f[k] / s_r;
+        }
+        let transfer = LevelTransfer::<tensorfem::device::Cpu>::Grid { fine, coarse };
+        let block = |v: &[f64]| {
+            Block::from_f64(&dev, v, v.len(), 1, Precision::F64, Layout::NodeMajor).unwrap()
+        };
+        let mut stats = Stats::new(&dev, 1).unwrap();
+        let mut fb = block(&f);
+        dev.prolongate_add(&transfer, &block(&c), &mut fb, &[s_p], &mut stats)
+            .unwrap();
+        let mut cb = block(&vec![0.0; coarse.points()]);
+        dev.restrict(&transfer, &block(&f), &mut cb, &[s_r], &mut stats)
+            .unwrap();
+        for (got, want, what) in [
+            (fb.to_f64(&dev).unwrap(), prolongated, "prolongation"),
+            (cb.to_f64(&dev).unwrap(), restricted, "restriction"),
+        ] {
+            let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            assert!(
+                max_diff(&got, &want) <= 1e-14 * scale,
+                "{what}, {dim}D, m_c = {mc}"
+            );
+        }
+    }
+}
+
 /// Grid transfers (restriction and prolongation, 2D and 3D, every precision) give each
 /// column of a block bitwise what it gets alone, and the same at every SIMD level this CPU
 /// has: the one-column paths are separate loops.

@@ -4,7 +4,9 @@
 //! refined mesh's hierarchy, products with the stored P and R = Pᵀ.
 //!
 //! Grid transfers are gathers over planes of the slowest direction (lines in 2D), one rayon
-//! task per output plane; matrix transfers one task per chunk of output rows. Both change
+//! task per output plane: with one column, per line and tile of 16 output points, the
+//! strided fine points picked from whole tiles in registers; with more, per point and tile
+//! of columns. Matrix transfers take one task per chunk of output rows. Both change
 //! precision on the way: values are read in the source level's storage precision,
 //! combined in f64, scaled per column, and rounded once to the target level's storage
 //! precision.
@@ -13,7 +15,7 @@ use num_traits::Zero;
 use rayon::prelude::*;
 
 use super::arena;
-use super::simd::{self, per_simd_level, row_tiles, SimdLevel, TileIo, TILE};
+use super::simd::{per_simd_level, row_tiles, TileIo, TILE};
 use super::vector::{fold_tiles, partials, record_stats, record_tile, reduce};
 use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::inverse_scale;
@@ -21,28 +23,7 @@ use crate::device::sparse::check_grids;
 use crate::device::sparse::Direction;
 use crate::device::{Block, CsrMatrix, GridShape, LevelTransfer, Stats, Storage};
 use crate::error::{Error, Result};
-use crate::precision::{Real, Stored};
-
-/// `src` in its compute precision: borrowed when it already is, else widened into `scratch`.
-fn widened<'a, S: Stored>(src: &'a [S], scratch: &'a mut [S::Compute]) -> &'a [S::Compute] {
-    match S::as_compute(src) {
-        Some(same) => same,
-        None => {
-            let scratch = &mut scratch[..src.len()];
-            S::widen_slice(src, scratch);
-            scratch
-        }
-    }
-}
-
-/// Scratch length for widening `len` values of S (zero when S is its own compute type).
-fn widen_len<S: Stored>(len: usize) -> usize {
-    if S::as_compute(&[]).is_none() {
-        len
-    } else {
-        0
-    }
-}
+use crate::precision::Real;
 
 /// Coarse points (index, weight) the 1D interpolation of fine interior point `i` reads:
 /// fine node i+1 sits on coarse node (i+1)/2 when i is odd, else between two coarse nodes,
@@ -65,45 +46,44 @@ fn restriction_1d(a: usize) -> [(usize, f64); 3] {
     [(2 * a, 0.5), (2 * a + 1, 1.0), (2 * a + 2, 0.5)]
 }
 
-/// dst (a fine line of one column, m_f points) += w · interpolation of src (a coarse line,
-/// m_c points): coarse point a feeds fine points 2a (½), 2a+1 (1) and 2a+2 (½). Written per
-/// fine point pair (2a, 2a+1) so the loop vectorises; each fine value gets its terms in
-/// the order of [`interpolation_terms`].
-#[inline(always)]
-fn interpolate_line_add<T: Real>(dst: &mut [f64], src: &[T], w: f64) {
-    let (half, mc) = (0.5 * w, src.len());
-    if mc == 0 {
-        return;
-    }
-    let c = |a: usize| Real::to_f64(src[a]);
-    dst[0] += half * c(0);
-    dst[1] += w * c(0);
-    for (a, pair) in dst[2..2 * mc].chunks_exact_mut(2).enumerate() {
-        let a = a + 1;
-        pair[0] = (pair[0] + half * c(a - 1)) + half * c(a);
-        pair[1] += w * c(a);
-    }
-    dst[2 * mc] += half * c(mc - 1);
+/// What the one-column transfer of one output plane needs besides its data: the grids,
+/// the output plane's index and the column's scale.
+#[derive(Clone, Copy)]
+struct ColumnPlane {
+    fine_grid: GridShape,
+    coarse_grid: GridShape,
+    plane: usize,
+    scale: f64,
 }
 
-/// dst (a coarse line of one column) += w · restriction of src (a fine line): coarse point
-/// a gathers fine points 2a (½), 2a+1 (1) and 2a+2 (½), as [`restrict_tile`] adds a group.
-#[inline(always)]
-fn restrict_line_add<T: Real>(dst: &mut [f64], src: &[T], w: f64) {
-    let half = 0.5 * w;
-    for (a, d) in dst.iter_mut().enumerate() {
-        *d += half * (Real::to_f64(src[2 * a]) + Real::to_f64(src[2 * a + 2]))
-            + w * Real::to_f64(src[2 * a + 1]);
-    }
-}
-
-/// The 1D interpolation weights between lines (or planes): fine p gets coarse q.
-fn interpolation_pairs(m_coarse: usize) -> impl Iterator<Item = (usize, usize, f64)> {
-    (0..m_coarse).flat_map(|q| [(2 * q, q, 0.5), (2 * q + 1, q, 1.0), (2 * q + 2, q, 0.5)])
+/// Runs `plane(p, stored, outs)` for every output plane p of a one-column transfer (one
+/// rayon task each; `stored` the plane as it is, `outs` its new values in the compute
+/// precision, from the thread's arena), then records the plane's statistics and rounds
+/// `outs` into storage.
+fn for_each_column_plane<O: Storage>(
+    out: &mut [O],
+    plane_len: usize,
+    stats: &mut Stats<Cpu>,
+    plane: impl Fn(usize, &[O], &mut [Compute<O>]) + Sync,
+) {
+    let part = partials(stats, out.len() / plane_len);
+    out.par_chunks_mut(plane_len)
+        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(1)))
+        .enumerate()
+        .for_each(|(p, (stored, part))| {
+            arena::with(|arena| {
+                let outs = arena.one::<Compute<O>>(0, plane_len);
+                plane(p, stored, outs);
+                record_stats(part, outs, 1, O::MAX);
+                O::narrow_slice(outs, stored);
+            })
+        });
+    arena::sync();
+    reduce(stats);
 }
 
 /// fine += s · P coarse for one column (blocks: [`prolongate_add_block`]).
-fn prolongate_add_column<C: Storage, F: Storage>(
+fn prolongate_add_column<C: Storage + TileIo, F: Storage + TileIo>(
     coarse: &[C],
     coarse_grid: GridShape,
     fine: &mut [F],
@@ -111,153 +91,132 @@ fn prolongate_add_column<C: Storage, F: Storage>(
     scale: f64,
     stats: &mut Stats<Cpu>,
 ) {
-    let (plane_f, plane_c) = (fine_grid.plane(), coarse_grid.plane());
-    let part = partials(stats, fine_grid.m);
-    fine.par_chunks_mut(plane_f)
-        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(1)))
-        .enumerate()
-        .for_each(|(p, (fine_plane, part))| {
-            arena::with(|arena| {
-                let (coarse_scratch, fine_scratch, acc, outs) = arena
-                    .four::<Compute<C>, Compute<F>, f64, Compute<F>>(
-                        widen_len::<C>(plane_c),
-                        widen_len::<F>(plane_f),
-                        plane_f,
-                        plane_f,
-                    );
-                let args = PlaneArgs {
-                    plane: p,
-                    fine_grid,
-                    coarse_grid,
-                    scale,
-                    part,
-                    acc,
-                };
-                match simd::level() {
-                    // SAFETY: `simd::level` names only levels this CPU has.
-                    #[cfg(target_arch = "x86_64")]
-                    SimdLevel::Avx512 => unsafe {
-                        interpolate_plane_avx512(
-                            args,
-                            coarse,
-                            coarse_scratch,
-                            fine_plane,
-                            fine_scratch,
-                            outs,
-                        )
-                    },
-                    #[cfg(target_arch = "x86_64")]
-                    SimdLevel::Avx2 => unsafe {
-                        interpolate_plane_avx2(
-                            args,
-                            coarse,
-                            coarse_scratch,
-                            fine_plane,
-                            fine_scratch,
-                            outs,
-                        )
-                    },
-                    _ => interpolate_plane(
-                        args,
-                        coarse,
-                        coarse_scratch,
-                        fine_plane,
-                        fine_scratch,
-                        outs,
-                    ),
-                }
-            })
-        });
-    arena::sync();
-    reduce(stats);
+    for_each_column_plane(fine, fine_grid.plane(), stats, |p, fine_plane, outs| {
+        let args = ColumnPlane {
+            fine_grid,
+            coarse_grid,
+            plane: p,
+            scale,
+        };
+        interpolate_plane::<C, F>((args, coarse, fine_plane, outs));
+    });
 }
 
-/// What the per-plane work of a one-column grid transfer needs besides its data: the output
-/// plane's index, the grids, the column's scale, the plane's statistics partials and an f64
-/// accumulator of the plane.
-struct PlaneArgs<'a> {
-    plane: usize,
-    fine_grid: GridShape,
-    coarse_grid: GridShape,
-    scale: f64,
-    part: &'a mut [f64],
-    acc: &'a mut [f64],
+per_simd_level! {
+    /// One fine plane of [`prolongate_add_column`] into `outs`: per fine line and tile of 16
+    /// points, the interpolation of the coarse lines it reads (coarse plane, then line,
+    /// ascending, as [`interpolation_terms`] orders them) summed in f64, scaled, added to
+    /// the fine value and rounded to the compute precision.
+    fn interpolate_plane<C, F>((ColumnPlane, &[C], &[F], &mut [Compute<F>])) => interpolate_plane_portable
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn interpolate_plane_avx2<C: Storage, F: Storage>(
-    args: PlaneArgs<'_>,
-    coarse: &[C],
-    coarse_scratch: &mut [Compute<C>],
-    fine_plane: &mut [F],
-    fine_scratch: &mut [Compute<F>],
-    outs: &mut [Compute<F>],
-) {
-    interpolate_plane(args, coarse, coarse_scratch, fine_plane, fine_scratch, outs)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn interpolate_plane_avx512<C: Storage, F: Storage>(
-    args: PlaneArgs<'_>,
-    coarse: &[C],
-    coarse_scratch: &mut [Compute<C>],
-    fine_plane: &mut [F],
-    fine_scratch: &mut [Compute<F>],
-    outs: &mut [Compute<F>],
-) {
-    interpolate_plane(args, coarse, coarse_scratch, fine_plane, fine_scratch, outs)
-}
-
-/// One fine plane of [`prolongate_add`]: the interpolation of its coarse planes summed in
-/// f64, added to the plane scaled per column, rounded into storage; compiled per SIMD level
-/// (the same results at every level: no reassociation, no fused multiply-add).
 #[inline(always)]
-fn interpolate_plane<C: Storage, F: Storage>(
-    PlaneArgs {
-        plane: p,
-        fine_grid,
-        coarse_grid,
-        scale,
-        part,
-        acc,
-    }: PlaneArgs<'_>,
-    coarse: &[C],
-    coarse_scratch: &mut [Compute<C>],
-    fine_plane: &mut [F],
-    fine_scratch: &mut [Compute<F>],
-    outs: &mut [Compute<F>],
+fn interpolate_plane_portable<C: Storage + TileIo, F: Storage + TileIo, const LEVEL: u8>(
+    (args, coarse, fine_plane, outs): (ColumnPlane, &[C], &[F], &mut [Compute<F>]),
 ) {
-    let (mf, mc) = (fine_grid.m, coarse_grid.m);
-    let plane_c = coarse_grid.plane();
-    acc.fill(0.0);
-    let (planes, count) = interpolation_1d(p, mc);
-    for &(q, wq) in &planes[..count] {
-        let cw = widened(&coarse[q * plane_c..(q + 1) * plane_c], coarse_scratch);
-        if fine_grid.dim == 2 {
-            interpolate_line_add(acc, cw, wq);
-        } else {
-            for (j, b, wb) in interpolation_pairs(mc) {
-                interpolate_line_add(
-                    &mut acc[j * mf..(j + 1) * mf],
-                    &cw[b * mc..(b + 1) * mc],
-                    wq * wb,
-                );
+    let (mf, mc) = (args.fine_grid.m, args.coarse_grid.m);
+    let lines_per_plane = if args.fine_grid.dim == 2 { 1 } else { mf };
+    let (planes, planes_count) = interpolation_1d(args.plane, mc);
+    for j in 0..lines_per_plane {
+        // The coarse lines fine line j reads, with their weights, in the order of the sum.
+        let mut lines = [(0usize, 0.0f64); 4];
+        let mut count = 0;
+        for &(q, wq) in &planes[..planes_count] {
+            if args.fine_grid.dim == 2 {
+                lines[count] = (q * mc, wq);
+                count += 1;
+            } else {
+                let (rows, rows_count) = interpolation_1d(j, mc);
+                for &(b, wb) in &rows[..rows_count] {
+                    lines[count] = ((q * mc + b) * mc, wq * wb);
+                    count += 1;
+                }
+            }
+        }
+        let fine_line = &fine_plane[j * mf..(j + 1) * mf];
+        let out_line = &mut outs[j * mf..(j + 1) * mf];
+        // Tiles of 2·TILE fine points: TILE even ones and TILE odd ones, summed apart.
+        for x0 in (0..mf).step_by(2 * TILE) {
+            let mut acc = [[0.0f64; TILE]; 2];
+            for &(first, w) in &lines[..count] {
+                interpolate_tile::<C, LEVEL>(&coarse[first..first + mc], x0 / 2, w, &mut acc);
+            }
+            let [even, odd] = acc;
+            let mut sums = [0.0f64; 2 * TILE];
+            for i in 0..TILE {
+                sums[2 * i] = even[i];
+                sums[2 * i + 1] = odd[i];
+            }
+            for (h, sums) in sums.chunks_exact(TILE).enumerate() {
+                let start = x0 + h * TILE;
+                if start >= mf {
+                    break;
+                }
+                let t = TILE.min(mf - start);
+                let f = F::load::<LEVEL>(&fine_line[start..start + t]);
+                let mut o = [Compute::<F>::zero(); TILE];
+                for k in 0..TILE {
+                    o[k] = Compute::<F>::from_f64(Real::to_f64(f[k]) + args.scale * sums[k]);
+                }
+                put_tile(&o, &mut out_line[start..start + t]);
             }
         }
     }
-    let fw = widened(fine_plane, fine_scratch);
-    for ((o, &f), &a) in outs.iter_mut().zip(fw).zip(acc.iter()) {
-        *o = Compute::<F>::from_f64(Real::to_f64(f) + scale * a);
+}
+
+/// The first `dst.len()` (at most [`TILE`]) values of a tile into `dst`: a whole tile as
+/// one fixed-size copy (not a call to memmove).
+#[inline(always)]
+fn put_tile<T: Copy>(tile: &[T; TILE], dst: &mut [T]) {
+    match <&mut [T; TILE]>::try_from(&mut *dst) {
+        Ok(whole) => *whole = *tile,
+        Err(_) => {
+            for (d, &v) in dst.iter_mut().zip(tile) {
+                *d = v;
+            }
+        }
     }
-    record_stats(part, outs, 1, F::MAX);
-    F::narrow_slice(outs, fine_plane);
+}
+
+/// [even, odd] (fine points 2a and 2a + 1 of a fine line for a = a0, a0 + 1, …) += w · the
+/// interpolation of `line` (a coarse line of m_c points): fine point 2a gets ½w c(a − 1)
+/// then ½w c(a), fine point 2a + 1 gets w c(a), where those coarse points exist (the others
+/// are boundary zeros and add nothing, not even a zero: the same sums as the block path's).
+#[inline(always)]
+fn interpolate_tile<C: TileIo, const LEVEL: u8>(
+    line: &[C],
+    a0: usize,
+    w: f64,
+    [even, odd]: &mut [[f64; TILE]; 2],
+) {
+    let (mc, half) = (line.len(), 0.5 * w);
+    if a0 >= 1 && a0 + TILE <= mc {
+        // Inside the line: every even point has both coarse neighbours.
+        let left = C::load::<LEVEL>(&line[a0 - 1..a0 - 1 + TILE]);
+        let right = C::load::<LEVEL>(&line[a0..a0 + TILE]);
+        for i in 0..TILE {
+            let (l, r) = (Real::to_f64(left[i]), Real::to_f64(right[i]));
+            even[i] = (even[i] + half * l) + half * r;
+            odd[i] += w * r;
+        }
+        return;
+    }
+    for i in 0..TILE {
+        let a = a0 + i;
+        if a >= 1 && a <= mc {
+            even[i] += half * Real::to_f64(C::to_compute(line[a - 1]));
+        }
+        if a < mc {
+            let r = Real::to_f64(C::to_compute(line[a]));
+            even[i] += half * r;
+            odd[i] += w * r;
+        }
+    }
 }
 
 /// coarse = Pᵀ fine / s for one column (a zero scale gives zero; blocks:
 /// [`restrict_block`]).
-fn restrict_column<F: Storage, C: Storage>(
+fn restrict_column<F: Storage + TileIo, C: Storage + TileIo>(
     fine: &[F],
     fine_grid: GridShape,
     coarse: &mut [C],
@@ -265,110 +224,95 @@ fn restrict_column<F: Storage, C: Storage>(
     scale: f64,
     stats: &mut Stats<Cpu>,
 ) {
-    let (plane_f, plane_c) = (fine_grid.plane(), coarse_grid.plane());
-    let part = partials(stats, coarse_grid.m);
-    coarse
-        .par_chunks_mut(plane_c)
-        .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(1)))
-        .enumerate()
-        .for_each(|(q, (coarse_plane, part))| {
-            arena::with(|arena| {
-                let (fine_scratch, acc, outs, _) = arena.four::<Compute<F>, f64, Compute<C>, f64>(
-                    widen_len::<F>(plane_f),
-                    plane_c,
-                    plane_c,
-                    0,
-                );
-                let args = PlaneArgs {
-                    plane: q,
-                    fine_grid,
-                    coarse_grid,
-                    scale,
-                    part,
-                    acc,
-                };
-                match simd::level() {
-                    // SAFETY: `simd::level` names only levels this CPU has.
-                    #[cfg(target_arch = "x86_64")]
-                    SimdLevel::Avx512 => unsafe {
-                        restrict_plane_avx512(args, fine, fine_scratch, coarse_plane, outs)
-                    },
-                    #[cfg(target_arch = "x86_64")]
-                    SimdLevel::Avx2 => unsafe {
-                        restrict_plane_avx2(args, fine, fine_scratch, coarse_plane, outs)
-                    },
-                    _ => restrict_plane(args, fine, fine_scratch, coarse_plane, outs),
-                }
-            })
-        });
-    arena::sync();
-    reduce(stats);
+    for_each_column_plane(coarse, coarse_grid.plane(), stats, |q, _, outs| {
+        let args = ColumnPlane {
+            fine_grid,
+            coarse_grid,
+            plane: q,
+            scale,
+        };
+        restrict_plane::<F, C>((args, fine, outs));
+    });
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn restrict_plane_avx2<F: Storage, C: Storage>(
-    args: PlaneArgs<'_>,
-    fine: &[F],
-    fine_scratch: &mut [Compute<F>],
-    coarse_plane: &mut [C],
-    outs: &mut [Compute<C>],
-) {
-    restrict_plane(args, fine, fine_scratch, coarse_plane, outs)
+per_simd_level! {
+    /// One coarse plane of [`restrict_column`] into `outs`: per coarse line and tile of 16
+    /// points, the fine lines it gathers (in the order of [`restriction_groups`]) summed in
+    /// f64, divided by the scale and rounded to the compute precision.
+    fn restrict_plane<F, C>((ColumnPlane, &[F], &mut [Compute<C>])) => restrict_plane_portable
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn restrict_plane_avx512<F: Storage, C: Storage>(
-    args: PlaneArgs<'_>,
-    fine: &[F],
-    fine_scratch: &mut [Compute<F>],
-    coarse_plane: &mut [C],
-    outs: &mut [Compute<C>],
-) {
-    restrict_plane(args, fine, fine_scratch, coarse_plane, outs)
-}
-
-/// One coarse plane of [`restrict`]: the restriction of its fine planes summed in f64,
-/// divided by the column's scale, rounded into storage; compiled per SIMD level.
 #[inline(always)]
-fn restrict_plane<F: Storage, C: Storage>(
-    PlaneArgs {
-        plane: q,
-        fine_grid,
-        coarse_grid,
-        scale,
-        part,
-        acc,
-    }: PlaneArgs<'_>,
-    fine: &[F],
-    fine_scratch: &mut [Compute<F>],
-    coarse_plane: &mut [C],
-    outs: &mut [Compute<C>],
+fn restrict_plane_portable<F: Storage + TileIo, C: Storage + TileIo, const LEVEL: u8>(
+    (args, fine, outs): (ColumnPlane, &[F], &mut [Compute<C>]),
 ) {
-    let (mf, mc) = (fine_grid.m, coarse_grid.m);
-    let plane_f = fine_grid.plane();
-    acc.fill(0.0);
-    for (p, wp) in restriction_1d(q) {
-        let fw = widened(&fine[p * plane_f..(p + 1) * plane_f], fine_scratch);
-        if fine_grid.dim == 2 {
-            restrict_line_add(acc, fw, wp);
-        } else {
-            for (j, b, wb) in interpolation_pairs(mc) {
-                restrict_line_add(
-                    &mut acc[b * mc..(b + 1) * mc],
-                    &fw[j * mf..(j + 1) * mf],
-                    wp * wb,
-                );
+    let (mf, mc) = (args.fine_grid.m, args.coarse_grid.m);
+    let lines_per_plane = if args.fine_grid.dim == 2 { 1 } else { mc };
+    let factor = inverse_scale(args.scale);
+    for b in 0..lines_per_plane {
+        // The fine lines coarse line b gathers, with their weights, in the order of the sum.
+        let mut lines = [(0usize, 0.0f64); 9];
+        let mut count = 0;
+        for (p, wp) in restriction_1d(args.plane) {
+            if args.fine_grid.dim == 2 {
+                lines[count] = (p * mf, wp);
+                count += 1;
+            } else {
+                for (j, wb) in restriction_1d(b) {
+                    lines[count] = ((p * mf + j) * mf, wp * wb);
+                    count += 1;
+                }
             }
         }
+        let out_line = &mut outs[b * mc..(b + 1) * mc];
+        for a0 in (0..mc).step_by(TILE) {
+            let t = TILE.min(mc - a0);
+            let mut acc = [0.0f64; TILE];
+            for &(first, w) in &lines[..count] {
+                restrict_tile::<F, LEVEL>(&fine[first..first + mf], a0, w, &mut acc);
+            }
+            let mut o = [Compute::<C>::zero(); TILE];
+            for k in 0..TILE {
+                o[k] = Compute::<C>::from_f64(acc[k] * factor);
+            }
+            put_tile(&o, &mut out_line[a0..a0 + t]);
+        }
     }
-    let factor = inverse_scale(scale);
-    for (o, &a) in outs.iter_mut().zip(acc.iter()) {
-        *o = Compute::<C>::from_f64(a * factor);
+}
+
+/// acc (coarse points a0, a0 + 1, … of a coarse line) += w · the restriction of `line` (the
+/// fine line, 2 m_c + 1 points): coarse point a gathers ½w (f(2a) + f(2a + 2)) + w f(2a + 1).
+#[inline(always)]
+fn restrict_tile<F: TileIo, const LEVEL: u8>(line: &[F], a0: usize, w: f64, acc: &mut [f64; TILE]) {
+    let half = 0.5 * w;
+    let first = 2 * a0;
+    if first + 2 * TILE < line.len() {
+        // f(2a), f(2a + 1), f(2a + 2) for a = a0 … a0 + 15, picked from two tiles in
+        // registers (no array through memory: a wide store read back narrower stalls).
+        let low = F::load::<LEVEL>(&line[first..first + TILE]);
+        let high = F::load::<LEVEL>(&line[first + TILE..first + 2 * TILE]);
+        let last = Real::to_f64(F::to_compute(line[first + 2 * TILE]));
+        let (mut even, mut odd) = ([0.0f64; TILE], [0.0f64; TILE]);
+        for k in 0..TILE / 2 {
+            even[k] = Real::to_f64(low[2 * k]);
+            odd[k] = Real::to_f64(low[2 * k + 1]);
+            even[TILE / 2 + k] = Real::to_f64(high[2 * k]);
+            odd[TILE / 2 + k] = Real::to_f64(high[2 * k + 1]);
+        }
+        let mut next = [last; TILE];
+        next[..TILE - 1].copy_from_slice(&even[1..]);
+        for k in 0..TILE {
+            acc[k] += half * (even[k] + next[k]) + w * odd[k];
+        }
+        return;
     }
-    record_stats(part, outs, 1, C::MAX);
-    C::narrow_slice(outs, coarse_plane);
+    // The line's last tile: f(2a + 2) exists for every coarse point a of the line.
+    let points = (line.len() - first) / 2;
+    for (k, acc) in acc.iter_mut().enumerate().take(points) {
+        let f = &line[first + 2 * k..first + 2 * k + 3];
+        let [f0, f1, f2] = [f[0], f[1], f[2]].map(|v| Real::to_f64(F::to_compute(v)));
+        *acc += half * (f0 + f2) + w * f1;
+    }
 }
 
 /// The fine groups coarse point `i` of coarse plane `q` gathers in the restriction, in the
@@ -595,7 +539,7 @@ impl<F: TileIo, C: Storage + TileIo> PlanePoints<C> for RestrictPoints<'_, F> {
     }
 
     /// Σ over the groups of (½w (f₀ + f₂) + w f₁) in f64 (the order of
-    /// [`restrict_line_add`]), times 1 / s_c, rounded into `out`.
+    /// [`restrict_tile`]), times 1 / s_c, rounded into `out`.
     #[inline(always)]
     fn tile<const LEVEL: u8>(
         &self,
@@ -689,7 +633,7 @@ impl<C: TileIo, F: Storage + TileIo> PlanePoints<F> for InterpolatePoints<'_, C>
         self.count = interpolation_terms(fine_grid, coarse_grid, self.plane, i, &mut self.terms);
     }
 
-    /// Σ w v over the terms in f64 (the order of [`interpolate_line_add`]), f + s_c Σ
+    /// Σ w v over the terms in f64 (the order of [`interpolate_tile`]), f + s_c Σ
     /// rounded back into the fine row `fine`.
     #[inline(always)]
     fn tile<const LEVEL: u8>(
