@@ -10,10 +10,9 @@
 //! ([`Columns`]), so the indices cost 4 bytes per slot and slice there, not 64. With one
 //! column a slice's 16 rows are the vector lanes: per slot one tile of values, and x loaded
 //! at a run or gathered at listed columns ([`slice_rows`], [`update_slices`]). With more
-//! columns a row at a time,
-//! its columns in tiles of [`TILE`] ([`block_rows`], [`update_rows`]). Each column's sums
-//! run in one order whatever the block width and the SIMD level, and statistics of what
-//! each kernel stored are reduced in chunk order.
+//! columns a row at a time, its columns in tiles of [`TILE`] ([`block_rows`],
+//! [`update_rows`]). Each column's sums run in one order whatever the block width and the
+//! SIMD level, and statistics of what each kernel stored are reduced in chunk order.
 
 use num_traits::Zero;
 use rayon::prelude::*;
