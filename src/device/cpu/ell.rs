@@ -19,7 +19,9 @@ use rayon::prelude::*;
 
 use super::arena;
 use super::simd::{per_simd_level, row_tiles, TileIo, TILE};
-use super::vector::{fold_column, fold_tiles, partials, record_tile, reduce};
+use super::vector::{
+    fold_column, fold_tiles, partials, record_tile, reduce, tile_sum_of_squares, ColumnStats,
+};
 use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::sparse::Chunks;
 use crate::device::{Block, EllMatrix, RowOp, Stats, Storage};
@@ -484,7 +486,7 @@ fn slice_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
     (values, columns, width, op, omega, x, b, r0, out, part): SliceRowsArgs<'_, S>,
 ) {
     let zero = Compute::<S>::zero();
-    let (mut lanes, mut largest) = ([0.0f64; 4], [zero; TILE]);
+    let mut stats = ColumnStats::new();
     let slices = values.chunks_exact(SLICE * width);
     for (k, (out, slice_values)) in out.chunks_mut(SLICE).zip(slices).enumerate() {
         let slice = r0 / SLICE + k;
@@ -537,42 +539,10 @@ fn slice_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
                 }
             }
         }
-        tile_stats(&o, t, &mut lanes, &mut largest);
+        stats.add(&o, t);
         S::store::<LEVEL>(&o, out);
     }
-    let top = largest.iter().fold(0.0f64, |m, &a| m.max(a.to_f64()));
-    fold_column(part, 1, 0, lanes, top, S::MAX);
-}
-
-/// Adds the first `t` rows of a tile of 16 consecutive rows (the first on a multiple of 4)
-/// to one column's statistics: Σ v² into `lanes` in the order of [`record_stats`](super::vector::record_stats) (row r
-/// to lane r mod 4), max |v| per lane into `largest`.
-#[inline(always)]
-fn tile_stats<T: Real>(o: &[T; TILE], t: usize, lanes: &mut [f64; 4], largest: &mut [T; TILE]) {
-    // The lanes past a partial tile are padding rows: counted as zeros, which change
-    // neither sum nor maximum (the same bits as leaving them out), so the statistics stay
-    // full-width register operations.
-    let zero = T::zero();
-    for j in 0..TILE {
-        let a = if j < t { o[j].abs() } else { zero };
-        // Not `max`: NaN must not be dropped here (it shows in Σ v² instead).
-        largest[j] = if a > largest[j] { a } else { largest[j] };
-    }
-    tile_sum_of_squares(o, t, lanes);
-}
-
-/// The Σ v² part of [`tile_stats`].
-#[inline(always)]
-fn tile_sum_of_squares<T: Real>(o: &[T; TILE], t: usize, lanes: &mut [f64; 4]) {
-    let mut wide = [0.0f64; TILE];
-    for j in 0..TILE {
-        wide[j] = if j < t { o[j].to_f64() } else { 0.0 };
-    }
-    for group in wide.chunks_exact(4) {
-        for l in 0..4 {
-            lanes[l] += group[l] * group[l];
-        }
-    }
+    stats.fold(part, S::MAX);
 }
 
 /// Slot s of slice `slice` (`values`: the slice's) of a matrix `width` wide: its stored
@@ -725,7 +695,7 @@ fn jacobi_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
     (diagonal, b, omega, out, part): JacobiRowsArgs<'_, S>,
 ) {
     let zero = Compute::<S>::zero();
-    let (mut lanes, mut largest) = ([0.0f64; 4], [zero; TILE]);
+    let mut stats = ColumnStats::new();
     let tiles = diagonal.chunks(TILE).zip(b.chunks(TILE));
     for (out, (d, b)) in out.chunks_mut(TILE).zip(tiles) {
         let (d, b) = (S::load::<LEVEL>(d), S::load::<LEVEL>(b));
@@ -733,11 +703,10 @@ fn jacobi_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
         for j in 0..TILE {
             o[j] = omega / d[j] * b[j];
         }
-        tile_stats(&o, out.len(), &mut lanes, &mut largest);
+        stats.add(&o, out.len());
         S::store::<LEVEL>(&o, out);
     }
-    let top = largest.iter().fold(0.0f64, |m, &a| m.max(a.to_f64()));
-    fold_column(part, 1, 0, lanes, top, S::MAX);
+    stats.fold(part, S::MAX);
 }
 
 /// The refinement update (SPEC §3.2), fused: u_c += α_c c_c and r_c −= α_c (A c)_c, with A

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 
 use super::arena;
 use super::simd::{per_simd_level, row_tiles, TileIo, TILE};
-use super::vector::{fold_tiles, partials, record_stats, record_tile, reduce};
+use super::vector::{fold_tiles, partials, record_stats, record_tile, reduce, ColumnStats};
 use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::inverse_scale;
 use crate::device::sparse::check_grids;
@@ -56,29 +56,20 @@ struct ColumnPlane {
     scale: f64,
 }
 
-/// Runs `plane(p, stored, outs)` for every output plane p of a one-column transfer (one
-/// rayon task each; `stored` the plane as it is, `outs` its new values in the compute
-/// precision, from the thread's arena), then records the plane's statistics and rounds
-/// `outs` into storage.
+/// Runs `plane(p, out, part)` for every output plane p of a one-column transfer (one rayon
+/// task each; `out` the plane, to be overwritten with its new values and their statistics
+/// added into `part`, the plane's partials), then reduces the statistics in plane order.
 fn for_each_column_plane<O: Storage>(
     out: &mut [O],
     plane_len: usize,
     stats: &mut Stats<Cpu>,
-    plane: impl Fn(usize, &[O], &mut [Compute<O>]) + Sync,
+    plane: impl Fn(usize, &mut [O], &mut [f64]) + Sync,
 ) {
     let part = partials(stats, out.len() / plane_len);
     out.par_chunks_mut(plane_len)
         .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(1)))
         .enumerate()
-        .for_each(|(p, (stored, part))| {
-            arena::with(|arena| {
-                let outs = arena.one::<Compute<O>>(0, plane_len);
-                plane(p, stored, outs);
-                record_stats(part, outs, 1, O::MAX);
-                O::narrow_slice(outs, stored);
-            })
-        });
-    arena::sync();
+        .for_each(|(p, (out, part))| plane(p, out, part));
     reduce(stats);
 }
 
@@ -91,32 +82,34 @@ fn prolongate_add_column<C: Storage + TileIo, F: Storage + TileIo>(
     scale: f64,
     stats: &mut Stats<Cpu>,
 ) {
-    for_each_column_plane(fine, fine_grid.plane(), stats, |p, fine_plane, outs| {
+    for_each_column_plane(fine, fine_grid.plane(), stats, |p, fine_plane, part| {
         let args = ColumnPlane {
             fine_grid,
             coarse_grid,
             plane: p,
             scale,
         };
-        interpolate_plane::<C, F>((args, coarse, fine_plane, outs));
+        interpolate_plane::<C, F>((args, coarse, fine_plane, part));
     });
 }
 
 per_simd_level! {
-    /// One fine plane of [`prolongate_add_column`] into `outs`: per fine line and tile of 16
+    /// One fine plane of [`prolongate_add_column`], fused: per fine line and tile of 16
     /// points, the interpolation of the coarse lines it reads (coarse plane, then line,
     /// ascending, as [`interpolation_terms`] orders them) summed in f64, scaled, added to
-    /// the fine value and rounded to the compute precision.
-    fn interpolate_plane<C, F>((ColumnPlane, &[C], &[F], &mut [Compute<F>])) => interpolate_plane_portable
+    /// the fine value, rounded to the compute precision, added to the plane's statistics
+    /// (those of [`record_stats`]) and rounded into storage.
+    fn interpolate_plane<C, F>((ColumnPlane, &[C], &mut [F], &mut [f64])) => interpolate_plane_portable
 }
 
 #[inline(always)]
 fn interpolate_plane_portable<C: Storage + TileIo, F: Storage + TileIo, const LEVEL: u8>(
-    (args, coarse, fine_plane, outs): (ColumnPlane, &[C], &[F], &mut [Compute<F>]),
+    (args, coarse, fine_plane, part): (ColumnPlane, &[C], &mut [F], &mut [f64]),
 ) {
     let (mf, mc) = (args.fine_grid.m, args.coarse_grid.m);
     let lines_per_plane = if args.fine_grid.dim == 2 { 1 } else { mf };
     let (planes, planes_count) = interpolation_1d(args.plane, mc);
+    let mut stats = ColumnStats::new();
     for j in 0..lines_per_plane {
         // The coarse lines fine line j reads, with their weights, in the order of the sum.
         let mut lines = [(0usize, 0.0f64); 4];
@@ -133,8 +126,8 @@ fn interpolate_plane_portable<C: Storage + TileIo, F: Storage + TileIo, const LE
                 }
             }
         }
-        let fine_line = &fine_plane[j * mf..(j + 1) * mf];
-        let out_line = &mut outs[j * mf..(j + 1) * mf];
+        let fine_line = &mut fine_plane[j * mf..(j + 1) * mf];
+        stats.start_at(j * mf);
         // Tiles of 2·TILE fine points: TILE even ones and TILE odd ones, summed apart.
         for x0 in (0..mf).step_by(2 * TILE) {
             let mut acc = [[0.0f64; TILE]; 2];
@@ -142,46 +135,54 @@ fn interpolate_plane_portable<C: Storage + TileIo, F: Storage + TileIo, const LE
                 interpolate_tile::<C, LEVEL>(&coarse[first..first + mc], x0 / 2, w, &mut acc);
             }
             let [even, odd] = acc;
-            let mut sums = [0.0f64; 2 * TILE];
-            for i in 0..TILE {
-                sums[2 * i] = even[i];
-                sums[2 * i + 1] = odd[i];
-            }
-            for (h, sums) in sums.chunks_exact(TILE).enumerate() {
+            for h in 0..2 {
                 let start = x0 + h * TILE;
                 if start >= mf {
                     break;
                 }
-                let t = TILE.min(mf - start);
-                let f = F::load::<LEVEL>(&fine_line[start..start + t]);
-                let mut o = [Compute::<F>::zero(); TILE];
-                for k in 0..TILE {
-                    o[k] = Compute::<F>::from_f64(Real::to_f64(f[k]) + args.scale * sums[k]);
+                let stored = &mut fine_line[start..mf.min(start + TILE)];
+                let (even, odd) = (&even[h * TILE / 2..], &odd[h * TILE / 2..]);
+                match <&mut [F; TILE]>::try_from(&mut *stored) {
+                    // A whole tile: fixed-size loads and stores (no length to test or copy).
+                    Ok(whole) => {
+                        add_interpolated::<F, LEVEL>(whole, even, odd, args.scale, &mut stats)
+                    }
+                    Err(_) => {
+                        add_interpolated::<F, LEVEL>(stored, even, odd, args.scale, &mut stats)
+                    }
                 }
-                put_tile(&o, &mut out_line[start..start + t]);
             }
         }
     }
+    stats.fold(part, F::MAX);
 }
 
-/// The first `dst.len()` (at most [`TILE`]) values of a tile into `dst`: a whole tile as
-/// one fixed-size copy (not a call to memmove).
+/// `stored` (up to [`TILE`] consecutive fine points of a line, the first even) += s · the
+/// interpolated sums (`even[i]` for point 2i, `odd[i]` for point 2i + 1), rounded to the
+/// compute precision, added to `stats` and rounded into storage.
 #[inline(always)]
-fn put_tile<T: Copy>(tile: &[T; TILE], dst: &mut [T]) {
-    match <&mut [T; TILE]>::try_from(&mut *dst) {
-        Ok(whole) => *whole = *tile,
-        Err(_) => {
-            for (d, &v) in dst.iter_mut().zip(tile) {
-                *d = v;
-            }
-        }
+fn add_interpolated<F: Storage + TileIo, const LEVEL: u8>(
+    stored: &mut [F],
+    even: &[f64],
+    odd: &[f64],
+    scale: f64,
+    stats: &mut ColumnStats<Compute<F>>,
+) {
+    let f = F::load::<LEVEL>(stored);
+    let mut o = [Compute::<F>::zero(); TILE];
+    for i in 0..TILE / 2 {
+        o[2 * i] = Compute::<F>::from_f64(Real::to_f64(f[2 * i]) + scale * even[i]);
+        o[2 * i + 1] = Compute::<F>::from_f64(Real::to_f64(f[2 * i + 1]) + scale * odd[i]);
     }
+    stats.add(&o, stored.len());
+    F::store::<LEVEL>(&o, stored);
 }
 
 /// [even, odd] (fine points 2a and 2a + 1 of a fine line for a = a0, a0 + 1, …) += w · the
 /// interpolation of `line` (a coarse line of m_c points): fine point 2a gets ½w c(a − 1)
-/// then ½w c(a), fine point 2a + 1 gets w c(a), where those coarse points exist (the others
-/// are boundary zeros and add nothing, not even a zero: the same sums as the block path's).
+/// then ½w c(a), fine point 2a + 1 gets w c(a), where those coarse points exist. The others
+/// are boundary zeros, read as zero lanes: the same bits as the block path, which leaves
+/// them out, because a sum that starts at +0 is never −0 and so adding ±0 leaves it as it is.
 #[inline(always)]
 fn interpolate_tile<C: TileIo, const LEVEL: u8>(
     line: &[C],
@@ -189,28 +190,39 @@ fn interpolate_tile<C: TileIo, const LEVEL: u8>(
     w: f64,
     [even, odd]: &mut [[f64; TILE]; 2],
 ) {
-    let (mc, half) = (line.len(), 0.5 * w);
+    let mc = line.len();
     if a0 >= 1 && a0 + TILE <= mc {
         // Inside the line: every even point has both coarse neighbours.
         let left = C::load::<LEVEL>(&line[a0 - 1..a0 - 1 + TILE]);
         let right = C::load::<LEVEL>(&line[a0..a0 + TILE]);
-        for i in 0..TILE {
-            let (l, r) = (Real::to_f64(left[i]), Real::to_f64(right[i]));
-            even[i] = (even[i] + half * l) + half * r;
-            odd[i] += w * r;
-        }
+        add_interpolation::<C>(&left, &right, w, [even, odd]);
         return;
     }
+    // A line's first or last tile: the lanes past its end load zeros, and c(−1) is a zero.
+    let right = C::load::<LEVEL>(&line[a0.min(mc)..(a0 + TILE).min(mc)]);
+    let left = if a0 >= 1 {
+        C::load::<LEVEL>(&line[a0 - 1..(a0 - 1 + TILE).min(mc)])
+    } else {
+        let mut shifted = [Zero::zero(); TILE];
+        shifted[1..].copy_from_slice(&right[..TILE - 1]);
+        shifted
+    };
+    add_interpolation::<C>(&left, &right, w, [even, odd]);
+}
+
+/// even += ½w left + ½w right (in that order), odd += w right: [`interpolate_tile`]'s sums.
+#[inline(always)]
+fn add_interpolation<C: TileIo>(
+    left: &[Compute<C>; TILE],
+    right: &[Compute<C>; TILE],
+    w: f64,
+    [even, odd]: [&mut [f64; TILE]; 2],
+) {
+    let half = 0.5 * w;
     for i in 0..TILE {
-        let a = a0 + i;
-        if a >= 1 && a <= mc {
-            even[i] += half * Real::to_f64(C::to_compute(line[a - 1]));
-        }
-        if a < mc {
-            let r = Real::to_f64(C::to_compute(line[a]));
-            even[i] += half * r;
-            odd[i] += w * r;
-        }
+        let (l, r) = (Real::to_f64(left[i]), Real::to_f64(right[i]));
+        even[i] = (even[i] + half * l) + half * r;
+        odd[i] += w * r;
     }
 }
 
@@ -224,31 +236,39 @@ fn restrict_column<F: Storage + TileIo, C: Storage + TileIo>(
     scale: f64,
     stats: &mut Stats<Cpu>,
 ) {
-    for_each_column_plane(coarse, coarse_grid.plane(), stats, |q, _, outs| {
-        let args = ColumnPlane {
-            fine_grid,
-            coarse_grid,
-            plane: q,
-            scale,
-        };
-        restrict_plane::<F, C>((args, fine, outs));
-    });
+    for_each_column_plane(
+        coarse,
+        coarse_grid.plane(),
+        stats,
+        |q, coarse_plane, part| {
+            let args = ColumnPlane {
+                fine_grid,
+                coarse_grid,
+                plane: q,
+                scale,
+            };
+            restrict_plane::<F, C>((args, fine, coarse_plane, part));
+        },
+    );
 }
 
 per_simd_level! {
-    /// One coarse plane of [`restrict_column`] into `outs`: per coarse line and tile of 16
+    /// One coarse plane of [`restrict_column`], fused: per coarse line and tile of 16
     /// points, the fine lines it gathers (in the order of [`restriction_groups`]) summed in
-    /// f64, divided by the scale and rounded to the compute precision.
-    fn restrict_plane<F, C>((ColumnPlane, &[F], &mut [Compute<C>])) => restrict_plane_portable
+    /// f64, divided by the scale, rounded to the compute precision, added to the plane's
+    /// statistics (those of [`record_stats`]) and rounded into
+    /// storage.
+    fn restrict_plane<F, C>((ColumnPlane, &[F], &mut [C], &mut [f64])) => restrict_plane_portable
 }
 
 #[inline(always)]
 fn restrict_plane_portable<F: Storage + TileIo, C: Storage + TileIo, const LEVEL: u8>(
-    (args, fine, outs): (ColumnPlane, &[F], &mut [Compute<C>]),
+    (args, fine, coarse_plane, part): (ColumnPlane, &[F], &mut [C], &mut [f64]),
 ) {
     let (mf, mc) = (args.fine_grid.m, args.coarse_grid.m);
     let lines_per_plane = if args.fine_grid.dim == 2 { 1 } else { mc };
     let factor = inverse_scale(args.scale);
+    let mut stats = ColumnStats::new();
     for b in 0..lines_per_plane {
         // The fine lines coarse line b gathers, with their weights, in the order of the sum.
         let mut lines = [(0usize, 0.0f64); 9];
@@ -264,7 +284,8 @@ fn restrict_plane_portable<F: Storage + TileIo, C: Storage + TileIo, const LEVEL
                 }
             }
         }
-        let out_line = &mut outs[b * mc..(b + 1) * mc];
+        let out_line = &mut coarse_plane[b * mc..(b + 1) * mc];
+        stats.start_at(b * mc);
         for a0 in (0..mc).step_by(TILE) {
             let t = TILE.min(mc - a0);
             let mut acc = [0.0f64; TILE];
@@ -275,43 +296,67 @@ fn restrict_plane_portable<F: Storage + TileIo, C: Storage + TileIo, const LEVEL
             for k in 0..TILE {
                 o[k] = Compute::<C>::from_f64(acc[k] * factor);
             }
-            put_tile(&o, &mut out_line[a0..a0 + t]);
+            let stored = &mut out_line[a0..a0 + t];
+            match <&mut [C; TILE]>::try_from(&mut *stored) {
+                // A whole tile: a fixed-size store (no length to test or copy).
+                Ok(whole) => {
+                    stats.add(&o, TILE);
+                    C::store::<LEVEL>(&o, whole);
+                }
+                Err(_) => {
+                    stats.add(&o, t);
+                    C::store::<LEVEL>(&o, stored);
+                }
+            }
         }
     }
+    stats.fold(part, C::MAX);
 }
 
 /// acc (coarse points a0, a0 + 1, … of a coarse line) += w · the restriction of `line` (the
 /// fine line, 2 m_c + 1 points): coarse point a gathers ½w (f(2a) + f(2a + 2)) + w f(2a + 1).
 #[inline(always)]
 fn restrict_tile<F: TileIo, const LEVEL: u8>(line: &[F], a0: usize, w: f64, acc: &mut [f64; TILE]) {
-    let half = 0.5 * w;
-    let first = 2 * a0;
-    if first + 2 * TILE < line.len() {
-        // f(2a), f(2a + 1), f(2a + 2) for a = a0 … a0 + 15, picked from two tiles in
-        // registers (no array through memory: a wide store read back narrower stalls).
+    let (first, len) = (2 * a0, line.len());
+    if first + 2 * TILE < len {
         let low = F::load::<LEVEL>(&line[first..first + TILE]);
         let high = F::load::<LEVEL>(&line[first + TILE..first + 2 * TILE]);
         let last = Real::to_f64(F::to_compute(line[first + 2 * TILE]));
-        let (mut even, mut odd) = ([0.0f64; TILE], [0.0f64; TILE]);
-        for k in 0..TILE / 2 {
-            even[k] = Real::to_f64(low[2 * k]);
-            odd[k] = Real::to_f64(low[2 * k + 1]);
-            even[TILE / 2 + k] = Real::to_f64(high[2 * k]);
-            odd[TILE / 2 + k] = Real::to_f64(high[2 * k + 1]);
-        }
-        let mut next = [last; TILE];
-        next[..TILE - 1].copy_from_slice(&even[1..]);
-        for k in 0..TILE {
-            acc[k] += half * (even[k] + next[k]) + w * odd[k];
-        }
+        add_restriction::<F>(&low, &high, last, w, acc);
         return;
     }
-    // The line's last tile: f(2a + 2) exists for every coarse point a of the line.
-    let points = (line.len() - first) / 2;
-    for (k, acc) in acc.iter_mut().enumerate().take(points) {
-        let f = &line[first + 2 * k..first + 2 * k + 3];
-        let [f0, f1, f2] = [f[0], f[1], f[2]].map(|v| Real::to_f64(F::to_compute(v)));
-        *acc += half * (f0 + f2) + w * f1;
+    // The line's last tile: f(2a + 2) exists for each of its coarse points a; the lanes
+    // past them load zeros, and what they sum is never stored.
+    let middle = (first + TILE).min(len);
+    let low = F::load::<LEVEL>(&line[first..middle]);
+    let high = F::load::<LEVEL>(&line[middle..len]);
+    add_restriction::<F>(&low, &high, 0.0, w, acc);
+}
+
+/// acc[k] += ½w (f(2a) + f(2a + 2)) + w f(2a + 1) for a = a0 + k, the fine points
+/// f(2a0 + j) being `low[j]`, then `high[j − 16]`, then `last` (j = 32).
+#[inline(always)]
+fn add_restriction<F: TileIo>(
+    low: &[Compute<F>; TILE],
+    high: &[Compute<F>; TILE],
+    last: f64,
+    w: f64,
+    acc: &mut [f64; TILE],
+) {
+    let half = 0.5 * w;
+    // f(2a), f(2a + 1), f(2a + 2) picked from the two tiles in registers (no array through
+    // memory: a wide store read back narrower stalls).
+    let (mut even, mut odd) = ([0.0f64; TILE], [0.0f64; TILE]);
+    for k in 0..TILE / 2 {
+        even[k] = Real::to_f64(low[2 * k]);
+        odd[k] = Real::to_f64(low[2 * k + 1]);
+        even[TILE / 2 + k] = Real::to_f64(high[2 * k]);
+        odd[TILE / 2 + k] = Real::to_f64(high[2 * k + 1]);
+    }
+    let mut next = [last; TILE];
+    next[..TILE - 1].copy_from_slice(&even[1..]);
+    for k in 0..TILE {
+        acc[k] += half * (even[k] + next[k]) + w * odd[k];
     }
 }
 

@@ -121,6 +121,76 @@ pub(super) fn fold_column(
     }
 }
 
+/// One column's statistics gathered tile by tile inside a fused kernel: bitwise those of
+/// [`record_stats`] on the same values in the same order, Σ v² in four lanes (value r of
+/// the record to lane r mod 4) and max |v| per lane of a tile.
+pub(super) struct ColumnStats<T> {
+    /// The Σ v² lanes, rotated left by `shift`: lane l of a tile adds to lane l here.
+    lanes: [f64; 4],
+    largest: [T; TILE],
+    /// The record's position mod 4 of the first value of the tiles being added.
+    shift: usize,
+}
+
+impl<T: Real> ColumnStats<T> {
+    #[inline(always)]
+    pub(super) fn new() -> Self {
+        Self {
+            lanes: [0.0; 4],
+            largest: [T::zero(); TILE],
+            shift: 0,
+        }
+    }
+
+    /// The tiles added next start at value `first` of the record (and each a multiple of
+    /// [`TILE`] values after it), as the lines of a 3D plane do.
+    #[inline(always)]
+    pub(super) fn start_at(&mut self, first: usize) {
+        let by = (first + 4 - self.shift) % 4;
+        let l = self.lanes;
+        self.lanes = [l[by], l[(by + 1) % 4], l[(by + 2) % 4], l[(by + 3) % 4]];
+        self.shift = first % 4;
+    }
+
+    /// Adds the first `t` values of the tile `o`.
+    #[inline(always)]
+    pub(super) fn add(&mut self, o: &[T; TILE], t: usize) {
+        // The lanes past a partial tile are padding: counted as zeros, which change neither
+        // sum nor maximum (the same bits as leaving them out), so the statistics stay
+        // full-width register operations.
+        let zero = T::zero();
+        for (j, (top, v)) in self.largest.iter_mut().zip(o).enumerate() {
+            let a = if j < t { v.abs() } else { zero };
+            // Not `max`: NaN must not be dropped here (it shows in Σ v² instead).
+            *top = if a > *top { a } else { *top };
+        }
+        tile_sum_of_squares(o, t, &mut self.lanes);
+    }
+
+    /// Folds the column into `part` (one column's partials), flagging values above `limit`.
+    #[inline(always)]
+    pub(super) fn fold(mut self, part: &mut [f64], limit: f64) {
+        self.start_at(0);
+        let top = self.largest.iter().fold(0.0f64, |m, &a| m.max(a.to_f64()));
+        fold_column(part, 1, 0, self.lanes, top, limit);
+    }
+}
+
+/// Adds Σ v² of the first `t` values of the tile `o` (the first on a multiple of 4 of the
+/// record) into `lanes` in the order of [`record_stats`]: value r to lane r mod 4.
+#[inline(always)]
+pub(super) fn tile_sum_of_squares<T: Real>(o: &[T; TILE], t: usize, lanes: &mut [f64; 4]) {
+    let mut wide = [0.0f64; TILE];
+    for j in 0..TILE {
+        wide[j] = if j < t { o[j].to_f64() } else { 0.0 };
+    }
+    for group in wide.chunks_exact(4) {
+        for l in 0..4 {
+            lanes[l] += group[l] * group[l];
+        }
+    }
+}
+
 /// One row's tile of a block kernel's output `o` into its statistics: Σ v² (in f64, into
 /// the row's lane: the order of [`record_stats`]) and max |v| into `top`, or without norms
 /// only max |v| ([`TileIo::fold_magnitudes`], which keeps a NaN).
