@@ -56,20 +56,30 @@ struct ColumnPlane {
     scale: f64,
 }
 
-/// Runs `plane(p, out, part)` for every output plane p of a one-column transfer (one rayon
-/// task each; `out` the plane, to be overwritten with its new values and their statistics
-/// added into `part`, the plane's partials), then reduces the statistics in plane order.
+/// Runs `kernel(args, out, part)` for every output plane of a one-column transfer between
+/// `fine_grid` and `coarse_grid` with the column's `scale` (one rayon task each; `args`
+/// the plane's [`ColumnPlane`], `out` the plane, to be overwritten with its new values and
+/// their statistics added into `part`, the plane's partials), then reduces the statistics
+/// in plane order.
 fn for_each_column_plane<O: Storage>(
-    out: &mut [O],
-    plane_len: usize,
+    (out, plane_len): (&mut [O], usize),
+    (fine_grid, coarse_grid, scale): (GridShape, GridShape, f64),
     stats: &mut Stats<Cpu>,
-    plane: impl Fn(usize, &mut [O], &mut [f64]) + Sync,
+    kernel: impl Fn(ColumnPlane, &mut [O], &mut [f64]) + Sync,
 ) {
     let part = partials(stats, out.len() / plane_len);
     out.par_chunks_mut(plane_len)
         .zip(part.par_chunks_mut(Stats::<Cpu>::len_for(1)))
         .enumerate()
-        .for_each(|(p, (out, part))| plane(p, out, part));
+        .for_each(|(plane, (out, part))| {
+            let args = ColumnPlane {
+                fine_grid,
+                coarse_grid,
+                plane,
+                scale,
+            };
+            kernel(args, out, part)
+        });
     reduce(stats);
 }
 
@@ -82,15 +92,13 @@ fn prolongate_add_column<C: Storage + TileIo, F: Storage + TileIo>(
     scale: f64,
     stats: &mut Stats<Cpu>,
 ) {
-    for_each_column_plane(fine, fine_grid.plane(), stats, |p, fine_plane, part| {
-        let args = ColumnPlane {
-            fine_grid,
-            coarse_grid,
-            plane: p,
-            scale,
-        };
-        interpolate_plane::<C, F>((args, coarse, fine_plane, part));
-    });
+    let grids = (fine_grid, coarse_grid, scale);
+    for_each_column_plane(
+        (fine, fine_grid.plane()),
+        grids,
+        stats,
+        |args, out, part| interpolate_plane::<C, F>((args, coarse, out, part)),
+    );
 }
 
 per_simd_level! {
@@ -236,19 +244,12 @@ fn restrict_column<F: Storage + TileIo, C: Storage + TileIo>(
     scale: f64,
     stats: &mut Stats<Cpu>,
 ) {
+    let grids = (fine_grid, coarse_grid, scale);
     for_each_column_plane(
-        coarse,
-        coarse_grid.plane(),
+        (coarse, coarse_grid.plane()),
+        grids,
         stats,
-        |q, coarse_plane, part| {
-            let args = ColumnPlane {
-                fine_grid,
-                coarse_grid,
-                plane: q,
-                scale,
-            };
-            restrict_plane::<F, C>((args, fine, coarse_plane, part));
-        },
+        |args, out, part| restrict_plane::<F, C>((args, fine, out, part)),
     );
 }
 
@@ -256,8 +257,7 @@ per_simd_level! {
     /// One coarse plane of [`restrict_column`], fused: per coarse line and tile of 16
     /// points, the fine lines it gathers (in the order of [`restriction_groups`]) summed in
     /// f64, divided by the scale, rounded to the compute precision, added to the plane's
-    /// statistics (those of [`record_stats`]) and rounded into
-    /// storage.
+    /// statistics (those of [`record_stats`]) and rounded into storage.
     fn restrict_plane<F, C>((ColumnPlane, &[F], &mut [C], &mut [f64])) => restrict_plane_portable
 }
 

@@ -125,7 +125,8 @@ pub(super) fn fold_column(
 /// [`record_stats`] on the same values in the same order, Σ v² in four lanes (value r of
 /// the record to lane r mod 4) and max |v| per lane of a tile.
 pub(super) struct ColumnStats<T> {
-    /// The Σ v² lanes, rotated left by `shift`: lane l of a tile adds to lane l here.
+    /// The Σ v² lanes, rotated left by `shift`: lane l here is the record's lane
+    /// (l + shift) mod 4, so lane l of a tile adds to lane l.
     lanes: [f64; 4],
     largest: [T; TILE],
     /// The record's position mod 4 of the first value of the tiles being added.
