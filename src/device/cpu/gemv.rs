@@ -246,6 +246,10 @@ fn symv_columns<S: Storage + TileIo, const LEVEL: u8, const G: usize>(
             }
         }
     }
+    // f64: each lane of a dot product takes both halves of a tile (lanes l and l + 8), so
+    // eight columns' sums are eight AVX-512 registers rather than sixteen (with sixteen,
+    // LLVM kept them on the stack and the loop ran at half its in-cache speed).
+    let fold = std::mem::size_of::<Compute<S>>() == 8;
     let mut dots = [[zero; TILE]; G];
     // Rows r..r + t (t ≤ TILE): partial += Σ_c a_c xs[c], dots[c] += a_c x. Whole tiles in
     // the loop (no lengths to check), the rest once.
@@ -258,7 +262,16 @@ fn symv_columns<S: Storage + TileIo, const LEVEL: u8, const G: usize>(
                 let av = S::load::<LEVEL>(&columns[c][r..r + t]);
                 for l in 0..TILE {
                     p[l] = p[l] + av[l] * xs[c];
-                    dots[c][l] = dots[c][l] + av[l] * xt[l];
+                }
+                if fold {
+                    for l in 0..TILE / 2 {
+                        let h = l + TILE / 2;
+                        dots[c][l] = dots[c][l] + (av[l] * xt[l] + av[h] * xt[h]);
+                    }
+                } else {
+                    for l in 0..TILE {
+                        dots[c][l] = dots[c][l] + av[l] * xt[l];
+                    }
                 }
             }
             store(&p, &mut partial[r..r + t]);
