@@ -1,6 +1,7 @@
 //! Apply paths allocate nothing: a counting global allocator (every thread, rayon's workers
 //! included) shows zero allocations in PSC applies (M1, M2, M3), PSC-IR solves, V-cycles, MG IR solves
-//! and FGMRES solves after set-up and one warm-up, for several widths and precisions.
+//! and FGMRES solves after set-up and one warm-up, for several widths and precisions; and a
+//! multigrid solve after `Multigrid::prepare_solve` allocates no block even the first time.
 //!
 //! Its own harness (`harness = false` in Cargo.toml): libtest's threads would allocate
 //! beside the measurement (output, timers), so this binary runs one scenario after another
@@ -13,7 +14,7 @@ use tensorfem::device::{Block, Cpu, Device, Layout, VectorKernels};
 use tensorfem::linalg::{fgmres, FgmresParams, FgmresWorkspace, LinOp};
 use tensorfem::mesh::Element;
 use tensorfem::mg::{
-    assemble_level, default_levels, MgParams, Multigrid, Smoother, StopParams, Variant,
+    assemble_level, default_levels, MgParams, MgSolve, Multigrid, Smoother, StopParams, Variant,
 };
 use tensorfem::precision::Precision;
 use tensorfem::psc::{InnerCg, PscIr, PscMethod, PscOperator, PscSetup, RefineParams};
@@ -26,19 +27,24 @@ use tensorfem::stokes::{
 struct Counting;
 
 static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+/// Bytes asked for by every allocation and reallocation.
+static BYTES: AtomicUsize = AtomicUsize::new(0);
 
 // SAFETY: forwards to the system allocator unchanged; only counts.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: AllocLayout) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        BYTES.fetch_add(layout.size(), Ordering::Relaxed);
         unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: AllocLayout) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        BYTES.fetch_add(layout.size(), Ordering::Relaxed);
         unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: AllocLayout, new_size: usize) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        BYTES.fetch_add(new_size, Ordering::Relaxed);
         unsafe { System.realloc(ptr, layout, new_size) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: AllocLayout) {
@@ -207,6 +213,49 @@ fn multigrid(dev: &Cpu, report: &mut Report) {
     }
 }
 
+/// The first multigrid solve after `Multigrid::prepare_solve` (and `load`) allocates less
+/// than one block of its shape: the levels' and the refinement's blocks are set-up, which
+/// a benchmark does not time. (Without `prepare_solve` that solve allocated them all.)
+fn multigrid_first_solve(dev: &Cpu, report: &mut Report) {
+    let (n, nrhs) = (64, 8);
+    let matrix = assemble_level(2, n).unwrap();
+    let rows = matrix.nrows();
+    let block_bytes = rows * nrhs * 8;
+    let stop = StopParams {
+        rtol: 1e-8,
+        atol: 0.0,
+        max_iterations: 60,
+    };
+    for (variant, solve) in [
+        (Variant::HMg, MgSolve::Refined),
+        (Variant::DMg, MgSolve::Plain),
+    ] {
+        let params = MgParams {
+            schedule: variant.schedule(default_levels(n)),
+            smoother: Smoother::JACOBI,
+            base_tolerance: 1e-4,
+            residual_scaling: true,
+            storage: tensorfem::device::MatrixStorage::default(),
+        };
+        let mut mg = Multigrid::new(dev, 2, n, &matrix, params).unwrap();
+        mg.prepare_solve(solve, nrhs, stop.max_iterations).unwrap();
+        let b: Vec<f64> = (0..rows * nrhs).map(|i| (i % 7) as f64 - 3.0).collect();
+        mg.load(&b, &vec![0.0; rows * nrhs], nrhs).unwrap();
+        let bytes = dev.run(|| {
+            let before = BYTES.load(Ordering::SeqCst);
+            mg.solve_loaded(solve, stop).unwrap();
+            BYTES.load(Ordering::SeqCst) - before
+        });
+        let what = format!("first MG solve after prepare_solve, {}", variant.name());
+        println!("{what:<52} {bytes} bytes (one block: {block_bytes})");
+        if bytes >= block_bytes {
+            report.failures.push(format!(
+                "{what}: {bytes} bytes allocated, one f64 block is {block_bytes}"
+            ));
+        }
+    }
+}
+
 /// MG IR and FCG solves along a refined mesh's hierarchy (Galerkin levels, matrix
 /// transfers): the flow around a square refined 3 times, mixed conditions, DSH_MG.
 fn multigrid_on_a_mesh(dev: &Cpu, report: &mut Report) {
@@ -310,6 +359,7 @@ fn main() {
     let mut report = Report { failures: vec![] };
     psc(&dev, &mut report);
     multigrid(&dev, &mut report);
+    multigrid_first_solve(&dev, &mut report);
     multigrid_on_a_mesh(&dev, &mut report);
     stokes(&dev, &mut report);
     if !report.failures.is_empty() {

@@ -688,6 +688,21 @@ impl<D: MultigridDevice> Multigrid<D> {
         Ok(())
     }
 
+    /// Allocates what a `solve` of `nrhs` columns needs: every level's blocks, and for
+    /// [`MgSolve::Refined`] the refinement's for `max_iterations` steps. Set-up: without it
+    /// the first solve of a shape allocates them, inside whatever times that solve.
+    pub fn prepare_solve(
+        &mut self,
+        solve: MgSolve,
+        nrhs: usize,
+        max_iterations: usize,
+    ) -> Result<()> {
+        match solve {
+            MgSolve::Refined => self.prepare(nrhs, max_iterations),
+            MgSolve::Plain => self.cycle_mut().resize(nrhs),
+        }
+    }
+
     /// Collects the cycle's range checks on the device and reads them once per cycle (the
     /// default where a host read waits for the device, a GPU), or reads each at once (the
     /// default elsewhere): both give the same answers and the same failures.
