@@ -164,14 +164,7 @@ fn multigrid(dev: &Cpu, report: &mut Report) {
         let rows = matrix.nrows();
         for variant in [Variant::DMg, Variant::HMg] {
             for nrhs in [1, 8] {
-                let params = MgParams {
-                    schedule: variant.schedule(default_levels(n)),
-                    smoother: Smoother::JACOBI,
-                    base_tolerance: 1e-4,
-                    residual_scaling: true,
-                    storage: tensorfem::device::MatrixStorage::default(),
-                };
-                let mut mg = Multigrid::new(dev, dim, n, &matrix, params).unwrap();
+                let mut mg = Multigrid::new(dev, dim, n, &matrix, jacobi(variant, n)).unwrap();
                 let cycle = mg.cycle_mut();
                 cycle.prepare(nrhs).unwrap();
                 let kind = cycle.input();
@@ -213,6 +206,18 @@ fn multigrid(dev: &Cpu, report: &mut Report) {
     }
 }
 
+/// `variant`'s schedule on the unit square or cube with n cells per direction, damped
+/// Jacobi, the default storage.
+fn jacobi(variant: Variant, n: usize) -> MgParams {
+    MgParams {
+        schedule: variant.schedule(default_levels(n)),
+        smoother: Smoother::JACOBI,
+        base_tolerance: 1e-4,
+        residual_scaling: true,
+        storage: tensorfem::device::MatrixStorage::default(),
+    }
+}
+
 /// The first multigrid solve after `Multigrid::prepare_solve` (and `load`) allocates less
 /// than one block of its shape: the levels' and the refinement's blocks are set-up, which
 /// a benchmark does not time. (Without `prepare_solve` that solve allocated them all.)
@@ -230,14 +235,7 @@ fn multigrid_first_solve(dev: &Cpu, report: &mut Report) {
         (Variant::HMg, MgSolve::Refined),
         (Variant::DMg, MgSolve::Plain),
     ] {
-        let params = MgParams {
-            schedule: variant.schedule(default_levels(n)),
-            smoother: Smoother::JACOBI,
-            base_tolerance: 1e-4,
-            residual_scaling: true,
-            storage: tensorfem::device::MatrixStorage::default(),
-        };
-        let mut mg = Multigrid::new(dev, 2, n, &matrix, params).unwrap();
+        let mut mg = Multigrid::new(dev, 2, n, &matrix, jacobi(variant, n)).unwrap();
         mg.prepare_solve(solve, nrhs, stop.max_iterations).unwrap();
         let b: Vec<f64> = (0..rows * nrhs).map(|i| (i % 7) as f64 - 3.0).collect();
         mg.load(&b, &vec![0.0; rows * nrhs], nrhs).unwrap();
