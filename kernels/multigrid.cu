@@ -201,9 +201,12 @@ __device__ void refine_update(const Rows &rows, u32 n, const double *values, con
 }
 
 // Grid transfers between uniform grids of interior points (dim 2 or 3, m_f = 2·m_c + 1,
-// lexicographic with x fastest). 1D weights: fine point 2a + d of coarse point a has weight
-// ½, 1, ½ for d = 0, 1, 2.
-__device__ __forceinline__ double weight_1d(u32 d) { return d == 1 ? 1.0 : 0.5; }
+// lexicographic with x fastest). 1D restriction: coarse point a gathers fine points 2a,
+// 2a + 1, 2a + 2 with weights ½, 1, ½, as ½(f₀ + f₂) + f₁ (the CPU's order; a fused
+// multiply-add gives the same bits, ½(f₀ + f₂) being exact).
+__device__ __forceinline__ double restrict3(double f0, double f1, double f2) {
+  return 0.5 * (f0 + f2) + f1;
+}
 
 // The coarse points (index, weight) fine point i interpolates from, in the CPU's order:
 // i odd: (i − 1)/2 with 1; i even: i/2 − 1 then i/2 with ½ each, where they are interior.
@@ -223,9 +226,9 @@ __device__ __forceinline__ u32 interpolation_1d(u32 i, u32 mc, u32 *index, doubl
   return (u32)left_inside + (u32)right_inside;
 }
 
-// coarse = factor_c · Pᵀ fine (factor_c = 1/s_c, or 0 for an inactive column), summed in
-// f64 over the fine planes (z), lines (y), then a line's three points as the CPU does:
-// acc += ½w(f₀ + f₂) + w f₁ with w the product of the plane's and line's weights.
+// coarse = factor_c · Pᵀ fine (factor_c = 1/s_c, or 0 for an inactive column), separable
+// in f64 as the CPU does it: at each of the three fine points 2a + dx along x, restricted
+// across planes (z, 3D), then across lines (y); then those three along x.
 template <typename S, typename T>
 __device__ void grid_restrict(const S *fine, T *coarse, u32 dim, u32 mc, u32 nrhs,
                               const double *factor, double limit, double *part) {
@@ -234,19 +237,25 @@ __device__ void grid_restrict(const S *fine, T *coarse, u32 dim, u32 mc, u32 nrh
   u32 points = dim == 2 ? mc * mc : mc * mc * mc;
   canonical_rows(points, nrhs, part, [=](u32 point, ColumnRecord &record) {
     u32 a = point % mc, rest = point / mc, b = rest % mc, q = dim == 2 ? 0 : rest / mc;
-    double acc = 0.0;
-    for (u32 dz = 0; dz < (dim == 2 ? 1u : 3u); dz++) {
-      double wz = dim == 2 ? 1.0 : weight_1d(dz);
-      u64 plane = dim == 2 ? 0 : (u64)(2 * q + dz) * mf * mf;
-      for (u32 dy = 0; dy < 3; dy++) {
-        double w = dim == 2 ? weight_1d(dy) : wz * weight_1d(dy), half = 0.5 * w;
-        u64 line = plane + (u64)(2 * b + dy) * mf + 2 * a;
-        double f0 = (double)widen(__ldg(&fine[line * nrhs + c]));
-        double f1 = (double)widen(__ldg(&fine[(line + 1) * nrhs + c]));
-        double f2 = (double)widen(__ldg(&fine[(line + 2) * nrhs + c]));
-        acc += half * (f0 + f2) + w * f1;
+    u64 line = mf, plane = (u64)mf * mf;
+    // Fine row of (x = 2a, y = 2b, z = 2q): 2D (2b)·m_f + 2a, 3D ((2q)·m_f + 2b)·m_f + 2a.
+    u64 first = dim == 2 ? (u64)(2 * b) * mf + 2 * a : ((u64)(2 * q) * mf + 2 * b) * mf + 2 * a;
+    auto at = [=](u64 row) { return (double)widen(__ldg(&fine[row * nrhs + c])); };
+    double along[3];
+    for (u32 dx = 0; dx < 3; dx++) {
+      u64 row = first + dx;
+      if (dim == 2) {
+        along[dx] = restrict3(at(row), at(row + line), at(row + 2 * line));
+      } else {
+        double across_planes[3];
+        for (u32 dy = 0; dy < 3; dy++) {
+          u64 r = row + dy * line;
+          across_planes[dy] = restrict3(at(r), at(r + plane), at(r + 2 * plane));
+        }
+        along[dx] = restrict3(across_planes[0], across_planes[1], across_planes[2]);
       }
     }
+    double acc = restrict3(along[0], along[1], along[2]);
     C o = (C)(acc * factor[c]);
     record.add((double)o, limit);
     coarse[(u64)point * nrhs + c] = store_c(o, (T *)0);

@@ -41,11 +41,6 @@ fn interpolation_1d(i: usize, m_coarse: usize) -> ([(usize, f64); 2], usize) {
     }
 }
 
-/// Fine points (index, weight) coarse point `a` gathers in the 1D restriction.
-fn restriction_1d(a: usize) -> [(usize, f64); 3] {
-    [(2 * a, 0.5), (2 * a + 1, 1.0), (2 * a + 2, 0.5)]
-}
-
 /// What the one-column transfer of one output plane needs besides its data: the grids,
 /// the output plane's index and the column's scale.
 #[derive(Clone, Copy)]
@@ -249,144 +244,284 @@ fn restrict_column<F: Storage + TileIo, C: Storage + TileIo>(
         (coarse, coarse_grid.plane()),
         grids,
         stats,
-        |args, out, part| restrict_plane::<F, C>((args, fine, out, part)),
+        |args, out, part| match fine_grid.dim {
+            2 => restrict_plane_2d::<F, C>((args, fine, out, part)),
+            _ => arena::with(|arena| {
+                let mf = fine_grid.m;
+                let scratch = arena.one::<f64>(0, mf * mf + mf);
+                restrict_plane_3d::<F, C>((args, fine, out, part, scratch))
+            }),
+        },
     );
+    arena::sync();
 }
 
+// One coarse plane of [`restrict_column`] is fused and separable, in f64: the fine points
+// it gathers restricted across the slower directions ([`restrict_across`]'s order), then
+// along x per tile of 16 coarse points, divided by the scale, rounded to the compute
+// precision, added to the plane's statistics (those of [`record_stats`]) and rounded into
+// storage. One kernel per dimension (each compiled alone).
+
 per_simd_level! {
-    /// One coarse plane of [`restrict_column`], fused: per coarse line and tile of 16
-    /// points, the fine lines it gathers (in the order of [`restriction_groups`]) summed in
-    /// f64, divided by the scale, rounded to the compute precision, added to the plane's
-    /// statistics (those of [`record_stats`]) and rounded into storage.
-    fn restrict_plane<F, C>((ColumnPlane, &[F], &mut [C], &mut [f64])) => restrict_plane_portable
+    /// One coarse line of [`restrict_column`] in 2D: its three fine lines restricted
+    /// across lines as they are read (a line is 2 m_c + 1 ≤ 8191 points of up to 64 KB:
+    /// scratch for it would push it out of L1), then along x.
+    fn restrict_plane_2d<F, C>((ColumnPlane, &[F], &mut [C], &mut [f64])) => restrict_plane_2d_portable
 }
 
 #[inline(always)]
-fn restrict_plane_portable<F: Storage + TileIo, C: Storage + TileIo, const LEVEL: u8>(
-    (args, fine, coarse_plane, part): (ColumnPlane, &[F], &mut [C], &mut [f64]),
+fn restrict_plane_2d_portable<F: Storage + TileIo, C: Storage + TileIo, const LEVEL: u8>(
+    (args, fine, coarse_line, part): (ColumnPlane, &[F], &mut [C], &mut [f64]),
 ) {
-    let (mf, mc) = (args.fine_grid.m, args.coarse_grid.m);
-    let lines_per_plane = if args.fine_grid.dim == 2 { 1 } else { mc };
+    let mf = args.fine_grid.m;
+    let mut stats = ColumnStats::new();
+    let lines = AcrossLines::<F, LEVEL>(fine, 2 * args.plane * mf, mf);
+    restrict_line::<C, LEVEL>(&lines, inverse_scale(args.scale), coarse_line, &mut stats);
+    stats.fold(part, C::MAX);
+}
+
+/// What [`restrict_plane_3d`] takes: the plane, the fine column, the coarse plane, its
+/// statistics partials, and f64 scratch for one fine plane and one fine line.
+type RestrictPlaneArgs<'a, F, C> = (
+    ColumnPlane,
+    &'a [F],
+    &'a mut [C],
+    &'a mut [f64],
+    &'a mut [f64],
+);
+
+per_simd_level! {
+    /// One coarse plane of [`restrict_column`] in 3D: its three fine planes restricted
+    /// across planes into scratch (each fine value read once, in three sequential
+    /// streams); then per coarse line, its three lines of that restricted across lines
+    /// into scratch, and that restricted along x.
+    fn restrict_plane_3d<F, C>(RestrictPlaneArgs<'_, F, C>) => restrict_plane_3d_portable
+}
+
+#[inline(always)]
+fn restrict_plane_3d_portable<F: Storage + TileIo, C: Storage + TileIo, const LEVEL: u8>(
+    (args, fine, coarse_plane, part, scratch): RestrictPlaneArgs<'_, F, C>,
+) {
+    let (mf, mc, q) = (args.fine_grid.m, args.coarse_grid.m, args.plane);
+    let (across_planes, line) = scratch.split_at_mut(mf * mf);
+    let first = 2 * q * mf * mf;
+    for (j, z_line) in across_planes.chunks_exact_mut(mf).enumerate() {
+        for i0 in (0..mf).step_by(TILE) {
+            let t = TILE.min(mf - i0);
+            let z = restrict_rows::<F, LEVEL>(fine, (first + j * mf + i0, mf * mf), (1, 0, t));
+            put_tile(&mut z_line[i0..i0 + t], &z);
+        }
+    }
     let factor = inverse_scale(args.scale);
     let mut stats = ColumnStats::new();
-    for b in 0..lines_per_plane {
-        // The fine lines coarse line b gathers, with their weights, in the order of the sum.
-        let mut lines = [(0usize, 0.0f64); 9];
-        let mut count = 0;
-        for (p, wp) in restriction_1d(args.plane) {
-            if args.fine_grid.dim == 2 {
-                lines[count] = (p * mf, wp);
-                count += 1;
-            } else {
-                for (j, wb) in restriction_1d(b) {
-                    lines[count] = ((p * mf + j) * mf, wp * wb);
-                    count += 1;
-                }
-            }
+    for (b, out_line) in coarse_plane.chunks_exact_mut(mc).enumerate() {
+        let lines = AcrossLines::<f64, LEVEL>(across_planes, 2 * b * mf, mf);
+        for i0 in (0..mf).step_by(TILE) {
+            let t = TILE.min(mf - i0);
+            put_tile(&mut line[i0..i0 + t], &lines.tile(i0, t));
         }
-        let out_line = &mut coarse_plane[b * mc..(b + 1) * mc];
         stats.start_at(b * mc);
-        for a0 in (0..mc).step_by(TILE) {
-            let t = TILE.min(mc - a0);
-            let mut acc = [0.0f64; TILE];
-            for &(first, w) in &lines[..count] {
-                restrict_tile::<F, LEVEL>(&fine[first..first + mf], a0, w, &mut acc);
-            }
-            let mut o = [Compute::<C>::zero(); TILE];
-            for k in 0..TILE {
-                o[k] = Compute::<C>::from_f64(acc[k] * factor);
-            }
-            let stored = &mut out_line[a0..a0 + t];
-            match <&mut [C; TILE]>::try_from(&mut *stored) {
-                // A whole tile: a fixed-size store (no length to test or copy).
-                Ok(whole) => {
-                    stats.add(&o, TILE);
-                    C::store::<LEVEL>(&o, whole);
-                }
-                Err(_) => {
-                    stats.add(&o, t);
-                    C::store::<LEVEL>(&o, stored);
-                }
-            }
-        }
+        restrict_line::<C, LEVEL>(&Line::<LEVEL>(line), factor, out_line, &mut stats);
     }
     stats.fold(part, C::MAX);
 }
 
-/// acc (coarse points a0, a0 + 1, … of a coarse line) += w · the restriction of `line` (the
-/// fine line, 2 m_c + 1 points): coarse point a gathers ½w (f(2a) + f(2a + 2)) + w f(2a + 1).
+/// The first `dst.len()` (at most [`TILE`]) values of `tile` into `dst`: a whole tile as
+/// one fixed-size store.
 #[inline(always)]
-fn restrict_tile<F: TileIo, const LEVEL: u8>(line: &[F], a0: usize, w: f64, acc: &mut [f64; TILE]) {
-    let (first, len) = (2 * a0, line.len());
-    if first + 2 * TILE < len {
-        let low = F::load::<LEVEL>(&line[first..first + TILE]);
-        let high = F::load::<LEVEL>(&line[first + TILE..first + 2 * TILE]);
-        let last = Real::to_f64(F::to_compute(line[first + 2 * TILE]));
-        add_restriction::<F>(&low, &high, last, w, acc);
-        return;
+fn put_tile(dst: &mut [f64], tile: &[f64; TILE]) {
+    let t = dst.len();
+    match <&mut [f64; TILE]>::try_from(&mut *dst) {
+        Ok(whole) => *whole = *tile,
+        Err(_) => dst.copy_from_slice(&tile[..t]),
     }
-    // The line's last tile: f(2a + 2) exists for each of its coarse points a; the lanes
-    // past them load zeros, and what they sum is never stored.
-    let middle = (first + TILE).min(len);
-    let low = F::load::<LEVEL>(&line[first..middle]);
-    let high = F::load::<LEVEL>(&line[middle..len]);
-    add_restriction::<F>(&low, &high, 0.0, w, acc);
 }
 
-/// acc[k] += ½w (f(2a) + f(2a + 2)) + w f(2a + 1) for a = a0 + k, the fine points
-/// f(2a0 + j) being `low[j]`, then `high[j − 16]`, then `last` (j = 32).
+/// One coarse line of a column from its fine line restricted across the slower directions:
+/// per tile of 16 coarse points, restricted along x ([`restrict_along`]), times `factor`,
+/// rounded to the compute precision, added to `stats` and rounded into `out_line`.
 #[inline(always)]
-fn add_restriction<F: TileIo>(
-    low: &[Compute<F>; TILE],
-    high: &[Compute<F>; TILE],
-    last: f64,
-    w: f64,
-    acc: &mut [f64; TILE],
+fn restrict_line<C: Storage + TileIo, const LEVEL: u8>(
+    line: &impl FineLine,
+    factor: f64,
+    out_line: &mut [C],
+    stats: &mut ColumnStats<Compute<C>>,
 ) {
-    let half = 0.5 * w;
+    let mc = out_line.len();
+    for a0 in (0..mc).step_by(TILE) {
+        let t = TILE.min(mc - a0);
+        let g = restrict_along(line, a0);
+        let mut o = [Compute::<C>::zero(); TILE];
+        for k in 0..TILE {
+            o[k] = Compute::<C>::from_f64(g[k] * factor);
+        }
+        let stored = &mut out_line[a0..a0 + t];
+        match <&mut [C; TILE]>::try_from(&mut *stored) {
+            // A whole tile: a fixed-size store (no length to test or copy).
+            Ok(whole) => {
+                stats.add(&o, TILE);
+                C::store::<LEVEL>(&o, whole);
+            }
+            Err(_) => {
+                stats.add(&o, t);
+                C::store::<LEVEL>(&o, stored);
+            }
+        }
+    }
+}
+
+/// ½ (a + c) + b lane by lane: the 1D restriction (weights ½, 1, ½) of three neighbouring
+/// points, in one order of operations everywhere, so that every path gives the same bits.
+/// (As written on the GPU, where a fused multiply-add gives the same: ½ (a + c) is exact.)
+#[inline(always)]
+fn restrict3(a: &[f64; TILE], b: &[f64; TILE], c: &[f64; TILE]) -> [f64; TILE] {
+    let mut out = [0.0; TILE];
+    for k in 0..TILE {
+        out[k] = 0.5 * (a[k] + c[k]) + b[k];
+    }
+    out
+}
+
+/// The first fine row (in the fine grid's lexicographic order) coarse line `b` of coarse
+/// plane `q` gathers, at fine point x of that line: in 2D coarse line q gathers fine lines
+/// 2q, 2q + 1, 2q + 2 (`b` is 0); in 3D fine lines 2b, 2b + 1, 2b + 2 of fine planes 2q,
+/// 2q + 1, 2q + 2.
+#[inline(always)]
+fn restriction_base(fine_grid: GridShape, q: usize, b: usize, x: usize) -> usize {
+    let mf = fine_grid.m;
+    match fine_grid.dim {
+        2 => 2 * q * mf + x,
+        _ => (2 * q * mf + 2 * b) * mf + x,
+    }
+}
+
+/// The restriction across the directions slower than x at fine row `first` + x (from
+/// [`restriction_base`]) for a tile of `t` columns from `c0` of the node-major block `fine`
+/// (`nrhs` columns; what the one-column kernels compute line by line): in 2D across lines,
+/// [`restrict3`] of lines 0, 1, 2; in 3D across planes first, then across lines,
+/// [`restrict3`] of the plane restrictions of lines 0, 1, 2. In f64 from storage.
+#[inline(always)]
+fn restrict_across<F: TileIo, const LEVEL: u8>(
+    fine: &[F],
+    fine_grid: GridShape,
+    first: usize,
+    nrhs: usize,
+    c0: usize,
+    t: usize,
+) -> [f64; TILE] {
+    let line = fine_grid.m;
+    let columns = (nrhs, c0, t);
+    if fine_grid.dim == 2 {
+        return restrict_rows::<F, LEVEL>(fine, (first, line), columns);
+    }
+    let plane = line * line;
+    let mut across_planes = [[0.0; TILE]; 3];
+    for (dy, z) in across_planes.iter_mut().enumerate() {
+        *z = restrict_rows::<F, LEVEL>(fine, (first + dy * line, plane), columns);
+    }
+    let [z0, z1, z2] = &across_planes;
+    restrict3(z0, z1, z2)
+}
+
+/// [`restrict3`] of the node-major rows `row`, `row + stride` and `row + 2 stride` of `src`
+/// (`nrhs` columns), a tile of `t` columns from `c0`, in f64 from storage.
+#[inline(always)]
+fn restrict_rows<S: TileIo, const LEVEL: u8>(
+    src: &[S],
+    (row, stride): (usize, usize),
+    (nrhs, c0, t): (usize, usize, usize),
+) -> [f64; TILE] {
+    restrict3(
+        &f64_tile::<S, LEVEL>(src, row, nrhs, c0, t),
+        &f64_tile::<S, LEVEL>(src, row + stride, nrhs, c0, t),
+        &f64_tile::<S, LEVEL>(src, row + 2 * stride, nrhs, c0, t),
+    )
+}
+
+/// One fine line of a column restricted across the slower directions, as
+/// [`restrict_along`] reads it: `tile(x, t)`, its `t` ≤ [`TILE`] points from x (the lanes
+/// past them zero), and `point(x)`. (A trait with `#[inline(always)]` methods, not
+/// closures: closures do not get the kernel's target features.)
+trait FineLine {
+    fn len(&self) -> usize;
+    fn tile(&self, x: usize, t: usize) -> [f64; TILE];
+    fn point(&self, x: usize) -> f64;
+}
+
+/// The three lines of `.0` from row `.1` (lines of `.2` points; one column) restricted
+/// across lines ([`restrict3`]) as they are read.
+struct AcrossLines<'a, S, const LEVEL: u8>(&'a [S], usize, usize);
+
+impl<S: TileIo, const LEVEL: u8> FineLine for AcrossLines<'_, S, LEVEL> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.2
+    }
+
+    #[inline(always)]
+    fn tile(&self, x: usize, t: usize) -> [f64; TILE] {
+        restrict_rows::<S, LEVEL>(self.0, (self.1 + x, self.2), (1, 0, t))
+    }
+
+    #[inline(always)]
+    fn point(&self, x: usize) -> f64 {
+        let (src, row, stride) = (self.0, self.1 + x, self.2);
+        let (a, b, c) = (src[row], src[row + stride], src[row + 2 * stride]);
+        let (a, b, c) = (S::to_compute(a), S::to_compute(b), S::to_compute(c));
+        0.5 * (Real::to_f64(a) + Real::to_f64(c)) + Real::to_f64(b)
+    }
+}
+
+/// A line already restricted across the slower directions, in f64.
+struct Line<'a, const LEVEL: u8>(&'a [f64]);
+
+impl<const LEVEL: u8> FineLine for Line<'_, LEVEL> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    #[inline(always)]
+    fn tile(&self, x: usize, t: usize) -> [f64; TILE] {
+        f64::load::<LEVEL>(&self.0[x..x + t])
+    }
+
+    #[inline(always)]
+    fn point(&self, x: usize) -> f64 {
+        self.0[x]
+    }
+}
+
+/// The restriction along x of a fine line restricted across the slower directions (2 m_c + 1
+/// points) at coarse points a0, a0 + 1, …: [`restrict3`] of f(2a), f(2a + 1), f(2a + 2).
+/// Lanes past the line's last coarse point are not meaningful.
+#[inline(always)]
+fn restrict_along(line: &impl FineLine, a0: usize) -> [f64; TILE] {
+    let (x, m) = (2 * a0, line.len());
+    let (low, high, last) = if x + 2 * TILE < m {
+        (
+            line.tile(x, TILE),
+            line.tile(x + TILE, TILE),
+            line.point(x + 2 * TILE),
+        )
+    } else {
+        // The line's last tile: f(2a + 2) exists for each of its coarse points a; the
+        // lanes past them load zeros.
+        let middle = (x + TILE).min(m);
+        (line.tile(x, middle - x), line.tile(middle, m - middle), 0.0)
+    };
     // f(2a), f(2a + 1), f(2a + 2) picked from the two tiles in registers (no array through
     // memory: a wide store read back narrower stalls).
     let (mut even, mut odd) = ([0.0f64; TILE], [0.0f64; TILE]);
     for k in 0..TILE / 2 {
-        even[k] = Real::to_f64(low[2 * k]);
-        odd[k] = Real::to_f64(low[2 * k + 1]);
-        even[TILE / 2 + k] = Real::to_f64(high[2 * k]);
-        odd[TILE / 2 + k] = Real::to_f64(high[2 * k + 1]);
+        even[k] = low[2 * k];
+        odd[k] = low[2 * k + 1];
+        even[TILE / 2 + k] = high[2 * k];
+        odd[TILE / 2 + k] = high[2 * k + 1];
     }
     let mut next = [last; TILE];
     next[..TILE - 1].copy_from_slice(&even[1..]);
-    for k in 0..TILE {
-        acc[k] += half * (even[k] + next[k]) + w * odd[k];
-    }
-}
-
-/// The fine groups coarse point `i` of coarse plane `q` gathers in the restriction, in the
-/// order the plane-by-plane sum adds them (fine plane, then fine line): each group is three
-/// consecutive fine points along x from `first`, weighted ½, 1, ½ times `w`. 3 groups in 2D,
-/// 9 in 3D; returns their count.
-#[inline(always)]
-fn restriction_groups(
-    fine_grid: GridShape,
-    coarse_grid: GridShape,
-    q: usize,
-    i: usize,
-    groups: &mut [(usize, f64); 9],
-) -> usize {
-    let (mf, mc) = (fine_grid.m, coarse_grid.m);
-    let mut count = 0;
-    for (p, wp) in restriction_1d(q) {
-        if fine_grid.dim == 2 {
-            groups[count] = (p * mf + 2 * i, wp);
-            count += 1;
-        } else {
-            let (b, a) = (i / mc, i % mc);
-            for (j, wb) in restriction_1d(b) {
-                groups[count] = ((p * mf + j) * mf + 2 * a, wp * wb);
-                count += 1;
-            }
-        }
-    }
-    count
+    restrict3(&even, &odd, &next)
 }
 
 /// The coarse points fine point `i` of fine plane `p` interpolates, with their weights, in
@@ -519,9 +654,10 @@ fn plane_block<O: Storage + TileIo, P: PlanePoints<O>, const LEVEL: u8>(
 }
 
 /// coarse = Pᵀ fine / s_c for a block of two or more columns, one fused pass per coarse
-/// plane: per coarse point and tile of columns the fine groups of [`restriction_groups`]
-/// summed in f64 from storage, scaled, rounded into storage, with the plane's statistics.
-/// Each column gets what [`restrict_column`] gives it alone.
+/// plane: per coarse point and tile of columns the separable restriction of
+/// [`restrict_plane`] (across the slower directions at the three fine points along x, then
+/// along x) in f64 from storage, scaled, rounded into storage, with the plane's
+/// statistics. Each column gets what [`restrict_column`] gives it alone.
 fn restrict_block<F: Storage + TileIo, C: Storage + TileIo>(
     fine: &[F],
     fine_grid: GridShape,
@@ -541,8 +677,7 @@ fn restrict_block<F: Storage + TileIo, C: Storage + TileIo>(
             fine,
             grids: (fine_grid, coarse_grid),
             plane: q,
-            groups: [(0, 0.0); 9],
-            count: 0,
+            first: 0,
             factors,
             norms,
         };
@@ -564,14 +699,13 @@ fn restrict_plane_block_portable<F: Storage + TileIo, C: Storage + TileIo, const
 }
 
 /// The coarse points of one plane of [`restrict_block`]: the fine block, the grids, the
-/// coarse plane's index, the current point's groups, 1 / s_c per column, whether Σ v² is
-/// kept.
+/// coarse plane's index, the current point's first fine row ([`restriction_base`]), 1 / s_c
+/// per column, whether Σ v² is kept.
 struct RestrictPoints<'a, F> {
     fine: &'a [F],
     grids: (GridShape, GridShape),
     plane: usize,
-    groups: [(usize, f64); 9],
-    count: usize,
+    first: usize,
     factors: &'a [f64],
     norms: bool,
 }
@@ -580,11 +714,16 @@ impl<F: TileIo, C: Storage + TileIo> PlanePoints<C> for RestrictPoints<'_, F> {
     #[inline(always)]
     fn at(&mut self, i: usize) {
         let (fine_grid, coarse_grid) = self.grids;
-        self.count = restriction_groups(fine_grid, coarse_grid, self.plane, i, &mut self.groups);
+        let mc = coarse_grid.m;
+        let (b, a) = match fine_grid.dim {
+            2 => (0, i),
+            _ => (i / mc, i % mc),
+        };
+        self.first = restriction_base(fine_grid, self.plane, b, 2 * a);
     }
 
-    /// Σ over the groups of (½w (f₀ + f₂) + w f₁) in f64 (the order of
-    /// [`restrict_tile`]), times 1 / s_c, rounded into `out`.
+    /// [`restrict3`] of the restrictions across the slower directions ([`restrict_across`])
+    /// at the fine points 2a, 2a + 1, 2a + 2 along x, times 1 / s_c, rounded into `out`.
     #[inline(always)]
     fn tile<const LEVEL: u8>(
         &self,
@@ -595,16 +734,13 @@ impl<F: TileIo, C: Storage + TileIo> PlanePoints<C> for RestrictPoints<'_, F> {
         top: &mut [Compute<C>; TILE],
     ) {
         let nrhs = self.factors.len();
-        let mut acc = [0.0f64; TILE];
-        for &(first, w) in &self.groups[..self.count] {
-            let f0 = f64_tile::<F, LEVEL>(self.fine, first, nrhs, c0, t);
-            let f1 = f64_tile::<F, LEVEL>(self.fine, first + 1, nrhs, c0, t);
-            let f2 = f64_tile::<F, LEVEL>(self.fine, first + 2, nrhs, c0, t);
-            let half = 0.5 * w;
-            for c in 0..TILE {
-                acc[c] += half * (f0[c] + f2[c]) + w * f1[c];
-            }
+        let fine_grid = self.grids.0;
+        let mut along = [[0.0; TILE]; 3];
+        for (dx, y) in along.iter_mut().enumerate() {
+            *y = restrict_across::<F, LEVEL>(self.fine, fine_grid, self.first + dx, nrhs, c0, t);
         }
+        let [y0, y1, y2] = &along;
+        let acc = restrict3(y0, y1, y2);
         let mut factor = [0.0; TILE];
         factor[..t].copy_from_slice(&self.factors[c0..c0 + t]);
         let mut o = [Compute::<C>::zero(); TILE];
