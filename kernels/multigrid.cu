@@ -174,7 +174,7 @@ __device__ void ell_jacobi_from_zero(u32 n, const S *diagonal, double omega, con
   });
 }
 
-// The refinement update u_c += α_c c_c, r_c −= A (α_c c_c) (A, u, r f64; the correction in
+// The refinement update u_c += α_c c_c, r_c −= α_c (A c_c) (A, u, r f64; the correction in
 // T, widened as it is read). Statistics: Σ r² of the new residual, max |c| of the
 // correction (no limit).
 template <typename T, typename Rows>
@@ -185,7 +185,7 @@ __device__ void refine_update(const Rows &rows, u32 n, const double *values, con
   canonical_rows(n, nrhs, part, [=](u32 row, ColumnRecord &record) {
     double even = 0.0, odd = 0.0;
     rows.each(row, [&](u32 s, u64 k, u32 col) {
-      double product = __ldg(&values[k]) * (a * (double)widen(__ldg(&corr[(u64)col * nrhs + c])));
+      double product = __ldg(&values[k]) * (double)widen(__ldg(&corr[(u64)col * nrhs + c]));
       if (s & 1)
         odd += product;
       else
@@ -194,7 +194,7 @@ __device__ void refine_update(const Rows &rows, u32 n, const double *values, con
     u64 own = (u64)row * nrhs + c;
     double mine = (double)widen(__ldg(&corr[own]));
     u[own] += a * mine;
-    double residual = r[own] - (even + odd);
+    double residual = r[own] - a * (even + odd);
     r[own] = residual;
     record.add(residual * residual, fabs(mine), __longlong_as_double(0x7ff0000000000000LL));
   });

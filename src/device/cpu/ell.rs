@@ -322,20 +322,19 @@ impl<S: TileIo, const LEVEL: u8> SlotTiles<Compute<S>> for StoredTiles<'_, S, LE
     }
 }
 
-/// α_c c_c over a tile of `t` columns from `c0` in the row each slot points at, in f64.
-struct ScaledTiles<'a, X, const LEVEL: u8> {
+/// The correction's tile of `t` columns from `c0` in the row each slot points at, in f64.
+struct WideTiles<'a, X, const LEVEL: u8> {
     offsets: &'a [usize],
     correction: &'a [X],
-    scale: &'a [f64; TILE],
     c0: usize,
     t: usize,
 }
 
-impl<X: TileIo, const LEVEL: u8> SlotTiles<f64> for ScaledTiles<'_, X, LEVEL> {
+impl<X: TileIo, const LEVEL: u8> SlotTiles<f64> for WideTiles<'_, X, LEVEL> {
     #[inline(always)]
     fn slot(&self, s: usize) -> [f64; TILE] {
         let start = self.offsets[s] + self.c0;
-        scaled_tile::<X, LEVEL>(self.scale, &self.correction[start..start + self.t])
+        wide_tile::<X, LEVEL>(&self.correction[start..start + self.t])
     }
 }
 
@@ -763,8 +762,8 @@ type UpdateSlicesArgs<'a, 'm, X> = (
 
 per_simd_level! {
     /// One sub-block of [`refinement_update`] with one column, fused: per slice of 16 rows (the
-    /// vector lanes) α c gathered at each slot's columns and converted to f64 as it is read,
-    /// A (α c) summed as in [`tile_row_sum`], u and r updated, Σ r² in the order of
+    /// vector lanes) c gathered at each slot's columns and converted to f64 as it is read,
+    /// A c summed as in [`tile_row_sum`], u and r updated (r −= α (A c)), Σ r² in the order of
     /// [`record_stats`](super::vector::record_stats) and max |c| of the rows' own correction.
     fn update_slices<X>(UpdateSlicesArgs<'_, '_, X>) => update_slices_portable
 }
@@ -782,19 +781,13 @@ fn update_slices_portable<X: Storage + TileIo, const LEVEL: u8>(
         let slice = r0 / SLICE + k;
         let (mut even, mut odd) = ([0.0f64; TILE], [0.0f64; TILE]);
         for p in 0..width / 2 {
-            let (v0, c0) = scaled_slot::<X, LEVEL>(
-                slice_values,
-                a.columns,
-                (width, slice, 2 * p),
-                correction,
-                alpha,
-            );
-            let (v1, c1) = scaled_slot::<X, LEVEL>(
+            let (v0, c0) =
+                wide_slot::<X, LEVEL>(slice_values, a.columns, (width, slice, 2 * p), correction);
+            let (v1, c1) = wide_slot::<X, LEVEL>(
                 slice_values,
                 a.columns,
                 (width, slice, 2 * p + 1),
                 correction,
-                alpha,
             );
             for j in 0..TILE {
                 even[j] += v0[j] * c0[j];
@@ -802,12 +795,11 @@ fn update_slices_portable<X: Storage + TileIo, const LEVEL: u8>(
             }
         }
         if width % 2 == 1 {
-            let (v, c) = scaled_slot::<X, LEVEL>(
+            let (v, c) = wide_slot::<X, LEVEL>(
                 slice_values,
                 a.columns,
                 (width, slice, width - 1),
                 correction,
-                alpha,
             );
             for j in 0..TILE {
                 even[j] += v[j] * c[j];
@@ -820,7 +812,7 @@ fn update_slices_portable<X: Storage + TileIo, const LEVEL: u8>(
         for j in 0..TILE {
             let c = Real::to_f64(own[j]);
             us[j] += alpha * c;
-            rs[j] -= even[j] + odd[j];
+            rs[j] -= alpha * (even[j] + odd[j]);
             let c = c.abs();
             largest[j] = if c > largest[j] { c } else { largest[j] };
         }
@@ -835,29 +827,28 @@ fn update_slices_portable<X: Storage + TileIo, const LEVEL: u8>(
     fold_column(part, 1, 0, lanes, top, f64::INFINITY);
 }
 
-/// Slot s of slice `slice` (`values`: the slice's) of the f64 matrix: its values and α c at
-/// its columns, in f64.
+/// Slot s of slice `slice` (`values`: the slice's) of the f64 matrix: its values and the
+/// correction at its columns, in f64.
 #[inline(always)]
-fn scaled_slot<X: TileIo, const LEVEL: u8>(
+fn wide_slot<X: TileIo, const LEVEL: u8>(
     values: &[f64],
     columns: Columns<'_>,
     (width, slice, s): (usize, usize, usize),
     correction: &[X],
-    alpha: f64,
 ) -> ([f64; TILE], [f64; TILE]) {
     let c = slot_of::<X, LEVEL>(correction, columns.slot(width, slice, s));
     let v: &[f64; TILE] = values[s * TILE..(s + 1) * TILE]
         .try_into()
         .expect("a slot of a slice");
-    let mut scaled = [0.0; TILE];
+    let mut wide = [0.0; TILE];
     for j in 0..TILE {
-        scaled[j] = alpha * Real::to_f64(c[j]);
+        wide[j] = Real::to_f64(c[j]);
     }
-    (*v, scaled)
+    (*v, wide)
 }
 
 /// [`refinement_update`] for blocks of two or more columns: per row and tile of columns,
-/// α_c c_c read where it is (converted to f64 as it is read), A (α c) summed as in
+/// c read where it is (converted to f64 as it is read), A c summed as in
 /// [`tile_row_sum`], u and r updated, Σ r² in the order of [`record_stats`](super::vector::record_stats) and max |c| of the
 /// row's own correction; no widened bands.
 fn refinement_update_block<X: Storage + TileIo>(
@@ -933,13 +924,13 @@ per_simd_level! {
     fn update_rows<X>(UpdateRowsArgs<'_, '_, X>) => update_rows_portable
 }
 
-/// α_c · c_c of one tile in f64 (the lanes past `c.len()` are zero).
+/// One tile of the correction in f64 (the lanes past `c.len()` are zero).
 #[inline(always)]
-fn scaled_tile<X: TileIo, const LEVEL: u8>(scale: &[f64; TILE], c: &[X]) -> [f64; TILE] {
+fn wide_tile<X: TileIo, const LEVEL: u8>(c: &[X]) -> [f64; TILE] {
     let c = X::load::<LEVEL>(c);
     let mut wide = [0.0; TILE];
     for j in 0..TILE {
-        wide[j] = scale[j] * Real::to_f64(c[j]);
+        wide[j] = Real::to_f64(c[j]);
     }
     wide
 }
@@ -1000,7 +991,7 @@ struct UpdateTiles<'a, X> {
 
 impl<X: Storage + TileIo> UpdateTiles<'_, X> {
     /// The row's `t` columns from `c0` (`t` ≤ TILE) of u and r (the row's): u += α c,
-    /// r −= A (α c), Σ r² into `lane`, max |c| into `top`.
+    /// r −= α (A c), Σ r² into `lane`, max |c| into `top`.
     #[inline(always)]
     fn tile<const LEVEL: u8>(
         &self,
@@ -1015,10 +1006,9 @@ impl<X: Storage + TileIo> UpdateTiles<'_, X> {
         scale[..t].copy_from_slice(&self.alpha[c0..c0 + t]);
         let ac = tile_row_sum(
             self.row_values,
-            &ScaledTiles::<X, LEVEL> {
+            &WideTiles::<X, LEVEL> {
                 offsets: self.offsets,
                 correction: self.correction,
-                scale: &scale,
                 c0,
                 t,
             },
@@ -1028,7 +1018,7 @@ impl<X: Storage + TileIo> UpdateTiles<'_, X> {
         let (u, r) = (&mut u[c0..c0 + t], &mut r[c0..c0 + t]);
         for (j, (u, r)) in u.iter_mut().zip(r).enumerate() {
             *u += scale[j] * Real::to_f64(own[j]);
-            *r -= ac[j];
+            *r -= scale[j] * ac[j];
             lane[j] += *r * *r;
             let c = Real::to_f64(own[j]).abs();
             top[j] = if c > top[j] { c } else { top[j] };
