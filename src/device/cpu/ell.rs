@@ -807,10 +807,10 @@ fn update_slices_portable<X: Storage + TileIo, const LEVEL: u8>(
         }
         let (first, t) = (r0 + k * SLICE, u.len());
         // Past a partial slice: zeros, which change no maximum.
-        let own = X::load::<LEVEL>(&correction[first..first + t]);
+        let own = wide_tile::<X, LEVEL>(&correction[first..first + t]);
         let (mut us, mut rs) = (f64::load::<LEVEL>(u), f64::load::<LEVEL>(r));
         for j in 0..TILE {
-            let c = Real::to_f64(own[j]);
+            let c = own[j];
             us[j] += alpha * c;
             rs[j] -= alpha * (even[j] + odd[j]);
             let c = c.abs();
@@ -840,11 +840,7 @@ fn wide_slot<X: TileIo, const LEVEL: u8>(
     let v: &[f64; TILE] = values[s * TILE..(s + 1) * TILE]
         .try_into()
         .expect("a slot of a slice");
-    let mut wide = [0.0; TILE];
-    for j in 0..TILE {
-        wide[j] = Real::to_f64(c[j]);
-    }
-    (*v, wide)
+    (*v, X::widen::<LEVEL>(&c))
 }
 
 /// [`refinement_update`] for blocks of two or more columns: per row and tile of columns,
@@ -927,12 +923,7 @@ per_simd_level! {
 /// One tile of the correction in f64 (the lanes past `c.len()` are zero).
 #[inline(always)]
 fn wide_tile<X: TileIo, const LEVEL: u8>(c: &[X]) -> [f64; TILE] {
-    let c = X::load::<LEVEL>(c);
-    let mut wide = [0.0; TILE];
-    for j in 0..TILE {
-        wide[j] = Real::to_f64(c[j]);
-    }
-    wide
+    X::widen::<LEVEL>(&X::load::<LEVEL>(c))
 }
 
 #[inline(always)]
@@ -1014,13 +1005,13 @@ impl<X: Storage + TileIo> UpdateTiles<'_, X> {
             },
         );
         let own_start = self.own + c0;
-        let own = X::load::<LEVEL>(&self.correction[own_start..own_start + t]);
+        let own = wide_tile::<X, LEVEL>(&self.correction[own_start..own_start + t]);
         let (u, r) = (&mut u[c0..c0 + t], &mut r[c0..c0 + t]);
         for (j, (u, r)) in u.iter_mut().zip(r).enumerate() {
-            *u += scale[j] * Real::to_f64(own[j]);
+            *u += scale[j] * own[j];
             *r -= scale[j] * ac[j];
             lane[j] += *r * *r;
-            let c = Real::to_f64(own[j]).abs();
+            let c = own[j].abs();
             top[j] = if c > top[j] { c } else { top[j] };
         }
     }

@@ -344,6 +344,57 @@ pub trait TileIo: Stored {
     /// `top[j] = max(top[j], |values[j]|)` for every lane, keeping a NaN (`top` starts at
     /// zero): the maxima of statistics without Σ v², which otherwise shows a NaN.
     fn fold_magnitudes(top: &mut [Self::Compute; TILE], values: &[Self::Compute; TILE]);
+    /// A tile in the compute precision widened to f64 (exactly).
+    fn widen<const LEVEL: u8>(values: &[Self::Compute; TILE]) -> [f64; TILE];
+    /// A tile of f64 values rounded to nearest in the compute precision.
+    fn narrow<const LEVEL: u8>(values: &[f64; TILE]) -> [Self::Compute; TILE];
+}
+
+/// 16 f64 values rounded to nearest f32: two AVX-512 or four AVX conversions (written out
+/// for the reason of [`widen_f32`]).
+#[inline(always)]
+pub fn narrow_f64<const LEVEL: u8>(values: &[f64; TILE]) -> [f32; TILE] {
+    #[cfg(target_arch = "x86_64")]
+    if LEVEL >= SimdLevel::Avx2 as u8 {
+        // SAFETY: callers at these levels are compiled for, and only run on, CPUs with the
+        // level's instructions.
+        return unsafe {
+            if LEVEL == SimdLevel::Avx512 as u8 {
+                x86::narrow_avx512(values)
+            } else {
+                x86::narrow_avx(values)
+            }
+        };
+    }
+    let mut narrow = [0.0; TILE];
+    for (n, &v) in narrow.iter_mut().zip(values) {
+        *n = v as f32;
+    }
+    narrow
+}
+
+/// 16 f32 values widened to f64 (exactly): two AVX-512 or four AVX conversions, written out
+/// because LLVM split blocks of `as f64` into 2-, 4- and 8-lane pieces (3 to 5 conversions,
+/// multiplies and adds per tile where 2 do).
+#[inline(always)]
+pub fn widen_f32<const LEVEL: u8>(values: &[f32; TILE]) -> [f64; TILE] {
+    #[cfg(target_arch = "x86_64")]
+    if LEVEL >= SimdLevel::Avx2 as u8 {
+        // SAFETY: callers at these levels are compiled for, and only run on, CPUs with the
+        // level's instructions.
+        return unsafe {
+            if LEVEL == SimdLevel::Avx512 as u8 {
+                x86::widen_avx512(values)
+            } else {
+                x86::widen_avx(values)
+            }
+        };
+    }
+    let mut wide = [0.0; TILE];
+    for (w, &v) in wide.iter_mut().zip(values) {
+        *w = f64::from(v);
+    }
+    wide
 }
 
 /// [`TileIo::fold_magnitudes`] on the bits: with the sign cleared, non-negative floats read
@@ -367,8 +418,19 @@ fn fold_magnitudes_f64(top: &mut [f64; TILE], values: &[f64; TILE]) {
 }
 
 macro_rules! same_type_tiles {
-    ($t:ty, $avx512:ident, $avx2:ident, $fold:ident) => {
+    (
+        $t:ty, $avx512:ident, $avx2:ident, $fold:ident, |$tile:ident| $wide:expr,
+        |$w:ident| $narrow:expr
+    ) => {
         impl TileIo for $t {
+            #[inline(always)]
+            fn narrow<const LEVEL: u8>($w: &[f64; TILE]) -> [$t; TILE] {
+                $narrow
+            }
+            #[inline(always)]
+            fn widen<const LEVEL: u8>($tile: &[$t; TILE]) -> [f64; TILE] {
+                $wide
+            }
             #[inline(always)]
             fn fold_magnitudes(top: &mut [$t; TILE], values: &[$t; TILE]) {
                 $fold(top, values)
@@ -416,10 +478,32 @@ macro_rules! same_type_tiles {
         }
     };
 }
-same_type_tiles!(f32, gather_f32_avx512, gather_f32_avx2, fold_magnitudes_f32);
-same_type_tiles!(f64, gather_f64_avx512, gather_f64_avx2, fold_magnitudes_f64);
+same_type_tiles!(
+    f32,
+    gather_f32_avx512,
+    gather_f32_avx2,
+    fold_magnitudes_f32,
+    |t| widen_f32::<LEVEL>(t),
+    |w| narrow_f64::<LEVEL>(w)
+);
+same_type_tiles!(
+    f64,
+    gather_f64_avx512,
+    gather_f64_avx2,
+    fold_magnitudes_f64,
+    |t| *t,
+    |w| *w
+);
 
 impl TileIo for f16 {
+    #[inline(always)]
+    fn narrow<const LEVEL: u8>(values: &[f64; TILE]) -> [f32; TILE] {
+        narrow_f64::<LEVEL>(values)
+    }
+    #[inline(always)]
+    fn widen<const LEVEL: u8>(values: &[f32; TILE]) -> [f64; TILE] {
+        widen_f32::<LEVEL>(values)
+    }
     #[inline(always)]
     fn fold_magnitudes(top: &mut [f32; TILE], values: &[f32; TILE]) {
         fold_magnitudes_f32(top, values)
@@ -664,6 +748,66 @@ mod x86 {
         }
     }
 
+    /// 16 f32 values widened to f64 with two AVX-512 conversions.
+    #[inline(always)]
+    pub unsafe fn widen_avx512(values: &[f32; TILE]) -> [f64; TILE] {
+        // SAFETY: two unaligned 256-bit loads of the 16 values; AVX-512F per the caller.
+        unsafe {
+            let p = values.as_ptr();
+            let halves = [
+                _mm512_cvtps_pd(_mm256_loadu_ps(p)),
+                _mm512_cvtps_pd(_mm256_loadu_ps(p.add(8))),
+            ];
+            std::mem::transmute::<[__m512d; 2], [f64; TILE]>(halves)
+        }
+    }
+
+    /// 16 f32 values widened to f64 with four AVX conversions.
+    #[inline(always)]
+    pub unsafe fn widen_avx(values: &[f32; TILE]) -> [f64; TILE] {
+        // SAFETY: four unaligned 128-bit loads of the 16 values; AVX per the caller.
+        unsafe {
+            let p = values.as_ptr();
+            let quarters = [
+                _mm256_cvtps_pd(_mm_loadu_ps(p)),
+                _mm256_cvtps_pd(_mm_loadu_ps(p.add(4))),
+                _mm256_cvtps_pd(_mm_loadu_ps(p.add(8))),
+                _mm256_cvtps_pd(_mm_loadu_ps(p.add(12))),
+            ];
+            std::mem::transmute::<[__m256d; 4], [f64; TILE]>(quarters)
+        }
+    }
+
+    /// 16 f64 values rounded to nearest f32 with two AVX-512 conversions.
+    #[inline(always)]
+    pub unsafe fn narrow_avx512(values: &[f64; TILE]) -> [f32; TILE] {
+        // SAFETY: two unaligned 512-bit loads of the 16 values; AVX-512F per the caller.
+        unsafe {
+            let p = values.as_ptr();
+            let halves = [
+                _mm512_cvtpd_ps(_mm512_loadu_pd(p)),
+                _mm512_cvtpd_ps(_mm512_loadu_pd(p.add(8))),
+            ];
+            std::mem::transmute::<[__m256; 2], [f32; TILE]>(halves)
+        }
+    }
+
+    /// 16 f64 values rounded to nearest f32 with four AVX conversions.
+    #[inline(always)]
+    pub unsafe fn narrow_avx(values: &[f64; TILE]) -> [f32; TILE] {
+        // SAFETY: four unaligned 256-bit loads of the 16 values; AVX per the caller.
+        unsafe {
+            let p = values.as_ptr();
+            let quarters = [
+                _mm256_cvtpd_ps(_mm256_loadu_pd(p)),
+                _mm256_cvtpd_ps(_mm256_loadu_pd(p.add(4))),
+                _mm256_cvtpd_ps(_mm256_loadu_pd(p.add(8))),
+                _mm256_cvtpd_ps(_mm256_loadu_pd(p.add(12))),
+            ];
+            std::mem::transmute::<[__m128; 4], [f32; TILE]>(quarters)
+        }
+    }
+
     /// 16 f32 values rounded to nearest f16 with one AVX-512 conversion, into `dst`.
     #[inline(always)]
     pub unsafe fn store_avx512(values: &[f32; TILE], dst: &mut [f16]) {
@@ -674,6 +818,67 @@ mod x86 {
             let v = _mm512_loadu_ps(values.as_ptr());
             let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(v);
             _mm256_storeu_si256(dst.as_mut_ptr() as *mut __m256i, h);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The written-out conversions give the bits of `as` at every level this CPU has:
+    /// ties, overflow to ±∞, values below f32's range, subnormals, signed zeros, NaN.
+    #[test]
+    fn widening_and_narrowing_round_as_scalar_conversions_at_every_level() {
+        let narrow_inputs: [f64; TILE] = [
+            1.0 + 2f64.powi(-24),
+            1.0 + 3.0 * 2f64.powi(-24),
+            -(1.0 + 2f64.powi(-24)),
+            1e300,
+            -1e300,
+            f64::from(f32::MAX) * (1.0 + 2f64.powi(-25)),
+            1e-50,
+            -1e-50,
+            f64::from(f32::from_bits(1)) * 1.5,
+            0.0,
+            -0.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            std::f64::consts::PI,
+            -1.0 / 3.0,
+        ];
+        let widen_inputs: [f32; TILE] = std::array::from_fn(|i| narrow_inputs[i] as f32);
+        let run = |level: SimdLevel| match level {
+            SimdLevel::Scalar => (
+                widen_f32::<{ SimdLevel::Scalar as u8 }>(&widen_inputs),
+                narrow_f64::<{ SimdLevel::Scalar as u8 }>(&narrow_inputs),
+            ),
+            SimdLevel::Avx2 => (
+                widen_f32::<{ SimdLevel::Avx2 as u8 }>(&widen_inputs),
+                narrow_f64::<{ SimdLevel::Avx2 as u8 }>(&narrow_inputs),
+            ),
+            SimdLevel::Avx512 => (
+                widen_f32::<{ SimdLevel::Avx512 as u8 }>(&widen_inputs),
+                narrow_f64::<{ SimdLevel::Avx512 as u8 }>(&narrow_inputs),
+            ),
+        };
+        for level in SimdLevel::ALL.into_iter().filter(|l| l.is_supported()) {
+            let (wide, narrow) = run(level);
+            for j in 0..TILE {
+                let (want_wide, want_narrow) =
+                    (f64::from(widen_inputs[j]), narrow_inputs[j] as f32);
+                if want_narrow.is_nan() {
+                    assert!(wide[j].is_nan() && narrow[j].is_nan(), "{level:?} lane {j}");
+                } else {
+                    assert_eq!(wide[j].to_bits(), want_wide.to_bits(), "{level:?} lane {j}");
+                    assert_eq!(
+                        narrow[j].to_bits(),
+                        want_narrow.to_bits(),
+                        "{level:?} lane {j}"
+                    );
+                }
+            }
         }
     }
 }

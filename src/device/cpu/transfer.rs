@@ -573,12 +573,7 @@ fn f64_tile<S: TileIo, const LEVEL: u8>(
     t: usize,
 ) -> [f64; TILE] {
     let start = row * nrhs + c0;
-    let values = S::load::<LEVEL>(&src[start..start + t]);
-    let mut wide = [0.0; TILE];
-    for c in 0..TILE {
-        wide[c] = Real::to_f64(values[c]);
-    }
-    wide
+    S::widen::<LEVEL>(&S::load::<LEVEL>(&src[start..start + t]))
 }
 
 /// A fused block transfer's work on one output plane: the output rows (`nrhs` columns
@@ -743,10 +738,11 @@ impl<F: TileIo, C: Storage + TileIo> PlanePoints<C> for RestrictPoints<'_, F> {
         let acc = restrict3(y0, y1, y2);
         let mut factor = [0.0; TILE];
         factor[..t].copy_from_slice(&self.factors[c0..c0 + t]);
-        let mut o = [Compute::<C>::zero(); TILE];
+        let mut scaled = [0.0; TILE];
         for c in 0..TILE {
-            o[c] = Compute::<C>::from_f64(acc[c] * factor[c]);
+            scaled[c] = acc[c] * factor[c];
         }
+        let o = C::narrow::<LEVEL>(&scaled);
         record_tile::<C>(self.norms, &o, lane, top);
         C::store::<LEVEL>(&o, &mut out[c0..c0 + t]);
     }
@@ -833,13 +829,14 @@ impl<C: TileIo, F: Storage + TileIo> PlanePoints<F> for InterpolatePoints<'_, C>
                 acc[c] += w * v[c];
             }
         }
-        let f = F::load::<LEVEL>(&fine[c0..c0 + t]);
+        let f = F::widen::<LEVEL>(&F::load::<LEVEL>(&fine[c0..c0 + t]));
         let mut scale = [0.0; TILE];
         scale[..t].copy_from_slice(&self.scale[c0..c0 + t]);
-        let mut o = [Compute::<F>::zero(); TILE];
+        let mut sum = [0.0; TILE];
         for c in 0..TILE {
-            o[c] = Compute::<F>::from_f64(Real::to_f64(f[c]) + scale[c] * acc[c]);
+            sum[c] = f[c] + scale[c] * acc[c];
         }
+        let o = F::narrow::<LEVEL>(&sum);
         record_tile::<F>(self.norms, &o, lane, top);
         F::store::<LEVEL>(&o, &mut fine[c0..c0 + t]);
     }

@@ -488,13 +488,14 @@ fn scale_tile<A: TileIo, B: TileIo, const LEVEL: u8>(
     lane: &mut [f64; TILE],
     top: &mut [Compute<B>; TILE],
 ) {
-    let v = A::load::<LEVEL>(&src[c0..c0 + t]);
+    let v = A::widen::<LEVEL>(&A::load::<LEVEL>(&src[c0..c0 + t]));
     let mut factor = [0.0; TILE];
     factor[..t].copy_from_slice(&factors[c0..c0 + t]);
-    let mut o = [Compute::<B>::zero(); TILE];
+    let mut scaled = [0.0; TILE];
     for c in 0..TILE {
-        o[c] = Compute::<B>::from_f64(Real::to_f64(v[c]) * factor[c]);
+        scaled[c] = v[c] * factor[c];
     }
+    let o = B::narrow::<LEVEL>(&scaled);
     record_tile::<B>(norms, &o, lane, top);
     B::store::<LEVEL>(&o, &mut dst[c0..c0 + t]);
 }
