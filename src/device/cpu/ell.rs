@@ -334,7 +334,7 @@ impl<X: TileIo, const LEVEL: u8> SlotTiles<f64> for WideTiles<'_, X, LEVEL> {
     #[inline(always)]
     fn slot(&self, s: usize) -> [f64; TILE] {
         let start = self.offsets[s] + self.c0;
-        wide_tile::<X, LEVEL>(&self.correction[start..start + self.t])
+        X::load_f64::<LEVEL>(&self.correction[start..start + self.t])
     }
 }
 
@@ -807,7 +807,7 @@ fn update_slices_portable<X: Storage + TileIo, const LEVEL: u8>(
         }
         let (first, t) = (r0 + k * SLICE, u.len());
         // Past a partial slice: zeros, which change no maximum.
-        let own = wide_tile::<X, LEVEL>(&correction[first..first + t]);
+        let own = X::load_f64::<LEVEL>(&correction[first..first + t]);
         let (mut us, mut rs) = (f64::load::<LEVEL>(u), f64::load::<LEVEL>(r));
         for j in 0..TILE {
             let c = own[j];
@@ -920,12 +920,6 @@ per_simd_level! {
     fn update_rows<X>(UpdateRowsArgs<'_, '_, X>) => update_rows_portable
 }
 
-/// One tile of the correction in f64 (the lanes past `c.len()` are zero).
-#[inline(always)]
-fn wide_tile<X: TileIo, const LEVEL: u8>(c: &[X]) -> [f64; TILE] {
-    X::widen::<LEVEL>(&X::load::<LEVEL>(c))
-}
-
 #[inline(always)]
 fn update_rows_portable<X: Storage + TileIo, const LEVEL: u8>(args: UpdateRowsArgs<'_, '_, X>) {
     match args.0.width {
@@ -1005,7 +999,7 @@ impl<X: Storage + TileIo> UpdateTiles<'_, X> {
             },
         );
         let own_start = self.own + c0;
-        let own = wide_tile::<X, LEVEL>(&self.correction[own_start..own_start + t]);
+        let own = X::load_f64::<LEVEL>(&self.correction[own_start..own_start + t]);
         let (u, r) = (&mut u[c0..c0 + t], &mut r[c0..c0 + t]);
         for (j, (u, r)) in u.iter_mut().zip(r).enumerate() {
             *u += scale[j] * own[j];

@@ -346,6 +346,11 @@ pub trait TileIo: Stored {
     fn fold_magnitudes(top: &mut [Self::Compute; TILE], values: &[Self::Compute; TILE]);
     /// A tile in the compute precision widened to f64 (exactly).
     fn widen<const LEVEL: u8>(values: &[Self::Compute; TILE]) -> [f64; TILE];
+    /// `src` (at most TILE values) loaded and widened to f64; the lanes past its end are zero.
+    #[inline(always)]
+    fn load_f64<const LEVEL: u8>(src: &[Self]) -> [f64; TILE] {
+        Self::widen::<LEVEL>(&Self::load::<LEVEL>(src))
+    }
     /// A tile of f64 values rounded to nearest in the compute precision.
     fn narrow<const LEVEL: u8>(values: &[f64; TILE]) -> [Self::Compute; TILE];
 }

@@ -309,7 +309,7 @@ fn restrict_plane_3d_portable<F: Storage + TileIo, C: Storage + TileIo, const LE
         for i0 in (0..mf).step_by(TILE) {
             let t = TILE.min(mf - i0);
             let z = restrict_rows::<F, LEVEL>(fine, (first + j * mf + i0, mf * mf), (1, 0, t));
-            put_tile(&mut z_line[i0..i0 + t], &z);
+            f64::store::<LEVEL>(&z, &mut z_line[i0..i0 + t]);
         }
     }
     let factor = inverse_scale(args.scale);
@@ -318,23 +318,12 @@ fn restrict_plane_3d_portable<F: Storage + TileIo, C: Storage + TileIo, const LE
         let lines = AcrossLines::<f64, LEVEL>(across_planes, 2 * b * mf, mf);
         for i0 in (0..mf).step_by(TILE) {
             let t = TILE.min(mf - i0);
-            put_tile(&mut line[i0..i0 + t], &lines.tile(i0, t));
+            f64::store::<LEVEL>(&lines.tile(i0, t), &mut line[i0..i0 + t]);
         }
         stats.start_at(b * mc);
         restrict_line::<C, LEVEL>(&Line::<LEVEL>(line), factor, out_line, &mut stats);
     }
     stats.fold(part, C::MAX);
-}
-
-/// The first `dst.len()` (at most [`TILE`]) values of `tile` into `dst`: a whole tile as
-/// one fixed-size store.
-#[inline(always)]
-fn put_tile(dst: &mut [f64], tile: &[f64; TILE]) {
-    let t = dst.len();
-    match <&mut [f64; TILE]>::try_from(&mut *dst) {
-        Ok(whole) => *whole = *tile,
-        Err(_) => dst.copy_from_slice(&tile[..t]),
-    }
 }
 
 /// One coarse line of a column from its fine line restricted across the slower directions:
@@ -573,7 +562,7 @@ fn f64_tile<S: TileIo, const LEVEL: u8>(
     t: usize,
 ) -> [f64; TILE] {
     let start = row * nrhs + c0;
-    S::widen::<LEVEL>(&S::load::<LEVEL>(&src[start..start + t]))
+    S::load_f64::<LEVEL>(&src[start..start + t])
 }
 
 /// A fused block transfer's work on one output plane: the output rows (`nrhs` columns
@@ -650,7 +639,7 @@ fn plane_block<O: Storage + TileIo, P: PlanePoints<O>, const LEVEL: u8>(
 
 /// coarse = Pᵀ fine / s_c for a block of two or more columns, one fused pass per coarse
 /// plane: per coarse point and tile of columns the separable restriction of
-/// [`restrict_plane`] (across the slower directions at the three fine points along x, then
+/// [`restrict_column`] (across the slower directions at the three fine points along x, then
 /// along x) in f64 from storage, scaled, rounded into storage, with the plane's
 /// statistics. Each column gets what [`restrict_column`] gives it alone.
 fn restrict_block<F: Storage + TileIo, C: Storage + TileIo>(
@@ -829,7 +818,7 @@ impl<C: TileIo, F: Storage + TileIo> PlanePoints<F> for InterpolatePoints<'_, C>
                 acc[c] += w * v[c];
             }
         }
-        let f = F::widen::<LEVEL>(&F::load::<LEVEL>(&fine[c0..c0 + t]));
+        let f = F::load_f64::<LEVEL>(&fine[c0..c0 + t]);
         let mut scale = [0.0; TILE];
         scale[..t].copy_from_slice(&self.scale[c0..c0 + t]);
         let mut sum = [0.0; TILE];

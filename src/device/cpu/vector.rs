@@ -488,7 +488,7 @@ fn scale_tile<A: TileIo, B: TileIo, const LEVEL: u8>(
     lane: &mut [f64; TILE],
     top: &mut [Compute<B>; TILE],
 ) {
-    let v = A::widen::<LEVEL>(&A::load::<LEVEL>(&src[c0..c0 + t]));
+    let v = A::load_f64::<LEVEL>(&src[c0..c0 + t]);
     let mut factor = [0.0; TILE];
     factor[..t].copy_from_slice(&factors[c0..c0 + t]);
     let mut scaled = [0.0; TILE];
