@@ -578,16 +578,36 @@ fn deferred_range_checks_agree_with_immediate_ones<K: MultigridDevice>(dev: &K) 
 }
 
 /// The assembled Q1 matrices of the unit square and cube hold exactly their grid stencils
-/// (3D: with the stencil's exact zeros as stored entries), in both ELLPACK layouts, so the
-/// GPU stores their levels without indices.
+/// (3D: with the stencil's exact zeros as stored entries) in the slot-major layout, so the
+/// GPU stores their levels without indices. In the CPU's sliced layout every slot of every
+/// slice whose stencil stays inside the matrix is one run of columns (no gathers), rows at
+/// the grid lines' ends included.
 #[test]
 fn assembled_uniform_levels_hold_their_grid_stencils() {
     for (dim, n) in [(2, 16), (3, 8)] {
         let a = tensorfem::mg::assemble_level(dim, n).unwrap();
         let grid = GridShape { dim, m: n - 1 };
-        for layout in [sparse::EllLayout::SlotMajor, sparse::EllLayout::Sliced] {
-            let ell = sparse::Ell::from_csr_diagonal_first(&a, layout).unwrap();
-            assert!(grid.holds_stencil_of(&ell), "{dim}D {layout:?}");
+        let ell = sparse::Ell::from_csr_diagonal_first(&a, sparse::EllLayout::SlotMajor).unwrap();
+        assert!(grid.holds_stencil_of(&ell), "{dim}D");
+
+        let ell = sparse::Ell::from_csr_diagonal_first(&a, sparse::EllLayout::Sliced).unwrap();
+        let runs = ell.sliced_columns().unwrap().runs;
+        let m = n - 1;
+        // The farthest neighbour: one line and one plane away (3D).
+        let reach = if dim == 2 { m + 1 } else { m * m + m + 1 };
+        let rows = sparse::SparseRows::nrows(&ell);
+        let slices = rows.div_ceil(sparse::SLICE);
+        let inner = reach.div_ceil(sparse::SLICE)..(rows - reach) / sparse::SLICE;
+        assert!(
+            inner.len() * 2 > slices,
+            "{dim}D: {inner:?} of {slices} slices"
+        );
+        for slice in inner {
+            let slots = &runs[slice * ell.width()..(slice + 1) * ell.width()];
+            assert!(
+                slots.iter().all(|&r| r & sparse::LISTED == 0),
+                "{dim}D slice {slice}: {slots:?}"
+            );
         }
     }
 }

@@ -81,14 +81,29 @@ impl<S: Stored> Ell<S> {
             col_idx: vec![pad_row_col; width * stored_rows],
             values: vec![S::default(); width * stored_rows],
         };
-        for r in 0..nrows {
-            let entries = row(r);
-            let pad_col = entries.last().map_or(0, |e| e.0);
-            for s in 0..width {
-                let (c, v) = entries.get(s).copied().unwrap_or((pad_col, S::default()));
+        let mut put = |r: usize, slots: Vec<(u32, S)>| {
+            for (s, (c, v)) in slots.into_iter().enumerate() {
                 let k = ell.index(s, r);
                 ell.col_idx[k] = c;
                 ell.values[k] = v;
+            }
+        };
+        match layout {
+            EllLayout::SlotMajor => (0..nrows).for_each(|r| put(r, padded(row(r), width))),
+            EllLayout::Sliced => {
+                for first in (0..nrows).step_by(SLICE) {
+                    let rows: Vec<_> = (first..(first + SLICE).min(nrows)).map(&row).collect();
+                    match aligned_by_offset(first, &rows, width, a.ncols()) {
+                        Some(slots) => slots
+                            .into_iter()
+                            .enumerate()
+                            .for_each(|(i, s)| put(first + i, s)),
+                        None => rows
+                            .into_iter()
+                            .enumerate()
+                            .for_each(|(i, e)| put(first + i, padded(e, width))),
+                    }
+                }
             }
         }
         ell
@@ -150,6 +165,71 @@ impl<S: Stored> Ell<S> {
             values,
         })
     }
+}
+
+/// A row's entries in their order, padded to `width` with zeros at the last entry's column
+/// (memory the row reads anyway).
+fn padded<S: Stored>(mut entries: Vec<(u32, S)>, width: usize) -> Vec<(u32, S)> {
+    let pad_col = entries.last().map_or(0, |e| e.0);
+    entries.resize(width, (pad_col, S::default()));
+    entries
+}
+
+/// The rows `first, first + 1, …` of one slice (entries diagonal first) with each
+/// off-diagonal entry in the slot of its offset c − r, the slice's offsets in ascending
+/// order after the diagonal: a row without an entry at an offset holds a zero at column
+/// r + offset there. On a grid numbered along its lines a row at a line's end then keeps
+/// its neighbours' slots, so every slot of the slice is one run of consecutive columns
+/// ([`SlicedColumns`]) instead of a list of 16 to gather. A zero slot reads x at a column
+/// outside the row: 0 · x is ±0 for finite x, and a non-finite x makes a solve fail
+/// whichever row it reaches first. `None` (the rows keep their CSR order) when the
+/// slice's offsets do not fit in `width` slots.
+fn aligned_by_offset<S: Stored>(
+    first: usize,
+    rows: &[Vec<(u32, S)>],
+    width: usize,
+    ncols: usize,
+) -> Option<Vec<Vec<(u32, S)>>> {
+    let offset = |r: usize, c: u32| c as i64 - r as i64;
+    let mut offsets: Vec<i64> = rows
+        .iter()
+        .enumerate()
+        .flat_map(|(i, e)| e[1..].iter().map(move |&(c, _)| offset(first + i, c)))
+        .collect();
+    offsets.sort_unstable();
+    offsets.dedup();
+    if offsets.len() + 1 > width {
+        return None;
+    }
+    let mut aligned = Vec::with_capacity(rows.len());
+    for (i, entries) in rows.iter().enumerate() {
+        let r = first + i;
+        // r + offset outside the matrix: the padding of [`padded`] (that slot alone is listed).
+        let pad_col = entries.last().map_or(0, |e| e.0);
+        let column = |o: i64| {
+            u32::try_from(r as i64 + o)
+                .ok()
+                .filter(|&c| (c as usize) < ncols)
+                .unwrap_or(pad_col)
+        };
+        let mut slots = vec![entries[0]];
+        let mut rest = entries[1..].iter().peekable();
+        for &o in &offsets {
+            match rest.peek() {
+                Some(&&(c, v)) if offset(r, c) == o => {
+                    slots.push((c, v));
+                    rest.next();
+                }
+                _ => slots.push((column(o), S::default())),
+            }
+        }
+        // CSR columns ascend, so every entry found its offset's slot.
+        debug_assert!(rest.next().is_none(), "row {r}: columns out of order");
+        // Slots past the slice's offsets: zeros at the diagonal's column, one run too.
+        slots.resize(width, (r as u32, S::default()));
+        aligned.push(slots);
+    }
+    Some(aligned)
 }
 
 /// Marks an entry of [`SlicedColumns::runs`] whose slot's columns are listed.
@@ -275,18 +355,10 @@ mod tests {
             row_ptr.push(cols.len());
         }
         let a = Csr::new(n, n, row_ptr, cols, vals).unwrap();
-        let rows = |e: &Ell<f64>| -> Vec<Vec<(usize, f64)>> {
-            (0..n)
-                .map(|r| {
-                    let mut row = vec![];
-                    e.for_each_in_row(r, |c, v| row.push((c, v)));
-                    row
-                })
-                .collect()
-        };
         let slot_major = Ell::from_csr_diagonal_first(&a, EllLayout::SlotMajor).unwrap();
         let sliced = Ell::from_csr_diagonal_first(&a, EllLayout::Sliced).unwrap();
-        assert_eq!(rows(&slot_major), rows(&sliced));
+        assert_eq!(entries(&slot_major), entries(&sliced));
+        let rows = all_slots;
         assert_eq!(sliced.values().len(), 3 * SLICE * 3);
         // Entry (r, s) of the sliced layout, and the padding rows of the last slice.
         let (r, s) = (SLICE + 3, 1);
@@ -300,9 +372,10 @@ mod tests {
             assert!(sliced.values()[pad.clone()].iter().all(|&v| v == 0.0));
             assert!(sliced.col_idx()[pad].iter().all(|&c| c as usize == n - 1));
         }
-        // Slot runs: in slice 0 slot 1 (r − 1; row 0 has none and holds column 1) is
-        // listed, slot 2 (r + 1; row 0's padding repeats column 1) a run from 1; every slot
-        // of slice 1 is a run; the padded last slice is listed in every slot.
+        // Slot runs: in slice 0 slot 1 (r − 1; row 0 has none and holds a zero at column
+        // 1) is listed, slot 2 (r + 1) a run from 1; every slot of slice 1 is a run; the
+        // padded last slice is listed in every slot.
+        assert_eq!(all_slots(&sliced)[0], vec![(0, 0.0), (1, 0.0), (1, 1.0)]);
         assert!(slot_major.sliced_columns().is_err());
         let columns = sliced.sliced_columns().unwrap();
         let listed = |k: u32| LISTED | k;
@@ -317,5 +390,100 @@ mod tests {
                 &sliced.col_idx()[slot * SLICE..(slot + 1) * SLICE]
             );
         }
+    }
+
+    /// Every row's slots, padding included.
+    fn all_slots(e: &Ell<f64>) -> Vec<Vec<(usize, f64)>> {
+        (0..e.nrows())
+            .map(|r| {
+                let mut row = vec![];
+                e.for_each_in_row(r, |c, v| row.push((c, v)));
+                row
+            })
+            .collect()
+    }
+
+    /// Every row's entries: slot 0 (the diagonal) and the nonzero others, by column.
+    fn entries(e: &Ell<f64>) -> Vec<Vec<(usize, f64)>> {
+        let mut rows = all_slots(e);
+        for row in &mut rows {
+            let mut rest: Vec<_> = row.drain(1..).filter(|&(_, v)| v != 0.0).collect();
+            rest.sort_by_key(|&(c, _)| c);
+            row.extend(rest);
+        }
+        rows
+    }
+
+    /// The 5-point Laplacian of an m × m grid numbered along its lines, entries in
+    /// ascending column order.
+    fn grid_laplacian(m: usize) -> Csr<f64> {
+        let (mut row_ptr, mut cols, mut vals) = (vec![0], vec![], vec![]);
+        for r in 0..m * m {
+            let (i, j) = (r % m, r / m);
+            let neighbours = [
+                (j > 0).then(|| r - m),
+                (i > 0).then(|| r - 1),
+                Some(r),
+                (i + 1 < m).then(|| r + 1),
+                (j + 1 < m).then(|| r + m),
+            ];
+            for c in neighbours.into_iter().flatten() {
+                cols.push(c as u32);
+                vals.push(if c == r {
+                    4.0
+                } else {
+                    -1.0 - (r + c) as f64 / 1e3
+                });
+            }
+            row_ptr.push(cols.len());
+        }
+        Csr::new(m * m, m * m, row_ptr, cols, vals).unwrap()
+    }
+
+    /// In the sliced layout a grid's rows keep each neighbour in the slot of its offset, so
+    /// slices that cross the ends of grid lines are runs in every slot too (in CSR order
+    /// those rows' entries would shift slots and be gathered); the rows hold the same
+    /// entries as in the slot-major layout.
+    #[test]
+    fn sliced_rows_align_their_offsets() {
+        let m = 12;
+        let a = grid_laplacian(m);
+        let sliced = Ell::from_csr_diagonal_first(&a, EllLayout::Sliced).unwrap();
+        let slot_major = Ell::from_csr_diagonal_first(&a, EllLayout::SlotMajor).unwrap();
+        assert_eq!(entries(&sliced), entries(&slot_major));
+        let width = sliced.width();
+        assert_eq!(width, 5);
+        let runs = sliced.sliced_columns().unwrap().runs;
+        // Rows 16..128: every neighbour r ± 1, r ± 12 lies inside the matrix.
+        for slice in 1..8 {
+            let first = slice * SLICE;
+            let expected: Vec<u32> = [0, -12, -1, 1, 12]
+                .iter()
+                .map(|o| (first as i64 + o) as u32)
+                .collect();
+            assert_eq!(
+                runs[slice * width..(slice + 1) * width],
+                expected,
+                "slice {slice}"
+            );
+        }
+        // Row 23 ends a grid line: a zero at column 24 where r + 1 would be.
+        let row: Vec<_> = all_slots(&sliced)[23].clone();
+        assert_eq!(row[3], (24, 0.0));
+        // Slice 0: row r < 12 has no r − 12 (a zero at its last column, the slot listed).
+        assert!(runs[1] & LISTED != 0);
+        assert_eq!(runs[3], 1);
+        // More offsets in a slice than slots: the rows keep their CSR order.
+        let b = Csr::new(
+            4,
+            4,
+            vec![0, 2, 4, 5, 6],
+            vec![0, 1, 1, 3, 2, 3],
+            vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+        )
+        .unwrap();
+        let mixed = Ell::from_csr_diagonal_first(&b, EllLayout::Sliced).unwrap();
+        assert_eq!(mixed.width(), 2);
+        assert_eq!(all_slots(&mixed)[1], vec![(1, 3.0), (3, 4.0)]);
     }
 }
