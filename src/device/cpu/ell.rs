@@ -71,6 +71,15 @@ impl<'a> Columns<'a> {
         }
     }
 
+    /// Whether every slot of slice `slice` is a run (then [`slot_x`] loads each with no
+    /// branch on its kind).
+    #[inline(always)]
+    fn all_runs(&self, width: usize, slice: usize) -> bool {
+        self.runs[slice * width..(slice + 1) * width]
+            .iter()
+            .all(|&run| run & LISTED == 0)
+    }
+
     /// The column of slot `s` of row `r`.
     #[inline(always)]
     fn column(&self, width: usize, r: usize, s: usize) -> usize {
@@ -489,43 +498,23 @@ fn slice_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
     let slices = values.chunks_exact(SLICE * width);
     for (k, (out, slice_values)) in out.chunks_mut(SLICE).zip(slices).enumerate() {
         let slice = r0 / SLICE + k;
-        let (mut even, mut odd) = ([zero; TILE], [zero; TILE]);
-        // Slot 0 holds the diagonal.
-        let (diagonal, x0) = stored_slot::<S, LEVEL>(slice_values, columns, (width, slice, 0), x);
-        for j in 0..TILE {
-            even[j] = even[j] + diagonal[j] * x0[j];
-        }
-        // Slots 1, 2, … in pairs: odd then even.
-        for p in 0..(width - 1) / 2 {
-            let (v1, x1) =
-                stored_slot::<S, LEVEL>(slice_values, columns, (width, slice, 2 * p + 1), x);
-            let (v2, x2) =
-                stored_slot::<S, LEVEL>(slice_values, columns, (width, slice, 2 * p + 2), x);
-            for j in 0..TILE {
-                odd[j] = odd[j] + v1[j] * x1[j];
-                even[j] = even[j] + v2[j] * x2[j];
-            }
-        }
-        if width % 2 == 0 {
-            let (v, xs) =
-                stored_slot::<S, LEVEL>(slice_values, columns, (width, slice, width - 1), x);
-            for j in 0..TILE {
-                odd[j] = odd[j] + v[j] * xs[j];
-            }
-        }
+        let at = (width, slice);
+        let (diagonal, ax) = if columns.all_runs(width, slice) {
+            slice_product::<S, LEVEL, true>(slice_values, columns, at, &AsStored(x))
+        } else {
+            slice_product::<S, LEVEL, false>(slice_values, columns, at, &AsStored(x))
+        };
         let first = r0 + k * SLICE;
         let t = out.len();
         let mut o = [zero; TILE];
         match op {
             RowOp::Apply => {
-                for j in 0..TILE {
-                    o[j] = even[j] + odd[j];
-                }
+                o = ax;
             }
             RowOp::Residual => {
                 let bs = S::load::<LEVEL>(&b[first..first + t]);
                 for j in 0..TILE {
-                    o[j] = bs[j] - (even[j] + odd[j]);
+                    o[j] = bs[j] - ax[j];
                 }
             }
             RowOp::Jacobi { .. } => {
@@ -534,30 +523,100 @@ fn slice_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
                     S::load::<LEVEL>(&x[first..first + t]),
                 );
                 for j in 0..TILE {
-                    o[j] = xs[j] + omega / diagonal[j] * (bs[j] - (even[j] + odd[j]));
+                    o[j] = xs[j] + omega / diagonal[j] * (bs[j] - ax[j]);
                 }
             }
         }
-        stats.add(&o, t);
+        stats.add::<S, LEVEL>(&o, t);
         S::store::<LEVEL>(&o, out);
     }
     stats.fold(part, S::MAX);
 }
 
-/// Slot s of slice `slice` (`values`: the slice's) of a matrix `width` wide: its stored
-/// values and x at its columns, both in the compute precision. (A function, not a closure:
-/// closures are compiled without the target features of the kernel they are in.)
+/// One slice's slot-0 tile (the diagonal) and A x: even and odd slots summed apart, then
+/// added (the order of [`tile_row_sum`]). `RUNS`: every slot is a run
+/// ([`Columns::all_runs`]), so x is one load per slot with no branch on the slot's kind
+/// (a branch per slot keeps LLVM from holding the tiles in registers).
 #[inline(always)]
-fn stored_slot<S: TileIo, const LEVEL: u8>(
-    values: &[S],
+fn slice_product<V: TileIo, const LEVEL: u8, const RUNS: bool>(
+    slice_values: &[V],
     columns: Columns<'_>,
-    (width, slice, s): (usize, usize, usize),
-    x: &[S],
-) -> ([Compute<S>; TILE], [Compute<S>; TILE]) {
-    (
-        S::load::<LEVEL>(&values[s * TILE..(s + 1) * TILE]),
-        slot_of::<S, LEVEL>(x, columns.slot(width, slice, s)),
-    )
+    (width, slice): (usize, usize),
+    x: &impl SliceX<Compute<V>>,
+) -> ([Compute<V>; TILE], [Compute<V>; TILE]) {
+    let zero = Compute::<V>::zero();
+    let (mut even, mut odd) = ([zero; TILE], [zero; TILE]);
+    let diagonal = slot_values::<V, LEVEL>(slice_values, 0);
+    for p in 0..width.div_ceil(2) {
+        let (s0, s1) = (2 * p, 2 * p + 1);
+        let v0 = slot_values::<V, LEVEL>(slice_values, s0);
+        let x0 = x.slot::<LEVEL, RUNS>(columns, (width, slice, s0));
+        for j in 0..TILE {
+            even[j] = even[j] + v0[j] * x0[j];
+        }
+        if s1 < width {
+            let v1 = slot_values::<V, LEVEL>(slice_values, s1);
+            let x1 = x.slot::<LEVEL, RUNS>(columns, (width, slice, s1));
+            for j in 0..TILE {
+                odd[j] = odd[j] + v1[j] * x1[j];
+            }
+        }
+    }
+    for j in 0..TILE {
+        even[j] = even[j] + odd[j];
+    }
+    (diagonal, even)
+}
+
+/// Slot s of a slice's stored values, in the compute precision.
+#[inline(always)]
+fn slot_values<S: TileIo, const LEVEL: u8>(slice_values: &[S], s: usize) -> [Compute<S>; TILE] {
+    S::load::<LEVEL>(&slice_values[s * TILE..(s + 1) * TILE])
+}
+
+/// A vector read at the columns of a slice's slots, as tiles in precision T. (A trait with
+/// `#[inline(always)]` methods, not closures: see [`SlotTiles`].)
+trait SliceX<T> {
+    /// The tile of slot s of slice `slice`: with `RUNS` one load from the slot's first
+    /// column, else [`slot_of`].
+    fn slot<const LEVEL: u8, const RUNS: bool>(
+        &self,
+        columns: Columns<'_>,
+        at: (usize, usize, usize),
+    ) -> [T; TILE];
+}
+
+/// x in its own compute precision.
+struct AsStored<'a, S>(&'a [S]);
+
+impl<S: TileIo> SliceX<Compute<S>> for AsStored<'_, S> {
+    #[inline(always)]
+    fn slot<const LEVEL: u8, const RUNS: bool>(
+        &self,
+        columns: Columns<'_>,
+        (width, slice, s): (usize, usize, usize),
+    ) -> [Compute<S>; TILE] {
+        if RUNS {
+            let first = columns.runs[slice * width + s] as usize;
+            S::load::<LEVEL>(&self.0[first..first + TILE])
+        } else {
+            slot_of::<S, LEVEL>(self.0, columns.slot(width, slice, s))
+        }
+    }
+}
+
+/// A correction widened to f64.
+struct Widened<'a, X>(&'a [X]);
+
+impl<X: TileIo> SliceX<f64> for Widened<'_, X> {
+    #[inline(always)]
+    fn slot<const LEVEL: u8, const RUNS: bool>(
+        &self,
+        columns: Columns<'_>,
+        at: (usize, usize, usize),
+    ) -> [f64; TILE] {
+        X::widen::<LEVEL>(&AsStored(self.0).slot::<LEVEL, RUNS>(columns, at))
+    }
 }
 
 /// `src` at the columns of one slot, widened: one load for a run, else a gather.
@@ -702,7 +761,7 @@ fn jacobi_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
         for j in 0..TILE {
             o[j] = omega / d[j] * b[j];
         }
-        stats.add(&o, out.len());
+        stats.add::<S, LEVEL>(&o, out.len());
         S::store::<LEVEL>(&o, out);
     }
     stats.fold(part, S::MAX);
@@ -779,32 +838,12 @@ fn update_slices_portable<X: Storage + TileIo, const LEVEL: u8>(
     let rows = u.chunks_mut(SLICE).zip(r.chunks_mut(SLICE));
     for (k, ((u, r), slice_values)) in rows.zip(slices).enumerate() {
         let slice = r0 / SLICE + k;
-        let (mut even, mut odd) = ([0.0f64; TILE], [0.0f64; TILE]);
-        for p in 0..width / 2 {
-            let (v0, c0) =
-                wide_slot::<X, LEVEL>(slice_values, a.columns, (width, slice, 2 * p), correction);
-            let (v1, c1) = wide_slot::<X, LEVEL>(
-                slice_values,
-                a.columns,
-                (width, slice, 2 * p + 1),
-                correction,
-            );
-            for j in 0..TILE {
-                even[j] += v0[j] * c0[j];
-                odd[j] += v1[j] * c1[j];
-            }
-        }
-        if width % 2 == 1 {
-            let (v, c) = wide_slot::<X, LEVEL>(
-                slice_values,
-                a.columns,
-                (width, slice, width - 1),
-                correction,
-            );
-            for j in 0..TILE {
-                even[j] += v[j] * c[j];
-            }
-        }
+        let (at, c) = ((width, slice), &Widened(correction));
+        let (_, ac) = if a.columns.all_runs(width, slice) {
+            slice_product::<f64, LEVEL, true>(slice_values, a.columns, at, c)
+        } else {
+            slice_product::<f64, LEVEL, false>(slice_values, a.columns, at, c)
+        };
         let (first, t) = (r0 + k * SLICE, u.len());
         // Past a partial slice: zeros, which change no maximum.
         let own = X::load_f64::<LEVEL>(&correction[first..first + t]);
@@ -812,35 +851,19 @@ fn update_slices_portable<X: Storage + TileIo, const LEVEL: u8>(
         for j in 0..TILE {
             let c = own[j];
             us[j] += alpha * c;
-            rs[j] -= alpha * (even[j] + odd[j]);
+            rs[j] -= alpha * ac[j];
             let c = c.abs();
             largest[j] = if c > largest[j] { c } else { largest[j] };
         }
         f64::store::<LEVEL>(&us, u);
         f64::store::<LEVEL>(&rs, r);
-        tile_sum_of_squares(&rs, t, &mut lanes);
+        tile_sum_of_squares::<f64, LEVEL>(&rs, t, &mut lanes);
     }
     let top = largest
         .iter()
         .fold(0.0f64, |m, &c| if c > m { c } else { m });
     // This record's maxima are |c|'s, which no limit applies to.
     fold_column(part, 1, 0, lanes, top, f64::INFINITY);
-}
-
-/// Slot s of slice `slice` (`values`: the slice's) of the f64 matrix: its values and the
-/// correction at its columns, in f64.
-#[inline(always)]
-fn wide_slot<X: TileIo, const LEVEL: u8>(
-    values: &[f64],
-    columns: Columns<'_>,
-    (width, slice, s): (usize, usize, usize),
-    correction: &[X],
-) -> ([f64; TILE], [f64; TILE]) {
-    let c = slot_of::<X, LEVEL>(correction, columns.slot(width, slice, s));
-    let v: &[f64; TILE] = values[s * TILE..(s + 1) * TILE]
-        .try_into()
-        .expect("a slot of a slice");
-    (*v, X::widen::<LEVEL>(&c))
 }
 
 /// [`refinement_update`] for blocks of two or more columns: per row and tile of columns,

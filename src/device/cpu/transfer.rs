@@ -177,7 +177,7 @@ fn add_interpolated<F: Storage + TileIo, const LEVEL: u8>(
         o[2 * i] = Compute::<F>::from_f64(Real::to_f64(f[2 * i]) + scale * even[i]);
         o[2 * i + 1] = Compute::<F>::from_f64(Real::to_f64(f[2 * i + 1]) + scale * odd[i]);
     }
-    stats.add(&o, stored.len());
+    stats.add::<F, LEVEL>(&o, stored.len());
     F::store::<LEVEL>(&o, stored);
 }
 
@@ -348,11 +348,11 @@ fn restrict_line<C: Storage + TileIo, const LEVEL: u8>(
         match <&mut [C; TILE]>::try_from(&mut *stored) {
             // A whole tile: a fixed-size store (no length to test or copy).
             Ok(whole) => {
-                stats.add(&o, TILE);
+                stats.add::<C, LEVEL>(&o, TILE);
                 C::store::<LEVEL>(&o, whole);
             }
             Err(_) => {
-                stats.add(&o, t);
+                stats.add::<C, LEVEL>(&o, t);
                 C::store::<LEVEL>(&o, stored);
             }
         }

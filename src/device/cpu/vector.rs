@@ -3,7 +3,7 @@
 use num_traits::{Float, Zero};
 use rayon::prelude::*;
 
-use super::simd::{self, per_simd_level, row_tiles, SimdLevel, TileIo, TILE};
+use super::simd::{self, add_squares_by_four, per_simd_level, row_tiles, SimdLevel, TileIo, TILE};
 use super::{buffer, buffer_mut, by_precision, check_len, slice, slice_mut, Compute, Cpu, CHUNK};
 use crate::device::cg::{self, CgStep};
 use crate::device::host::HostArray;
@@ -155,17 +155,25 @@ impl<T: Real> ColumnStats<T> {
 
     /// Adds the first `t` values of the tile `o`.
     #[inline(always)]
-    pub(super) fn add(&mut self, o: &[T; TILE], t: usize) {
+    pub(super) fn add<S: TileIo<Compute = T>, const LEVEL: u8>(&mut self, o: &[T; TILE], t: usize) {
         // The lanes past a partial tile are padding: counted as zeros, which change neither
         // sum nor maximum (the same bits as leaving them out), so the statistics stay
-        // full-width register operations.
-        let zero = T::zero();
-        for (j, (top, v)) in self.largest.iter_mut().zip(o).enumerate() {
-            let a = if j < t { v.abs() } else { zero };
+        // full-width register operations. (Whole tiles apart: selects on `t` in every lane
+        // make LLVM split the kernel's tiles into 1-, 2-, 4- and 8-lane pieces.)
+        match <&[T; TILE]>::try_from(&o[..t]) {
+            Ok(whole) => self.add_whole::<S, LEVEL>(whole),
+            Err(_) => self.add_whole::<S, LEVEL>(&zero_past(o, t)),
+        }
+    }
+
+    #[inline(always)]
+    fn add_whole<S: TileIo<Compute = T>, const LEVEL: u8>(&mut self, o: &[T; TILE]) {
+        for (top, v) in self.largest.iter_mut().zip(o) {
+            let a = v.abs();
             // Not `max`: NaN must not be dropped here (it shows in Σ v² instead).
             *top = if a > *top { a } else { *top };
         }
-        tile_sum_of_squares(o, t, &mut self.lanes);
+        add_squares_by_four::<LEVEL>(&S::widen::<LEVEL>(o), &mut self.lanes);
     }
 
     /// Folds the column into `part` (one column's partials), flagging values above `limit`.
@@ -180,16 +188,24 @@ impl<T: Real> ColumnStats<T> {
 /// Adds Σ v² of the first `t` values of the tile `o` (the first on a multiple of 4 of the
 /// record) into `lanes` in the order of [`record_stats`]: value r to lane r mod 4.
 #[inline(always)]
-pub(super) fn tile_sum_of_squares<T: Real>(o: &[T; TILE], t: usize, lanes: &mut [f64; 4]) {
-    let mut wide = [0.0f64; TILE];
-    for j in 0..TILE {
-        wide[j] = if j < t { o[j].to_f64() } else { 0.0 };
-    }
-    for group in wide.chunks_exact(4) {
-        for l in 0..4 {
-            lanes[l] += group[l] * group[l];
-        }
-    }
+pub(super) fn tile_sum_of_squares<S: TileIo, const LEVEL: u8>(
+    o: &[Compute<S>; TILE],
+    t: usize,
+    lanes: &mut [f64; 4],
+) {
+    let wide = match <&[Compute<S>; TILE]>::try_from(&o[..t]) {
+        Ok(whole) => S::widen::<LEVEL>(whole),
+        Err(_) => S::widen::<LEVEL>(&zero_past(o, t)),
+    };
+    add_squares_by_four::<LEVEL>(&wide, lanes);
+}
+
+/// The tile with its lanes from `t` on zero (the padding of a partial tile).
+#[inline(always)]
+fn zero_past<T: Real>(o: &[T; TILE], t: usize) -> [T; TILE] {
+    let mut padded = [T::zero(); TILE];
+    padded[..t].copy_from_slice(&o[..t]);
+    padded
 }
 
 /// One row's tile of a block kernel's output `o` into its statistics: Σ v² (in f64, into
