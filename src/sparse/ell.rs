@@ -21,8 +21,10 @@ pub enum EllLayout {
 /// Rows of a slice in [`EllLayout::Sliced`]: one AVX-512 register of f32.
 pub const SLICE: usize = 16;
 
-/// An ELLPACK matrix. Padding entries have value zero and repeat the row's last column,
-/// so they read memory already in cache.
+/// An ELLPACK matrix. Padding entries have value zero. Slot-major rows keep their entries
+/// in CSR order and repeat the row's last column (memory already in cache); sliced rows
+/// keep each entry in the slot of its offset c − r where a slice's offsets fit
+/// (`aligned_by_offset`), so padding there reads x at r + offset.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ell<S> {
     nrows: usize,

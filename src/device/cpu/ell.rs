@@ -71,7 +71,7 @@ impl<'a> Columns<'a> {
         }
     }
 
-    /// Whether every slot of slice `slice` is a run (then [`slot_x`] loads each with no
+    /// Whether every slot of slice `slice` is a run (then [`SliceX::slot`] loads each with no
     /// branch on its kind).
     #[inline(always)]
     fn all_runs(&self, width: usize, slice: usize) -> bool {
