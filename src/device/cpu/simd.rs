@@ -344,6 +344,18 @@ pub trait TileIo: Stored {
     /// `top[j] = max(top[j], |values[j]|)` for every lane, keeping a NaN (`top` starts at
     /// zero): the maxima of statistics without Σ v², which otherwise shows a NaN.
     fn fold_magnitudes(top: &mut [Self::Compute; TILE], values: &[Self::Compute; TILE]);
+    /// `top[j] = |values[j]|` where that is greater, for every lane (a NaN value leaves
+    /// `top` as it is: statistics with Σ v², which shows the NaN).
+    #[inline(always)]
+    fn fold_largest<const LEVEL: u8>(
+        top: &mut [Self::Compute; TILE],
+        values: &[Self::Compute; TILE],
+    ) {
+        for (top, v) in top.iter_mut().zip(values) {
+            let a = num_traits::Float::abs(*v);
+            *top = if a > *top { a } else { *top };
+        }
+    }
     /// A tile in the compute precision widened to f64 (exactly).
     fn widen<const LEVEL: u8>(values: &[Self::Compute; TILE]) -> [f64; TILE];
     /// `src` (at most TILE values) loaded and widened to f64; the lanes past its end are zero.
@@ -425,6 +437,30 @@ pub fn add_squares_by_four<const LEVEL: u8>(w: &[f64; TILE], lanes: &mut [f64; 4
         for l in 0..4 {
             lanes[l] += group[l] * group[l];
         }
+    }
+}
+
+/// [`TileIo::fold_largest`] for f16 storage: one AVX-512 or two AVX maxima, written out
+/// because LLVM split this loop's f32 lanes, and with them the whole one-column f16
+/// sweep's, into 4-lane pieces (f32 and f64 storage compile to whole registers). `max(a, top)` returns `top` unless
+/// a > top, as the loop does (NaN a included).
+#[inline(always)]
+fn fold_largest_f32<const LEVEL: u8>(top: &mut [f32; TILE], values: &[f32; TILE]) {
+    #[cfg(target_arch = "x86_64")]
+    if LEVEL >= SimdLevel::Avx2 as u8 {
+        // SAFETY: callers at these levels are compiled for, and only run on, CPUs with the
+        // level's instructions.
+        return unsafe {
+            if LEVEL == SimdLevel::Avx512 as u8 {
+                x86::largest_avx512(top, values)
+            } else {
+                x86::largest_avx(top, values)
+            }
+        };
+    }
+    for (top, v) in top.iter_mut().zip(values) {
+        let a = v.abs();
+        *top = if a > *top { a } else { *top };
     }
 }
 
@@ -538,6 +574,10 @@ impl TileIo for f16 {
     #[inline(always)]
     fn fold_magnitudes(top: &mut [f32; TILE], values: &[f32; TILE]) {
         fold_magnitudes_f32(top, values)
+    }
+    #[inline(always)]
+    fn fold_largest<const LEVEL: u8>(top: &mut [f32; TILE], values: &[f32; TILE]) {
+        fold_largest_f32::<LEVEL>(top, values)
     }
     #[inline(always)]
     fn gather<const LEVEL: u8>(src: &[f16], idx: &[u32; TILE], lo: u32) -> [f32; TILE] {
@@ -793,6 +833,36 @@ mod x86 {
         }
     }
 
+    /// [`super::fold_largest_f32`] with one 512-bit maximum.
+    #[inline(always)]
+    pub unsafe fn largest_avx512(top: &mut [f32; TILE], values: &[f32; TILE]) {
+        // SAFETY: one unaligned 512-bit load of each tile and a store of `top`; AVX-512F
+        // per the caller.
+        unsafe {
+            let a = _mm512_abs_ps(_mm512_loadu_ps(values.as_ptr()));
+            let t = _mm512_loadu_ps(top.as_ptr());
+            _mm512_storeu_ps(top.as_mut_ptr(), _mm512_max_ps(a, t));
+        }
+    }
+
+    /// [`super::fold_largest_f32`] with two 256-bit maxima.
+    #[inline(always)]
+    pub unsafe fn largest_avx(top: &mut [f32; TILE], values: &[f32; TILE]) {
+        // SAFETY: two unaligned 256-bit loads of each tile and stores of `top`; AVX per the
+        // caller.
+        unsafe {
+            let sign = _mm256_set1_ps(-0.0);
+            for half in 0..2 {
+                let (v, t) = (
+                    values.as_ptr().add(8 * half),
+                    top.as_mut_ptr().add(8 * half),
+                );
+                let a = _mm256_andnot_ps(sign, _mm256_loadu_ps(v));
+                _mm256_storeu_ps(t, _mm256_max_ps(a, _mm256_loadu_ps(t)));
+            }
+        }
+    }
+
     /// [`super::add_squares_by_four`] with two 512-bit products.
     #[inline(always)]
     pub unsafe fn add_squares_avx512(w: &[f64; TILE], lanes: &mut [f64; 4]) {
@@ -975,6 +1045,54 @@ mod tests {
                 }
             }
             assert_eq!(lanes.map(f64::to_bits), want.map(f64::to_bits), "{level:?}");
+        }
+    }
+
+    /// The written-out f32 maxima keep the loop's bits at every level: NaN values leave
+    /// the maximum, a NaN maximum stays, equal magnitudes keep the old sign of zero.
+    #[test]
+    fn largest_magnitudes_fold_as_the_loop_at_every_level() {
+        let values: [f32; TILE] = [
+            -3.0,
+            f32::NAN,
+            -0.0,
+            0.0,
+            f32::NEG_INFINITY,
+            1e-40,
+            -2.5,
+            7.0,
+            f32::MAX,
+            -1.0,
+            0.5,
+            f32::NAN,
+            -0.0,
+            4.0,
+            -4.0,
+            1.0,
+        ];
+        let top: [f32; TILE] = std::array::from_fn(|j| match j {
+            3 => -0.0,
+            11 => f32::NAN,
+            12 => 0.0,
+            _ => j as f32 * 0.75,
+        });
+        let mut want = top;
+        for (t, v) in want.iter_mut().zip(&values) {
+            let a = v.abs();
+            *t = if a > *t { a } else { *t };
+        }
+        for level in SimdLevel::ALL.into_iter().filter(|l| l.is_supported()) {
+            let mut got = top;
+            match level {
+                SimdLevel::Scalar => {
+                    fold_largest_f32::<{ SimdLevel::Scalar as u8 }>(&mut got, &values)
+                }
+                SimdLevel::Avx2 => fold_largest_f32::<{ SimdLevel::Avx2 as u8 }>(&mut got, &values),
+                SimdLevel::Avx512 => {
+                    fold_largest_f32::<{ SimdLevel::Avx512 as u8 }>(&mut got, &values)
+                }
+            }
+            assert_eq!(got.map(f32::to_bits), want.map(f32::to_bits), "{level:?}");
         }
     }
 }

@@ -168,11 +168,8 @@ impl<T: Real> ColumnStats<T> {
 
     #[inline(always)]
     fn add_whole<S: TileIo<Compute = T>, const LEVEL: u8>(&mut self, o: &[T; TILE]) {
-        for (top, v) in self.largest.iter_mut().zip(o) {
-            let a = v.abs();
-            // Not `max`: NaN must not be dropped here (it shows in Σ v² instead).
-            *top = if a > *top { a } else { *top };
-        }
+        // A NaN leaves the maximum as it is; it shows in Σ v².
+        S::fold_largest::<LEVEL>(&mut self.largest, o);
         add_squares_by_four::<LEVEL>(&S::widen::<LEVEL>(o), &mut self.lanes);
     }
 
