@@ -536,8 +536,9 @@ mod tests {
 
     /// A stencil matrix qualifies for index-free rows in the slot-major layout (CUDA's; the
     /// CPU's sliced layout puts entries in the slots of their offsets and keeps its
-    /// indices); a row missing a neighbour, or a grid of another size, does not. (That the assembled levels hold
-    /// their stencils, the 3D exact zeros included, is checked in tests/mg.rs.)
+    /// indices); a row missing a neighbour, or a grid of another size, does not. (That the
+    /// assembled levels hold their stencils, the 3D exact zeros included, is checked in
+    /// tests/mg.rs.)
     #[test]
     fn only_matrices_holding_their_stencils_drop_the_indices() {
         for grid in [GridShape { dim: 2, m: 7 }, GridShape { dim: 3, m: 5 }] {

@@ -172,9 +172,13 @@ impl<S: Stored> Ell<S> {
 /// A row's entries in their order, padded to `width` with zeros at the last entry's column
 /// (memory the row reads anyway).
 fn padded<S: Stored>(mut entries: Vec<(u32, S)>, width: usize) -> Vec<(u32, S)> {
-    let pad_col = entries.last().map_or(0, |e| e.0);
+    let pad_col = last_column(&entries);
     entries.resize(width, (pad_col, S::default()));
     entries
+}
+
+fn last_column<S>(entries: &[(u32, S)]) -> u32 {
+    entries.last().map_or(0, |e| e.0)
 }
 
 /// The rows `first, first + 1, …` of one slice (entries diagonal first) with each
@@ -207,7 +211,7 @@ fn aligned_by_offset<S: Stored>(
     for (i, entries) in rows.iter().enumerate() {
         let r = first + i;
         // r + offset outside the matrix: the padding of [`padded`] (that slot alone is listed).
-        let pad_col = entries.last().map_or(0, |e| e.0);
+        let pad_col = last_column(entries);
         let column = |o: i64| {
             u32::try_from(r as i64 + o)
                 .ok()

@@ -351,10 +351,7 @@ pub trait TileIo: Stored {
         top: &mut [Self::Compute; TILE],
         values: &[Self::Compute; TILE],
     ) {
-        for (top, v) in top.iter_mut().zip(values) {
-            let a = num_traits::Float::abs(*v);
-            *top = if a > *top { a } else { *top };
-        }
+        fold_largest_lanes(top, values)
     }
     /// A tile in the compute precision widened to f64 (exactly).
     fn widen<const LEVEL: u8>(values: &[Self::Compute; TILE]) -> [f64; TILE];
@@ -440,10 +437,21 @@ pub fn add_squares_by_four<const LEVEL: u8>(w: &[f64; TILE], lanes: &mut [f64; 4
     }
 }
 
+/// [`TileIo::fold_largest`] lane by lane: `top` takes |v| only where |v| > top, so a NaN
+/// value leaves it as it is.
+#[inline(always)]
+fn fold_largest_lanes<T: num_traits::Float>(top: &mut [T; TILE], values: &[T; TILE]) {
+    for (top, v) in top.iter_mut().zip(values) {
+        let a = v.abs();
+        *top = if a > *top { a } else { *top };
+    }
+}
+
 /// [`TileIo::fold_largest`] for f16 storage: one AVX-512 or two AVX maxima, written out
-/// because LLVM split this loop's f32 lanes, and with them the whole one-column f16
-/// sweep's, into 4-lane pieces (f32 and f64 storage compile to whole registers). `max(a, top)` returns `top` unless
-/// a > top, as the loop does (NaN a included).
+/// because LLVM split [`fold_largest_lanes`]'s f32 lanes, and with them the whole
+/// one-column f16 sweep's, into 4-lane pieces (f32 and f64 storage compile to whole
+/// registers). `max(a, top)` returns `top` unless a > top, as the loop does (NaN a
+/// included).
 #[inline(always)]
 fn fold_largest_f32<const LEVEL: u8>(top: &mut [f32; TILE], values: &[f32; TILE]) {
     #[cfg(target_arch = "x86_64")]
@@ -458,10 +466,7 @@ fn fold_largest_f32<const LEVEL: u8>(top: &mut [f32; TILE], values: &[f32; TILE]
             }
         };
     }
-    for (top, v) in top.iter_mut().zip(values) {
-        let a = v.abs();
-        *top = if a > *top { a } else { *top };
-    }
+    fold_largest_lanes(top, values)
 }
 
 /// [`TileIo::fold_magnitudes`] on the bits: with the sign cleared, non-negative floats read
