@@ -479,7 +479,8 @@ pub struct MgBenchArgs {
     /// Cells per direction of the finest mesh (4096 → 4097² nodes).
     #[arg(long)]
     pub n: usize,
-    /// D_MG, H_MG, DSH_MG, HSD_MG, F64_MG (stand-alone f64 multigrid, no refinement), or all.
+    /// D_MG, H_MG, DSH_MG, HSD_MG, F64_MG (stand-alone f64 multigrid, no refinement), a
+    /// comma-separated list of them (D_MG runs first when listed), or all.
     #[arg(long, default_value = "all")]
     pub variant: String,
     /// Wave number of the manufactured solution.

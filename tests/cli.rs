@@ -988,6 +988,7 @@ fn bench_mg_prints_its_json_keys_and_refuses_bad_arguments() {
     assert_eq!(v["device"].as_str().unwrap().split(' ').next(), Some("cpu"));
     for bad in [
         vec!["bench", "mg", "--n", "64", "--variant", "Q_MG"],
+        vec!["bench", "mg", "--n", "64", "--variant", "H_MG,Q_MG"],
         vec!["bench", "mg", "--n", "63", "--levels", "3"],
         vec!["bench", "mg", "--n", "64", "--dim", "4"],
         vec!["bench", "mg", "--n", "64", "--smoother", "sor"],

@@ -32,7 +32,7 @@ pub enum MgBenchSolver {
 
 impl MgBenchSolver {
     pub const NAMES: &'static str =
-        "D_MG, H_MG, DSH_MG, HSD_MG, F64_MG (stand-alone f64 multigrid), all";
+        "D_MG, H_MG, DSH_MG, HSD_MG, F64_MG (stand-alone f64 multigrid), a comma-separated list of them, or all";
 
     pub fn name(self) -> &'static str {
         match self {
@@ -41,9 +41,10 @@ impl MgBenchSolver {
         }
     }
 
-    /// One name, or "all" for every solver (D_MG first: the others are compared with it).
+    /// A comma-separated list of names, or "all" for every solver; D_MG first when it is
+    /// listed (the others are compared with it), each solver once.
     pub fn parse_list(s: &str) -> Result<Vec<MgBenchSolver>, String> {
-        if s.eq_ignore_ascii_case("all") {
+        if s.trim().eq_ignore_ascii_case("all") {
             let mut all: Vec<_> = Variant::ALL
                 .into_iter()
                 .map(MgBenchSolver::Refined)
@@ -51,12 +52,22 @@ impl MgBenchSolver {
             all.push(MgBenchSolver::PlainF64);
             return Ok(all);
         }
-        if s.eq_ignore_ascii_case("F64_MG") {
-            return Ok(vec![MgBenchSolver::PlainF64]);
+        let mut solvers = Vec::new();
+        for name in s.split(',').map(str::trim) {
+            let solver = if name.eq_ignore_ascii_case("F64_MG") {
+                MgBenchSolver::PlainF64
+            } else {
+                name.parse::<Variant>()
+                    .map(MgBenchSolver::Refined)
+                    .map_err(|_| format!("unknown variant '{name}' (allowed: {})", Self::NAMES))?
+            };
+            if !solvers.contains(&solver) {
+                solvers.push(solver);
+            }
         }
-        s.parse::<Variant>()
-            .map(|v| vec![MgBenchSolver::Refined(v)])
-            .map_err(|_| format!("unknown variant '{s}' (allowed: {})", Self::NAMES))
+        // Stable: the rest keep the order given.
+        solvers.sort_by_key(|&v| v != MgBenchSolver::Refined(Variant::DMg));
+        Ok(solvers)
     }
 }
 
@@ -514,5 +525,27 @@ pub fn print(results: &[MgBenchResult], json: bool) {
     }
     if results.iter().any(|r| !r.note.is_empty()) {
         println!("  note: {F16_NOTE}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MgBenchSolver;
+    use crate::mg::Variant;
+
+    #[test]
+    fn variant_lists_put_d_mg_first_and_name_each_solver_once() {
+        let parsed = MgBenchSolver::parse_list("H_MG, F64_MG,D_MG,H_MG").unwrap();
+        assert_eq!(
+            parsed,
+            [
+                MgBenchSolver::Refined(Variant::DMg),
+                MgBenchSolver::Refined(Variant::HMg),
+                MgBenchSolver::PlainF64
+            ]
+        );
+        assert_eq!(MgBenchSolver::parse_list("all").unwrap().len(), 5);
+        let bad = MgBenchSolver::parse_list("H_MG,Q_MG").unwrap_err();
+        assert!(bad.contains("'Q_MG'"), "{bad}");
     }
 }
