@@ -763,6 +763,53 @@ fn batched_gemm_equals_separate_products<D: PscDevice>(dev: &D) {
     }
 }
 
+/// C = A·B for a symmetric A equals the naive product, on shapes the CPU computes as
+/// Cᵀ = Bᵀ·A (from 16 columns on) and on narrower ones it leaves to the GEMM: every storage
+/// precision, C at an offset with a leading dimension larger than its rows (the entries
+/// between its columns stay untouched). Small integers: every product and sum is exact.
+fn symmetric_products_equal_naive_products<D: PscDevice>(dev: &D) {
+    for (m, n) in [(300, 64), (300, 16), (213, 37), (300, 15), (64, 3)] {
+        let a: Vec<f64> = (0..m * m)
+            .map(|e| {
+                let (i, j) = (e % m, e / m);
+                ((i * j + i + j) % 5) as f64 - 2.0
+            })
+            .collect();
+        let b: Vec<f64> = (0..m * n)
+            .map(|e| ((e * 7 + e / 3) % 7) as f64 - 3.0)
+            .collect();
+        let (offset, ld) = (3, m + 5);
+        for p in Precision::STORED {
+            let (ad, bd) = (
+                Data::from_f64(dev, &a, p).unwrap(),
+                Data::from_f64(dev, &b, p).unwrap(),
+            );
+            let mut c = Data::from_f64(dev, &vec![7.0; offset + ld * n], p.compute()).unwrap();
+            dev.symm(
+                MatRef::col_major(&ad, 0, m, m, m),
+                MatRef::col_major(&bd, 0, m, n, m),
+                MatMut::col_major(&mut c, offset, m, n, ld),
+                GemmMath::Full,
+            )
+            .unwrap();
+            let got = c.to_f64(dev).unwrap();
+            for j in 0..n {
+                for i in 0..m {
+                    let want: f64 = (0..m).map(|l| a[i + l * m] * b[l + j * m]).sum();
+                    assert_eq!(got[offset + i + j * ld], want, "{p} {m}×{n}: ({i}, {j})");
+                }
+                for gap in m..ld {
+                    assert_eq!(
+                        got[offset + gap + j * ld],
+                        7.0,
+                        "{p} {m}×{n}: gap of column {j}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 fn orthogonalize_matches_naive_loops<D: PscDevice>(dev: &D) {
     let n = 50_000;
     let basis: Vec<Vec<f64>> = (0..4).map(|s| values(n, 10 + s)).collect();
@@ -2133,6 +2180,7 @@ device_tests!(
     dense_kernels_match_naive_products,
     matrix_vector_products_match_f64_products,
     batched_gemm_equals_separate_products,
+    symmetric_products_equal_naive_products,
     tf32_gemms_multiply_operands_rounded_to_tf32,
     orthogonalize_matches_naive_loops,
     csr_kernels_match_host_products,

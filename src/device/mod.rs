@@ -295,6 +295,19 @@ pub trait DenseKernels: Device {
         c: MatMut<'_, Self>,
         math: GemmMath,
     ) -> Result<()>;
+    /// C = A·B for a symmetric A (square; both triangles stored, Aᵀ = A): what
+    /// [`DenseKernels::gemm`] computes, in whichever layout of the product the device
+    /// multiplies fastest (the CPU: Cᵀ = Bᵀ·A for a narrow B). PSC's dense inverses Π⁻¹,
+    /// Λ⁻¹ and Θ⁻¹ on blocks of right-hand sides.
+    fn symm(
+        &self,
+        a: MatRef<'_, Self>,
+        b: MatRef<'_, Self>,
+        c: MatMut<'_, Self>,
+        math: GemmMath,
+    ) -> Result<()> {
+        self.gemm(a, b, c, math)
+    }
     /// C_i = A_i·B_i for i < `batch.count`, the i-th operands at their offsets plus i times
     /// the batch's strides (a stride of 0 shares an operand): the group-wise C⁻¹ products
     /// of PSC for every right-hand side in one call. Precisions as in [`DenseKernels::gemm`].

@@ -729,8 +729,8 @@ impl<D: PscDevice> PscOperator<D> {
         Ok(())
     }
 
-    /// out = M v for a symmetric dense inverse M (stored in S, `rows` × `rows`): a GEMM on
-    /// blocks, a streaming SYMV (one pass over M's lower triangle where the device can,
+    /// out = M v for a symmetric dense inverse M (stored in S, `rows` × `rows`): a GEMM of a
+    /// symmetric operand (`symm`) on blocks, a streaming SYMV (one pass over M's lower triangle where the device can,
     /// widened on the fly for f16) for one right-hand side. `low` is v's storage-precision
     /// copy.
     fn dense_inverse(
@@ -749,7 +749,7 @@ impl<D: PscDevice> PscOperator<D> {
             );
         }
         let v = operand(&self.dev, v, low)?;
-        self.dev.gemm(
+        self.dev.symm(
             MatRef::col_major(m, 0, rows, rows, rows),
             MatRef::col_major(&v.data, 0, rows, k, rows),
             MatMut::col_major(&mut out.data, 0, rows, k, rows),

@@ -17,7 +17,7 @@ use crate::device::{
     MatRef, Scratch, Storage, View, ViewMut,
 };
 use crate::error::{Error, Result};
-use crate::precision::{round_to_tf32, GemmMath, Stored};
+use crate::precision::{round_to_tf32, GemmMath, Precision, Stored};
 
 /// Products smaller than this (m·n·k) run as one task.
 const SMALL_GEMM: usize = 1 << 18;
@@ -154,6 +154,89 @@ fn gemm<S: Storage, C: Storage>(
     });
     arena::sync();
 }
+
+/// Columns of C from which [`symmetric_product`] beats the GEMM (with fewer, both are bound
+/// by reading A and the transposes cost more than they save), and up to which it is used
+/// (measured faster up to 256; its scratch holds Bᵀ and two tasks' blocks of Cᵀ).
+const SYMM_MIN_COLS: usize = 16;
+const SYMM_MAX_COLS: usize = 256;
+
+/// Whether C = A·B (A symmetric, m × m; C m × n; f32 or f64) is computed faster as
+/// Cᵀ = Bᵀ·A.
+fn transposed_product_pays(m: usize, n: usize) -> bool {
+    (SYMM_MIN_COLS..=SYMM_MAX_COLS).contains(&n)
+        && n < m
+        && m.saturating_mul(m).saturating_mul(n) >= SMALL_GEMM
+}
+
+/// C = A·B for a symmetric A (m × m) and a tall, narrow B (m × n, n ≪ m) in f32 or f64,
+/// computed as Cᵀ = Bᵀ·A: faer multiplies a narrow C = A·B at about two thirds of its
+/// square-matrix rate (every entry of A is packed for only n columns), and Bᵀ·A, whose
+/// large operand is the right-hand one, at close to all of it (measured on M1's Π⁻¹
+/// products, 7,200² and 14,880² times 64 columns). Bᵀ is written into shared scratch
+/// first; each task computes the columns of Cᵀ for a block of C's rows in its thread's
+/// arena and transposes them into C. A's columns stand for its rows (Aᵀ = A).
+#[allow(clippy::too_many_arguments)]
+fn symmetric_product<S: Storage, C: Storage>(
+    m: usize,
+    n: usize,
+    a: Operand<'_, S>,
+    b: Operand<'_, S>,
+    c: &mut [C],
+    c_offset: usize,
+    ldc: usize,
+    math: GemmMath,
+) {
+    let (_, block, tasks) = task_blocks(m, n, m);
+    let c_ptr = SharedMut(c.as_mut_ptr());
+    arena::with_shared::<S, _>(n * m, |bt| {
+        // Bᵀ (n × m, column-major): column i is row i of B.
+        bt.par_chunks_mut(TRANSPOSE_ROWS * n)
+            .enumerate()
+            .for_each(|(chunk, out)| {
+                let i0 = chunk * TRANSPOSE_ROWS;
+                for (i, column) in out.chunks_exact_mut(n).enumerate() {
+                    for (j, v) in column.iter_mut().enumerate() {
+                        *v = b.data[b.at(i0 + i, j)];
+                    }
+                }
+            });
+        let bt = Operand {
+            data: &*bt,
+            offset: 0,
+            rs: 1,
+            cs: n,
+        };
+        (0..tasks).into_par_iter().for_each(|task| {
+            let (r0, rows) = (task * block, block.min(m - task * block));
+            arena::with(|arena| {
+                let ct = arena.one::<C>(0, n * rows);
+                // Cᵀ[:, r0..r0 + rows] = Bᵀ · A[:, r0..r0 + rows] (the native product:
+                // no arena of its own).
+                block_product::<S, C>(0, n, r0, rows, m, bt, a, ct.as_mut_ptr(), n, math);
+                // SAFETY: the task writes rows r0..r0 + rows of C only (disjoint blocks);
+                // the caller checked C's extent.
+                let c = unsafe { c_ptr.get().add(c_offset + r0) };
+                for i0 in (0..rows).step_by(TRANSPOSE_TILE) {
+                    for j0 in (0..n).step_by(TRANSPOSE_TILE) {
+                        for i in i0..(i0 + TRANSPOSE_TILE).min(rows) {
+                            for j in j0..(j0 + TRANSPOSE_TILE).min(n) {
+                                // SAFETY: (r0 + i, j) lies in this task's rows of C.
+                                unsafe { *c.add(i + j * ldc) = ct[j + i * n] };
+                            }
+                        }
+                    }
+                }
+            });
+        });
+    });
+    arena::sync();
+}
+
+/// Rows of B one task of [`symmetric_product`]'s transpose takes, and the side of the tiles
+/// its tasks transpose Cᵀ back in (both halves of a tile stay in L1).
+const TRANSPOSE_ROWS: usize = 256;
+const TRANSPOSE_TILE: usize = 16;
 
 /// One task's block C[r0.., c0..] = A[r0.., :] · B[:, c0..].
 #[allow(clippy::too_many_arguments)]
@@ -517,6 +600,60 @@ fn check_operand(m: &MatRef<'_, Cpu>, what: &str) -> Result<()> {
     }
 }
 
+/// C = A·B after checking the shapes, extents and precisions, for `gemm` and `symm`
+/// (`symmetric`: A is square and Aᵀ = A).
+fn product(
+    a: MatRef<'_, Cpu>,
+    b: MatRef<'_, Cpu>,
+    c: MatMut<'_, Cpu>,
+    math: GemmMath,
+    symmetric: bool,
+) -> Result<()> {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    if b.rows != k || c.rows != m || c.cols != n {
+        return Err(Error::Backend(format!(
+            "GEMM: ({m}×{k})·({}×{n}) into {}×{}",
+            b.rows, c.rows, c.cols
+        )));
+    }
+    check_operand(&a, "left operand")?;
+    check_operand(&b, "right operand")?;
+    if m > 0 && n > 0 && c.offset + (m - 1) + (n - 1) * c.ld >= c.data.len() {
+        return Err(Error::Backend(format!(
+            "GEMM: the result ({m}×{n}) exceeds its buffer"
+        )));
+    }
+    let (sp, cp) = (a.precision(), c.precision());
+    if b.precision() != sp || !(cp == sp || cp == sp.compute()) {
+        return Err(unsupported("gemm", &[sp, b.precision(), cp]));
+    }
+    check_gemm_math(math, sp)?;
+    // Not for operands converted tile by tile (f16, TF32 math): the tiles of a narrow Bᵀ
+    // make faer's calls too small, and those products ran 5–13 % slower transposed.
+    let native = matches!(sp, Precision::F64 | Precision::F32) && math == GemmMath::Full;
+    let transposed = symmetric && native && transposed_product_pays(m, n);
+    let (c_offset, ldc) = (c.offset, c.ld);
+    by_precision!(sp, S => {
+        let (a, b) = (operand::<S>(&a)?, operand::<S>(&b)?);
+        macro_rules! run {
+            ($c:ty) => {{
+                let c = buffer_mut::<$c>(c.data, "gemm")?;
+                if transposed {
+                    symmetric_product::<S, $c>(m, n, a, b, c, c_offset, ldc, math);
+                } else {
+                    gemm::<S, $c>(m, n, k, a, b, c, c_offset, ldc, math);
+                }
+            }};
+        }
+        if cp == sp {
+            run!(S);
+        } else {
+            run!(Compute<S>);
+        }
+    });
+    Ok(())
+}
+
 /// The set-up's inversions stay with the host's blocked inversion.
 impl DenseInverse for Cpu {}
 
@@ -528,35 +665,24 @@ impl DenseKernels for Cpu {
         c: MatMut<'_, Self>,
         math: GemmMath,
     ) -> Result<()> {
-        let (m, k, n) = (a.rows, a.cols, b.cols);
-        if b.rows != k || c.rows != m || c.cols != n {
+        product(a, b, c, math, false)
+    }
+
+    /// Cᵀ = Bᵀ·A when C is tall and narrow (see [`symmetric_product`]), else the GEMM.
+    fn symm(
+        &self,
+        a: MatRef<'_, Self>,
+        b: MatRef<'_, Self>,
+        c: MatMut<'_, Self>,
+        math: GemmMath,
+    ) -> Result<()> {
+        if a.rows != a.cols {
             return Err(Error::Backend(format!(
-                "GEMM: ({m}×{k})·({}×{n}) into {}×{}",
-                b.rows, c.rows, c.cols
+                "SYMM: the symmetric operand is {}×{}",
+                a.rows, a.cols
             )));
         }
-        check_operand(&a, "left operand")?;
-        check_operand(&b, "right operand")?;
-        if m > 0 && n > 0 && c.offset + (m - 1) + (n - 1) * c.ld >= c.data.len() {
-            return Err(Error::Backend(format!(
-                "GEMM: the result ({m}×{n}) exceeds its buffer"
-            )));
-        }
-        let (sp, cp) = (a.precision(), c.precision());
-        if b.precision() != sp || !(cp == sp || cp == sp.compute()) {
-            return Err(unsupported("gemm", &[sp, b.precision(), cp]));
-        }
-        check_gemm_math(math, sp)?;
-        let (c_offset, ldc) = (c.offset, c.ld);
-        by_precision!(sp, S => {
-            let (a, b) = (operand::<S>(&a)?, operand::<S>(&b)?);
-            if cp == sp {
-                gemm::<S, S>(m, n, k, a, b, buffer_mut::<S>(c.data, "gemm")?, c_offset, ldc, math);
-            } else {
-                gemm::<S, Compute<S>>(m, n, k, a, b, buffer_mut::<Compute<S>>(c.data, "gemm")?, c_offset, ldc, math);
-            }
-        });
-        Ok(())
+        product(a, b, c, math, true)
     }
 
     fn gemv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()> {
