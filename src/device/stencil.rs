@@ -15,8 +15,9 @@
 //! - lattice → pressure (B): lattice 2i−2..2i+2 × 2j−2..2j+2 (5×5 per component);
 //! - pressure → pressure (M, Schur stencils): a square window centred on the row.
 
-use super::{Block, Data, Device, View, ViewMut};
+use super::{Block, Data, DenseKernels, Device, MatMut, MatRef, View, ViewMut};
 use crate::error::Result;
+use crate::precision::GemmMath;
 
 /// Index helpers of the lattice and pressure grids of an n×n mesh.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -278,6 +279,21 @@ pub struct VankaMaps<D: Device> {
     pub inverse_of_column: D::Buffer<u32>,
 }
 
+/// What one Vanka relaxation reads besides r and x: the patch maps, the stored inverses
+/// (simple: one per buffer column; tuned: one per class) in the storage precision, and for
+/// tuned Vanka the interior inverse in the compute precision, which the first
+/// `interior_columns` buffer columns (the interior patches, row by row) share.
+pub struct VankaRelax<'a, D: Device> {
+    pub grid: Grid,
+    pub maps: &'a VankaMaps<D>,
+    pub inverses: &'a Data<D>,
+    pub interior_inverse: &'a Data<D>,
+    pub interior_columns: usize,
+    /// 1/h: undoes the pressure scaling of the stored inverses.
+    pub pressure_scale: f64,
+    pub omega: f64,
+}
+
 /// Unknowns of a full Vanka patch: 2 × 25 velocity slots and the pressure (slot 50).
 pub const PATCH: usize = 51;
 
@@ -379,6 +395,32 @@ pub trait StokesKernels: Device {
         x: &mut Block<Self>,
     ) -> Result<()>;
 
+    /// Whether [`StokesKernels::vanka_relax`] works in its own scratch (fused), so that the
+    /// gathered residuals and corrections need no buffers, for a relaxation whose interior
+    /// patches share one inverse (`shared_interior`: tuned Vanka with interior patches) or
+    /// not.
+    fn vanka_relax_is_fused(&self, shared_interior: bool) -> bool {
+        let _ = shared_interior;
+        false
+    }
+
+    /// One whole Vanka relaxation, x += ω Σ_i V_iᵀ W_i A_i⁻¹ V_i r: by default
+    /// [`vanka_relax_in_turn`]. A device may fuse the steps (and then ignore the two
+    /// buffers, see [`StokesKernels::vanka_relax_is_fused`]).
+    fn vanka_relax(
+        &self,
+        v: VankaRelax<'_, Self>,
+        r: &Block<Self>,
+        gathered: &mut Data<Self>,
+        corrections: &mut Data<Self>,
+        x: &mut Block<Self>,
+    ) -> Result<()>
+    where
+        Self: DenseKernels,
+    {
+        vanka_relax_in_turn(self, v, r, gathered, corrections, x)
+    }
+
     /// x = A⁻¹ b at the solve's positions, 0 elsewhere (in x's precision, computed in f64).
     fn coarse_solve(
         &self,
@@ -386,6 +428,32 @@ pub trait StokesKernels: Device {
         b: View<'_, Self>,
         x: ViewMut<'_, Self>,
     ) -> Result<()>;
+}
+
+/// A Vanka relaxation in steps: [`StokesKernels::vanka_gather`] into `gathered`, the
+/// interior columns' product with their shared inverse as one GEMM, the other columns'
+/// products ([`StokesKernels::vanka_products`]) into `corrections`, and
+/// [`StokesKernels::vanka_scatter`].
+pub fn vanka_relax_in_turn<D: StokesKernels + DenseKernels>(
+    dev: &D,
+    v: VankaRelax<'_, D>,
+    r: &Block<D>,
+    gathered: &mut Data<D>,
+    corrections: &mut Data<D>,
+    x: &mut Block<D>,
+) -> Result<()> {
+    dev.vanka_gather(v.grid, r, v.maps, v.pressure_scale, gathered)?;
+    let ic = v.interior_columns;
+    if ic > 0 {
+        dev.gemm(
+            MatRef::col_major(v.interior_inverse, 0, PATCH, PATCH, PATCH),
+            MatRef::col_major(gathered, 0, PATCH, ic, PATCH),
+            MatMut::col_major(corrections, 0, PATCH, ic, PATCH),
+            GemmMath::Full,
+        )?;
+    }
+    dev.vanka_products(v.inverses, v.maps, ic, gathered, corrections)?;
+    dev.vanka_scatter(v.grid, corrections, v.maps, v.omega, v.pressure_scale, x)
 }
 
 #[cfg(test)]

@@ -18,11 +18,11 @@ use half::f16;
 use rayon::prelude::*;
 
 use super::lattice::{divergence_slot, gradient_slot, lattice_slot, Grid, StokesOperator};
-use crate::device::stencil::{patch_node as velocity_node, VankaMaps, PATCH};
-use crate::device::{Block, Data, Kernels, MatMut, MatRef, Storage};
+use crate::device::stencil::{patch_node as velocity_node, VankaMaps, VankaRelax, PATCH};
+use crate::device::{Block, Data, Kernels, Storage};
 use crate::error::Result;
 use crate::linalg::Cost;
-use crate::precision::{GemmMath, Precision, Stored};
+use crate::precision::{Precision, Stored};
 
 /// The pressure slot of a patch.
 const PRESSURE_SLOT: usize = 50;
@@ -150,7 +150,7 @@ pub struct Vanka<D: Kernels> {
     inverses: Data<D>,
     maps: VankaMaps<D>,
     /// Gathered residuals V_i r and patch corrections W_i A_i⁻¹ V_i r, 51 per column, in the
-    /// compute precision.
+    /// compute precision (empty where the device fuses the relaxation).
     gathered: Data<D>,
     corrections: Data<D>,
     /// Tuned: the interior inverse in the compute precision, for the GEMM.
@@ -244,6 +244,12 @@ impl<D: Kernels> Vanka<D> {
                 )
             }
         };
+        // A device that fuses the relaxation keeps the patches' values in its own scratch.
+        let staged = if dev.vanka_relax_is_fused(interior_columns > 0) {
+            0
+        } else {
+            patches * PATCH
+        };
         Ok(Vanka {
             grid: g,
             form,
@@ -253,8 +259,8 @@ impl<D: Kernels> Vanka<D> {
                 patch_of_column: dev.upload(&patch_of_column)?,
                 inverse_of_column: dev.upload(&inverse_of_column)?,
             },
-            gathered: Data::zeros(dev, patches * PATCH, compute)?,
-            corrections: Data::zeros(dev, patches * PATCH, compute)?,
+            gathered: Data::zeros(dev, staged, compute)?,
+            corrections: Data::zeros(dev, staged, compute)?,
             interior_inverse,
             interior_columns,
             pressure_scale: n as f64,
@@ -274,7 +280,8 @@ impl<D: Kernels> Vanka<D> {
     }
 
     /// What one `relax` costs: a 51×51 product per patch; every stored inverse read once,
-    /// the gathered residuals and corrections written and read, r read, x updated.
+    /// the gathered residuals and corrections written and read (where they are buffers, not
+    /// a fused relaxation's scratch), r read, x updated.
     pub fn relax_cost(&self) -> Cost {
         let patches = (self.grid.np() * self.grid.np()) as f64;
         let flow = self.grid.flow_len() * self.gathered.precision().bytes();
@@ -289,38 +296,16 @@ impl<D: Kernels> Vanka<D> {
 
     /// x += ω Σ V_iᵀ W_i A_i⁻¹ V_i r on flat [ux | uy | p] vectors.
     pub fn relax(&mut self, dev: &D, r: &Block<D>, x: &mut Block<D>, omega: f64) -> Result<()> {
-        dev.vanka_gather(
-            self.grid,
-            r,
-            &self.maps,
-            self.pressure_scale,
-            &mut self.gathered,
-        )?;
-        // Tuned: the interior patches share one inverse, so one GEMM relaxes all of them.
-        let ic = self.interior_columns;
-        if ic > 0 {
-            dev.gemm(
-                MatRef::col_major(&self.interior_inverse, 0, PATCH, PATCH, PATCH),
-                MatRef::col_major(&self.gathered, 0, PATCH, ic, PATCH),
-                MatMut::col_major(&mut self.corrections, 0, PATCH, ic, PATCH),
-                GemmMath::Full,
-            )?;
-        }
-        dev.vanka_products(
-            &self.inverses,
-            &self.maps,
-            ic,
-            &self.gathered,
-            &mut self.corrections,
-        )?;
-        dev.vanka_scatter(
-            self.grid,
-            &self.corrections,
-            &self.maps,
+        let relax = VankaRelax {
+            grid: self.grid,
+            maps: &self.maps,
+            inverses: &self.inverses,
+            interior_inverse: &self.interior_inverse,
+            interior_columns: self.interior_columns,
+            pressure_scale: self.pressure_scale,
             omega,
-            self.pressure_scale,
-            x,
-        )
+        };
+        dev.vanka_relax(relax, r, &mut self.gathered, &mut self.corrections, x)
     }
 }
 

@@ -155,6 +155,52 @@ fn gemm<S: Storage, C: Storage>(
     arena::sync();
 }
 
+/// C = A·B by faer's sequential product, for kernels that multiply inside their own rayon
+/// tasks: f32 or f64 operands given as (values, row stride, column stride), C column-major
+/// with leading dimension `ldc`.
+pub(super) fn product_in_task<T: Storage>(
+    (m, n, k): (usize, usize, usize),
+    (a, a_rs, a_cs): (&[T], usize, usize),
+    (b, b_rs, b_cs): (&[T], usize, usize),
+    c: &mut [T],
+    ldc: usize,
+) {
+    let end = |rows: usize, cols: usize, rs: usize, cs: usize| (rows - 1) * rs + (cols - 1) * cs;
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(
+        k == 0 || (a.len() > end(m, k, a_rs, a_cs) && b.len() > end(k, n, b_rs, b_cs)),
+        "product_in_task: operands of ({m}×{k})·({k}×{n}) exceed their slices"
+    );
+    assert!(
+        c.len() > end(m, n, 1, ldc),
+        "product_in_task: C exceeds its slice"
+    );
+    assert!(
+        T::PRECISION != Precision::F16,
+        "product_in_task: f32 or f64 operands (f16 tiles would need the arena)"
+    );
+    let operand = |data, rs, cs| Operand {
+        data,
+        offset: 0,
+        rs,
+        cs,
+    };
+    block_product::<T, T>(
+        0,
+        m,
+        0,
+        n,
+        k,
+        operand(a, a_rs, a_cs),
+        operand(b, b_rs, b_cs),
+        c.as_mut_ptr(),
+        ldc,
+        GemmMath::Full,
+    );
+}
+
 /// Columns of C from which [`symmetric_product`] beats the GEMM (with fewer, both are bound
 /// by reading A and the transposes cost more than they save), and up to which it is used
 /// (measured faster up to 256; its scratch holds Bᵀ and two tasks' blocks of Cᵀ).
