@@ -1258,7 +1258,8 @@ fn statistics_without_norms_keep_maxima_and_flag_nan() {
 /// step or a refinement update of a block are bitwise those of the column alone, whatever
 /// the block width: every width of a partial last tile (1 to 15 columns, each compiled for
 /// its width) and whole tiles. So a column's refinement (scaling, stopping) does not depend
-/// on the columns solved beside it.
+/// on the columns solved beside it. Also for rows of 27 slots (a 3D stencil) and of a
+/// generic width, which the block kernels compile apart from the 2D stencil's 9.
 #[test]
 fn cpu_columns_do_not_depend_on_the_block_width() {
     let dev = tensorfem::device::Cpu::new();
@@ -1270,6 +1271,18 @@ fn cpu_columns_do_not_depend_on_the_block_width() {
             vec![0, 15, 16, k - 1]
         };
         columns_alone_and_in_a_block(dev, &a, k, &columns);
+    }
+    for a in [
+        assemble_level(3, 8).unwrap(),
+        test_matrix_with_diagonal(700),
+    ] {
+        for k in [3, 16, 37] {
+            let columns: Vec<usize> = [0, 1, 15, 16, k - 1]
+                .into_iter()
+                .filter(|&c| c < k)
+                .collect();
+            columns_alone_and_in_a_block(dev, &a, k, &columns);
+        }
     }
 }
 

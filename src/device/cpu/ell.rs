@@ -193,8 +193,8 @@ fn block_rows_portable<S: Storage + TileIo, const LEVEL: u8>(args: BlockRowsArgs
 }
 
 /// [`block_rows`] for rows of `WIDTH` slots (0: any width): the 2D and 3D stencils' widths
-/// compiled apart, so the slot loops unroll and a row's values stay in registers across
-/// its tiles.
+/// compiled apart, so the slot loops unroll, a row's values stay in registers across its
+/// tiles, and each slot's x row is checked once per row ([`SlotRows`]), not once per tile.
 #[inline(always)]
 fn block_rows_of_width<S: Storage + TileIo, const LEVEL: u8, const WIDTH: usize>(
     (
@@ -222,38 +222,79 @@ fn block_rows_of_width<S: Storage + TileIo, const LEVEL: u8, const WIDTH: usize>
     sumsq.fill([0.0; TILE]);
     largest.fill([zero; TILE]);
     for i in 0..rows {
-        // The row's values, and where each slot's x row starts (once per row, not per tile).
-        for s in 0..width {
-            let k = sliced_index(width, i, s);
-            row_values[s] = values[k];
-            offsets[s] = columns.column(width, r0 + i, s) * nrhs;
-        }
-        let row_values = &row_values[..width];
-        // Slot 0 holds the diagonal.
-        let w = omega / row_values[0];
+        let out = &mut out[i * nrhs..(i + 1) * nrhs];
         let row = RowTiles {
-            row_values,
-            offsets: &offsets[..width],
+            // Slot 0 holds the diagonal.
+            w: omega / values[sliced_index(width, i, 0)],
             op,
-            w,
             norms,
             x,
             b,
             own: (r0 + i) * nrhs,
         };
-        let out = &mut out[i * nrhs..(i + 1) * nrhs];
-        row_tiles!(nrhs, i, sumsq, largest, |c0, t, lane, top| {
-            row.tile::<LEVEL>(c0, t, out, lane, top)
-        });
+        if WIDTH == 0 {
+            for s in 0..width {
+                row_values[s] = values[sliced_index(width, i, s)];
+                offsets[s] = columns.column(width, r0 + i, s) * nrhs;
+            }
+            let (row_values, x_rows) = (
+                &row_values[..width],
+                SlotRows::new(&offsets[..width], x, nrhs),
+            );
+            row_tiles!(nrhs, i, sumsq, largest, |c0, t, lane, top| {
+                row.tile::<LEVEL>(row_values, &x_rows, c0, t, out, lane, top)
+            });
+        } else {
+            let row_values: [Compute<S>; WIDTH] =
+                std::array::from_fn(|s| values[sliced_index(WIDTH, i, s)]);
+            let offsets: [usize; WIDTH] =
+                std::array::from_fn(|s| columns.column(WIDTH, r0 + i, s) * nrhs);
+            let x_rows = SlotRows::new(&offsets[..], x, nrhs);
+            row_tiles!(nrhs, i, sumsq, largest, |c0, t, lane, top| {
+                row.tile::<LEVEL>(&row_values, &x_rows, c0, t, out, lane, top)
+            });
+        }
     }
     fold_tiles(part, nrhs, sumsq, largest, S::MAX);
 }
 
-/// One row of [`block_rows`]: its values (compute precision), where each slot's x row
-/// starts, the op with ω / a_ii, x and b whole, and where the row starts in them.
-struct RowTiles<'a, S: Stored> {
-    row_values: &'a [Compute<S>],
+/// Where the block rows (`len` = nrhs columns each) a matrix row's slots point at start in
+/// the node-major block, checked once per matrix row when made, not once per tile and slot
+/// (those checks took a fifth of the f16 sweep's time).
+struct SlotRows<'a, S> {
     offsets: &'a [usize],
+    block: &'a [S],
+    len: usize,
+}
+
+impl<'a, S> SlotRows<'a, S> {
+    /// Panics unless every offset has `len` values of the block from it.
+    #[inline(always)]
+    fn new(offsets: &'a [usize], block: &'a [S], len: usize) -> Self {
+        assert!(
+            offsets.iter().all(|&o| o + len <= block.len()),
+            "a matrix column outside the block"
+        );
+        SlotRows {
+            offsets,
+            block,
+            len,
+        }
+    }
+
+    /// Columns `c0 .. c0 + t` of slot `s`'s block row.
+    #[inline(always)]
+    fn tile(&self, s: usize, c0: usize, t: usize) -> &'a [S] {
+        assert!(c0 + t <= self.len, "a tile past the block's columns");
+        let start = self.offsets[s] + c0;
+        // SAFETY: offsets[s] + len ≤ block.len() (checked in `new`) and c0 + t ≤ len.
+        unsafe { self.block.get_unchecked(start..start + t) }
+    }
+}
+
+/// One row of [`block_rows`]: the op with ω / a_ii, x and b whole, and where the row starts
+/// in them.
+struct RowTiles<'a, S: Stored> {
     op: RowOp,
     w: Compute<S>,
     norms: bool,
@@ -263,11 +304,14 @@ struct RowTiles<'a, S: Stored> {
 }
 
 impl<S: Storage + TileIo> RowTiles<'_, S> {
-    /// The row's `t` columns from `c0` (`t` ≤ TILE): A x, the op, the output rounded into
-    /// `out`, Σ v² into `lane` and max |v| into `top`.
+    /// The row's `t` columns from `c0` (`t` ≤ TILE), its values and its slots' x rows given:
+    /// A x, the op, the output rounded into `out`, Σ v² into `lane` and max |v| into `top`.
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn tile<const LEVEL: u8>(
         &self,
+        row_values: &[Compute<S>],
+        x_rows: &SlotRows<'_, S>,
         c0: usize,
         t: usize,
         out: &mut [S],
@@ -275,10 +319,9 @@ impl<S: Storage + TileIo> RowTiles<'_, S> {
         top: &mut [Compute<S>; TILE],
     ) {
         let ax = tile_row_sum(
-            self.row_values,
+            row_values,
             &StoredTiles::<S, LEVEL> {
-                offsets: self.offsets,
-                x: self.x,
+                rows: x_rows,
                 c0,
                 t,
             },
@@ -317,8 +360,7 @@ trait SlotTiles<T> {
 
 /// x's tile of `t` columns from `c0` in the row each slot points at, widened.
 struct StoredTiles<'a, S, const LEVEL: u8> {
-    offsets: &'a [usize],
-    x: &'a [S],
+    rows: &'a SlotRows<'a, S>,
     c0: usize,
     t: usize,
 }
@@ -326,15 +368,13 @@ struct StoredTiles<'a, S, const LEVEL: u8> {
 impl<S: TileIo, const LEVEL: u8> SlotTiles<Compute<S>> for StoredTiles<'_, S, LEVEL> {
     #[inline(always)]
     fn slot(&self, s: usize) -> [Compute<S>; TILE] {
-        let start = self.offsets[s] + self.c0;
-        S::load::<LEVEL>(&self.x[start..start + self.t])
+        S::load::<LEVEL>(self.rows.tile(s, self.c0, self.t))
     }
 }
 
 /// The correction's tile of `t` columns from `c0` in the row each slot points at, in f64.
 struct WideTiles<'a, X, const LEVEL: u8> {
-    offsets: &'a [usize],
-    correction: &'a [X],
+    rows: &'a SlotRows<'a, X>,
     c0: usize,
     t: usize,
 }
@@ -342,8 +382,7 @@ struct WideTiles<'a, X, const LEVEL: u8> {
 impl<X: TileIo, const LEVEL: u8> SlotTiles<f64> for WideTiles<'_, X, LEVEL> {
     #[inline(always)]
     fn slot(&self, s: usize) -> [f64; TILE] {
-        let start = self.offsets[s] + self.c0;
-        X::load_f64::<LEVEL>(&self.correction[start..start + self.t])
+        X::load_f64::<LEVEL>(self.rows.tile(s, self.c0, self.t))
     }
 }
 
@@ -963,14 +1002,7 @@ fn update_rows_of_width<X: Storage + TileIo, const LEVEL: u8, const WIDTH: usize
     sumsq.fill([0.0; TILE]);
     largest.fill([0.0; TILE]);
     for i in 0..rows {
-        for s in 0..width {
-            let k = sliced_index(width, i, s);
-            row_values[s] = values[k];
-            offsets[s] = a.columns.column(width, r0 + i, s) * nrhs;
-        }
         let row = UpdateTiles {
-            row_values: &row_values[..width],
-            offsets: &offsets[..width],
             correction,
             alpha,
             own: (r0 + i) * nrhs,
@@ -979,30 +1011,51 @@ fn update_rows_of_width<X: Storage + TileIo, const LEVEL: u8, const WIDTH: usize
             &mut u[i * nrhs..(i + 1) * nrhs],
             &mut r[i * nrhs..(i + 1) * nrhs],
         );
-        row_tiles!(nrhs, i, sumsq, largest, |c0, t, lane, top| {
-            row.tile::<LEVEL>(c0, t, u, r, lane, top)
-        });
+        if WIDTH == 0 {
+            for s in 0..width {
+                row_values[s] = values[sliced_index(width, i, s)];
+                offsets[s] = a.columns.column(width, r0 + i, s) * nrhs;
+            }
+            let (row_values, c_rows) = (
+                &row_values[..width],
+                SlotRows::new(&offsets[..width], correction, nrhs),
+            );
+            row_tiles!(nrhs, i, sumsq, largest, |c0, t, lane, top| {
+                row.tile::<LEVEL>(row_values, &c_rows, c0, t, u, r, lane, top)
+            });
+        } else {
+            let row_values: [f64; WIDTH] =
+                std::array::from_fn(|s| values[sliced_index(WIDTH, i, s)]);
+            let offsets: [usize; WIDTH] =
+                std::array::from_fn(|s| a.columns.column(WIDTH, r0 + i, s) * nrhs);
+            let c_rows = SlotRows::new(&offsets[..], correction, nrhs);
+            row_tiles!(nrhs, i, sumsq, largest, |c0, t, lane, top| {
+                row.tile::<LEVEL>(&row_values, &c_rows, c0, t, u, r, lane, top)
+            });
+        }
     }
     // This record's maxima are |c|'s, which no limit applies to.
     fold_tiles(part, nrhs, sumsq, largest, f64::INFINITY);
 }
 
-/// One row of [`update_rows`]: its f64 values, where each slot's correction row starts, the
-/// correction whole, α, and where the row starts in the correction.
+/// One row of [`update_rows`]: the correction whole, α, and where the row starts in the
+/// correction.
 struct UpdateTiles<'a, X> {
-    row_values: &'a [f64],
-    offsets: &'a [usize],
     correction: &'a [X],
     alpha: &'a [f64],
     own: usize,
 }
 
 impl<X: Storage + TileIo> UpdateTiles<'_, X> {
-    /// The row's `t` columns from `c0` (`t` ≤ TILE) of u and r (the row's): u += α c,
-    /// r −= α (A c), Σ r² into `lane`, max |c| into `top`.
+    /// The row's `t` columns from `c0` (`t` ≤ TILE) of u and r (the row's), its f64 values
+    /// and its slots' correction rows given: u += α c, r −= α (A c), Σ r² into `lane`, max
+    /// |c| into `top`.
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn tile<const LEVEL: u8>(
         &self,
+        row_values: &[f64],
+        c_rows: &SlotRows<'_, X>,
         c0: usize,
         t: usize,
         u: &mut [f64],
@@ -1013,10 +1066,9 @@ impl<X: Storage + TileIo> UpdateTiles<'_, X> {
         let mut scale = [0.0; TILE];
         scale[..t].copy_from_slice(&self.alpha[c0..c0 + t]);
         let ac = tile_row_sum(
-            self.row_values,
+            row_values,
             &WideTiles::<X, LEVEL> {
-                offsets: self.offsets,
-                correction: self.correction,
+                rows: c_rows,
                 c0,
                 t,
             },
