@@ -46,7 +46,7 @@ def summary(f):
     nbatches = len(perf["batch"])
     nops = len(f["operators"])
     lines = [
-        f"campaign {text(f.attrs.get('rhs_source', '?'))}: {ncols} columns in {nbatches} batches "
+        f"{text(f.attrs.get('rhs_source', '?'))} campaign: {ncols} columns in {nbatches} batches "
         f"over {nops} operator(s), {int(f.attrs.get('ranks', 0))} rank(s); "
         f"tensorfem {text(f.attrs['tensorfem_version'])} (git {text(f.attrs['git_revision'])})"
     ]
@@ -70,6 +70,13 @@ def summary(f):
     )
     residual = cols["relative_residual"][:]
     lines.append(f"  max relative residual (f64) {residual.max():.3e}")
+    if "passed" in cols:
+        failed = np.flatnonzero(cols["passed"][:] == 0)
+        lines.append(
+            f"  verification: all {ncols} columns met their tolerance" if len(failed) == 0 else
+            f"  verification: FAILED, {len(failed)} of {ncols} columns missed their tolerance "
+            f"(columns {', '.join(str(c) for c in failed[:10])}{', …' if len(failed) > 10 else ''})"
+        )
     for label, values in errors(cols):
         lines.append(f"  max {label} {np.nanmax(values):.3e}")
     return "\n".join(lines)
@@ -129,11 +136,13 @@ def plot_timeline(f, path):
     ax.set_yticklabels([f"rank {r}" for r in np.unique(ranks)])
     ax.invert_yaxis()
     ax.set_xlabel("time since the first batch started [s]")
-    ax.set_title("what every rank did (batches of all runs of this campaign)")
+    # The legend sits between the title and the bars, clear of the time axis and its label.
+    ax.set_title("what every rank did (batches of all runs of this campaign)", pad=26)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for _, _, c in STAGES]
     handles += [plt.Rectangle((0, 0), 1, 1, color=WRITE_COLOUR), plt.Rectangle((0, 0), 1, 1, color=IDLE_COLOUR)]
     labels = [label for _, label, _ in STAGES] + ["write (overlaps)", "idle"]
-    ax.legend(handles, labels, ncol=6, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    ax.legend(handles, labels, ncol=6, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0),
+              frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -227,11 +236,13 @@ def plot_stokes_solution(f, column, path):
     speed = np.linalg.norm(g["velocity"][index].astype(np.float64), axis=1)
     p = g["pressure"][index].astype(np.float64)
     what = f"operator {op}: n = {g.attrs['n']}, {text(g.attrs['preconditioner'])}"
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    panels = 3 if "exact_pressure" in g else 2
+    fig, axes = plt.subplots(1, panels, figsize=(16 * panels / 3, 4.5))
     draw_field(axes[0], g, speed, f"|u_h| ({what})", mesh="velocity_mesh")
     draw_field(axes[1], g, p, "p_h", mesh="pressure_mesh")
-    draw_field(axes[2], g, p - g["exact_pressure"][index], "p_h − p (error at the nodes)",
-               mesh="pressure_mesh")
+    if panels == 3:
+        draw_field(axes[2], g, p - g["exact_pressure"][index], "p_h − p (error at the nodes)",
+                   mesh="pressure_mesh")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -338,7 +349,7 @@ def write_html(f, out, figures, summary_text):
             data = base64.b64encode(png.read()).decode()
         return f'<img alt="{name}" src="data:image/png;base64,{data}">'
 
-    title = f"tensorfem campaign: {html.escape(summary_text.splitlines()[0])}"
+    title = f"tensorfem report: {html.escape(summary_text.splitlines()[0])}"
     body = "".join(f"<h2>{html.escape(caption)}</h2>{embed(name)}" for name, caption in figures)
     page = (
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>tensorfem report</title>"

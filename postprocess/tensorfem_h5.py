@@ -73,8 +73,8 @@ class StokesOperator:
     pressure_cells: np.ndarray
     velocity: np.ndarray
     pressure: np.ndarray
-    exact_velocity: np.ndarray
-    exact_pressure: np.ndarray
+    exact_velocity: np.ndarray | None
+    exact_pressure: np.ndarray | None
     attrs: dict
 
 
@@ -113,8 +113,9 @@ def _stokes_operator(g):
     return StokesOperator(
         g["velocity_mesh/coordinates"][...], g["velocity_mesh/cells"][...],
         g["pressure_mesh/coordinates"][...], g["pressure_mesh/cells"][...],
-        g["velocity"][...], g["pressure"][...], g["exact_velocity"][...],
-        g["exact_pressure"][...], _attrs(g))
+        g["velocity"][...], g["pressure"][...],
+        g["exact_velocity"][...] if "exact_velocity" in g else None,
+        g["exact_pressure"][...] if "exact_pressure" in g else None, _attrs(g))
 
 
 def _table(group):

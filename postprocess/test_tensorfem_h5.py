@@ -69,7 +69,7 @@ def main(binary):
 
         run(binary, folder, "stokes-study",
             '[mesh]\nelement = "q2-q1"\n[solver]\nmethod = "stokes"\n[campaign]\n'
-            'rhs = "study"\ndirectory = "stokes-study"\n[campaign.study]\nn = [8, 16]\n')
+            'rhs = "study"\ndirectory = "stokes-study"\nstore_exact = true\n[campaign.study]\nn = [8, 16]\n')
         study = tensorfem_h5.read(os.path.join(folder, "stokes-study", "campaign.h5"))
         assert study.kind == "campaign" and len(study.operators) == 2
         op = study.operators[1]

@@ -36,6 +36,10 @@ pub enum Command {
         /// campaign.directory and start over (the operator cache stays).
         #[arg(long)]
         fresh: bool,
+        /// Campaigns: solve again the batches whose columns missed their tolerance (recorded
+        /// in the journal and failures/), then merge.
+        #[arg(long, conflicts_with = "fresh")]
+        retry_failed: bool,
     },
     /// Print the version and the backends found: CPU cores, CUDA driver and devices, MPI.
     Info,

@@ -44,7 +44,7 @@ pub enum Error {
         source: std::io::Error,
     },
 
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {}", crate::sys::explain_io(.source, .path))]
     Write {
         path: PathBuf,
         source: std::io::Error,
@@ -79,6 +79,10 @@ pub enum Error {
 
     #[error("campaign: {0}")]
     Campaign(String),
+
+    /// Solutions were computed but some column's verified residual missed its tolerance.
+    #[error("verification: {0}")]
+    Verification(String),
 
     /// Another rank (rank 0) found the problem and reports it; this rank only exits.
     #[error("stopped by rank 0: {message}")]

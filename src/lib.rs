@@ -33,6 +33,7 @@ pub mod mesh;
 pub mod mg;
 pub mod numeric;
 pub mod precision;
+pub mod progress;
 pub mod psc;
 pub mod reference;
 pub mod run;

@@ -38,7 +38,11 @@ fn main() -> ExitCode {
     set_threads_per_rank(&comm);
 
     let result = match &cli.command {
-        Command::Run { config, fresh } => match run::dispatch(config.clone(), *fresh, &comm) {
+        Command::Run {
+            config,
+            fresh,
+            retry_failed,
+        } => match run::dispatch(config.clone(), *fresh, *retry_failed, &comm) {
             Ok(run::Finished::Stopped) => return ExitCode::from(signals::EXIT_STOPPED),
             other => other.map(|_| ()),
         },
@@ -74,7 +78,9 @@ fn main() -> ExitCode {
 /// Log lines carry the rank when there are several.
 fn init_logging(comm: &dyn Comm) {
     let (rank, size) = (comm.rank(), comm.size());
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+    let (filter, warning) = sys::log_filter(std::env::var("RUST_LOG").ok().as_deref());
+    env_logger::Builder::new()
+        .parse_filters(&filter)
         .format(move |buf, record| {
             if size > 1 {
                 writeln!(
@@ -88,14 +94,23 @@ fn init_logging(comm: &dyn Comm) {
             }
         })
         .init();
+    if let Some(warning) = warning {
+        log::warn!("{warning}");
+    }
 }
 
-/// Ranks sharing a host share its cores, unless RAYON_NUM_THREADS says otherwise.
+/// Ranks sharing a host share its cores, unless RAYON_NUM_THREADS says otherwise (a value
+/// that is not a positive integer is warned about and ignored).
 fn set_threads_per_rank(comm: &dyn Comm) {
-    if std::env::var_os("RAYON_NUM_THREADS").is_some() {
-        return;
-    }
     let threads = (sys::cores() / comm.local_size().max(1)).max(1);
+    if let Some(given) = std::env::var_os("RAYON_NUM_THREADS") {
+        match given.to_str().and_then(|g| g.trim().parse::<usize>().ok()) {
+            Some(n) if n > 0 => return,
+            _ => log::warn!(
+                "RAYON_NUM_THREADS = {given:?} is not a positive integer: using {threads} thread(s) per rank (the host's cores divided by its ranks)"
+            ),
+        }
+    }
     if let Err(e) = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build_global()

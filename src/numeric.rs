@@ -100,11 +100,18 @@ pub fn nrm2<T: Real>(x: &[T]) -> T {
     if scale == T::zero() || !scale.is_finite() {
         return scale;
     }
-    let inverse = T::one() / scale;
+    // A subnormal largest entry has no finite inverse: the entries are first lifted by 1/ε,
+    // a power of two (exact).
+    let lift = if (T::one() / scale).is_finite() {
+        T::one()
+    } else {
+        T::one() / T::epsilon()
+    };
+    let inverse = T::one() / (scale * lift);
     scale
         * chunked_sum(x.len(), |r| {
             x[r].iter().fold(T::zero(), |s, &v| {
-                let w = v * inverse;
+                let w = v * lift * inverse;
                 s + w * w
             })
         })
@@ -132,6 +139,10 @@ mod tests {
         assert!((nrm2(&x) - expected.sqrt()).abs() < 1e-9);
         assert_eq!(nrm2(&[1e300, 1e300]), 1e300 * 2f64.sqrt());
         assert!((nrm2(&[3e-300f64, 4e-300]) / 5e-300 - 1.0).abs() < 1e-15);
+        // Subnormal entries (an inverse of the largest would overflow).
+        let (a, b) = (3.0 * f64::from_bits(1 << 40), 4.0 * f64::from_bits(1 << 40));
+        assert!(b < f64::MIN_POSITIVE);
+        assert!((nrm2(&[a, b]) / (5.0 * f64::from_bits(1 << 40)) - 1.0).abs() < 1e-15);
         assert_eq!(sum(&x), x.iter().sum::<f64>());
         assert_eq!(dot_sequential(&x, &x), expected);
         let short = &x[..99_999]; // a tail after the groups of four

@@ -1,5 +1,6 @@
 //! Facts about the host this rank runs on: its name, its cores, the memory it can still give,
-//! whether a folder takes new files.
+//! whether a folder takes new files, the space left on a file system; and what the
+//! environment asks of logging.
 
 use std::path::Path;
 
@@ -43,4 +44,95 @@ pub fn peak_memory() -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+/// " (12.5 MiB free on the file system of /scratch/run)": what a message about a full file
+/// system adds, where statvfs tells.
+pub fn space_left(path: &Path) -> String {
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let Ok(c_path) = std::ffi::CString::new(folder.as_os_str().as_encoded_bytes()) else {
+        return String::new();
+    };
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: statvfs writes the struct it is given on success (checked) and reads only the
+    // NUL-terminated path.
+    if unsafe { libc::statvfs(c_path.as_ptr(), stat.as_mut_ptr()) } != 0 {
+        return String::new();
+    }
+    // SAFETY: initialised by the successful call above.
+    let stat = unsafe { stat.assume_init() };
+    let free = stat.f_bavail as f64 * stat.f_frsize as f64;
+    format!(
+        " ({:.1} MiB free on the file system of {})",
+        free / 1048576.0,
+        folder.display()
+    )
+}
+
+/// An I/O error in words, with what to do for the common system causes (a full file system
+/// with the space left on it).
+pub fn explain_io(error: &std::io::Error, path: &Path) -> String {
+    match error.raw_os_error() {
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => format!(
+            "{error}: the file system is full{} (or your quota is used up); free space there or write elsewhere",
+            space_left(path)
+        ),
+        Some(libc::EROFS) => format!("{error}: the file system is read-only; write elsewhere"),
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            format!("{error}: permission denied; choose a location you can write")
+        }
+        _ => error.to_string(),
+    }
+}
+
+/// The log filter RUST_LOG asks for, or "info" with a warning where it names neither a
+/// level nor a module of tensorfem (env_logger would take a stray word as a module name and
+/// silence everything else).
+pub fn log_filter(given: Option<&str>) -> (String, Option<String>) {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    let Some(given) = given.map(str::trim).filter(|g| !g.is_empty()) else {
+        return ("info".into(), None);
+    };
+    let valid = |directive: &str| {
+        let (target, level) = match directive.split_once('=') {
+            Some((t, l)) => (Some(t), Some(l)),
+            None if LEVELS.contains(&directive.to_ascii_lowercase().as_str()) => (None, None),
+            None => (Some(directive), None),
+        };
+        target.is_none_or(|t| t.starts_with("tensorfem"))
+            && level.is_none_or(|l| LEVELS.contains(&l.to_ascii_lowercase().as_str()))
+    };
+    match given.split(',').map(str::trim).find(|d| !valid(d)) {
+        None => (given.to_string(), None),
+        Some(bad) => (
+            "info".into(),
+            Some(format!(
+                "RUST_LOG = {given:?}: {bad:?} is neither a level ({}) nor tensorfem[::module]=level; logging at info",
+                LEVELS.join(", ")
+            )),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Levels and tensorfem's modules pass; a stray word falls back to info with a warning.
+    #[test]
+    fn log_filters_are_checked() {
+        assert_eq!(log_filter(None), ("info".into(), None));
+        assert_eq!(log_filter(Some("debug")), ("debug".into(), None));
+        assert_eq!(
+            log_filter(Some("warn,tensorfem::campaign=debug")),
+            ("warn,tensorfem::campaign=debug".into(), None)
+        );
+        let (filter, warning) = log_filter(Some("verbose"));
+        assert_eq!(filter, "info");
+        assert!(warning.unwrap().contains("\"verbose\" is neither a level"));
+        assert!(log_filter(Some("tensorfem=loud")).1.is_some());
+    }
 }

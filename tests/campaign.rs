@@ -323,7 +323,11 @@ fn hdf5_right_hand_sides_and_bad_inputs() {
         let path = write(tmp.path(), "bad.toml", &body);
         let out = run_campaign(2, &path, &[]);
         let stderr = text(&out.stderr);
-        assert!(!out.status.success(), "{body}");
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "bad input exits 2: {body}\n{stderr}"
+        );
         assert!(
             stderr.contains(expected),
             "expected '{expected}' in:\n{stderr}"
@@ -413,7 +417,12 @@ fn refused(config: &Path, extra: &[&str], dir: &Path, expected: &str) -> String 
     let before = snapshot(dir);
     let out = run_campaign(1, config, extra);
     let stderr = text(&out.stderr);
-    assert!(!out.status.success(), "accepted: {}", text(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a refusal is bad input: {}{stderr}",
+        text(&out.stdout)
+    );
     assert!(
         stderr.contains(expected),
         "expected '{expected}' in:\n{stderr}"
@@ -462,13 +471,17 @@ fn changed_inputs_and_settings_are_named_and_refused() {
     let out = run_campaign(1, &config, &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
 
-    let config = write(tmp.path(), "c.toml", &body("rtol = 1e-10\n"));
-    refused(&config, &[], &dir, "changed: solver.rtol: 1e-12 → 1e-10");
+    let config = write(tmp.path(), "c.toml", &body("rtol = 1e-9\n"));
+    let stderr = refused(&config, &[], &dir, "changed: solver.rtol: 1e-10 → 1e-9");
+    assert!(stderr.contains("No batch has failed columns"), "{stderr}");
     let config = write(tmp.path(), "c.toml", &body("max_iterations = 50\n"));
     let out = run_campaign(1, &config, &[]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(stdout.contains("2 batch(es) were done before"), "{stdout}");
+    assert!(
+        stdout.contains("every batch was solved and merged before"),
+        "{stdout}"
+    );
 }
 
 /// Output locations are checked before --fresh removes anything; what lies in the way is
@@ -544,7 +557,7 @@ fn a_campaign_directory_is_held_by_one_run_at_a_time() {
     pids.iter().for_each(|&pid| signal(pid, "STOP"));
     let out = run_campaign(1, &config, &[]);
     let stderr = text(&out.stderr);
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(2), "a refusal exits 2: {stderr}");
     assert!(
         stderr.contains("is in use by another run (pid "),
         "{stderr}"
@@ -555,7 +568,7 @@ fn a_campaign_directory_is_held_by_one_run_at_a_time() {
         &series(&dir).replace("steps = 24", "steps = 3"),
     );
     let out = run_campaign(1, &other, &["--fresh"]);
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("is in use by another run"));
     pids.iter().for_each(|&pid| signal(pid, "CONT"));
 
@@ -648,7 +661,7 @@ fn stokes_study_on_two_ranks_writes_a_readable_xdmf() {
         "stokes.toml",
         &format!(
             "[mesh]\nelement = \"q2-q1\"\n[solver]\nmethod = \"stokes\"\nprecision = \"f32\"\n\
-             [campaign]\nrhs = \"study\"\ndirectory = \"{}\"\n\
+             [campaign]\nrhs = \"study\"\ndirectory = \"{}\"\nstore_exact = true\nkeep_batches = true\n\
              [campaign.study]\nn = [16, 32]\npreconditioner = [\"multigrid\", \"block-triangular\"]\n\
              relaxation = [\"vanka-tuned\", \"braess-sarazin\"]\n",
             out_dir.display()
@@ -692,16 +705,18 @@ fn stokes_study_on_two_ranks_writes_a_readable_xdmf() {
         text(&check.stderr)
     );
 
+    let merged = std::fs::read(out_dir.join("campaign.h5")).unwrap();
     let again = run_campaign(2, &config, &[]);
     let stdout = text(&again.stdout);
     assert!(again.status.success(), "{stdout}{}", text(&again.stderr));
+    assert!(stdout.contains("nothing to do"), "{stdout}");
     assert!(
-        stdout.contains("resumed             6 batch(es)"),
+        stdout.contains("all 6 columns met their tolerance"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("this run            0 batch(es)"),
-        "{stdout}"
+        std::fs::read(out_dir.join("campaign.h5")).unwrap() == merged,
+        "a finished campaign's file is left as it was"
     );
 }
 
@@ -751,5 +766,382 @@ fn a_waited_for_set_up_borrows_the_waiting_ranks_cores() {
     assert_eq!(
         results(&dir.path().join("two/campaign.h5")),
         results(&dir.path().join("one/campaign.h5"))
+    );
+}
+
+/// A campaign of a direct f32 solve asked for more than f32 gives (rtol = 1e-7): every
+/// batch is solved, written and journaled with its failed columns named, campaign.h5 marks
+/// them, the batch files stay, and the run exits 1 saying what to do; run again it only
+/// reports (exit 1 again); `--retry-failed` with a tolerance the solve meets re-solves those
+/// batches alone, passes, merges and clears the failure records and the batch files.
+#[test]
+fn columns_that_miss_their_tolerance_fail_the_campaign_and_can_be_retried() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("strict");
+    let body = |rtol: &str| {
+        format!(
+            "[mesh]\nn = 32\nh0 = 0.25\n[solver]\nmethod = \"psc-m1\"\nprecision = \"f32\"\n\
+             refine = false\nrtol = {rtol}\n\
+             [campaign]\nrhs = \"study\"\nbatch_size = 2\ndirectory = \"{}\"\n\
+             [campaign.study]\nk = [1, 2, 3, 4]\n",
+            dir.display()
+        )
+    };
+    let config = write(tmp.path(), "c.toml", &body("1e-7"));
+    let out = run_campaign(1, &config, &[]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("verification        FAILED: 4 of 4 columns missed their tolerance"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("missed their tolerance") && stderr.contains("--retry-failed"),
+        "{stderr}"
+    );
+    let f = h5::open(&dir.join("campaign.h5")).unwrap();
+    let columns = f.group("columns").unwrap();
+    assert_eq!(
+        h5::read_vector::<u8>(&columns, "passed").unwrap(),
+        [0, 0, 0, 0]
+    );
+    let tolerance = h5::read_vector::<f64>(&columns, "tolerance").unwrap();
+    let residual = h5::read_vector::<f64>(&columns, "relative_residual").unwrap();
+    assert!(tolerance.iter().all(|&t| t == 1e-7), "{tolerance:?}");
+    assert!(residual.iter().all(|&r| r > 1e-7), "{residual:?}");
+    drop(f);
+    for b in 0..2 {
+        assert!(dir.join(format!("batches/batch-00000{b}.h5")).exists());
+        let record: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(format!("failures/batch-00000{b}-rank-0.json")))
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(
+            record["error"]
+                .as_str()
+                .unwrap()
+                .contains("missed their tolerance"),
+            "{record}"
+        );
+    }
+    let journal = std::fs::read_to_string(dir.join("journal.log")).unwrap();
+    assert!(journal.contains("\"failed\":[0,1]"), "{journal}");
+
+    // Run again as it is: nothing is solved, the failure stands.
+    let again = run_campaign(1, &config, &[]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(text(&again.stdout).contains("nothing to do"));
+
+    // A tolerance the f32 solve meets, for the failed batches only.
+    let config = write(tmp.path(), "c.toml", &body("1e-2"));
+    let retry = run_campaign(1, &config, &["--retry-failed"]);
+    let (stdout, stderr) = (text(&retry.stdout), text(&retry.stderr));
+    assert!(retry.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("all 4 columns met their tolerance"),
+        "{stdout}"
+    );
+    let f = h5::open(&dir.join("campaign.h5")).unwrap();
+    assert_eq!(
+        h5::read_vector::<u8>(&f.group("columns").unwrap(), "passed").unwrap(),
+        [1, 1, 1, 1]
+    );
+    assert!(!dir.join("failures").exists(), "failure records cleared");
+    assert!(
+        !dir.join("batches").exists(),
+        "merged and passed: no batch files"
+    );
+}
+
+/// A journaled batch file that was truncated later is solved again on resume from its
+/// inputs; a failed batch's record goes when a later run solves it; a finished campaign run
+/// again leaves campaign.h5 (and its timings) as it was; the exact solution is stored when
+/// asked, and batch files are kept when asked.
+#[test]
+fn damaged_batch_files_stale_failures_and_disk_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("series");
+    let body = |extra: &str| {
+        format!(
+            "[mesh]\nn = 32\n[solver]\nmethod = \"mg\"\n{extra}\
+             [campaign]\nrhs = \"time-series\"\nbatch_size = 2\ndirectory = \"{}\"\nkeep_batches = true\n\
+             [campaign.time_series]\nsteps = 6\n",
+            dir.display()
+        )
+    };
+    // Two V-cycles are too few: batch 0 fails and stops the campaign, recorded.
+    let config = write(tmp.path(), "c.toml", &body("max_iterations = 2\n"));
+    let out = run_campaign(1, &config, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(dir.join("failures/batch-000000-rank-0.json").exists());
+    let config = write(tmp.path(), "c.toml", &body(""));
+    let out = run_campaign(1, &config, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !dir.join("failures").exists(),
+        "the old failure record is gone"
+    );
+    assert!(dir.join("batches/batch-000002.h5").exists(), "keep_batches");
+
+    // A batch file truncated after it was journaled: solved again from its inputs.
+    let merged = h5::open(&dir.join("campaign.h5")).unwrap();
+    let before =
+        h5::read_vector::<f64>(&merged.group("columns").unwrap(), "relative_residual").unwrap();
+    assert!(
+        merged.dataset("operators/0/exact").is_err(),
+        "no exact solution by default"
+    );
+    drop(merged);
+    std::fs::remove_file(dir.join("campaign.h5")).unwrap();
+    let batch = dir.join("batches/batch-000001.h5");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&batch)
+        .unwrap();
+    file.set_len(4000).unwrap();
+    drop(file);
+    let out = run_campaign(1, &config, &[]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("batch 1 is journaled but its file")
+            && stderr.contains("is damaged")
+            && stderr.contains("solving it again"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("this run            1 batch(es)"),
+        "{stdout}"
+    );
+    let merged = h5::open(&dir.join("campaign.h5")).unwrap();
+    let after =
+        h5::read_vector::<f64>(&merged.group("columns").unwrap(), "relative_residual").unwrap();
+    assert_eq!(
+        before, after,
+        "the batch solved again gives the same results"
+    );
+    drop(merged);
+
+    // Run again: nothing to do, campaign.h5 untouched (its timings are the real ones).
+    let bytes = std::fs::read(dir.join("campaign.h5")).unwrap();
+    let out = run_campaign(1, &config, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("nothing to do"));
+    assert!(std::fs::read(dir.join("campaign.h5")).unwrap() == bytes);
+
+    // store_exact: the exact solutions beside the computed ones; by default the batch
+    // files go after a merge in which every column passed.
+    let config = write(
+        tmp.path(),
+        "c.toml",
+        &body("").replace("keep_batches = true\n", "store_exact = true\n"),
+    );
+    let out = run_campaign(1, &config, &["--fresh"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let merged = h5::open(&dir.join("campaign.h5")).unwrap();
+    assert!(merged.dataset("operators/0/exact").is_ok());
+    assert!(!dir.join("batches").exists());
+}
+
+/// Ctrl-C (SIGINT) stops a campaign after the batch in progress with exit 75 and a message;
+/// a second one stops it at once; the same command then resumes and completes. A campaign
+/// that is not on a terminal logs its progress (fraction, elapsed, estimate).
+#[test]
+fn ctrl_c_stops_a_campaign_and_progress_is_logged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("series");
+    // Batches of about a second each: signals land inside one.
+    let config = write(
+        tmp.path(),
+        "series.toml",
+        &format!(
+            "[mesh]\nn = 512\n[solver]\nmethod = \"mg\"\n\
+             [campaign]\nrhs = \"time-series\"\nbatch_size = 1\ndirectory = \"{}\"\n\
+             [campaign.time_series]\nsteps = 8\n",
+            dir.display()
+        ),
+    );
+    let start = |env_progress: bool| {
+        let mut command = std::process::Command::new(common::BIN);
+        command
+            .arg("run")
+            .arg(&config)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if env_progress {
+            command.env("TENSORFEM_PROGRESS_SECONDS", "0.2");
+        }
+        command.spawn().unwrap()
+    };
+    let wait_for = |done: usize| {
+        let t = Instant::now();
+        while journal_batches(&dir).len() < done {
+            assert!(t.elapsed() < Duration::from_secs(120), "no progress");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let child = start(true);
+    wait_for(1);
+    signal(child.id(), "INT");
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(75), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("SIGINT (Ctrl-C) received: finishing the batch in progress"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("run the same command again to resume"),
+        "{stdout}"
+    );
+    let progress = stderr
+        .lines()
+        .find(|l| l.contains("campaign: ") && l.contains(" elapsed"))
+        .unwrap_or_else(|| panic!("no progress line in:\n{stderr}"));
+    assert!(progress.contains(" %"), "{progress}");
+    let stopped_at = journal_batches(&dir).len();
+    assert!(stopped_at < 8);
+
+    // Twice: at once.
+    let child = start(false);
+    wait_for(stopped_at + 1);
+    signal(child.id(), "INT");
+    std::thread::sleep(Duration::from_millis(50));
+    signal(child.id(), "INT");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(75));
+    assert!(
+        text(&out.stderr).contains("stopped at once by a second SIGINT"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = run_campaign(1, &config, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut all = journal_batches(&dir);
+    all.sort();
+    all.dedup();
+    assert_eq!(all, (0..8).collect::<Vec<_>>());
+}
+
+/// A full file system while a batch file is written: exit 1, the message names the file,
+/// says the file system is full and how much space is left, without the HDF5 library's
+/// dump. Needs a small tmpfs (root); skipped where mounting is not allowed.
+#[test]
+fn a_full_disk_is_named_plainly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("small");
+    std::fs::create_dir(&dir).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&dir)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !mounted {
+        eprintln!("a_full_disk_is_named_plainly: skipped (cannot mount a tmpfs here)");
+        return;
+    }
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&dir);
+    let config = write(
+        tmp.path(),
+        "c.toml",
+        &format!(
+            "[mesh]\nn = 128\n[solver]\nmethod = \"mg\"\n\
+             [campaign]\nrhs = \"time-series\"\nbatch_size = 4\ndirectory = \"{}\"\n\
+             [campaign.time_series]\nsteps = 8\n",
+            dir.display()
+        ),
+    );
+    let out = run_campaign(1, &config, &[]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the file system is full")
+            && stderr.contains("MiB free on the file system of")
+            && stderr.contains("batch-00000"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("errno"), "{stderr}");
+}
+
+/// Under mpirun (OpenMPI), SIGUSR1 sent to mpirun reaches every rank: each finishes its
+/// batch, and the job exits 75. jobs/run-local.sh (`make run`) turns SIGTERM and Ctrl-C
+/// into that (mpirun itself would kill the ranks on them within a second). The campaign then
+/// resumes to the end.
+#[test]
+fn mpirun_and_run_local_stop_a_campaign_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("series");
+    let config = write(
+        tmp.path(),
+        "series.toml",
+        &format!(
+            "[mesh]\nn = 512\n[solver]\nmethod = \"mg\"\n\
+             [campaign]\nrhs = \"time-series\"\nbatch_size = 1\ndirectory = \"{}\"\n\
+             [campaign.time_series]\nsteps = 12\n",
+            dir.display()
+        ),
+    );
+    let wait_for = |done: usize| {
+        let t = Instant::now();
+        while journal_batches(&dir).len() < done {
+            assert!(t.elapsed() < Duration::from_secs(180), "no progress");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let script =
+        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/jobs/run-local.sh"))
+            .args(["-n", "2"])
+            .arg(&config)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+    wait_for(1);
+    signal(script.id(), "TERM");
+    let out = script.wait_with_output().unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(75), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("stop requested by a signal"), "{stdout}");
+    let done = journal_batches(&dir).len();
+    assert!(done < 12, "stopped early ({done} done)");
+
+    let child = mpirun(2)
+        .arg(common::BIN)
+        .arg("run")
+        .arg(&config)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(done + 1);
+    signal(child.id(), "USR1");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(75),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+
+    let out = run_campaign(2, &config, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut all = journal_batches(&dir);
+    all.sort();
+    assert_eq!(
+        all,
+        (0..12).collect::<Vec<_>>(),
+        "every batch journaled once"
     );
 }

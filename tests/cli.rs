@@ -91,9 +91,17 @@ fn config_mistakes_are_reported_once_under_mpirun() {
 fn missing_config_file_and_cuda_without_driver_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(&["run", "no/such.toml"], dir.path());
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2), "bad input exits 2");
     assert!(
-        text(&out.stderr).contains("cannot read no/such.toml"),
+        text(&out.stderr).contains("cannot read the config no/such.toml: no such file"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::create_dir(dir.path().join("configs")).unwrap();
+    let out = run(&["run", "configs"], dir.path());
+    assert_eq!(out.status.code(), Some(2), "a directory is bad input");
+    assert!(
+        text(&out.stderr).contains("cannot read the config configs: it is a directory"),
         "{}",
         text(&out.stderr)
     );
@@ -339,6 +347,12 @@ fn run_without_config_uses_the_embedded_quickstart() {
     );
 }
 
+/// The f64 relative residual of a line of a run's column table (before its tolerance).
+fn residual_column(line: &str) -> f64 {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    fields[fields.len() - 2].parse().unwrap()
+}
+
 /// A PSC block solve in f16 with refinement: every column reaches the f64 tolerance; the
 /// second run loads the operator cache; a corrupted cache is detected and rebuilt.
 #[test]
@@ -346,7 +360,7 @@ fn psc_runs_use_and_repair_the_operator_cache() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_config(
         dir.path(),
-        "[mesh]\nn = 64\nh0 = 0.125\n[problem]\nk = [1, 3]\n[solver]\nmethod = \"psc-m1\"\nprecision = \"f16\"\nnrhs = 3\n[output]\npath = \"o.h5\"\n",
+        "[mesh]\nn = 64\nh0 = 0.125\n[problem]\nk = [1, 3]\n[solver]\nmethod = \"psc-m1\"\nprecision = \"f16\"\nnrhs = 3\nrtol = 1e-12\n[output]\npath = \"o.h5\"\n",
     );
     let first = run(&["run", &cfg], dir.path());
     let stdout = text(&first.stdout);
@@ -363,7 +377,7 @@ fn psc_runs_use_and_repair_the_operator_cache() {
                 .next()
                 .is_some_and(|c| c.is_ascii_digit())
         })
-        .map(|l| l.split_whitespace().last().unwrap().parse().unwrap())
+        .map(residual_column)
         .collect();
     assert_eq!(residuals.len(), 3, "{stdout}");
     assert!(residuals.iter().all(|&r| r <= 1e-12), "{residuals:?}");
@@ -434,7 +448,7 @@ fn psc_runs_use_and_repair_the_operator_cache() {
     let residuals: Vec<f64> = stdout
         .lines()
         .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
-        .map(|l| l.split_whitespace().last().unwrap().parse().unwrap())
+        .map(residual_column)
         .collect();
     assert_eq!(residuals.len(), 3, "{stdout}");
     assert!(residuals.iter().all(|&r| r <= 1e-12), "{residuals:?}");
@@ -471,7 +485,7 @@ fn psc_m2_and_m3_run_alone_and_in_a_study() {
     for method in ["psc-m2", "psc-m3"] {
         let cfg = write_config(
             dir.path(),
-            &format!("[mesh]\nn = 64\nh0 = 0.125\n[problem]\nk = [1, 3]\n[solver]\nmethod = \"{method}\"\nprecision = \"f32\"\nnrhs = 3\n[output]\npath = \"{method}.h5\"\n"),
+            &format!("[mesh]\nn = 64\nh0 = 0.125\n[problem]\nk = [1, 3]\n[solver]\nmethod = \"{method}\"\nprecision = \"f32\"\nnrhs = 3\nrtol = 1e-12\n[output]\npath = \"{method}.h5\"\n"),
         );
         let out = run(&["run", &cfg], dir.path());
         let stdout = text(&out.stdout);
@@ -480,7 +494,7 @@ fn psc_m2_and_m3_run_alone_and_in_a_study() {
         let residuals: Vec<f64> = stdout
             .lines()
             .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
-            .map(|l| l.split_whitespace().last().unwrap().parse().unwrap())
+            .map(residual_column)
             .collect();
         assert_eq!(residuals.len(), 3, "{stdout}");
         assert!(residuals.iter().all(|&r| r <= 1e-12), "{residuals:?}");
@@ -500,7 +514,7 @@ fn psc_m2_and_m3_run_alone_and_in_a_study() {
 
     let cfg = write_config(
         dir.path(),
-        "[mesh]\nn = 32\nh0 = 0.125\n[solver]\nmethod = \"psc-m3\"\nprecision = \"f32\"\ncg_rtol = 1e-5\n\
+        "[mesh]\nn = 32\nh0 = 0.125\n[solver]\nmethod = \"psc-m3\"\nprecision = \"f32\"\ncg_rtol = 1e-5\nrtol = 1e-12\n\
          [campaign]\nrhs = \"study\"\nbatch_size = 2\ndirectory = \"study\"\n\
          [campaign.study]\nk = [1, 2]\nmethod = [\"psc-m1\", \"psc-m2\", \"psc-m3\"]\n",
     );
@@ -1329,4 +1343,169 @@ fn boundary_config_mistakes_are_named() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// An input file that cannot be used is bad input (exit 2) with what to do: a directory,
+/// an empty file, a file that is not HDF5, one held open for writing (HDF5's lock: the
+/// holder named), and a column whose loads are subnormal. Nothing is written.
+#[test]
+fn unusable_input_files_exit_2_and_say_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |input: &str| {
+        write_config(
+            dir.path(),
+            &format!(
+                "[mesh]\nn = 16\n[campaign]\nrhs = \"hdf5\"\ndirectory = \"out\"\n\
+                 [campaign.input]\npath = \"{input}\"\n"
+            ),
+        )
+    };
+    std::fs::create_dir(dir.path().join("folder")).unwrap();
+    std::fs::write(dir.path().join("empty.h5"), "").unwrap();
+    std::fs::write(dir.path().join("text.h5"), "not HDF5\n").unwrap();
+    let unknowns = 15 * 15;
+    let write_rhs = |name: &str, scale: f64| {
+        let values: Vec<f64> = (0..2 * unknowns)
+            .map(|i| if i < unknowns { 1.0 } else { scale })
+            .collect();
+        let w = tensorfem::io::h5::H5Writer::create(&dir.path().join(name)).unwrap();
+        tensorfem::io::h5::write_dense(w.root(), "rhs", unknowns, 2, &values).unwrap();
+        w.commit().unwrap();
+    };
+    write_rhs("tiny.h5", 1e-310);
+    write_rhs("held.h5", 1.0);
+    for (input, expected) in [
+        ("folder", "campaign.input.path"),
+        ("folder", "is a directory; name the HDF5 file in it"),
+        ("empty.h5", "is empty (0 bytes), not an HDF5 file"),
+        ("text.h5", "is not an HDF5 file"),
+        ("missing.h5", "missing.h5: no such file"),
+        (
+            "tiny.h5",
+            "column 1: its largest magnitude 1.000e-310 is subnormal",
+        ),
+    ] {
+        let cfg = config(input);
+        let out = run(&["run", &cfg], dir.path());
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{input}: {stderr}");
+        assert!(
+            stderr.contains(expected),
+            "{input}: expected '{expected}' in {stderr}"
+        );
+        assert!(!dir.path().join("out/campaign.h5").exists());
+    }
+    // HDF5 locks a file it writes (flock): held by this process.
+    let held = std::fs::File::open(dir.path().join("held.h5")).unwrap();
+    held.lock().unwrap();
+    let cfg = config("held.h5");
+    let out = Command::new(BIN)
+        .args(["run", &cfg])
+        .current_dir(dir.path())
+        .env_remove("HDF5_USE_FILE_LOCKING")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("is held open for writing by another program (held by pid ")
+            && stderr.contains("HDF5_USE_FILE_LOCKING=FALSE"),
+        "{stderr}"
+    );
+    held.unlock().unwrap();
+}
+
+/// RAYON_NUM_THREADS and RUST_LOG that mean nothing are warned about, and the run goes on
+/// with the defaults.
+#[test]
+fn unusable_environment_settings_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path(), "[mesh]\nn = 8\n[output]\npath = \"o.h5\"\n");
+    let out = Command::new(BIN)
+        .args(["run", &cfg])
+        .current_dir(dir.path())
+        .env("RAYON_NUM_THREADS", "lots")
+        .env("RUST_LOG", "verbose")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("RUST_LOG = \"verbose\": \"verbose\" is neither a level")
+            && stderr.contains("RAYON_NUM_THREADS = \"lots\" is not a positive integer"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("[INFO]"), "logging stays at info: {stderr}");
+}
+
+/// A single run whose columns miss their tolerance (a direct f32 solve asked for 1e-8)
+/// writes its file, marks the columns, and exits 1 naming them and what to change.
+#[test]
+fn a_run_whose_columns_miss_their_tolerance_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        dir.path(),
+        "[mesh]\nn = 32\nh0 = 0.25\n[problem]\nk = [1, 2]\n[solver]\nmethod = \"psc-m1\"\n\
+         precision = \"f32\"\nrefine = false\nrtol = 1e-8\n[output]\npath = \"o.h5\"\n",
+    );
+    let out = run(&["run", &cfg], dir.path());
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("2 of 2 column(s) missed their tolerance (column 0: relative residual")
+            && stderr.contains("above its tolerance 1.0e-8")
+            && stderr.contains("set refine = true"),
+        "{stderr}"
+    );
+    let f = tensorfem::io::h5::open(&dir.path().join("o.h5")).unwrap();
+    let solution = f.group("solution").unwrap();
+    assert_eq!(
+        tensorfem::io::h5::read_vector::<u8>(&solution, "passed").unwrap(),
+        [0, 0]
+    );
+    // Without rtol the direct solve is checked against f32's accuracy, and passes.
+    let cfg = write_config(
+        dir.path(),
+        "[mesh]\nn = 32\nh0 = 0.25\n[problem]\nk = [1, 2]\n[solver]\nmethod = \"psc-m1\"\n\
+         precision = \"f32\"\nrefine = false\n[output]\npath = \"o.h5\"\n",
+    );
+    let out = run(&["run", &cfg], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("1.0e-2"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+/// A single run stopped by Ctrl-C or SIGTERM exits 75 with a message, leaving no output.
+#[test]
+fn a_stopped_single_run_exits_75_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        dir.path(),
+        "[mesh]\nn = 1024\n[problem]\nk = [1, 2, 3, 4]\n[solver]\nmethod = \"mg\"\n[output]\npath = \"o.h5\"\n",
+    );
+    for signal in ["INT", "TERM"] {
+        let child = Command::new(BIN)
+            .args(["run", &cfg])
+            .current_dir(dir.path())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(75), "SIG{signal}: {stderr}");
+        assert!(
+            stderr.contains("tensorfem: stopped by SIG")
+                && stderr.contains("its output was not written"),
+            "{stderr}"
+        );
+        assert!(!dir.path().join("o.h5").exists());
+    }
 }

@@ -47,7 +47,7 @@ impl InputColumns {
         dirichlet_nodes: Option<usize>,
         scan: bool,
     ) -> Result<InputColumns> {
-        let file = crate::io::h5::open(path)?;
+        let file = crate::io::h5::open_input(path, "campaign.input.path")?;
         let ds = file.dataset(dataset).map_err(|_| {
             Error::InvalidInput(format!(
                 "{}: no dataset '{dataset}' (campaign.input.dataset)",
@@ -114,6 +114,17 @@ impl InputColumns {
                     i % unknowns,
                     block[i]
                 )));
+            }
+            for (c, column) in block.chunks(unknowns).enumerate() {
+                let largest = column.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                if largest > 0.0 && largest < f64::MIN_POSITIVE {
+                    return Err(Error::InvalidInput(format!(
+                        "{}: dataset '{dataset}' column {}: its largest magnitude {largest:.3e} is subnormal (below f64's smallest normal number {:.3e}), so it holds fewer than 53 significant bits and no solution can be checked to a relative tolerance; multiply the loads by a power of ten (the solution scales with them)",
+                        path.display(),
+                        start + c,
+                        f64::MIN_POSITIVE
+                    )));
+                }
             }
             hash.update(bytemuck::cast_slice(&block));
             start = end;

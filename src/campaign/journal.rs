@@ -8,7 +8,7 @@
 //! fingerprint and settings); a journal of another plan is refused, naming the settings
 //! that changed.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -30,7 +30,13 @@ enum Record {
         settings: Option<Settings>,
     },
     #[serde(rename = "done")]
-    Done { batch: usize, rank: usize },
+    Done {
+        batch: usize,
+        rank: usize,
+        /// Its columns (positions in the batch) that missed their tolerance.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        failed: Vec<usize>,
+    },
 }
 
 fn encode(record: &Record) -> String {
@@ -47,9 +53,9 @@ fn decode(line: &[u8]) -> Option<Record> {
         .flatten()
 }
 
-/// The settings that differ between the journal's plan and this one, each as
-/// `key: journal value → value now`.
-fn changes(journal: &Settings, now: &Settings) -> Vec<String> {
+/// The settings that differ between the journal's plan and this one: (key, `key: journal
+/// value → value now`).
+fn changes(journal: &Settings, now: &Settings) -> Vec<(String, String)> {
     let keys: BTreeSet<&String> = journal.keys().chain(now.keys()).collect();
     let unset = "(not set)".to_string();
     keys.into_iter()
@@ -58,9 +64,28 @@ fn changes(journal: &Settings, now: &Settings) -> Vec<String> {
                 journal.get(key).unwrap_or(&unset),
                 now.get(key).unwrap_or(&unset),
             );
-            (old != new).then(|| format!("{key}: {old} → {new}"))
+            (old != new).then(|| (key.clone(), format!("{key}: {old} → {new}")))
         })
         .collect()
+}
+
+/// Whether `key` is a solver setting (`solver.rtol`, or `operator 2: solver.rtol` in a
+/// study): what `--retry-failed` may change. The mesh, the boundary conditions, the
+/// right-hand sides, the batches and the stored precision define what a column is and
+/// must stay.
+fn is_solver_setting(key: &str) -> bool {
+    key.rsplit(": ")
+        .next()
+        .is_some_and(|k| k.starts_with("solver."))
+}
+
+/// How a journal whose plan differs from this run's is treated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replan {
+    /// Refused, naming what changed.
+    Refuse,
+    /// Accepted where only solver settings changed (`--retry-failed`).
+    SolverSettings,
 }
 
 /// An open journal (rank 0).
@@ -72,6 +97,14 @@ pub struct Journal {
 /// What a journal on disk says.
 pub struct JournalState {
     pub done: BTreeSet<usize>,
+    /// The done batches whose latest record lists columns that missed their tolerance.
+    pub failed: BTreeMap<usize, Vec<usize>>,
+    /// Fingerprints of every plan the journal's batches were solved under (more than one
+    /// after `--retry-failed` with other solver settings).
+    pub fingerprints: BTreeSet<u64>,
+    /// The solver settings that changed since the journal's last plan record (`key: old →
+    /// new`), accepted for `--retry-failed`; a new plan record is appended when it opens.
+    pub replanned: Option<Vec<String>>,
     /// Bytes of valid records; anything after them is a torn tail.
     valid_bytes: u64,
     torn: bool,
@@ -82,8 +115,9 @@ impl Journal {
         directory.join("journal.log")
     }
 
-    /// Reads the journal in `directory`, if there is one, checking it belongs to `plan`.
-    pub fn read(directory: &Path, plan: &Plan) -> Result<Option<JournalState>> {
+    /// Reads the journal in `directory`, if there is one, checking it belongs to `plan`
+    /// (or, with [`Replan::SolverSettings`], to a plan that differs in solver settings only).
+    pub fn read(directory: &Path, plan: &Plan, replan: Replan) -> Result<Option<JournalState>> {
         let path = Self::path_in(directory);
         let mut text = Vec::new();
         match File::open(&path) {
@@ -94,8 +128,9 @@ impl Journal {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(Error::Read { path, source }),
         };
+        // A journal that cannot be resumed is bad input (exit 2): nothing was touched.
         let refuse = |what: String| {
-            Err(Error::Campaign(format!(
+            Err(Error::InvalidInput(format!(
                 "the journal {} {what}",
                 path.display()
             )))
@@ -136,35 +171,42 @@ impl Journal {
         }
         let mut state = JournalState {
             done: BTreeSet::new(),
+            failed: BTreeMap::new(),
+            fingerprints: BTreeSet::new(),
+            replanned: None,
             valid_bytes: lines[..=last].iter().map(|(l, _)| l.len() as u64).sum(),
             torn: last + 1 < n,
         };
-        let expected = format!("{:016x}", plan.fingerprint);
+        // The plan the journal's latest records were written under.
+        let mut latest: Option<(&String, &Option<Settings>)> = None;
         for (number, (_, record)) in lines[..=last].iter().enumerate() {
             match (number, record.as_ref().expect("checked above")) {
-                (0, Record::Plan {
-                    fingerprint,
-                    settings,
-                    ..
-                }) => {
-                    if *fingerprint != expected {
-                        let done = lines[1..=last].len();
-                        let what = match settings {
-                            Some(old) => format!("changed: {}", changes(old, &plan.settings).join("; ")),
-                            None => "its settings were not recorded (written by an older tensorfem)".into(),
-                        };
-                        return refuse(format!(
-                            "was written for other settings ({what}); its {done} finished batch(es) would be mixed with results of the new ones. Restore the setting(s) to resume, run with --fresh to start over, or choose another campaign.directory"
-                        ));
+                (
+                    _,
+                    Record::Plan {
+                        fingerprint,
+                        settings,
+                        ..
+                    },
+                ) => {
+                    if let Ok(f) = u64::from_str_radix(fingerprint, 16) {
+                        state.fingerprints.insert(f);
                     }
+                    latest = Some((fingerprint, settings));
                 }
                 (0, other) => {
                     return refuse(format!(
                         "does not start with a plan record (line 1 is {other:?}): run with --fresh to start over"
                     ))
                 }
-                (_, &Record::Done { batch, .. }) if batch < plan.batches.len() => {
-                    state.done.insert(batch);
+                (_, Record::Done { batch, failed, .. }) if *batch < plan.batches.len() => {
+                    state.done.insert(*batch);
+                    // A batch solved again replaces its earlier record.
+                    if failed.is_empty() {
+                        state.failed.remove(batch);
+                    } else {
+                        state.failed.insert(*batch, failed.clone());
+                    }
                 }
                 (_, other) => {
                     return refuse(format!(
@@ -174,6 +216,42 @@ impl Journal {
                     ))
                 }
             }
+        }
+        let (fingerprint, settings) = latest.expect("the first record is a plan");
+        if *fingerprint != format!("{:016x}", plan.fingerprint) {
+            let done = state.done.len();
+            let changed = settings
+                .as_ref()
+                .map(|old| changes(old, &plan.settings))
+                .unwrap_or_default();
+            let solver_only = settings.is_some()
+                && !changed.is_empty()
+                && changed.iter().all(|(key, _)| is_solver_setting(key));
+            let list = changed
+                .iter()
+                .map(|(_, text)| text.as_str())
+                .collect::<Vec<_>>()
+                .join("; ");
+            if replan == Replan::SolverSettings && solver_only && !state.failed.is_empty() {
+                log::info!(
+                    "--retry-failed with other solver settings ({list}): the batches that passed keep their solutions (each verified against its own tolerance); the failed ones are solved with the new settings"
+                );
+                state.replanned = Some(changed.into_iter().map(|(_, text)| text).collect());
+                return Ok(Some(state));
+            }
+            let what = match settings {
+                Some(_) => format!("changed: {list}"),
+                None => "its settings were not recorded (written by an older tensorfem)".into(),
+            };
+            let retry = match (solver_only, state.failed.is_empty()) {
+                (true, false) => " Only solver settings changed: `--retry-failed` solves the batches whose columns failed with them and keeps the others.",
+                (true, true) => " (No batch has failed columns, so `--retry-failed` has nothing to solve again with them.)",
+                _ => "",
+            };
+            return Err(Error::InvalidInput(format!(
+                "the journal {} was written for other settings ({what}); its {done} finished batch(es) would be mixed with results of the new ones. Restore the setting(s) to resume, run with --fresh to start over, or choose another campaign.directory.{retry}",
+                path.display()
+            )));
         }
         Ok(Some(state))
     }
@@ -205,6 +283,13 @@ impl Journal {
                 };
                 std::io::Seek::seek(&mut journal.file, std::io::SeekFrom::End(0))
                     .map_err(write_error)?;
+                if state.replanned.is_some() {
+                    journal.append(&Record::Plan {
+                        fingerprint: format!("{:016x}", plan.fingerprint),
+                        batches: plan.batches.len(),
+                        settings: Some(plan.settings.clone()),
+                    })?;
+                }
                 journal
             }
             None => {
@@ -243,9 +328,14 @@ impl Journal {
             })
     }
 
-    /// Records a batch as done (its file is already durable).
-    pub fn done(&mut self, batch: usize, rank: usize) -> Result<()> {
-        self.append(&Record::Done { batch, rank })
+    /// Records a batch as done (its file is already durable), with its columns that missed
+    /// their tolerance.
+    pub fn done(&mut self, batch: usize, rank: usize, failed: &[usize]) -> Result<()> {
+        self.append(&Record::Done {
+            batch,
+            rank,
+            failed: failed.to_vec(),
+        })
     }
 }
 
@@ -268,16 +358,19 @@ mod tests {
             operator_columns: vec![5],
             settings: [("solver.rtol".to_string(), tolerance.to_string())].into(),
             fingerprint,
+            earlier: BTreeSet::new(),
         }
     }
 
     fn done(dir: &Path) -> Vec<usize> {
-        let state = Journal::read(dir, &plan(7, "1e-12")).unwrap().unwrap();
+        let state = Journal::read(dir, &plan(7, "1e-12"), Replan::Refuse)
+            .unwrap()
+            .unwrap();
         state.done.into_iter().collect()
     }
 
     fn refusal(dir: &Path, plan: &Plan) -> String {
-        match Journal::read(dir, plan) {
+        match Journal::read(dir, plan, Replan::Refuse) {
             Err(e) => e.to_string(),
             Ok(_) => panic!("the journal is accepted"),
         }
@@ -287,8 +380,8 @@ mod tests {
     fn a_torn_last_record_is_dropped_and_the_batch_redone() {
         let dir = tempfile::tempdir().unwrap();
         let mut j = Journal::open(dir.path(), &plan(7, "1e-12"), None).unwrap();
-        j.done(0, 1).unwrap();
-        j.done(3, 0).unwrap();
+        j.done(0, 1, &[]).unwrap();
+        j.done(3, 0, &[]).unwrap();
         drop(j);
         let path = Journal::path_in(dir.path());
         let good = std::fs::read(&path).unwrap();
@@ -300,20 +393,20 @@ mod tests {
             let mut bytes = good.clone();
             bytes.extend_from_slice(tail);
             std::fs::write(&path, &bytes).unwrap();
-            let state = Journal::read(dir.path(), &plan(7, "1e-12"))
+            let state = Journal::read(dir.path(), &plan(7, "1e-12"), Replan::Refuse)
                 .unwrap()
                 .unwrap();
             assert_eq!(state.done.iter().copied().collect::<Vec<_>>(), vec![0, 3]);
             assert!(state.torn);
             let mut j = Journal::open(dir.path(), &plan(7, "1e-12"), Some(&state)).unwrap();
-            j.done(4, 1).unwrap();
+            j.done(4, 1, &[]).unwrap();
             drop(j);
             assert_eq!(done(dir.path()), vec![0, 3, 4]);
             std::fs::write(&path, &good).unwrap();
         }
         // A first record torn while the journal was created: as if there were none.
         std::fs::write(&path, &good[..20]).unwrap();
-        assert!(Journal::read(dir.path(), &plan(7, "1e-12"))
+        assert!(Journal::read(dir.path(), &plan(7, "1e-12"), Replan::Refuse)
             .unwrap()
             .is_none());
     }
@@ -323,7 +416,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut j = Journal::open(dir.path(), &plan(7, "1e-12"), None).unwrap();
         for batch in 0..4 {
-            j.done(batch, 0).unwrap();
+            j.done(batch, 0, &[]).unwrap();
         }
         drop(j);
         let path = Journal::path_in(dir.path());
@@ -364,11 +457,102 @@ mod tests {
         assert!(err.contains("does not start with a plan record"), "{err}");
     }
 
+    /// A batch journaled with columns that missed their tolerance stays failed until a
+    /// later record of it (a retry) lists none.
+    #[test]
+    fn failed_columns_are_kept_until_the_batch_passes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(dir.path(), &plan(7, "1e-12"), None).unwrap();
+        j.done(0, 0, &[]).unwrap();
+        j.done(1, 0, &[2, 5]).unwrap();
+        j.done(2, 1, &[0]).unwrap();
+        drop(j);
+        let state = Journal::read(dir.path(), &plan(7, "1e-12"), Replan::Refuse)
+            .unwrap()
+            .unwrap();
+        assert_eq!(state.done.len(), 3);
+        assert_eq!(state.failed, [(1, vec![2, 5]), (2, vec![0])].into());
+        let mut j = Journal::open(dir.path(), &plan(7, "1e-12"), Some(&state)).unwrap();
+        j.done(1, 1, &[]).unwrap();
+        drop(j);
+        let state = Journal::read(dir.path(), &plan(7, "1e-12"), Replan::Refuse)
+            .unwrap()
+            .unwrap();
+        assert_eq!(state.failed, [(2, vec![0])].into());
+        // Records without the field (written before it existed) read as passed.
+        assert_eq!(
+            decode(
+                encode(&Record::Done {
+                    batch: 3,
+                    rank: 0,
+                    failed: vec![]
+                })
+                .as_bytes()
+            ),
+            Some(Record::Done {
+                batch: 3,
+                rank: 0,
+                failed: vec![]
+            })
+        );
+        let old = "{\"record\":\"done\",\"batch\":3,\"rank\":0}";
+        assert!(!encode(&Record::Done {
+            batch: 3,
+            rank: 0,
+            failed: vec![]
+        })
+        .contains("failed"));
+        assert_eq!(
+            serde_json::from_str::<Record>(old).unwrap(),
+            Record::Done {
+                batch: 3,
+                rank: 0,
+                failed: vec![]
+            }
+        );
+    }
+
+    /// With --retry-failed a plan that differs in solver settings only is accepted: a new
+    /// plan record is appended, and both plans' batches count.
+    #[test]
+    fn solver_settings_may_change_for_a_retry() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(dir.path(), &plan(7, "1e-12"), None).unwrap();
+        j.done(0, 0, &[]).unwrap();
+        j.done(1, 0, &[3]).unwrap();
+        drop(j);
+        let new = plan(8, "1e-10");
+        let state = Journal::read(dir.path(), &new, Replan::SolverSettings)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            state.replanned,
+            Some(vec!["solver.rtol: 1e-12 → 1e-10".to_string()])
+        );
+        let mut j = Journal::open(dir.path(), &new, Some(&state)).unwrap();
+        j.done(1, 1, &[]).unwrap();
+        drop(j);
+        let state = Journal::read(dir.path(), &new, Replan::Refuse)
+            .unwrap()
+            .unwrap();
+        assert_eq!(state.done.len(), 2);
+        assert!(state.failed.is_empty());
+        assert_eq!(state.fingerprints, [7, 8].into());
+        // Another change than a solver setting is refused even for a retry.
+        let mut other = plan(9, "1e-10");
+        other.settings.insert("mesh.n".into(), "64".into());
+        let e = match Journal::read(dir.path(), &other, Replan::SolverSettings) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("accepted"),
+        };
+        assert!(e.contains("mesh.n: (not set) → 64"), "{e}");
+    }
+
     #[test]
     fn another_plan_is_refused_naming_what_changed() {
         let dir = tempfile::tempdir().unwrap();
         let mut j = Journal::open(dir.path(), &plan(7, "1e-12"), None).unwrap();
-        j.done(2, 0).unwrap();
+        j.done(2, 0, &[]).unwrap();
         drop(j);
         let err = refusal(dir.path(), &plan(8, "1e-10"));
         assert!(

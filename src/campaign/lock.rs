@@ -53,7 +53,7 @@ pub fn acquire(directory: &Path) -> Result<Option<DirectoryLock>> {
             let mut holder = String::new();
             let _ = file.read_to_string(&mut holder);
             let holder = holder.trim();
-            Err(Error::Campaign(format!(
+            Err(Error::InvalidInput(format!(
                 "campaign.directory {} is in use by another run ({}): wait for it to end or stop it, or choose another campaign.directory (the lock {} is released when that run's process ends, killed or not)",
                 directory.display(),
                 if holder.is_empty() { "holder unknown" } else { holder },

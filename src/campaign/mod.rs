@@ -131,12 +131,9 @@ fn check_owned_paths(directory: &Path, input: Option<&Path>) -> Result<()> {
                 if expect_dir { "folder" } else { "file" }
             )));
         }
-        let holds_input = input.is_some_and(|input| {
-            let (Ok(input), Ok(owned)) = (input.canonicalize(), path.canonicalize()) else {
-                return false;
-            };
-            input.starts_with(owned)
-        });
+        // Canonical where the paths exist; as given (absolute) where they do not yet.
+        let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        let holds_input = input.is_some_and(|input| canonical(input).starts_with(canonical(&path)));
         if holds_input {
             return Err(Error::InvalidInput(format!(
                 "campaign.input.path {} lies among the files the campaign in {} writes (and --fresh removes): move the input elsewhere",
@@ -161,7 +158,8 @@ struct Preflight {
 /// every folder the run writes, the directory's lock, and what a previous run left in it.
 /// Nothing is removed or written (beyond creating missing folders) until every check has
 /// passed.
-fn preflight(spec: &CampaignSpec, operators: &dyn Operators, fresh: bool) -> Result<Preflight> {
+fn preflight(spec: &CampaignSpec, operators: &dyn Operators, start: Start) -> Result<Preflight> {
+    let fresh = start == Start::Fresh;
     let dir = &spec.directory;
     let input_path = match &spec.rhs {
         RhsSource::Hdf5 { path, .. } => Some(path.as_path()),
@@ -202,7 +200,11 @@ fn preflight(spec: &CampaignSpec, operators: &dyn Operators, fresh: bool) -> Res
         }
         None
     } else {
-        let state = Journal::read(dir, &plan)?;
+        let replan = match start {
+            Start::RetryFailed => journal::Replan::SolverSettings,
+            _ => journal::Replan::Refuse,
+        };
+        let state = Journal::read(dir, &plan, replan)?;
         if state.is_none() && spec.output_file().exists() {
             return Err(Error::InvalidInput(format!(
                 "{} holds a campaign.h5 but no journal ({}) to resume from: run with --fresh to overwrite it, or choose another campaign.directory",
@@ -463,6 +465,7 @@ fn solve_batch(
         cg_iterations: outcome.inner_iterations,
         max_relative_residual: checks.max_residual(),
         max_relative_l2_error: checks.max_error(POISSON_ERRORS[0]),
+        failed_columns: checks.failed(),
         start,
         end: 0.0,
     };
@@ -478,6 +481,18 @@ fn solve_batch(
         batch.operator,
         record.max_relative_residual
     );
+    if record.failed_columns.is_empty() {
+        output::clear_failures(&ctx.spec.directory, index);
+    } else {
+        let first = batch.columns.start;
+        let e = Error::Verification(format!(
+            "{} of {nrhs} column(s) missed their tolerance: {}",
+            record.failed_columns.len(),
+            checks.describe_failures(&record.failed_columns, first, 8)
+        ));
+        let place = record_failure(ctx, index, &e);
+        log::warn!("batch {index}: {e}{place}; the campaign goes on and ends failed (--retry-failed solves the batch again)");
+    }
     Ok(Solved {
         record,
         nodes,
@@ -524,6 +539,19 @@ pub struct Outcome {
     pub summary: Option<String>,
     /// False when a signal stopped it with batches left (exit [`signals::EXIT_STOPPED`]).
     pub complete: bool,
+    /// When columns missed their tolerance: which, and what to do (the run fails).
+    pub failed: Option<String>,
+}
+
+/// How a run treats what an earlier run of the campaign left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// Resume from the journal (a finished campaign only reports).
+    Resume,
+    /// Remove the journal, the batch files and campaign.h5 and start over.
+    Fresh,
+    /// Resume, solving again the batches whose columns missed their tolerance.
+    RetryFailed,
 }
 
 /// Runs the campaign of `config` (which has a `[campaign]`) with the operators `operators`
@@ -533,7 +561,7 @@ pub fn run(
     config: &RunConfig,
     operators: &dyn Operators,
     comm: &dyn Comm,
-    fresh: bool,
+    start: Start,
 ) -> Result<Outcome> {
     let spec = config.campaign.as_ref().expect("a campaign config");
     signals::install().map_err(|e| Error::Campaign(format!("installing signal handlers: {e}")))?;
@@ -548,7 +576,7 @@ pub fn run(
 
     // Rank 0 checks; everyone learns the outcome (and the input's column count).
     let checked = if comm.is_root() {
-        Some(preflight(spec, operators, fresh))
+        Some(preflight(spec, operators, start))
     } else {
         None
     };
@@ -584,7 +612,10 @@ pub fn run(
             (open_input(spec, false)?, None, digest, None)
         }
     };
-    let plan = Plan::new(spec, digest);
+    let mut plan = Plan::new(spec, digest);
+    if let Some(state) = &state {
+        plan.earlier = state.fingerprints.clone();
+    }
     let ctx = WorkContext {
         spec,
         operators,
@@ -608,25 +639,54 @@ pub fn run(
             summary: None,
             // Only rank 0 knows; the launcher's exit status is the largest of the ranks'.
             complete: true,
+            failed: None,
         });
     }
 
     // Rank 0: the queue, the dispatcher thread, its own worker.
     let mut done: BTreeSet<usize> = state.as_ref().map(|s| s.done.clone()).unwrap_or_default();
-    done.retain(|&b| {
-        let ok = output::batch_path(&spec.directory, b).exists();
-        if !ok {
-            log::warn!("batch {b} is journaled but its file is missing: solving it again");
-        }
-        ok
-    });
+    let failed_before = state.as_ref().map(|s| s.failed.clone()).unwrap_or_default();
+    // A campaign merged before (its batch files may be gone) is only reported again, unless
+    // its failed batches are to be solved again.
+    let merged_before = done.len() == plan.batches.len()
+        && output::merged_plan(&spec.output_file()) == Some(plan.fingerprint);
+    let retry = start == Start::RetryFailed && !failed_before.is_empty();
+    if start == Start::RetryFailed {
+        log::info!(
+            "--retry-failed: {} batch(es) with columns that missed their tolerance are solved again",
+            failed_before.len()
+        );
+        done.retain(|b| !failed_before.contains_key(b));
+    }
+    if !merged_before || retry {
+        done.retain(|&b| {
+            let path = output::batch_path(&spec.directory, b);
+            if !path.exists() {
+                log::warn!("batch {b} is journaled but its file is missing: solving it again");
+                return false;
+            }
+            match output::check_batch_file(&path, &plan) {
+                Ok(()) => true,
+                Err(why) => {
+                    log::warn!(
+                        "batch {b} is journaled but its file {} is damaged ({why}): solving it again from its inputs",
+                        path.display()
+                    );
+                    if let Err(e) = std::fs::remove_file(&path) {
+                        log::warn!("could not remove the damaged {}: {e}", path.display());
+                    }
+                    false
+                }
+            }
+        });
+    }
     let resumed = done.len();
     let journal = if spec.checkpoint {
         Some(Journal::open(&spec.directory, &plan, state.as_ref())?)
     } else {
         None
     };
-    if resumed > 0 {
+    if resumed > 0 && resumed < plan.batches.len() {
         log::info!(
             "resuming: {resumed} of {} batches are done (journal {})",
             plan.batches.len(),
@@ -648,10 +708,17 @@ pub fn run(
     ));
     let remote = comm.size() - 1;
     let wall = Instant::now();
+    let progress = (resumed < plan.batches.len()).then(|| {
+        crate::progress::Progress::lines("campaign", (plan.batches.len() - resumed) as f64)
+    });
     let local_result = std::thread::scope(|scope| {
         let server = comm.messenger().filter(|_| remote > 0).map(|messenger| {
             let queue = Arc::clone(&queue);
             scope.spawn(move || queue::serve(queue, messenger, remote))
+        });
+        let watcher = progress.as_ref().map(|progress| {
+            let queue = Arc::clone(&queue);
+            scope.spawn(move || queue::report_progress(&queue, progress))
         });
         let mut local = LocalDispatch(Arc::clone(&queue));
         let result = if comm.threads_may_communicate() || remote == 0 {
@@ -670,8 +737,13 @@ pub fn run(
         if let Some(server) = server {
             server.join().expect("the dispatcher thread does not panic");
         }
+        queue::stop_progress(&queue);
+        if let Some(watcher) = watcher {
+            watcher.join().expect("the progress thread does not panic");
+        }
         result
     });
+    drop(progress);
     let wall = wall.elapsed().as_secs_f64();
     local_result?;
     let (lock, _) = &*queue;
@@ -696,6 +768,27 @@ pub fn run(
         spec.operators.len(),
         comm.size()
     );
+    if complete && done_now.is_empty() && merged_before {
+        // Nothing was solved: campaign.h5 (with the timings of the runs that did the work)
+        // stays as it is.
+        let checks = output::read_merged_checks(&spec.output_file(), output::error_names(spec))?;
+        let _ = writeln!(
+            out,
+            "  already done        every batch was solved and merged before (journal {}); nothing to do",
+            Journal::path_in(&spec.directory).display()
+        );
+        let failed = finish_summary(&mut out, spec, &plan, &checks);
+        let _ = write!(
+            out,
+            "  output              {}",
+            spec.output_file().display()
+        );
+        return Ok(Outcome {
+            summary: Some(out),
+            complete: true,
+            failed,
+        });
+    }
     if resumed > 0 {
         let _ = writeln!(
             out,
@@ -721,27 +814,12 @@ pub fn run(
         return Ok(Outcome {
             summary: Some(out),
             complete: false,
+            failed: None,
         });
     }
     let t = Instant::now();
     let merged = output::write_campaign(config, spec, &plan, comm.size(), &ranks)?;
     let merge_seconds = t.elapsed().as_secs_f64();
-    let worst_residual = merged.checks.max_residual();
-    let errors: String = merged
-        .checks
-        .errors
-        .iter()
-        .filter_map(|(name, _)| {
-            let label = match *name {
-                "relative_l2_error" => "relative L2 error",
-                "velocity_l2_error" => "velocity L2 error",
-                "pressure_l2_error" => "pressure L2 error",
-                _ => return None,
-            };
-            let worst = merged.checks.max_error(name)?;
-            Some(format!(", max {label} {worst:.3e}"))
-        })
-        .collect();
     let dofs: f64 = done_now.iter().map(|r| (r.unknowns * r.nrhs) as f64).sum();
     let solve: f64 = done_now.iter().map(|r| r.solve_seconds).sum();
     if solve > 0.0 {
@@ -752,16 +830,24 @@ pub fn run(
             dofs / wall.max(1e-12) / 1e6
         );
     }
-    let _ = writeln!(
-        out,
-        "  accuracy            max relative residual (f64) {worst_residual:.3e}{errors}"
-    );
     if spec.is_stokes() {
         out.push_str(&perf::stokes_study_table(
             spec,
             &merged.records,
             &merged.checks,
         ));
+    }
+    let failed = finish_summary(&mut out, spec, &plan, &merged.checks);
+    if failed.is_none() && !spec.keep_batches {
+        let batches = output::batches_dir(&spec.directory);
+        match std::fs::remove_dir_all(&batches) {
+            Ok(()) => log::info!(
+                "every column passed: the batch files, merged into {}, were removed ({} keeps them)",
+                spec.output_file().display(),
+                "campaign.keep_batches = true"
+            ),
+            Err(e) => log::warn!("could not remove {}: {e}", batches.display()),
+        }
     }
     let _ = write!(
         out,
@@ -772,5 +858,69 @@ pub fn run(
     Ok(Outcome {
         summary: Some(out),
         complete: true,
+        failed,
     })
+}
+
+/// The accuracy and verification lines of a finished campaign's summary; the failures'
+/// message when columns missed their tolerance.
+fn finish_summary(
+    out: &mut String,
+    spec: &CampaignSpec,
+    plan: &Plan,
+    checks: &Checks,
+) -> Option<String> {
+    let errors: String = checks
+        .errors
+        .iter()
+        .filter_map(|(name, _)| {
+            let label = match *name {
+                "relative_l2_error" => "relative L2 error",
+                "velocity_l2_error" => "velocity L2 error",
+                "pressure_l2_error" => "pressure L2 error",
+                _ => return None,
+            };
+            let worst = checks.max_error(name)?;
+            Some(format!(", max {label} {worst:.3e}"))
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "  accuracy            max relative residual (f64) {:.3e}{errors}",
+        checks.max_residual()
+    );
+    let failed = checks.failed();
+    if failed.is_empty() {
+        let _ = writeln!(
+            out,
+            "  verification        all {} columns met their tolerance",
+            checks.columns()
+        );
+        return None;
+    }
+    let mut batches: Vec<usize> = failed
+        .iter()
+        .map(|&c| {
+            plan.batches
+                .iter()
+                .position(|b| b.columns.contains(&c))
+                .expect("every column is in a batch")
+        })
+        .collect();
+    batches.dedup();
+    let _ = writeln!(
+        out,
+        "  verification        FAILED: {} of {} columns missed their tolerance (batches {batches:?}; records in {})",
+        failed.len(),
+        checks.columns(),
+        output::failures_dir(&spec.directory).display()
+    );
+    Some(format!(
+        "{} of {} columns of the campaign missed their tolerance ({}); they are stored in {} with /columns/passed = 0, and the batch files are kept. Change what made them fail (see the records in {}), then `tensorfem run --retry-failed CONFIG` solves those batches again and merges",
+        failed.len(),
+        checks.columns(),
+        checks.describe_failures(&failed, 0, 5),
+        spec.output_file().display(),
+        output::failures_dir(&spec.directory).display()
+    ))
 }

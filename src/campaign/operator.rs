@@ -24,6 +24,48 @@ pub struct BlockOutcome {
     pub flops: Option<f64>,
 }
 
+impl BlockOutcome {
+    /// The outcome of no solve yet, with room for `len` solution values: what
+    /// [`BlockOutcome::merge`] starts from.
+    pub fn empty(len: usize) -> Self {
+        BlockOutcome {
+            u: Vec::with_capacity(len),
+            iterations: None,
+            inner_iterations: None,
+            flops: Some(0.0),
+        }
+    }
+
+    /// Adds the outcome of a solve of further columns: its solutions after these, the most
+    /// outer iterations, the inner iterations and flops added up.
+    pub fn merge(&mut self, part: BlockOutcome) {
+        self.u.extend(part.u);
+        self.iterations = match (self.iterations, part.iterations) {
+            (Some(x), Some(y)) => Some(x.max(y)),
+            (x, y) => x.or(y),
+        };
+        self.inner_iterations = match (self.inner_iterations, part.inner_iterations) {
+            (Some(x), Some(y)) => Some(x + y),
+            (x, y) => x.or(y),
+        };
+        self.flops = self.flops.zip(part.flops).map(|(x, y)| x + y);
+    }
+
+    /// Adds the counts of a correction step of some of these columns: its iterations after
+    /// theirs, its inner iterations and flops added up.
+    pub fn add_correction(&mut self, part: &BlockOutcome) {
+        self.iterations = match (self.iterations, part.iterations) {
+            (Some(x), Some(y)) => Some(x + y),
+            (x, y) => x.or(y),
+        };
+        self.inner_iterations = match (self.inner_iterations, part.inner_iterations) {
+            (Some(x), Some(y)) => Some(x + y),
+            (x, y) => x.or(y),
+        };
+        self.flops = self.flops.zip(part.flops).map(|(x, y)| x + y);
+    }
+}
+
 /// The error norms a campaign of Poisson operators records per column (the relative L2
 /// error against the exact solution first), and those of a Stokes study.
 pub const POISSON_ERRORS: [&str; 3] = ["relative_l2_error", "l2_error", "nodal_l2_error"];
@@ -34,17 +76,21 @@ pub const STOKES_ERRORS: [&str; 2] = ["velocity_l2_error", "pressure_l2_error"];
 pub struct Checks {
     /// ‖b − A x‖₂ / ‖b‖₂ in f64.
     pub relative_residual: Vec<f64>,
+    /// The relative residual each column had to reach (`linalg::Tolerance::relative`): a
+    /// column above it failed.
+    pub tolerance: Vec<f64>,
     /// Error norms against the exact solution (NaN where none is known), by name: one of
     /// [`POISSON_ERRORS`] or [`STOKES_ERRORS`], in that order.
     pub errors: Vec<(&'static str, Vec<f64>)>,
 }
 
 impl Checks {
-    /// The checks of Poisson columns.
-    pub fn poisson(reports: &[ColumnReport]) -> Checks {
+    /// The checks of Poisson columns, each against its tolerance.
+    pub fn poisson(reports: &[ColumnReport], tolerance: Vec<f64>) -> Checks {
         let get = |f: fn(&ColumnReport) -> f64| reports.iter().map(f).collect();
         Checks {
             relative_residual: get(|r| r.relative_residual),
+            tolerance,
             errors: vec![
                 (POISSON_ERRORS[0], get(|r| r.relative_l2_error)),
                 (POISSON_ERRORS[1], get(|r| r.l2_error)),
@@ -63,10 +109,43 @@ impl Checks {
             self.errors = more.errors.iter().map(|(n, _)| (*n, Vec::new())).collect();
         }
         self.relative_residual.extend(more.relative_residual);
+        self.tolerance.extend(more.tolerance);
         for ((name, values), (more_name, more_values)) in self.errors.iter_mut().zip(more.errors) {
             debug_assert_eq!(*name, more_name);
             values.extend(more_values);
         }
+    }
+
+    /// Whether column c met its tolerance (a NaN residual does not).
+    pub fn passed(&self, c: usize) -> bool {
+        self.relative_residual[c] <= self.tolerance[c]
+    }
+
+    /// The columns that missed their tolerance, in order.
+    pub fn failed(&self) -> Vec<usize> {
+        (0..self.columns()).filter(|&c| !self.passed(c)).collect()
+    }
+
+    /// "column 3: relative residual 2.1e-4 above its tolerance 1e-12", for the columns
+    /// `failed` (at most `shown` of them listed) whose positions in the campaign or run
+    /// start at `first`.
+    pub fn describe_failures(&self, failed: &[usize], first: usize, shown: usize) -> String {
+        let mut text: Vec<String> = failed
+            .iter()
+            .take(shown)
+            .map(|&c| {
+                format!(
+                    "column {}: relative residual {:.3e} above its tolerance {:.1e}",
+                    first + c,
+                    self.relative_residual[c],
+                    self.tolerance[c]
+                )
+            })
+            .collect();
+        if failed.len() > shown {
+            text.push(format!("{} more", failed.len() - shown));
+        }
+        text.join("; ")
     }
 
     /// The largest residual.

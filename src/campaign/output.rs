@@ -55,6 +55,52 @@ pub fn write_failure(directory: &Path, record: &FailureRecord) -> Result<PathBuf
     Ok(path)
 }
 
+/// Removes the failure records of `batch` (it has now passed): a resumed campaign keeps
+/// only the failures still standing. A record that cannot be removed is logged.
+pub fn clear_failures(directory: &Path, batch: usize) {
+    let dir = failures_dir(directory);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    let prefix = format!("batch-{batch:06}-rank-");
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with(&prefix) {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => log::info!(
+                    "batch {batch} passed: its earlier failure record {} was removed",
+                    entry.path().display()
+                ),
+                Err(e) => log::warn!(
+                    "could not remove the old failure record {}: {e}",
+                    entry.path().display()
+                ),
+            }
+        }
+    }
+    // An empty failures/ goes too.
+    let _ = std::fs::remove_dir(&dir);
+}
+
+/// Whether the batch file at `path` is whole and of `plan`: Err says what is wrong with it
+/// (a file truncated or altered after it was journaled).
+pub fn check_batch_file(path: &Path, plan: &Plan) -> std::result::Result<(), String> {
+    let file = hdf5::File::open(path).map_err(|e| h5::describe(&e))?;
+    let written = h5::read_str_attr(&file, "plan").map_err(|e| e.to_string())?;
+    if !u64::from_str_radix(&written, 16).is_ok_and(|f| plan.accepts(f)) {
+        return Err(format!("written for another plan ({written})"));
+    }
+    let u = file.dataset("u").map_err(|e| h5::describe(&e))?;
+    // Reading the last value reaches the end of the data a truncation would cut off.
+    let shape = u.shape();
+    if shape.len() != 2 || shape.contains(&0) {
+        return Err(format!("its solutions have the shape {shape:?}"));
+    }
+    u.read_slice_2d::<f64, _>(ndarray::s![shape[0] - 1.., shape[1] - 1..])
+        .map_err(|e| h5::describe(&e))?;
+    Ok(())
+}
+
 /// How solutions are stored: precision and gzip level (campaign.store, campaign.compression).
 #[derive(Clone, Copy, Debug)]
 pub struct Storage {
@@ -100,6 +146,7 @@ pub fn write_batch(
     h5::write_str_attr(root, "perf", &perf)?;
     h5::write_block(root, "u", nodes, nodal, storage.precision, storage.deflate)?;
     h5::write_vector(root, "relative_residual", &checks.relative_residual)?;
+    h5::write_vector(root, "tolerance", &checks.tolerance)?;
     for (name, values) in &checks.errors {
         h5::write_vector(root, name, values)?;
     }
@@ -115,13 +162,13 @@ pub struct BatchFile {
     pub checks: Checks,
 }
 
-/// Reads a batch file of the plan `fingerprint` whose columns carry the errors `names`.
-pub fn read_batch(path: &Path, fingerprint: u64, names: &[&'static str]) -> Result<BatchFile> {
+/// Reads a batch file of `plan` whose columns carry the errors `names`.
+pub fn read_batch(path: &Path, plan: &Plan, names: &[&'static str]) -> Result<BatchFile> {
     let file = h5::open(path)?;
-    let plan = h5::read_str_attr(&file, "plan")?;
-    if plan != format!("{fingerprint:016x}") {
+    let written = h5::read_str_attr(&file, "plan")?;
+    if !u64::from_str_radix(&written, 16).is_ok_and(|f| plan.accepts(f)) {
         return Err(Error::Campaign(format!(
-            "{} was written for another plan ({plan})",
+            "{} was written for another plan ({written})",
             path.display()
         )));
     }
@@ -143,6 +190,7 @@ pub fn read_batch(path: &Path, fingerprint: u64, names: &[&'static str]) -> Resu
     };
     let checks = Checks {
         relative_residual: read("relative_residual")?,
+        tolerance: read("tolerance")?,
         errors: names
             .iter()
             .map(|&name| Ok((name, read(name)?)))
@@ -153,6 +201,31 @@ pub fn read_batch(path: &Path, fingerprint: u64, names: &[&'static str]) -> Resu
         nodes,
         u,
         checks,
+    })
+}
+
+/// The plan fingerprint of a complete `campaign.h5` at `path`, if there is one.
+pub fn merged_plan(path: &Path) -> Option<u64> {
+    let file = hdf5::File::open(path).ok()?;
+    let plan = h5::read_str_attr(&file, "plan").ok()?;
+    u64::from_str_radix(&plan, 16).ok()
+}
+
+/// The per-column checks stored in `campaign.h5` (errors named `names`).
+pub fn read_merged_checks(path: &Path, names: &[&'static str]) -> Result<Checks> {
+    let file = h5::open(path)?;
+    let columns = file
+        .group("columns")
+        .map_err(h5::error_in(path, "opening /columns"))?;
+    let read = |name: &str| h5::read_vector::<f64>(&columns, name);
+    let relative_residual = read("relative_residual")?;
+    Ok(Checks {
+        tolerance: read("tolerance")?,
+        errors: names
+            .iter()
+            .map(|&name| Ok((name, read(name)?)))
+            .collect::<Result<_>>()?,
+        relative_residual,
     })
 }
 
@@ -299,6 +372,14 @@ pub fn write_campaign(
     h5::write_vector(&columns, "batch", &batch_of)?;
     h5::write_vector(&columns, "iterations", &iterations)?;
     h5::write_vector(&columns, "relative_residual", &checks.relative_residual)?;
+    h5::write_vector(&columns, "tolerance", &checks.tolerance)?;
+    h5::write_vector(
+        &columns,
+        "passed",
+        &(0..checks.columns())
+            .map(|c| u8::from(checks.passed(c)))
+            .collect::<Vec<u8>>(),
+    )?;
     for (name, values) in &checks.errors {
         h5::write_vector(&columns, name, values)?;
     }
@@ -350,7 +431,7 @@ impl OperatorBatches<'_> {
         let (spec, plan) = (self.spec, self.plan);
         for batch in plan.batches.iter().filter(|b| b.operator == self.operator) {
             let path = batch_path(&spec.directory, batch.index);
-            let file = read_batch(&path, plan.fingerprint, error_names(spec))?;
+            let file = read_batch(&path, plan, error_names(spec))?;
             let count = batch.columns.len();
             if file.checks.columns() != count || file.u.len() != count * file.nodes {
                 return Err(Error::Campaign(format!(
@@ -457,7 +538,11 @@ fn write_poisson_operator(
         (AnyMesh::Square(m), true) => node_weights(m).iter().sum(),
         _ => f64::NAN,
     };
-    for exact in sources.iter().filter_map(|s| s.exact(op.mesh.dim())) {
+    let stored_exact = sources
+        .iter()
+        .filter(|_| batches.spec.store_exact)
+        .filter_map(|s| s.exact(op.mesh.dim()));
+    for exact in stored_exact {
         match &mesh {
             AnyMesh::Square(m) => {
                 let mut values = mode_nodes.exact(m, &exact);
@@ -563,32 +648,40 @@ fn write_stokes_operator(
         velocity.extend(ux.iter().zip(uy).flat_map(|(x, y)| [*x, *y]));
         pressure.extend_from_slice(p);
     }
-    let (exact_velocity, exact_pressure) = exact_at_nodes(grid);
-    let repeat = |v: &[f64]| v.repeat(columns);
-    let (Storage { precision, deflate }, exact) = (storage, &exact_velocity);
+    let Storage { precision, deflate } = storage;
     h5::write_vector_block(g, "velocity", lattice, 2, &velocity, precision, deflate)?;
-    h5::write_vector_block(
-        g,
-        "exact_velocity",
-        lattice,
-        2,
-        &repeat(exact),
-        precision,
-        deflate,
-    )?;
     h5::write_block(g, "pressure", pressure_nodes, &pressure, precision, deflate)?;
-    h5::write_block(
-        g,
-        "exact_pressure",
-        pressure_nodes,
-        &repeat(&exact_pressure),
-        precision,
-        deflate,
-    )?;
+    let store_exact = batches.spec.store_exact;
+    if store_exact {
+        let (exact_velocity, exact_pressure) = exact_at_nodes(grid);
+        let repeat = |v: &[f64]| v.repeat(columns);
+        h5::write_vector_block(
+            g,
+            "exact_velocity",
+            lattice,
+            2,
+            &repeat(&exact_velocity),
+            precision,
+            deflate,
+        )?;
+        h5::write_block(
+            g,
+            "exact_pressure",
+            pressure_nodes,
+            &repeat(&exact_pressure),
+            precision,
+            deflate,
+        )?;
+    }
 
     let at = |name: &str| format!("/operators/{o}/{name}");
+    // u_0, exact_0, u_1, exact_1, … where the exact solution is stored.
     let pair = |a: Vec<xdmf::NodalField>, b: Vec<xdmf::NodalField>| {
-        a.into_iter().zip(b).flat_map(|(a, b)| [a, b]).collect()
+        if store_exact {
+            a.into_iter().zip(b).flat_map(|(a, b)| [a, b]).collect()
+        } else {
+            a
+        }
     };
     Ok([
         xdmf::Grid {

@@ -49,6 +49,9 @@ pub struct BatchRecord {
     pub max_relative_residual: f64,
     /// Largest relative L2 error of its columns (None without exact solutions).
     pub max_relative_l2_error: Option<f64>,
+    /// Its columns (positions in the batch) whose verified residual missed their tolerance.
+    #[serde(default)]
+    pub failed_columns: Vec<usize>,
     /// Unix seconds.
     pub start: f64,
     pub end: f64,

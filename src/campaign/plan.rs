@@ -11,7 +11,7 @@
 //! `solver.cache_dir` (a cached set-up is the computed one), the backend, the threads,
 //! `campaign.checkpoint` and where the input file lies.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
 use crate::config::{CampaignSpec, OperatorSpec, RhsSource};
@@ -78,6 +78,9 @@ pub struct Plan {
     pub settings: Settings,
     /// A hash of `settings`: a journal or batch file written for another plan is refused.
     pub fingerprint: u64,
+    /// Fingerprints of earlier plans of this campaign whose batches it keeps (the solver
+    /// settings changed by `--retry-failed`).
+    pub earlier: BTreeSet<u64>,
 }
 
 /// The settings of one operator that its results depend on, under `prefix`.
@@ -243,6 +246,12 @@ impl Plan {
             batches,
             settings,
             fingerprint,
+            earlier: BTreeSet::new(),
         }
+    }
+
+    /// Whether a batch file written under the plan `fingerprint` belongs to this campaign.
+    pub fn accepts(&self, fingerprint: u64) -> bool {
+        fingerprint == self.fingerprint || self.earlier.contains(&fingerprint)
     }
 }

@@ -72,6 +72,8 @@ pub struct Queue {
     pub done_now: Vec<BatchRecord>,
     /// Ranks that have left, with their stage totals.
     pub left: Vec<(usize, String, StageTotals)>,
+    /// Every worker has left: the progress report ends.
+    finished: bool,
 }
 
 impl Queue {
@@ -107,6 +109,7 @@ impl Queue {
             journal,
             done_now: Vec::new(),
             left: Vec::new(),
+            finished: false,
         }
     }
 
@@ -167,7 +170,7 @@ impl Queue {
     fn done(&mut self, record: BatchRecord) {
         self.assigned.remove(&record.batch);
         if let Some(journal) = &mut self.journal {
-            if let Err(e) = journal.done(record.batch, record.rank) {
+            if let Err(e) = journal.done(record.batch, record.rank, &record.failed_columns) {
                 self.fail(format!("journaling batch {}: {e}", record.batch));
                 return;
             }
@@ -212,6 +215,29 @@ pub trait Dispatch {
 }
 
 pub type Shared = Arc<(Mutex<Queue>, Condvar)>;
+
+/// How often the progress report looks at the queue.
+const PROGRESS_POLL: Duration = Duration::from_millis(200);
+
+/// Keeps `progress` at the number of batches done in this run until [`stop_progress`].
+pub fn report_progress(shared: &Shared, progress: &crate::progress::Progress) {
+    loop {
+        let (done, finished) = {
+            let queue = shared.0.lock().expect("queue lock");
+            (queue.done_now.len(), queue.finished)
+        };
+        progress.set(done as f64);
+        if finished {
+            return;
+        }
+        std::thread::sleep(PROGRESS_POLL);
+    }
+}
+
+/// Ends [`report_progress`].
+pub fn stop_progress(shared: &Shared) {
+    shared.0.lock().expect("queue lock").finished = true;
+}
 
 /// Rank 0's own worker: straight to the shared state.
 pub struct LocalDispatch(pub Shared);

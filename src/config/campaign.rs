@@ -54,6 +54,8 @@ pub struct RawCampaign {
     pub checkpoint: Option<String>,
     pub store: Option<String>,
     pub compression: Option<i64>,
+    pub store_exact: Option<bool>,
+    pub keep_batches: Option<bool>,
     pub time_series: Option<RawTimeSeries>,
     pub study: Option<RawStudy>,
     pub input: Option<RawInput>,
@@ -325,6 +327,8 @@ pub(super) fn validate(
         checkpoint: checkpoint?,
         store: store?,
         compression: compression?,
+        store_exact: campaign.store_exact.unwrap_or(false),
+        keep_batches: campaign.keep_batches.unwrap_or(false),
         operators: operators?,
     };
     problems.is_empty().then_some((spec, run?))

@@ -107,9 +107,16 @@ pub(crate) fn did_you_mean<'a>(given: &str, names: impl IntoIterator<Item = &'a 
 /// resolved against the file's folder, so a config means the same from any working
 /// directory.
 pub fn load(path: &Path) -> Result<RunConfig> {
-    let read_error = |source| Error::Read {
-        path: path.to_path_buf(),
-        source,
+    // Bad input (exit 2): the path the user typed does not lead to a config.
+    let read_error = |source: std::io::Error| {
+        let why = if path.is_dir() {
+            "it is a directory; name the TOML file".to_string()
+        } else if source.kind() == std::io::ErrorKind::NotFound {
+            "no such file".to_string()
+        } else {
+            source.to_string()
+        };
+        Error::InvalidInput(format!("cannot read the config {}: {why}", path.display()))
     };
     let text = std::fs::read_to_string(path).map_err(read_error)?;
     let folder = path

@@ -6,6 +6,7 @@ use super::mesh::{backend, boundary, cells_within_limits, coarse, kind_and_eleme
 use super::raw::{RawConfig, RawWaveNumbers};
 use super::spec::{Method, RunConfig, SolverSpec, MAX_K, MAX_NRHS};
 use super::{mg, problem, psc, stokes, Problems};
+use crate::linalg::Tolerance;
 use crate::mesh::{MeshKind, MeshSpec};
 use crate::precision::Precision;
 
@@ -87,11 +88,9 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
         // Stokes configs are validated by stokes::validate before reaching here.
         Some(Method::Stokes) | None => {}
     }
-    // Multigrid stops at an absolute residual (SPEC §3.2), PSC-IR at a relative one.
-    let defaults = match method {
-        Some(Method::Mg) => (0.0, 1e-9),
-        _ => (1e-12, 0.0),
-    };
+    // One rule for every method (docs/mathematics.md §6): relative by default, never an
+    // absolute part the user did not ask for.
+    let defaults = (1e-10, 0.0);
     let (rtol, atol) = super::stopping_rule(raw, defaults, &mut problems);
     let max_iterations = raw
         .solver
@@ -124,36 +123,50 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
             Some(method),
             Some(precision),
             Some(output),
-        ) if problems.is_empty() => Ok(RunConfig {
-            backend,
-            mesh: MeshSpec {
-                kind,
-                element,
-                n,
-                coarse,
-                domain,
-                boundary,
-            },
-            ks,
-            solver: SolverSpec {
-                method,
-                precision,
-                refine: raw
-                    .solver
-                    .refine
-                    .unwrap_or(precision != Precision::F64 || method == Method::Mg),
-                rtol,
-                atol,
-                max_iterations: max_iterations as usize,
-                cg_rtol,
-                cache_dir,
-                mg,
-            },
-            output,
-            source: source.to_string(),
-            campaign: None,
-            stokes: None,
-        }),
+        ) if problems.is_empty() => {
+            let refine = raw
+                .solver
+                .refine
+                .unwrap_or(precision != Precision::F64 || method == Method::Mg);
+            Ok(RunConfig {
+                backend,
+                mesh: MeshSpec {
+                    kind,
+                    element,
+                    n,
+                    coarse,
+                    domain,
+                    boundary,
+                },
+                ks,
+                solver: SolverSpec {
+                    method,
+                    precision,
+                    refine,
+                    rtol,
+                    atol,
+                    tolerance: match (method, refine, raw.solver.rtol) {
+                        (Method::Cholesky, _, _) => Tolerance {
+                            rtol: psc::UNREFINED_F64_TOLERANCE,
+                            atol: 0.0,
+                        },
+                        (m, false, None) if m.is_psc() => Tolerance {
+                            rtol: psc::unrefined_tolerance(precision),
+                            atol,
+                        },
+                        _ => Tolerance { rtol, atol },
+                    },
+                    max_iterations: max_iterations as usize,
+                    cg_rtol,
+                    cache_dir,
+                    mg,
+                },
+                output,
+                source: source.to_string(),
+                campaign: None,
+                stokes: None,
+            })
+        }
         _ => Err(problems),
     }
 }

@@ -42,6 +42,23 @@ pub(super) fn validate(
     }
 }
 
+/// The check of a direct f64 solve (psc methods without refinement, cholesky): about 1e-12
+/// relative is reached at h = 1/256 and the floor grows with the condition number (h⁻²),
+/// so 1e-8 holds with margin to h = 1/2048 while any wrong solution fails it.
+pub(crate) const UNREFINED_F64_TOLERANCE: f64 = 1e-8;
+
+/// The relative residual a psc method without refinement must reach when `rtol` is not
+/// given: what its precision attains at h = 1/1024 with margin (measured at h = 1/256, k =
+/// 1: f64 1e-12, f32 3.3e-4, f16 and tf32 2.3e-2; each grows about 16× to h = 1/1024). It
+/// catches a wrong solution (zeros have relative residual 1); for a tolerance, refine.
+pub(crate) fn unrefined_tolerance(precision: Precision) -> f64 {
+    match precision {
+        Precision::F64 => UNREFINED_F64_TOLERANCE,
+        Precision::F32 => 1e-2,
+        Precision::Tf32 | Precision::F16 => 0.5,
+    }
+}
+
 /// cholesky: f64, and none of the keys of the iterative or cached methods.
 pub(super) fn validate_cholesky(
     raw: &RawConfig,

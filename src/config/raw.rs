@@ -168,20 +168,49 @@ pub(super) fn parse_raw(text: &str) -> Result<(RawConfig, Vec<ConfigProblem>), C
             problems.push(problem(&format!("{name}.{key}"), message));
             fields.remove(&key);
         }
-        // Find the keys whose values have the wrong type, one key at a time, so each is
-        // named and the rest of the section is still read and validated.
-        let mistyped: Vec<String> = fields
-            .iter()
-            .filter_map(|(key, value)| {
-                let single = toml::Table::from_iter([(key.clone(), value.clone())]);
-                T::deserialize(toml::Value::Table(single)).err().map(|e| {
-                    problems.push(problem(&format!("{name}.{key}"), e.message().to_string()));
-                    key.clone()
-                })
-            })
-            .collect();
+        // Find the keys whose values have the wrong type, one key at a time (inside a
+        // sub-table, one of its keys at a time), so each is named and the rest of the
+        // section is still read and validated.
+        let fails = |key: &str, value: &toml::Value| {
+            let single = toml::Table::from_iter([(key.to_string(), value.clone())]);
+            T::deserialize(toml::Value::Table(single)).err()
+        };
+        let mut mistyped = Vec::new();
+        let mut mistyped_inner = Vec::new();
+        for (key, value) in &fields {
+            let Some(e) = fails(key, value) else {
+                continue;
+            };
+            let inner: Vec<(String, toml::de::Error)> = match value {
+                toml::Value::Table(sub) => sub
+                    .iter()
+                    .filter_map(|(k, v)| {
+                        let one =
+                            toml::Value::Table(toml::Table::from_iter([(k.clone(), v.clone())]));
+                        fails(key, &one).map(|e| (k.clone(), e))
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            if inner.is_empty() {
+                problems.push(problem(&format!("{name}.{key}"), type_problem(e.message())));
+                mistyped.push(key.clone());
+            }
+            for (k, e) in inner {
+                problems.push(problem(
+                    &format!("{name}.{key}.{k}"),
+                    type_problem(e.message()),
+                ));
+                mistyped_inner.push((key.clone(), k));
+            }
+        }
         for key in mistyped {
             fields.remove(&key);
+        }
+        for (key, k) in mistyped_inner {
+            if let Some(toml::Value::Table(sub)) = fields.get_mut(&key) {
+                sub.remove(&k);
+            }
         }
         T::deserialize(toml::Value::Table(fields)).unwrap_or_else(|e| {
             problems.push(problem(name, e.message().to_string()));
@@ -204,6 +233,25 @@ pub(super) fn parse_raw(text: &str) -> Result<(RawConfig, Vec<ConfigProblem>), C
         )),
     }
     Ok((raw, problems))
+}
+
+/// serde's "invalid type: floating point `2.5`, expected i64" as a user reads it: "must be
+/// an integer (found floating point `2.5`)"; other messages as they are.
+fn type_problem(message: &str) -> String {
+    let Some((found, expected)) = message
+        .strip_prefix("invalid type: ")
+        .and_then(|rest| rest.split_once(", expected "))
+    else {
+        return message.to_string();
+    };
+    let wanted = match expected {
+        "i64" | "u64" | "i32" | "u32" | "usize" => "an integer",
+        "f64" | "f32" => "a number",
+        "a boolean" => "true or false",
+        "a sequence" => "a list",
+        other => other,
+    };
+    format!("must be {wanted} (found {found})")
 }
 
 /// " (line L, column C)" for a byte span, when toml gives one.

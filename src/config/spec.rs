@@ -85,6 +85,10 @@ pub struct SolverSpec {
     /// `max_iterations`.
     pub rtol: f64,
     pub atol: f64,
+    /// What every column's verified f64 residual must meet: (rtol, atol) of an iterative
+    /// method; a direct solve's accuracy check (psc without refinement: the precision's
+    /// unless rtol is given; cholesky: 1e-8).
+    pub tolerance: crate::linalg::Tolerance,
     pub max_iterations: usize,
     /// Where PSC set-ups are cached (None: no cache).
     pub cache_dir: Option<PathBuf>,
@@ -169,6 +173,11 @@ pub struct CampaignSpec {
     pub store: Precision,
     /// gzip level of the stored solutions (0: uncompressed).
     pub compression: u8,
+    /// Store the exact solution of manufactured columns beside the computed ones in
+    /// campaign.h5 (doubles its size; the errors are stored either way).
+    pub store_exact: bool,
+    /// Keep `batches/` after a merge whose every column passed (the merge copies them).
+    pub keep_batches: bool,
     /// The operators, in campaign order (one unless a study varies mesh or solver).
     pub operators: Vec<OperatorSpec>,
 }

@@ -238,6 +238,7 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
                     refine: false,
                     rtol,
                     atol,
+                    tolerance: crate::linalg::Tolerance { rtol, atol },
                     max_iterations: max_iterations as usize,
                     cg_rtol: None,
                     cache_dir: None,

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use super::*;
 use crate::device::BackendChoice;
+use crate::linalg::Tolerance;
 use crate::mesh::{Element, MeshKind, MeshSpec};
 use crate::mg::{default_levels, Smoother, Variant};
 use crate::precision::Precision;
@@ -85,7 +86,7 @@ fn multigrid_settings() {
     assert!(c.solver.refine && mg.residual_scaling);
     assert_eq!(
         (c.solver.rtol, c.solver.atol, c.solver.max_iterations),
-        (0.0, 1e-9, 100)
+        (1e-10, 0.0, 100)
     );
     let c = parse(
         "[mesh]\nkind = \"unit-cube\"\nn = 32\n[solver]\nmethod = \"mg\"\nschedule = [\"f16\", \"f32\", \"f64\"]\nlevels = 3\nsmoother = \"richardson\"\nseed = 5\n[output]\npath = \"m.h5\"\n",
@@ -229,7 +230,31 @@ fn type_errors_in_two_sections_are_both_reported() {
     let p = problems("[mesh]\nn = \"big\"\nelement = \"q2\"\n[output]\npath = 3\n");
     let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
     assert_eq!(keys, ["mesh.n", "output.path", "mesh.element"], "{p:?}");
-    assert!(p[0].message.contains("expected i64"), "{}", p[0].message);
+    assert_eq!(
+        p[0].message, "must be an integer (found string \"big\")",
+        "{}",
+        p[0].message
+    );
+    assert!(
+        p[1].message.starts_with("must be a string"),
+        "{}",
+        p[1].message
+    );
+}
+
+/// A mistyped key inside a sub-table is named itself, once, and not also reported missing.
+#[test]
+fn type_errors_in_sub_tables_name_the_key() {
+    let p = problems(
+        "[mesh]\nn = 16\n[campaign]\nrhs = \"time-series\"\ndirectory = \"d\"\n\
+         [campaign.time_series]\nsteps = 2.5\n",
+    );
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].key, "campaign.time_series.steps");
+    assert_eq!(
+        p[0].message,
+        "must be an integer (found floating point `2.5`)"
+    );
 }
 
 #[test]
@@ -324,11 +349,34 @@ fn rtol_and_atol_mean_the_same_for_every_method() {
     let psc = parse_ok(
         "[mesh]\nn = 64\nh0 = 0.25\n[solver]\nmethod = \"psc-m1\"\n[output]\npath = \"x.h5\"\n",
     );
-    assert_eq!((psc.solver.rtol, psc.solver.atol), (1e-12, 0.0));
+    assert_eq!((psc.solver.rtol, psc.solver.atol), (1e-10, 0.0));
     let mg = parse_ok(
         "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\nrtol = 1e-8\n[output]\npath = \"x.h5\"\n",
     );
-    assert_eq!((mg.solver.rtol, mg.solver.atol), (1e-8, 1e-9));
+    assert_eq!((mg.solver.rtol, mg.solver.atol), (1e-8, 0.0));
+    assert_eq!(
+        mg.solver.tolerance,
+        Tolerance {
+            rtol: 1e-8,
+            atol: 0.0
+        }
+    );
+    // A direct solve is checked against rtol when given, else against its precision's
+    // accuracy; the Cholesky reference against f64's.
+    let alone = |precision: &str, extra: &str| {
+        parse_ok(&format!(
+            "[mesh]\nn = 64\nh0 = 0.25\n[solver]\nmethod = \"psc-m1\"\nprecision = \"{precision}\"\nrefine = false\n{extra}[output]\npath = \"x.h5\"\n"
+        ))
+        .solver
+        .tolerance
+        .rtol
+    };
+    assert_eq!(alone("f64", ""), 1e-8);
+    assert_eq!(alone("f32", ""), 1e-2);
+    assert_eq!(alone("f16", ""), 0.5);
+    assert_eq!(alone("f32", "rtol = 1e-6\n"), 1e-6);
+    let cholesky = parse_ok("[mesh]\nn = 64\n[output]\npath = \"x.h5\"\n");
+    assert_eq!(cholesky.solver.tolerance.rtol, 1e-8);
     let stokes = parse_ok(
         "[mesh]\nn = 16\n[solver]\nmethod = \"stokes\"\natol = 1e-10\n[output]\npath = \"x.h5\"\n",
     );
@@ -348,7 +396,7 @@ fn rtol_and_atol_mean_the_same_for_every_method() {
         assert!(p[0].message.contains(wanted), "{}", p[0].message);
     }
     let p = problems(
-        "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\natol = 0.0\n[output]\npath = \"x.h5\"\n",
+        "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\nrtol = 0.0\n[output]\npath = \"x.h5\"\n",
     );
     assert_eq!(p[0].key, "solver.rtol");
     assert!(p[0].message.contains("both 0"), "{}", p[0].message);

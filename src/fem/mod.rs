@@ -24,4 +24,4 @@ pub use error_norms::{l2_error, nodal_l2_error};
 pub use manufactured::{Exact, Manufactured, Mode, PressureSeries};
 pub use modes::{ColumnErrors, ModeBasis};
 pub use quadrature::{gauss_legendre_unit, QuadratureRule};
-pub use verify::{relative_residual, verify, ColumnReport};
+pub use verify::{relative_residual, relative_residuals, verify, ColumnReport};

@@ -49,12 +49,20 @@ pub fn describe(e: &hdf5::Error) -> String {
     format!("{}{advice}", std::io::Error::from_raw_os_error(code))
 }
 
-/// Turns an HDF5 library error into ours: in the file `path`, while doing `what`.
+/// Turns an HDF5 library error into ours: in the file `path`, while doing `what` (a full
+/// file system is named with the space left on it).
 pub fn error_in(path: &Path, what: &str) -> impl Fn(hdf5::Error) -> Error {
     let (path, what) = (path.to_path_buf(), what.to_string());
-    move |e| Error::Hdf5 {
-        path: path.clone(),
-        message: format!("{what}: {}", describe(&e)),
+    move |e| {
+        let full = "the file system is full";
+        let mut message = format!("{what}: {}", describe(&e));
+        if message.contains(full) {
+            message = message.replace(full, &format!("{full}{}", crate::sys::space_left(&path)));
+        }
+        Error::Hdf5 {
+            path: path.clone(),
+            message,
+        }
     }
 }
 
@@ -179,6 +187,72 @@ impl Drop for H5Writer {
     }
 }
 
+/// Opens an HDF5 file the user gave (`key`: the setting that names it). What makes it
+/// unusable is bad input (exit 2), named with what to do: missing, a directory, empty, not
+/// HDF5, or held open for writing by another process (HDF5's file locking; which process
+/// holds it is named where /proc/locks tells).
+pub fn open_input(path: &Path, key: &str) -> Result<hdf5::File> {
+    let refuse = |why: String| {
+        Err(Error::InvalidInput(format!(
+            "{key} {}: {why}",
+            path.display()
+        )))
+    };
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return refuse("no such file".into()),
+        Err(e) => return refuse(format!("cannot be read ({e})")),
+    };
+    if meta.is_dir() {
+        return refuse("is a directory; name the HDF5 file in it".into());
+    }
+    if meta.len() == 0 {
+        return refuse(
+            "is empty (0 bytes), not an HDF5 file: it was not written to the end; write it again (postprocess/build_rhs.py)".into(),
+        );
+    }
+    match hdf5::File::open(path) {
+        Ok(file) => Ok(file),
+        Err(e) => {
+            let text = e.to_string();
+            if text.contains("errno = 11") || text.contains("unable to lock file") {
+                let holder = lock_holder(path).map_or(String::new(), |h| format!(" (held by {h})"));
+                refuse(format!(
+                    "is held open for writing by another program{holder} (HDF5 file locking); wait until it has closed the file, or, if the file is complete and only held open, run with HDF5_USE_FILE_LOCKING=FALSE"
+                ))
+            } else if text.contains("file signature not found") {
+                refuse("is not an HDF5 file (no HDF5 signature)".into())
+            } else if text.contains("truncated file") {
+                refuse("is truncated (shorter than its own header says): it was not written to the end; write it again".into())
+            } else {
+                refuse(describe(&e))
+            }
+        }
+    }
+}
+
+/// The process holding a lock on `path`, from /proc/locks ("pid 123 (python3)"), if any.
+fn lock_holder(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(path).ok()?.ino();
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let pid = locks.lines().find_map(|line| {
+        // "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234567 0 EOF"
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (pid, device_inode) = (fields.get(4)?, fields.get(5)?);
+        let locked_inode: u64 = device_inode.rsplit(':').next()?.parse().ok()?;
+        (locked_inode == inode).then(|| pid.to_string())
+    })?;
+    let command = std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .map(|c| c.replace('\0', " ").trim().to_string())
+        .filter(|c| !c.is_empty());
+    Some(match command {
+        Some(command) => format!("pid {pid}: {command}"),
+        None => format!("pid {pid}"),
+    })
+}
+
 /// Opens an existing file for reading.
 pub fn open(path: &Path) -> Result<hdf5::File> {
     if !path.exists() {
@@ -269,6 +343,22 @@ pub fn write_dense<T: H5Type>(
     ncols: usize,
     col_major: &[T],
 ) -> Result<Dataset> {
+    write_dense_reporting(group, name, nrows, ncols, col_major, &|_| {})
+}
+
+/// Bytes of one slice a large dense matrix is written in.
+const SLICE_BYTES: usize = 64 << 20;
+
+/// [`write_dense`] in slices of columns of about 64 MiB, calling `report` with the bytes
+/// of each slice written (an operator of gigabytes takes minutes on a slow file system).
+pub fn write_dense_reporting<T: H5Type>(
+    group: &Group,
+    name: &str,
+    nrows: usize,
+    ncols: usize,
+    col_major: &[T],
+    report: &dyn Fn(usize),
+) -> Result<Dataset> {
     assert_eq!(
         col_major.len(),
         nrows * ncols,
@@ -280,7 +370,21 @@ pub fn write_dense<T: H5Type>(
         .shape([ncols, nrows])
         .create(name)
         .map_err(&err)?;
-    ds.write_raw(col_major).map_err(&err)?;
+    let column_bytes = nrows * std::mem::size_of::<T>();
+    if ncols * column_bytes <= SLICE_BYTES || nrows == 0 {
+        ds.write_raw(col_major).map_err(&err)?;
+        report(ncols * column_bytes);
+        return Ok(ds);
+    }
+    let per_slice = (SLICE_BYTES / column_bytes.max(1)).max(1);
+    for first in (0..ncols).step_by(per_slice) {
+        let count = per_slice.min(ncols - first);
+        let values = &col_major[first * nrows..(first + count) * nrows];
+        let view = ndarray::ArrayView2::from_shape((count, nrows), values).expect("shape");
+        ds.write_slice(view, ndarray::s![first..first + count, ..])
+            .map_err(&err)?;
+        report(count * column_bytes);
+    }
     Ok(ds)
 }
 
@@ -372,10 +476,10 @@ pub fn write_block_rows(
 ) -> Result<()> {
     let count = values.len() / nodes.max(1);
     let rows = ndarray::s![first..first + count, ..];
-    let err = |e: hdf5::Error| Error::Hdf5 {
-        path: PathBuf::from(ds.filename()),
-        message: format!("writing rows {first}.. of {}: {e}", ds.name()),
-    };
+    let err = error_in(
+        Path::new(&ds.filename()),
+        &format!("writing rows {first}.. of {}", ds.name()),
+    );
     match precision {
         Precision::F32 => {
             let narrow: Vec<f32> = values.iter().map(|&v| v as f32).collect();

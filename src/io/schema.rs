@@ -20,6 +20,8 @@ pub fn write_run<const D: usize>(
     // The exact solutions at the nodes, nodes × columns.
     exact: &[f64],
     columns: &[ColumnReport],
+    // The relative residual each column had to reach.
+    tolerance: &[f64],
     // (attribute name, seconds) of each stage timed before the write.
     seconds: &[(&str, f64)],
     backend: &str,
@@ -69,6 +71,16 @@ pub fn write_run<const D: usize>(
                 .iter()
                 .map(|c| c.relative_residual)
                 .collect::<Vec<_>>(),
+        )?;
+        h5::write_vector(&solution, "tolerance", tolerance)?;
+        h5::write_vector(
+            &solution,
+            "passed",
+            &columns
+                .iter()
+                .zip(tolerance)
+                .map(|(c, &t)| u8::from(c.relative_residual <= t))
+                .collect::<Vec<u8>>(),
         )?;
         h5::write_str_attr(&solution, "method", config.solver.method.name())?;
         match &config.solver.mg {

@@ -6,7 +6,9 @@
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::matmul::triangular::{matmul as triangular_matmul, BlockStructure};
 use faer::linalg::triangular_inverse::invert_lower_triangular;
-use faer::linalg::triangular_solve::solve_upper_triangular_in_place;
+use faer::linalg::triangular_solve::{
+    solve_lower_triangular_in_place, solve_upper_triangular_in_place,
+};
 use faer::reborrow::{Reborrow, ReborrowMut};
 use faer::{Accum, Mat, MatMut, Par};
 
@@ -22,32 +24,87 @@ pub struct NotPositiveDefinite {
 /// A ← A⁻¹ for a symmetric positive definite A (read from its lower triangle); the whole
 /// matrix holds the symmetric inverse afterwards. Needs O(n·BLOCK) extra memory.
 pub fn spd_inverse_in_place(a: &mut Mat<f64>) -> Result<(), NotPositiveDefinite> {
+    spd_inverse_in_place_reporting(a, &|_| {})
+}
+
+/// [`spd_inverse_in_place`], calling `report` with the fraction of its flops done (the
+/// Cholesky factorisation, L⁻¹ and L⁻ᵀL⁻¹ a third each) after every block: the minutes a
+/// large inverse takes show as progress.
+pub fn spd_inverse_in_place_reporting(
+    a: &mut Mat<f64>,
+    report: &dyn Fn(f64),
+) -> Result<(), NotPositiveDefinite> {
     let n = a.nrows();
     assert_eq!(n, a.ncols(), "spd_inverse_in_place: a square matrix");
     let par = Par::rayon(0);
-    let mut mem = MemBuffer::new(
-        faer::linalg::cholesky::llt::factor::cholesky_in_place_scratch::<f64>(
-            n,
-            par,
-            Default::default(),
-        ),
-    );
-    faer::linalg::cholesky::llt::factor::cholesky_in_place(
-        a.as_mut(),
-        Default::default(),
-        par,
-        MemStack::new(&mut mem),
-        Default::default(),
-    )
-    .map_err(|e| match e {
-        faer::linalg::cholesky::llt::factor::LltError::NonPositivePivot { index } => {
-            NotPositiveDefinite { index }
-        }
-    })?;
-    drop(mem);
-    invert_lower_in_place(a.as_mut(), par);
-    lower_gram_in_place(a.as_mut(), par);
+    cholesky_in_place(a.as_mut(), par, &|f| report(f / 3.0))?;
+    invert_lower_in_place(a.as_mut(), par, &|f| report((1.0 + f) / 3.0));
+    lower_gram_in_place(a.as_mut(), par, &|f| report((2.0 + f) / 3.0));
     mirror_lower(a.as_mut());
+    Ok(())
+}
+
+/// The fraction of an n³ process done when the first `done` of n rows or columns are.
+fn cubed(done: usize, n: usize) -> f64 {
+    (done as f64 / n.max(1) as f64).powi(3)
+}
+
+/// A = LLᵀ in the lower triangle (LAPACK potrf, right-looking, by block columns): each
+/// diagonal block factored, the panel below it solved, the trailing lower triangle updated
+/// by one product.
+fn cholesky_in_place(
+    mut a: MatMut<'_, f64>,
+    par: Par,
+    report: &dyn Fn(f64),
+) -> Result<(), NotPositiveDefinite> {
+    let n = a.nrows();
+    for j in block_starts(n) {
+        let jb = BLOCK.min(n - j);
+        let rest = n - j - jb;
+        {
+            let a11 = a.rb_mut().submatrix_mut(j, j, jb, jb);
+            let mut mem = MemBuffer::new(
+                faer::linalg::cholesky::llt::factor::cholesky_in_place_scratch::<f64>(
+                    jb,
+                    Par::Seq,
+                    Default::default(),
+                ),
+            );
+            faer::linalg::cholesky::llt::factor::cholesky_in_place(
+                a11,
+                Default::default(),
+                Par::Seq,
+                MemStack::new(&mut mem),
+                Default::default(),
+            )
+            .map_err(|e| match e {
+                faer::linalg::cholesky::llt::factor::LltError::NonPositivePivot { index } => {
+                    NotPositiveDefinite { index: j + index }
+                }
+            })?;
+        }
+        if rest > 0 {
+            let (top, bottom) = a.rb_mut().split_at_row_mut(j + jb);
+            let l11 = top.rb().submatrix(j, j, jb, jb);
+            let (mut left, a22) = bottom.split_at_col_mut(j + jb);
+            // L21 L11ᵀ = A21 ⇔ L11 L21ᵀ = A21ᵀ
+            let mut a21 = left.rb_mut().submatrix_mut(0, j, rest, jb);
+            solve_lower_triangular_in_place(l11, a21.rb_mut().transpose_mut(), par);
+            let l21 = left.rb().submatrix(0, j, rest, jb);
+            triangular_matmul(
+                a22,
+                BlockStructure::TriangularLower,
+                Accum::Add,
+                l21,
+                BlockStructure::Rectangular,
+                l21.transpose(),
+                BlockStructure::Rectangular,
+                -1.0,
+                par,
+            );
+        }
+        report(1.0 - cubed(rest, n));
+    }
     Ok(())
 }
 
@@ -57,7 +114,7 @@ fn block_starts(n: usize) -> Vec<usize> {
 
 /// L ← L⁻¹ in the lower triangle (LAPACK trtri), block columns last to first: with the
 /// trailing block already inverted, L21 ← −L22⁻¹ L21 L11⁻¹, then L11 ← L11⁻¹.
-fn invert_lower_in_place(mut a: MatMut<'_, f64>, par: Par) {
+fn invert_lower_in_place(mut a: MatMut<'_, f64>, par: Par, report: &dyn Fn(f64)) {
     let n = a.nrows();
     for &j in block_starts(n).iter().rev() {
         let jb = BLOCK.min(n - j);
@@ -84,13 +141,14 @@ fn invert_lower_in_place(mut a: MatMut<'_, f64>, par: Par) {
         let mut inverse = Mat::<f64>::zeros(jb, jb);
         invert_lower_triangular(inverse.as_mut(), l11, par);
         top.submatrix_mut(j, j, jb, jb).copy_from(&inverse);
+        report(cubed(n - j, n));
     }
 }
 
 /// X ← XᵀX in the lower triangle for a lower triangular X (LAPACK lauum), row blocks first
 /// to last: P_ij = X_iiᵀ X_ij + X(below i, i)ᵀ X(below i, j) reads only rows not yet
 /// overwritten.
-fn lower_gram_in_place(mut a: MatMut<'_, f64>, par: Par) {
+fn lower_gram_in_place(mut a: MatMut<'_, f64>, par: Par, report: &dyn Fn(f64)) {
     let n = a.nrows();
     for i in block_starts(n) {
         let ib = BLOCK.min(n - i);
@@ -147,6 +205,7 @@ fn lower_gram_in_place(mut a: MatMut<'_, f64>, par: Par) {
             );
         }
         right.submatrix_mut(0, 0, ib, ib).copy_from(&p);
+        report(cubed(i + ib, n));
     }
 }
 
@@ -205,6 +264,40 @@ mod tests {
         assert_eq!(
             spd_inverse_in_place(&mut a),
             Err(NotPositiveDefinite { index: 1 })
+        );
+        // A pivot in a later block is named by its row in the whole matrix.
+        let n = 2 * BLOCK + 5;
+        let bad = BLOCK + 7;
+        let mut a = Mat::<f64>::from_fn(n, n, |i, j| match (i == j, i == bad) {
+            (true, true) => -1.0,
+            (true, false) => 2.0,
+            _ => 0.0,
+        });
+        assert_eq!(
+            spd_inverse_in_place(&mut a),
+            Err(NotPositiveDefinite { index: bad })
+        );
+    }
+
+    /// The reported fractions grow block by block from above 0 to 1.
+    #[test]
+    fn progress_is_reported_to_the_end() {
+        let n = 3 * BLOCK + 11;
+        let mut a = Mat::<f64>::from_fn(n, n, |i, j| {
+            if i == j {
+                4.0
+            } else {
+                1.0 / (1.0 + (i + j) as f64)
+            }
+        });
+        let seen = std::sync::Mutex::new(Vec::new());
+        spd_inverse_in_place_reporting(&mut a, &|f| seen.lock().unwrap().push(f)).unwrap();
+        let seen = seen.into_inner().unwrap();
+        assert_eq!(seen.len(), 3 * 4, "{seen:?}");
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+        assert!(
+            seen[0] > 0.0 && (seen[seen.len() - 1] - 1.0).abs() < 1e-15,
+            "{seen:?}"
         );
     }
 }

@@ -448,8 +448,16 @@ fn inverses_checksum<S: Storage>(inverses: &[&[S]]) -> Option<u64> {
     Some(h.0)
 }
 
-fn write_mat(group: &hdf5::Group, name: &str, m: &Mat<f64>) -> Result<()> {
-    h5::write_dense(group, name, m.nrows(), m.ncols(), &dense_col_major(m)).map(|_| ())
+fn write_mat(
+    group: &hdf5::Group,
+    name: &str,
+    m: &Mat<f64>,
+    progress: &crate::progress::Progress,
+) -> Result<()> {
+    progress.stage(name);
+    let data = dense_col_major(m);
+    let report = |bytes: usize| progress.advance(bytes as f64);
+    h5::write_dense_reporting(group, name, m.nrows(), m.ncols(), &data, &report).map(|_| ())
 }
 
 /// A dense size × size operator in precision S; another shape is `bad`.
@@ -539,6 +547,22 @@ pub fn save<S: Storage + H5Type>(
     s: &PscSetup,
     working: Option<&PscHost<S>>,
 ) -> Result<()> {
+    let (nc, ne) = (s.c_dofs.len() as f64, s.e_dofs.len() as f64);
+    let dense = match s.method() {
+        PscMethod::M1 => ne * ne,
+        PscMethod::M2 => ne * ne + nc * nc,
+        PscMethod::M3 => 0.0,
+    } + nc * ne;
+    let working_bytes = working.map_or(0.0, |_| std::mem::size_of::<S>() as f64);
+    let bytes = dense * (8.0 + working_bytes);
+    let progress = if bytes > PROGRESS_MIN_BYTES {
+        crate::progress::Progress::new(
+            &format!("operator cache write ({:.1} GiB)", bytes / 2f64.powi(30)),
+            bytes,
+        )
+    } else {
+        crate::progress::Progress::hidden()
+    };
     let w = h5::H5Writer::create(path)?;
     let root = w.root();
     h5::write_provenance(root, None)?;
@@ -551,17 +575,17 @@ pub fn save<S: Storage + H5Type>(
     h5::write_vector(root, "i_dofs", &s.i_dofs)?;
     h5::write_vector(root, "scale_e", &s.scale_e)?;
     h5::write_vector(root, "scale_i", &s.scale_i)?;
-    write_mat(root, "l_c", &s.l_c)?;
-    write_mat(root, "l_c_inv", &s.l_c_inv)?;
-    write_mat(root, "b", &s.b)?;
+    write_mat(root, "l_c", &s.l_c, &progress)?;
+    write_mat(root, "l_c_inv", &s.l_c_inv, &progress)?;
+    write_mat(root, "b", &s.b, &progress)?;
     match &s.schur {
-        Schur::M1 { pi_inv } => write_mat(root, "pi_inv", pi_inv)?,
+        Schur::M1 { pi_inv } => write_mat(root, "pi_inv", pi_inv, &progress)?,
         Schur::M2 {
             lambda_inv,
             theta_inv,
         } => {
-            write_mat(root, "lambda_inv", lambda_inv)?;
-            write_mat(root, "theta_inv", theta_inv)?;
+            write_mat(root, "lambda_inv", lambda_inv, &progress)?;
+            write_mat(root, "theta_inv", theta_inv, &progress)?;
         }
         Schur::M3 { e } => write_csr(root, "e", e)?,
     }
@@ -575,8 +599,8 @@ pub fn save<S: Storage + H5Type>(
             .create_group(&format!("group_{k}"))
             .map_err(h5::error_in(path, &format!("creating group group_{k}")))?;
         h5::write_vector(&gg, "macros", &g.macros)?;
-        write_mat(&gg, "block", &g.block)?;
-        write_mat(&gg, "inverse", &g.inverse)?;
+        write_mat(&gg, "block", &g.block, &progress)?;
+        write_mat(&gg, "inverse", &g.inverse, &progress)?;
     }
     if let Some(PscHost {
         schur,
@@ -595,27 +619,36 @@ pub fn save<S: Storage + H5Type>(
             h5::write_str_attr(&wg, "inverses_checksum", &format!("{checksum:016x}"))?;
         }
         let (nc, ne) = (s.c_dofs.len(), s.e_dofs.len());
+        let report = |bytes: usize| progress.advance(bytes as f64);
+        let write = |name: &str, rows: usize, cols: usize, data: &[S]| {
+            progress.stage(&format!("{name} in {}", S::PRECISION));
+            h5::write_dense_reporting(&wg, name, rows, cols, data, &report).map(drop)
+        };
         match schur {
-            SchurHost::M1 { pi_inv } => h5::write_dense(&wg, "pi_inv", ne, ne, pi_inv).map(drop)?,
+            SchurHost::M1 { pi_inv } => write("pi_inv", ne, ne, pi_inv)?,
             SchurHost::M2 {
                 lambda_inv,
                 theta_inv,
             } => {
-                h5::write_dense(&wg, "lambda_inv", ne, ne, lambda_inv)?;
-                h5::write_dense(&wg, "theta_inv", nc, nc, theta_inv)?;
+                write("lambda_inv", ne, ne, lambda_inv)?;
+                write("theta_inv", nc, nc, theta_inv)?;
             }
             SchurHost::M3 { e } => write_csr(&wg, "e", e)?,
         }
-        h5::write_dense(&wg, "b", s.c_dofs.len(), s.e_dofs.len(), b)?;
+        write("b", nc, ne, b)?;
         for (k, c) in c_inv.iter().enumerate() {
             let size = s.groups[k].block_size();
             h5::write_dense(&wg, &format!("c_inv_{k}"), size, size, c)?;
         }
         h5::write_vector(&wg, "dt_values", dt.values())?;
     }
+    progress.stage("syncing the file to disk");
     w.commit()?;
     Ok(())
 }
+
+/// Bytes above which the cache write shows its progress.
+const PROGRESS_MIN_BYTES: f64 = 256.0 * 1048576.0;
 
 /// The method a cache file was written for.
 fn stored_method(f: &hdf5::Group, bad: impl Fn(String) -> Error) -> Result<PscMethod> {

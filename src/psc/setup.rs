@@ -14,7 +14,7 @@ use super::HierarchicalBasis;
 use crate::device::{DenseInverse, Inverted, OnHost};
 use crate::error::{Error, Result};
 use crate::fem::assemble_stiffness;
-use crate::linalg::{mirror_lower, spd_inverse_in_place};
+use crate::linalg::{mirror_lower, spd_inverse_in_place_reporting};
 use crate::mesh::{unit_square_refined, Element, MacroLocation, Mesh2d};
 use crate::sparse::{spgemm, Csr};
 
@@ -156,39 +156,72 @@ enum Class {
     I(u32, u32),
 }
 
-/// Progress of a set-up on the terminal (indicatif draws only on an attended terminal):
-/// shown for set-ups big enough to take more than a few seconds.
-struct Progress(indicatif::ProgressBar);
+/// Progress of a set-up (`crate::progress`: a bar on a terminal, log lines otherwise),
+/// shown for set-ups big enough to take more than a few seconds. Work is counted in flops
+/// of a model: the sparse steps a few thousand per unknown, Λ's products 10·|E|², the
+/// dense inverses |E|³ (the Cholesky factor, L⁻¹ and L⁻ᵀL⁻¹ each |E|³/3) and M1's BᵀB
+/// 2·|C|·|E|², so that the estimate of the time left follows the |E|³ that dominates.
+struct Progress {
+    shown: crate::progress::Progress,
+    /// Where each step begins, in the model's flops.
+    blocks_start: f64,
+    lambda_start: f64,
+    gram_start: f64,
+    inverse_start: f64,
+    /// Flops of the inverse of the |E|×|E| matrix.
+    inverse: f64,
+}
 
 /// |E| above which a set-up takes seconds on a workstation.
 const PROGRESS_MIN_E: usize = 3000;
 
 impl Progress {
-    fn new(estimated_e: usize, method: PscMethod) -> Self {
-        if estimated_e < PROGRESS_MIN_E {
-            return Progress(indicatif::ProgressBar::hidden());
+    fn new(unknowns: usize, e: usize, c: usize, method: PscMethod) -> Self {
+        let (n, e, c) = (unknowns as f64, e as f64, c as f64);
+        let sparse = 2000.0 * n;
+        let (lambda, inverse, gram) = match method {
+            PscMethod::M3 => (0.0, 0.0, 0.0),
+            PscMethod::M2 => (10.0 * e * e, e * e * e, 0.0),
+            PscMethod::M1 => (10.0 * e * e, e * e * e, 2.0 * c * e * e),
+        };
+        let total = 2.0 * sparse + lambda + gram + inverse;
+        let shown = if (e as usize) < PROGRESS_MIN_E {
+            crate::progress::Progress::hidden()
+        } else {
+            crate::progress::Progress::new("PSC set-up", total)
+        };
+        Progress {
+            shown,
+            blocks_start: sparse,
+            lambda_start: 2.0 * sparse,
+            gram_start: 2.0 * sparse + lambda,
+            inverse_start: 2.0 * sparse + lambda + gram,
+            inverse,
         }
-        let stages = if method == PscMethod::M3 { 2 } else { 4 };
-        let bar = indicatif::ProgressBar::new(stages);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "PSC set-up [{bar:20}] {pos}/{len} {msg} ({elapsed})",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        Progress(bar)
     }
 
-    fn stage(&self, what: &str) {
-        self.0.set_message(what.to_string());
-        self.0.inc(1);
+    fn assembling(&self) {
+        self.shown.stage("assembling SᵀAS");
     }
-}
 
-impl Drop for Progress {
-    fn drop(&mut self) {
-        self.0.finish_and_clear();
+    fn blocks(&self) {
+        self.shown.stage("macro-element blocks and C_g⁻¹");
+        self.shown.set(self.blocks_start);
+    }
+
+    fn lambda(&self) {
+        self.shown.stage("Λ = E − D C⁻¹ Dᵀ");
+        self.shown.set(self.lambda_start);
+    }
+
+    fn inverses(&self, what: &str) {
+        self.shown.stage(what);
+        self.shown.set(self.gram_start);
+    }
+
+    /// The inverse is the fraction `done` of the way.
+    fn inverting(&self, done: f64) {
+        self.shown.set(self.inverse_start + done * self.inverse);
     }
 }
 
@@ -299,14 +332,19 @@ impl PscSetup {
             .iter()
             .filter(|l| matches!(l, MacroLocation::Edge(_)))
             .count();
-        let progress = Progress::new(edge_nodes, method);
-        progress.stage("assembling SᵀAS");
+        let coarse_vertices = hierarchy
+            .location
+            .iter()
+            .filter(|l| matches!(l, MacroLocation::Vertex(_)))
+            .count();
+        let progress = Progress::new(mesh.num_nodes(), edge_nodes, coarse_vertices, method);
+        progress.assembling();
         let hb = HierarchicalBasis::new(&mesh)?;
         let (stiffness, dofs) = assemble_stiffness(&mesh)?;
         let s = hb.matrix();
         let a_hb = spgemm(&s.transpose(), &spgemm(&stiffness, &s)?)?;
         log::debug!("SᵀAS: {} nonzeros", a_hb.nnz());
-        progress.stage("macro-element blocks and C_g⁻¹");
+        progress.blocks();
         Self::from_hierarchical(
             mesh,
             hb,
@@ -593,7 +631,7 @@ impl PscSetup {
         let schur = match method {
             PscMethod::M3 => Schur::M3 { e },
             PscMethod::M1 | PscMethod::M2 => {
-                progress.stage("Λ = E − D C⁻¹ Dᵀ");
+                progress.lambda();
                 // Λ = E − Σ_m D_m C_g⁻¹ D_mᵀ, one dense product per macro element.
                 let mut lambda = Mat::<f64>::zeros(ne, ne);
                 for r in 0..ne {
@@ -626,13 +664,14 @@ impl PscSetup {
                         }
                     }
                 }
-                progress.stage(&format!("{method} inverses (|E| = {ne})"));
+                progress.inverses(&format!("{method} inverses (|E| = {ne})"));
                 match method {
                     PscMethod::M1 => Schur::M1 {
-                        pi_inv: pi_inverse(dense, lambda, &b)?,
+                        pi_inv: pi_inverse(dense, lambda, &b, &|f| progress.inverting(f))?,
                     },
                     _ => {
-                        let (lambda_inv, theta_inv) = lambda_theta_inverses(dense, lambda, &b)?;
+                        let (lambda_inv, theta_inv) =
+                            lambda_theta_inverses(dense, lambda, &b, &|f| progress.inverting(f))?;
                         Schur::M2 {
                             lambda_inv,
                             theta_inv,
@@ -683,12 +722,14 @@ impl PscSetup {
 }
 
 /// A ← (A − GᵀG)⁻¹ for the symmetric A (`gram` G, when given) on `dense`'s device, or on
-/// the host where it leaves it there; a failed Cholesky pivot is an error naming `what`.
+/// the host where it leaves it there (reporting the fraction done); a failed Cholesky pivot
+/// is an error naming `what`.
 fn spd_inverse(
     dense: &dyn DenseInverse,
     a: &mut Mat<f64>,
     gram: Option<&Mat<f64>>,
     what: &str,
+    report: &dyn Fn(f64),
 ) -> Result<()> {
     let not_positive = |index: usize| {
         Error::Solver(format!(
@@ -713,15 +754,20 @@ fn spd_inverse(
             Par::rayon(0),
         );
     }
-    spd_inverse_in_place(a).map_err(|e| not_positive(e.index))
+    spd_inverse_in_place_reporting(a, report).map_err(|e| not_positive(e.index))
 }
 
 /// M1's Π⁻¹ = (Λ − BᵀB)⁻¹, in place: Λ becomes Π and Π becomes Π⁻¹ in one |E|×|E|
 /// allocation.
-fn pi_inverse(dense: &dyn DenseInverse, lambda: Mat<f64>, b: &Mat<f64>) -> Result<Mat<f64>> {
+fn pi_inverse(
+    dense: &dyn DenseInverse,
+    lambda: Mat<f64>,
+    b: &Mat<f64>,
+    report: &dyn Fn(f64),
+) -> Result<Mat<f64>> {
     let mut pi = lambda;
     let what = format!("Π (|E| = {})", pi.nrows());
-    spd_inverse(dense, &mut pi, Some(b), &what)?;
+    spd_inverse(dense, &mut pi, Some(b), &what, report)?;
     Ok(pi)
 }
 
@@ -730,10 +776,11 @@ fn lambda_theta_inverses(
     dense: &dyn DenseInverse,
     lambda: Mat<f64>,
     b: &Mat<f64>,
+    report: &dyn Fn(f64),
 ) -> Result<(Mat<f64>, Mat<f64>)> {
     let mut lambda_inv = lambda;
     let what = format!("Λ (|E| = {})", lambda_inv.nrows());
-    spd_inverse(dense, &mut lambda_inv, None, &what)?;
+    spd_inverse(dense, &mut lambda_inv, None, &what, report)?;
     let nc = b.nrows();
     let w = b * &lambda_inv;
     let mut theta = Mat::<f64>::identity(nc, nc);
@@ -749,6 +796,12 @@ fn lambda_theta_inverses(
     let theta = Mat::from_fn(nc, nc, |i, j| 0.5 * (theta[(i, j)] + theta[(j, i)]));
     // |C|² is small: Θ stays on the host.
     let mut theta_inv = theta;
-    spd_inverse(&OnHost, &mut theta_inv, None, &format!("Θ (|C| = {nc})"))?;
+    spd_inverse(
+        &OnHost,
+        &mut theta_inv,
+        None,
+        &format!("Θ (|C| = {nc})"),
+        &|_| {},
+    )?;
     Ok((lambda_inv, theta_inv))
 }

@@ -15,7 +15,7 @@ use crate::campaign::signals;
 use crate::comm::Comm;
 use crate::config::{self, RunConfig};
 use crate::device::cuda;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::io::h5::{GIT_REVISION, VERSION};
 use crate::sys::{cores, hostname};
 pub use backend::Backend;
@@ -32,7 +32,12 @@ pub enum Finished {
 /// summary on rank 0. A campaign resumes from its journal unless `fresh`. Expects
 /// `campaign::signals::install` to have run at start-up: only a campaign stops between
 /// batches on SIGTERM/SIGUSR1; other runs get the signals' default action back here.
-pub fn dispatch(path: Option<PathBuf>, fresh: bool, comm: &dyn Comm) -> Result<Finished> {
+pub fn dispatch(
+    path: Option<PathBuf>,
+    fresh: bool,
+    retry_failed: bool,
+    comm: &dyn Comm,
+) -> Result<Finished> {
     let config = match &path {
         Some(p) => config::load(p)?,
         None => {
@@ -46,9 +51,17 @@ pub fn dispatch(path: Option<PathBuf>, fresh: bool, comm: &dyn Comm) -> Result<F
     let backend = select_backend(&config, comm)?;
     if config.campaign.is_some() {
         let operators = solver::CampaignOperators { backend };
-        let outcome = crate::campaign::run(&config, &operators, comm, fresh)?;
+        let start = match (fresh, retry_failed) {
+            (true, _) => crate::campaign::Start::Fresh,
+            (false, true) => crate::campaign::Start::RetryFailed,
+            (false, false) => crate::campaign::Start::Resume,
+        };
+        let outcome = crate::campaign::run(&config, &operators, comm, start)?;
         if let Some(summary) = outcome.summary {
             println!("{summary}");
+        }
+        if let Some(failed) = outcome.failed {
+            return Err(Error::Verification(failed));
         }
         return Ok(if outcome.complete {
             Finished::Complete
@@ -56,8 +69,10 @@ pub fn dispatch(path: Option<PathBuf>, fresh: bool, comm: &dyn Comm) -> Result<F
             Finished::Stopped
         });
     }
-    if fresh {
-        log::info!("--fresh applies to campaigns only (this config has no [campaign])");
+    if fresh || retry_failed {
+        log::info!(
+            "--fresh and --retry-failed apply to campaigns only (this config has no [campaign])"
+        );
     }
     if let Some(spec) = &config.stokes {
         if let Some(summary) = stokes::run(&config, spec, &backend, comm)? {

@@ -9,10 +9,10 @@ use std::time::Instant;
 
 use super::solver::{with_operator, AnyOperator};
 use super::Backend;
-use crate::campaign::{BatchOperator, ColumnSource};
+use crate::campaign::{BatchOperator, Checks, ColumnSource};
 use crate::comm::Comm;
 use crate::config::RunConfig;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fem::ColumnReport;
 use crate::io::schema;
 
@@ -26,6 +26,8 @@ pub struct JobSummary {
     /// Wave number of each column.
     pub ks: Vec<u32>,
     pub columns: Vec<ColumnReport>,
+    /// The relative residual each column had to reach.
+    pub tolerance: Vec<f64>,
     /// How the set-up was obtained (cache loaded/built), if there was one to cache.
     pub setup_note: Option<String>,
     /// Refinement steps (PSC-IR) or V-cycles (multigrid) of the slowest column, when the
@@ -94,19 +96,28 @@ impl fmt::Display for JobSummary {
         }
         writeln!(
             f,
-            "  column      k     L2 error    rel. L2 error  nodal L2 error  rel. residual (f64)"
+            "  column      k     L2 error    rel. L2 error  nodal L2 error  rel. residual (f64)  tolerance"
         )?;
-        for (c, (r, k)) in self
+        for (c, ((r, k), t)) in self
             .columns
             .iter()
             .zip(&self.ks)
+            .zip(&self.tolerance)
             .enumerate()
             .take(PRINTED_COLUMNS)
         {
             writeln!(
                 f,
-                "  {c:>6} {k:>6}  {:>11.4e}  {:>13.4e}  {:>14.4e}  {:>13.3e}",
-                r.l2_error, r.relative_l2_error, r.nodal_l2_error, r.relative_residual
+                "  {c:>6} {k:>6}  {:>11.4e}  {:>13.4e}  {:>14.4e}  {:>19.3e}  {t:>9.1e}{}",
+                r.l2_error,
+                r.relative_l2_error,
+                r.nodal_l2_error,
+                r.relative_residual,
+                if r.relative_residual <= *t {
+                    ""
+                } else {
+                    "  FAILED"
+                }
             )?;
         }
         if nrhs > PRINTED_COLUMNS {
@@ -187,6 +198,17 @@ fn describe(config: &RunConfig) -> String {
     )
 }
 
+/// What to change when columns miss their tolerance.
+pub fn advice(solver: &crate::config::SolverSpec) -> &'static str {
+    if solver.method == crate::config::Method::Cholesky {
+        ": the f64 factorisation is at its rounding floor; check the loads"
+    } else if solver.method.is_psc() && !solver.refine {
+        ": without refinement a psc method is a direct solve in its precision; set refine = true to reach rtol, or give a looser rtol"
+    } else {
+        ": a tolerance near f64's rounding floor for this problem (about 1e-16 times its condition number) cannot be verified; loosen rtol"
+    }
+}
+
 /// Runs the configured job. The block runs on rank 0; other ranks have no work and return
 /// `None` (campaigns spread work over ranks).
 pub fn run(config: &RunConfig, backend: &Backend, comm: &dyn Comm) -> Result<Option<JobSummary>> {
@@ -225,6 +247,7 @@ pub fn run(config: &RunConfig, backend: &Backend, comm: &dyn Comm) -> Result<Opt
     let t = Instant::now();
     let nodal = op.to_nodal(&outcome.u, &rhs);
     let reports = op.reports(&rhs, &outcome.u, &nodal, &columns)?;
+    let tolerance = op.tolerances(&rhs.b);
     seconds.verify = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
@@ -236,6 +259,7 @@ pub fn run(config: &RunConfig, backend: &Backend, comm: &dyn Comm) -> Result<Opt
         &nodal,
         &exact,
         &reports,
+        &tolerance,
         &seconds.attributes(),
         &backend.to_string(),
         nonzeros,
@@ -244,6 +268,18 @@ pub fn run(config: &RunConfig, backend: &Backend, comm: &dyn Comm) -> Result<Opt
     ))?;
     seconds.write = t.elapsed().as_secs_f64();
 
+    let checks = Checks::poisson(&reports, tolerance.clone());
+    let failed = checks.failed();
+    if !failed.is_empty() {
+        return Err(Error::Verification(format!(
+            "{} of {nrhs} column(s) missed their tolerance ({}); the solutions are in {} with /solution/passed = 0 for them{}",
+            failed.len(),
+            checks.describe_failures(&failed, 0, 8),
+            output.display(),
+            advice(&config.solver)
+        )));
+    }
+
     Ok(Some(JobSummary {
         description: describe(config),
         backend: backend.to_string(),
@@ -251,6 +287,7 @@ pub fn run(config: &RunConfig, backend: &Backend, comm: &dyn Comm) -> Result<Opt
         nonzeros,
         ks: config.ks.clone(),
         columns: reports,
+        tolerance,
         setup_note: op.setup_note(),
         refine_iterations: outcome.iterations,
         cg_iterations: outcome.inner_iterations,

@@ -158,10 +158,12 @@ impl<D: Kernels> BatchOperator for StokesOperator<D> {
         _: &[ColumnSource],
     ) -> Result<Checks> {
         let rhs = &rhs.b;
+        let tolerance = self.solver.tolerance();
         let (dev, solver) = (&self.dev, &mut self.solver);
         let (grid, len) = (solver.grid(), solver.grid().flow_len());
         let mut checks = Checks {
             relative_residual: Vec::new(),
+            tolerance: Vec::new(),
             errors: STOKES_ERRORS
                 .iter()
                 .map(|&name| (name, Vec::new()))
@@ -176,6 +178,9 @@ impl<D: Kernels> BatchOperator for StokesOperator<D> {
                 )));
             }
             checks.relative_residual.push(residual);
+            checks
+                .tolerance
+                .push(tolerance.relative(crate::numeric::nrm2(b)));
             checks.errors[0].1.push(velocity);
             checks.errors[1].1.push(pressure);
         }

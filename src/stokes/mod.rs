@@ -367,6 +367,14 @@ impl<D: Kernels> StokesSolver<D> {
         self.problem.operator.grid
     }
 
+    /// FGMRES's stopping rule: what a solution's verified residual must meet.
+    pub fn tolerance(&self) -> crate::linalg::Tolerance {
+        crate::linalg::Tolerance {
+            rtol: self.spec.fgmres.rtol,
+            atol: self.spec.fgmres.atol,
+        }
+    }
+
     /// The manufactured problem's right-hand side.
     pub fn manufactured_rhs(&self) -> &[f64] {
         &self.problem.rhs
@@ -374,8 +382,18 @@ impl<D: Kernels> StokesSolver<D> {
 
     /// Solves with FGMRES from zero; returns the full solution (velocity with its boundary
     /// values, pressure of integral mean zero) and FGMRES's record.
+    /// Loads of extreme magnitude are solved multiplied by a power of two
+    /// (`linalg::magnitude`).
     pub fn solve(&mut self, rhs: &[f64]) -> Result<(Vec<f64>, FgmresInfo)> {
         let (dev, grid) = (&self.dev, self.grid());
+        let group = crate::linalg::magnitude::groups(rhs, grid.flow_len(), 1)?.remove(0);
+        let scaled;
+        let rhs = if group.exponent == 0 {
+            rhs
+        } else {
+            scaled = crate::linalg::magnitude::gather(&group, rhs, grid.flow_len());
+            &scaled
+        };
         let b = Block::from_f64(
             dev,
             rhs,
@@ -386,7 +404,8 @@ impl<D: Kernels> StokesSolver<D> {
         )?;
         let mut x = Block::vector(dev, grid.flow_len(), Precision::F64)?;
         let project = |v: &mut Block<D>| remove_pressure_mean(dev, grid, v);
-        let (params, work) = (self.spec.fgmres, &mut self.work);
+        let (mut params, work) = (self.spec.fgmres, &mut self.work);
+        params.atol *= group.factor();
         let result = match &self.stage_marks {
             None => fgmres(
                 params,
@@ -429,6 +448,11 @@ impl<D: Kernels> StokesSolver<D> {
             Err(e) => return Err(StokesError::from_fgmres(&self.spec, e).into()),
         };
         let mut flow = x.to_f64(dev)?;
+        if group.exponent != 0 {
+            let scaled = std::mem::take(&mut flow);
+            flow = vec![0.0; scaled.len()];
+            crate::linalg::magnitude::scatter(&group, &scaled, &mut flow, grid.flow_len())?;
+        }
         flow.iter_mut()
             .zip(&self.problem.boundary)
             .for_each(|(x, b)| *x += b);
