@@ -66,6 +66,7 @@ method = "cholesky"
 rhs = "time-series"
 batch_size = 1
 directory = "out"
+store_exact = true
 [campaign.time_series]
 steps = $steps
 t_end = 0.5
