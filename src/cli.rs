@@ -77,13 +77,13 @@ pub enum BenchCommand {
     /// peak memory, MDof/s, GFLOP/s and fractions of the machine's ceilings measured in
     /// the same run, M3's CG iterations, accuracy.
     Psc(PscBenchArgs),
-    /// Mixed-precision multigrid (docs/mathematics.md §4) side by side in one process: IR iterations, time
-    /// to solution, time per iteration, MDof/s, GB/s moved (fraction of the triad measured in
-    /// the same run), speedup over D_MG, f64 residual and L2 error.
+    /// Mixed-precision multigrid (docs/mathematics.md §4) side by side in one process: IR
+    /// iterations, time to solution, time per iteration, MDof/s, GB/s moved (fraction of
+    /// the triad measured in the same run), speedup over D_MG, f64 residual and L2 error.
     Mg(MgBenchArgs),
-    /// Q2-Q1 Stokes (docs/mathematics.md §1): FGMRES with each preconditioner side by side in one process:
-    /// iterations, time to solution, ms per element and per iteration, velocity and pressure
-    /// L2 errors.
+    /// Q2-Q1 Stokes (docs/mathematics.md §1): FGMRES with each preconditioner side by side
+    /// in one process: iterations, time to solution, ms per element and per iteration,
+    /// velocity and pressure L2 errors.
     Stokes(StokesArgs),
 }
 
@@ -396,8 +396,8 @@ impl PscInfoArgs {
 
 #[derive(clap::Args)]
 pub struct MachineArgs {
-    /// Print one JSON object (keys triad_gbs, gemm_gflops_f64, gemm_gflops_f32, gemm_gflops_tf32, gemm_gflops_f16;
-    /// on CUDA copy_gbs instead of triad_gbs).
+    /// Print one JSON object (keys triad_gbs, gemm_gflops_f64, gemm_gflops_f32,
+    /// gemm_gflops_tf32, gemm_gflops_f16; on CUDA copy_gbs instead of triad_gbs).
     #[arg(long)]
     pub json: bool,
     /// cpu: triad and GEMM on the host; cuda: device copy and cuBLAS GEMM of the first GPU;
@@ -521,7 +521,8 @@ pub struct MgBenchArgs {
     /// Timed solves per variant; the fastest counts.
     #[arg(long, default_value_t = 1)]
     pub repeats: usize,
-    /// Stop each column at ‖b − A u‖₂ ≤ rtol·‖b‖₂ instead of the absolute 1e-9 of SPEC §3.2.
+    /// Stop each column at ‖b − A u‖₂ ≤ rtol·‖b‖₂ instead of the source's absolute 1e-9
+    /// (docs/mathematics.md §4).
     #[arg(long)]
     pub rtol: Option<f64>,
     /// manufactured (the loads of sin(kπx)…, from a random initial guess, with the L2

@@ -13,7 +13,7 @@ use tensorfem::{bench, psc, run, sys, Error};
 /// mimalloc keeps freed memory for the next allocations where glibc returns large blocks to
 /// the system at once: a campaign's batches then reuse their pages instead of faulting in
 /// fresh ones (a fresh page costs microseconds on a VM; 40,000 faults → 9,000 in the
-/// quickstart, docs/performance.md).
+/// quickstart, CHANGELOG.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

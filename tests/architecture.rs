@@ -1,6 +1,6 @@
-//! The layering of DESIGN.md, read from the sources: no import cycle between the top-level
-//! modules of src/, a thin main.rs, and algorithm files that never name a concrete backend
-//! (solvers are written once against the device traits).
+//! The layering of docs/architecture.md, read from the sources: no import cycle between the
+//! top-level modules of src/, a thin main.rs, and algorithm files that never name a
+//! concrete backend (solvers are written once against the device traits).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;

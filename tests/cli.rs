@@ -574,7 +574,7 @@ fn psc_info_prints_the_spec_keys() {
     ] {
         assert!(v.get(key).is_some(), "missing {key} in {v}");
     }
-    // SPEC §2.3 counts for h = 1/32, h0 = 1/4.
+    // The class sizes of docs/mathematics.md §3 for h = 1/32, h0 = 1/4.
     assert_eq!(
         (v["C"].as_u64(), v["E"].as_u64(), v["I"].as_u64()),
         (Some(9), Some(168), Some(784))
@@ -603,8 +603,9 @@ fn psc_info_prints_the_spec_keys() {
     );
 }
 
-/// The flow around a square (SPEC §2.6): |C| = 42 at L0 = 1, three groups of 12·4, 8·4 and
-/// 8·4 macro elements, N and the per-group list in the JSON; option mistakes exit 2.
+/// The flow around a square (docs/mathematics.md §8.1): |C| = 42 at L0 = 1, three groups of
+/// 12·4, 8·4 and 8·4 macro elements, N and the per-group list in the JSON; option mistakes
+/// exit 2.
 #[test]
 fn psc_info_on_the_flow_around_a_square() {
     let dir = tempfile::tempdir().unwrap();
@@ -1205,8 +1206,8 @@ fn mesh_export_writes_a_readable_refined_mesh() {
 
 /// Runs on the refined domains with the pressure's conditions (Neumann except at the
 /// outflow): psc-m1 in f32 with refinement and multigrid with f16 coarse levels agree with
-/// the Cholesky reference on the flow around a square, and a Gmsh mesh is read relative to the config's folder, whatever the
-/// working directory.
+/// the Cholesky reference on the flow around a square, and a Gmsh mesh is read relative to
+/// the config's folder, whatever the working directory.
 #[test]
 fn runs_on_refined_domains_with_boundary_conditions() {
     let dir = tempfile::tempdir().unwrap();

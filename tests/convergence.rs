@@ -1,5 +1,5 @@
-//! Discretisation checks against the manufactured solution (SPEC §1): the L2 error of the
-//! reference solve decreases as O(h²) for Q1 and P1 in 2D and Q1 in 3D.
+//! Discretisation checks against the manufactured solution (docs/mathematics.md §1, §8.4):
+//! the L2 error of the reference solve decreases as O(h²) for Q1 and P1 in 2D and Q1 in 3D.
 
 use tensorfem::fem::{assemble_poisson, l2_error, nodal_l2_error, Manufactured};
 use tensorfem::mesh::{unit_cube, unit_square, Element, Mesh};

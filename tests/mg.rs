@@ -1,7 +1,8 @@
-//! Mixed-precision multigrid (SPEC §3): convergence of every precision schedule in 2D and
-//! 3D, iteration counts against the published ones, O(h²) errors, agreement with the f64
-//! Cholesky reference, range failures named by level, blocks equal to single columns, the
-//! Galerkin identity of the rediscretised coarse operators, the stand-alone f64 baseline.
+//! Mixed-precision multigrid (docs/mathematics.md §4, §8.2): convergence of every precision
+//! schedule in 2D and 3D, iteration counts against the published ones, O(h²) errors,
+//! agreement with the f64 Cholesky reference, range failures named by level, blocks equal
+//! to single columns, the Galerkin identity of the rediscretised coarse operators, the
+//! stand-alone f64 baseline.
 
 mod common;
 
@@ -128,15 +129,15 @@ impl<const D: usize> Problem<D> {
     }
 }
 
-/// SPEC §3.4 on 1025² nodes (8 levels), k = 1, 20, 400 as one block: every variant reaches
-/// ‖r‖₂ < 1e-9 (the f64 residual recomputed from the matrix), and the f16 variants need at
-/// most 3 more refinement steps than D_MG.
+/// The published counts (docs/mathematics.md §8.2) on 1025² nodes (8 levels), k = 1, 20,
+/// 400 as one block: every variant reaches ‖r‖₂ < 1e-9 (the f64 residual recomputed from
+/// the matrix), and the f16 variants need at most 3 more refinement steps than D_MG.
 ///
-/// The absolute tolerance depends on how the system is scaled. With the FE scaling of SPEC
-/// §1 (stencil 8/3, −1/3, h-independent) the initial residual of the random guess is ~1e3
-/// and D_MG needs 9 steps (contraction ≈ 0.065 per V(3,3) cycle). The published 13 are the
-/// count for the 1/h²-scaled (finite-difference) system, whose residuals are ours / h²:
-/// stopping at ‖r‖₂ < 1e-9·h² reproduces them (13 ± 2).
+/// The absolute tolerance depends on how the system is scaled. With the FE scaling of
+/// docs/mathematics.md §1 (stencil 8/3, −1/3, h-independent) the initial residual of the
+/// random guess is ~1e3 and D_MG needs 9 steps (contraction ≈ 0.065 per V(3,3) cycle). The
+/// published 13 are the count for the 1/h²-scaled (finite-difference) system, whose
+/// residuals are ours / h²: stopping at ‖r‖₂ < 1e-9·h² reproduces them (13 ± 2).
 fn variants_converge_in_2d_with_published_iteration_counts<K: MultigridDevice>(dev: &K) {
     let problem = Problem::<2>::new(1024, &[1, 20, 400]);
     let n = problem.n as f64;

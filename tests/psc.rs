@@ -1,6 +1,6 @@
-//! PSC (SPEC §2): the published figures of Table 1, the structure of the prehandled matrix,
-//! and M1, M2, M3 and PSC-IR around each against the independent sparse Cholesky
-//! reference and against each other.
+//! PSC (docs/mathematics.md §3): the published figures of Table 1 (§8.1), the structure of
+//! the prehandled matrix, and M1, M2, M3 and PSC-IR around each against the independent
+//! sparse Cholesky reference and against each other.
 
 use tensorfem::device::{Block, Cpu, Layout, PscDevice};
 use tensorfem::device_tests;
@@ -14,13 +14,14 @@ use tensorfem::psc::{
 use tensorfem::reference::CholeskySolver;
 use tensorfem::sparse::SparseRows;
 
-/// Rounds to the digits SPEC prints.
+/// Rounds to the digits the PSC paper prints (docs/mathematics.md §8.1).
 fn round(v: f64, digits: i32) -> f64 {
     let s = 10f64.powi(digits);
     (v * s).round() / s
 }
 
-/// SPEC §2.6, Table 1, h = 1/256: counts exact, κ and NNZ ratios to the printed digits.
+/// The PSC paper's Table 1 (docs/mathematics.md §8.1), h = 1/256: counts exact, κ and NNZ
+/// ratios to the printed digits.
 #[test]
 fn table_one_rows_h0_quarter_and_sixteenth() {
     let setup = PscSetup::new(Element::Q1, 4, 6, PscMethod::M1).unwrap();
@@ -222,10 +223,11 @@ fn refined<D: PscDevice>(
     )
 }
 
-/// Every method in f64 agrees with the sparse Cholesky solve to 1e-10 and M2, M3 with M1
-/// to 1e-10, for Q1 and P1, several h/h0, one and several right-hand sides, macro elements
-/// with and without padded I slots, on the unit square and on refined coarse meshes (the flow around a square, a Gmsh mesh, general
-/// rectangles); f32/tf32/f16 errors are bounded; PSC-IR around each reaches 1e-10.
+/// Every method in f64 agrees with the sparse Cholesky solve to 1e-10 and M2, M3 with M1 to
+/// 1e-10, for Q1 and P1, several h/h0, one and several right-hand sides, macro elements
+/// with and without padded I slots, on the unit square and on refined coarse meshes (the
+/// flow around a square, a Gmsh mesh, general rectangles); f32/tf32/f16 errors are bounded;
+/// PSC-IR around each reaches 1e-10.
 fn methods_match_the_reference_in_every_precision<D: PscDevice>(dev: &D) {
     let mut cases: Vec<(String, Box<dyn Fn() -> Problem>)> = Vec::new();
     for (element, n0, levels, nrhs) in [

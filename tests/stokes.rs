@@ -1,5 +1,6 @@
-//! Stokes Q2-Q1 (SPEC §1, §4): discretization rates, every preconditioner in every
-//! precision, mesh-independent iteration counts, tuned = simple Vanka, and the CLI.
+//! Stokes Q2-Q1 (docs/mathematics.md §1, §7, §8.3): discretization rates, every
+//! preconditioner in every precision, mesh-independent iteration counts, tuned = simple
+//! Vanka, and the CLI.
 
 mod common;
 

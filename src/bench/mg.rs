@@ -90,7 +90,7 @@ pub struct MgBenchParams {
     pub krylov: bool,
     /// Timed solves per solver; the fastest counts.
     pub repeats: usize,
-    /// Relative stopping tolerance (None: the absolute 1e-9 of SPEC §3.2).
+    /// Relative stopping tolerance (None: the source's absolute 1e-9, docs/mathematics.md §4).
     pub rtol: Option<f64>,
     pub rhs: MgBenchRhs,
     /// Where the solves run (cpu, cuda, auto).
@@ -103,7 +103,7 @@ pub struct MgBenchParams {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MgBenchRhs {
     /// The manufactured solution's loads in every column, from a random initial guess
-    /// (SPEC §3.2); the L2 error is measured.
+    /// (docs/mathematics.md §4); the L2 error is measured.
     Manufactured,
     /// Standard normal loads (one seed per column), from zero: no exact solution.
     Random,

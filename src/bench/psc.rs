@@ -93,7 +93,8 @@ pub struct PscBenchResult {
     pub gflops_counted: f64,
     /// The larger of two GEMM-peak measurements, before and after the timed solves.
     pub gemm_peak_gflops: f64,
-    /// gflops (SPEC formula) / the GEMM peak of this precision measured in the same run.
+    /// gflops (the formula of docs/mathematics.md §3) / the GEMM peak of this precision
+    /// measured in the same run.
     pub gemm_peak_fraction: f64,
     /// gflops_counted / the same peak.
     pub gemm_peak_fraction_counted: f64,

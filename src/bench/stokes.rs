@@ -1,10 +1,10 @@
 //! `bench stokes`: the Stokes preconditioners side by side in one process on the same
-//! manufactured problem (SPEC §4.3): FGMRES iterations, time to solution, time per
-//! element and per iteration, errors, and the solve's time by stage (operator,
-//! preconditioner, Krylov) from device marks; plus the f64 operator product's bandwidth as
-//! a fraction of the memory ceiling measured in the same run (the triad on the CPU, the
-//! device copy on a GPU: the kernels are bound by memory traffic, every row stores its
-//! stencil).
+//! manufactured problem (docs/mathematics.md §1; published figures §8.3): FGMRES
+//! iterations, time to solution, time per element and per iteration, errors, and the
+//! solve's time by stage (operator, preconditioner, Krylov) from device marks; plus the f64
+//! operator product's bandwidth as a fraction of the memory ceiling measured in the same
+//! run (the triad on the CPU, the device copy on a GPU: the kernels are bound by memory
+//! traffic, every row stores its stencil).
 
 use std::time::Instant;
 

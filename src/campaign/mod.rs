@@ -1,9 +1,10 @@
-//! The main job: a campaign of right-hand-side batches over MPI ranks (DESIGN.md "The main
-//! job"). Every rank validates the config and derives the same [`plan::Plan`]; rank 0 checks
-//! the input and the output directory, reads the journal and hands out batches
-//! ([`queue`]); each rank sets up the operators it is given (reusing the one it holds),
-//! solves, verifies and writes each batch to its own file; rank 0 journals it. At the end
-//! rank 0 merges everything into `campaign.h5` and prints a -log_view-style summary.
+//! The main job: a campaign of right-hand-side batches over MPI ranks
+//! (docs/architecture.md, "The main job: a campaign"). Every rank validates the config and
+//! derives the same [`plan::Plan`]; rank 0 checks the input and the output directory, reads
+//! the journal and hands out batches ([`queue`]); each rank sets up the operators it is
+//! given (reusing the one it holds), solves, verifies and writes each batch to its own
+//! file; rank 0 journals it. At the end rank 0 merges everything into `campaign.h5` and
+//! prints a -log_view-style summary.
 
 mod input;
 mod journal;

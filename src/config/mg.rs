@@ -1,5 +1,6 @@
-//! The `[solver]` settings of multigrid (SPEC §3): levels, the precision schedule (a preset
-//! or a list), the smoother, residual scaling, the seed of the initial guess.
+//! The `[solver]` settings of multigrid (docs/mathematics.md §4): levels, the precision
+//! schedule (a preset or a list), the smoother, residual scaling, the seed of the initial
+//! guess.
 
 use super::raw::RawConfig;
 use super::spec::MgSpec;

@@ -13,14 +13,16 @@ use crate::stokes::StokesSpec;
 pub enum Method {
     /// faer's sparse Cholesky in f64: the reference solver.
     Cholesky,
-    /// The PSC methods of SPEC §2.4 (M1 and M2 direct, M3 CG on the C/E system; `psc`
+    /// The PSC methods of docs/mathematics.md §3 (M1 and M2 direct, M3 CG on the C/E system; `psc`
     /// names them), optionally inside f64 refinement (PSC-IR).
     PscM1,
     PscM2,
     PscM3,
-    /// Geometric multigrid with a precision per level inside f64 refinement (SPEC §3).
+    /// Geometric multigrid with a precision per level inside f64 refinement
+    /// (docs/mathematics.md §4).
     Mg,
-    /// Q2-Q1 Stokes with preconditioned FGMRES (SPEC §4); configured by `RunConfig::stokes`.
+    /// Q2-Q1 Stokes with preconditioned FGMRES (docs/mathematics.md §7); configured by
+    /// `RunConfig::stokes`.
     Stokes,
 }
 
@@ -65,7 +67,7 @@ pub struct MgSpec {
     pub residual_scaling: bool,
     /// How the levels store their matrices (`solver.storage`).
     pub storage: crate::device::MatrixStorage,
-    /// Seed of the random initial guess (SPEC §3.2).
+    /// Seed of the random initial guess (docs/mathematics.md §4).
     pub seed: u64,
     /// Flexible CG around the V-cycle instead of plain refinement (`solver.krylov = "cg"`).
     pub krylov: bool,
@@ -117,7 +119,7 @@ pub struct RunConfig {
     pub stokes: Option<StokesSpec>,
 }
 
-/// The method name of the Stokes solver (SPEC §4).
+/// The method name of the Stokes solver (docs/mathematics.md §7).
 pub const STOKES: &str = "stokes";
 
 /// Largest supported wave number: beyond it no affordable mesh resolves the solution.

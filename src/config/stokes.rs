@@ -1,6 +1,6 @@
-//! A Stokes run (`method = "stokes"`, SPEC §4): the unit-square mesh, the preconditioner
-//! with its relaxation and parameters, the preconditioner's precision, FGMRES settings; and
-//! the Stokes keys refused for other methods.
+//! A Stokes run (`method = "stokes"`, docs/mathematics.md §7): the unit-square mesh, the
+//! preconditioner with its relaxation and parameters, the preconditioner's precision,
+//! FGMRES settings; and the Stokes keys refused for other methods.
 
 use super::mesh::{cells, output_path};
 use super::raw::RawConfig;
@@ -29,7 +29,7 @@ pub(super) fn refuse_keys(raw: &RawConfig, problems: &mut Problems) {
     }
 }
 
-/// A Stokes run (SPEC §4): mesh.n (or h) on the unit square, element q2-q1, the
+/// A Stokes run (docs/mathematics.md §7): mesh.n (or h) on the unit square, element q2-q1, the
 /// preconditioner with its relaxation and parameters, precision, FGMRES settings.
 pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Problems> {
     let mut problems = Vec::new();

@@ -109,7 +109,7 @@ const ZERO_CHUNK: usize = 1 << 14;
 /// large arrays are otherwise mapped in 4 KiB pages, and a stream through them misses the
 /// TLB at every page: a 207 MB read ran at 45 GB/s in 4 KiB pages and 64–69 GB/s in
 /// 2 MiB pages on a 2-core VM, where each miss walks the guest's and the host's page tables
-/// (docs/performance.md). A hint: memory already mapped, or a kernel without it, keeps
+/// (CHANGELOG.md). A hint: memory already mapped, or a kernel without it, keeps
 /// its pages.
 pub fn vec_for_huge_pages<T>(len: usize) -> Vec<T> {
     let mut v = Vec::with_capacity(len);

@@ -462,9 +462,9 @@ impl<D> Kernels for D where D: MultigridDevice + stencil::StokesKernels {}
 /// Kernels>(dev: &D)`: `name::cpu` runs it on the CPU device. A new backend adds its arm
 /// here, so that every kernel and solver test runs on it too.
 ///
-/// `device_tests!(cuda: …)` stamps out `name::cuda` as well for tests whose bound the CUDA
-/// device meets (PSC's kernel families): it runs on the first GPU, and where there is none
-/// it says it is skipped (and fails when TENSORFEM_REQUIRE_CUDA=1).
+/// `device_tests!(cuda: …)` stamps out `name::cuda` as well (the CUDA device implements every
+/// kernel family): it runs on the first GPU, and where there is none it says it is skipped
+/// (and fails when TENSORFEM_REQUIRE_CUDA=1).
 #[macro_export]
 macro_rules! device_tests {
     (cuda: $($name:ident),* $(,)?) => {

@@ -1,12 +1,12 @@
-//! The passes of the PSC solve between its dense products (SPEC §2): the hierarchical-basis
-//! transform S and Sᵀ, and the gather into / scatter out of the C/E/I numbering with the
-//! partial-Cholesky scaling.
+//! The passes of the PSC solve between its dense products (docs/mathematics.md §3): the
+//! hierarchical-basis transform S and Sᵀ, and the gather into / scatter out of the C/E/I
+//! numbering with the partial-Cholesky scaling.
 
 use super::{unsupported, Block, Data, Device, Layout, VectorKernels};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 
-/// Parents of a cell midpoint new on a level (SPEC §2.1).
+/// Parents of a cell midpoint new on a level (docs/mathematics.md §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CellParents {
     /// Q1: the four cell corners, weight 1/4.
@@ -118,7 +118,7 @@ pub fn i_slots(size: usize) -> usize {
 }
 
 /// Where the classes C, E, I sit among the unknowns, and the scaling of the partial
-/// Cholesky factor L = blockdiag(L_C, diag(Ã)^{1/2}) (SPEC §2.2–2.3), in the compute
+/// Cholesky factor L = blockdiag(L_C, diag(Ã)^{1/2}) (docs/mathematics.md §3), in the compute
 /// precision of the solve.
 pub struct Classes<D: Device> {
     /// Unknown (lexicographic) of each C, E, I entry (I grouped by macro element, with
@@ -243,9 +243,9 @@ pub trait PscKernels: Device + VectorKernels {
         transpose: bool,
     ) -> Result<()>;
 
-    /// From `nodal` (Sᵀ b): b_C = L_C⁻¹ b[C], b_E = b[E] ∘ scale_E, b_I = b[I] ∘ scale_I
-    /// (0 in padding slots), each column then divided by its largest magnitude (kept in `column_scale`; 1 for a
-    /// zero column) so low-precision operands stay in range.
+    /// From `nodal` (Sᵀ b): b_C = L_C⁻¹ b[C], b_E = b[E] ∘ scale_E, b_I = b[I] ∘ scale_I (0
+    /// in padding slots), each column then divided by its largest magnitude (kept in
+    /// `column_scale`; 1 for a zero column) so low-precision operands stay in range.
     fn psc_gather(
         &self,
         classes: &Classes<Self>,

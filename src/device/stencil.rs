@@ -1,4 +1,4 @@
-//! The structured Q2-Q1 storage of SPEC §4.1 on the device and its kernels: the Stokes
+//! The structured Q2-Q1 storage of docs/mathematics.md §7 on the device and its kernels: the Stokes
 //! stencils (L, B, Bᵀ, M and pressure stencils such as the Schur complement), the FE grid
 //! transfers, and Vanka's gather, patch products and scatter.
 //!

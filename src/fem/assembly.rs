@@ -360,10 +360,10 @@ fn element_mass<const D: usize, const K: usize>(
     mass
 }
 
-/// Gauss points per direction that integrate φ_a φ_b |det J| exactly (the mass matrix): on quadrilaterals the
-/// shapes and det J are of degree 1 per direction (degree 3 in all), on triangles the
-/// integrand is of total degree 2 (the collapsed rule of 2 points is exact to 2), on
-/// hexahedra det J is of degree 2 per direction (degree 4).
+/// Gauss points per direction that integrate φ_a φ_b |det J| exactly (the mass matrix): on
+/// quadrilaterals the shapes and det J are of degree 1 per direction (degree 3 in all), on
+/// triangles the integrand is of total degree 2 (the collapsed rule of 2 points is exact to
+/// 2), on hexahedra det J is of degree 2 per direction (degree 4).
 fn mass_gauss_points(element: Element) -> usize {
     match element {
         Element::Q1 | Element::P1 => 2,
@@ -544,7 +544,7 @@ mod tests {
         assert!(dofs.to_nodal_block(&[]).is_empty());
     }
 
-    /// SPEC §1: the Q1 stencil is 8/3 on the diagonal and -1/3 for all 8 neighbours,
+    /// docs/mathematics.md §1: the Q1 stencil is 8/3 on the diagonal and -1/3 for all 8 neighbours,
     /// independent of h; P1 on right triangles gives the 5-point stencil 4, -1 (and exact
     /// zeros for the diagonal couplings).
     #[test]

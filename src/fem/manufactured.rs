@@ -1,4 +1,4 @@
-//! The manufactured Poisson solution of SPEC §1: u = Π_d sin(kπ x_d) with -Δu = f,
+//! The manufactured Poisson solution of docs/mathematics.md §1: u = Π_d sin(kπ x_d) with -Δu = f,
 //! zero on the boundary of the unit square or cube for integer k.
 
 use std::f64::consts::PI;

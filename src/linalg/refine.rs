@@ -1,5 +1,5 @@
 //! Iterative refinement in f64 around a low-precision inner solve, with residual scaling
-//! (SPEC §3.2; PSC-IR of §2.5 and MP-MG of §3 are this one loop with different inner
+//! (docs/mathematics.md §4; PSC-IR of §3 and MP-MG of §4 are this one loop with different inner
 //! operators):
 //!
 //! ```text

@@ -234,9 +234,10 @@ impl CoarseMesh {
         )
     }
 
-    /// The coarse mesh of the flow around a square (SPEC §2.6): the channel [0, 4] × [0, 1]
-    /// around the obstacle [5/4, 7/4] × [1/4, 3/4], 28 P1 triangles, 7 interior vertices,
-    /// boundary parts `inflow` (x = 0), `outflow` (x = 4), `walls` (y = 0, 1), `obstacle`.
+    /// The coarse mesh of the flow around a square (docs/mathematics.md §1): the channel
+    /// [0, 4] × [0, 1] around the obstacle [5/4, 7/4] × [1/4, 3/4], 28 P1 triangles, 7
+    /// interior vertices, boundary parts `inflow` (x = 0), `outflow` (x = 4), `walls` (y =
+    /// 0, 1), `obstacle`.
     ///
     /// The unit squares [0,1], [2,3], [3,4] × [0,1] are cut by both diagonals; the ring
     /// [1,2] × [0,1] around the obstacle into four trapezoids, each with a vertex on its

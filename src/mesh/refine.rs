@@ -349,7 +349,8 @@ mod tests {
         counts
     }
 
-    /// SPEC §2.6: N = 228,480 interior nodes at L = 7; |C| = 7, 42, 196, 840 at L0 = 0…3.
+    /// docs/mathematics.md §8.1: N = 228,480 interior nodes at L = 7; |C| = 7, 42, 196, 840
+    /// at L0 = 0…3.
     #[test]
     fn flow_around_square_counts_match_spec() {
         let coarse = CoarseMesh::flow_around_square();

@@ -14,7 +14,7 @@ use crate::error::Result;
 pub enum MeshKind {
     UnitSquare,
     UnitCube,
-    /// The flow around a square of SPEC §2.6, refined uniformly.
+    /// The flow around a square of docs/mathematics.md §1, refined uniformly.
     FlowAroundSquare,
     /// A coarse mesh from a Gmsh file, refined uniformly.
     Gmsh,

@@ -4,7 +4,7 @@ use super::{check_node_count, BoundaryEdge, BoundaryParts, Element, Mesh2d};
 use crate::error::{Error, Result};
 
 /// Hierarchical-basis parents of a node new on some level: its value in the nodal basis is
-/// the mean of its parents' (SPEC §2.1). Coarse (level-0) nodes have none.
+/// the mean of its parents' (docs/mathematics.md §3). Coarse (level-0) nodes have none.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Parents {
     None,
@@ -272,7 +272,7 @@ mod tests {
         (c, e, i)
     }
 
-    /// |C|, |E|, |I| as in SPEC §2.3 and its Table 1 (h = 1/256).
+    /// |C|, |E|, |I| as in docs/mathematics.md §3 (class sizes) and §8.1 (Table 1, h = 1/256).
     #[test]
     fn node_class_counts_match_spec() {
         for (n0, levels, expected) in [

@@ -1,5 +1,5 @@
 //! Geometric multigrid for Poisson, with a precision per level, inside f64 iterative
-//! refinement (MP-MG, SPEC §3), and the f64 baseline.
+//! refinement (MP-MG, docs/mathematics.md §4), and the f64 baseline.
 //!
 //! - [`schedule`]: precision schedules (D_MG, H_MG, DSH_MG, HSD_MG presets), smoothers,
 //!   level counts

@@ -1,7 +1,7 @@
 //! The multigrid solver: set-up of the level hierarchy, the V-cycle across precisions (a
 //! [`LinOp`]: one cycle from zero), and the two ways of using it — inside f64 iterative
-//! refinement with residual scaling (SPEC §3.2, any precision schedule; the refinement of
-//! `linalg`) and stand-alone on the f64 system (the baseline).
+//! refinement with residual scaling (docs/mathematics.md §4, any precision schedule; the
+//! refinement of `linalg`) and stand-alone on the f64 system (the baseline).
 
 use std::sync::Arc;
 
@@ -26,9 +26,9 @@ pub struct MgParams {
     /// Its length is the number of levels.
     pub schedule: Vec<Precision>,
     pub smoother: Smoother,
-    /// Residual the coarsest-level CG stops at: absolute inside refinement (SPEC §3.1: 1e-4,
-    /// on the scaled residual), relative to the coarse right-hand side in the stand-alone
-    /// cycle (whose residuals shrink towards zero).
+    /// Residual the coarsest-level CG stops at: absolute inside refinement
+    /// (docs/mathematics.md §4: 1e-4, on the scaled residual), relative to the coarse
+    /// right-hand side in the stand-alone cycle (whose residuals shrink towards zero).
     pub base_tolerance: f64,
     /// Scale residuals into range where they enter a lower precision: by α = ‖r‖₂ at the
     /// refinement level, by the largest magnitude where the cycle enters an f16 level.
@@ -50,8 +50,8 @@ pub enum NullSpace {
 /// When iterative refinement (or the stand-alone cycle) stops.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StopParams {
-    /// Stop a column when ‖b − A u‖₂ ≤ max(rtol·‖b‖₂, atol) (SPEC §3.2: atol = 1e-9,
-    /// rtol = 0).
+    /// Stop a column when ‖b − A u‖₂ ≤ max(rtol·‖b‖₂, atol) (the source's rule,
+    /// docs/mathematics.md §4: atol = 1e-9, rtol = 0).
     pub rtol: f64,
     pub atol: f64,
     pub max_iterations: usize,
@@ -107,7 +107,7 @@ pub fn galerkin_product(p: &Csr<f64>, a: &Csr<f64>) -> Result<Csr<f64>> {
     Csr::new(m.nrows(), m.ncols(), row_ptr, col_idx, values)
 }
 
-/// The initial guess of SPEC §3.2: uniform random in [0, 1), reproducible from `seed`
+/// The initial guess of docs/mathematics.md §4: uniform random in [0, 1), reproducible from `seed`
 /// (ChaCha8, the same stream on every machine).
 pub fn random_initial_guess(len: usize, seed: u64) -> Vec<f64> {
     use rand::{Rng, SeedableRng};
@@ -740,9 +740,9 @@ impl<D: MultigridDevice> Multigrid<D> {
     }
 
     /// Solves A u = b for node-major f64 blocks on the device by f64 iterative refinement
-    /// around one V-cycle per step (SPEC §3.2); `u` holds the initial guess on entry and the
-    /// solution on return, both in the hierarchy's order ([`Multigrid::order`]). Allocates
-    /// nothing after [`Multigrid::prepare`].
+    /// around one V-cycle per step (docs/mathematics.md §4); `u` holds the initial guess on
+    /// entry and the solution on return, both in the hierarchy's order
+    /// ([`Multigrid::order`]). Allocates nothing after [`Multigrid::prepare`].
     pub fn solve_blocks(
         &mut self,
         b: &Block<D>,
@@ -834,8 +834,8 @@ impl<D: MultigridDevice> Multigrid<D> {
     }
 
     /// Solves A u = b for the column-major N × nrhs host block `b` by f64 iterative
-    /// refinement around one V-cycle per step (SPEC §3.2); `u` holds the initial guess on
-    /// entry and the solution on return.
+    /// refinement around one V-cycle per step (docs/mathematics.md §4); `u` holds the
+    /// initial guess on entry and the solution on return.
     pub fn solve_refined(
         &mut self,
         b: &[f64],

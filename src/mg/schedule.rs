@@ -1,5 +1,5 @@
 //! What a multigrid solve is configured with: the precision of every level (a list, with
-//! the variants of SPEC §3.3 as presets), the smoother, the number of levels.
+//! the variants of docs/mathematics.md §4 as presets), the smoother, the number of levels.
 
 use std::fmt;
 use std::str::FromStr;
@@ -7,7 +7,7 @@ use std::str::FromStr;
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 
-/// The named precision schedules of SPEC §3.3.
+/// The named precision schedules of docs/mathematics.md §4.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
     /// Every level and the base solve in f64.
@@ -85,14 +85,14 @@ pub struct Smoother {
 }
 
 impl Smoother {
-    /// The MP-MG smoother (SPEC §3.1): ω = 2/3, 3 + 3 steps.
+    /// The MP-MG smoother (docs/mathematics.md §4): ω = 2/3, 3 + 3 steps.
     pub const JACOBI: Smoother = Smoother {
         omega: 2.0 / 3.0,
         pre: 3,
         post: 3,
     };
-    /// The PSC paper's comparison multigrid (SPEC §2.7): "Richardson" x += 0.3 D⁻¹(b − Ax),
-    /// 4 + 4 steps.
+    /// The PSC paper's comparison multigrid (docs/mathematics.md §8.1): "Richardson" x +=
+    /// 0.3 D⁻¹(b − Ax), 4 + 4 steps.
     pub const RICHARDSON: Smoother = Smoother {
         omega: 0.3,
         pre: 4,
@@ -156,8 +156,8 @@ impl Smoother {
     }
 }
 
-/// Coarsest cells per direction the default hierarchy stops at (SPEC §3.4: 4096² cells
-/// over 10 levels leaves 8² coarse cells).
+/// Coarsest cells per direction the default hierarchy stops at (docs/mathematics.md §8.2:
+/// 4096² cells over 10 levels leaves 8² coarse cells).
 pub const DEFAULT_COARSEST_CELLS: usize = 8;
 
 /// Levels of the default hierarchy on n cells per direction: halve while n stays even and

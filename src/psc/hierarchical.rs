@@ -1,8 +1,9 @@
-//! The hierarchical-basis transform S of SPEC §2.1 on the unknowns of a refined mesh: S
-//! maps hierarchical coefficients to nodal values. Solves apply S and Sᵀ level by level in
-//! O(N) (the device's `hierarchical_transform`): on the unit square's grid directly, on
-//! any other refined mesh through the sparse rows of each level's parent matrix N_k. S is
-//! never formed densely (its sparse form is built once for the set-up, Ã = SᵀAS).
+//! The hierarchical-basis transform S of docs/mathematics.md §3 on the unknowns of a
+//! refined mesh: S maps hierarchical coefficients to nodal values. Solves apply S and Sᵀ
+//! level by level in O(N) (the device's `hierarchical_transform`): on the unit square's
+//! grid directly, on any other refined mesh through the sparse rows of each level's parent
+//! matrix N_k. S is never formed densely (its sparse form is built once for the set-up, Ã =
+//! SᵀAS).
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
-//! The figures of SPEC §2.6 (Table 1) for a PSC set-up: class sizes, the groups of
-//! identical macro elements, condition numbers of the blocks, storage relative to the FEM
-//! matrix; optionally the whole-matrix condition numbers of A, SᵀAS and the prehandled
-//! matrix.
+//! The figures of the PSC paper's Table 1 (docs/mathematics.md §8.1) for a PSC set-up:
+//! class sizes, the groups of identical macro elements, condition numbers of the blocks,
+//! storage relative to the FEM matrix; optionally the whole-matrix condition numbers of A,
+//! SᵀAS and the prehandled matrix.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -117,7 +117,7 @@ pub struct GroupInfo {
     pub kappa: f64,
 }
 
-/// Spectral condition numbers of the whole matrices (SPEC §2.6, below Table 1).
+/// Spectral condition numbers of the whole matrices (docs/mathematics.md §8.1).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct WholeConditionNumbers {
     pub kappa_a: f64,

@@ -1,7 +1,7 @@
-//! Macro elements for PSC (SPEC §2.3): a consistent local numbering of the nodes inside a
-//! macro element, the symmetries of that numbering, and the detection of groups of
-//! identical I-blocks (C_g) up to such a symmetry, so that similar macro elements, mirror
-//! images included, share one C_g⁻¹.
+//! Macro elements for PSC (docs/mathematics.md §3): a consistent local numbering of the
+//! nodes inside a macro element, the symmetries of that numbering, and the detection of
+//! groups of identical I-blocks (C_g) up to such a symmetry, so that similar macro
+//! elements, mirror images included, share one C_g⁻¹.
 
 use crate::mesh::Element;
 

@@ -1,4 +1,4 @@
-//! The Prehandling-Schur-Complement solvers (SPEC §2): hierarchical basis, partial
+//! The Prehandling-Schur-Complement solvers (docs/mathematics.md §3): hierarchical basis, partial
 //! Cholesky, node classes C/E/I (the set-up, f64 on the host, cached in HDF5), the methods
 //! M1, M2 (direct) and M3 (CG on the C/E system) on blocks of right-hand sides in f64, f32
 //! or f16 on any device (a `LinOp`), and PSC-IR (f64 iterative refinement around a

@@ -1,4 +1,4 @@
-//! The PSC solve (SPEC §2.4) on n × Nrhs blocks on any device, for the three methods:
+//! The PSC solve (docs/mathematics.md §3) on n × Nrhs blocks on any device, for the three methods:
 //!
 //!   b ↦ Sᵀb ↦ L⁻¹ ↦ [C/E system] ↦ x_I = C⁻¹(b_I − Dᵀx_E) ↦ L⁻ᵀ ↦ S,
 //!
@@ -357,12 +357,12 @@ pub struct InnerCg {
 
 impl InnerCg {
     /// The iterations a CG of a run or benchmark may take (κ(Π) ≤ 25 on the meshes of
-    /// SPEC §2.6: 20 to 60 iterations reach 1e-12).
+    /// docs/mathematics.md §8.1: 20 to 60 iterations reach 1e-12).
     pub const MAX_ITERATIONS: usize = 1000;
 
     /// M3 alone for a nodal relative residual of about `rtol`: CG to rtol/10 on the
     /// prehandled system, whose residual is another norm (the nodal one measured 1.5 to 4
-    /// times the prehandled at h = 1/512 and 1/1024, docs/performance.md).
+    /// times the prehandled at h = 1/512 and 1/1024, docs/mathematics.md §3).
     pub fn alone_for_nodal(rtol: f64) -> Self {
         InnerCg::alone(rtol / 10.0, Self::MAX_ITERATIONS)
     }
@@ -729,10 +729,10 @@ impl<D: PscDevice> PscOperator<D> {
         Ok(())
     }
 
-    /// out = M v for a symmetric dense inverse M (stored in S, `rows` × `rows`): a GEMM of a
-    /// symmetric operand (`symm`) on blocks, a streaming SYMV (one pass over M's lower triangle where the device can,
-    /// widened on the fly for f16) for one right-hand side. `low` is v's storage-precision
-    /// copy.
+    /// out = M v for a symmetric dense inverse M (stored in S, `rows` × `rows`): a GEMM of
+    /// a symmetric operand (`symm`) on blocks, a streaming SYMV (one pass over M's lower
+    /// triangle where the device can, widened on the fly for f16) for one right-hand side.
+    /// `low` is v's storage-precision copy.
     fn dense_inverse(
         &self,
         m: &Data<D>,

@@ -1,7 +1,7 @@
-//! PSC-IR (SPEC §2.5 with the residual scaling of §3.2): a low-precision PSC solve (M1, M2
-//! or M3) as the inner solver of f64 iterative refinement on the nodal system (the
-//! refinement of `linalg`, with the f64 stiffness matrix on the device), column by column
-//! scaled:
+//! PSC-IR (docs/mathematics.md §3, item 5; the loop and its scaling as in §4): a
+//! low-precision PSC solve (M1, M2 or M3) as the inner solver of f64 iterative refinement
+//! on the nodal system (the refinement of `linalg`, with the f64 stiffness matrix on the
+//! device), column by column scaled:
 //!
 //!   r = b − A x (f64);  while ‖r‖₂/‖b‖₂ > tol: α = ‖r‖₂, c = PSC(r/α), x += α c, r −= α A c.
 

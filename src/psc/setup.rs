@@ -1,8 +1,8 @@
-//! The PSC set-up in f64 (SPEC §2.2–2.4): Ã = SᵀAS, the node classes C, E, I with I
+//! The PSC set-up in f64 (docs/mathematics.md §3): Ã = SᵀAS, the node classes C, E, I with I
 //! numbered macro element by macro element in one geometric order, groups of identical
 //! macro-element blocks (detected, not assumed), the partial Cholesky scaling, the blocks
 //! B = A_CE, E = A_EE, D = A_EI, the inverses C_g⁻¹, and what the method stores besides
-//! (SPEC §2.4): Π⁻¹ for M1 (Π = Λ − BᵀB, Λ = E − D C⁻¹ Dᵀ), Λ⁻¹ and Θ⁻¹ for M2
+//! (docs/mathematics.md §3): Π⁻¹ for M1 (Π = Λ − BᵀB, Λ = E − D C⁻¹ Dᵀ), Λ⁻¹ and Θ⁻¹ for M2
 //! (Θ = I − B Λ⁻¹ Bᵀ), the sparse E for M3 (nothing dense of size |E|).
 
 use faer::linalg::solvers::DenseSolveCore;
@@ -38,8 +38,8 @@ impl Group {
     }
 }
 
-/// The PSC methods of SPEC §2.4. They share the transforms, C_g⁻¹, B and D; they differ in
-/// what they store for the C/E system and how they solve it.
+/// The PSC methods of docs/mathematics.md §3. They share the transforms, C_g⁻¹, B and D;
+/// they differ in what they store for the C/E system and how they solve it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PscMethod {
     /// Direct: Π⁻¹ (dense |E|×|E|).
@@ -237,7 +237,7 @@ pub fn refinement_levels(n: usize, n0: usize) -> Result<usize> {
     Ok(ratio.trailing_zeros() as usize)
 }
 
-/// |C| and |E| on the unit square of n×n cells refined from n0×n0 (SPEC §2.3).
+/// |C| and |E| on the unit square of n×n cells refined from n0×n0 (docs/mathematics.md §3).
 pub fn class_counts(element: Element, n: usize, n0: usize) -> (usize, usize) {
     let (n, n0) = (n as isize, n0 as isize);
     let c = (n0 - 1) * (n0 - 1);

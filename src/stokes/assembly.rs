@@ -1,4 +1,4 @@
-//! Q2-Q1 Taylor-Hood assembly on the uniform unit-square mesh (SPEC §1, Stokes), the
+//! Q2-Q1 Taylor-Hood assembly on the uniform unit-square mesh (docs/mathematics.md §1, Stokes), the
 //! manufactured solution, and the L2 errors of a discrete solution.
 //!
 //! Weak form (ν = 1): (∇u, ∇v) − (p, ∇·v) = (f, v), −(q, ∇·u) = 0, so the block matrix is
@@ -12,8 +12,8 @@ use super::lattice::{
 };
 use crate::fem::gauss_legendre_unit;
 
-/// The exact solution of SPEC §1: u = (a(x) b(y), −a(y) b(x)) with a(s) = s(1−s)(2s−1),
-/// b(s) = 6s² − 6s + 1 = −a'(s); p = x² − 3y² + (8/3)xy (mean zero). ∇·u = 0.
+/// The exact solution of docs/mathematics.md §1: u = (a(x) b(y), −a(y) b(x)) with a(s) =
+/// s(1−s)(2s−1), b(s) = 6s² − 6s + 1 = −a'(s); p = x² − 3y² + (8/3)xy (mean zero). ∇·u = 0.
 pub mod exact {
     fn a(s: f64) -> f64 {
         s * (1.0 - s) * (2.0 * s - 1.0)

@@ -1,4 +1,4 @@
-//! Block-triangular preconditioner (SPEC §4.2): δp from −M δp = r_p, then δu from
+//! Block-triangular preconditioner (docs/mathematics.md §7): δp from −M δp = r_p, then δu from
 //! L δu = r_u − Bᵀ δp, each block solved inexactly by three V(3,3) multigrid cycles with
 //! weighted Jacobi (weight 0.6 on the pressure mass matrix M, 1.0 on the Laplacian L) and
 //! an exact coarsest solve. M stands in for the Schur complement −B L⁻¹ Bᵀ (ν = 1).

@@ -1,8 +1,8 @@
-//! The structured Q2-Q1 storage of SPEC §4.1 as assembled on the host (f64): every row's
-//! coefficients in a fixed window of its 2×2-element patch, set by set, no column indices
-//! (the layout is described in `device::stencil`). The set-up reads entries from it (patch
-//! matrices, the coarsest dense matrix, the Schur stencil) and uploads it to the device in
-//! the solve's precision; the stencil kernels run there.
+//! The structured Q2-Q1 storage of docs/mathematics.md §7 as assembled on the host (f64):
+//! every row's coefficients in a fixed window of its 2×2-element patch, set by set, no
+//! column indices (the layout is described in `device::stencil`). The set-up reads entries
+//! from it (patch matrices, the coarsest dense matrix, the Schur stencil) and uploads it to
+//! the device in the solve's precision; the stencil kernels run there.
 
 use std::ops::Range;
 

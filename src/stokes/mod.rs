@@ -1,4 +1,4 @@
-//! Q2-Q1 Stokes on the uniform unit-square mesh (SPEC §1 and §4): structured stencil
+//! Q2-Q1 Stokes on the uniform unit-square mesh (docs/mathematics.md §1 and §7): structured stencil
 //! storage, FGMRES in f64, preconditioned by monolithic multigrid (Vanka, Braess-Sarazin,
 //! Schur-Uzawa relaxation) or the block-triangular preconditioner, each in f64, f32, or
 //! f32 arithmetic on f16 storage.
@@ -47,7 +47,7 @@ pub const BRAESS_SARAZIN_DEFAULT: SchurParams = SchurParams {
     jacobi_weight: 1.0,
 };
 
-/// Schur-Uzawa as published (SPEC §4.2): t = 1, Jacobi weight 0.4; one Jacobi step
+/// Schur-Uzawa as published (docs/mathematics.md §7): t = 1, Jacobi weight 0.4; one Jacobi step
 /// (more steps make it worse here: docs/performance.md, "Stokes: tuning").
 pub const SCHUR_UZAWA_DEFAULT: SchurParams = SchurParams {
     t: 1.0,

@@ -1,7 +1,7 @@
-//! Monolithic multigrid V(1,1) for the whole Stokes system (SPEC §4.2): FE interpolation
-//! for Q2 and Q1, restriction = transpose, coarse operators rediscretised (equal to the
-//! Galerkin products for nested spaces), an exact solve on the coarsest mesh, and one of
-//! three relaxations: additive Vanka, inexact Braess-Sarazin, Schur-Uzawa.
+//! Monolithic multigrid V(1,1) for the whole Stokes system (docs/mathematics.md §7): FE
+//! interpolation for Q2 and Q1, restriction = transpose, coarse operators rediscretised
+//! (equal to the Galerkin products for nested spaces), an exact solve on the coarsest mesh,
+//! and one of three relaxations: additive Vanka, inexact Braess-Sarazin, Schur-Uzawa.
 //!
 //! Everything inside runs in the compute precision of S (f64, or f32 with S = f32/f16
 //! storage); the caller converts at the boundary (the f64 FGMRES).
@@ -443,8 +443,8 @@ fn relax<D: Kernels>(dev: &D, level: &mut Level<D>, zero_guess: bool) -> Result<
     }
 }
 
-/// Braess-Sarazin (inexact, Zulehner) or Schur-Uzawa relaxation (SPEC §4.2), written with
-/// the positive Ŝ = (1/t) B D⁻¹ Bᵀ = −S:
+/// Braess-Sarazin (inexact, Zulehner) or Schur-Uzawa relaxation (docs/mathematics.md §7),
+/// written with the positive Ŝ = (1/t) B D⁻¹ Bᵀ = −S:
 /// - Braess-Sarazin: Ŝ δp = (1/t) B D⁻¹ r_u − r_p (Jacobi), δu = (1/t) D⁻¹ (r_u − Bᵀ δp),
 ///   x += ω (δu, δp);
 /// - Schur-Uzawa: δu = (1/t) D⁻¹ r_u, Ŝ δp = B δu − r_p (Jacobi), x += (δu, δp).

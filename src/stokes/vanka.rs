@@ -1,6 +1,6 @@
-//! Additive Vanka relaxation (SPEC §4.2): one patch per pressure node (i, j) = its pressure
-//! unknown and the velocity unknowns of its (up to) 2×2 elements, lattice nodes
-//! 2i−2..2i+2 × 2j−2..2j+2 (51 unknowns inside the domain).
+//! Additive Vanka relaxation (docs/mathematics.md §7): one patch per pressure node (i, j) =
+//! its pressure unknown and the velocity unknowns of its (up to) 2×2 elements, lattice
+//! nodes 2i−2..2i+2 × 2j−2..2j+2 (51 unknowns inside the domain).
 //!
 //! Every patch uses the same 51 slots: velocity component c at lattice offset (dI, dJ) is
 //! slot 25c + 5(dJ+2) + (dI+2), the pressure slot 50. Slots outside the domain or on the

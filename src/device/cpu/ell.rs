@@ -173,13 +173,14 @@ type BlockRowsArgs<'a, S> = (
 );
 
 per_simd_level! {
-    /// One sub-block of rows of a pass over A with a block of at least two columns, fused: per
-    /// tile of [`simd::TILE`] columns and row, A x from the stored x (converted as it is read),
-    /// the op, the output rounded into storage, and the tile's Σ v² and max |v| (added into
-    /// `part` at the end of the sub-block). Only the statistics go through (L1) scratch. Each
-    /// column keeps the order of operations of [`tile_row_sum`] (even and odd slots apart) and of
-    /// [`record_stats`](super::vector::record_stats) (Σ v² in f64 over four interleaved rows), so a column gets the same
-    /// result and statistics alone and inside a block.
+    /// One sub-block of rows of a pass over A with a block of at least two columns, fused:
+    /// per tile of [`simd::TILE`] columns and row, A x from the stored x (converted as it
+    /// is read), the op, the output rounded into storage, and the tile's Σ v² and max |v|
+    /// (added into `part` at the end of the sub-block). Only the statistics go through (L1)
+    /// scratch. Each column keeps the order of operations of [`tile_row_sum`] (even and odd
+    /// slots apart) and of [`record_stats`](super::vector::record_stats) (Σ v² in f64 over
+    /// four interleaved rows), so a column gets the same result and statistics alone and
+    /// inside a block.
     fn block_rows<S>(BlockRowsArgs<'_, S>) => block_rows_portable
 }
 
@@ -520,11 +521,13 @@ type SliceRowsArgs<'a, S> = (
 );
 
 per_simd_level! {
-    /// One sub-block of a pass over A with one column, fused: per slice of 16 rows (the vector
-    /// lanes) the slice's A x (values converted as they are read, x gathered at each slot's
-    /// columns, [`TileIo::gather`]; even and odd slots summed apart as in [`tile_row_sum`]), the op
-    /// (the diagonal from slot 0), the output rounded into storage, and Σ v² and max |v| in the
-    /// order of [`record_stats`](super::vector::record_stats) (row r to lane r mod 4), added into `part` at the end.
+    /// One sub-block of a pass over A with one column, fused: per slice of 16 rows (the
+    /// vector lanes) the slice's A x (values converted as they are read, x gathered at each
+    /// slot's columns, [`TileIo::gather`]; even and odd slots summed apart as in
+    /// [`tile_row_sum`]), the op (the diagonal from slot 0), the output rounded into
+    /// storage, and Σ v² and max |v| in the order of
+    /// [`record_stats`](super::vector::record_stats) (row r to lane r mod 4), added into
+    /// `part` at the end.
     fn slice_rows<S>(SliceRowsArgs<'_, S>) => slice_rows_portable
 }
 
@@ -733,9 +736,10 @@ type JacobiBlockArgs<'a, S> = (
 );
 
 per_simd_level! {
-    /// One chunk of [`jacobi_from_zero`] with a block of columns, fused: per row and tile of
-    /// columns out = (ω / d) b, converted as it is read and written, with the statistics of
-    /// [`record_tile`] (one fold per chunk, as [`record_stats`](super::vector::record_stats) on the whole chunk did).
+    /// One chunk of [`jacobi_from_zero`] with a block of columns, fused: per row and tile
+    /// of columns out = (ω / d) b, converted as it is read and written, with the statistics
+    /// of [`record_tile`] (one fold per chunk, as
+    /// [`record_stats`](super::vector::record_stats) on the whole chunk did).
     fn jacobi_block_rows<S>(JacobiBlockArgs<'_, S>) => jacobi_block_rows_portable
 }
 
@@ -781,9 +785,10 @@ fn jacobi_tile<S: Storage + TileIo, const LEVEL: u8>(
 type JacobiRowsArgs<'a, S> = (&'a [S], &'a [S], Compute<S>, &'a mut [S], &'a mut [f64]);
 
 per_simd_level! {
-    /// One chunk of [`jacobi_from_zero`] with one column, fused: per tile of 16 rows
-    /// out = (ω / d) b, converted as it is read and written, with the statistics of
-    /// [`record_stats`](super::vector::record_stats) (one fold per chunk, as its call on the whole chunk did).
+    /// One chunk of [`jacobi_from_zero`] with one column, fused: per tile of 16 rows out =
+    /// (ω / d) b, converted as it is read and written, with the statistics of
+    /// [`record_stats`](super::vector::record_stats) (one fold per chunk, as its call on
+    /// the whole chunk did).
     fn jacobi_rows<S>(JacobiRowsArgs<'_, S>) => jacobi_rows_portable
 }
 
@@ -806,9 +811,9 @@ fn jacobi_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
     stats.fold(part, S::MAX);
 }
 
-/// The refinement update (SPEC §3.2), fused: u_c += α_c c_c and r_c −= α_c (A c)_c, with A
-/// in f64 and the correction in X. Statistics: Σ r² of the new residual, max |c| of the
-/// correction.
+/// The refinement update (docs/mathematics.md §4), fused: u_c += α_c c_c and r_c −= α_c (A
+/// c)_c, with A in f64 and the correction in X. Statistics: Σ r² of the new residual, max
+/// |c| of the correction.
 fn refinement_update<X: Storage + TileIo>(
     a: &Ell<'_, f64>,
     correction: &[X],
@@ -905,10 +910,10 @@ fn update_slices_portable<X: Storage + TileIo, const LEVEL: u8>(
     fold_column(part, 1, 0, lanes, top, f64::INFINITY);
 }
 
-/// [`refinement_update`] for blocks of two or more columns: per row and tile of columns,
-/// c read where it is (converted to f64 as it is read), A c summed as in
-/// [`tile_row_sum`], u and r updated, Σ r² in the order of [`record_stats`](super::vector::record_stats) and max |c| of the
-/// row's own correction; no widened bands.
+/// [`refinement_update`] for blocks of two or more columns: per row and tile of columns, c
+/// read where it is (converted to f64 as it is read), A c summed as in [`tile_row_sum`], u
+/// and r updated, Σ r² in the order of [`record_stats`](super::vector::record_stats) and
+/// max |c| of the row's own correction; no widened bands.
 fn refinement_update_block<X: Storage + TileIo>(
     a: &Ell<'_, f64>,
     correction: &[X],

@@ -1,6 +1,6 @@
-//! The set-up's dense inversions on the GPU (SPEC §2.4: Π⁻¹ = (Λ − BᵀB)⁻¹, M2's Λ⁻¹), in
-//! f64 with cuSOLVER's and cuBLAS's 64-bit interfaces (|E|² = 3.8·10⁹ entries at
-//! h = 1/1024 is past 32-bit indexing):
+//! The set-up's dense inversions on the GPU (docs/mathematics.md §3: Π⁻¹ = (Λ − BᵀB)⁻¹,
+//! M2's Λ⁻¹), in f64 with cuSOLVER's and cuBLAS's 64-bit interfaces (|E|² = 3.8·10⁹ entries
+//! at h = 1/1024 is past 32-bit indexing):
 //!
 //!   A ← A − GᵀG (SYRK, lower), A = LLᵀ (potrf), L ← L⁻¹ (by blocks), A⁻¹ = L⁻ᵀL⁻¹,
 //!
