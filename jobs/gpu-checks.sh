@@ -1,31 +1,44 @@
 #!/usr/bin/env bash
-# The GPU checks of issues 15/16 in one call on a lent GPU machine (no Rust there): unpack
-# the bundle (make bundle, carried as target/bundle/tensorfem-gpu.tar.gz), run the CUDA
-# tests against the CPU, then the ceilings, the PSC benchmark and the PSC methods side by
-# side on the device. Every step has its own time limit and the whole stays inside
-# DEADLINE seconds (steps that would start later are listed as skipped), so one short call
-# brings back as much as it can even when an early step fails. Output goes to
-# ${OUT:-out/gpu-checks}/, one file per kind of step (00-device … 99-steps: ten, and two
-# CSVs with profile; a lent machine may return fewer, so pack $OUT into one archive or
-# split the parts over calls).
+# The GPU checks in one call on a lent GPU machine (no Rust there): unpacks the bundle
+# (`make bundle`, carried as target/bundle/tensorfem-gpu.tar.gz), runs the CUDA tests
+# against the CPU (the kernels one by one, then the ::cuda variants of the solver tests;
+# a test binary that meets an illegal address runs again under compute-sanitizer), then on
+# the device: the ceilings, the PSC benchmark table, PSC-IR, and with PARTS the PSC
+# methods, a kernel profile, multigrid, Stokes and a campaign. Every step has its own time
+# limit and the whole stays inside DEADLINE seconds (steps that would start later are
+# listed as skipped), so one short call brings back as much as it can even when an early
+# step fails.
 #
-#   jobs/gpu-checks.sh [SIZES]      SIZES: "n:n0" pairs for bench psc (default 512:16 256:16)
+# Usage (from the repository root of the copy on the GPU machine):
+#   DEADLINE=540 jobs/gpu-checks.sh [SIZES]      SIZES: "n:n0" pairs for bench psc (default 512:16 256:16)
 #   DEADLINE=360 PARTS="tests profile" jobs/gpu-checks.sh
-#
-# PARTS (default tests bench wide refine): tests (the CUDA tests), bench (ceilings and the
-# Q1 PSC table: every precision, 1, 64 and 1024 columns), wide (4096 columns too), p1 (the
-# table for P1), refine (PSC-IR to 1e-10 around M1 at the first size and around M3 at
-# h = 1/1024), profile (the time of every kernel of one f16 M1 apply on 1024 columns, by
-# Nsight Compute; and of one apply on 1 column), methods (M1/M2/M3 side by side, each set
-# up on the host), mg (multigrid on the device: every precision schedule at 4096² with one
-# column, 1024² with 64 columns, 128³), stokes (every Stokes preconditioner in f32 at 512²,
-# tuned Vanka and Braess-Sarazin at 1024²), setup (M1 at h = 1/1024, h0 = 1/32: its Π⁻¹
-# inverted on the GPU with cuSOLVER, then f16 and TF32 applies on 1 and 1024 columns, and
-# PSC-IR against the sparse Cholesky on 64 columns),
-# campaign (the quickstart's campaign at h = 1/512 on the GPU: 4096 time steps in batches of
-# 1024, M1 f16 inside f64 refinement to 1e-10, on one rank and on two sharing the GPU, with
-# the solver alone beside it; CAMPAIGN_N, CAMPAIGN_STEPS, CAMPAIGN_BATCH and
-# CAMPAIGN_BACKEND change the size and device, to try the part on a machine without a GPU).
+# Environment:
+#   DEADLINE  seconds the whole may take (default 360)
+#   OUT       output directory (default out/gpu-checks)
+#   PARTS     the parts to run (default "tests bench wide refine"):
+#     tests (the CUDA tests), bench (ceilings and the Q1 PSC table: every precision, 1, 64
+#     and 1024 columns), wide (4096 columns too), p1 (the table for P1), refine (PSC-IR to
+#     1e-10 around M1 at the first size and around M3 at h = 1/1024), profile (the time of
+#     every kernel of one f16 M1 apply on 1024 columns, by Nsight Compute, and of one apply on
+#     1 column; the stages of an apply timed by the bench itself), methods (M1/M2/M3 side by
+#     side, each set up on the host), mg (multigrid on the device: every precision schedule
+#     at 4096² with one column, 1024² with 64 columns, 128³; each kernel alone), stokes
+#     (every Stokes preconditioner in f32 at 512², tuned Vanka and Braess-Sarazin at
+#     1024²), setup (M1 at h = 1/1024, h0 = 1/32: its Π⁻¹ inverted on the GPU with
+#     cuSOLVER, then f16 and TF32 applies on 1 and 1024 columns, and PSC-IR against the
+#     sparse Cholesky on 64 columns), campaign (the quickstart's campaign at h = 1/512 on
+#     the GPU: 4096 time steps in batches of 1024, M1 f16 inside f64 refinement to 1e-10, on
+#     one rank and on two sharing the GPU, with the solver alone beside it; its table by
+#     `python3 scripts/bench/table.py throughput`, which needs h5py)
+#   CAMPAIGN_N, CAMPAIGN_STEPS, CAMPAIGN_BATCH, CAMPAIGN_BACKEND  the campaign part's size
+#     and device (CAMPAIGN_BACKEND=cpu tries the part on a machine without a GPU)
+# Runtime: at most DEADLINE seconds (recorded runs on an H200: 1–8 minutes, by the parts).
+# Output: ${OUT:-out/gpu-checks}/, one file per kind of step (00-device … 99-steps: ten, and
+# two CSVs with profile, read by scripts/bench/ncu-stages.py; a lent machine may return
+# fewer, so pack $OUT into one archive or split the parts over calls). The bench files hold
+# the JSON lines among the logs: `python3 scripts/bench/table.py psc OUT/40-bench-psc.txt`
+# prints their table. Keep what a run brought back under docs/perf/<device>/ (docs/perf/h200/
+# for the H200), one folder per run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out/gpu-checks}
@@ -132,7 +145,7 @@ done
 # 1024 columns, f16.
 [[ $parts == *" profile "* ]] && bench_psc "stages-512" 60 "$out/50-psc-methods.txt" --n 512 \
   --n0 16 --nrhs 1,1024 --precision f16 --stages --runs 1
-# The PSC methods side by side (issue 18): 64 columns to 1e-10, f64 alone and f16 inside
+# The PSC methods side by side: 64 columns to 1e-10, f64 alone and f16 inside
 # PSC-IR (each method sets up on the host: slow).
 [[ $parts == *" methods "* ]] && for method in m1 m2 m3; do
   for mode in "--precision f64" "--precision f16 --refine"; do
@@ -141,7 +154,7 @@ done
       --nrhs 64 --method "$method" $mode --rtol 1e-10 --runs 1
   done
 done
-# Multigrid on the device (issue 20): every schedule to ‖r‖ ≤ 1e-6·‖b‖ from random loads,
+# Multigrid on the device: every schedule to ‖r‖ ≤ 1e-6·‖b‖ from random loads,
 # H_MG against D_MG at 4096² with one column, level matrices without indices (the goal:
 # ≥ 2.5×) and with them (≥ 1.8×), 64 columns at 1024² and
 # 3D at 128³ (set-up on the host: assembly and the levels' ELLPACK), each split into its
@@ -159,17 +172,17 @@ done
   step "mg-kernels-${args// /}" 90 "$out/70-bench-mg.txt" "$b/run" bench mg --backend cuda \
     --kernels $args
 done
-# Stokes on the device (issue 20): FGMRES to 1e-8 with each preconditioner in f32, split
+# Stokes on the device: FGMRES to 1e-8 with each preconditioner in f32, split
 # into operator, preconditioner and Krylov time by CUDA events (the goal: tuned Vanka at
 # 1024² ≤ 0.0007 ms per element); set-up (assembly, the patch inverses) on the host.
 [[ $parts == *" stokes "* ]] && step "stokes-512" 120 "$out/80-bench-stokes.txt" "$b/run" bench \
   stokes --backend cuda --n 512 --precond all --precision f32 --repeats 2
 [[ $parts == *" stokes "* ]] && step "stokes-1024" 150 "$out/80-bench-stokes.txt" "$b/run" bench \
   stokes --backend cuda --n 1024 --precond vanka-tuned,braess-sarazin --precision f32 --repeats 2
-# The campaign (issue 16): wall-time MDof/s per rank of the whole campaign (right-hand sides,
+# The campaign: wall-time MDof/s per rank of the whole campaign (right-hand sides,
 # solves, verification, checkpointed HDF5 output) next to the solver's own on one batch
 # (`bench psc --refine`, one process per rank at the same time; the first builds the operator
-# cache, so every campaign starts warm), by scripts/throughput_table.py.
+# cache, so every campaign starts warm), by scripts/bench/table.py throughput.
 if [[ $parts == *" campaign "* ]]; then
   cn=${CAMPAIGN_N:-512} csteps=${CAMPAIGN_STEPS:-4096} cbatch=${CAMPAIGN_BATCH:-1024}
   cbackend=${CAMPAIGN_BACKEND:-cuda}
@@ -191,7 +204,7 @@ if [[ $parts == *" campaign "* ]]; then
       rc=\$?; cat $run.log; exit \$rc"
     rm -rf "$run/batches"   # merged into campaign.h5; 4 GB of disk each at the default size
   done
-  step "campaign-table" 60 "$out/90-campaign.txt" python3 scripts/throughput_table.py \
+  step "campaign-table" 60 "$out/90-campaign.txt" python3 scripts/bench/table.py throughput \
     "$cdir/psc-r1" "$cdir/psc-r2"
 fi
 cat "$log"

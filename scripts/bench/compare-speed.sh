@@ -1,23 +1,36 @@
 #!/usr/bin/env bash
-# Old code against new, side by side: builds the commit OLD (default: e995a49, the commit
-# before the device-core redesign) from its exported tree with its own target directory, builds
-# the working tree, then runs every case with the old and the new binary alternately,
-# REPEATS times (default 5): bench psc (h = 1/256 and 1/512, h0 = 1/16, Nrhs 1 and 64, f32
-# and f16), bench mg (2D n = 2048 and 3D n = 128, D_MG and H_MG), bench stokes (n = 512,
-# Braess-Sarazin and tuned Vanka). Raw JSON lines (tagged with case, build and repeat) go to
-# docs/perf/compare-<host>-<date>.jsonl; scripts/compare_table.py prints the table of
-# median speed ratios (old time / new time) with their spread.
+# Old code against new on a noisy machine: builds the commit OLD from its exported tree (no
+# worktree left behind) with its own target directory, builds the working tree, then runs
+# every case with the old and the new binary alternately (which goes first alternates too),
+# REPEATS times: bench psc (h = 1/256 and 1/512, h0 = 1/16; f32 and f16 with 1 and 64
+# right-hand sides, f64 with 1), bench mg (2D n = 2048 and 3D n = 128, D_MG and H_MG),
+# bench stokes (n = 512, Braess-Sarazin and tuned Vanka). Each build fills its own PSC
+# operator cache first, untimed. The table gives per case the median over the repeats of
+# old time / new time (above 1: the new code is faster), the smallest and largest ratio,
+# and the median times.
 #
-#   scripts/compare-speed.sh [output.jsonl]
-#   OLD=<commit> REPEATS=<n> scripts/compare-speed.sh
-#   ONLY='^psc .*nrhs=1 ' scripts/compare-speed.sh   # the cases whose names match (grep -E)
+# Usage:
+#   scripts/bench/compare-speed.sh [OUTPUT.jsonl]
+#   OLD=<commit> REPEATS=<n> scripts/bench/compare-speed.sh
+#   ONLY='^psc .*nrhs=1 ' scripts/bench/compare-speed.sh   # the cases whose names match (grep -E)
+# Environment:
+#   OLD          the commit to compare with (default HEAD: the working tree's changes)
+#   REPEATS      old/new pairs per case (default 5)
+#   ONLY         an extended regular expression on the case names
+#   PERF_DEVICE  folder under docs/perf/ of the default output (default cpu-vm)
+# Runtime on 2 cores: two release builds, then about 25 minutes for every case with 5
+# repeats (ONLY='^psc .*nrhs=1 ': a few minutes).
+# Output: raw JSON lines tagged with "case", "build" (old, new) and "repeat" in
+# OUTPUT.jsonl (default docs/perf/$PERF_DEVICE/compare-<date>.jsonl); the table is printed
+# (again: python3 scripts/bench/table.py compare OUTPUT.jsonl). Builds go to
+# target/compare/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 root=$(pwd)
-old_commit=${OLD:-e995a49}
+old_commit=${OLD:-HEAD}
 repeats=${REPEATS:-5}
 work=$root/target/compare
-out=${1:-docs/perf/compare-$(hostname)-$(date +%Y%m%d).jsonl}
+out=${1:-docs/perf/${PERF_DEVICE:-cpu-vm}/compare-$(date +%Y%m%d).jsonl}
 mkdir -p "$work" "$(dirname "$out")"
 
 # The old code: the commit's tree exported (no worktree left behind), built into its own
@@ -95,4 +108,4 @@ for repeat in $(seq 1 "$repeats"); do
     fi
   done
 done
-python3 scripts/compare_table.py "$out"
+python3 scripts/bench/table.py compare "$out"

@@ -2,12 +2,9 @@
 # Campaign throughput against the solver's own: the quickstart campaign (PSC-M1 f32 + f64
 # refinement, n = 256, 32 time steps in batches of 8) and its multigrid twin (H_MG with
 # refinement, same mesh, batches and stopping rule) with a warm operator cache, on 1 and 2
-# ranks of this machine (threads per rank: the cores divided by the ranks). Prints a
-# Markdown table (docs/performance.md) with the stage split per rank.
-#
-#   scripts/bench-campaign-throughput.sh [STEPS] [REPEATS]
-#       STEPS: time steps (default 32, the quickstart's); REPEATS: runs of each campaign
-#       (default 3): the table shows the run of median campaign throughput, and the range.
+# ranks of this machine (threads per rank: the cores divided by the ranks), each campaign
+# REPEATS times; the table shows the run of median campaign throughput, the range over the
+# runs, and the stage split per rank.
 #
 # "solver-only" is `tensorfem bench` on the same solves: `bench psc --refine` (M1 f32 inside
 # f64 refinement to rtol 1e-12, 8 right-hand sides) and `bench mg --variant H_MG --nrhs 8`
@@ -15,8 +12,21 @@
 # running at the same time with the same threads as the campaign's ranks; "solve stage" is
 # the campaign's own solve time. "campaign" divides the unknowns × columns a rank solved by
 # the run's wall time (queue start to last batch written; the merge is listed apart).
+#
+# Usage:
+#   scripts/bench/campaign-throughput.sh [STEPS] [REPEATS]
+#       STEPS: time steps (default 32, the quickstart's); REPEATS: runs of each campaign
+#       (default 3).
+#
+# Needs: the release binary (make build), mpirun, h5py and numpy.
+# Runtime: a few minutes on 2 cores with the defaults (12 campaigns of a few seconds each,
+# and the solver-only benches).
+# Output: each run's config, log and campaign.h5 under out/throughput/ (NAME-K.toml,
+# NAME-K.log, NAME-K/; the solver alone in NAME.bench.jsonl); the Markdown table is printed
+# (again: python3 scripts/bench/table.py throughput out/throughput/psc-r1 …); keep it under
+# docs/perf/<device>/ with the command.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 steps="${1:-32}"
 repeats="${2:-3}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 RUST_LOG=warn
@@ -61,4 +71,4 @@ for method in psc mg; do
         runs+=("$out/$name")
     done
 done
-python3 scripts/throughput_table.py "${runs[@]}"
+python3 scripts/bench/table.py throughput "${runs[@]}"

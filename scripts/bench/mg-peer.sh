@@ -4,25 +4,36 @@
 # n = 1024 (1023² unknowns), 1 and 64 right-hand sides of standard normal loads, from zero,
 # to relative residual 1e-6 in every column, with the peer's two cycles V(2,2) ω = 0.9 and
 # V(3,3) ω = 2/3. The peer runs from its own directory with its own driver (it is not part
-# of the project); tensorfem runs `bench mg --rhs random --rtol 1e-6` with the same cycle,
-# all variants. Both use every core (OMP_NUM_THREADS / rayon). Raw JSON lines (the peer's
-# and tensorfem's, tagged) go to docs/perf/mg-peer-<host>-<date>.jsonl; the table is printed
-# by scripts/mg_peer_table.py.
+# of the project; its driver needs gcc, numpy and scipy, installed for the user's python3
+# when missing); tensorfem runs `bench mg --rhs random --rtol 1e-6` with the same cycle, all
+# variants. One case at a time, the peer first and tensorfem right after it; both use every
+# core (OMP_NUM_THREADS / rayon).
 #
-#   scripts/bench-mg-peer.sh [output.jsonl]
-#   PEERS=<dir with peer_gmg_c.py> N=<cells> REPEATS=<r> scripts/bench-mg-peer.sh
+# Usage:
+#   scripts/bench/mg-peer.sh [OUTPUT.jsonl]
+# Environment:
+#   PEERS        directory holding peer_gmg_c.py (default ../shared/peers beside the repository)
+#   N            cells per direction (default 1024)
+#   REPEATS      solves per case, the fastest kept (default 3)
+#   PERF_DEVICE  folder under docs/perf/ of the default output (default cpu-vm)
+# Runtime: the set-ups and solves of a recorded run (peer and tensorfem) add up to about 3
+# minutes on 2 cores. Builds the release binary first (cargo build --release); exits 2
+# without the peer.
+# Output: raw JSON lines (the peer's and tensorfem's, tagged "solver" and "cycle") in
+# OUTPUT.jsonl (default docs/perf/$PERF_DEVICE/mg-peer-<date>.jsonl); the table is printed
+# (again: python3 scripts/bench/table.py mg-peer OUTPUT.jsonl).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 root=$(pwd)
 peers=${PEERS:-$root/../shared/peers}
 n=${N:-1024}
 repeats=${REPEATS:-3}
-out=${1:-docs/perf/mg-peer-$(hostname)-$(date +%Y%m%d).jsonl}
+out=${1:-docs/perf/${PERF_DEVICE:-cpu-vm}/mg-peer-$(date +%Y%m%d).jsonl}
 if [[ ! -f $peers/peer_gmg_c.py ]]; then
-  echo "bench-mg-peer: no peer_gmg_c.py in $peers (set PEERS)" >&2
+  echo "mg-peer.sh: no peer_gmg_c.py in $peers (set PEERS)" >&2
   exit 2
 fi
-command -v gcc >/dev/null || { echo "bench-mg-peer: the peer needs gcc" >&2; exit 1; }
+command -v gcc >/dev/null || { echo "mg-peer.sh: the peer needs gcc" >&2; exit 1; }
 # The peer's driver needs numpy and scipy (installed here for the user's python3 when missing).
 python3 -c "import numpy, scipy" 2>/dev/null || python3 -m pip install --quiet numpy scipy
 cargo build --release --quiet
@@ -51,4 +62,4 @@ for line in sys.stdin:
       "V($steps,$steps) ω=$label" >> "$out"
   done
 done
-python3 scripts/mg_peer_table.py "$out"
+python3 scripts/bench/table.py mg-peer "$out"

@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # Multigrid on the refined meshes (docs/performance.md): `tensorfem run` with method mg
-# (VARIANT, default DSH_MG, down to the coarse mesh, k = 1, ‖r‖₂ ≤ 1e-9) on the flow around a
-# square and the Gmsh channel at several refinement levels, with the pressure's mixed
-# conditions (Dirichlet outflow) and pure Neumann. Each case runs twice side by side, plain
-# refinement (solver.krylov = "none") then flexible CG around the cycle ("cg"), one process
-# after the other. Prints a Markdown table of the steps, solve times, their ratio and the L2
-# error; keeps every run's output in out/mg-meshes/.
+# (VARIANT, down to the coarse mesh, k = 1, ‖r‖₂ ≤ 1e-9) on the flow around a square
+# (refined 4, 5, 6 times) and the Gmsh channel inputs/meshes/channel-cylinder.msh (3, 4, 5
+# times), with the pressure's mixed conditions (Dirichlet outflow) and pure Neumann. Each
+# case runs twice side by side, plain refinement (solver.krylov = "none") then flexible CG
+# around the cycle ("cg"), one process after the other: unknowns, levels, steps and solve
+# time of each, their ratio, and the L2 error.
 #
-#   scripts/mg-meshes.sh [VARIANT]
+#   scripts/bench/mg-meshes.sh [VARIANT]      (default: DSH_MG)
+#
+# Needs: the release binary (make build).
+# Runtime: not recorded as a whole; 24 runs, each solve under a second on 2 cores (at most
+# 163,711 unknowns), so start-up and set-up dominate.
+# Output: every run's config and output in out/mg-meshes/; the Markdown table is printed
+# row by row as the cases finish (it is read from the runs' printed summaries, not JSON, so
+# it is made here rather than by scripts/bench/table.py); keep it under docs/perf/<device>/
+# with the command.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 variant="${1:-DSH_MG}"
 bin=target/release/tensorfem
 [[ -x "$bin" ]] || { echo "error: $bin is missing: make build" >&2; exit 1; }

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """The time of one PSC apply on the GPU split by stage, from Nsight Compute's CSV.
 
-    python3 scripts/ncu_stages.py PROFILE.csv
+    python3 scripts/bench/ncu-stages.py PROFILE.csv
 
-PROFILE.csv is what `jobs/gpu-checks.sh` writes with PARTS=profile (ncu --metrics
-gpu__time_duration.sum --csv over `tensorfem bench psc --backend cuda`). An apply runs from
+PROFILE.csv is what `jobs/gpu-checks.sh` writes with PARTS=profile
+(60-profile-nrhs1024.csv and 60-profile-nrhs1.csv: ncu --metrics gpu__time_duration.sum
+--csv over `tensorfem bench psc --backend cuda`). It reads CSV, not JSON lines, so it stays
+apart from scripts/bench/table.py. Runs in a second; needs only Python. An apply runs from
 its first hierarchical-transform launch to the stats_reduce that ends it; the last complete
 one (warm) is reported, each kernel with its duration, then the stages: dense products
 (cuBLAS), sparse products (D, Dᵀ), hierarchical transforms, C/E/I gather and scatter, and
