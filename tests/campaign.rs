@@ -86,6 +86,32 @@ fn journal_batches(dir: &Path) -> Vec<usize> {
         .collect()
 }
 
+/// A time-series campaign of `steps` batches of about a second each (mg at n = 512), so
+/// that signals land inside one: its config and directory under `tmp`.
+fn slow_series(tmp: &Path, steps: usize) -> (PathBuf, PathBuf) {
+    let dir = tmp.join("series");
+    let config = write(
+        tmp,
+        "series.toml",
+        &format!(
+            "[mesh]\nn = 512\n[solver]\nmethod = \"mg\"\n\
+             [campaign]\nrhs = \"time-series\"\nbatch_size = 1\ndirectory = \"{}\"\n\
+             [campaign.time_series]\nsteps = {steps}\n",
+            dir.display()
+        ),
+    );
+    (config, dir)
+}
+
+/// Waits until the journal of `dir` holds `done` batches (at most `limit`).
+fn wait_for_batches(dir: &Path, done: usize, limit: Duration) {
+    let t = Instant::now();
+    while journal_batches(dir).len() < done {
+        assert!(t.elapsed() < limit, "no progress");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The rank processes of a campaign started with `config` (not mpirun itself).
 fn rank_pids(config: &Path) -> Vec<u32> {
     let mut pids = Vec::new();
@@ -950,18 +976,7 @@ fn damaged_batch_files_stale_failures_and_disk_use() {
 #[test]
 fn ctrl_c_stops_a_campaign_and_progress_is_logged() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("series");
-    // Batches of about a second each: signals land inside one.
-    let config = write(
-        tmp.path(),
-        "series.toml",
-        &format!(
-            "[mesh]\nn = 512\n[solver]\nmethod = \"mg\"\n\
-             [campaign]\nrhs = \"time-series\"\nbatch_size = 1\ndirectory = \"{}\"\n\
-             [campaign.time_series]\nsteps = 8\n",
-            dir.display()
-        ),
-    );
+    let (config, dir) = slow_series(tmp.path(), 8);
     let start = |env_progress: bool| {
         let mut command = std::process::Command::new(common::BIN);
         command
@@ -975,13 +990,7 @@ fn ctrl_c_stops_a_campaign_and_progress_is_logged() {
         }
         command.spawn().unwrap()
     };
-    let wait_for = |done: usize| {
-        let t = Instant::now();
-        while journal_batches(&dir).len() < done {
-            assert!(t.elapsed() < Duration::from_secs(120), "no progress");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
+    let wait_for = |done: usize| wait_for_batches(&dir, done, Duration::from_secs(120));
     let child = start(true);
     wait_for(1);
     signal(child.id(), "INT");
@@ -1079,24 +1088,8 @@ fn a_full_disk_is_named_plainly() {
 #[test]
 fn mpirun_and_run_local_stop_a_campaign_cleanly() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("series");
-    let config = write(
-        tmp.path(),
-        "series.toml",
-        &format!(
-            "[mesh]\nn = 512\n[solver]\nmethod = \"mg\"\n\
-             [campaign]\nrhs = \"time-series\"\nbatch_size = 1\ndirectory = \"{}\"\n\
-             [campaign.time_series]\nsteps = 12\n",
-            dir.display()
-        ),
-    );
-    let wait_for = |done: usize| {
-        let t = Instant::now();
-        while journal_batches(&dir).len() < done {
-            assert!(t.elapsed() < Duration::from_secs(180), "no progress");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
+    let (config, dir) = slow_series(tmp.path(), 12);
+    let wait_for = |done: usize| wait_for_batches(&dir, done, Duration::from_secs(180));
     let script =
         std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/jobs/run-local.sh"))
             .args(["-n", "2"])
