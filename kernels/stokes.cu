@@ -1,4 +1,4 @@
-// The structured Q2-Q1 Stokes kernels (StokesKernels, device/stencil.rs): the stencils L,
+// The structured Q2-Q1 Stokes kernels (StokesKernels, device/stokes.rs): the stencils L,
 // Bᵀ, B and pressure stencils on the lattice and pressure grids of an n×n mesh, the FE grid
 // transfers, Vanka's gather / patch products / scatter and the coarsest dense solve.
 //
@@ -8,7 +8,7 @@
 // by set (vertices, x-edges, y-edges, cell centres), pressure rows in one array.
 //
 // Stencil data is in the storage type S and vectors in its compute type C (f16 computes
-// in f32). Every sum follows the CPU kernels (device/cpu/stencil.rs) step for step, and
+// in f32). Every sum follows the CPU kernels (device/cpu/stokes.rs) step for step, and
 // the host compiles with --fmad=false, so the two backends round alike: a full window sums
 // one accumulator per window row, in order, then adds the rows; a window clipped by the
 // boundary sums in one accumulator. Sizes are checked on the host to fit 31 bits.
@@ -330,7 +330,7 @@ FOR_STORAGE(STENCIL_ENTRIES)
 #define TRANSFER_Q1_PROLONG 2u
 #define TRANSFER_Q1_RESTRICT 3u
 
-// Tap k (0 ≤ k < 5) of output index f's 1D taps (device/cpu/stencil.rs: q2_prolong_taps …
+// Tap k (0 ≤ k < 5) of output index f's 1D taps (device/cpu/stokes.rs: q2_prolong_taps …
 // q1_restrict_taps): true with its input index and weight where the tap exists and lies in
 // [0, in_len). Taps in the CPU's order; unrolled over k, so nothing goes to local memory.
 __device__ __forceinline__ bool transfer_tap(u32 kind, int f, int k, int in_len, int *index, double *weight) {

@@ -1,6 +1,8 @@
 //! The layering of docs/architecture.md, read from the sources: no import cycle between the
-//! top-level modules of src/, a thin main.rs, and algorithm files that never name a
-//! concrete backend (solvers are written once against the device traits).
+//! top-level modules of src/, a thin main.rs, algorithm files that never name a concrete
+//! backend (solvers are written once against the device traits), a device layer that
+//! mirrors itself across the backends, and a driver (run/) that names no solver's
+//! internals.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -221,7 +223,8 @@ fn main_stays_thin() {
 }
 
 /// psc/, mg/, stokes/ and linalg/ are written once for every device: they name the device
-/// traits, never the CPU or CUDA backend.
+/// traits, never the CPU or CUDA backend (their unit tests, at the end of a file, run on
+/// the CPU).
 #[test]
 fn algorithm_files_never_name_a_backend() {
     let forbidden = ["Cpu", "Cuda", "cpu", "cuda"];
@@ -229,6 +232,7 @@ fn algorithm_files_never_name_a_backend() {
     for dir in ["psc", "mg", "stokes", "linalg"] {
         for file in rust_files(&src().join(dir)) {
             let code = code(&fs::read_to_string(&file).unwrap());
+            let code = code.split("#[cfg(test)]").next().unwrap_or_default();
             for (number, line) in code.lines().enumerate() {
                 let named = line
                     .split(|c: char| !(c.is_alphanumeric() || c == '_'))
@@ -242,6 +246,103 @@ fn algorithm_files_never_name_a_backend() {
     assert!(
         offences.is_empty(),
         "backends named in algorithm files:\n{}",
+        offences.join("\n")
+    );
+}
+
+/// The kernel families, each one file (or folder) of the same name in device/, device/cpu/
+/// and device/cuda/ and one kernels/*.cu, with its trait declared in the first and
+/// implemented in the other two.
+const FAMILIES: [(&str, &str); 6] = [
+    ("vector", "VectorKernels"),
+    ("dense", "DenseKernels"),
+    ("sparse", "SparseKernels"),
+    ("multigrid", "MultigridKernels"),
+    ("psc", "PscKernels"),
+    ("stokes", "StokesKernels"),
+];
+
+/// The code of a family's file in `dir`: `dir/family.rs`, or the files of `dir/family/`.
+fn family_code(dir: &Path, family: &str) -> Option<String> {
+    let file = dir.join(format!("{family}.rs"));
+    let folder = dir.join(family);
+    if file.is_file() {
+        Some(code(&fs::read_to_string(file).unwrap()))
+    } else if folder.is_dir() {
+        Some(
+            rust_files(&folder)
+                .iter()
+                .map(|f| code(&fs::read_to_string(f).unwrap()))
+                .collect(),
+        )
+    } else {
+        None
+    }
+}
+
+#[test]
+fn the_device_layer_mirrors_itself_across_backends() {
+    let device = src().join("device");
+    let kernels = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+    let mut problems = vec![];
+    for (family, trait_name) in FAMILIES {
+        match family_code(&device, family) {
+            Some(c) if c.contains(&format!("pub trait {trait_name}")) => {}
+            _ => problems.push(format!("device/{family}.rs does not declare {trait_name}")),
+        }
+        for backend in ["Cpu", "Cuda"] {
+            let dir = device.join(backend.to_lowercase());
+            let implementation = format!("impl {trait_name} for {backend}");
+            match family_code(&dir, family) {
+                Some(c) if c.contains(&implementation) => {}
+                _ => problems.push(format!(
+                    "device/{}/{family} does not hold `{implementation}`",
+                    backend.to_lowercase()
+                )),
+            }
+        }
+        if !kernels.join(format!("{family}.cu")).is_file() {
+            problems.push(format!("kernels/{family}.cu is missing"));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the device layer does not mirror itself:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// run/ reads the configuration, picks the backend and hands blocks to a solver through
+/// `linalg::BlockSolver`: it names no solver's internal types (those behind each solver's
+/// own `set_up`).
+#[test]
+fn the_driver_names_no_solver_internals() {
+    let internals = [
+        "PscOperator",
+        "PscIr",
+        "PscSetup",
+        "OperatorCache",
+        "SetupKey",
+        "Multigrid",
+        "PinnedEmbedding",
+        "ColumnPlan",
+        "solve_in_chunks",
+    ];
+    let mut offences = vec![];
+    for file in rust_files(&src().join("run")) {
+        let code = code(&fs::read_to_string(&file).unwrap());
+        for (number, line) in code.lines().enumerate() {
+            let named = line
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .find(|word| internals.contains(word));
+            if let Some(word) = named {
+                offences.push(format!("{}:{}: {word}", file.display(), number + 1));
+            }
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "solver internals named in run/:\n{}",
         offences.join("\n")
     );
 }

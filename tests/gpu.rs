@@ -948,8 +948,8 @@ fn multigrid_kernels_match_the_cpu() {
 /// `p`, with seeded vectors in its compute precision: A x and b − A x, L, Bᵀ, B, a 3×3 and
 /// a 5×5 pressure stencil, the four grid transfers, Vanka's gather, patch products (from
 /// the first column and from a later one) and scatter, and the coarsest dense solve.
-fn stokes_parts<D: tensorfem::device::Kernels>(dev: &D, p: Precision) -> Parts {
-    use tensorfem::device::stencil::{CoarseSolve, Transfer, PATCH};
+fn stokes_parts<D: tensorfem::device::StokesDevice>(dev: &D, p: Precision) -> Parts {
+    use tensorfem::device::stokes::{CoarseSolve, Transfer, PATCH};
     let mut out = Parts::default();
     let c = p.compute();
     let op = tensorfem::stokes::StokesProblem::manufactured(8).operator;

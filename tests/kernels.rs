@@ -8,10 +8,10 @@ mod common;
 
 use half::f16;
 use tensorfem::device::psc::{Classes, PADDING_SLOT};
-use tensorfem::device::stencil::{Grid, Transfer};
+use tensorfem::device::stokes::{Grid, Transfer};
 use tensorfem::device::{
-    Batch, Block, CsrMatrix, Data, EllMatrix, GridShape, Kernels, Layout, LevelTransfer, MatMut,
-    MatRef, MultigridDevice, PscDevice, RowOp, Scratch, Stats,
+    Batch, Block, CsrMatrix, Data, EllMatrix, GridShape, Layout, LevelTransfer, MatMut, MatRef,
+    MultigridDevice, PscDevice, RowOp, Scratch, Stats, StokesDevice,
 };
 use tensorfem::device_tests;
 use tensorfem::mesh::{refine, unit_square_refined, CoarseMesh, Element};
@@ -2073,7 +2073,7 @@ fn psc_passes_match_the_matrices<D: PscDevice>(dev: &D) {
 
 /// Q2 and Q1 transfers reproduce quadratics and bilinears (the coarse space is nested),
 /// and restriction is the transpose of prolongation.
-fn stokes_transfers_are_interpolation_and_its_transpose<D: Kernels>(dev: &D) {
+fn stokes_transfers_are_interpolation_and_its_transpose<D: StokesDevice>(dev: &D) {
     let nc = 3;
     let (mc, mf) = (2 * nc + 1, 4 * nc + 1);
     let q = |x: f64, y: f64| (0.3 + x - x * x) * (1.0 + 2.0 * y - 3.0 * y * y);

@@ -2,7 +2,7 @@
 //! small systems with known solutions, through test-local operators built from device
 //! kernels alone; run on every backend (`device_tests!`).
 
-use tensorfem::device::{Block, CsrMatrix, Kernels, Layout};
+use tensorfem::device::{Block, CsrMatrix, Layout, StokesDevice};
 use tensorfem::device_tests;
 use tensorfem::linalg::{
     fgmres, BlockCg, BlockKind, CgParams, Cost, FgmresParams, FgmresWorkspace, LinOp,
@@ -56,13 +56,13 @@ fn max_error(a: &[f64], b: &[f64]) -> f64 {
 }
 
 /// y = A x with a sparse matrix in storage `precision` on column-major blocks.
-struct SparseOp<D: Kernels> {
+struct SparseOp<D: StokesDevice> {
     dev: D,
     a: CsrMatrix<D>,
     precision: Precision,
 }
 
-impl<D: Kernels> SparseOp<D> {
+impl<D: StokesDevice> SparseOp<D> {
     fn new(dev: &D, a: &Csr<f64>, precision: Precision) -> Self {
         let a = match precision {
             Precision::F32 => CsrMatrix::upload(dev, &a.convert::<f32>().unwrap()),
@@ -76,7 +76,7 @@ impl<D: Kernels> SparseOp<D> {
     }
 }
 
-impl<D: Kernels> LinOp<D> for SparseOp<D> {
+impl<D: StokesDevice> LinOp<D> for SparseOp<D> {
     fn size(&self) -> usize {
         self.a.nrows
     }
@@ -104,13 +104,13 @@ impl<D: Kernels> LinOp<D> for SparseOp<D> {
 }
 
 /// z = D⁻¹ r (Jacobi) in `precision`, one column or a block.
-struct Jacobi<D: Kernels> {
+struct Jacobi<D: StokesDevice> {
     dev: D,
     inverse_diagonal: Block<D>,
     precision: Precision,
 }
 
-impl<D: Kernels> Jacobi<D> {
+impl<D: StokesDevice> Jacobi<D> {
     fn new(dev: &D, n: usize, nrhs: usize, precision: Precision) -> Self {
         let inverse: Vec<f64> = (0..n * nrhs).map(|k| 1.0 / diagonal(k % n, n)).collect();
         Jacobi {
@@ -122,7 +122,7 @@ impl<D: Kernels> Jacobi<D> {
     }
 }
 
-impl<D: Kernels> LinOp<D> for Jacobi<D> {
+impl<D: StokesDevice> LinOp<D> for Jacobi<D> {
     fn size(&self) -> usize {
         self.inverse_diagonal.rows()
     }
@@ -155,7 +155,7 @@ impl<D: Kernels> LinOp<D> for Jacobi<D> {
 /// A nonsymmetric tridiagonal system against its known solution, with and without a
 /// (Jacobi) preconditioner and with restarts; the residual history falls to the
 /// tolerance and the returned relative residual is the true one.
-fn fgmres_solves_a_nonsymmetric_system<D: Kernels>(dev: &D) {
+fn fgmres_solves_a_nonsymmetric_system<D: StokesDevice>(dev: &D) {
     let n = 200;
     let matrix = tridiagonal(n, false);
     let exact: Vec<f64> = (0..n).map(|i| (i as f64 * 0.1).sin()).collect();
@@ -224,7 +224,7 @@ fn fgmres_solves_a_nonsymmetric_system<D: Kernels>(dev: &D) {
 
 /// Block CG: each column of a symmetric positive definite system converges to its own
 /// solution in f64; a zero column stays zero; f32 blocks reach what f32 can attain.
-fn block_cg_solves_each_column<D: Kernels>(dev: &D) {
+fn block_cg_solves_each_column<D: StokesDevice>(dev: &D) {
     let n = 300;
     let matrix = tridiagonal(n, true);
     let nrhs = 3;
@@ -271,7 +271,7 @@ fn block_cg_solves_each_column<D: Kernels>(dev: &D) {
 /// reaches the f64 tolerance (far below what f32 alone attains) and the recorded history
 /// falls; a NaN right-hand side, a residual that flushes to zero in f16 and too few steps
 /// are refused with the reason and the record.
-fn refinement_reaches_f64_accuracy_and_refuses_bad_input<D: Kernels>(dev: &D) {
+fn refinement_reaches_f64_accuracy_and_refuses_bad_input<D: StokesDevice>(dev: &D) {
     let n = 400;
     let nrhs = 2;
     let matrix = tridiagonal(n, false);

@@ -7,7 +7,7 @@ mod common;
 use common::{run, text, write_config};
 use faer::linalg::solvers::Solve;
 use tensorfem::device::cpu::simd::{self, SimdLevel};
-use tensorfem::device::{Block, Kernels, Layout};
+use tensorfem::device::{Block, Layout, StokesDevice};
 use tensorfem::device_tests;
 use tensorfem::linalg::{FgmresParams, LinOp};
 use tensorfem::precision::Precision;
@@ -34,7 +34,7 @@ const ALL: [&str; 5] = Preconditioner::NAMES;
 
 /// Velocity L2 O(h³), pressure L2 O(h²) over three refinements, solved to 1e-12 so the
 /// algebraic error is far below the discretization error.
-fn discretization_errors_converge_at_the_theoretical_rates<D: Kernels>(dev: &D) {
+fn discretization_errors_converge_at_the_theoretical_rates<D: StokesDevice>(dev: &D) {
     let errors: Vec<(f64, f64)> = [8, 16, 32, 64]
         .iter()
         .map(|&n| {
@@ -64,7 +64,7 @@ fn discretization_errors_converge_at_the_theoretical_rates<D: Kernels>(dev: &D) 
 /// f64, f32 and f16 storage, and the solution's errors are those of the discretization.
 /// (At 1e-8 the algebraic error may differ between preconditioners by up to κ·1e-8 with
 /// κ ~ h⁻², so solutions are compared through their errors, not entry by entry.)
-fn every_preconditioner_converges_in_every_precision<D: Kernels>(dev: &D) {
+fn every_preconditioner_converges_in_every_precision<D: StokesDevice>(dev: &D) {
     let n = 32;
     let reference = dev
         .run(|| solve(dev, &spec(n, "braess-sarazin", Precision::F64, 1e-12)))
@@ -97,7 +97,7 @@ fn every_preconditioner_converges_in_every_precision<D: Kernels>(dev: &D) {
 
 /// FGMRES iterations of Vanka (simple and tuned) and Braess-Sarazin grow by at most 2 from
 /// 32² to 256² elements.
-fn vanka_and_braess_sarazin_iterations_do_not_grow_with_the_mesh<D: Kernels>(dev: &D) {
+fn vanka_and_braess_sarazin_iterations_do_not_grow_with_the_mesh<D: StokesDevice>(dev: &D) {
     for (name, precision) in [
         ("vanka", Precision::F32),
         ("vanka-tuned", Precision::F64),
@@ -122,7 +122,7 @@ fn vanka_and_braess_sarazin_iterations_do_not_grow_with_the_mesh<D: Kernels>(dev
 
 /// The tuned Vanka (25 shared inverses) applies the same relaxation as the simple one (one
 /// inverse per patch): same cycle outputs and same FGMRES iterates, to rounding.
-fn tuned_and_simple_vanka_give_the_same_iterates<D: Kernels>(dev: &D) {
+fn tuned_and_simple_vanka_give_the_same_iterates<D: StokesDevice>(dev: &D) {
     let n = 16;
     let problem = StokesProblem::manufactured(n);
     let simple = Preconditioner::by_name("vanka").unwrap();
@@ -169,7 +169,7 @@ fn tuned_and_simple_vanka_give_the_same_iterates<D: Kernels>(dev: &D) {
 /// scatter in turn) to the rounding of the storage precision's arithmetic, on a mesh whose
 /// patch rows split unevenly into the CPU's tasks (n = 40: 41 patch rows), in f32 and f16
 /// storage (f64: `tuned_and_simple_vanka_give_the_same_iterates`).
-fn tuned_and_simple_vanka_cycles_agree_in_every_storage<D: Kernels>(dev: &D) {
+fn tuned_and_simple_vanka_cycles_agree_in_every_storage<D: StokesDevice>(dev: &D) {
     let n = 40;
     let problem = StokesProblem::manufactured(n);
     let relaxation = |name: &str| match Preconditioner::by_name(name).unwrap() {
@@ -410,7 +410,7 @@ fn dense_reference(n: usize) -> (faer::Mat<f64>, Vec<usize>) {
 }
 
 /// The stencil kernels against an element-by-element dense assembly.
-fn stencil_operator_equals_the_dense_assembly<D: Kernels>(dev: &D) {
+fn stencil_operator_equals_the_dense_assembly<D: StokesDevice>(dev: &D) {
     for n in [2, 4, 6] {
         let problem = StokesProblem::manufactured(n);
         let (a, positions) = dense_reference(n);
@@ -446,7 +446,7 @@ fn stencil_operator_equals_the_dense_assembly<D: Kernels>(dev: &D) {
 }
 
 /// FGMRES with each preconditioner reproduces the dense LU solution.
-fn every_preconditioner_matches_the_dense_solve<D: Kernels>(dev: &D) {
+fn every_preconditioner_matches_the_dense_solve<D: StokesDevice>(dev: &D) {
     let n = 8;
     let problem = StokesProblem::manufactured(n);
     let (a, positions) = dense_reference(n);
@@ -506,7 +506,7 @@ device_tests!(
 /// patches' columns, in f32 and f64.
 #[test]
 fn vanka_scatter_equals_the_per_node_sums() {
-    use tensorfem::device::stencil::{Grid, PATCH};
+    use tensorfem::device::stokes::{Grid, PATCH};
     use tensorfem::device::{Data, StokesKernels};
     let dev = tensorfem::device::Cpu::new();
     let g = Grid { n: 20 };
@@ -542,12 +542,12 @@ fn vanka_scatter_equals_the_per_node_sums() {
 /// x + 0.7 Σ_i V_iᵀ c_i (pressure slots times 8) in T, node by node: each interior
 /// lattice node adds the slots of every patch that holds it, patches in (pj, pi) order.
 fn per_node_scatter<T: tensorfem::precision::Real>(
-    g: tensorfem::device::stencil::Grid,
+    g: tensorfem::device::stokes::Grid,
     column_of: &[u32],
     corrections: &[f64],
     x0: &[f64],
 ) -> Vec<f64> {
-    use tensorfem::device::stencil::{patch_node, PATCH};
+    use tensorfem::device::stokes::{patch_node, PATCH};
     let (m, np) = (g.m(), g.np());
     let (omega, pressure_scale) = (T::from_f64(0.7), T::from_f64(8.0));
     let correction = |patch: usize, slot: usize| {
@@ -622,7 +622,7 @@ fn shared_rows_change_no_bit() {
             .unwrap()
         };
         let (x, b) = (block(1), block(2));
-        let results = |a: &tensorfem::device::stencil::StokesMatrices<_>| {
+        let results = |a: &tensorfem::device::stokes::StokesMatrices<_>| {
             let mut y = block(3);
             dev.stokes_apply(a, &x, None, &mut y).unwrap();
             let ax = y.to_f64(&dev).unwrap();

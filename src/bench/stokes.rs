@@ -14,7 +14,7 @@ use super::machine::device_copy_gbs;
 use super::{cuda_device, time_runs, triad_gbs};
 use crate::cli::StokesArgs;
 use crate::device::clock::StageTime;
-use crate::device::{BackendChoice, Block, Cpu, Kernels, Layout};
+use crate::device::{BackendChoice, Block, Cpu, Layout, StokesDevice};
 use crate::error::{Error, Result};
 use crate::linalg::FgmresParams;
 use crate::linalg::LinOp;
@@ -98,7 +98,7 @@ fn spec_of(params: &StokesBenchParams, preconditioner: Preconditioner) -> Stokes
     }
 }
 
-fn run<D: Kernels>(
+fn run<D: StokesDevice>(
     dev: &D,
     bandwidth: &'static str,
     params: &StokesBenchParams,

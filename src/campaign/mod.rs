@@ -28,9 +28,7 @@ use crate::error::{Error, Result};
 use crate::sys::hostname;
 pub use input::InputColumns;
 use journal::Journal;
-pub use operator::{
-    BatchOperator, BatchRhs, BlockOutcome, Checks, Operators, POISSON_ERRORS, STOKES_ERRORS,
-};
+pub use operator::{BatchOperator, BatchRhs, Checks, Operators, POISSON_ERRORS, STOKES_ERRORS};
 use perf::{now, BatchRecord, FailureRecord, StageTotals};
 pub use plan::ColumnSource;
 use plan::{InputDigest, Plan};

@@ -9,62 +9,7 @@ use super::plan::ColumnSource;
 use crate::config::OperatorSpec;
 use crate::error::Result;
 use crate::fem::ColumnReport;
-
-/// The solve of one block of right-hand sides.
-pub struct BlockOutcome {
-    /// The solutions, column-major (unknowns × nrhs).
-    pub u: Vec<f64>,
-    /// Refinement steps (PSC-IR) or V-cycles (multigrid) of the slowest column, when the
-    /// method iterates.
-    pub iterations: Option<usize>,
-    /// Inner Krylov iterations of the whole solve (PSC-M3's block CG, summed over the
-    /// refinement steps), when the method has them.
-    pub inner_iterations: Option<usize>,
-    /// Floating-point operations counted (PSC only: GEMMs 2mnk, sparse products 2 nnz).
-    pub flops: Option<f64>,
-}
-
-impl BlockOutcome {
-    /// The outcome of no solve yet, with room for `len` solution values: what
-    /// [`BlockOutcome::merge`] starts from.
-    pub fn empty(len: usize) -> Self {
-        BlockOutcome {
-            u: Vec::with_capacity(len),
-            iterations: None,
-            inner_iterations: None,
-            flops: Some(0.0),
-        }
-    }
-
-    /// Adds the outcome of a solve of further columns: its solutions after these, the most
-    /// outer iterations, the inner iterations and flops added up.
-    pub fn merge(&mut self, part: BlockOutcome) {
-        self.u.extend(part.u);
-        self.iterations = match (self.iterations, part.iterations) {
-            (Some(x), Some(y)) => Some(x.max(y)),
-            (x, y) => x.or(y),
-        };
-        self.inner_iterations = match (self.inner_iterations, part.inner_iterations) {
-            (Some(x), Some(y)) => Some(x + y),
-            (x, y) => x.or(y),
-        };
-        self.flops = self.flops.zip(part.flops).map(|(x, y)| x + y);
-    }
-
-    /// Adds the counts of a correction step of some of these columns: its iterations after
-    /// theirs, its inner iterations and flops added up.
-    pub fn add_correction(&mut self, part: &BlockOutcome) {
-        self.iterations = match (self.iterations, part.iterations) {
-            (Some(x), Some(y)) => Some(x + y),
-            (x, y) => x.or(y),
-        };
-        self.inner_iterations = match (self.inner_iterations, part.inner_iterations) {
-            (Some(x), Some(y)) => Some(x + y),
-            (x, y) => x.or(y),
-        };
-        self.flops = self.flops.zip(part.flops).map(|(x, y)| x + y);
-    }
-}
+use crate::linalg::BlockOutcome;
 
 /// The error norms a campaign of Poisson operators records per column (the relative L2
 /// error against the exact solution first), and those of a Stokes study.

@@ -1,6 +1,8 @@
-//! Linear algebra over any device: the operator interface ([`LinOp`]), one iterative
-//! refinement shared by PSC-IR and mixed-precision multigrid, block CG, FGMRES; and, on the
-//! host, Lanczos for the set-up's condition numbers and the in-place dense SPD inverse.
+//! Linear algebra over any device: the operator interface ([`LinOp`]), the solver
+//! interface the driver uses ([`BlockSolver`]: set up once, solve blocks of right-hand
+//! sides many times, in chunks where the device is too small), one iterative refinement
+//! shared by PSC-IR and mixed-precision multigrid, block CG, FGMRES; and, on the host,
+//! Lanczos for the set-up's condition numbers and the in-place dense SPD inverse.
 
 mod cg;
 mod dense;
@@ -9,6 +11,7 @@ mod lanczos;
 mod linop;
 pub mod magnitude;
 mod refine;
+mod solver;
 
 pub use cg::{BlockCg, CgInfo, CgParams};
 pub use dense::{
@@ -17,6 +20,7 @@ pub use dense::{
 pub use fgmres::{fgmres, FgmresError, FgmresFailure, FgmresInfo, FgmresParams, FgmresWorkspace};
 pub use lanczos::{extreme_eigenvalues, LanczosInfo, LanczosParams};
 pub use linop::{block_of, BlockKind, Cost, LinOp, Staged};
+pub use solver::{solve_in_chunks, BlockOutcome, BlockSolver, ColumnPlan, Footprint, Scope};
 /// The stopping rule every iterative method shares (config keys solver.rtol, solver.atol):
 /// a column is done when ‖b − Ax‖₂ ≤ max(atol, rtol·‖b‖₂). Returns that threshold.
 pub fn stopping_threshold(rtol: f64, atol: f64, b_norm: f64) -> f64 {

@@ -9,6 +9,8 @@
 //!   [`Multigrid::set_krylov`]) and stand-alone solves
 //! - [`hierarchy`]: the levels of a refined mesh (prolongations from its refinement
 //!   hierarchy, [`Multigrid::on_mesh`], pure Neumann problems on every node)
+//! - [`MultigridSolver`]: all of it set up once for a mesh and solving blocks of
+//!   right-hand sides many times, as the driver uses it
 //! - [`MgInfo`], [`MgError`]: what a solve did, and why it failed
 //!
 //! Two kinds of hierarchy. The Q1 unit square and cube with u = 0 coarsen uniformly
@@ -26,6 +28,7 @@ pub mod hierarchy;
 mod level;
 mod multigrid;
 pub mod schedule;
+mod solver;
 
 pub use error::{MgError, MgFailure, MgInfo, Remedy};
 pub use hierarchy::PinnedEmbedding;
@@ -35,3 +38,4 @@ pub use multigrid::{
     NullSpace, StopParams, VCycle,
 };
 pub use schedule::{check_levels, default_levels, schedule_name, Smoother, Variant};
+pub use solver::{estimated_bytes, MgSolveSettings, MultigridSolver};

@@ -1,17 +1,19 @@
-//! The Prehandling-Schur-Complement solvers (docs/mathematics.md §3): hierarchical basis, partial
-//! Cholesky, node classes C/E/I (the set-up, f64 on the host, cached in HDF5), the methods
-//! M1, M2 (direct) and M3 (CG on the C/E system) on blocks of right-hand sides in f64, f32
-//! or f16 on any device (a `LinOp`), and PSC-IR (f64 iterative refinement around a
-//! low-precision method).
+//! The Prehandling-Schur-Complement solvers (docs/mathematics.md §3): hierarchical basis,
+//! partial Cholesky, node classes C/E/I (the set-up, f64 on the host, cached in HDF5), the
+//! methods M1, M2 (direct) and M3 (CG on the C/E system) on blocks of right-hand sides in
+//! f64, f32 or f16 on any device (a `LinOp`), PSC-IR (f64 iterative refinement around a
+//! low-precision method), and [`PscSolver`]: all of it set up once from the configuration
+//! and solving blocks many times, as the driver uses it.
 
 pub(crate) mod cache;
 mod error;
 mod hierarchical;
 mod info;
-mod macros;
+mod macro_elements;
 mod operator;
 mod refine;
 mod setup;
+mod solver;
 
 pub use cache::{CacheOutcome, InverseCheck, OperatorCache, SetupKey, UncheckedInverses};
 pub use error::{PscError, PscFailure};
@@ -25,3 +27,4 @@ pub use setup::{
     class_counts, estimated_bytes, refinement_levels, Group, PscMethod, PscSetup, Schur,
     HOST_SOLVE_VECTORS,
 };
+pub use solver::{configured_bytes, configured_method, operator_cache_file, PscSolver};

@@ -1066,7 +1066,7 @@ impl<D: PscDevice> PscOperator<D> {
 #[cfg(test)]
 impl PscHost<f64> {
     /// The first group split in two groups holding the same inverse: the several-groups
-    /// path on a mesh that has one group (tested in run::solver, which may name a device).
+    /// path on a mesh that has one group (tested in psc::solver).
     pub(crate) fn with_first_group_split(mut self) -> Self {
         let (size, count) = self.parts.group_sizes[0];
         self.parts.group_sizes[0] = (size, count / 2);

@@ -9,7 +9,7 @@ use faer::linalg::solvers::DenseSolveCore;
 use faer::{Accum, Mat, Par, Side};
 use rayon::prelude::*;
 
-use super::macros::{group_blocks, Lattice, SparseBlock};
+use super::macro_elements::{group_blocks, Lattice, SparseBlock};
 use super::HierarchicalBasis;
 use crate::device::{DenseInverse, Inverted, OnHost};
 use crate::error::{Error, Result};

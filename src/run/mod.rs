@@ -3,7 +3,6 @@
 //! run ([`stokes`]) or a campaign (`crate::campaign`, with the operators of [`solver`]).
 
 mod backend;
-mod conditions;
 pub mod single;
 pub mod solver;
 pub mod stokes;

@@ -1,20 +1,19 @@
 //! `method = "stokes"`: the single run (solve the manufactured problem on rank 0, report,
 //! write the HDF5 file; layout in `io::schema`, docs/hdf5.md) and the operator a Stokes
-//! study's campaign solves with ([`StokesOperator`]).
+//! study's campaign solves with ([`StokesStudyOperator`]).
 
 use std::fmt;
 use std::path::PathBuf;
 
 use super::backend::Backend;
-use crate::campaign::{
-    BatchOperator, BatchRhs, BlockOutcome, Checks, ColumnSource, InputColumns, STOKES_ERRORS,
-};
+use crate::campaign::{BatchOperator, BatchRhs, Checks, ColumnSource, InputColumns, STOKES_ERRORS};
 use crate::comm::Comm;
 use crate::config::RunConfig;
 use crate::device::cuda::Cuda;
-use crate::device::{Cpu, Device, Kernels};
+use crate::device::{Cpu, Device, StokesDevice};
 use crate::error::{Error, Result};
 use crate::io::schema;
+use crate::linalg::BlockOutcome;
 use crate::stokes::{l2_errors, solve, StokesSolution, StokesSolver, StokesSpec};
 
 /// What a Stokes run prints.
@@ -93,15 +92,15 @@ pub fn run(
 /// A Stokes study's operator in a campaign: the manufactured problem set up once on the
 /// rank's device; each column is solved by FGMRES from zero, then checked by the f64
 /// residual of the stored solution and its velocity and pressure L2 errors.
-pub struct StokesOperator<D: Kernels> {
+pub struct StokesStudyOperator<D: StokesDevice> {
     dev: D,
     solver: StokesSolver<D>,
 }
 
-impl<D: Kernels> StokesOperator<D> {
+impl<D: StokesDevice> StokesStudyOperator<D> {
     pub fn new(dev: &D, spec: &StokesSpec) -> Result<Self> {
         let solver = dev.run(|| StokesSolver::new(dev, spec))?;
-        Ok(StokesOperator {
+        Ok(StokesStudyOperator {
             dev: dev.clone(),
             solver,
         })
@@ -111,12 +110,12 @@ impl<D: Kernels> StokesOperator<D> {
 /// The Stokes operator of `spec` on `backend`.
 pub fn operator(backend: &Backend, spec: &StokesSpec) -> Result<Box<dyn BatchOperator>> {
     Ok(match backend {
-        Backend::Cpu { .. } => Box::new(StokesOperator::new(&Cpu::new(), spec)?),
-        Backend::Cuda(info) => Box::new(StokesOperator::new(&Cuda::shared(info)?, spec)?),
+        Backend::Cpu { .. } => Box::new(StokesStudyOperator::new(&Cpu::new(), spec)?),
+        Backend::Cuda(info) => Box::new(StokesStudyOperator::new(&Cuda::shared(info)?, spec)?),
     })
 }
 
-impl<D: Kernels> BatchOperator for StokesOperator<D> {
+impl<D: StokesDevice> BatchOperator for StokesStudyOperator<D> {
     fn unknowns(&self) -> usize {
         self.solver.grid().flow_len()
     }

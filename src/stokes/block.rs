@@ -7,8 +7,8 @@ use super::assembly::assemble;
 use super::cost;
 use super::lattice::{StokesOperator, Unknown};
 use super::multigrid::{coarse_solve, laplacian_diagonal_inverse, mesh_hierarchy};
-use crate::device::stencil::{CoarseSolve, Grid, StokesMatrices, Transfer};
-use crate::device::{Block, Data, Kernels, Layout, View, ViewMut};
+use crate::device::stokes::{CoarseSolve, Grid, StokesMatrices, Transfer};
+use crate::device::{Block, Data, Layout, StokesDevice, View, ViewMut};
 use crate::error::Result;
 use crate::linalg::{BlockKind, Cost, LinOp};
 use crate::precision::Precision;
@@ -36,7 +36,7 @@ impl Component {
         }
     }
 
-    fn apply<D: Kernels>(
+    fn apply<D: StokesDevice>(
         self,
         dev: &D,
         op: &StokesMatrices<D>,
@@ -49,7 +49,7 @@ impl Component {
         }
     }
 
-    fn apply_cost<D: Kernels>(self, op: &StokesMatrices<D>, compute: Precision) -> Cost {
+    fn apply_cost<D: StokesDevice>(self, op: &StokesMatrices<D>, compute: Precision) -> Cost {
         match self {
             Component::Velocity => cost::laplacian(op, compute),
             Component::Pressure => cost::pressure_stencil(&op.mass, compute),
@@ -57,7 +57,7 @@ impl Component {
     }
 
     /// coarse = Pᵀ fine, or fine += P coarse with `prolong`.
-    fn transfer<D: Kernels>(
+    fn transfer<D: StokesDevice>(
         self,
         dev: &D,
         prolong: bool,
@@ -75,7 +75,7 @@ impl Component {
     }
 }
 
-struct ScalarLevel<D: Kernels> {
+struct ScalarLevel<D: StokesDevice> {
     d_inv: Data<D>,
     x: Data<D>,
     b: Data<D>,
@@ -83,7 +83,7 @@ struct ScalarLevel<D: Kernels> {
 }
 
 /// Multigrid for one block: V(3,3) with weighted Jacobi.
-struct ScalarMg<D: Kernels> {
+struct ScalarMg<D: StokesDevice> {
     component: Component,
     weight: f64,
     /// Every level but the coarsest, finest first; then the coarsest's vectors.
@@ -96,7 +96,7 @@ struct ScalarMg<D: Kernels> {
     product: Data<D>,
 }
 
-impl<D: Kernels> ScalarMg<D> {
+impl<D: StokesDevice> ScalarMg<D> {
     fn new(
         dev: &D,
         component: Component,
@@ -263,7 +263,7 @@ impl<D: Kernels> ScalarMg<D> {
 }
 
 /// SWEEPS steps of x += ω D⁻¹ (b − A x).
-fn jacobi<D: Kernels>(
+fn jacobi<D: StokesDevice>(
     dev: &D,
     component: Component,
     op: &StokesMatrices<D>,
@@ -285,7 +285,7 @@ fn jacobi<D: Kernels>(
 
 /// The block-triangular preconditioner in a storage precision (f16: f32 arithmetic),
 /// between f64 vectors (FGMRES).
-pub struct BlockTriangular<D: Kernels> {
+pub struct BlockTriangular<D: StokesDevice> {
     dev: D,
     ops: Vec<StokesMatrices<D>>,
     laplacian: ScalarMg<D>,
@@ -298,7 +298,7 @@ pub struct BlockTriangular<D: Kernels> {
     apply_cost: Cost,
 }
 
-impl<D: Kernels> BlockTriangular<D> {
+impl<D: StokesDevice> BlockTriangular<D> {
     pub fn new(dev: &D, n: usize, precision: Precision) -> Result<Self> {
         let ops64: Vec<StokesOperator> = mesh_hierarchy(n)?.into_iter().map(assemble).collect();
         let g = ops64[0].grid;
@@ -341,7 +341,7 @@ impl<D: Kernels> BlockTriangular<D> {
     }
 }
 
-impl<D: Kernels> LinOp<D> for BlockTriangular<D> {
+impl<D: StokesDevice> LinOp<D> for BlockTriangular<D> {
     fn size(&self) -> usize {
         self.ops[0].grid.flow_len()
     }

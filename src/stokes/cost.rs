@@ -3,7 +3,7 @@
 //! each stored coefficient once and each vector read or written once per kernel (what an
 //! ideal cache would move). Estimates from the stored sizes, not counters.
 
-use crate::device::stencil::{CoarseSolve, Grid, LatticeRows, PressureRows, StokesMatrices};
+use crate::device::stokes::{CoarseSolve, Grid, LatticeRows, PressureRows, StokesMatrices};
 use crate::device::Device;
 use crate::linalg::Cost;
 use crate::precision::Precision;

@@ -1,19 +1,19 @@
 //! The structured Q2-Q1 storage of docs/mathematics.md §7 as assembled on the host (f64):
 //! every row's coefficients in a fixed window of its 2×2-element patch, set by set, no
-//! column indices (the layout is described in `device::stencil`). The set-up reads entries
+//! column indices (the layout is described in `device::stokes`). The set-up reads entries
 //! from it (patch matrices, the coarsest dense matrix, the Schur stencil) and uploads it to
 //! the device in the solve's precision; the stencil kernels run there.
 
 use std::ops::Range;
 
-use crate::device::stencil::{
+use crate::device::stokes::{
     self, lattice_reach, set_extent, set_of, set_row, SharedRows, StokesMatrices,
 };
 use crate::device::{Data, Device};
 use crate::error::Result;
 use crate::precision::{Precision, Stored};
 
-pub use crate::device::stencil::{gradient_width, laplacian_width, pressure_window, Grid};
+pub use crate::device::stokes::{gradient_width, laplacian_width, pressure_window, Grid};
 
 /// Splits a flat [ux | uy | p] vector into its three parts.
 pub fn split<T>(v: &[T], grid: Grid) -> (&[T], &[T], &[T]) {
@@ -125,7 +125,7 @@ impl LatticeRows {
         &self,
         dev: &D,
         precision: Precision,
-    ) -> Result<stencil::LatticeRows<D>> {
+    ) -> Result<stokes::LatticeRows<D>> {
         let [a, b, c, d] = &self.sets;
         let n = self.grid.n;
         // The representative of a set: its node nearest the middle of the lattice.
@@ -134,7 +134,7 @@ impl LatticeRows {
             let representative = set_row(n, central(s & 1), central(s >> 1));
             SharedRows::of(&self.sets[s], self.widths[s], representative)
         });
-        Ok(stencil::LatticeRows {
+        Ok(stokes::LatticeRows {
             grid: self.grid,
             scale: self.scale,
             widths: self.widths,
@@ -207,10 +207,10 @@ impl PressureRows {
         &self,
         dev: &D,
         precision: Precision,
-    ) -> Result<stencil::PressureRows<D>> {
+    ) -> Result<stokes::PressureRows<D>> {
         let np = self.grid.np();
         let representative = (np / 2) * np + np / 2;
-        Ok(stencil::PressureRows {
+        Ok(stokes::PressureRows {
             grid: self.grid,
             scale: self.scale,
             width: self.width,

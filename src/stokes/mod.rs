@@ -29,8 +29,8 @@ pub use multigrid::{MonolithicMg, Relaxation, SchurParams};
 pub use vanka::VankaForm;
 
 use crate::device::clock::{StageMarks, StageTime};
-use crate::device::stencil::StokesMatrices;
-use crate::device::{Block, Device, Kernels, Layout};
+use crate::device::stokes::StokesMatrices;
+use crate::device::{Block, Device, Layout, StokesDevice};
 use crate::error::{Error, Result, SolveRecord, SolverError};
 use crate::linalg::{
     fgmres, BlockKind, Cost, FgmresError, FgmresFailure, FgmresInfo, FgmresParams, FgmresWorkspace,
@@ -159,12 +159,12 @@ pub struct StokesSolution {
 
 /// The Stokes operator [[L, Bᵀ], [B, 0]] in f64 on the device: the operator FGMRES solves
 /// with.
-pub struct StokesSystem<D: Kernels> {
+pub struct StokesSystem<D: StokesDevice> {
     dev: D,
     matrices: StokesMatrices<D>,
 }
 
-impl<D: Kernels> StokesSystem<D> {
+impl<D: StokesDevice> StokesSystem<D> {
     pub fn new(dev: &D, operator: &lattice::StokesOperator) -> Result<Self> {
         Ok(StokesSystem {
             dev: dev.clone(),
@@ -177,7 +177,7 @@ impl<D: Kernels> StokesSystem<D> {
     }
 }
 
-impl<D: Kernels> LinOp<D> for StokesSystem<D> {
+impl<D: StokesDevice> LinOp<D> for StokesSystem<D> {
     fn size(&self) -> usize {
         self.matrices.grid.flow_len()
     }
@@ -207,7 +207,7 @@ impl<D: Kernels> LinOp<D> for StokesSystem<D> {
 }
 
 /// The preconditioner of a spec, set up on the device in its precision.
-pub fn preconditioner<D: Kernels>(
+pub fn preconditioner<D: StokesDevice>(
     dev: &D,
     spec: &StokesSpec,
 ) -> Result<(Box<dyn LinOp<D> + Send>, usize)> {
@@ -227,7 +227,7 @@ pub fn preconditioner<D: Kernels>(
 
 /// The pressure part of a flow vector shifted to mean zero (the discrete null space of the
 /// Stokes operator is the constant pressure).
-pub fn remove_pressure_mean<D: Kernels>(dev: &D, grid: Grid, v: &mut Block<D>) -> Result<()> {
+pub fn remove_pressure_mean<D: StokesDevice>(dev: &D, grid: Grid, v: &mut Block<D>) -> Result<()> {
     let [_, _, pressure] = grid.parts();
     let mean = dev.sum(v.data.slice(pressure.clone()))? / grid.pressure_len() as f64;
     dev.shift(v.data.slice_mut(pressure), -mean)
@@ -316,7 +316,7 @@ pub fn check_memory(spec: &StokesSpec) -> Result<()> {
 /// system and the preconditioner, FGMRES's workspace. It solves any right-hand side of the
 /// assembled form ([f_x | f_y | g], zero on boundary velocity rows) with the manufactured
 /// problem's boundary values: a single run solves once, a campaign's operator per batch.
-pub struct StokesSolver<D: Kernels> {
+pub struct StokesSolver<D: StokesDevice> {
     dev: D,
     spec: StokesSpec,
     problem: StokesProblem,
@@ -330,7 +330,7 @@ pub struct StokesSolver<D: Kernels> {
     pub setup_seconds: f64,
 }
 
-impl<D: Kernels> StokesSolver<D> {
+impl<D: StokesDevice> StokesSolver<D> {
     /// Checks the mesh and the memory, assembles, and sets the solver up on `dev`.
     pub fn new(dev: &D, spec: &StokesSpec) -> Result<Self> {
         multigrid::mesh_hierarchy(spec.n)?;
@@ -501,12 +501,12 @@ impl<D: Kernels> StokesSolver<D> {
 
 /// Assembles the manufactured problem, builds the preconditioner on `dev`, solves with
 /// FGMRES from zero, and measures the errors.
-pub fn solve<D: Kernels>(dev: &D, spec: &StokesSpec) -> Result<StokesSolution> {
+pub fn solve<D: StokesDevice>(dev: &D, spec: &StokesSpec) -> Result<StokesSolution> {
     solve_timing_stages(dev, spec, false)
 }
 
 /// [`solve`], with the solve's stage times when `stages` (for `bench stokes`).
-pub fn solve_timing_stages<D: Kernels>(
+pub fn solve_timing_stages<D: StokesDevice>(
     dev: &D,
     spec: &StokesSpec,
     stages: bool,

@@ -14,9 +14,9 @@ use super::cost;
 use super::lattice::{gradient_slot, pressure_window, PressureRows, StokesOperator, Unknown};
 use super::transfer::{prolong_flow, restrict_flow};
 use super::vanka::{Vanka, VankaForm};
-use crate::device::stencil::{CoarseSolve, StokesMatrices};
+use crate::device::stokes::{CoarseSolve, StokesMatrices};
 use crate::device::Layout;
-use crate::device::{Block, Data, Device, Kernels};
+use crate::device::{Block, Data, Device, StokesDevice};
 use crate::error::{Error, Result};
 use crate::linalg::{BlockKind, Cost, LinOp};
 use crate::precision::Precision;
@@ -209,23 +209,26 @@ fn schur_stencil(op: &StokesOperator, d_inv: &[f64], t: f64) -> PressureRows {
     schur
 }
 
-enum Smoother<D: Kernels> {
+/// A level's relaxation as set up: additive Vanka with its weight, or a Schur-complement
+/// relaxation (Braess-Sarazin, or Schur-Uzawa when `uzawa`).
+enum LevelRelaxation<D: StokesDevice> {
     Vanka(Vanka<D>, f64),
     Schur {
         params: SchurParams,
         /// D⁻¹ (lattice), in the compute precision.
         d_inv: Data<D>,
         /// Ŝ = (1/t) B D⁻¹ Bᵀ, the (positive) Schur complement, in storage precision.
-        schur: crate::device::stencil::PressureRows<D>,
+        schur: crate::device::stokes::PressureRows<D>,
         /// 1/diag(Ŝ), in the compute precision.
         s_diag_inv: Data<D>,
         uzawa: bool,
     },
 }
 
-struct Level<D: Kernels> {
+/// One level of the monolithic hierarchy: its matrices, relaxation and block vectors.
+struct StokesLevel<D: StokesDevice> {
     op: StokesMatrices<D>,
-    smoother: Option<Smoother<D>>,
+    smoother: Option<LevelRelaxation<D>>,
     x: Block<D>,
     b: Block<D>,
     r: Block<D>,
@@ -236,10 +239,10 @@ struct Level<D: Kernels> {
 
 /// Monolithic multigrid, one V(1,1) cycle per application, in a storage precision (f16:
 /// f32 arithmetic) between f64 vectors (FGMRES).
-pub struct MonolithicMg<D: Kernels> {
+pub struct MonolithicMg<D: StokesDevice> {
     dev: D,
     precision: Precision,
-    levels: Vec<Level<D>>,
+    levels: Vec<StokesLevel<D>>,
     coarse: CoarseSolve<D>,
     /// Bytes the host set-up operators occupy in the storage precision.
     bytes: usize,
@@ -247,7 +250,7 @@ pub struct MonolithicMg<D: Kernels> {
     cycle_cost: Cost,
 }
 
-impl<D: Kernels> MonolithicMg<D> {
+impl<D: StokesDevice> MonolithicMg<D> {
     pub fn new(dev: &D, n: usize, relaxation: Relaxation, precision: Precision) -> Result<Self> {
         let sizes = mesh_hierarchy(n)?;
         let compute = precision.compute();
@@ -262,7 +265,7 @@ impl<D: Kernels> MonolithicMg<D> {
             } else {
                 Some(match relaxation {
                     Relaxation::Vanka { form, omega } => {
-                        Smoother::Vanka(Vanka::new(dev, &op64, form, precision)?, omega)
+                        LevelRelaxation::Vanka(Vanka::new(dev, &op64, form, precision)?, omega)
                     }
                     Relaxation::BraessSarazin(params) | Relaxation::SchurUzawa(params) => {
                         let d64 = laplacian_diagonal_inverse(&op64);
@@ -272,7 +275,7 @@ impl<D: Kernels> MonolithicMg<D> {
                             .chunks(25)
                             .map(|row| 1.0 / (row[12] * schur.scale))
                             .collect();
-                        Smoother::Schur {
+                        LevelRelaxation::Schur {
                             params,
                             d_inv: Data::from_f64(dev, &d64, compute)?,
                             schur: schur.upload(dev, precision)?,
@@ -284,7 +287,7 @@ impl<D: Kernels> MonolithicMg<D> {
             };
             let flow = || Block::vector(dev, g.flow_len(), compute);
             let pressure = || Data::zeros(dev, g.pressure_len(), compute);
-            levels.push(Level {
+            levels.push(StokesLevel {
                 op: op64.upload(dev, precision)?,
                 smoother,
                 x: flow()?,
@@ -298,7 +301,7 @@ impl<D: Kernels> MonolithicMg<D> {
             .iter()
             .map(|l| {
                 let vanka = match &l.smoother {
-                    Some(Smoother::Vanka(v, _)) => v.bytes(),
+                    Some(LevelRelaxation::Vanka(v, _)) => v.bytes(),
                     _ => 0,
                 };
                 l.op.bytes() + vanka + 4 * l.x.data.bytes()
@@ -328,15 +331,15 @@ impl<D: Kernels> MonolithicMg<D> {
     /// The Vanka form of the relaxation, if Vanka.
     pub fn vanka_form(&self) -> Option<VankaForm> {
         match self.levels.first().and_then(|l| l.smoother.as_ref()) {
-            Some(Smoother::Vanka(v, _)) => Some(v.form()),
+            Some(LevelRelaxation::Vanka(v, _)) => Some(v.form()),
             _ => None,
         }
     }
 }
 
 /// One V(1,1) cycle as `cycle` runs it, with the f64 copies in and out.
-fn cycle_cost<D: Kernels>(
-    levels: &[Level<D>],
+fn cycle_cost<D: StokesDevice>(
+    levels: &[StokesLevel<D>],
     coarse: &CoarseSolve<D>,
     compute: Precision,
 ) -> Cost {
@@ -358,12 +361,12 @@ fn cycle_cost<D: Kernels>(
 }
 
 /// One relaxation as `relax` runs it after its residual.
-fn relax_cost<D: Kernels>(level: &Level<D>, compute: Precision) -> Cost {
+fn relax_cost<D: StokesDevice>(level: &StokesLevel<D>, compute: Precision) -> Cost {
     let g = level.op.grid;
     let (lattice, pressure) = (g.lattice_len(), g.pressure_len());
     match level.smoother.as_ref().expect("not the coarsest") {
-        Smoother::Vanka(vanka, _) => vanka.relax_cost(),
-        Smoother::Schur {
+        LevelRelaxation::Vanka(vanka, _) => vanka.relax_cost(),
+        LevelRelaxation::Schur {
             params,
             schur,
             uzawa,
@@ -394,7 +397,11 @@ fn relax_cost<D: Kernels>(level: &Level<D>, compute: Precision) -> Cost {
 }
 
 /// One V(1,1) cycle on levels[0] (x from zero), recursing to the coarsest.
-fn cycle<D: Kernels>(dev: &D, levels: &mut [Level<D>], coarse: &CoarseSolve<D>) -> Result<()> {
+fn cycle<D: StokesDevice>(
+    dev: &D,
+    levels: &mut [StokesLevel<D>],
+    coarse: &CoarseSolve<D>,
+) -> Result<()> {
     let (level, rest) = levels.split_first_mut().expect("at least one level");
     if rest.is_empty() {
         return dev.coarse_solve(coarse, level.b.view(), level.x.view_mut());
@@ -410,8 +417,8 @@ fn cycle<D: Kernels>(dev: &D, levels: &mut [Level<D>], coarse: &CoarseSolve<D>) 
 }
 
 /// x += S(b − A x) for the level's relaxation; from a zero x the residual is b itself.
-fn relax<D: Kernels>(dev: &D, level: &mut Level<D>, zero_guess: bool) -> Result<()> {
-    let Level {
+fn relax<D: StokesDevice>(dev: &D, level: &mut StokesLevel<D>, zero_guess: bool) -> Result<()> {
+    let StokesLevel {
         op,
         smoother,
         x,
@@ -430,8 +437,8 @@ fn relax<D: Kernels>(dev: &D, level: &mut Level<D>, zero_guess: bool) -> Result<
         .as_mut()
         .expect("relaxation on a non-coarsest level")
     {
-        Smoother::Vanka(vanka, omega) => vanka.relax(dev, r, x, *omega),
-        Smoother::Schur {
+        LevelRelaxation::Vanka(vanka, omega) => vanka.relax(dev, r, x, *omega),
+        LevelRelaxation::Schur {
             params,
             d_inv,
             schur,
@@ -449,12 +456,12 @@ fn relax<D: Kernels>(dev: &D, level: &mut Level<D>, zero_guess: bool) -> Result<
 ///   x += ω (δu, δp);
 /// - Schur-Uzawa: δu = (1/t) D⁻¹ r_u, Ŝ δp = B δu − r_p (Jacobi), x += (δu, δp).
 #[allow(clippy::too_many_arguments)]
-fn schur_relax<D: Kernels>(
+fn schur_relax<D: StokesDevice>(
     dev: &D,
     op: &StokesMatrices<D>,
     params: &SchurParams,
     d_inv: &Data<D>,
-    schur: &crate::device::stencil::PressureRows<D>,
+    schur: &crate::device::stokes::PressureRows<D>,
     s_diag_inv: &Data<D>,
     uzawa: bool,
     r: &Block<D>,
@@ -522,7 +529,7 @@ fn schur_relax<D: Kernels>(
     Ok(())
 }
 
-impl<D: Kernels> LinOp<D> for MonolithicMg<D> {
+impl<D: StokesDevice> LinOp<D> for MonolithicMg<D> {
     fn size(&self) -> usize {
         self.levels[0].op.grid.flow_len()
     }
@@ -556,7 +563,7 @@ impl<D: Kernels> LinOp<D> for MonolithicMg<D> {
 }
 
 /// The precision of the preconditioner's storage.
-impl<D: Kernels> MonolithicMg<D> {
+impl<D: StokesDevice> MonolithicMg<D> {
     pub fn precision(&self) -> Precision {
         self.precision
     }

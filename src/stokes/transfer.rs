@@ -2,7 +2,7 @@
 //! (each velocity component on the lattice) and Q1 (pressure), and restriction as its
 //! transpose (the 1D taps and their tensor products are the device's `stokes_transfer`).
 
-use crate::device::stencil::{Grid, Transfer};
+use crate::device::stokes::{Grid, Transfer};
 use crate::device::{Block, StokesKernels};
 use crate::error::Result;
 

@@ -18,8 +18,8 @@ use half::f16;
 use rayon::prelude::*;
 
 use super::lattice::{divergence_slot, gradient_slot, lattice_slot, Grid, StokesOperator};
-use crate::device::stencil::{patch_node as velocity_node, VankaMaps, VankaRelax, PATCH};
-use crate::device::{Block, Data, Kernels, Storage};
+use crate::device::stokes::{patch_node as velocity_node, VankaMaps, VankaRelax, PATCH};
+use crate::device::{Block, Data, StokesDevice, Storage};
 use crate::error::Result;
 use crate::linalg::Cost;
 use crate::precision::{Precision, Stored};
@@ -143,7 +143,7 @@ fn simple_inverses<S: Storage>(op: &StokesOperator, patch_of_column: &[u32]) -> 
 }
 
 /// One level's Vanka relaxation.
-pub struct Vanka<D: Kernels> {
+pub struct Vanka<D: StokesDevice> {
     grid: Grid,
     form: VankaForm,
     /// Simple: one W A⁻¹ per patch column; tuned: one per class (25); in storage precision.
@@ -160,7 +160,7 @@ pub struct Vanka<D: Kernels> {
     pressure_scale: f64,
 }
 
-impl<D: Kernels> Vanka<D> {
+impl<D: StokesDevice> Vanka<D> {
     pub fn new(
         dev: &D,
         op: &StokesOperator,

@@ -74,9 +74,9 @@ pub fn grid_prolongation<D: tensorfem::device::MultigridKernels>(
 /// patches, every column using inverse k mod `inverses`: the returned `column_of` with them.
 pub fn permuted_vanka_maps<D: tensorfem::device::Device>(
     dev: &D,
-    g: tensorfem::device::stencil::Grid,
+    g: tensorfem::device::stokes::Grid,
     inverses: u32,
-) -> (tensorfem::device::stencil::VankaMaps<D>, Vec<u32>) {
+) -> (tensorfem::device::stokes::VankaMaps<D>, Vec<u32>) {
     let patches = g.pressure_len();
     let patch_of_column: Vec<u32> = (0..patches as u32)
         .map(|k| (k * 7) % patches as u32)
@@ -86,7 +86,7 @@ pub fn permuted_vanka_maps<D: tensorfem::device::Device>(
         column_of[patch as usize] = column as u32;
     }
     let inverse_of_column: Vec<u32> = (0..patches as u32).map(|k| k % inverses).collect();
-    let maps = tensorfem::device::stencil::VankaMaps {
+    let maps = tensorfem::device::stokes::VankaMaps {
         column_of: dev.upload(&column_of).unwrap(),
         patch_of_column: dev.upload(&patch_of_column).unwrap(),
         inverse_of_column: dev.upload(&inverse_of_column).unwrap(),

@@ -9,13 +9,11 @@
 
 mod arena;
 mod dense;
-mod ell;
-mod gemv;
+mod multigrid;
 mod psc;
 pub mod simd;
 mod sparse;
-mod stencil;
-mod transfer;
+mod stokes;
 mod vector;
 
 use super::{check_len, host, DType, Data, Device, HostArray, Storage, View, ViewMut};

@@ -1,19 +1,15 @@
-//! CSR kernels on column-major blocks, and the [`SparseKernels`] entry points (the ELLPACK
-//! and grid-transfer kernels live in `ell` and `transfer`).
+//! CSR kernels on column-major blocks, and the [`SparseKernels`] entry points.
 
 use rayon::prelude::*;
 
-use super::transfer;
 use super::vector::{partials, reduce};
-use super::{buffer, buffer_mut, by_precision, ell, Compute, Cpu};
-use crate::device::sparse::Direction;
+use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::{
-    check_col_major, check_len, unsupported, Block, CsrMatrix, EllMatrix, FlagLog, LevelTransfer,
-    MultigridKernels, RowOp, SparseKernels, Stats, Storage,
+    check_col_major, unsupported, Block, CsrMatrix, SparseKernels, Stats, Storage,
 };
 use crate::error::{Error, Result};
 use crate::numeric;
-use crate::sparse::{self, CsrView, EllLayout};
+use crate::sparse::{self, CsrView};
 
 fn view<'a, S: Storage>(a: &'a CsrMatrix<Cpu>, kernel: &str) -> Result<CsrView<'a, S>> {
     Ok(CsrView {
@@ -138,93 +134,6 @@ impl SparseKernels for Cpu {
         let rs = buffer_mut::<f64>(&mut r.data, "csr_refine_update")?;
         by_precision!(c.precision(), X => update::<X>(&m, buffer::<X>(&c.data, "csr_refine_update")?, alpha, a.nrows, xs, rs, stats));
         Ok(())
-    }
-}
-
-impl MultigridKernels for Cpu {
-    fn ell_layout(&self) -> EllLayout {
-        EllLayout::Sliced
-    }
-
-    fn ell_sweep(
-        &self,
-        a: &EllMatrix<Self>,
-        op: RowOp,
-        x: &Block<Self>,
-        b: Option<&Block<Self>>,
-        out: &mut Block<Self>,
-        stats: &mut Stats<Self>,
-    ) -> Result<()> {
-        ell::ell_sweep(a, op, x, b, out, stats)
-    }
-
-    fn ell_jacobi_from_zero(
-        &self,
-        a: &EllMatrix<Self>,
-        omega: f64,
-        b: &Block<Self>,
-        out: &mut Block<Self>,
-        stats: &mut Stats<Self>,
-    ) -> Result<()> {
-        ell::ell_jacobi_from_zero(a, omega, b, out, stats)
-    }
-
-    fn ell_refine_update(
-        &self,
-        a: &EllMatrix<Self>,
-        c: &Block<Self>,
-        alpha: &[f64],
-        x: &mut Block<Self>,
-        r: &mut Block<Self>,
-        stats: &mut Stats<Self>,
-    ) -> Result<()> {
-        ell::ell_refine_update(a, c, alpha, x, r, stats)
-    }
-
-    fn restrict(
-        &self,
-        transfer: &LevelTransfer<Self>,
-        fine: &Block<Self>,
-        coarse: &mut Block<Self>,
-        scale: &[f64],
-        stats: &mut Stats<Self>,
-    ) -> Result<()> {
-        transfer::transfer_block(Direction::Restrict, transfer, fine, coarse, scale, stats)
-    }
-
-    fn log_flushed_column(
-        &self,
-        fine: &Stats<Self>,
-        coarse: &Stats<Self>,
-        half_tiny: f64,
-        log: &mut FlagLog<Self>,
-    ) -> Result<()> {
-        let (slot, cols) = (log.next_slot("log_flushed_column", 2)?, fine.nrhs());
-        check_len("log_flushed_column statistics", cols, coarse.nrhs())?;
-        let (fine_max, coarse_max) = (&fine.host[cols..2 * cols], &coarse.host[cols..2 * cols]);
-        let flushed = (0..cols).find(|&c| fine_max[c] > 0.0 && coarse_max[c] < half_tiny);
-        log.flags[slot] = flushed.map_or(0.0, |c| (c + 1) as f64);
-        log.flags[slot + 1] = flushed.map_or(0.0, |c| coarse_max[c]);
-        log.len += 2;
-        Ok(())
-    }
-
-    fn prolongate_add(
-        &self,
-        transfer: &LevelTransfer<Self>,
-        coarse: &Block<Self>,
-        fine: &mut Block<Self>,
-        scale: &[f64],
-        stats: &mut Stats<Self>,
-    ) -> Result<()> {
-        transfer::transfer_block(
-            Direction::ProlongateAdd,
-            transfer,
-            coarse,
-            fine,
-            scale,
-            stats,
-        )
     }
 }
 

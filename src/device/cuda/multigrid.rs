@@ -4,7 +4,7 @@
 
 use super::device::Cuda;
 use super::launch::{self, Arg};
-use crate::device::sparse::{check_grids, Direction};
+use crate::device::multigrid::{check_grids, Direction};
 use crate::device::{
     check_len, kernel_name, unsupported, Block, EllMatrix, FlagLog, Layout, LevelTransfer,
     MultigridKernels, RowOp, Stats,

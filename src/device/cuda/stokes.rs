@@ -5,7 +5,7 @@
 
 use super::device::Cuda;
 use super::launch::{self, Arg};
-use crate::device::stencil::{
+use crate::device::stokes::{
     check_flow, gradient_width, laplacian_width, CoarseSolve, Grid, LatticeRows, PressureRows,
     StokesKernels, StokesMatrices, Transfer, VankaMaps, PATCH,
 };

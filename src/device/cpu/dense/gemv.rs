@@ -16,9 +16,9 @@
 use num_traits::Zero;
 use rayon::prelude::*;
 
-use super::arena;
-use super::simd::{per_simd_level, TileIo, TILE};
-use super::Compute;
+use super::super::arena;
+use super::super::simd::{per_simd_level, TileIo, TILE};
+use super::super::Compute;
 use crate::device::Storage;
 use crate::precision::Real;
 

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use super::dense::product_in_task;
 use super::simd::{per_simd_level, KernelStorage, TILE};
 use super::{arena, buffer, buffer_mut, by_precision, check_len, slice, slice_mut, Compute, Cpu};
-use crate::device::stencil::{
+use crate::device::stokes::{
     check_flow, lattice_reach, patch_node, pressure_window, set_of, set_row, vanka_relax_in_turn,
     CoarseSolve, Grid, LatticeRows, PressureRows, SharedRows, StokesKernels, StokesMatrices,
     Transfer, VankaMaps, VankaRelax, PATCH,

@@ -6,12 +6,14 @@
 //! f32 tile by tile in per-thread scratch and multiplied in f32; in TF32 math, f32 operands
 //! are rounded to TF32 the same way (what Tensor Cores multiply), the sums in f32.
 
+mod gemv;
+
 use faer::{Accum, Par};
 use half::f16;
 use rayon::prelude::*;
 
 use super::simd::per_simd_level;
-use super::{arena, buffer, buffer_mut, by_precision, gemv, slice, slice_mut, Compute, Cpu};
+use super::{arena, buffer, buffer_mut, by_precision, slice, slice_mut, Compute, Cpu};
 use crate::device::{
     check_gemm_math, needs_second_step, unsupported, Block, DenseInverse, DenseKernels, MatMut,
     MatRef, Scratch, Storage, View, ViewMut,

@@ -17,13 +17,13 @@
 use num_traits::Zero;
 use rayon::prelude::*;
 
-use super::arena;
-use super::simd::{per_simd_level, row_tiles, TileIo, TILE};
-use super::vector::{
+use super::super::arena;
+use super::super::simd::{per_simd_level, row_tiles, TileIo, TILE};
+use super::super::vector::{
     fold_column, fold_tiles, partials, record_tile, reduce, tile_sum_of_squares, ColumnStats,
 };
-use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
-use crate::device::sparse::Chunks;
+use super::super::{buffer, buffer_mut, by_precision, Compute, Cpu};
+use crate::device::multigrid::Chunks;
 use crate::device::{Block, EllMatrix, RowOp, Stats, Storage};
 use crate::error::{Error, Result};
 use crate::precision::{Real, Stored};
@@ -178,7 +178,7 @@ per_simd_level! {
     /// is read), the op, the output rounded into storage, and the tile's Σ v² and max |v|
     /// (added into `part` at the end of the sub-block). Only the statistics go through (L1)
     /// scratch. Each column keeps the order of operations of [`tile_row_sum`] (even and odd
-    /// slots apart) and of [`record_stats`](super::vector::record_stats) (Σ v² in f64 over
+    /// slots apart) and of [`record_stats`](super::super::vector::record_stats) (Σ v² in f64 over
     /// four interleaved rows), so a column gets the same result and statistics alone and
     /// inside a block.
     fn block_rows<S>(BlockRowsArgs<'_, S>) => block_rows_portable
@@ -526,7 +526,7 @@ per_simd_level! {
     /// slot's columns, [`TileIo::gather`]; even and odd slots summed apart as in
     /// [`tile_row_sum`]), the op (the diagonal from slot 0), the output rounded into
     /// storage, and Σ v² and max |v| in the order of
-    /// [`record_stats`](super::vector::record_stats) (row r to lane r mod 4), added into
+    /// [`record_stats`](super::super::vector::record_stats) (row r to lane r mod 4), added into
     /// `part` at the end.
     fn slice_rows<S>(SliceRowsArgs<'_, S>) => slice_rows_portable
 }
@@ -739,7 +739,7 @@ per_simd_level! {
     /// One chunk of [`jacobi_from_zero`] with a block of columns, fused: per row and tile
     /// of columns out = (ω / d) b, converted as it is read and written, with the statistics
     /// of [`record_tile`] (one fold per chunk, as
-    /// [`record_stats`](super::vector::record_stats) on the whole chunk did).
+    /// [`record_stats`](super::super::vector::record_stats) on the whole chunk did).
     fn jacobi_block_rows<S>(JacobiBlockArgs<'_, S>) => jacobi_block_rows_portable
 }
 
@@ -787,7 +787,7 @@ type JacobiRowsArgs<'a, S> = (&'a [S], &'a [S], Compute<S>, &'a mut [S], &'a mut
 per_simd_level! {
     /// One chunk of [`jacobi_from_zero`] with one column, fused: per tile of 16 rows out =
     /// (ω / d) b, converted as it is read and written, with the statistics of
-    /// [`record_stats`](super::vector::record_stats) (one fold per chunk, as its call on
+    /// [`record_stats`](super::super::vector::record_stats) (one fold per chunk, as its call on
     /// the whole chunk did).
     fn jacobi_rows<S>(JacobiRowsArgs<'_, S>) => jacobi_rows_portable
 }
@@ -867,7 +867,7 @@ per_simd_level! {
     /// One sub-block of [`refinement_update`] with one column, fused: per slice of 16 rows (the
     /// vector lanes) c gathered at each slot's columns and converted to f64 as it is read,
     /// A c summed as in [`tile_row_sum`], u and r updated (r −= α (A c)), Σ r² in the order of
-    /// [`record_stats`](super::vector::record_stats) and max |c| of the rows' own correction.
+    /// [`record_stats`](super::super::vector::record_stats) and max |c| of the rows' own correction.
     fn update_slices<X>(UpdateSlicesArgs<'_, '_, X>) => update_slices_portable
 }
 
@@ -912,7 +912,7 @@ fn update_slices_portable<X: Storage + TileIo, const LEVEL: u8>(
 
 /// [`refinement_update`] for blocks of two or more columns: per row and tile of columns, c
 /// read where it is (converted to f64 as it is read), A c summed as in [`tile_row_sum`], u
-/// and r updated, Σ r² in the order of [`record_stats`](super::vector::record_stats) and
+/// and r updated, Σ r² in the order of [`record_stats`](super::super::vector::record_stats) and
 /// max |c| of the row's own correction; no widened bands.
 fn refinement_update_block<X: Storage + TileIo>(
     a: &Ell<'_, f64>,

@@ -14,13 +14,13 @@
 use num_traits::Zero;
 use rayon::prelude::*;
 
-use super::arena;
-use super::simd::{per_simd_level, row_tiles, TileIo, TILE};
-use super::vector::{fold_tiles, partials, record_stats, record_tile, reduce, ColumnStats};
-use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
+use super::super::arena;
+use super::super::simd::{per_simd_level, row_tiles, TileIo, TILE};
+use super::super::vector::{fold_tiles, partials, record_stats, record_tile, reduce, ColumnStats};
+use super::super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::inverse_scale;
-use crate::device::sparse::check_grids;
-use crate::device::sparse::Direction;
+use crate::device::multigrid::check_grids;
+use crate::device::multigrid::Direction;
 use crate::device::{Block, CsrMatrix, GridShape, LevelTransfer, Stats, Storage};
 use crate::error::{Error, Result};
 use crate::precision::Real;

@@ -1,0 +1,160 @@
+//! Dense kernels ([`DenseKernels`]: GEMM with explicit storage and compute precision,
+//! GEMV, SYMV, the Gram-Schmidt steps of FGMRES) and the set-up's dense inversions
+//! ([`DenseInverse`]).
+
+use super::{Block, Device, MatMut, MatRef, Scratch, View, ViewMut};
+use crate::error::Result;
+use crate::precision::GemmMath;
+
+/// Dense products.
+pub trait DenseKernels: Device {
+    /// C = A·B with A and B in one storage precision S and C in S or in S's compute
+    /// precision; products and sums in the compute precision (f16: f32), with f32
+    /// operands rounded to TF32 first when `math` is [`GemmMath::Tf32`] (f32 only).
+    fn gemm(
+        &self,
+        a: MatRef<'_, Self>,
+        b: MatRef<'_, Self>,
+        c: MatMut<'_, Self>,
+        math: GemmMath,
+    ) -> Result<()>;
+    /// C = A·B for a symmetric A (square; both triangles stored, Aᵀ = A): what
+    /// [`DenseKernels::gemm`] computes, in whichever layout of the product the device
+    /// multiplies fastest (the CPU: Cᵀ = Bᵀ·A for a narrow B). PSC's dense inverses Π⁻¹,
+    /// Λ⁻¹ and Θ⁻¹ on blocks of right-hand sides.
+    fn symm(
+        &self,
+        a: MatRef<'_, Self>,
+        b: MatRef<'_, Self>,
+        c: MatMut<'_, Self>,
+        math: GemmMath,
+    ) -> Result<()> {
+        self.gemm(a, b, c, math)
+    }
+    /// C_i = A_i·B_i for i < `batch.count`, the i-th operands at their offsets plus i times
+    /// the batch's strides (a stride of 0 shares an operand): the group-wise C⁻¹ products
+    /// of PSC for every right-hand side in one call. Precisions as in [`DenseKernels::gemm`].
+    fn gemm_batched(
+        &self,
+        a: MatRef<'_, Self>,
+        b: MatRef<'_, Self>,
+        c: MatMut<'_, Self>,
+        batch: Batch,
+        math: GemmMath,
+    ) -> Result<()> {
+        for i in 0..batch.count {
+            self.gemm(
+                MatRef {
+                    offset: a.offset + i * batch.stride_a,
+                    ..a
+                },
+                MatRef {
+                    offset: b.offset + i * batch.stride_b,
+                    ..b
+                },
+                MatMut {
+                    data: &mut *c.data,
+                    offset: c.offset + i * batch.stride_c,
+                    rows: c.rows,
+                    cols: c.cols,
+                    ld: c.ld,
+                },
+                math,
+            )?;
+        }
+        Ok(())
+    }
+    /// y = A x for a column-major A in storage S, x and y in S's compute precision: one
+    /// pass over A (the product of a single right-hand side).
+    fn gemv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()>;
+    /// y = A x for a symmetric A (square, column-major, both triangles stored) in storage S:
+    /// what [`DenseKernels::gemv`] computes, reading only the lower triangle where
+    /// [`DenseKernels::symv_reads_lower_triangle`] says so (half the bytes).
+    fn symv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()> {
+        self.gemv(a, x, y)
+    }
+    /// Whether [`DenseKernels::symv`] reads only the lower triangle (else all of A).
+    fn symv_reads_lower_triangle(&self) -> bool {
+        false
+    }
+    /// One classical Gram-Schmidt step against the f64 vectors `basis`, fused: c = Vᵀw,
+    /// w −= V c and h += c (a second step re-orthogonalises into the same h), with ‖w‖²
+    /// alongside; returns ‖w‖ before and after.
+    fn orthogonalize(
+        &self,
+        basis: &[Block<Self>],
+        w: &mut Block<Self>,
+        h: &mut [f64],
+        scratch: &mut Scratch<Self>,
+    ) -> Result<(f64, f64)>;
+    /// Gram-Schmidt as FGMRES needs it: one [`DenseKernels::orthogonalize`] step, and a
+    /// second when the first cancelled most of w (the DGKS criterion ‖w'‖ < ‖w‖/√2; "twice
+    /// is enough"), both adding into h; returns ‖w‖ at the end. With a good preconditioner
+    /// w = A M⁻¹ v_j is close to v_j and the second step always runs, so a device may fuse
+    /// the first step's update with the second step's products (one pass over the basis
+    /// less); the results are those of the two steps.
+    fn orthogonalize_twice_if_needed(
+        &self,
+        basis: &[Block<Self>],
+        w: &mut Block<Self>,
+        h: &mut [f64],
+        scratch: &mut Scratch<Self>,
+    ) -> Result<f64> {
+        let (before, after) = self.orthogonalize(basis, w, h, scratch)?;
+        if needs_second_step(before, after) {
+            return Ok(self.orthogonalize(basis, w, h, scratch)?.1);
+        }
+        Ok(after)
+    }
+}
+
+/// The DGKS criterion of [`DenseKernels::orthogonalize_twice_if_needed`]: a Gram-Schmidt
+/// step that left ‖w‖ below ‖w‖/√2 of before cancelled enough that a second is needed.
+pub fn needs_second_step(before: f64, after: f64) -> bool {
+    after < before * std::f64::consts::FRAC_1_SQRT_2
+}
+
+/// What a device did with a set-up's dense inversion ([`DenseInverse::spd_inverse`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inverted {
+    Done,
+    /// The Cholesky pivot at `index` was not positive (the matrix is left undefined).
+    NotPositiveDefinite {
+        index: usize,
+    },
+    /// The device leaves it to the host (the matrix is untouched): no such device code,
+    /// its library is missing, or the matrix does not fit its memory.
+    LeftToHost,
+}
+
+/// The dense f64 inversions of a set-up (PSC's Π⁻¹ and Λ⁻¹: |E|² values, |E|³ work,
+/// 30 GB and minutes on a host at h = 1/1024): a GPU does them with cuSOLVER; the host's
+/// blocked inversion (`linalg::spd_inverse_in_place`) is the default and the fallback.
+pub trait DenseInverse {
+    /// A ← (A − GᵀG)⁻¹ (`gram` G: k × n, when given) for a symmetric A (its lower triangle
+    /// read) whose result is positive definite; after `Done` A's lower triangle holds the
+    /// inverse (the caller mirrors it).
+    fn spd_inverse(
+        &self,
+        a: &mut faer::Mat<f64>,
+        gram: Option<&faer::Mat<f64>>,
+    ) -> Result<Inverted> {
+        let _ = (a, gram);
+        Ok(Inverted::LeftToHost)
+    }
+}
+
+/// The host: [`DenseInverse`]'s default.
+pub struct OnHost;
+
+impl DenseInverse for OnHost {}
+
+/// How many products a batched GEMM computes and how far apart their operands lie (in
+/// elements).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Batch {
+    pub count: usize,
+    pub stride_a: usize,
+    pub stride_b: usize,
+    pub stride_c: usize,
+}
