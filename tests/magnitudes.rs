@@ -7,7 +7,7 @@
 use tensorfem::campaign::{BatchOperator, BatchRhs, ColumnSource};
 use tensorfem::config::parse;
 use tensorfem::device::Cpu;
-use tensorfem::run::solver::AnyOperator;
+use tensorfem::run::solver::AnyPoissonSystem;
 use tensorfem::run::Backend;
 use tensorfem::stokes::StokesSolver;
 
@@ -69,7 +69,7 @@ fn loads(n: usize, columns: &[f64]) -> Vec<f64> {
 
 /// Solves the columns of magnitudes `scales` with the solver of `config`: Ok(relative
 /// residuals and tolerances) or the refusal's message.
-fn solve(op: &mut AnyOperator, scales: &[f64]) -> Result<Vec<(f64, f64)>, String> {
+fn solve(op: &mut AnyPoissonSystem, scales: &[f64]) -> Result<Vec<(f64, f64)>, String> {
     let n = op.unknowns();
     let b = loads(n, scales);
     let outcome = op.solve(&b, scales.len()).map_err(|e| e.to_string())?;
@@ -95,7 +95,7 @@ fn every_method_solves_every_magnitude_or_refuses_it_by_name() {
     let mut failures = Vec::new();
     for (name, text) in solvers() {
         let config = parse(&format!("{text}[output]\npath = \"x.h5\"\n"), name).unwrap();
-        let mut op = AnyOperator::new(&backend, &config.mesh, &config.solver).unwrap();
+        let mut op = AnyPoissonSystem::new(&backend, &config.mesh, &config.solver).unwrap();
         let mut check = |what: String, scales: &[f64]| match solve(&mut op, scales) {
             Ok(columns) => {
                 // The sweep's target, and each column's own tolerance (the Cholesky

@@ -7,7 +7,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::solver::{with_operator, AnyOperator};
+use super::solver::{with_operator, AnyPoissonSystem};
 use super::Backend;
 use crate::campaign::{BatchOperator, Checks, ColumnSource};
 use crate::comm::Comm;
@@ -222,7 +222,7 @@ pub fn run(config: &RunConfig, backend: &Backend, comm: &dyn Comm) -> Result<Opt
     super::solver::check_memory(&config.mesh, &config.solver, config.ks.len(), backend)?;
 
     let t = Instant::now();
-    let mut op = AnyOperator::new(backend, &config.mesh, &config.solver)?;
+    let mut op = AnyPoissonSystem::new(backend, &config.mesh, &config.solver)?;
     let (assembly, setup) = (op.assembly_seconds(), op.setup_seconds());
     let mut seconds = StageSeconds {
         mesh: t.elapsed().as_secs_f64() - assembly - setup,

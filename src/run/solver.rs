@@ -182,7 +182,7 @@ fn timed<T>(f: impl FnOnce() -> Result<T>) -> Result<(T, f64)> {
 
 /// A mesh with its assembled stiffness matrix and the configured solver on the device `D`,
 /// set up once and applied to any number of blocks of right-hand sides.
-pub struct Operator<const DIM: usize> {
+pub struct PoissonSystem<const DIM: usize> {
     pub mesh: Mesh<DIM>,
     pub matrix: Csr<f64>,
     pub dofs: Dofs,
@@ -201,7 +201,7 @@ pub struct Operator<const DIM: usize> {
     pub setup_seconds: f64,
 }
 
-impl<const DIM: usize> Operator<DIM> {
+impl<const DIM: usize> PoissonSystem<DIM> {
     /// Assembles the stiffness matrix of `mesh` and sets up the solver on `backend`
     /// (`conditioned`: the mesh is a refined domain or has boundary conditions).
     pub fn new(
@@ -233,7 +233,7 @@ impl<const DIM: usize> Operator<DIM> {
             dofs.len(),
             matrix.nnz(),
         );
-        Ok(Operator {
+        Ok(PoissonSystem {
             mesh,
             matrix,
             dofs,
@@ -264,7 +264,7 @@ impl<const DIM: usize> Operator<DIM> {
     /// ([`relative_residuals`]): the solver stops on a residual it updates step by step or
     /// computes in another order, which near the tolerance can differ from the check's; a
     /// column the check puts above it gets up to [`CORRECTIONS`] steps x += A⁻¹(b − A x)
-    /// with the check's residual. What the check found is kept for [`Operator::verify`].
+    /// with the check's residual. What the check found is kept for [`PoissonSystem::verify`].
     pub fn solve(&mut self, rhs: &[f64], nrhs: usize) -> Result<BlockOutcome> {
         let mut outcome = self.solve_by_magnitude(rhs, nrhs)?;
         let n = self.dofs.len();
@@ -307,7 +307,7 @@ impl<const DIM: usize> Operator<DIM> {
         Ok(outcome)
     }
 
-    /// [`Operator::solve`]'s solve: as given where every column has an ordinary magnitude,
+    /// [`PoissonSystem::solve`]'s solve: as given where every column has an ordinary magnitude,
     /// else in groups scaled by powers of two (`linalg::magnitude`); a column that cannot be
     /// solved in f64 is refused by name.
     fn solve_by_magnitude(&mut self, rhs: &[f64], nrhs: usize) -> Result<BlockOutcome> {
@@ -395,36 +395,36 @@ impl Checked {
     }
 }
 
-/// An [`Operator`] on the unit square or cube with u = 0 on the boundary, or on a 2D mesh
+/// A [`PoissonSystem`] on the unit square or cube with u = 0 on the boundary, or on a 2D mesh
 /// with boundary data (refined domains, `[boundary]`).
-pub enum AnyOperator {
-    Square(Operator<2>),
-    Cube(Operator<3>),
-    Conditioned(Operator<2>, Box<BoundaryProblem>),
+pub enum AnyPoissonSystem {
+    Square(PoissonSystem<2>),
+    Cube(PoissonSystem<3>),
+    Conditioned(PoissonSystem<2>, Box<BoundaryProblem>),
 }
 
-impl AnyOperator {
+impl AnyPoissonSystem {
     pub fn new(backend: &Backend, mesh: &MeshSpec, solver: &SolverSpec) -> Result<Self> {
         let conditioned = mesh.domain.is_some() || mesh.boundary.is_some();
         Ok(match mesh::build(mesh)? {
             mesh::AnyMesh::Square(m) if conditioned => {
                 let boundary = BoundaryProblem::new(&m, mesh.boundary.as_ref())?;
-                let op = Operator::new(backend, m, mesh, solver, true)?;
-                AnyOperator::Conditioned(op, Box::new(boundary))
+                let op = PoissonSystem::new(backend, m, mesh, solver, true)?;
+                AnyPoissonSystem::Conditioned(op, Box::new(boundary))
             }
             mesh::AnyMesh::Square(m) => {
-                AnyOperator::Square(Operator::new(backend, m, mesh, solver, false)?)
+                AnyPoissonSystem::Square(PoissonSystem::new(backend, m, mesh, solver, false)?)
             }
             mesh::AnyMesh::Cube(m) => {
-                AnyOperator::Cube(Operator::new(backend, m, mesh, solver, false)?)
+                AnyPoissonSystem::Cube(PoissonSystem::new(backend, m, mesh, solver, false)?)
             }
         })
     }
 
     fn dim(&self) -> usize {
         match self {
-            AnyOperator::Square(_) | AnyOperator::Conditioned(..) => 2,
-            AnyOperator::Cube(_) => 3,
+            AnyPoissonSystem::Square(_) | AnyPoissonSystem::Conditioned(..) => 2,
+            AnyPoissonSystem::Cube(_) => 3,
         }
     }
 
@@ -452,7 +452,7 @@ impl AnyOperator {
             .iter()
             .map(|c| c.exact(dim).expect("manufactured columns"));
         match self {
-            AnyOperator::Conditioned(op, boundary) => exact
+            AnyPoissonSystem::Conditioned(op, boundary) => exact
                 .flat_map(|e| boundary.exact_nodal(&op.mesh, &e))
                 .collect(),
             _ => with_operator!(self, op => exact
@@ -491,7 +491,7 @@ impl AnyOperator {
         let dim = self.dim();
         let exact: Vec<Option<Exact>> = columns.iter().map(|c| c.exact(dim)).collect();
         match self {
-            AnyOperator::Conditioned(op, boundary) => {
+            AnyPoissonSystem::Conditioned(op, boundary) => {
                 let residuals = op.residuals(&rhs.b, u, exact.len());
                 boundary.verify(&op.mesh, nodal, &exact, &residuals)
             }
@@ -500,18 +500,18 @@ impl AnyOperator {
     }
 }
 
-/// Runs `$body` with `$op` bound to the [`Operator`] inside an [`AnyOperator`].
+/// Runs `$body` with `$op` bound to the [`PoissonSystem`] inside an [`AnyPoissonSystem`].
 macro_rules! with_operator_impl {
     ($any:expr, $op:ident => $body:expr) => {
         match $any {
-            AnyOperator::Square($op) | AnyOperator::Conditioned($op, _) => $body,
-            AnyOperator::Cube($op) => $body,
+            AnyPoissonSystem::Square($op) | AnyPoissonSystem::Conditioned($op, _) => $body,
+            AnyPoissonSystem::Cube($op) => $body,
         }
     };
 }
 pub(super) use with_operator_impl as with_operator;
 
-impl BatchOperator for AnyOperator {
+impl BatchOperator for AnyPoissonSystem {
     fn unknowns(&self) -> usize {
         with_operator!(self, op => op.unknowns())
     }
@@ -535,7 +535,7 @@ impl BatchOperator for AnyOperator {
                 .collect()
         };
         match (self, input) {
-            (AnyOperator::Conditioned(op, boundary), Some(input)) => {
+            (AnyPoissonSystem::Conditioned(op, boundary), Some(input)) => {
                 let (rows, dirichlet) = read(input)?;
                 let (b, g) =
                     boundary.file_loads(&op.mesh, &op.dofs, &rows, nrhs, dirichlet.as_deref())?;
@@ -544,7 +544,7 @@ impl BatchOperator for AnyOperator {
                     dirichlet: Some(g),
                 })
             }
-            (AnyOperator::Conditioned(op, boundary), None) => {
+            (AnyPoissonSystem::Conditioned(op, boundary), None) => {
                 let (b, g) = boundary.manufactured(&op.mesh, &op.dofs, &exact())?;
                 Ok(BatchRhs {
                     b,
@@ -568,7 +568,9 @@ impl BatchOperator for AnyOperator {
 
     fn to_nodal(&self, u: &[f64], rhs: &BatchRhs) -> Vec<f64> {
         match (self, &rhs.dirichlet) {
-            (AnyOperator::Conditioned(op, boundary), Some(g)) => boundary.nodal(&op.dofs, u, g),
+            (AnyPoissonSystem::Conditioned(op, boundary), Some(g)) => {
+                boundary.nodal(&op.dofs, u, g)
+            }
             _ => with_operator!(self, op => op.dofs.to_nodal_block(u)),
         }
     }
@@ -617,7 +619,8 @@ impl Operators for CampaignOperators {
             .map_err(|e| {
                 Error::Backend(format!("a pool of {threads} threads for the set-up: {e}"))
             })?;
-        let operator = pool.install(|| AnyOperator::new(&self.backend, &op.mesh, &op.solver))?;
+        let operator =
+            pool.install(|| AnyPoissonSystem::new(&self.backend, &op.mesh, &op.solver))?;
         Ok(Box::new(operator))
     }
 
@@ -625,7 +628,7 @@ impl Operators for CampaignOperators {
         if let Some(spec) = &op.stokes {
             return super::stokes::operator(&self.backend, spec);
         }
-        Ok(Box::new(AnyOperator::new(
+        Ok(Box::new(AnyPoissonSystem::new(
             &self.backend,
             &op.mesh,
             &op.solver,

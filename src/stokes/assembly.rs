@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use super::lattice::{
     divergence_slot, gradient_slot, gradient_width, laplacian_width, lattice_slot, mass_slot,
-    split_mut, Grid, LatticeRows, PressureRows, StokesOperator,
+    split_mut, Grid, LatticeRows, PressureRows, StokesHostMatrices,
 };
 use crate::fem::gauss_legendre_unit;
 
@@ -125,7 +125,7 @@ impl ElementMatrices {
 }
 
 /// Assembles the operator of an n×n mesh with every coefficient, Dirichlet columns included.
-fn assemble_full(n: usize) -> StokesOperator {
+fn assemble_full(n: usize) -> StokesHostMatrices {
     let grid = Grid { n };
     let e = ElementMatrices::new(1.0 / n as f64);
     let mut laplacian = LatticeRows::zeros(grid, laplacian_width);
@@ -175,7 +175,7 @@ fn assemble_full(n: usize) -> StokesOperator {
         divergence[c].rescale(n);
     }
     mass.rescale(n * n);
-    StokesOperator {
+    StokesHostMatrices {
         grid,
         laplacian,
         gradient,
@@ -185,7 +185,7 @@ fn assemble_full(n: usize) -> StokesOperator {
 }
 
 /// Zeroes the coefficients of Dirichlet (boundary lattice) columns.
-fn eliminate_boundary(op: &mut StokesOperator) {
+fn eliminate_boundary(op: &mut StokesHostMatrices) {
     let g = op.grid;
     let m = g.m();
     for j in 1..m - 1 {
@@ -225,7 +225,7 @@ fn eliminate_boundary(op: &mut StokesOperator) {
 }
 
 /// The homogeneous operator of an n×n mesh (multigrid levels, corrections).
-pub fn assemble(n: usize) -> StokesOperator {
+pub fn assemble(n: usize) -> StokesHostMatrices {
     let mut op = assemble_full(n);
     eliminate_boundary(&mut op);
     op
@@ -234,7 +234,7 @@ pub fn assemble(n: usize) -> StokesOperator {
 /// The discrete manufactured problem: operator, right-hand side (Dirichlet data lifted),
 /// and the boundary values to add back to the solution's velocity.
 pub struct StokesProblem {
-    pub operator: StokesOperator,
+    pub operator: StokesHostMatrices,
     /// Flat [f_x | f_y | g], zero on boundary velocity rows, pressure part mean zero.
     pub rhs: Vec<f64>,
     /// Flat vector with the Dirichlet velocity on boundary lattice nodes, zero elsewhere.

@@ -5,7 +5,7 @@
 
 use super::assembly::assemble;
 use super::cost;
-use super::lattice::{StokesOperator, Unknown};
+use super::lattice::{StokesHostMatrices, Unknown};
 use super::multigrid::{coarse_solve, laplacian_diagonal_inverse, mesh_hierarchy};
 use crate::device::stokes::{CoarseSolve, Grid, StokesMatrices, Transfer};
 use crate::device::{Block, Data, Layout, StokesDevice, View, ViewMut};
@@ -100,7 +100,7 @@ impl<D: StokesDevice> ScalarMg<D> {
     fn new(
         dev: &D,
         component: Component,
-        ops: &[StokesOperator],
+        ops: &[StokesHostMatrices],
         weight: f64,
         compute: Precision,
     ) -> Result<Self> {
@@ -300,7 +300,7 @@ pub struct BlockTriangular<D: StokesDevice> {
 
 impl<D: StokesDevice> BlockTriangular<D> {
     pub fn new(dev: &D, n: usize, precision: Precision) -> Result<Self> {
-        let ops64: Vec<StokesOperator> = mesh_hierarchy(n)?.into_iter().map(assemble).collect();
+        let ops64: Vec<StokesHostMatrices> = mesh_hierarchy(n)?.into_iter().map(assemble).collect();
         let g = ops64[0].grid;
         let compute = precision.compute();
         let laplacian = ScalarMg::new(dev, Component::Velocity, &ops64, LAPLACIAN_WEIGHT, compute)?;

@@ -220,10 +220,10 @@ impl PressureRows {
     }
 }
 
-/// The Stokes operator [[L, Bᵀ], [B, 0]] of one mesh, plus the pressure mass matrix M, with
-/// Dirichlet velocity columns eliminated (their coefficients are zero).
+/// The Stokes operator [[L, Bᵀ], [B, 0]] of one mesh on the host (f64), plus the pressure
+/// mass matrix M, with Dirichlet velocity columns eliminated (their coefficients are zero).
 #[derive(Clone, Debug)]
-pub struct StokesOperator {
+pub struct StokesHostMatrices {
     pub grid: Grid,
     /// The scalar Q2 Laplacian (ν = 1), applied to each velocity component.
     pub laplacian: LatticeRows,
@@ -235,7 +235,7 @@ pub struct StokesOperator {
     pub mass: PressureRows,
 }
 
-impl StokesOperator {
+impl StokesHostMatrices {
     /// The operator on the device, its coefficients rounded to `precision`.
     pub fn upload<D: Device>(&self, dev: &D, precision: Precision) -> Result<StokesMatrices<D>> {
         Ok(StokesMatrices {
@@ -284,7 +284,7 @@ impl Unknown {
     }
 }
 
-impl StokesOperator {
+impl StokesHostMatrices {
     /// Calls `f(column, value)` for the stored entries of the row of unknown `u` of the
     /// block system [[L, Bᵀ], [B, 0]] (interior velocity rows, every pressure row).
     pub fn for_each_in_row(&self, u: Unknown, mut f: impl FnMut(Unknown, f64)) {

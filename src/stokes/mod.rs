@@ -165,7 +165,7 @@ pub struct StokesSystem<D: StokesDevice> {
 }
 
 impl<D: StokesDevice> StokesSystem<D> {
-    pub fn new(dev: &D, operator: &lattice::StokesOperator) -> Result<Self> {
+    pub fn new(dev: &D, operator: &lattice::StokesHostMatrices) -> Result<Self> {
         Ok(StokesSystem {
             dev: dev.clone(),
             matrices: operator.upload(dev, Precision::F64)?,

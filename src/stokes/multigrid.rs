@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::assembly::assemble;
 use super::cost;
-use super::lattice::{gradient_slot, pressure_window, PressureRows, StokesOperator, Unknown};
+use super::lattice::{gradient_slot, pressure_window, PressureRows, StokesHostMatrices, Unknown};
 use super::transfer::{prolong_flow, restrict_flow};
 use super::vanka::{Vanka, VankaForm};
 use crate::device::stokes::{CoarseSolve, StokesMatrices};
@@ -112,7 +112,7 @@ pub fn coarse_solve<D: Device>(
 }
 
 /// The coarsest Stokes solve: interior velocity and all pressure unknowns, bordered.
-fn coarse_stokes_solve<D: Device>(dev: &D, op: &StokesOperator) -> Result<CoarseSolve<D>> {
+fn coarse_stokes_solve<D: Device>(dev: &D, op: &StokesHostMatrices) -> Result<CoarseSolve<D>> {
     let g = op.grid;
     let m = g.m();
     let mut unknowns = Vec::new();
@@ -150,7 +150,7 @@ fn coarse_stokes_solve<D: Device>(dev: &D, op: &StokesOperator) -> Result<Coarse
 }
 
 /// D⁻¹ = 1/diag(L) on interior lattice nodes, 0 on the boundary.
-pub fn laplacian_diagonal_inverse(op: &StokesOperator) -> Vec<f64> {
+pub fn laplacian_diagonal_inverse(op: &StokesHostMatrices) -> Vec<f64> {
     let g = op.grid;
     let m = g.m();
     (0..g.lattice_len())
@@ -171,7 +171,7 @@ pub fn laplacian_diagonal_inverse(op: &StokesOperator) -> Vec<f64> {
 /// 2i−2..2i+2, whose Bᵀ rows reach pressure i−2..i+2), stored in units of h². One Jacobi
 /// step of the relaxations is then one pressure-sized pass instead of a gradient, two
 /// lattice scalings and a divergence.
-fn schur_stencil(op: &StokesOperator, d_inv: &[f64], t: f64) -> PressureRows {
+fn schur_stencil(op: &StokesHostMatrices, d_inv: &[f64], t: f64) -> PressureRows {
     let g = op.grid;
     let (m, np) = (g.m(), g.np());
     let mut schur = PressureRows::zeros(g, 25);

@@ -17,7 +17,7 @@ use faer::linalg::solvers::DenseSolveCore;
 use half::f16;
 use rayon::prelude::*;
 
-use super::lattice::{divergence_slot, gradient_slot, lattice_slot, Grid, StokesOperator};
+use super::lattice::{divergence_slot, gradient_slot, lattice_slot, Grid, StokesHostMatrices};
 use crate::device::stokes::{patch_node as velocity_node, VankaMaps, VankaRelax, PATCH};
 use crate::device::{Block, Data, StokesDevice, Storage};
 use crate::error::Result;
@@ -29,7 +29,7 @@ const PRESSURE_SLOT: usize = 50;
 
 /// The patch matrix A_i = V_i A V_iᵀ in the 51 fixed slots (f64, column-major), with 1 on
 /// the diagonal of inactive slots so it is invertible; returns it and the active mask.
-fn patch_matrix(op: &StokesOperator, pi: usize, pj: usize) -> (Vec<f64>, [bool; PATCH]) {
+fn patch_matrix(op: &StokesHostMatrices, pi: usize, pj: usize) -> (Vec<f64>, [bool; PATCH]) {
     let g = op.grid;
     let mut a = vec![0.0; PATCH * PATCH];
     let mut active = [false; PATCH];
@@ -61,7 +61,7 @@ fn patch_matrix(op: &StokesOperator, pi: usize, pj: usize) -> (Vec<f64>, [bool; 
 /// W_i D A_i⁻¹ D (column-major, inactive rows and columns zero), in f64, with D = diag(1,
 /// …, 1, h): the pressure row and column of A_i⁻¹ grow like 1/h and 1/h², so scaled they
 /// are O(1) and fit f16 at any mesh size; the relaxation divides by h on the way in and out.
-fn weighted_inverse(op: &StokesOperator, pi: usize, pj: usize) -> Vec<f64> {
+fn weighted_inverse(op: &StokesHostMatrices, pi: usize, pj: usize) -> Vec<f64> {
     let h = 1.0 / op.grid.n as f64;
     let d = |slot: usize| if slot == PRESSURE_SLOT { h } else { 1.0 };
     let (a, active) = patch_matrix(op, pi, pj);
@@ -126,7 +126,7 @@ pub fn vanka_bytes(n: usize, form: VankaForm, store_bytes: usize, compute_bytes:
 }
 
 /// Every patch's W A⁻¹ in storage S, straight into its column (no f64 copy of all of them).
-fn simple_inverses<S: Storage>(op: &StokesOperator, patch_of_column: &[u32]) -> Vec<S> {
+fn simple_inverses<S: Storage>(op: &StokesHostMatrices, patch_of_column: &[u32]) -> Vec<S> {
     let np = op.grid.np();
     let mut stored = vec![S::default(); patch_of_column.len() * PATCH * PATCH];
     stored
@@ -163,7 +163,7 @@ pub struct Vanka<D: StokesDevice> {
 impl<D: StokesDevice> Vanka<D> {
     pub fn new(
         dev: &D,
-        op: &StokesOperator,
+        op: &StokesHostMatrices,
         form: VankaForm,
         precision: Precision,
     ) -> Result<Self> {
