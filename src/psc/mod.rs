@@ -27,4 +27,4 @@ pub use setup::{
     class_counts, estimated_bytes, refinement_levels, Group, PscMethod, PscSetup, Schur,
     HOST_SOLVE_VECTORS,
 };
-pub use solver::{configured_bytes, configured_method, operator_cache_file, PscSolver};
+pub use solver::{configured_bytes, operator_cache_file, PscSolver};

@@ -228,7 +228,7 @@ impl<D: PscDevice> BlockSolver for PscSolver<D> {
 }
 
 /// The PSC method a configured method names (config names methods, psc implements them).
-pub fn configured_method(method: Method) -> PscMethod {
+fn configured_method(method: Method) -> PscMethod {
     match method {
         Method::PscM1 => PscMethod::M1,
         Method::PscM2 => PscMethod::M2,
