@@ -3,8 +3,10 @@
 //!
 //! The mathematics is in docs/mathematics.md, the architecture in docs/architecture.md;
 //! user documentation under docs/. Module map:
-//! - [`cli`], [`run`]: the command line; the one place that picks the backend and runs a
-//!   config (a single run, a Stokes run, or a [`campaign`], the main job)
+//! - [`cli`], [`run`]: the command line; reads a config, picks the backend and runs it (a
+//!   single run, a Stokes run, or a [`campaign`], the main job)
+//! - [`poisson`]: a Poisson problem set up once and solved many times — the mesh, its
+//!   matrix and the configured solver on a backend, the tolerance contract of every column
 //! - [`config`]: the TOML config and its validation, section by section
 //! - [`mesh`], [`fem`]: meshes with refinement hierarchy; Q1/P1/Q1-hex assembly; the
 //!   verification of solutions
@@ -36,6 +38,7 @@ pub mod linalg;
 pub mod mesh;
 pub mod mg;
 pub mod numeric;
+pub mod poisson;
 pub mod precision;
 pub mod progress;
 pub mod psc;

@@ -4,11 +4,9 @@
 //! column above its tolerance as a result. Loads from 1e-300 to 1e300 must be solved;
 //! subnormal ones must be refused.
 
-use tensorfem::campaign::{BatchOperator, BatchRhs, ColumnSource};
 use tensorfem::config::parse;
-use tensorfem::device::Cpu;
-use tensorfem::run::solver::AnyPoissonSystem;
-use tensorfem::run::Backend;
+use tensorfem::device::{Backend, Cpu};
+use tensorfem::poisson::AnyPoissonSolver;
 use tensorfem::stokes::StokesSolver;
 
 /// 5e-310 is subnormal (below f64::MIN_POSITIVE = 2.2e-308).
@@ -69,19 +67,15 @@ fn loads(n: usize, columns: &[f64]) -> Vec<f64> {
 
 /// Solves the columns of magnitudes `scales` with the solver of `config`: Ok(relative
 /// residuals and tolerances) or the refusal's message.
-fn solve(op: &mut AnyPoissonSystem, scales: &[f64]) -> Result<Vec<(f64, f64)>, String> {
+fn solve(op: &mut AnyPoissonSolver, scales: &[f64]) -> Result<Vec<(f64, f64)>, String> {
     let n = op.unknowns();
     let b = loads(n, scales);
     let outcome = op.solve(&b, scales.len()).map_err(|e| e.to_string())?;
-    let rhs = BatchRhs { b, dirichlet: None };
-    let columns: Vec<ColumnSource> = (0..scales.len())
-        .map(|index| ColumnSource::Input { index })
-        .collect();
-    let nodal = op.to_nodal(&outcome.u, &rhs);
+    let nodal = op.to_nodal(&outcome.u, None);
     let reports = op
-        .reports(&rhs, &outcome.u, &nodal, &columns)
+        .reports(&b, &outcome.u, &nodal, &vec![None; scales.len()])
         .map_err(|e| e.to_string())?;
-    let tolerance = op.tolerances(&rhs.b);
+    let tolerance = op.tolerances(&b);
     Ok(reports
         .iter()
         .map(|r| r.relative_residual)
@@ -95,7 +89,7 @@ fn every_method_solves_every_magnitude_or_refuses_it_by_name() {
     let mut failures = Vec::new();
     for (name, text) in solvers() {
         let config = parse(&format!("{text}[output]\npath = \"x.h5\"\n"), name).unwrap();
-        let mut op = AnyPoissonSystem::new(&backend, &config.mesh, &config.solver).unwrap();
+        let mut op = AnyPoissonSolver::new(&backend, &config.mesh, &config.solver).unwrap();
         let mut check = |what: String, scales: &[f64]| match solve(&mut op, scales) {
             Ok(columns) => {
                 // The sweep's target, and each column's own tolerance (the Cholesky

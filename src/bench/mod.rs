@@ -20,9 +20,9 @@ use std::time::Instant;
 
 use crate::cli::BenchCommand;
 use crate::device::cuda::Cuda;
+use crate::device::Backend;
 use crate::device::BackendChoice;
 use crate::error::Result;
-use crate::run::Backend;
 
 /// Runs a `tensorfem bench` command and prints its table (or JSON).
 pub fn dispatch(command: &BenchCommand) -> Result<()> {

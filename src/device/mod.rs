@@ -13,7 +13,7 @@
 //! f64 compute in themselves. Every reduction is bitwise reproducible whatever the number
 //! of threads.
 
-mod backend_choice;
+mod backend;
 pub mod block;
 pub mod cg;
 mod checks;
@@ -34,7 +34,7 @@ use std::fmt;
 
 use half::f16;
 
-pub use backend_choice::BackendChoice;
+pub use backend::{Backend, BackendChoice};
 pub use block::{Block, Data, Layout, MatMut, MatRef, View, ViewMut};
 pub(crate) use checks::{check_col_major, check_len, inverse_scale};
 pub use checks::{check_gemm_math, kernel_name, unsupported};

@@ -2,9 +2,8 @@
 //! on and dispatches a config to its driver — a single Poisson run ([`single`]), a Stokes
 //! run ([`stokes`]) or a campaign (`crate::campaign`, with the operators of [`solver`]).
 
-mod backend;
+pub mod operators;
 pub mod single;
-pub mod solver;
 pub mod stokes;
 
 use std::io::Write;
@@ -13,11 +12,10 @@ use std::path::PathBuf;
 use crate::campaign::signals;
 use crate::comm::Comm;
 use crate::config::{self, RunConfig};
-use crate::device::cuda;
+use crate::device::{cuda, Backend};
 use crate::error::{Error, Result};
 use crate::io::h5::{GIT_REVISION, VERSION};
 use crate::sys::{cores, hostname};
-pub use backend::Backend;
 
 /// Whether the job a config describes is finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +47,7 @@ pub fn dispatch(
     }
     let backend = select_backend(&config, comm)?;
     if config.campaign.is_some() {
-        let operators = solver::CampaignOperators { backend };
+        let operators = operators::CampaignOperators { backend };
         let start = match (fresh, retry_failed) {
             (true, _) => crate::campaign::Start::Fresh,
             (false, true) => crate::campaign::Start::RetryFailed,

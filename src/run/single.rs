@@ -7,14 +7,14 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::solver::{with_operator, AnyPoissonSystem};
-use super::Backend;
-use crate::campaign::{BatchOperator, Checks, ColumnSource};
+use crate::campaign::Checks;
 use crate::comm::Comm;
 use crate::config::RunConfig;
+use crate::device::Backend;
 use crate::error::{Error, Result};
-use crate::fem::ColumnReport;
+use crate::fem::{ColumnReport, Exact, Manufactured};
 use crate::io::schema;
+use crate::poisson::{check_memory, with_solver, AnyPoissonSolver};
 
 /// What a run produced, for the printed summary.
 #[derive(Clone, Debug)]
@@ -219,10 +219,10 @@ pub fn run(config: &RunConfig, backend: &Backend, comm: &dyn Comm) -> Result<Opt
     // A bad output path fails now, not after the solve.
     crate::io::h5::H5Writer::check_destination(&config.output)?;
     log::info!("backend: {backend}");
-    super::solver::check_memory(&config.mesh, &config.solver, config.ks.len(), backend)?;
+    check_memory(&config.mesh, &config.solver, config.ks.len(), backend)?;
 
     let t = Instant::now();
-    let mut op = AnyPoissonSystem::new(backend, &config.mesh, &config.solver)?;
+    let mut op = AnyPoissonSolver::new(backend, &config.mesh, &config.solver)?;
     let (assembly, setup) = (op.assembly_seconds(), op.setup_seconds());
     let mut seconds = StageSeconds {
         mesh: t.elapsed().as_secs_f64() - assembly - setup,
@@ -230,30 +230,31 @@ pub fn run(config: &RunConfig, backend: &Backend, comm: &dyn Comm) -> Result<Opt
         setup,
         ..Default::default()
     };
-    let columns: Vec<ColumnSource> = config
+    let exact: Vec<Exact> = config
         .ks
         .iter()
-        .map(|&k| ColumnSource::Wave { k })
+        .map(|&k| Exact::Wave(Manufactured::new(k, op.dim())))
         .collect();
-    let nrhs = columns.len();
+    let nrhs = exact.len();
     let t = Instant::now();
-    let rhs = op.rhs(&columns, None)?;
+    let (b, dirichlet) = op.manufactured_loads(&exact)?;
     seconds.assembly += t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    let outcome = op.solve(&rhs.b, nrhs)?;
+    let outcome = op.solve(&b, nrhs)?;
     seconds.solve = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    let nodal = op.to_nodal(&outcome.u, &rhs);
-    let reports = op.reports(&rhs, &outcome.u, &nodal, &columns)?;
-    let tolerance = op.tolerances(&rhs.b);
+    let nodal = op.to_nodal(&outcome.u, dirichlet.as_deref());
+    let known: Vec<Option<Exact>> = exact.iter().cloned().map(Some).collect();
+    let reports = op.reports(&b, &outcome.u, &nodal, &known)?;
+    let tolerance = op.tolerances(&b);
     seconds.verify = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    let exact = op.exact_nodal(&columns);
+    let exact = op.exact_nodal(&exact);
     let nonzeros = op.nonzeros();
-    let (output, xdmf) = with_operator!(&op, o => schema::write_run(
+    let (output, xdmf) = with_solver!(&op, o => schema::write_run(
         config,
         &o.mesh,
         &nodal,

@@ -1,20 +1,19 @@
 //! `method = "stokes"`: the single run (solve the manufactured problem on rank 0, report,
 //! write the HDF5 file; layout in `io::schema`, docs/hdf5.md) and the operator a Stokes
-//! study's campaign solves with ([`StokesStudyOperator`]).
+//! study's campaign solves with ([`operator`]).
 
 use std::fmt;
 use std::path::PathBuf;
 
-use super::backend::Backend;
 use crate::campaign::{BatchOperator, BatchRhs, Checks, ColumnSource, InputColumns, STOKES_ERRORS};
 use crate::comm::Comm;
 use crate::config::RunConfig;
 use crate::device::cuda::Cuda;
-use crate::device::{Cpu, Device, StokesDevice};
-use crate::error::{Error, Result};
+use crate::device::{Backend, Cpu, Device, StokesDevice};
+use crate::error::Result;
 use crate::io::schema;
 use crate::linalg::BlockOutcome;
-use crate::stokes::{l2_errors, solve, StokesSolution, StokesSolver, StokesSpec};
+use crate::stokes::{solve, StokesSolution, StokesSolver, StokesSpec};
 
 /// What a Stokes run prints.
 pub struct StokesSummary {
@@ -89,35 +88,23 @@ pub fn run(
     }))
 }
 
-/// A Stokes study's operator in a campaign: the manufactured problem set up once on the
-/// rank's device; each column is solved by FGMRES from zero, then checked by the f64
-/// residual of the stored solution and its velocity and pressure L2 errors.
-pub struct StokesStudyOperator<D: StokesDevice> {
-    dev: D,
-    solver: StokesSolver<D>,
-}
-
-impl<D: StokesDevice> StokesStudyOperator<D> {
-    pub fn new(dev: &D, spec: &StokesSpec) -> Result<Self> {
-        let solver = dev.run(|| StokesSolver::new(dev, spec))?;
-        Ok(StokesStudyOperator {
-            dev: dev.clone(),
-            solver,
-        })
+/// The Stokes operator of a study in a campaign: the manufactured problem set up once on
+/// the rank's device ([`StokesSolver`]); each column is solved by FGMRES from zero, then
+/// checked by the f64 residual of the stored solution and its velocity and pressure L2
+/// errors.
+pub fn operator(backend: &Backend, spec: &StokesSpec) -> Result<Box<dyn BatchOperator>> {
+    fn set_up<D: StokesDevice>(dev: &D, spec: &StokesSpec) -> Result<Box<dyn BatchOperator>> {
+        Ok(Box::new(dev.run(|| StokesSolver::new(dev, spec))?))
+    }
+    match backend {
+        Backend::Cpu { .. } => set_up(&Cpu::new(), spec),
+        Backend::Cuda(info) => set_up(&Cuda::shared(info)?, spec),
     }
 }
 
-/// The Stokes operator of `spec` on `backend`.
-pub fn operator(backend: &Backend, spec: &StokesSpec) -> Result<Box<dyn BatchOperator>> {
-    Ok(match backend {
-        Backend::Cpu { .. } => Box::new(StokesStudyOperator::new(&Cpu::new(), spec)?),
-        Backend::Cuda(info) => Box::new(StokesStudyOperator::new(&Cuda::shared(info)?, spec)?),
-    })
-}
-
-impl<D: StokesDevice> BatchOperator for StokesStudyOperator<D> {
+impl<D: StokesDevice> BatchOperator for StokesSolver<D> {
     fn unknowns(&self) -> usize {
-        self.solver.grid().flow_len()
+        self.grid().flow_len()
     }
 
     fn rhs(&self, columns: &[ColumnSource], _: Option<&InputColumns>) -> Result<BatchRhs> {
@@ -126,27 +113,13 @@ impl<D: StokesDevice> BatchOperator for StokesStudyOperator<D> {
             "a Stokes operator solves the manufactured Stokes problem"
         );
         Ok(BatchRhs {
-            b: self.solver.manufactured_rhs().repeat(columns.len()),
+            b: self.manufactured_rhs().repeat(columns.len()),
             dirichlet: None,
         })
     }
 
-    fn solve(&mut self, rhs: &[f64], nrhs: usize) -> Result<BlockOutcome> {
-        let (dev, solver) = (&self.dev, &mut self.solver);
-        let len = solver.grid().flow_len();
-        let mut u = Vec::with_capacity(len * nrhs);
-        let mut iterations = 0;
-        for b in rhs.chunks_exact(len) {
-            let (flow, info) = dev.run(|| solver.solve(b))?;
-            iterations = iterations.max(info.iterations);
-            u.extend(flow);
-        }
-        Ok(BlockOutcome {
-            u,
-            iterations: Some(iterations),
-            inner_iterations: None,
-            flops: None,
-        })
+    fn solve(&mut self, rhs: &[f64], _nrhs: usize) -> Result<BlockOutcome> {
+        self.solve_block(rhs)
     }
 
     fn verify(
@@ -156,10 +129,7 @@ impl<D: StokesDevice> BatchOperator for StokesStudyOperator<D> {
         _: &[f64],
         _: &[ColumnSource],
     ) -> Result<Checks> {
-        let rhs = &rhs.b;
-        let tolerance = self.solver.tolerance();
-        let (dev, solver) = (&self.dev, &mut self.solver);
-        let (grid, len) = (solver.grid(), solver.grid().flow_len());
+        let (tolerance, len) = (self.tolerance(), self.grid().flow_len());
         let mut checks = Checks {
             relative_residual: Vec::new(),
             tolerance: Vec::new(),
@@ -168,14 +138,8 @@ impl<D: StokesDevice> BatchOperator for StokesStudyOperator<D> {
                 .map(|&name| (name, Vec::new()))
                 .collect(),
         };
-        for (c, (b, flow)) in rhs.chunks_exact(len).zip(u.chunks_exact(len)).enumerate() {
-            let residual = dev.run(|| solver.relative_residual(b, flow))?;
-            let (velocity, pressure) = dev.run(|| l2_errors(grid, flow));
-            if ![residual, velocity, pressure].iter().all(|v| v.is_finite()) {
-                return Err(Error::Solver(format!(
-                    "the Stokes solution of column {c} is not finite (relative residual {residual}, velocity L2 error {velocity}, pressure L2 error {pressure})"
-                )));
-            }
+        for (c, (b, flow)) in rhs.b.chunks_exact(len).zip(u.chunks_exact(len)).enumerate() {
+            let [residual, velocity, pressure] = self.check(c, b, flow)?;
             checks.relative_residual.push(residual);
             checks
                 .tolerance

@@ -1,11 +1,11 @@
-//! The one place that decides where a rank's solves run: the config's backend choice
-//! resolved against this machine's devices and the methods' implementations, the rank's
-//! GPU binding (`local_rank % device_count`), and the device a solver is instantiated on.
+//! Where a rank's solves run: the backend a user asks for (`backend` in the config,
+//! `--backend` on the command line) resolved against this machine's devices and the
+//! methods' implementations, with the rank's GPU binding (`local_rank % device_count`).
 
 use std::fmt;
+use std::str::FromStr;
 
-use crate::device::cuda::{CudaDeviceInfo, CudaProbe};
-use crate::device::BackendChoice;
+use super::cuda::{CudaDeviceInfo, CudaProbe};
 use crate::error::{Error, Result};
 
 /// The backend a rank runs its kernels on.
@@ -54,6 +54,38 @@ impl Backend {
                 }
                 Ok(Backend::Cuda(devices[local_rank % devices.len()].clone()))
             }
+        }
+    }
+}
+
+/// What the user asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+impl BackendChoice {
+    pub const NAMES: &'static str = "auto, cpu, cuda";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Cpu => "cpu",
+            BackendChoice::Cuda => "cuda",
+        }
+    }
+}
+
+impl FromStr for BackendChoice {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "auto" => Ok(BackendChoice::Auto),
+            "cpu" => Ok(BackendChoice::Cpu),
+            "cuda" => Ok(BackendChoice::Cuda),
+            _ => Err(format!("unknown backend '{s}' (allowed: {})", Self::NAMES)),
         }
     }
 }
