@@ -1,10 +1,12 @@
 //! Linear algebra over any device: the operator interface ([`LinOp`]), the solver
 //! interface the driver uses ([`BlockSolver`]: set up once, solve blocks of right-hand
 //! sides many times, in chunks where the device is too small), one iterative refinement
-//! shared by PSC-IR and mixed-precision multigrid, block CG, FGMRES; and, on the host,
-//! Lanczos for the set-up's condition numbers and the in-place dense SPD inverse.
+//! shared by PSC-IR and mixed-precision multigrid, the V-cycle every multigrid runs, block
+//! CG, FGMRES; and, on the host, Lanczos for the set-up's condition numbers and the
+//! in-place dense SPD inverse.
 
 mod cg;
+mod cycle;
 mod dense;
 mod fgmres;
 mod lanczos;
@@ -14,6 +16,7 @@ mod refine;
 mod solver;
 
 pub use cg::{BlockCg, CgInfo, CgParams};
+pub use cycle::{v_cycle, CycleLevels};
 pub use dense::{
     mirror_lower, spd_inverse_in_place, spd_inverse_in_place_reporting, NotPositiveDefinite,
 };

@@ -14,7 +14,10 @@ use crate::device::{
 };
 use crate::error::{Error, Result};
 use crate::fem::assemble_stiffness;
-use crate::linalg::{BlockKind, Cost, LinOp, RefineFailure, RefineInfo, RefineParams, Refinement};
+use crate::linalg::{
+    v_cycle, BlockKind, Cost, CycleLevels, LinOp, RefineFailure, RefineInfo, RefineParams,
+    Refinement,
+};
 use crate::mesh::{unit_cube, unit_square, Element};
 use crate::precision::Precision;
 use crate::sparse::{ordering, spgemm, Csr, Ell, Ordering, SparseRows};
@@ -136,8 +139,9 @@ pub struct VCycle<D: MultigridDevice> {
     /// Marks ending each stage of the cycles, when timing them.
     stages: Option<StageMarks<D>>,
     nrhs: usize,
-    /// What the last cycle cost.
-    cost: Cost,
+    /// What the last cycle cost on each level, the coarser levels included (the finest's:
+    /// the whole cycle).
+    costs: Vec<Cost>,
 }
 
 /// The settings a cycle passes down the levels.
@@ -161,106 +165,191 @@ fn end_stage<D: MultigridDevice>(
     }
 }
 
-/// One V-cycle on the finest of `levels` for the right-hand side `b`, improving `x` (from
-/// x = 0 when `zero_initial`); `bs`, `xs` hold the coarser levels' blocks.
-#[allow(clippy::too_many_arguments)]
-fn vcycle<D: MultigridDevice>(
-    dev: &D,
+/// The hierarchy in one V-cycle ([`v_cycle`]). The cycle numbers levels from the finest;
+/// `levels` is stored coarsest first, so cycle level l is `levels[depth - 1 - l]`. The
+/// finest level's b and x are the cycle's, the coarser ones' are `bs`, `xs` (index =
+/// storage index). `costs` holds each level's subtotal, the coarser levels' included.
+struct PoissonCycle<'a, D: MultigridDevice> {
+    dev: &'a D,
     settings: CycleSettings,
-    levels: &mut [Level<D>],
-    bs: &mut [Block<D>],
-    xs: &mut [Block<D>],
-    b: &Block<D>,
-    x: &mut Block<D>,
-    zero_initial: bool,
-    active: &mut [bool],
-    checks: &mut RangeChecks<D>,
-    stages: &mut Option<StageMarks<D>>,
-) -> Result<Cost, MgFailure> {
-    let l = levels.len() - 1;
-    let (lower, this) = levels.split_at_mut(l);
-    let level = &mut this[0];
-    if l == 0 {
-        let (tolerance, relative) = (settings.base_tolerance, settings.relative_base);
-        let cost = level.base_solve(dev, tolerance, relative, b, x, checks)?;
-        end_stage(dev, stages, "base solve")?;
-        return Ok(cost);
+    levels: &'a mut [Level<D>],
+    bs: &'a mut [Block<D>],
+    xs: &'a mut [Block<D>],
+    b: &'a Block<D>,
+    x: &'a mut Block<D>,
+    active: &'a mut [bool],
+    checks: &'a mut RangeChecks<D>,
+    stages: &'a mut Option<StageMarks<D>>,
+    costs: &'a mut [Cost],
+}
+
+/// Level `i`'s right-hand side and iterate (storage index: the finest's are the cycle's
+/// `b`, `x`), and the coarser levels' blocks.
+#[allow(clippy::type_complexity)]
+fn split_blocks<'b, D: MultigridDevice>(
+    i: usize,
+    b: &'b Block<D>,
+    x: &'b mut Block<D>,
+    bs: &'b mut [Block<D>],
+    xs: &'b mut [Block<D>],
+) -> (
+    &'b Block<D>,
+    &'b mut Block<D>,
+    &'b mut [Block<D>],
+    &'b mut [Block<D>],
+) {
+    let (b_lower, b_rest) = bs.split_at_mut(i.min(bs.len()));
+    let (x_lower, x_rest) = xs.split_at_mut(i.min(xs.len()));
+    let b_rest: &'b [Block<D>] = b_rest;
+    match (b_rest.first(), x_rest.first_mut()) {
+        (Some(b), Some(x)) => (b, x, b_lower, x_lower),
+        _ => (b, x, b_lower, x_lower),
     }
-    let smoother = settings.smoother;
-    let mut cost = level.smooth(dev, &smoother, smoother.pre, zero_initial, b, x, checks)?;
-    end_stage(dev, stages, "smoothing")?;
-    // Entering f16 from a wider precision: scale each column's residual to magnitude ≤ 1.
-    let coarse = &mut lower[l - 1];
-    let enters_f16 = coarse.precision() == Precision::F16 && level.precision() != Precision::F16;
-    // The residual's statistics go to the host where it scales by them, or where checks
-    // are read at once; otherwise its checks and the restriction's are collected.
-    let read = (settings.residual_scaling && enters_f16) || !checks.deferred;
-    cost = cost + level.residual(dev, b, x, checks, read)?;
-    end_stage(dev, stages, "residual")?;
-    if !read {
-        level.scale.fill(1.0);
-    } else {
-        let residual = level.stats.read(dev).map_err(other)?;
-        for ((active, scale), &max_abs) in active
-            .iter_mut()
-            .zip(&mut level.scale)
-            .zip(residual.max_abs)
-        {
-            *active = max_abs > 0.0;
-            *scale = if settings.residual_scaling && enters_f16 {
-                max_abs
-            } else {
-                1.0
-            };
-        }
-    }
-    let (b_lower, b_this) = bs.split_at_mut(l - 1);
-    let (x_lower, x_this) = xs.split_at_mut(l - 1);
-    let (coarse_b, coarse_x) = (&mut b_this[0], &mut x_this[0]);
+}
+
+/// What moving a block between `level` and the next coarser one costs.
+fn transfer_cost<D: MultigridDevice>(level: &Level<D>, coarse: &Level<D>) -> Cost {
     let transfer = level
         .transfer
         .as_ref()
         .expect("every level above the coarsest has a transfer");
-    dev.restrict(
-        transfer,
-        &level.tmp,
-        coarse_b,
-        &level.scale,
-        &mut coarse.stats,
-    )
-    .map_err(other)?;
-    if read {
-        checks.now(dev, coarse, "the restricted residual")?;
-        let flushed = coarse.check_not_flushed(dev, active, "the restricted residual");
-        checks.earliest(dev, flushed)?;
-    } else {
-        checks.check(dev, coarse, "the restricted residual")?;
-        checks.check_restricted(dev, level, coarse, "the restricted residual")?;
-    }
-    end_stage(dev, stages, "restriction")?;
-    let transfer_cost = Cost {
+    Cost {
         flops: transfer.flops_per_column() * level.nrhs as f64,
         bytes: transfer.bytes() + level.vector_bytes() + coarse.vector_bytes(),
-    };
-    cost = cost + transfer_cost;
-    cost = cost
-        + vcycle(
-            dev, settings, lower, b_lower, x_lower, coarse_b, coarse_x, true, active, checks,
-            stages,
-        )?;
-    dev.prolongate_add(transfer, coarse_x, x, &level.scale, &mut level.stats)
+    }
+}
+
+impl<D: MultigridDevice> PoissonCycle<'_, D> {
+    /// The storage index of cycle level `l`.
+    fn index(&self, l: usize) -> usize {
+        self.levels.len() - 1 - l
+    }
+
+    /// `step` on level `i` (storage index) with its right-hand side and iterate.
+    fn on_level<T>(
+        &mut self,
+        i: usize,
+        step: impl FnOnce(&mut Level<D>, &Block<D>, &mut Block<D>, &mut RangeChecks<D>) -> T,
+    ) -> T {
+        let (b, x, _, _) = split_blocks(i, self.b, self.x, self.bs, self.xs);
+        step(&mut self.levels[i], b, x, self.checks)
+    }
+}
+
+impl<D: MultigridDevice> CycleLevels for PoissonCycle<'_, D> {
+    type Error = MgFailure;
+
+    fn depth(&self) -> usize {
+        self.levels.len()
+    }
+
+    fn pre_smooth(&mut self, l: usize, zero_initial: bool) -> Result<(), MgFailure> {
+        let (dev, smoother, i) = (self.dev, self.settings.smoother, self.index(l));
+        self.costs[i] = self.on_level(i, |level, b, x, checks| {
+            level.smooth(dev, &smoother, smoother.pre, zero_initial, b, x, checks)
+        })?;
+        end_stage(dev, self.stages, "smoothing")
+    }
+
+    fn restrict_residual(&mut self, l: usize) -> Result<(), MgFailure> {
+        let (dev, settings, i) = (self.dev, self.settings, self.index(l));
+        let (b, x, b_lower, _) = split_blocks(i, self.b, self.x, self.bs, self.xs);
+        let (lower, this) = self.levels.split_at_mut(i);
+        let (level, coarse, coarse_b) = (&mut this[0], &mut lower[i - 1], &mut b_lower[i - 1]);
+        let (checks, costs) = (&mut *self.checks, &mut *self.costs);
+        // Entering f16 from a wider precision: scale each column's residual to magnitude ≤ 1.
+        let enters_f16 =
+            coarse.precision() == Precision::F16 && level.precision() != Precision::F16;
+        // The residual's statistics go to the host where it scales by them, or where checks
+        // are read at once; otherwise its checks and the restriction's are collected.
+        let read = (settings.residual_scaling && enters_f16) || !checks.deferred;
+        costs[i] = costs[i] + level.residual(dev, b, x, checks, read)?;
+        end_stage(dev, self.stages, "residual")?;
+        if !read {
+            level.scale.fill(1.0);
+        } else {
+            let residual = level.stats.read(dev).map_err(other)?;
+            for ((active, scale), &max_abs) in self
+                .active
+                .iter_mut()
+                .zip(&mut level.scale)
+                .zip(residual.max_abs)
+            {
+                *active = max_abs > 0.0;
+                *scale = if settings.residual_scaling && enters_f16 {
+                    max_abs
+                } else {
+                    1.0
+                };
+            }
+        }
+        let transfer = level
+            .transfer
+            .as_ref()
+            .expect("every level above the coarsest has a transfer");
+        dev.restrict(
+            transfer,
+            &level.tmp,
+            coarse_b,
+            &level.scale,
+            &mut coarse.stats,
+        )
         .map_err(other)?;
-    checks.check(dev, level, "the coarse-grid corrected iterate")?;
-    end_stage(dev, stages, "prolongation")?;
-    cost = cost
-        + transfer_cost
-        + Cost {
-            flops: 0.0,
-            bytes: level.vector_bytes(),
-        };
-    cost = cost + level.smooth(dev, &smoother, smoother.post, false, b, x, checks)?;
-    end_stage(dev, stages, "smoothing")?;
-    Ok(cost)
+        if read {
+            checks.now(dev, coarse, "the restricted residual")?;
+            let flushed = coarse.check_not_flushed(dev, self.active, "the restricted residual");
+            checks.earliest(dev, flushed)?;
+        } else {
+            checks.check(dev, coarse, "the restricted residual")?;
+            checks.check_restricted(dev, level, coarse, "the restricted residual")?;
+        }
+        end_stage(dev, self.stages, "restriction")?;
+        costs[i] = costs[i] + transfer_cost(level, coarse);
+        Ok(())
+    }
+
+    fn coarse_solve(&mut self) -> Result<(), MgFailure> {
+        let (dev, settings) = (self.dev, self.settings);
+        let (tolerance, relative) = (settings.base_tolerance, settings.relative_base);
+        self.costs[0] = self.on_level(0, |level, b, x, checks| {
+            level.base_solve(dev, tolerance, relative, b, x, checks)
+        })?;
+        end_stage(dev, self.stages, "base solve")
+    }
+
+    fn prolongate_correction(&mut self, l: usize) -> Result<(), MgFailure> {
+        let (dev, i) = (self.dev, self.index(l));
+        let (_, x, _, x_lower) = split_blocks(i, self.b, self.x, self.bs, self.xs);
+        let (lower, this) = self.levels.split_at_mut(i);
+        let (level, coarse) = (&mut this[0], &lower[i - 1]);
+        let transfer = level
+            .transfer
+            .as_ref()
+            .expect("every level above the coarsest has a transfer");
+        dev.prolongate_add(transfer, &x_lower[i - 1], x, &level.scale, &mut level.stats)
+            .map_err(other)?;
+        self.checks
+            .check(dev, level, "the coarse-grid corrected iterate")?;
+        end_stage(dev, self.stages, "prolongation")?;
+        let costs = &mut *self.costs;
+        costs[i] = costs[i] + costs[i - 1];
+        costs[i] = costs[i]
+            + transfer_cost(level, coarse)
+            + Cost {
+                flops: 0.0,
+                bytes: level.vector_bytes(),
+            };
+        Ok(())
+    }
+
+    fn post_smooth(&mut self, l: usize) -> Result<(), MgFailure> {
+        let (dev, smoother, i) = (self.dev, self.settings.smoother, self.index(l));
+        let cost = self.on_level(i, |level, b, x, checks| {
+            level.smooth(dev, &smoother, smoother.post, false, b, x, checks)
+        })?;
+        self.costs[i] = self.costs[i] + cost;
+        end_stage(dev, self.stages, "smoothing")
+    }
 }
 
 impl<D: MultigridDevice> VCycle<D> {
@@ -323,14 +412,14 @@ impl<D: MultigridDevice> VCycle<D> {
             active,
             checks,
             stages,
-            cost,
+            costs,
             ..
         } = self;
         checks.clear();
         if let Some(marks) = stages.as_mut() {
             marks.begin(dev).map_err(other)?;
         }
-        *cost = vcycle(
+        let mut cycle = PoissonCycle {
             dev,
             settings,
             levels,
@@ -338,11 +427,12 @@ impl<D: MultigridDevice> VCycle<D> {
             xs,
             b,
             x,
-            zero_initial,
             active,
             checks,
             stages,
-        )?;
+            costs,
+        };
+        v_cycle(&mut cycle, 0, zero_initial)?;
         checks.settle(dev)
     }
 }
@@ -373,7 +463,7 @@ impl<D: MultigridDevice> LinOp<D> for VCycle<D> {
     }
 
     fn cost(&self, _nrhs: usize) -> Cost {
-        self.cost
+        self.costs.last().copied().unwrap_or_default()
     }
 }
 
@@ -587,7 +677,7 @@ impl<D: MultigridDevice> Multigrid<D> {
                 checks: RangeChecks::new(dev)?,
                 stages: None,
                 nrhs: 0,
-                cost: Cost::default(),
+                costs: vec![Cost::default(); count],
             }),
             refinement: None,
             outer,
@@ -957,7 +1047,7 @@ impl<D: MultigridDevice> Multigrid<D> {
             cycle
                 .cycle(&host.b, &mut host.u, false)
                 .map_err(|f| fail(f, &info))?;
-            info.bytes += cycle.cost.bytes;
+            info.bytes += cycle.cost(0).bytes;
             cycles += 1;
             for (it, &a) in info.iterations.iter_mut().zip(&active) {
                 *it += a as usize;

@@ -9,8 +9,8 @@ use super::lattice::{StokesHostMatrices, Unknown};
 use super::multigrid::{coarse_solve, laplacian_diagonal_inverse, mesh_hierarchy};
 use crate::device::stokes::{CoarseSolve, Grid, StokesMatrices, Transfer};
 use crate::device::{Block, Data, Layout, StokesDevice, View, ViewMut};
-use crate::error::Result;
-use crate::linalg::{BlockKind, Cost, LinOp};
+use crate::error::{Error, Result};
+use crate::linalg::{v_cycle, BlockKind, Cost, CycleLevels, LinOp};
 use crate::precision::Precision;
 
 /// Cycles and smoothing steps of each block solve.
@@ -191,7 +191,8 @@ impl<D: StokesDevice> ScalarMg<D> {
                 &self.product
             } else {
                 dev.copy(self.residual.view(), self.levels[0].b.view_mut())?;
-                self.v_cycle(dev, 0, ops)?;
+                let mut levels = ScalarCycle { dev, mg: self, ops };
+                v_cycle(&mut levels, 0, true)?;
                 &self.levels[0].x
             };
             dev.axpby(1.0, correction.view(), 1.0, x.reborrow())?;
@@ -215,7 +216,7 @@ impl<D: StokesDevice> ScalarMg<D> {
             + between * (CYCLES - 1) as f64
     }
 
-    /// What `v_cycle(l)` costs.
+    /// What one V(3,3) cycle from level l down costs.
     fn v_cycle_cost(&self, l: usize, ops: &[StokesMatrices<D>], compute: Precision) -> Cost {
         let (component, op) = (self.component, &ops[l]);
         let len = component.len(op.grid);
@@ -233,32 +234,71 @@ impl<D: StokesDevice> ScalarMg<D> {
             + cost::transfer(op.grid, q2, compute) * 2.0
             + coarser
     }
+}
 
-    /// One V(3,3) cycle on level l from x = 0.
-    fn v_cycle(&mut self, dev: &D, l: usize, ops: &[StokesMatrices<D>]) -> Result<()> {
-        let (component, weight) = (self.component, self.weight);
-        let op = &ops[l];
-        let nc = ops[l + 1].grid.n;
-        {
-            let level = &mut self.levels[l];
-            dev.fill(level.x.view_mut(), 0.0)?;
-            jacobi(dev, component, op, level, weight)?;
-            component.apply(dev, op, level.x.view(), level.r.view_mut())?;
-            dev.axpby(1.0, level.b.view(), -1.0, level.r.view_mut())?;
-        }
-        if l + 1 == ops.len() - 1 {
-            let fine = &mut self.levels[l];
-            component.transfer(dev, false, nc, fine.r.view(), self.coarse_b.view_mut())?;
-            dev.coarse_solve(&self.coarse, self.coarse_b.view(), self.coarse_x.view_mut())?;
-            component.transfer(dev, true, nc, self.coarse_x.view(), fine.x.view_mut())?;
+/// A scalar multigrid's levels in one V(3,3) cycle ([`v_cycle`]): levels 0 to
+/// `ops.len() - 2` are `mg.levels`, the coarsest is `mg.coarse` with its own blocks.
+struct ScalarCycle<'a, D: StokesDevice> {
+    dev: &'a D,
+    mg: &'a mut ScalarMg<D>,
+    ops: &'a [StokesMatrices<D>],
+}
+
+impl<D: StokesDevice> ScalarCycle<'_, D> {
+    /// Level `l + 1`'s right-hand side and iterate, and level `l`'s residual and iterate.
+    fn coarser(&mut self, l: usize) -> (&mut Data<D>, &mut Data<D>, &mut ScalarLevel<D>) {
+        let mg = &mut *self.mg;
+        if l + 2 == self.ops.len() {
+            (&mut mg.coarse_b, &mut mg.coarse_x, &mut mg.levels[l])
         } else {
-            let (fine, coarse) = self.levels.split_at_mut(l + 1);
-            component.transfer(dev, false, nc, fine[l].r.view(), coarse[0].b.view_mut())?;
-            self.v_cycle(dev, l + 1, ops)?;
-            let (fine, coarse) = self.levels.split_at_mut(l + 1);
-            component.transfer(dev, true, nc, coarse[0].x.view(), fine[l].x.view_mut())?;
+            let (fine, coarse) = mg.levels.split_at_mut(l + 1);
+            let ScalarLevel { b, x, .. } = &mut coarse[0];
+            (b, x, &mut fine[l])
         }
-        jacobi(dev, component, op, &mut self.levels[l], weight)
+    }
+}
+
+impl<D: StokesDevice> CycleLevels for ScalarCycle<'_, D> {
+    type Error = Error;
+
+    fn depth(&self) -> usize {
+        self.ops.len()
+    }
+
+    fn pre_smooth(&mut self, l: usize, zero_initial: bool) -> Result<()> {
+        let (component, weight) = (self.mg.component, self.mg.weight);
+        let level = &mut self.mg.levels[l];
+        if zero_initial {
+            self.dev.fill(level.x.view_mut(), 0.0)?;
+        }
+        jacobi(self.dev, component, &self.ops[l], level, weight)
+    }
+
+    fn restrict_residual(&mut self, l: usize) -> Result<()> {
+        let (dev, component, op) = (self.dev, self.mg.component, &self.ops[l]);
+        let nc = self.ops[l + 1].grid.n;
+        let (coarse_b, _, level) = self.coarser(l);
+        component.apply(dev, op, level.x.view(), level.r.view_mut())?;
+        dev.axpby(1.0, level.b.view(), -1.0, level.r.view_mut())?;
+        component.transfer(dev, false, nc, level.r.view(), coarse_b.view_mut())
+    }
+
+    fn coarse_solve(&mut self) -> Result<()> {
+        let mg = &mut *self.mg;
+        self.dev
+            .coarse_solve(&mg.coarse, mg.coarse_b.view(), mg.coarse_x.view_mut())
+    }
+
+    fn prolongate_correction(&mut self, l: usize) -> Result<()> {
+        let (dev, component) = (self.dev, self.mg.component);
+        let nc = self.ops[l + 1].grid.n;
+        let (_, coarse_x, level) = self.coarser(l);
+        component.transfer(dev, true, nc, coarse_x.view(), level.x.view_mut())
+    }
+
+    fn post_smooth(&mut self, l: usize) -> Result<()> {
+        let (component, weight) = (self.mg.component, self.mg.weight);
+        jacobi(self.dev, component, &self.ops[l], &mut self.mg.levels[l], weight)
     }
 }
 

@@ -18,7 +18,7 @@ use crate::device::stokes::{CoarseSolve, StokesMatrices};
 use crate::device::Layout;
 use crate::device::{Block, Data, Device, StokesDevice};
 use crate::error::{Error, Result};
-use crate::linalg::{BlockKind, Cost, LinOp};
+use crate::linalg::{v_cycle, BlockKind, Cost, CycleLevels, LinOp};
 use crate::precision::Precision;
 
 /// Largest coarsest mesh (cells per direction) whose dense solve we accept.
@@ -337,7 +337,7 @@ impl<D: StokesDevice> MonolithicMg<D> {
     }
 }
 
-/// One V(1,1) cycle as `cycle` runs it, with the f64 copies in and out.
+/// One V(1,1) cycle as `apply` runs it, with the f64 copies in and out.
 fn cycle_cost<D: StokesDevice>(
     levels: &[StokesLevel<D>],
     coarse: &CoarseSolve<D>,
@@ -396,24 +396,52 @@ fn relax_cost<D: StokesDevice>(level: &StokesLevel<D>, compute: Precision) -> Co
     }
 }
 
-/// One V(1,1) cycle on levels[0] (x from zero), recursing to the coarsest.
-fn cycle<D: StokesDevice>(
-    dev: &D,
-    levels: &mut [StokesLevel<D>],
-    coarse: &CoarseSolve<D>,
-) -> Result<()> {
-    let (level, rest) = levels.split_first_mut().expect("at least one level");
-    if rest.is_empty() {
-        return dev.coarse_solve(coarse, level.b.view(), level.x.view_mut());
+/// The monolithic multigrid's levels in one V(1,1) cycle ([`v_cycle`]), the coarsest
+/// solved by `coarse`.
+struct MonolithicCycle<'a, D: StokesDevice> {
+    dev: &'a D,
+    levels: &'a mut [StokesLevel<D>],
+    coarse: &'a CoarseSolve<D>,
+}
+
+impl<D: StokesDevice> CycleLevels for MonolithicCycle<'_, D> {
+    type Error = Error;
+
+    fn depth(&self) -> usize {
+        self.levels.len()
     }
-    dev.fill(level.x.view_mut(), 0.0)?;
-    relax(dev, level, true)?;
-    dev.stokes_apply(&level.op, &level.x, Some(&level.b), &mut level.r)?;
-    let coarse_grid = rest[0].op.grid;
-    restrict_flow(dev, &level.r, &mut rest[0].b, coarse_grid)?;
-    cycle(dev, rest, coarse)?;
-    prolong_flow(dev, &rest[0].x, &mut level.x, coarse_grid)?;
-    relax(dev, level, false)
+
+    fn pre_smooth(&mut self, l: usize, zero_initial: bool) -> Result<()> {
+        let level = &mut self.levels[l];
+        if zero_initial {
+            self.dev.fill(level.x.view_mut(), 0.0)?;
+        }
+        relax(self.dev, level, zero_initial)
+    }
+
+    fn restrict_residual(&mut self, l: usize) -> Result<()> {
+        let (fine, coarse) = self.levels.split_at_mut(l + 1);
+        let (level, coarse) = (&mut fine[l], &mut coarse[0]);
+        self.dev
+            .stokes_apply(&level.op, &level.x, Some(&level.b), &mut level.r)?;
+        restrict_flow(self.dev, &level.r, &mut coarse.b, coarse.op.grid)
+    }
+
+    fn coarse_solve(&mut self) -> Result<()> {
+        let level = self.levels.last_mut().expect("at least one level");
+        self.dev
+            .coarse_solve(self.coarse, level.b.view(), level.x.view_mut())
+    }
+
+    fn prolongate_correction(&mut self, l: usize) -> Result<()> {
+        let (fine, coarse) = self.levels.split_at_mut(l + 1);
+        let coarse = &coarse[0];
+        prolong_flow(self.dev, &coarse.x, &mut fine[l].x, coarse.op.grid)
+    }
+
+    fn post_smooth(&mut self, l: usize) -> Result<()> {
+        relax(self.dev, &mut self.levels[l], false)
+    }
 }
 
 /// x += S(b − A x) for the level's relaxation; from a zero x the residual is b itself.
@@ -553,7 +581,12 @@ impl<D: StokesDevice> LinOp<D> for MonolithicMg<D> {
     fn apply(&mut self, r: &Block<D>, z: &mut Block<D>) -> Result<()> {
         let dev = self.dev.clone();
         dev.copy(r.view(), self.levels[0].b.view_mut())?;
-        cycle(&dev, &mut self.levels, &self.coarse)?;
+        let mut levels = MonolithicCycle {
+            dev: &dev,
+            levels: &mut self.levels,
+            coarse: &self.coarse,
+        };
+        v_cycle(&mut levels, 0, true)?;
         dev.copy(self.levels[0].x.view(), z.view_mut())
     }
 
