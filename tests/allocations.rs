@@ -17,7 +17,7 @@ use tensorfem::mg::{
     assemble_level, default_levels, MgParams, MgSolve, Multigrid, Smoother, StopParams, Variant,
 };
 use tensorfem::precision::Precision;
-use tensorfem::psc::{InnerCg, PscIr, PscMethod, PscOperator, PscSetup, RefineParams};
+use tensorfem::psc::{InnerCg, PscIr, PscIrParams, PscMethod, PscOperator, PscSetup};
 use tensorfem::sparse::SparseRows;
 use tensorfem::stokes::{
     preconditioner, remove_pressure_mean, Preconditioner, StokesProblem, StokesSpec, StokesSystem,
@@ -136,7 +136,7 @@ fn psc_method(dev: &Cpu, setup: &PscSetup, report: &mut Report) {
             );
             op.set_inner_cg(InnerCg::inner(precision, None));
 
-            let params = RefineParams {
+            let params = PscIrParams {
                 rtol: 1e-10,
                 atol: 0.0,
                 max_iterations: 30,

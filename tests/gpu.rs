@@ -979,7 +979,7 @@ fn stokes_parts<D: tensorfem::device::StokesDevice>(dev: &D, p: Precision) -> Pa
     dev.pressure_stencil(&a.mass, x.data.slice(pressure.clone()), q.view_mut())
         .unwrap();
     out.add("M p", c, q.to_f64(dev).unwrap());
-    let wide = tensorfem::stokes::lattice::PressureRows {
+    let wide = tensorfem::stokes::lattice::HostPressureRows {
         grid: g,
         scale: 0.25,
         width: 25,

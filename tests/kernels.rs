@@ -10,7 +10,7 @@ use half::f16;
 use tensorfem::device::psc::{Classes, PADDING_SLOT};
 use tensorfem::device::stokes::{Grid, Transfer};
 use tensorfem::device::{
-    Batch, Block, CsrMatrix, Data, EllMatrix, GridShape, Layout, LevelTransfer, MatMut, MatRef,
+    Block, CsrMatrix, Data, EllMatrix, GemmBatch, GridShape, Layout, LevelTransfer, MatMut, MatRef,
     MultigridDevice, PscDevice, RowOp, Scratch, Stats, StokesDevice,
 };
 use tensorfem::device_tests;
@@ -642,7 +642,7 @@ fn tf32_gemms_multiply_operands_rounded_to_tf32<D: PscDevice>(dev: &D) {
         MatRef::col_major(&ad, 0, m, k, m),
         MatRef::col_major(&bd, 0, k, n, k),
         MatMut::col_major(&mut c, 0, m, n, m),
-        Batch {
+        GemmBatch {
             count,
             stride_a: 0,
             stride_b: k * n,
@@ -734,7 +734,7 @@ fn batched_gemm_equals_separate_products<D: PscDevice>(dev: &D) {
             MatRef::col_major(&ad, 0, m, k, m),
             MatRef::col_major(&bd, 2, k, n, k),
             MatMut::col_major(&mut c, 2, m, n, m),
-            Batch {
+            GemmBatch {
                 count,
                 stride_a: 0,
                 stride_b: stride,

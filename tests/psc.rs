@@ -9,7 +9,7 @@ use tensorfem::linalg::LinOp;
 use tensorfem::mesh::{read_gmsh, refine, unit_square_refined, CoarseMesh, Element, Mesh2d};
 use tensorfem::precision::Precision;
 use tensorfem::psc::{
-    InnerCg, PscInfo, PscIr, PscMethod, PscOperator, PscSetup, RefineParams, Schur,
+    InnerCg, PscInfo, PscIr, PscIrParams, PscMethod, PscOperator, PscSetup, Schur,
 };
 use tensorfem::reference::CholeskySolver;
 use tensorfem::sparse::SparseRows;
@@ -208,7 +208,7 @@ fn refined<D: PscDevice>(
     let mut op = PscOperator::new(dev, setup, precision).unwrap();
     op.set_inner_cg(InnerCg::inner(precision, None));
     let mut x = vec![0.0; p.rhs.len()];
-    let params = RefineParams {
+    let params = PscIrParams {
         rtol: 1e-10,
         atol: 0.0,
         max_iterations: 20,

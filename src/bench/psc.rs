@@ -20,8 +20,8 @@ use crate::linalg::LinOp;
 use crate::mesh::{unit_square_refined, Element};
 use crate::precision::Precision;
 use crate::psc::{
-    class_counts, estimated_bytes, refinement_levels, InnerCg, OperatorCache, PscIr, PscMethod,
-    PscOperator, PscSetup, RefineParams, SetupKey, HOST_SOLVE_VECTORS,
+    class_counts, estimated_bytes, refinement_levels, InnerCg, OperatorCache, PscIr, PscIrParams,
+    PscMethod, PscOperator, PscSetup, SetupKey, HOST_SOLVE_VECTORS,
 };
 use crate::reference::CholeskySolver;
 use crate::sparse::Csr;
@@ -338,7 +338,7 @@ fn run<D: PscDevice>(
             (best, median, x.to_f64(&dev)?, 1.0, 0.0, None)
         }
         Some(rtol) => {
-            let params = RefineParams {
+            let params = PscIrParams {
                 rtol,
                 atol: 0.0,
                 max_iterations: 50,

@@ -514,7 +514,7 @@ impl Solved {
     fn write(self, ctx: &WorkContext<'_>) -> Writing {
         let path = output::batch_path(&ctx.spec.directory, self.record.batch);
         let fingerprint = ctx.plan.fingerprint;
-        let storage = output::Storage::of(ctx.spec);
+        let storage = output::SolutionStorage::of(ctx.spec);
         let batch = self.record.batch;
         let handle = std::thread::spawn(move || {
             let Solved {

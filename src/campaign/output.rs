@@ -103,14 +103,14 @@ pub fn check_batch_file(path: &Path, plan: &Plan) -> std::result::Result<(), Str
 
 /// How solutions are stored: precision and gzip level (campaign.store, campaign.compression).
 #[derive(Clone, Copy, Debug)]
-pub struct Storage {
+pub struct SolutionStorage {
     pub precision: Precision,
     pub deflate: u8,
 }
 
-impl Storage {
+impl SolutionStorage {
     pub fn of(spec: &CampaignSpec) -> Self {
-        Storage {
+        SolutionStorage {
             precision: spec.store,
             deflate: spec.compression,
         }
@@ -131,7 +131,7 @@ pub fn error_names(spec: &CampaignSpec) -> &'static [&'static str] {
 pub fn write_batch(
     path: &Path,
     fingerprint: u64,
-    storage: Storage,
+    storage: SolutionStorage,
     record: &BatchRecord,
     nodes: usize,
     nodal: &[f64],
@@ -263,7 +263,7 @@ pub fn write_campaign(
     h5::write_str_attr(root, "rhs_source", spec.rhs.name())?;
     h5::write_scalar_attr(root, "ranks", ranks as u64)?;
     h5::write_scalar_attr(root, "batch_size", spec.batch_size as u64)?;
-    let storage = Storage::of(spec);
+    let storage = SolutionStorage::of(spec);
 
     let mut gathered = Gathered::default();
     let operators = create_group(root, "operators")?;
@@ -465,7 +465,7 @@ fn fields(
     dataset: String,
     columns: usize,
     components: usize,
-    storage: Storage,
+    storage: SolutionStorage,
 ) -> impl Iterator<Item = xdmf::NodalField> + '_ {
     (0..columns).map(move |c| xdmf::NodalField {
         name: format!("{name}_{c}"),
@@ -484,8 +484,8 @@ fn write_poisson_operator(
     op: &OperatorSpec,
     batches: OperatorBatches<'_>,
     gathered: &mut Gathered,
-    storage: Storage,
-) -> Result<xdmf::Grid> {
+    storage: SolutionStorage,
+) -> Result<xdmf::XdmfGrid> {
     let o = batches.operator;
     let mesh = build_mesh(&op.mesh)?;
     let (nodes, cells, element) = match &mesh {
@@ -584,7 +584,7 @@ fn write_poisson_operator(
             .flat_map(|(u, e)| [u, e])
             .collect();
     }
-    Ok(xdmf::Grid {
+    Ok(xdmf::XdmfGrid {
         name: format!("operator_{o}"),
         mesh_group: format!("/operators/{o}/mesh"),
         cells: xdmf::Cells::Of(element),
@@ -603,8 +603,8 @@ fn write_stokes_operator(
     spec: &StokesSpec,
     batches: OperatorBatches<'_>,
     gathered: &mut Gathered,
-    storage: Storage,
-) -> Result<[xdmf::Grid; 2]> {
+    storage: SolutionStorage,
+) -> Result<[xdmf::XdmfGrid; 2]> {
     let (o, columns) = (batches.operator, batches.columns());
     let grid = Grid { n: spec.n };
     let (lattice, pressure_nodes) = (grid.lattice_len(), grid.pressure_len());
@@ -648,7 +648,7 @@ fn write_stokes_operator(
         velocity.extend(ux.iter().zip(uy).flat_map(|(x, y)| [*x, *y]));
         pressure.extend_from_slice(p);
     }
-    let Storage { precision, deflate } = storage;
+    let SolutionStorage { precision, deflate } = storage;
     h5::write_vector_block(g, "velocity", lattice, 2, &velocity, precision, deflate)?;
     h5::write_block(g, "pressure", pressure_nodes, &pressure, precision, deflate)?;
     let store_exact = batches.spec.store_exact;
@@ -684,7 +684,7 @@ fn write_stokes_operator(
         }
     };
     Ok([
-        xdmf::Grid {
+        xdmf::XdmfGrid {
             name: format!("operator_{o}_velocity"),
             mesh_group: at("velocity_mesh"),
             cells: xdmf::Cells::Quad9,
@@ -695,7 +695,7 @@ fn write_stokes_operator(
                 fields("exact_velocity", at("exact_velocity"), columns, 2, storage).collect(),
             ),
         },
-        xdmf::Grid {
+        xdmf::XdmfGrid {
             name: format!("operator_{o}_pressure"),
             mesh_group: at("pressure_mesh"),
             cells: xdmf::Cells::Of(Element::Q1),

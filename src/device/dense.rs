@@ -39,7 +39,7 @@ pub trait DenseKernels: Device {
         a: MatRef<'_, Self>,
         b: MatRef<'_, Self>,
         c: MatMut<'_, Self>,
-        batch: Batch,
+        batch: GemmBatch,
         math: GemmMath,
     ) -> Result<()> {
         for i in 0..batch.count {
@@ -152,7 +152,7 @@ impl DenseInverse for OnHost {}
 /// How many products a batched GEMM computes and how far apart their operands lie (in
 /// elements).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Batch {
+pub struct GemmBatch {
     pub count: usize,
     pub stride_a: usize,
     pub stride_b: usize,

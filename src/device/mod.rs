@@ -40,7 +40,7 @@ pub(crate) use checks::{check_col_major, check_len, inverse_scale};
 pub use checks::{check_gemm_math, kernel_name, unsupported};
 pub use clock::{StageMarks, StageTime};
 pub use cpu::Cpu;
-pub use dense::{needs_second_step, Batch, DenseInverse, DenseKernels, Inverted, OnHost};
+pub use dense::{needs_second_step, DenseInverse, DenseKernels, GemmBatch, Inverted, OnHost};
 pub use host::HostArray;
 pub use multigrid::{EllMatrix, GridShape, LevelTransfer, MatrixStorage, MultigridKernels, RowOp};
 pub use psc::PscKernels;

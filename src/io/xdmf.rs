@@ -56,7 +56,7 @@ impl Cells {
 
 /// A mesh stored in the HDF5 file under `mesh_group` (`coordinates` [nodes, dim] f64,
 /// `cells` [cells, nodes per cell] u32; docs/hdf5.md) with nodal fields.
-pub struct Grid {
+pub struct XdmfGrid {
     pub name: String,
     /// Group path of the mesh, e.g. "/mesh".
     pub mesh_group: String,
@@ -76,7 +76,7 @@ pub fn write_sidecar(
 ) -> Result<PathBuf> {
     write_grids(
         h5_path,
-        &[Grid {
+        &[XdmfGrid {
             name: "mesh".into(),
             mesh_group: "/mesh".into(),
             cells: Cells::Of(element),
@@ -89,7 +89,7 @@ pub fn write_sidecar(
 
 /// Writes `<h5 stem>.xdmf` next to `h5_path` with one grid per mesh (a spatial collection
 /// when there are several).
-pub fn write_grids(h5_path: &Path, grids: &[Grid]) -> Result<PathBuf> {
+pub fn write_grids(h5_path: &Path, grids: &[XdmfGrid]) -> Result<PathBuf> {
     let h5_name = h5_path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -123,7 +123,7 @@ pub fn write_grids(h5_path: &Path, grids: &[Grid]) -> Result<PathBuf> {
     Ok(xdmf_path)
 }
 
-fn grid_xml(xml: &mut String, h5_name: &str, grid: &Grid) {
+fn grid_xml(xml: &mut String, h5_name: &str, grid: &XdmfGrid) {
     let (num_nodes, num_cells, group) = (grid.num_nodes, grid.num_cells, &grid.mesh_group);
     let k = grid.cells.nodes_per_cell();
     let (geometry, dim) = if grid.cells.dim() == 3 {

@@ -24,7 +24,7 @@ const BAND: i32 = 32;
 
 /// Columns of a block solved together, with the power of two they are multiplied by.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Group {
+pub struct MagnitudeGroup {
     /// Indices into the block's columns, increasing.
     pub columns: Vec<usize>,
     /// The columns are multiplied by 2^exponent before the solve (and their solutions by
@@ -32,7 +32,7 @@ pub struct Group {
     pub exponent: i32,
 }
 
-impl Group {
+impl MagnitudeGroup {
     /// The factor the right-hand sides were multiplied by (absolute tolerances scale with it).
     pub fn factor(&self) -> f64 {
         power_of_two(self.exponent)
@@ -66,7 +66,7 @@ pub fn times_power_of_two(v: f64, k: i32) -> f64 {
 /// one group per band of exponents outside it. Zero columns are solved as given. A column
 /// with an entry that is not finite, or whose largest magnitude is subnormal, is refused,
 /// naming it and its magnitude.
-pub fn groups(b: &[f64], n: usize, nrhs: usize) -> Result<Vec<Group>> {
+pub fn groups(b: &[f64], n: usize, nrhs: usize) -> Result<Vec<MagnitudeGroup>> {
     assert_eq!(b.len(), n * nrhs, "groups: the block is not n × nrhs");
     let mut as_given = Vec::new();
     let mut bands: Vec<(i32, Vec<usize>)> = Vec::new();
@@ -100,13 +100,13 @@ pub fn groups(b: &[f64], n: usize, nrhs: usize) -> Result<Vec<Group>> {
     }
     let mut groups = Vec::new();
     if !as_given.is_empty() {
-        groups.push(Group {
+        groups.push(MagnitudeGroup {
             columns: as_given,
             exponent: 0,
         });
     }
     bands.sort_by_key(|(band, _)| *band);
-    groups.extend(bands.into_iter().map(|(band, columns)| Group {
+    groups.extend(bands.into_iter().map(|(band, columns)| MagnitudeGroup {
         columns,
         // The band's smallest exponent to 0: its columns' maxima in [1, 2^BAND).
         exponent: -band * BAND,
@@ -115,13 +115,13 @@ pub fn groups(b: &[f64], n: usize, nrhs: usize) -> Result<Vec<Group>> {
 }
 
 /// Whether `groups` is the whole block solved as given.
-pub fn as_given(groups: &[Group], nrhs: usize) -> bool {
+pub fn as_given(groups: &[MagnitudeGroup], nrhs: usize) -> bool {
     groups.len() == 1 && groups[0].exponent == 0 && groups[0].columns.len() == nrhs
 }
 
 /// The group's right-hand sides gathered from the block `b` (columns of length n) and
 /// multiplied by its power of two.
-pub fn gather(group: &Group, b: &[f64], n: usize) -> Vec<f64> {
+pub fn gather(group: &MagnitudeGroup, b: &[f64], n: usize) -> Vec<f64> {
     let mut out = Vec::with_capacity(group.columns.len() * n);
     for &c in &group.columns {
         out.extend(
@@ -136,7 +136,7 @@ pub fn gather(group: &Group, b: &[f64], n: usize) -> Vec<f64> {
 /// Writes the group's solutions `x` (its columns, length n each) into the block `u`,
 /// multiplied back; a solution that overflows f64 when scaled back is an error naming its
 /// column.
-pub fn scatter(group: &Group, x: &[f64], u: &mut [f64], n: usize) -> Result<()> {
+pub fn scatter(group: &MagnitudeGroup, x: &[f64], u: &mut [f64], n: usize) -> Result<()> {
     for (k, &c) in group.columns.iter().enumerate() {
         let column = &mut u[c * n..(c + 1) * n];
         for (dst, &v) in column.iter_mut().zip(&x[k * n..(k + 1) * n]) {
@@ -221,7 +221,7 @@ mod tests {
 
     #[test]
     fn overflowing_solutions_are_named() {
-        let group = Group {
+        let group = MagnitudeGroup {
             columns: vec![0],
             exponent: -1000,
         };

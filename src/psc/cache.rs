@@ -26,7 +26,7 @@ use half::f16;
 use hdf5::H5Type;
 
 use super::operator::{dense_col_major, Parts};
-use super::{Group, HierarchicalBasis, PscHost, PscMethod, PscSetup, Schur, SchurHost};
+use super::{HierarchicalBasis, MacroGroup, PscHost, PscMethod, PscSetup, Schur, SchurHost};
 use crate::device::{DenseInverse, HostArray, OnHost, Storage};
 use crate::error::{Error, Result};
 use crate::fem::assemble_stiffness;
@@ -757,7 +757,7 @@ pub fn load_host<S: Storage + H5Type>(
         dt: dt.to_f64(),
         groups: macros
             .into_iter()
-            .map(|m| Group {
+            .map(|m| MacroGroup {
                 macros: m,
                 block: Mat::zeros(0, 0),
                 inverse: Mat::zeros(0, 0),
@@ -844,7 +844,7 @@ pub fn load(path: &Path, key: &SetupKey, mesh: &Mesh2d) -> Result<PscSetup> {
             let g = f
                 .group(&format!("group_{k}"))
                 .map_err(|e| bad(format!("group_{k}: {e}")))?;
-            Ok(Group {
+            Ok(MacroGroup {
                 macros: h5::read_vector(&g, "macros")?,
                 block: read_mat(&g, "block")?,
                 inverse: read_mat(&g, "inverse")?,

@@ -25,7 +25,7 @@ const CELL_WEIGHT: f64 = 0.25;
 pub enum HierarchicalBasis {
     /// The unit square's structured mesh with Dirichlet conditions on the whole boundary,
     /// unknowns lexicographic.
-    Grid(Grid),
+    Grid(GridBasis),
     /// Any refined mesh: N_k level by level.
     Levels(Arc<Levels>),
 }
@@ -40,7 +40,7 @@ impl HierarchicalBasis {
         // The grid transform leaves out the whole boundary: only for Dirichlet everywhere.
         let dirichlet_everywhere = mesh.num_interior() == (mesh.n - 1) * (mesh.n - 1);
         Ok(match hierarchy.n0 {
-            Some(_) if dirichlet_everywhere => HierarchicalBasis::Grid(Grid {
+            Some(_) if dirichlet_everywhere => HierarchicalBasis::Grid(GridBasis {
                 element: mesh.element,
                 n: mesh.n,
                 levels: hierarchy.levels,
@@ -104,14 +104,14 @@ impl HierarchicalBasis {
 
 /// S on the unit square's grid of n cells per direction refined `levels` times.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Grid {
+pub struct GridBasis {
     element: Element,
     /// Cells per direction of the fine mesh.
     n: usize,
     levels: usize,
 }
 
-impl Grid {
+impl GridBasis {
     fn len(&self) -> usize {
         (self.n - 1) * (self.n - 1)
     }

@@ -22,9 +22,9 @@ pub use info::{
     report as report_info, GroupInfo, InfoConditions, InfoMesh, PscInfo, WholeConditionNumbers,
 };
 pub use operator::{ApplyCounts, InnerCg, PscHost, PscOperator, SchurHost};
-pub use refine::{PscIr, RefineParams};
+pub use refine::{PscIr, PscIrParams};
 pub use setup::{
-    class_counts, estimated_bytes, refinement_levels, Group, PscMethod, PscSetup, Schur,
+    class_counts, estimated_bytes, refinement_levels, MacroGroup, PscMethod, PscSetup, Schur,
     HOST_SOLVE_VECTORS,
 };
 pub use solver::{configured_bytes, operator_cache_file, PscSolver};

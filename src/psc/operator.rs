@@ -22,7 +22,7 @@ use crate::device::psc::{i_slots, Classes, PADDING_SLOT};
 use bytemuck::Pod;
 
 use crate::device::{
-    Batch, Block, CsrMatrix, Data, HostArray, Layout, MatMut, MatRef, PscDevice, StageMarks,
+    Block, CsrMatrix, Data, GemmBatch, HostArray, Layout, MatMut, MatRef, PscDevice, StageMarks,
     StageTime, Stats, Storage,
 };
 use crate::error::{Error, Result};
@@ -717,7 +717,7 @@ impl<D: PscDevice> PscOperator<D> {
                 MatRef::col_major(inverse, 0, g.slots, g.slots, g.slots),
                 MatRef::col_major(&inp.data, g.offset, g.slots, g.count, g.slots),
                 MatMut::col_major(&mut out.data, g.offset, g.slots, g.count, g.slots),
-                Batch {
+                GemmBatch {
                     count: nrhs,
                     stride_a: 0,
                     stride_b: slots,

@@ -14,16 +14,16 @@ use crate::precision::Precision;
 use crate::sparse::Csr;
 
 #[derive(Clone, Copy, Debug)]
-pub struct RefineParams {
+pub struct PscIrParams {
     /// Stop a column when ‖b − Ax‖₂ ≤ max(rtol·‖b‖₂, atol).
     pub rtol: f64,
     pub atol: f64,
     pub max_iterations: usize,
 }
 
-impl Default for RefineParams {
+impl Default for PscIrParams {
     fn default() -> Self {
-        RefineParams {
+        PscIrParams {
             rtol: 1e-12,
             atol: 0.0,
             max_iterations: 30,
@@ -80,7 +80,7 @@ impl<D: PscDevice> PscIr<D> {
         &mut self,
         b: &Block<D>,
         x: &mut Block<D>,
-        params: RefineParams,
+        params: PscIrParams,
     ) -> std::result::Result<&RefineInfo, PscError> {
         let precision = self.operator().precision();
         let refine = Refine {
@@ -121,7 +121,7 @@ impl<D: PscDevice> PscIr<D> {
         &mut self,
         b: &[f64],
         x: &mut [f64],
-        params: RefineParams,
+        params: PscIrParams,
     ) -> std::result::Result<RefineInfo, PscError> {
         let (info, solution) = self.solve_host(b, Some(x), params)?;
         x.copy_from_slice(&solution);
@@ -134,7 +134,7 @@ impl<D: PscDevice> PscIr<D> {
     pub fn solve_from_zero(
         &mut self,
         b: &[f64],
-        params: RefineParams,
+        params: PscIrParams,
     ) -> std::result::Result<(RefineInfo, Vec<f64>), PscError> {
         self.solve_host(b, None, params)
     }
@@ -144,7 +144,7 @@ impl<D: PscDevice> PscIr<D> {
         &mut self,
         b: &[f64],
         x0: Option<&[f64]>,
-        params: RefineParams,
+        params: PscIrParams,
     ) -> std::result::Result<(RefineInfo, Vec<f64>), PscError> {
         let (n, k) = (self.operator().num_unknowns(), self.nrhs());
         let x_len = x0.map_or(n * k, <[f64]>::len);

@@ -24,7 +24,7 @@ const ZERO_TOLERANCE: f64 = 1e-12;
 
 /// One group of identical macro-element blocks.
 #[derive(Clone, Debug)]
-pub struct Group {
+pub struct MacroGroup {
     /// Macro elements (coarse cells) of the group, in I order.
     pub macros: Vec<u32>,
     /// C_g (scaled I-block of every member) and its inverse.
@@ -32,7 +32,7 @@ pub struct Group {
     pub inverse: Mat<f64>,
 }
 
-impl Group {
+impl MacroGroup {
     pub fn block_size(&self) -> usize {
         self.block.nrows()
     }
@@ -141,7 +141,7 @@ pub struct PscSetup {
     /// D = A_EI (scaled), |E| × |I|, and its transpose.
     pub d: Csr<f64>,
     pub dt: Csr<f64>,
-    pub groups: Vec<Group>,
+    pub groups: Vec<MacroGroup>,
     /// The method's own operators.
     pub schur: Schur,
     /// Largest |Ã_CI| relative to max |diag Ã| (checked to vanish).
@@ -499,7 +499,7 @@ impl PscSetup {
         let grouping = group_blocks(&block_refs, &symmetries, ZERO_TOLERANCE);
         let sigma = |m: usize| &symmetries[grouping.symmetry_of[m]];
         log::info!("PSC: |C| = {nc}, |E| = {ne}, {num_macros} macro elements in {} group(s) of identical blocks", grouping.representatives.len());
-        let mut groups: Vec<Group> = grouping
+        let mut groups: Vec<MacroGroup> = grouping
             .representatives
             .par_iter()
             .map(|&r| {
@@ -510,7 +510,7 @@ impl PscSetup {
                         Error::Solver(format!("Cholesky of a macro-element block failed: {e:?}"))
                     })?
                     .inverse();
-                Ok(Group {
+                Ok(MacroGroup {
                     macros: Vec::new(),
                     block,
                     inverse,

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use half::f16;
 
 use super::{
-    CacheOutcome, InnerCg, InverseCheck, OperatorCache, PscIr, PscMethod, PscOperator, PscSetup,
-    RefineParams, SetupKey, UncheckedInverses,
+    CacheOutcome, InnerCg, InverseCheck, OperatorCache, PscIr, PscIrParams, PscMethod, PscOperator,
+    PscSetup, SetupKey, UncheckedInverses,
 };
 use crate::config::{Method, SolverSpec};
 use crate::device::{Block, Layout, PscDevice, Storage};
@@ -27,7 +27,7 @@ pub struct PscSolver<D: PscDevice> {
     /// The method alone, when no PSC-IR holds it.
     alone: Option<PscOperator<D>>,
     ir: Option<PscIr<D>>,
-    refine: Option<RefineParams>,
+    refine: Option<PscIrParams>,
     columns: ColumnPlan,
     /// The operator cache's inverses this solver was loaded from, not yet checked against
     /// their checksum (with refinement: see [`InverseCheck::OnFailure`]).
@@ -62,7 +62,7 @@ impl<D: PscDevice> PscSolver<D> {
             solver.cg_rtol,
             solver.rtol,
         ));
-        let refine = solver.refine.then_some(RefineParams {
+        let refine = solver.refine.then_some(PscIrParams {
             rtol: solver.rtol,
             atol: solver.atol,
             max_iterations: solver.max_iterations,
@@ -78,7 +78,7 @@ impl<D: PscDevice> PscSolver<D> {
     pub fn new(
         dev: &D,
         op: PscOperator<D>,
-        refine: Option<RefineParams>,
+        refine: Option<PscIrParams>,
         columns: ColumnPlan,
         unchecked: Option<UncheckedInverses>,
     ) -> Self {
@@ -432,7 +432,7 @@ mod tests {
             .collect();
         for refine in [
             None,
-            Some(RefineParams {
+            Some(PscIrParams {
                 rtol: 1e-12,
                 atol: 0.0,
                 max_iterations: 10,

@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use super::lattice::{
     divergence_slot, gradient_slot, gradient_width, laplacian_width, lattice_slot, mass_slot,
-    split_mut, Grid, LatticeRows, PressureRows, StokesHostMatrices,
+    split_mut, Grid, HostLatticeRows, HostPressureRows, StokesHostMatrices,
 };
 use crate::fem::gauss_legendre_unit;
 
@@ -128,13 +128,16 @@ impl ElementMatrices {
 fn assemble_full(n: usize) -> StokesHostMatrices {
     let grid = Grid { n };
     let e = ElementMatrices::new(1.0 / n as f64);
-    let mut laplacian = LatticeRows::zeros(grid, laplacian_width);
+    let mut laplacian = HostLatticeRows::zeros(grid, laplacian_width);
     let mut gradient = [
-        LatticeRows::zeros(grid, gradient_width),
-        LatticeRows::zeros(grid, gradient_width),
+        HostLatticeRows::zeros(grid, gradient_width),
+        HostLatticeRows::zeros(grid, gradient_width),
     ];
-    let mut divergence = [PressureRows::zeros(grid, 25), PressureRows::zeros(grid, 25)];
-    let mut mass = PressureRows::zeros(grid, 9);
+    let mut divergence = [
+        HostPressureRows::zeros(grid, 25),
+        HostPressureRows::zeros(grid, 25),
+    ];
+    let mut mass = HostPressureRows::zeros(grid, 9);
     for ey in 0..n {
         for ex in 0..n {
             let node = |a: usize| (2 * ex + a % 3, 2 * ey + a / 3);

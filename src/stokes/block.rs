@@ -298,7 +298,13 @@ impl<D: StokesDevice> CycleLevels for ScalarCycle<'_, D> {
 
     fn post_smooth(&mut self, l: usize) -> Result<()> {
         let (component, weight) = (self.mg.component, self.mg.weight);
-        jacobi(self.dev, component, &self.ops[l], &mut self.mg.levels[l], weight)
+        jacobi(
+            self.dev,
+            component,
+            &self.ops[l],
+            &mut self.mg.levels[l],
+            weight,
+        )
     }
 }
 

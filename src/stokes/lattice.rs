@@ -66,7 +66,7 @@ pub fn q2_cells(grid: Grid) -> Vec<u32> {
 
 /// Row coefficients of one operator whose rows are lattice nodes, stored set by set.
 #[derive(Clone, Debug)]
-pub struct LatticeRows {
+pub struct HostLatticeRows {
     pub grid: Grid,
     /// The unit of the stored coefficients: entry = stored · scale.
     pub scale: f64,
@@ -74,7 +74,7 @@ pub struct LatticeRows {
     sets: [Vec<f64>; 4],
 }
 
-impl LatticeRows {
+impl HostLatticeRows {
     /// Zero coefficients; `width(set)` gives the row length of each set.
     pub fn zeros(grid: Grid, width: impl Fn(usize) -> usize) -> Self {
         let widths = [width(0), width(1), width(2), width(3)];
@@ -82,7 +82,7 @@ impl LatticeRows {
             let rows = set_extent(grid.n, s & 1) * set_extent(grid.n, s >> 1);
             vec![0.0; rows * widths[s]]
         });
-        LatticeRows {
+        HostLatticeRows {
             grid,
             scale: 1.0,
             widths,
@@ -151,17 +151,17 @@ impl LatticeRows {
 
 /// Row coefficients of one operator whose rows are pressure nodes (one window for all).
 #[derive(Clone, Debug)]
-pub struct PressureRows {
+pub struct HostPressureRows {
     pub grid: Grid,
-    /// The unit of the stored coefficients (see [`LatticeRows::scale`]).
+    /// The unit of the stored coefficients (see [`HostLatticeRows::scale`]).
     pub scale: f64,
     pub width: usize,
     pub coefficients: Vec<f64>,
 }
 
-impl PressureRows {
+impl HostPressureRows {
     pub fn zeros(grid: Grid, width: usize) -> Self {
-        PressureRows {
+        HostPressureRows {
             grid,
             scale: 1.0,
             width,
@@ -226,13 +226,13 @@ impl PressureRows {
 pub struct StokesHostMatrices {
     pub grid: Grid,
     /// The scalar Q2 Laplacian (ν = 1), applied to each velocity component.
-    pub laplacian: LatticeRows,
+    pub laplacian: HostLatticeRows,
     /// Bᵀ: the gradient rows for the x and y component.
-    pub gradient: [LatticeRows; 2],
+    pub gradient: [HostLatticeRows; 2],
     /// B: the divergence rows (pressure nodes), x and y component.
-    pub divergence: [PressureRows; 2],
+    pub divergence: [HostPressureRows; 2],
     /// M: the Q1 pressure mass matrix.
-    pub mass: PressureRows,
+    pub mass: HostPressureRows,
 }
 
 impl StokesHostMatrices {
@@ -255,8 +255,8 @@ impl StokesHostMatrices {
 
     /// Bytes the operator takes stored in `S`.
     pub fn bytes<S: Stored>(&self) -> usize {
-        let lattice = |r: &LatticeRows| r.sets.iter().map(Vec::len).sum::<usize>();
-        let pressure = |r: &PressureRows| r.coefficients.len();
+        let lattice = |r: &HostLatticeRows| r.sets.iter().map(Vec::len).sum::<usize>();
+        let pressure = |r: &HostPressureRows| r.coefficients.len();
         std::mem::size_of::<S>()
             * (lattice(&self.laplacian)
                 + self.gradient.iter().map(lattice).sum::<usize>()

@@ -11,7 +11,9 @@ use rayon::prelude::*;
 
 use super::assembly::assemble;
 use super::cost;
-use super::lattice::{gradient_slot, pressure_window, PressureRows, StokesHostMatrices, Unknown};
+use super::lattice::{
+    gradient_slot, pressure_window, HostPressureRows, StokesHostMatrices, Unknown,
+};
 use super::transfer::{prolong_flow, restrict_flow};
 use super::vanka::{Vanka, VankaForm};
 use crate::device::stokes::{CoarseSolve, StokesMatrices};
@@ -171,10 +173,10 @@ pub fn laplacian_diagonal_inverse(op: &StokesHostMatrices) -> Vec<f64> {
 /// 2i−2..2i+2, whose Bᵀ rows reach pressure i−2..i+2), stored in units of h². One Jacobi
 /// step of the relaxations is then one pressure-sized pass instead of a gradient, two
 /// lattice scalings and a divergence.
-fn schur_stencil(op: &StokesHostMatrices, d_inv: &[f64], t: f64) -> PressureRows {
+fn schur_stencil(op: &StokesHostMatrices, d_inv: &[f64], t: f64) -> HostPressureRows {
     let g = op.grid;
     let (m, np) = (g.m(), g.np());
-    let mut schur = PressureRows::zeros(g, 25);
+    let mut schur = HostPressureRows::zeros(g, 25);
     schur
         .coefficients
         .par_chunks_mut(25)

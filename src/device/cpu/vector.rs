@@ -124,7 +124,7 @@ pub(super) fn fold_column(
 /// One column's statistics gathered tile by tile inside a fused kernel: bitwise those of
 /// [`record_stats`] on the same values in the same order, Σ v² in four lanes (value r of
 /// the record to lane r mod 4) and max |v| per lane of a tile.
-pub(super) struct ColumnStats<T> {
+pub(super) struct TileStats<T> {
     /// The Σ v² lanes, rotated left by `shift`: lane l here is the record's lane
     /// (l + shift) mod 4, so lane l of a tile adds to lane l.
     lanes: [f64; 4],
@@ -133,7 +133,7 @@ pub(super) struct ColumnStats<T> {
     shift: usize,
 }
 
-impl<T: Real> ColumnStats<T> {
+impl<T: Real> TileStats<T> {
     #[inline(always)]
     pub(super) fn new() -> Self {
         Self {

@@ -11,8 +11,8 @@ use super::device::{grow, Cuda};
 use super::launch::{self, Arg};
 use super::vector::address;
 use crate::device::{
-    check_gemm_math, kernel_name, unsupported, Batch, Block, DenseKernels, MatMut, MatRef, Scratch,
-    VectorKernels, View, ViewMut,
+    check_gemm_math, kernel_name, unsupported, Block, DenseKernels, GemmBatch, MatMut, MatRef,
+    Scratch, VectorKernels, View, ViewMut,
 };
 use crate::error::{Error, Result};
 use crate::precision::{GemmMath, Precision};
@@ -60,7 +60,7 @@ impl Cuda {
         a: MatRef<'_, Self>,
         b: MatRef<'_, Self>,
         c: MatMut<'_, Self>,
-        batch: Batch,
+        batch: GemmBatch,
         math: GemmMath,
     ) -> Result<()> {
         let (m, k, n) = (a.rows, a.cols, b.cols);
@@ -186,7 +186,7 @@ impl DenseKernels for Cuda {
         c: MatMut<'_, Self>,
         math: GemmMath,
     ) -> Result<()> {
-        let one = Batch {
+        let one = GemmBatch {
             count: 1,
             stride_a: 0,
             stride_b: 0,
@@ -200,7 +200,7 @@ impl DenseKernels for Cuda {
         a: MatRef<'_, Self>,
         b: MatRef<'_, Self>,
         c: MatMut<'_, Self>,
-        batch: Batch,
+        batch: GemmBatch,
         math: GemmMath,
     ) -> Result<()> {
         // The last product must lie inside each buffer: cuBLAS does not check.

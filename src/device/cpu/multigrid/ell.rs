@@ -20,7 +20,7 @@ use rayon::prelude::*;
 use super::super::arena;
 use super::super::simd::{per_simd_level, row_tiles, TileIo, TILE};
 use super::super::vector::{
-    fold_column, fold_tiles, partials, record_tile, reduce, tile_sum_of_squares, ColumnStats,
+    fold_column, fold_tiles, partials, record_tile, reduce, tile_sum_of_squares, TileStats,
 };
 use super::super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::multigrid::Chunks;
@@ -536,7 +536,7 @@ fn slice_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
     (values, columns, width, op, omega, x, b, r0, out, part): SliceRowsArgs<'_, S>,
 ) {
     let zero = Compute::<S>::zero();
-    let mut stats = ColumnStats::new();
+    let mut stats = TileStats::new();
     let slices = values.chunks_exact(SLICE * width);
     for (k, (out, slice_values)) in out.chunks_mut(SLICE).zip(slices).enumerate() {
         let slice = r0 / SLICE + k;
@@ -797,7 +797,7 @@ fn jacobi_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
     (diagonal, b, omega, out, part): JacobiRowsArgs<'_, S>,
 ) {
     let zero = Compute::<S>::zero();
-    let mut stats = ColumnStats::new();
+    let mut stats = TileStats::new();
     let tiles = diagonal.chunks(TILE).zip(b.chunks(TILE));
     for (out, (d, b)) in out.chunks_mut(TILE).zip(tiles) {
         let (d, b) = (S::load::<LEVEL>(d), S::load::<LEVEL>(b));

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 
 use super::super::arena;
 use super::super::simd::{per_simd_level, row_tiles, TileIo, TILE};
-use super::super::vector::{fold_tiles, partials, record_stats, record_tile, reduce, ColumnStats};
+use super::super::vector::{fold_tiles, partials, record_stats, record_tile, reduce, TileStats};
 use super::super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::inverse_scale;
 use crate::device::multigrid::check_grids;
@@ -112,7 +112,7 @@ fn interpolate_plane_portable<C: Storage + TileIo, F: Storage + TileIo, const LE
     let (mf, mc) = (args.fine_grid.m, args.coarse_grid.m);
     let lines_per_plane = if args.fine_grid.dim == 2 { 1 } else { mf };
     let (planes, planes_count) = interpolation_1d(args.plane, mc);
-    let mut stats = ColumnStats::new();
+    let mut stats = TileStats::new();
     for j in 0..lines_per_plane {
         // The coarse lines fine line j reads, with their weights, in the order of the sum.
         let mut lines = [(0usize, 0.0f64); 4];
@@ -169,7 +169,7 @@ fn add_interpolated<F: Storage + TileIo, const LEVEL: u8>(
     even: &[f64],
     odd: &[f64],
     scale: f64,
-    stats: &mut ColumnStats<Compute<F>>,
+    stats: &mut TileStats<Compute<F>>,
 ) {
     let f = F::load::<LEVEL>(stored);
     let mut o = [Compute::<F>::zero(); TILE];
@@ -274,7 +274,7 @@ fn restrict_plane_2d_portable<F: Storage + TileIo, C: Storage + TileIo, const LE
     (args, fine, coarse_line, part): (ColumnPlane, &[F], &mut [C], &mut [f64]),
 ) {
     let mf = args.fine_grid.m;
-    let mut stats = ColumnStats::new();
+    let mut stats = TileStats::new();
     let lines = AcrossLines::<F, LEVEL>(fine, 2 * args.plane * mf, mf);
     restrict_line::<C, LEVEL>(&lines, inverse_scale(args.scale), coarse_line, &mut stats);
     stats.fold(part, C::MAX);
@@ -313,7 +313,7 @@ fn restrict_plane_3d_portable<F: Storage + TileIo, C: Storage + TileIo, const LE
         }
     }
     let factor = inverse_scale(args.scale);
-    let mut stats = ColumnStats::new();
+    let mut stats = TileStats::new();
     for (b, out_line) in coarse_plane.chunks_exact_mut(mc).enumerate() {
         let lines = AcrossLines::<f64, LEVEL>(across_planes, 2 * b * mf, mf);
         for i0 in (0..mf).step_by(TILE) {
@@ -334,7 +334,7 @@ fn restrict_line<C: Storage + TileIo, const LEVEL: u8>(
     line: &impl FineLine,
     factor: f64,
     out_line: &mut [C],
-    stats: &mut ColumnStats<Compute<C>>,
+    stats: &mut TileStats<Compute<C>>,
 ) {
     let mc = out_line.len();
     for a0 in (0..mc).step_by(TILE) {
