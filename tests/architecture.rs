@@ -1,7 +1,7 @@
 //! The layering of docs/architecture.md, read from the sources: no import cycle between the
 //! top-level modules of src/, a thin main.rs, algorithm files that never name a concrete
 //! backend (solvers are written once against the device traits), a device layer that
-//! mirrors itself across the backends, and a driver (run/) that names no solver's
+//! mirrors itself across the backends, and a small driver (run/) that names no solver's
 //! internals.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -211,6 +211,17 @@ fn the_reader_finds_cycles_and_grouped_imports() {
     .map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect()))
     .collect();
     assert_eq!(find_cycle(&graph).unwrap(), ["a", "b", "c", "a"]);
+}
+
+/// run/ only reads the configuration, picks the backend and hands blocks to a solver: what
+/// grows there belongs to a solver (poisson/, psc/, mg/, stokes/) or to the campaign.
+#[test]
+fn the_driver_stays_small() {
+    let lines: usize = rust_files(&src().join("run"))
+        .iter()
+        .map(|f| fs::read_to_string(f).unwrap().lines().count())
+        .sum();
+    assert!(lines <= 900, "run/ has {lines} lines (at most 900)");
 }
 
 #[test]
