@@ -323,6 +323,71 @@ fn the_device_layer_mirrors_itself_across_backends() {
     );
 }
 
+/// The argument checks of every kernel live in device/checks.rs and run once, in the
+/// family traits' public methods; a backend implements the `*_unchecked` kernels behind them
+/// and never repeats a check: no file under device/cpu/ or device/cuda/ names the checks
+/// module or any of its functions. Outside device/ nothing calls an `*_unchecked` kernel.
+#[test]
+fn backends_leave_the_argument_checks_to_the_front() {
+    let device = src().join("device");
+    let checks = code(&fs::read_to_string(device.join("checks.rs")).unwrap());
+    let names: Vec<String> = checks
+        .split("fn ")
+        .skip(1)
+        .map(|rest| identifier(rest).to_string())
+        .filter(|name| name.starts_with("check_"))
+        .collect();
+    assert!(
+        names.len() >= 10,
+        "device/checks.rs should hold the checks, found {names:?}"
+    );
+    let mut offences = vec![];
+    for backend in ["cpu", "cuda"] {
+        for file in rust_files(&device.join(backend)) {
+            let c = code(&fs::read_to_string(&file).unwrap());
+            let named: Vec<&String> = names
+                .iter()
+                .filter(|name| c.contains(&format!("{name}(")) || c.contains(&format!("{name},")))
+                .collect();
+            if c.contains("checks::") || !named.is_empty() {
+                offences.push(format!("{}: {named:?}", file.display()));
+            }
+        }
+    }
+    let front: String = fs::read_dir(&device)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "rs"))
+        .map(|path| code(&fs::read_to_string(path).unwrap()))
+        .collect();
+    let unchecked: Vec<&str> = front
+        .split("fn ")
+        .skip(1)
+        .map(identifier)
+        .filter(|name| name.ends_with("_unchecked"))
+        .collect();
+    assert!(
+        unchecked.len() >= 40,
+        "the family traits should declare the backends' kernels, found {unchecked:?}"
+    );
+    for file in rust_files(&src()) {
+        if file.starts_with(&device) {
+            continue;
+        }
+        let c = code(&fs::read_to_string(&file).unwrap());
+        for name in &unchecked {
+            if c.contains(&format!(".{name}(")) {
+                offences.push(format!("{} calls {name}", file.display()));
+            }
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "argument checks outside the front of the device layer:\n{}",
+        offences.join("\n")
+    );
+}
+
 /// run/ reads the configuration, picks the backend and hands blocks to a solver through
 /// `linalg::BlockSolver`: it names no solver's internal types (those behind each solver's
 /// own `set_up`).

@@ -8,7 +8,6 @@
 //! iterations counted.
 
 use super::VectorKernels;
-use crate::error::{Error, Result};
 
 /// α_c.
 pub const ALPHA: usize = 0;
@@ -123,15 +122,4 @@ pub fn step_on_host(step: CgStep, s: &mut [f64], cols: usize) {
 /// where reads are free (the CPU), every fourth where a read waits for the device.
 pub fn check_before<D: VectorKernels>(dev: &D, iteration: usize) -> bool {
     !dev.reads_synchronize() || iteration.is_multiple_of(4)
-}
-
-/// Fails unless a buffer of `len` values reaches `end`.
-pub(crate) fn check_room(what: &str, len: usize, end: usize) -> Result<()> {
-    if end <= len {
-        Ok(())
-    } else {
-        Err(Error::Backend(format!(
-            "{what}: values up to {end} in a buffer of {len}"
-        )))
-    }
 }

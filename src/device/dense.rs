@@ -2,11 +2,13 @@
 //! GEMV, SYMV, the Gram-Schmidt steps of FGMRES) and the set-up's dense inversions
 //! ([`DenseInverse`]).
 
+use super::checks::{check_gemm, check_gemm_batch, check_gemv, check_gram_schmidt};
 use super::{Block, Device, MatMut, MatRef, Scratch, View, ViewMut};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::precision::GemmMath;
 
-/// Dense products.
+/// Dense products. The methods a solver calls check their arguments ([`super::checks`])
+/// and hand them to the backend's `*_unchecked` kernel.
 pub trait DenseKernels: Device {
     /// C = A·B with A and B in one storage precision S and C in S or in S's compute
     /// precision; products and sums in the compute precision (f16: f32), with f32
@@ -17,7 +19,10 @@ pub trait DenseKernels: Device {
         b: MatRef<'_, Self>,
         c: MatMut<'_, Self>,
         math: GemmMath,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        check_gemm(&a, &b, &c, math)?;
+        self.gemm_unchecked(a, b, c, math)
+    }
     /// C = A·B for a symmetric A (square; both triangles stored, Aᵀ = A): what
     /// [`DenseKernels::gemm`] computes, in whichever layout of the product the device
     /// multiplies fastest (the CPU: Cᵀ = Bᵀ·A for a narrow B). PSC's dense inverses Π⁻¹,
@@ -29,7 +34,14 @@ pub trait DenseKernels: Device {
         c: MatMut<'_, Self>,
         math: GemmMath,
     ) -> Result<()> {
-        self.gemm(a, b, c, math)
+        if a.rows != a.cols {
+            return Err(Error::Backend(format!(
+                "SYMM: the symmetric operand is {}×{}",
+                a.rows, a.cols
+            )));
+        }
+        check_gemm(&a, &b, &c, math)?;
+        self.symm_unchecked(a, b, c, math)
     }
     /// C_i = A_i·B_i for i < `batch.count`, the i-th operands at their offsets plus i times
     /// the batch's strides (a stride of 0 shares an operand): the group-wise C⁻¹ products
@@ -42,8 +54,90 @@ pub trait DenseKernels: Device {
         batch: GemmBatch,
         math: GemmMath,
     ) -> Result<()> {
+        check_gemm(&a, &b, &c, math)?;
+        let strides = [batch.stride_a, batch.stride_b, batch.stride_c];
+        check_gemm_batch(&a, &b, &c, batch.count, strides)?;
+        self.gemm_batched_unchecked(a, b, c, batch, math)
+    }
+    /// y = A x for a column-major A in storage S, x and y in S's compute precision: one
+    /// pass over A (the product of a single right-hand side).
+    fn gemv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()> {
+        check_gemv("GEMV", &a, (x.len, x.precision()), (y.len, y.precision()))?;
+        self.gemv_unchecked(a, x, y)
+    }
+    /// y = A x for a symmetric A (square, column-major, both triangles stored) in storage S:
+    /// what [`DenseKernels::gemv`] computes, reading only the lower triangle where
+    /// [`DenseKernels::symv_reads_lower_triangle`] says so (half the bytes).
+    fn symv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()> {
+        check_gemv("SYMV", &a, (x.len, x.precision()), (y.len, y.precision()))?;
+        self.symv_unchecked(a, x, y)
+    }
+    /// Whether [`DenseKernels::symv`] reads only the lower triangle (else all of A).
+    fn symv_reads_lower_triangle(&self) -> bool {
+        false
+    }
+    /// One classical Gram-Schmidt step against the f64 vectors `basis`, fused: c = Vᵀw,
+    /// w −= V c and h += c (a second step re-orthogonalises into the same h), with ‖w‖²
+    /// alongside; returns ‖w‖ before and after.
+    fn orthogonalize(
+        &self,
+        basis: &[Block<Self>],
+        w: &mut Block<Self>,
+        h: &mut [f64],
+        scratch: &mut Scratch<Self>,
+    ) -> Result<(f64, f64)> {
+        check_gram_schmidt(basis, w, h)?;
+        self.orthogonalize_unchecked(basis, w, h, scratch)
+    }
+    /// Gram-Schmidt as FGMRES needs it: one [`DenseKernels::orthogonalize`] step, and a
+    /// second when the first cancelled most of w (the DGKS criterion ‖w'‖ < ‖w‖/√2; "twice
+    /// is enough"), both adding into h; returns ‖w‖ at the end. With a good preconditioner
+    /// w = A M⁻¹ v_j is close to v_j and the second step always runs, so a device may fuse
+    /// the first step's update with the second step's products (one pass over the basis
+    /// less); the results are those of the two steps.
+    fn orthogonalize_twice_if_needed(
+        &self,
+        basis: &[Block<Self>],
+        w: &mut Block<Self>,
+        h: &mut [f64],
+        scratch: &mut Scratch<Self>,
+    ) -> Result<f64> {
+        check_gram_schmidt(basis, w, h)?;
+        self.orthogonalize_twice_if_needed_unchecked(basis, w, h, scratch)
+    }
+
+    // The backend's kernels behind the checked methods above, given checked arguments.
+
+    /// [`DenseKernels::gemm`] on checked arguments.
+    fn gemm_unchecked(
+        &self,
+        a: MatRef<'_, Self>,
+        b: MatRef<'_, Self>,
+        c: MatMut<'_, Self>,
+        math: GemmMath,
+    ) -> Result<()>;
+    /// [`DenseKernels::symm`] on checked arguments (by default the GEMM).
+    fn symm_unchecked(
+        &self,
+        a: MatRef<'_, Self>,
+        b: MatRef<'_, Self>,
+        c: MatMut<'_, Self>,
+        math: GemmMath,
+    ) -> Result<()> {
+        self.gemm_unchecked(a, b, c, math)
+    }
+    /// [`DenseKernels::gemm_batched`] on checked arguments (by default one GEMM after the
+    /// other).
+    fn gemm_batched_unchecked(
+        &self,
+        a: MatRef<'_, Self>,
+        b: MatRef<'_, Self>,
+        c: MatMut<'_, Self>,
+        batch: GemmBatch,
+        math: GemmMath,
+    ) -> Result<()> {
         for i in 0..batch.count {
-            self.gemm(
+            self.gemm_unchecked(
                 MatRef {
                     offset: a.offset + i * batch.stride_a,
                     ..a
@@ -64,45 +158,42 @@ pub trait DenseKernels: Device {
         }
         Ok(())
     }
-    /// y = A x for a column-major A in storage S, x and y in S's compute precision: one
-    /// pass over A (the product of a single right-hand side).
-    fn gemv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()>;
-    /// y = A x for a symmetric A (square, column-major, both triangles stored) in storage S:
-    /// what [`DenseKernels::gemv`] computes, reading only the lower triangle where
-    /// [`DenseKernels::symv_reads_lower_triangle`] says so (half the bytes).
-    fn symv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()> {
-        self.gemv(a, x, y)
+    /// [`DenseKernels::gemv`] on checked arguments.
+    fn gemv_unchecked(
+        &self,
+        a: MatRef<'_, Self>,
+        x: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()>;
+    /// [`DenseKernels::symv`] on checked arguments (by default the GEMV).
+    fn symv_unchecked(
+        &self,
+        a: MatRef<'_, Self>,
+        x: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()> {
+        self.gemv_unchecked(a, x, y)
     }
-    /// Whether [`DenseKernels::symv`] reads only the lower triangle (else all of A).
-    fn symv_reads_lower_triangle(&self) -> bool {
-        false
-    }
-    /// One classical Gram-Schmidt step against the f64 vectors `basis`, fused: c = Vᵀw,
-    /// w −= V c and h += c (a second step re-orthogonalises into the same h), with ‖w‖²
-    /// alongside; returns ‖w‖ before and after.
-    fn orthogonalize(
+    /// [`DenseKernels::orthogonalize`] on checked arguments.
+    fn orthogonalize_unchecked(
         &self,
         basis: &[Block<Self>],
         w: &mut Block<Self>,
         h: &mut [f64],
         scratch: &mut Scratch<Self>,
     ) -> Result<(f64, f64)>;
-    /// Gram-Schmidt as FGMRES needs it: one [`DenseKernels::orthogonalize`] step, and a
-    /// second when the first cancelled most of w (the DGKS criterion ‖w'‖ < ‖w‖/√2; "twice
-    /// is enough"), both adding into h; returns ‖w‖ at the end. With a good preconditioner
-    /// w = A M⁻¹ v_j is close to v_j and the second step always runs, so a device may fuse
-    /// the first step's update with the second step's products (one pass over the basis
-    /// less); the results are those of the two steps.
-    fn orthogonalize_twice_if_needed(
+    /// [`DenseKernels::orthogonalize_twice_if_needed`] on checked arguments (by default two
+    /// separate steps where the first needs a second).
+    fn orthogonalize_twice_if_needed_unchecked(
         &self,
         basis: &[Block<Self>],
         w: &mut Block<Self>,
         h: &mut [f64],
         scratch: &mut Scratch<Self>,
     ) -> Result<f64> {
-        let (before, after) = self.orthogonalize(basis, w, h, scratch)?;
+        let (before, after) = self.orthogonalize_unchecked(basis, w, h, scratch)?;
         if needs_second_step(before, after) {
-            return Ok(self.orthogonalize(basis, w, h, scratch)?.1);
+            return Ok(self.orthogonalize_unchecked(basis, w, h, scratch)?.1);
         }
         Ok(after)
     }

@@ -28,6 +28,7 @@ pub mod psc;
 pub mod sparse;
 pub mod stats;
 pub mod stokes;
+mod variants;
 mod vector;
 
 use std::fmt;
@@ -36,8 +37,6 @@ use half::f16;
 
 pub use backend::{Backend, BackendChoice};
 pub use block::{Block, Data, Layout, MatMut, MatRef, View, ViewMut};
-pub(crate) use checks::{check_col_major, check_len, inverse_scale};
-pub use checks::{check_gemm_math, kernel_name, unsupported};
 pub use clock::{StageMarks, StageTime};
 pub use cpu::Cpu;
 pub use dense::{needs_second_step, DenseInverse, DenseKernels, GemmBatch, Inverted, OnHost};
@@ -47,6 +46,8 @@ pub use psc::PscKernels;
 pub use sparse::{CsrMatrix, SparseKernels};
 pub use stats::{ColumnStats, FlagLog, Stats};
 pub use stokes::StokesKernels;
+pub use variants::{kernel_name, unsupported};
+pub(crate) use vector::inverse_scale;
 pub use vector::{Scratch, VectorKernels};
 
 use crate::error::Result;
@@ -118,6 +119,8 @@ element!(f32, F32);
 element!(f64, F64);
 
 /// A place solver data lives and kernels run: allocation, host transfers, synchronization.
+/// The transfers a solver calls check their arguments ([`checks`]) and hand them to the
+/// backend's `*_unchecked` copy.
 pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// A buffer of `T` in this device's memory.
     type Buffer<T: DType>: Send + Sync;
@@ -139,10 +142,27 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     }
 
     /// Overwrites the whole buffer `dst` with `host` (equal lengths).
-    fn write<T: DType>(&self, host: &[T], dst: &mut Self::Buffer<T>) -> Result<()>;
+    fn write<T: DType>(&self, host: &[T], dst: &mut Self::Buffer<T>) -> Result<()> {
+        checks::check_len("write", host.len(), Self::buffer_len(dst))?;
+        self.write_unchecked(host, dst)
+    }
 
     /// Copies `host.len()` values from `src`, starting at `offset`, to the host.
-    fn read<T: DType>(&self, src: &Self::Buffer<T>, offset: usize, host: &mut [T]) -> Result<()>;
+    fn read<T: DType>(&self, src: &Self::Buffer<T>, offset: usize, host: &mut [T]) -> Result<()> {
+        checks::check_room("read", Self::buffer_len(src), offset + host.len())?;
+        self.read_unchecked(src, offset, host)
+    }
+
+    /// [`Device::write`] on checked arguments.
+    fn write_unchecked<T: DType>(&self, host: &[T], dst: &mut Self::Buffer<T>) -> Result<()>;
+
+    /// [`Device::read`] on checked arguments.
+    fn read_unchecked<T: DType>(
+        &self,
+        src: &Self::Buffer<T>,
+        offset: usize,
+        host: &mut [T],
+    ) -> Result<()>;
 
     /// Copies the whole buffer to the host (equal lengths).
     fn download<T: DType>(&self, src: &Self::Buffer<T>, host: &mut [T]) -> Result<()> {

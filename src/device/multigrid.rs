@@ -2,6 +2,10 @@
 //! node-major blocks, and the grid transfers (uniform grids, or the interpolation matrices
 //! of a refined mesh's hierarchy).
 
+use super::checks::{
+    check_f64, check_len, check_node_major, check_one_precision, check_per_column, check_stats,
+    check_transfer,
+};
 use super::{Block, CsrMatrix, Data, Device, FlagLog, Stats, Storage};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
@@ -321,7 +325,8 @@ impl<D: Device> LevelTransfer<D> {
 }
 
 /// ELLPACK sweeps and grid transfers of geometric multigrid, with the statistics of what
-/// each kernel writes.
+/// each kernel writes. The methods a solver calls check their arguments ([`super::checks`]) and hand them to
+/// the backend's `*_unchecked` kernel.
 pub trait MultigridKernels: Device {
     /// The ELLPACK layout this backend's kernels read.
     fn ell_layout(&self) -> EllLayout;
@@ -342,7 +347,26 @@ pub trait MultigridKernels: Device {
         b: Option<&Block<Self>>,
         out: &mut Block<Self>,
         stats: &mut Stats<Self>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let nrhs = x.cols();
+        check_node_major("ell_sweep x", x, a.nrows, nrhs)?;
+        check_node_major("ell_sweep out", out, a.nrows, nrhs)?;
+        match b {
+            Some(b) => check_node_major("ell_sweep b", b, a.nrows, nrhs)?,
+            None if op != RowOp::Apply => {
+                return Err(Error::Backend("ell_sweep: this operation needs b".into()))
+            }
+            None => {}
+        }
+        check_stats("ell_sweep", stats, nrhs)?;
+        let p = a.precision();
+        let b_precision = b.map_or(p, |b| b.precision());
+        check_one_precision(
+            "ell_sweep",
+            &[p, x.precision(), out.precision(), b_precision],
+        )?;
+        self.ell_sweep_unchecked(a, op, x, b, out, stats)
+    }
 
     /// The first damped Jacobi step from x = 0: out = ω D⁻¹ b (reads the diagonal only).
     fn ell_jacobi_from_zero(
@@ -352,7 +376,17 @@ pub trait MultigridKernels: Device {
         b: &Block<Self>,
         out: &mut Block<Self>,
         stats: &mut Stats<Self>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let nrhs = b.cols();
+        check_node_major("ell_jacobi_from_zero b", b, a.nrows, nrhs)?;
+        check_node_major("ell_jacobi_from_zero out", out, a.nrows, nrhs)?;
+        check_stats("ell_jacobi_from_zero", stats, nrhs)?;
+        check_one_precision(
+            "ell_jacobi_from_zero",
+            &[a.precision(), b.precision(), out.precision()],
+        )?;
+        self.ell_jacobi_from_zero_unchecked(a, omega, b, out, stats)
+    }
 
     /// [`SparseKernels::csr_refine_update`] for an f64 ELLPACK A on node-major blocks.
     fn ell_refine_update(
@@ -363,7 +397,19 @@ pub trait MultigridKernels: Device {
         x: &mut Block<Self>,
         r: &mut Block<Self>,
         stats: &mut Stats<Self>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let nrhs = c.cols();
+        check_node_major("ell_refine_update c", c, a.nrows, nrhs)?;
+        check_node_major("ell_refine_update x", x, a.nrows, nrhs)?;
+        check_node_major("ell_refine_update r", r, a.nrows, nrhs)?;
+        check_stats("ell_refine_update", stats, nrhs)?;
+        check_per_column("ell_refine_update", alpha, nrhs)?;
+        check_f64(
+            "ell_refine_update",
+            &[a.precision(), x.precision(), r.precision()],
+        )?;
+        self.ell_refine_update_unchecked(a, c, alpha, x, r, stats)
+    }
 
     /// coarse = Pᵀ fine / s_c per column (a zero scale gives a zero column); node-major
     /// blocks, the precisions may differ.
@@ -374,7 +420,10 @@ pub trait MultigridKernels: Device {
         coarse: &mut Block<Self>,
         scale: &[f64],
         stats: &mut Stats<Self>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        check_transfer(Direction::Restrict, transfer, fine, coarse, scale, stats)?;
+        self.restrict_unchecked(transfer, fine, coarse, scale, stats)
+    }
 
     /// Appends two values to `log`: 1 + the first column that `fine`'s statistics call
     /// active (largest magnitude above zero) and whose largest magnitude in `coarse` is
@@ -386,10 +435,86 @@ pub trait MultigridKernels: Device {
         coarse: &Stats<Self>,
         half_tiny: f64,
         log: &mut FlagLog<Self>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        check_len("log_flushed_column statistics", fine.nrhs(), coarse.nrhs())?;
+        self.log_flushed_column_unchecked(fine, coarse, half_tiny, log)
+    }
 
     /// fine += s_c · P coarse per column.
     fn prolongate_add(
+        &self,
+        transfer: &LevelTransfer<Self>,
+        coarse: &Block<Self>,
+        fine: &mut Block<Self>,
+        scale: &[f64],
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        check_transfer(
+            Direction::ProlongateAdd,
+            transfer,
+            coarse,
+            fine,
+            scale,
+            stats,
+        )?;
+        self.prolongate_add_unchecked(transfer, coarse, fine, scale, stats)
+    }
+
+    // The backend's kernels behind the checked methods above, given checked arguments.
+
+    /// [`MultigridKernels::ell_sweep`] on checked arguments.
+    fn ell_sweep_unchecked(
+        &self,
+        a: &EllMatrix<Self>,
+        op: RowOp,
+        x: &Block<Self>,
+        b: Option<&Block<Self>>,
+        out: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()>;
+
+    /// [`MultigridKernels::ell_jacobi_from_zero`] on checked arguments.
+    fn ell_jacobi_from_zero_unchecked(
+        &self,
+        a: &EllMatrix<Self>,
+        omega: f64,
+        b: &Block<Self>,
+        out: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()>;
+
+    /// [`MultigridKernels::ell_refine_update`] on checked arguments.
+    fn ell_refine_update_unchecked(
+        &self,
+        a: &EllMatrix<Self>,
+        c: &Block<Self>,
+        alpha: &[f64],
+        x: &mut Block<Self>,
+        r: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()>;
+
+    /// [`MultigridKernels::restrict`] on checked arguments.
+    fn restrict_unchecked(
+        &self,
+        transfer: &LevelTransfer<Self>,
+        fine: &Block<Self>,
+        coarse: &mut Block<Self>,
+        scale: &[f64],
+        stats: &mut Stats<Self>,
+    ) -> Result<()>;
+
+    /// [`MultigridKernels::log_flushed_column`] on checked arguments.
+    fn log_flushed_column_unchecked(
+        &self,
+        fine: &Stats<Self>,
+        coarse: &Stats<Self>,
+        half_tiny: f64,
+        log: &mut FlagLog<Self>,
+    ) -> Result<()>;
+
+    /// [`MultigridKernels::prolongate_add`] on checked arguments.
+    fn prolongate_add_unchecked(
         &self,
         transfer: &LevelTransfer<Self>,
         coarse: &Block<Self>,
@@ -423,17 +548,6 @@ impl Direction {
             Direction::Restrict => super::inverse_scale(scale),
             Direction::ProlongateAdd => scale,
         }
-    }
-}
-
-/// Fails unless two grids are one uniform refinement apart.
-pub fn check_grids(fine: GridShape, coarse: GridShape) -> Result<()> {
-    if fine.dim == coarse.dim && (fine.dim == 2 || fine.dim == 3) && fine.m == 2 * coarse.m + 1 {
-        Ok(())
-    } else {
-        Err(Error::InvalidInput(format!(
-            "grid transfer between {fine:?} and {coarse:?}: not one uniform refinement apart"
-        )))
     }
 }
 

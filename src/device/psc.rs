@@ -2,7 +2,8 @@
 //! hierarchical-basis transform S and Sᵀ, and the gather into / scatter out of the C/E/I
 //! numbering with the partial-Cholesky scaling.
 
-use super::{unsupported, Block, Data, Device, Layout, VectorKernels};
+use super::checks::{check_psc_blocks, check_same_block, check_transform};
+use super::{Block, Data, Device, VectorKernels};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 
@@ -187,53 +188,9 @@ impl<D: Device> Classes<D> {
     }
 }
 
-/// Fails unless `x` is a column-major block of the transform's unknowns.
-pub(crate) fn check_transform<D: Device>(t: &HierarchicalTransform<D>, x: &Block<D>) -> Result<()> {
-    if x.rows() != t.len() || x.layout() != Layout::ColMajor {
-        return Err(Error::Backend(format!(
-            "hierarchical_transform: a {}×{} block for {} unknowns",
-            x.rows(),
-            x.cols(),
-            t.len()
-        )));
-    }
-    Ok(())
-}
-
-/// Fails unless the blocks are column-major with the classes' sizes and one precision.
-pub(crate) fn check_blocks<D: Device>(
-    op: &str,
-    classes: &Classes<D>,
-    nodal: &Block<D>,
-    parts: [&Block<D>; 3],
-    column_scale: &Data<D>,
-) -> Result<Precision> {
-    let (nc, ne, ni) = classes.sizes;
-    let k = nodal.cols();
-    let p = nodal.precision();
-    let shapes_ok = nodal.layout() == Layout::ColMajor
-        && nodal.rows() == classes.unknowns
-        && parts
-            .iter()
-            .zip([nc, ne, ni])
-            .all(|(b, rows)| b.rows() == rows && b.cols() == k && b.layout() == Layout::ColMajor)
-        && column_scale.len() == k;
-    if !shapes_ok {
-        return Err(Error::Backend(format!(
-            "{op}: blocks do not match |C| = {nc}, |E| = {ne}, {ni} I slots, {} unknowns and {k} columns",
-            classes.unknowns
-        )));
-    }
-    if parts.iter().any(|b| b.precision() != p)
-        || column_scale.precision() != p
-        || classes.l_c_inv.precision() != p
-    {
-        return Err(unsupported(op, &[p]));
-    }
-    Ok(p)
-}
-
-/// The PSC passes. Blocks are column-major, in the compute precision of the solve.
+/// The PSC passes. Blocks are column-major, in the compute precision of the solve. The methods a
+/// solver calls check their arguments ([`super::checks`]) and hand them to the backend's
+/// `*_unchecked` kernel.
 pub trait PscKernels: Device + VectorKernels {
     /// x ← S x, or x ← Sᵀ x with `transpose`, for every column.
     fn hierarchical_transform(
@@ -241,7 +198,10 @@ pub trait PscKernels: Device + VectorKernels {
         t: &HierarchicalTransform<Self>,
         x: &mut Block<Self>,
         transpose: bool,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        check_transform(t, x)?;
+        self.hierarchical_transform_unchecked(t, x, transpose)
+    }
 
     /// From `nodal` (Sᵀ b): b_C = L_C⁻¹ b[C], b_E = b[E] ∘ scale_E, b_I = b[I] ∘ scale_I (0
     /// in padding slots), each column then divided by its largest magnitude (kept in
@@ -254,7 +214,10 @@ pub trait PscKernels: Device + VectorKernels {
         be: &mut Block<Self>,
         bi: &mut Block<Self>,
         column_scale: &mut Data<Self>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        check_psc_blocks("psc_gather", classes, nodal, [bc, be, bi], column_scale)?;
+        self.psc_gather_unchecked(classes, nodal, bc, be, bi, column_scale)
+    }
 
     /// The way back: nodal[C] = L_C⁻ᵀ x_C, nodal[E] = x_E ∘ scale_E, nodal[I] = x_I ∘
     /// scale_I (padding slots skipped), each column times its scale.
@@ -266,7 +229,10 @@ pub trait PscKernels: Device + VectorKernels {
         xi: &Block<Self>,
         column_scale: &Data<Self>,
         nodal: &mut Block<Self>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        check_psc_blocks("psc_scatter", classes, nodal, [xc, xe, xi], column_scale)?;
+        self.psc_scatter_unchecked(classes, xc, xe, xi, column_scale, nodal)
+    }
 
     /// The way in of an apply: Sᵀ b, then [`PscKernels::psc_gather`] of it. `work` is a
     /// nodal workspace (its contents afterwards: unspecified). A device may fuse the passes
@@ -284,9 +250,11 @@ pub trait PscKernels: Device + VectorKernels {
         bi: &mut Block<Self>,
         column_scale: &mut Data<Self>,
     ) -> Result<()> {
-        self.copy(b.view(), work.view_mut())?;
-        self.hierarchical_transform(t, work, true)?;
-        self.psc_gather(classes, work, bc, be, bi, column_scale)
+        let op = "psc_transform_gather";
+        check_transform(t, work)?;
+        check_psc_blocks(op, classes, work, [bc, be, bi], column_scale)?;
+        check_same_block(op, b, work)?;
+        self.psc_transform_gather_unchecked(t, classes, b, work, bc, be, bi, column_scale)
     }
 
     /// The way out: [`PscKernels::psc_scatter`] into `nodal`, then S on it (fused where
@@ -302,7 +270,77 @@ pub trait PscKernels: Device + VectorKernels {
         column_scale: &Data<Self>,
         nodal: &mut Block<Self>,
     ) -> Result<()> {
-        self.psc_scatter(classes, xc, xe, xi, column_scale, nodal)?;
-        self.hierarchical_transform(t, nodal, false)
+        let op = "psc_scatter_transform";
+        check_transform(t, nodal)?;
+        check_psc_blocks(op, classes, nodal, [xc, xe, xi], column_scale)?;
+        self.psc_scatter_transform_unchecked(classes, t, xc, xe, xi, column_scale, nodal)
+    }
+
+    // The backend's kernels behind the checked methods above, given checked arguments.
+
+    /// [`PscKernels::hierarchical_transform`] on checked arguments.
+    fn hierarchical_transform_unchecked(
+        &self,
+        t: &HierarchicalTransform<Self>,
+        x: &mut Block<Self>,
+        transpose: bool,
+    ) -> Result<()>;
+
+    /// [`PscKernels::psc_gather`] on checked arguments.
+    fn psc_gather_unchecked(
+        &self,
+        classes: &Classes<Self>,
+        nodal: &Block<Self>,
+        bc: &mut Block<Self>,
+        be: &mut Block<Self>,
+        bi: &mut Block<Self>,
+        column_scale: &mut Data<Self>,
+    ) -> Result<()>;
+
+    /// [`PscKernels::psc_scatter`] on checked arguments.
+    fn psc_scatter_unchecked(
+        &self,
+        classes: &Classes<Self>,
+        xc: &Block<Self>,
+        xe: &Block<Self>,
+        xi: &Block<Self>,
+        column_scale: &Data<Self>,
+        nodal: &mut Block<Self>,
+    ) -> Result<()>;
+
+    /// [`PscKernels::psc_transform_gather`] on checked arguments (by default the passes
+    /// one after the other).
+    #[allow(clippy::too_many_arguments)]
+    fn psc_transform_gather_unchecked(
+        &self,
+        t: &HierarchicalTransform<Self>,
+        classes: &Classes<Self>,
+        b: &Block<Self>,
+        work: &mut Block<Self>,
+        bc: &mut Block<Self>,
+        be: &mut Block<Self>,
+        bi: &mut Block<Self>,
+        column_scale: &mut Data<Self>,
+    ) -> Result<()> {
+        self.copy(b.view(), work.view_mut())?;
+        self.hierarchical_transform_unchecked(t, work, true)?;
+        self.psc_gather_unchecked(classes, work, bc, be, bi, column_scale)
+    }
+
+    /// [`PscKernels::psc_scatter_transform`] on checked arguments (by default the passes
+    /// one after the other).
+    #[allow(clippy::too_many_arguments)]
+    fn psc_scatter_transform_unchecked(
+        &self,
+        classes: &Classes<Self>,
+        t: &HierarchicalTransform<Self>,
+        xc: &Block<Self>,
+        xe: &Block<Self>,
+        xi: &Block<Self>,
+        column_scale: &Data<Self>,
+        nodal: &mut Block<Self>,
+    ) -> Result<()> {
+        self.psc_scatter_unchecked(classes, xc, xe, xi, column_scale, nodal)?;
+        self.hierarchical_transform_unchecked(t, nodal, false)
     }
 }

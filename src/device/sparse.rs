@@ -1,7 +1,8 @@
 //! CSR matrices on the device and their kernels (PSC's D and Dᵀ, the f64 stiffness matrix
 //! of PSC-IR) on column-major blocks.
 
-use super::{Block, Data, Device, Stats, Storage};
+use super::checks::{check_col_major, check_f64, check_per_column, check_stats};
+use super::{unsupported, Block, Data, Device, Stats, Storage};
 use crate::error::Result;
 use crate::sparse::{Csr, SparseRows};
 
@@ -37,11 +38,21 @@ impl<D: Device> CsrMatrix<D> {
 }
 
 /// CSR products (PSC's D and Dᵀ, PSC-IR's f64 residual). Statistics are those of the
-/// block each kernel writes (before rounding to its storage precision), per column.
+/// block each kernel writes (before rounding to its storage precision), per column. The methods a solver calls check their arguments ([`super::checks`]) and hand them to
+/// the backend's `*_unchecked` kernel.
 pub trait SparseKernels: Device {
     /// Y = A X for column-major blocks: A's values in storage S, X and Y in S's compute
     /// precision.
-    fn csr_spmm(&self, a: &CsrMatrix<Self>, x: &Block<Self>, y: &mut Block<Self>) -> Result<()>;
+    fn csr_spmm(&self, a: &CsrMatrix<Self>, x: &Block<Self>, y: &mut Block<Self>) -> Result<()> {
+        let k = x.cols();
+        check_col_major("csr_spmm x", x, a.ncols, k)?;
+        check_col_major("csr_spmm y", y, a.nrows, k)?;
+        let (sp, xp, yp) = (a.values.precision(), x.precision(), y.precision());
+        if xp != yp || xp != sp.compute() {
+            return Err(unsupported("csr_spmm", &[sp, xp, yp]));
+        }
+        self.csr_spmm_unchecked(a, x, y)
+    }
 
     /// r = b − A x column by column (f64, column-major), with the statistics of r.
     fn csr_residual(
@@ -51,12 +62,67 @@ pub trait SparseKernels: Device {
         x: &Block<Self>,
         r: &mut Block<Self>,
         stats: &mut Stats<Self>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let k = b.cols();
+        check_col_major("csr_residual b", b, a.nrows, k)?;
+        check_col_major("csr_residual x", x, a.nrows, k)?;
+        check_col_major("csr_residual r", r, a.nrows, k)?;
+        check_stats("csr_residual", stats, k)?;
+        let precisions = [
+            a.values.precision(),
+            b.precision(),
+            x.precision(),
+            r.precision(),
+        ];
+        check_f64("csr_residual", &precisions)?;
+        self.csr_residual_unchecked(a, b, x, r, stats)
+    }
 
     /// The refinement update x_c += α_c c_c, r_c −= α_c A c_c (A, x, r f64 column-major; c
     /// in any precision). Statistics: Σ r² of the new residual and max |c| of the
     /// correction read.
     fn csr_refine_update(
+        &self,
+        a: &CsrMatrix<Self>,
+        c: &Block<Self>,
+        alpha: &[f64],
+        x: &mut Block<Self>,
+        r: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()> {
+        let k = c.cols();
+        check_col_major("csr_refine_update c", c, a.nrows, k)?;
+        check_col_major("csr_refine_update x", x, a.nrows, k)?;
+        check_col_major("csr_refine_update r", r, a.nrows, k)?;
+        check_per_column("csr_refine_update", alpha, k)?;
+        check_stats("csr_refine_update", stats, k)?;
+        let precisions = [a.values.precision(), x.precision(), r.precision()];
+        check_f64("csr_refine_update", &precisions)?;
+        self.csr_refine_update_unchecked(a, c, alpha, x, r, stats)
+    }
+
+    // The backend's kernels behind the checked methods above, given checked arguments.
+
+    /// [`SparseKernels::csr_spmm`] on checked arguments.
+    fn csr_spmm_unchecked(
+        &self,
+        a: &CsrMatrix<Self>,
+        x: &Block<Self>,
+        y: &mut Block<Self>,
+    ) -> Result<()>;
+
+    /// [`SparseKernels::csr_residual`] on checked arguments.
+    fn csr_residual_unchecked(
+        &self,
+        a: &CsrMatrix<Self>,
+        b: &Block<Self>,
+        x: &Block<Self>,
+        r: &mut Block<Self>,
+        stats: &mut Stats<Self>,
+    ) -> Result<()>;
+
+    /// [`SparseKernels::csr_refine_update`] on checked arguments.
+    fn csr_refine_update_unchecked(
         &self,
         a: &CsrMatrix<Self>,
         c: &Block<Self>,

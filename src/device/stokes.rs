@@ -15,8 +15,11 @@
 //! - lattice → pressure (B): lattice 2i−2..2i+2 × 2j−2..2j+2 (5×5 per component);
 //! - pressure → pressure (M, Schur stencils): a square window centred on the row.
 
+use super::checks::{
+    check_compute, check_f64, check_flow, check_len, check_one_precision, check_vanka_relax,
+};
 use super::{Block, Data, DenseKernels, Device, MatMut, MatRef, View, ViewMut};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::precision::GemmMath;
 
 /// Index helpers of the lattice and pressure grids of an n×n mesh.
@@ -245,19 +248,6 @@ impl Transfer {
     }
 }
 
-/// Fails unless `b` is a flat [ux | uy | p] vector of `grid`.
-pub(crate) fn check_flow<D: Device>(what: &str, b: &Block<D>, grid: Grid) -> Result<()> {
-    if b.len() == grid.flow_len() {
-        Ok(())
-    } else {
-        Err(crate::error::Error::Backend(format!(
-            "{what}: a vector of {} entries for a flow of {}",
-            b.len(),
-            grid.flow_len()
-        )))
-    }
-}
-
 /// An exact solve of a small system by its dense (f64) inverse: the unknowns sit at
 /// `positions` of a flat vector; `size` may exceed them by one (a bordering row that fixes
 /// the pressure's sum).
@@ -307,7 +297,8 @@ pub fn patch_node(grid: Grid, pi: usize, pj: usize, s: usize) -> Option<(usize, 
     (i > 0 && j > 0 && i < m - 1 && j < m - 1).then_some((c, i as usize, j as usize))
 }
 
-/// The Stokes kernels. Vectors are in the compute precision of the operators' storage.
+/// The Stokes kernels. Vectors are in the compute precision of the operators' storage. The methods a solver calls check their arguments ([`super::checks`]) and hand them to
+/// the backend's `*_unchecked` kernel.
 pub trait StokesKernels: Device {
     /// out = A x, or out = b − A x with `b`, on flat [ux | uy | p] vectors; boundary
     /// velocity rows of out are zero.
@@ -317,7 +308,20 @@ pub trait StokesKernels: Device {
         x: &Block<Self>,
         b: Option<&Block<Self>>,
         out: &mut Block<Self>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        check_flow("stokes_apply x", x, a.grid)?;
+        check_flow("stokes_apply out", out, a.grid)?;
+        if let Some(b) = b {
+            check_flow("stokes_apply b", b, a.grid)?;
+        }
+        let b_precision = b.unwrap_or(x).precision();
+        check_compute(
+            "stokes_apply",
+            a.laplacian.sets[0].precision(),
+            &[x.precision(), out.precision(), b_precision],
+        )?;
+        self.stokes_apply_unchecked(a, x, b, out)
+    }
 
     /// y = L x for one velocity component on the lattice (boundary rows zero).
     fn stokes_laplacian(
@@ -325,7 +329,14 @@ pub trait StokesKernels: Device {
         a: &StokesMatrices<Self>,
         x: View<'_, Self>,
         y: ViewMut<'_, Self>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let g = a.grid;
+        check_len("stokes_laplacian", x.len, g.lattice_len())?;
+        check_len("stokes_laplacian", y.len, g.lattice_len())?;
+        let p = a.laplacian.sets[0].precision();
+        check_compute("stokes_laplacian", p, &[x.precision(), y.precision()])?;
+        self.stokes_laplacian_unchecked(a, x, y)
+    }
 
     /// The velocity parts of `flow` = Bᵀ p (boundary rows zero); its pressure part is left.
     fn stokes_gradient(
@@ -333,7 +344,14 @@ pub trait StokesKernels: Device {
         a: &StokesMatrices<Self>,
         p: View<'_, Self>,
         flow: &mut Block<Self>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let g = a.grid;
+        check_len("stokes_gradient", p.len, g.pressure_len())?;
+        check_flow("stokes_gradient", flow, g)?;
+        let sp = a.gradient[0].sets[0].precision();
+        check_compute("stokes_gradient", sp, &[p.precision(), flow.precision()])?;
+        self.stokes_gradient_unchecked(a, p, flow)
+    }
 
     /// p = B u for the velocity parts of `flow`.
     fn stokes_divergence(
@@ -341,7 +359,14 @@ pub trait StokesKernels: Device {
         a: &StokesMatrices<Self>,
         flow: &Block<Self>,
         p: ViewMut<'_, Self>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let g = a.grid;
+        check_flow("stokes_divergence", flow, g)?;
+        check_len("stokes_divergence", p.len, g.pressure_len())?;
+        let sp = a.divergence[0].coefficients.precision();
+        check_compute("stokes_divergence", sp, &[flow.precision(), p.precision()])?;
+        self.stokes_divergence_unchecked(a, flow, p)
+    }
 
     /// y = P p for a pressure stencil (the mass matrix, a Schur complement).
     fn pressure_stencil(
@@ -349,7 +374,25 @@ pub trait StokesKernels: Device {
         rows: &PressureRows<Self>,
         p: View<'_, Self>,
         y: ViewMut<'_, Self>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let g = rows.grid;
+        check_len("pressure_stencil", p.len, g.pressure_len())?;
+        check_len("pressure_stencil", y.len, g.pressure_len())?;
+        let sp = rows.coefficients.precision();
+        check_compute("pressure_stencil", sp, &[p.precision(), y.precision()])?;
+        if rows.width != 9 && rows.width != 25 {
+            return Err(Error::Backend(format!(
+                "pressure stencils are 3×3 or 5×5, not {} wide",
+                rows.width
+            )));
+        }
+        check_len(
+            "pressure_stencil coefficients",
+            rows.coefficients.len(),
+            rows.width * g.pressure_len(),
+        )?;
+        self.pressure_stencil_unchecked(rows, p, y)
+    }
 
     /// A grid transfer between the meshes of `coarse_n` and 2·`coarse_n` cells.
     fn stokes_transfer(
@@ -358,7 +401,13 @@ pub trait StokesKernels: Device {
         coarse_n: usize,
         input: View<'_, Self>,
         output: ViewMut<'_, Self>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let (from, to) = kind.lens(coarse_n);
+        check_len("stokes_transfer", input.len, from)?;
+        check_len("stokes_transfer", output.len, to)?;
+        check_one_precision("stokes_transfer", &[input.precision(), output.precision()])?;
+        self.stokes_transfer_unchecked(kind, coarse_n, input, output)
+    }
 
     /// Vanka's gather: column k of `gathered` (51 values) = the residual `r` in the slots
     /// of patch `patch_of_column[k]` (zero in inactive slots), its pressure times
@@ -370,7 +419,13 @@ pub trait StokesKernels: Device {
         maps: &VankaMaps<Self>,
         pressure_scale: f64,
         gathered: &mut Data<Self>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        check_flow("vanka_gather", r, grid)?;
+        let patches = Self::buffer_len(&maps.patch_of_column);
+        check_len("vanka_gather", gathered.len(), patches * PATCH)?;
+        check_one_precision("vanka_gather", &[r.precision(), gathered.precision()])?;
+        self.vanka_gather_unchecked(grid, r, maps, pressure_scale, gathered)
+    }
 
     /// corrections column k = inverse number `inverse_of_column[k]` (51 × 51, stored in S)
     /// times gathered column k, for the columns from `first` on.
@@ -381,7 +436,17 @@ pub trait StokesKernels: Device {
         first: usize,
         gathered: &Data<Self>,
         corrections: &mut Data<Self>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let columns = Self::buffer_len(&maps.inverse_of_column);
+        check_len("vanka_products", gathered.len(), columns * PATCH)?;
+        check_len("vanka_products", gathered.len(), corrections.len())?;
+        check_compute(
+            "vanka_products",
+            inverses.precision(),
+            &[gathered.precision(), corrections.precision()],
+        )?;
+        self.vanka_products_unchecked(inverses, maps, first, gathered, corrections)
+    }
 
     /// x += ω Σ_i V_iᵀ (corrections of patch i): every unknown sums the patches holding it;
     /// pressure corrections times `pressure_scale`.
@@ -393,7 +458,16 @@ pub trait StokesKernels: Device {
         omega: f64,
         pressure_scale: f64,
         x: &mut Block<Self>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        check_flow("vanka_scatter", x, grid)?;
+        check_len(
+            "vanka_scatter",
+            Self::buffer_len(&maps.column_of),
+            grid.pressure_len(),
+        )?;
+        check_one_precision("vanka_scatter", &[x.precision(), corrections.precision()])?;
+        self.vanka_scatter_unchecked(grid, corrections, maps, omega, pressure_scale, x)
+    }
 
     /// Whether [`StokesKernels::vanka_relax`] works in its own scratch (fused), so that the
     /// gathered residuals and corrections need no buffers, for a relaxation whose interior
@@ -418,11 +492,134 @@ pub trait StokesKernels: Device {
     where
         Self: DenseKernels,
     {
-        vanka_relax_in_turn(self, v, r, gathered, corrections, x)
+        check_vanka_relax(&v, r, x)?;
+        self.vanka_relax_unchecked(v, r, gathered, corrections, x)
     }
 
     /// x = A⁻¹ b at the solve's positions, 0 elsewhere (in x's precision, computed in f64).
     fn coarse_solve(
+        &self,
+        solve: &CoarseSolve<Self>,
+        b: View<'_, Self>,
+        x: ViewMut<'_, Self>,
+    ) -> Result<()> {
+        check_len("coarse_solve", b.len, x.len)?;
+        check_one_precision("coarse_solve", &[b.precision(), x.precision()])?;
+        check_f64("coarse_solve", &[solve.inverse.precision()])?;
+        check_len(
+            "coarse_solve positions",
+            Self::buffer_len(&solve.positions),
+            solve.unknowns,
+        )?;
+        check_len(
+            "coarse_solve inverse",
+            solve.inverse.len(),
+            solve.size * solve.size,
+        )?;
+        self.coarse_solve_unchecked(solve, b, x)
+    }
+
+    // The backend's kernels behind the checked methods above, given checked arguments.
+
+    /// [`StokesKernels::stokes_apply`] on checked arguments.
+    fn stokes_apply_unchecked(
+        &self,
+        a: &StokesMatrices<Self>,
+        x: &Block<Self>,
+        b: Option<&Block<Self>>,
+        out: &mut Block<Self>,
+    ) -> Result<()>;
+
+    /// [`StokesKernels::stokes_laplacian`] on checked arguments.
+    fn stokes_laplacian_unchecked(
+        &self,
+        a: &StokesMatrices<Self>,
+        x: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()>;
+
+    /// [`StokesKernels::stokes_gradient`] on checked arguments.
+    fn stokes_gradient_unchecked(
+        &self,
+        a: &StokesMatrices<Self>,
+        p: View<'_, Self>,
+        flow: &mut Block<Self>,
+    ) -> Result<()>;
+
+    /// [`StokesKernels::stokes_divergence`] on checked arguments.
+    fn stokes_divergence_unchecked(
+        &self,
+        a: &StokesMatrices<Self>,
+        flow: &Block<Self>,
+        p: ViewMut<'_, Self>,
+    ) -> Result<()>;
+
+    /// [`StokesKernels::pressure_stencil`] on checked arguments.
+    fn pressure_stencil_unchecked(
+        &self,
+        rows: &PressureRows<Self>,
+        p: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()>;
+
+    /// [`StokesKernels::stokes_transfer`] on checked arguments.
+    fn stokes_transfer_unchecked(
+        &self,
+        kind: Transfer,
+        coarse_n: usize,
+        input: View<'_, Self>,
+        output: ViewMut<'_, Self>,
+    ) -> Result<()>;
+
+    /// [`StokesKernels::vanka_gather`] on checked arguments.
+    fn vanka_gather_unchecked(
+        &self,
+        grid: Grid,
+        r: &Block<Self>,
+        maps: &VankaMaps<Self>,
+        pressure_scale: f64,
+        gathered: &mut Data<Self>,
+    ) -> Result<()>;
+
+    /// [`StokesKernels::vanka_products`] on checked arguments.
+    fn vanka_products_unchecked(
+        &self,
+        inverses: &Data<Self>,
+        maps: &VankaMaps<Self>,
+        first: usize,
+        gathered: &Data<Self>,
+        corrections: &mut Data<Self>,
+    ) -> Result<()>;
+
+    /// [`StokesKernels::vanka_scatter`] on checked arguments.
+    fn vanka_scatter_unchecked(
+        &self,
+        grid: Grid,
+        corrections: &Data<Self>,
+        maps: &VankaMaps<Self>,
+        omega: f64,
+        pressure_scale: f64,
+        x: &mut Block<Self>,
+    ) -> Result<()>;
+
+    /// [`StokesKernels::vanka_relax`] on checked arguments (by default
+    /// [`vanka_relax_in_turn`]).
+    fn vanka_relax_unchecked(
+        &self,
+        v: VankaRelax<'_, Self>,
+        r: &Block<Self>,
+        gathered: &mut Data<Self>,
+        corrections: &mut Data<Self>,
+        x: &mut Block<Self>,
+    ) -> Result<()>
+    where
+        Self: DenseKernels,
+    {
+        vanka_relax_in_turn(self, v, r, gathered, corrections, x)
+    }
+
+    /// [`StokesKernels::coarse_solve`] on checked arguments.
+    fn coarse_solve_unchecked(
         &self,
         solve: &CoarseSolve<Self>,
         b: View<'_, Self>,

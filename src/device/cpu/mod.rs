@@ -16,7 +16,7 @@ mod sparse;
 mod stokes;
 mod vector;
 
-use super::{check_len, host, DType, Data, Device, HostArray, Storage, View, ViewMut};
+use super::{host, DType, Data, Device, HostArray, Storage, View, ViewMut};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 
@@ -59,8 +59,7 @@ impl Device for Cpu {
         Ok(host)
     }
 
-    fn write<T: DType>(&self, host: &[T], dst: &mut HostArray<T>) -> Result<()> {
-        check_len("write", host.len(), dst.len())?;
+    fn write_unchecked<T: DType>(&self, host: &[T], dst: &mut HostArray<T>) -> Result<()> {
         dst.copy_from_slice(host);
         Ok(())
     }
@@ -76,15 +75,13 @@ impl Device for Cpu {
         Ok(end.duration_since(*start).as_secs_f64())
     }
 
-    fn read<T: DType>(&self, src: &HostArray<T>, offset: usize, host: &mut [T]) -> Result<()> {
+    fn read_unchecked<T: DType>(
+        &self,
+        src: &HostArray<T>,
+        offset: usize,
+        host: &mut [T],
+    ) -> Result<()> {
         let end = offset + host.len();
-        if end > src.len() {
-            return Err(Error::Backend(format!(
-                "read of {}..{end} from a buffer of {}",
-                offset,
-                src.len()
-            )));
-        }
         host.copy_from_slice(&src[offset..end]);
         Ok(())
     }

@@ -7,8 +7,7 @@ use rayon::prelude::*;
 use super::simd::per_simd_level;
 use super::{buffer, buffer_mut, Cpu};
 use crate::device::psc::{
-    check_blocks, check_transform, CellParents, Classes, GridTransform, HierarchicalTransform,
-    PscKernels, RowUpdate, PADDING_SLOT,
+    CellParents, Classes, GridTransform, HierarchicalTransform, PscKernels, RowUpdate, PADDING_SLOT,
 };
 use crate::device::{unsupported, Block, Data};
 use crate::error::Result;
@@ -782,20 +781,19 @@ macro_rules! by_pass_precision {
 }
 
 impl PscKernels for Cpu {
-    fn hierarchical_transform(
+    fn hierarchical_transform_unchecked(
         &self,
         t: &HierarchicalTransform<Self>,
         x: &mut Block<Self>,
         transpose: bool,
     ) -> Result<()> {
-        check_transform(t, x)?;
         let op = "hierarchical_transform";
         by_pass_precision!(x.precision(), op, T => {
             transform(t, buffer_mut::<T>(&mut x.data, op)?, transpose)
         })
     }
 
-    fn psc_gather(
+    fn psc_gather_unchecked(
         &self,
         classes: &Classes<Self>,
         nodal: &Block<Self>,
@@ -805,7 +803,7 @@ impl PscKernels for Cpu {
         column_scale: &mut Data<Self>,
     ) -> Result<()> {
         let op = "psc_gather";
-        let p = check_blocks(op, classes, nodal, [bc, be, bi], column_scale)?;
+        let p = nodal.precision();
         by_pass_precision!(p, op, T => {
             gather::<T>(
                 &typed::<T>(classes)?,
@@ -820,7 +818,7 @@ impl PscKernels for Cpu {
         })
     }
 
-    fn psc_scatter(
+    fn psc_scatter_unchecked(
         &self,
         classes: &Classes<Self>,
         xc: &Block<Self>,
@@ -830,7 +828,7 @@ impl PscKernels for Cpu {
         nodal: &mut Block<Self>,
     ) -> Result<()> {
         let op = "psc_scatter";
-        let p = check_blocks(op, classes, nodal, [xc, xe, xi], column_scale)?;
+        let p = nodal.precision();
         by_pass_precision!(p, op, T => {
             scatter::<T>(
                 &typed::<T>(classes)?,
@@ -845,7 +843,7 @@ impl PscKernels for Cpu {
         })
     }
 
-    fn psc_transform_gather(
+    fn psc_transform_gather_unchecked(
         &self,
         t: &HierarchicalTransform<Self>,
         classes: &Classes<Self>,
@@ -857,9 +855,7 @@ impl PscKernels for Cpu {
         column_scale: &mut Data<Self>,
     ) -> Result<()> {
         let op = "psc_transform_gather";
-        check_transform(t, work)?;
-        let p = check_blocks(op, classes, work, [bc, be, bi], column_scale)?;
-        check_same(op, b, work)?;
+        let p = work.precision();
         by_pass_precision!(p, op, T => {
             transform_gather::<T>(
                 t,
@@ -874,7 +870,7 @@ impl PscKernels for Cpu {
         })
     }
 
-    fn psc_scatter_transform(
+    fn psc_scatter_transform_unchecked(
         &self,
         classes: &Classes<Self>,
         t: &HierarchicalTransform<Self>,
@@ -885,8 +881,7 @@ impl PscKernels for Cpu {
         nodal: &mut Block<Self>,
     ) -> Result<()> {
         let op = "psc_scatter_transform";
-        check_transform(t, nodal)?;
-        let p = check_blocks(op, classes, nodal, [xc, xe, xi], column_scale)?;
+        let p = nodal.precision();
         by_pass_precision!(p, op, T => {
             scatter_transform::<T>(
                 t,
@@ -899,24 +894,4 @@ impl PscKernels for Cpu {
             )
         })
     }
-}
-
-/// Fails unless `b` has the shape, layout and precision of the workspace `work`.
-fn check_same(op: &str, b: &Block<Cpu>, work: &Block<Cpu>) -> Result<()> {
-    if (b.rows(), b.cols(), b.layout(), b.precision())
-        != (work.rows(), work.cols(), work.layout(), work.precision())
-    {
-        return Err(crate::error::Error::Backend(format!(
-            "{op}: b is {}×{} {:?} {}, the workspace {}×{} {:?} {}",
-            b.rows(),
-            b.cols(),
-            b.layout(),
-            b.precision(),
-            work.rows(),
-            work.cols(),
-            work.layout(),
-            work.precision()
-        )));
-    }
-    Ok(())
 }

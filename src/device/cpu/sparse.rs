@@ -4,10 +4,8 @@ use rayon::prelude::*;
 
 use super::vector::{partials, reduce};
 use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
-use crate::device::{
-    check_col_major, unsupported, Block, CsrMatrix, SparseKernels, Stats, Storage,
-};
-use crate::error::{Error, Result};
+use crate::device::{Block, CsrMatrix, SparseKernels, Stats, Storage};
+use crate::error::Result;
 use crate::numeric;
 use crate::sparse::{self, CsrView};
 
@@ -66,15 +64,14 @@ fn update<X: Storage>(
 }
 
 impl SparseKernels for Cpu {
-    fn csr_spmm(&self, a: &CsrMatrix<Self>, x: &Block<Self>, y: &mut Block<Self>) -> Result<()> {
+    fn csr_spmm_unchecked(
+        &self,
+        a: &CsrMatrix<Self>,
+        x: &Block<Self>,
+        y: &mut Block<Self>,
+    ) -> Result<()> {
         let k = x.cols();
-        check_col_major("csr_spmm x", x, a.ncols, k)?;
-        check_col_major("csr_spmm y", y, a.nrows, k)?;
-        let (sp, xp, yp) = (a.values.precision(), x.precision(), y.precision());
-        if xp != yp || xp != sp.compute() {
-            return Err(unsupported("csr_spmm", &[sp, xp, yp]));
-        }
-        by_precision!(sp, S => {
+        by_precision!(a.values.precision(), S => {
             let m = view::<S>(a, "csr_spmm")?;
             let xs = buffer::<Compute<S>>(&x.data, "csr_spmm")?;
             let ys = buffer_mut::<Compute<S>>(&mut y.data, "csr_spmm")?;
@@ -87,7 +84,7 @@ impl SparseKernels for Cpu {
         Ok(())
     }
 
-    fn csr_residual(
+    fn csr_residual_unchecked(
         &self,
         a: &CsrMatrix<Self>,
         b: &Block<Self>,
@@ -96,9 +93,6 @@ impl SparseKernels for Cpu {
         stats: &mut Stats<Self>,
     ) -> Result<()> {
         let k = b.cols();
-        check_col_major("csr_residual b", b, a.nrows, k)?;
-        check_col_major("csr_residual x", x, a.nrows, k)?;
-        check_col_major("csr_residual r", r, a.nrows, k)?;
         let m = view::<f64>(a, "csr_residual")?;
         let n = a.nrows;
         let (bs, xs) = (
@@ -113,7 +107,7 @@ impl SparseKernels for Cpu {
         self.column_stats_f64(r, stats)
     }
 
-    fn csr_refine_update(
+    fn csr_refine_update_unchecked(
         &self,
         a: &CsrMatrix<Self>,
         c: &Block<Self>,
@@ -122,13 +116,6 @@ impl SparseKernels for Cpu {
         r: &mut Block<Self>,
         stats: &mut Stats<Self>,
     ) -> Result<()> {
-        let k = c.cols();
-        check_col_major("csr_refine_update c", c, a.nrows, k)?;
-        check_col_major("csr_refine_update x", x, a.nrows, k)?;
-        check_col_major("csr_refine_update r", r, a.nrows, k)?;
-        if alpha.len() != k || stats.nrhs() != k {
-            return Err(Error::Backend("csr_refine_update: one α per column".into()));
-        }
         let m = view::<f64>(a, "csr_refine_update")?;
         let xs = buffer_mut::<f64>(&mut x.data, "csr_refine_update")?;
         let rs = buffer_mut::<f64>(&mut r.data, "csr_refine_update")?;

@@ -8,11 +8,11 @@ use rayon::prelude::*;
 
 use super::dense::product_in_task;
 use super::simd::{per_simd_level, KernelStorage, TILE};
-use super::{arena, buffer, buffer_mut, by_precision, check_len, slice, slice_mut, Compute, Cpu};
+use super::{arena, buffer, buffer_mut, by_precision, slice, slice_mut, Compute, Cpu};
 use crate::device::stokes::{
-    check_flow, lattice_reach, patch_node, pressure_window, set_of, set_row, vanka_relax_in_turn,
-    CoarseSolve, Grid, LatticeRows, PressureRows, SharedRows, StokesKernels, StokesMatrices,
-    Transfer, VankaMaps, VankaRelax, PATCH,
+    lattice_reach, patch_node, pressure_window, set_of, set_row, vanka_relax_in_turn, CoarseSolve,
+    Grid, LatticeRows, PressureRows, SharedRows, StokesKernels, StokesMatrices, Transfer,
+    VankaMaps, VankaRelax, PATCH,
 };
 use crate::device::{unsupported, Block, Data, DenseKernels, Storage, View, ViewMut};
 use crate::error::{Error, Result};
@@ -950,29 +950,20 @@ fn coarse_solve<T: Real>(positions: &[u32], size: usize, inverse: &[f64], b: &[T
 }
 
 impl StokesKernels for Cpu {
-    fn stokes_apply(
+    fn stokes_apply_unchecked(
         &self,
         a: &StokesMatrices<Self>,
         x: &Block<Self>,
         b: Option<&Block<Self>>,
         out: &mut Block<Self>,
     ) -> Result<()> {
-        check_flow("stokes_apply x", x, a.grid)?;
-        check_flow("stokes_apply out", out, a.grid)?;
         let sp = a.laplacian.sets[0].precision();
-        if x.precision() != sp.compute() || out.precision() != sp.compute() {
-            return Err(unsupported(
-                "stokes_apply",
-                &[sp, x.precision(), out.precision()],
-            ));
-        }
         by_precision!(sp, S => {
             let m = typed::<S>(a)?;
             let xs = buffer::<Compute<S>>(&x.data, "stokes_apply")?;
             let os = buffer_mut::<Compute<S>>(&mut out.data, "stokes_apply")?;
             match b {
                 Some(b) => {
-                    check_flow("stokes_apply b", b, a.grid)?;
                     let bs = buffer::<Compute<S>>(&b.data, "stokes_apply")?;
                     combine(&m, xs, Some(bs), os);
                 }
@@ -982,15 +973,13 @@ impl StokesKernels for Cpu {
         Ok(())
     }
 
-    fn stokes_laplacian(
+    fn stokes_laplacian_unchecked(
         &self,
         a: &StokesMatrices<Self>,
         x: View<'_, Self>,
         y: ViewMut<'_, Self>,
     ) -> Result<()> {
         let g = a.grid;
-        check_len("stokes_laplacian", x.len, g.lattice_len())?;
-        check_len("stokes_laplacian", y.len, g.lattice_len())?;
         by_precision!(a.laplacian.sets[0].precision(), S => {
             let l = rows::<S>(&a.laplacian)?;
             let x = slice::<Compute<S>>(&x, "stokes_laplacian")?;
@@ -1011,15 +1000,13 @@ impl StokesKernels for Cpu {
         Ok(())
     }
 
-    fn stokes_gradient(
+    fn stokes_gradient_unchecked(
         &self,
         a: &StokesMatrices<Self>,
         p: View<'_, Self>,
         flow: &mut Block<Self>,
     ) -> Result<()> {
         let g = a.grid;
-        check_len("stokes_gradient", p.len, g.pressure_len())?;
-        check_flow("stokes_gradient", flow, g)?;
         by_precision!(a.gradient[0].sets[0].precision(), S => {
             let bt = [rows::<S>(&a.gradient[0])?, rows::<S>(&a.gradient[1])?];
             let p = slice::<Compute<S>>(&p, "stokes_gradient")?;
@@ -1045,15 +1032,13 @@ impl StokesKernels for Cpu {
         Ok(())
     }
 
-    fn stokes_divergence(
+    fn stokes_divergence_unchecked(
         &self,
         a: &StokesMatrices<Self>,
         flow: &Block<Self>,
         p: ViewMut<'_, Self>,
     ) -> Result<()> {
         let g = a.grid;
-        check_flow("stokes_divergence", flow, g)?;
-        check_len("stokes_divergence", p.len, g.pressure_len())?;
         by_precision!(a.divergence[0].coefficients.precision(), S => {
             let b = [prows::<S>(&a.divergence[0])?, prows::<S>(&a.divergence[1])?];
             let f = buffer::<Compute<S>>(&flow.data, "stokes_divergence")?;
@@ -1071,23 +1056,18 @@ impl StokesKernels for Cpu {
         Ok(())
     }
 
-    fn pressure_stencil(
+    fn pressure_stencil_unchecked(
         &self,
         r: &PressureRows<Self>,
         p: View<'_, Self>,
         y: ViewMut<'_, Self>,
     ) -> Result<()> {
         let g = r.grid;
-        check_len("pressure_stencil", p.len, g.pressure_len())?;
-        check_len("pressure_stencil", y.len, g.pressure_len())?;
         by_precision!(r.coefficients.precision(), S => {
             let rows = prows::<S>(r)?;
             let p = slice::<Compute<S>>(&p, "pressure_stencil")?;
             let np = g.np();
             let width = r.width;
-            if width != 9 && width != 25 {
-                return Err(Error::Backend(format!("pressure stencils are 3×3 or 5×5, not {width} wide")));
-            }
             slice_mut::<Compute<S>>(y, "pressure_stencil")?
                 .par_chunks_mut(np)
                 .enumerate()
@@ -1104,16 +1084,13 @@ impl StokesKernels for Cpu {
         Ok(())
     }
 
-    fn stokes_transfer(
+    fn stokes_transfer_unchecked(
         &self,
         kind: Transfer,
         coarse_n: usize,
         input: View<'_, Self>,
         output: ViewMut<'_, Self>,
     ) -> Result<()> {
-        let (from, to) = kind.lens(coarse_n);
-        check_len("stokes_transfer", input.len, from)?;
-        check_len("stokes_transfer", output.len, to)?;
         match input.precision() {
             crate::precision::Precision::F64 => transfer(
                 kind,
@@ -1132,7 +1109,7 @@ impl StokesKernels for Cpu {
         Ok(())
     }
 
-    fn vanka_gather(
+    fn vanka_gather_unchecked(
         &self,
         grid: Grid,
         r: &Block<Self>,
@@ -1140,9 +1117,6 @@ impl StokesKernels for Cpu {
         pressure_scale: f64,
         gathered: &mut Data<Self>,
     ) -> Result<()> {
-        check_flow("vanka_gather", r, grid)?;
-        let patches = maps.patch_of_column.len();
-        check_len("vanka_gather", gathered.len(), patches * PATCH)?;
         let np = grid.np();
         macro_rules! run {
             ($t:ty) => {{
@@ -1165,7 +1139,7 @@ impl StokesKernels for Cpu {
         Ok(())
     }
 
-    fn vanka_products(
+    fn vanka_products_unchecked(
         &self,
         inverses: &Data<Self>,
         maps: &VankaMaps<Self>,
@@ -1173,11 +1147,7 @@ impl StokesKernels for Cpu {
         gathered: &Data<Self>,
         corrections: &mut Data<Self>,
     ) -> Result<()> {
-        check_len("vanka_products", gathered.len(), corrections.len())?;
         let sp = inverses.precision();
-        if gathered.precision() != sp.compute() || corrections.precision() != sp.compute() {
-            return Err(unsupported("vanka_products", &[sp, gathered.precision()]));
-        }
         by_precision!(sp, S => {
             let inverses = buffer::<S>(inverses, "vanka_products")?;
             let gathered = &buffer::<Compute<S>>(gathered, "vanka_products")?[first * PATCH..];
@@ -1194,7 +1164,7 @@ impl StokesKernels for Cpu {
         Ok(())
     }
 
-    fn vanka_scatter(
+    fn vanka_scatter_unchecked(
         &self,
         grid: Grid,
         corrections: &Data<Self>,
@@ -1203,7 +1173,6 @@ impl StokesKernels for Cpu {
         pressure_scale: f64,
         x: &mut Block<Self>,
     ) -> Result<()> {
-        check_flow("vanka_scatter", x, grid)?;
         macro_rules! run {
             ($t:ty) => {
                 scatter(
@@ -1232,7 +1201,7 @@ impl StokesKernels for Cpu {
 
     /// Tuned Vanka fused in strips of patch rows ([`fused_vanka`]; `gathered` and
     /// `corrections` are not used), simple Vanka in turn.
-    fn vanka_relax(
+    fn vanka_relax_unchecked(
         &self,
         v: VankaRelax<'_, Self>,
         r: &Block<Self>,
@@ -1246,26 +1215,7 @@ impl StokesKernels for Cpu {
         if v.interior_columns == 0 {
             return vanka_relax_in_turn(self, v, r, gathered, corrections, x);
         }
-        check_flow("vanka_relax", r, v.grid)?;
-        check_flow("vanka_relax", x, v.grid)?;
-        let patches = v.grid.np() * v.grid.np();
-        check_len("vanka_relax", v.maps.column_of.len(), patches)?;
-        check_len("vanka_relax", v.maps.inverse_of_column.len(), patches)?;
         let (sp, ic) = (v.inverses.precision(), v.interior_columns);
-        let compute = sp.compute();
-        let interior_ok =
-            v.interior_inverse.precision() == compute && v.interior_inverse.len() == PATCH * PATCH;
-        if r.precision() != compute || x.precision() != compute || !interior_ok {
-            return Err(unsupported(
-                "vanka_relax",
-                &[
-                    sp,
-                    r.precision(),
-                    x.precision(),
-                    v.interior_inverse.precision(),
-                ],
-            ));
-        }
         let inverses_stored = v.inverses.len() / (PATCH * PATCH);
         if let Some(&bad) = v
             .maps
@@ -1297,13 +1247,12 @@ impl StokesKernels for Cpu {
         Ok(())
     }
 
-    fn coarse_solve(
+    fn coarse_solve_unchecked(
         &self,
         solve: &CoarseSolve<Self>,
         b: View<'_, Self>,
         x: ViewMut<'_, Self>,
     ) -> Result<()> {
-        check_len("coarse_solve", b.len, x.len)?;
         let inverse = buffer::<f64>(&solve.inverse, "coarse_solve")?;
         match b.precision() {
             crate::precision::Precision::F64 => coarse_solve(

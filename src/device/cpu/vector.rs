@@ -4,7 +4,7 @@ use num_traits::{Float, Zero};
 use rayon::prelude::*;
 
 use super::simd::{self, add_squares_by_four, per_simd_level, row_tiles, SimdLevel, TileIo, TILE};
-use super::{buffer, buffer_mut, by_precision, check_len, slice, slice_mut, Compute, Cpu, CHUNK};
+use super::{buffer, buffer_mut, by_precision, slice, slice_mut, Compute, Cpu, CHUNK};
 use crate::device::cg::{self, CgStep};
 use crate::device::host::HostArray;
 use crate::device::{
@@ -581,16 +581,20 @@ impl VectorKernels for Cpu {
         Ok(())
     }
 
-    fn copy(&self, src: View<'_, Self>, dst: ViewMut<'_, Self>) -> Result<()> {
-        check_len("copy", src.len, dst.len)?;
+    fn copy_unchecked(&self, src: View<'_, Self>, dst: ViewMut<'_, Self>) -> Result<()> {
         by_precision!(src.precision(), A => by_precision!(dst.precision(), B => {
             convert_slice::<A, B>(slice::<A>(&src, "copy")?, slice_mut::<B>(dst, "copy")?);
         }));
         Ok(())
     }
 
-    fn axpby(&self, alpha: f64, x: View<'_, Self>, beta: f64, y: ViewMut<'_, Self>) -> Result<()> {
-        check_len("axpby", x.len, y.len)?;
+    fn axpby_unchecked(
+        &self,
+        alpha: f64,
+        x: View<'_, Self>,
+        beta: f64,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()> {
         by_precision!(x.precision(), T => axpby::<T>(alpha, slice::<T>(&x, "axpby")?, beta, slice_mut::<T>(y, "axpby")?));
         Ok(())
     }
@@ -605,15 +609,13 @@ impl VectorKernels for Cpu {
         Ok(())
     }
 
-    fn scaled_product(
+    fn scaled_product_unchecked(
         &self,
         alpha: f64,
         d: View<'_, Self>,
         x: View<'_, Self>,
         y: ViewMut<'_, Self>,
     ) -> Result<()> {
-        check_len("scaled_product", d.len, x.len)?;
-        check_len("scaled_product", x.len, y.len)?;
         by_precision!(x.precision(), T => {
             let a = <Compute<T> as Real>::from_f64(alpha);
             let (d, x) = (slice::<T>(&d, "scaled_product")?, slice::<T>(&x, "scaled_product")?);
@@ -629,7 +631,7 @@ impl VectorKernels for Cpu {
         Ok(())
     }
 
-    fn scaled_product_add(
+    fn scaled_product_add_unchecked(
         &self,
         alpha: f64,
         d: View<'_, Self>,
@@ -637,9 +639,6 @@ impl VectorKernels for Cpu {
         z: View<'_, Self>,
         y: ViewMut<'_, Self>,
     ) -> Result<()> {
-        check_len("scaled_product_add", d.len, x.len)?;
-        check_len("scaled_product_add", x.len, z.len)?;
-        check_len("scaled_product_add", x.len, y.len)?;
         by_precision!(x.precision(), T => {
             let a = <Compute<T> as Real>::from_f64(alpha);
             let (d, x, z) = (
@@ -661,8 +660,7 @@ impl VectorKernels for Cpu {
         Ok(())
     }
 
-    fn dot(&self, x: View<'_, Self>, y: View<'_, Self>) -> Result<f64> {
-        check_len("dot", x.len, y.len)?;
+    fn dot_unchecked(&self, x: View<'_, Self>, y: View<'_, Self>) -> Result<f64> {
         match x.precision() {
             Precision::F64 => Ok(numeric::dot(
                 slice::<f64>(&x, "dot")?,
@@ -701,17 +699,8 @@ impl VectorKernels for Cpu {
         Ok(())
     }
 
-    fn relayout(&self, src: &Block<Self>, dst: &mut Block<Self>) -> Result<()> {
-        check_len("relayout", src.len(), dst.len())?;
+    fn relayout_unchecked(&self, src: &Block<Self>, dst: &mut Block<Self>) -> Result<()> {
         let (rows, cols, layout) = (src.rows(), src.cols(), src.layout());
-        if (dst.rows(), dst.cols()) != (rows, cols) || dst.layout() == layout {
-            return Err(crate::error::Error::Backend(format!(
-                "relayout from a {rows}×{cols} {layout:?} block to a {}×{} {:?} block",
-                dst.rows(),
-                dst.cols(),
-                dst.layout()
-            )));
-        }
         by_precision!(src.precision(), A => by_precision!(dst.precision(), B => {
             relayout::<A, B>(buffer::<A>(&src.data, "relayout")?, layout, rows, cols, buffer_mut::<B>(&mut dst.data, "relayout")?);
         }));
@@ -725,8 +714,7 @@ impl VectorKernels for Cpu {
         Ok(())
     }
 
-    fn column_stats(&self, x: &Block<Self>, stats: &mut Stats<Self>) -> Result<()> {
-        check_len("column_stats", x.cols(), stats.nrhs())?;
+    fn column_stats_unchecked(&self, x: &Block<Self>, stats: &mut Stats<Self>) -> Result<()> {
         by_precision!(x.precision(), T => {
             let v = buffer::<T>(&x.data, "column_stats")?;
             match x.layout() {
@@ -737,20 +725,13 @@ impl VectorKernels for Cpu {
         Ok(())
     }
 
-    fn column_dots(
+    fn column_dots_unchecked(
         &self,
         x: &Block<Self>,
         y: &Block<Self>,
         out: &mut [f64],
         scratch: &mut Scratch<Self>,
     ) -> Result<()> {
-        check_len("column_dots", x.len(), y.len())?;
-        check_len("column_dots", x.cols(), out.len())?;
-        if x.layout() != y.layout() || x.precision() != y.precision() {
-            return Err(crate::error::Error::Backend(
-                "column_dots: blocks differ in layout or precision".into(),
-            ));
-        }
         by_precision!(x.precision(), T => column_dots::<T>(
             buffer::<T>(&x.data, "column_dots")?,
             buffer::<T>(&y.data, "column_dots")?,
@@ -762,7 +743,7 @@ impl VectorKernels for Cpu {
         Ok(())
     }
 
-    fn column_dots_to(
+    fn column_dots_to_unchecked(
         &self,
         x: &Block<Self>,
         y: &Block<Self>,
@@ -771,11 +752,10 @@ impl VectorKernels for Cpu {
         scratch: &mut Scratch<Self>,
     ) -> Result<()> {
         let cols = x.cols();
-        cg::check_room("column_dots_to", out.len(), at + cols)?;
-        self.column_dots(x, y, &mut out[at..at + cols], scratch)
+        self.column_dots_unchecked(x, y, &mut out[at..at + cols], scratch)
     }
 
-    fn column_axpby_from(
+    fn column_axpby_from_unchecked(
         &self,
         coefficients: &HostArray<f64>,
         alpha: usize,
@@ -784,12 +764,7 @@ impl VectorKernels for Cpu {
         y: &mut Block<Self>,
     ) -> Result<()> {
         let cols = x.cols();
-        cg::check_room(
-            "column_axpby_from",
-            coefficients.len(),
-            alpha.max(beta) + cols,
-        )?;
-        self.column_axpby(
+        self.column_axpby_unchecked(
             &coefficients[alpha..alpha + cols],
             x,
             &coefficients[beta..beta + cols],
@@ -797,27 +772,23 @@ impl VectorKernels for Cpu {
         )
     }
 
-    fn cg_scalars(&self, step: CgStep, scalars: &mut HostArray<f64>, cols: usize) -> Result<()> {
-        check_len("cg_scalars", scalars.len(), cg::buffer_len(cols))?;
+    fn cg_scalars_unchecked(
+        &self,
+        step: CgStep,
+        scalars: &mut HostArray<f64>,
+        cols: usize,
+    ) -> Result<()> {
         cg::step_on_host(step, scalars, cols);
         Ok(())
     }
 
-    fn column_axpby(
+    fn column_axpby_unchecked(
         &self,
         alpha: &[f64],
         x: &Block<Self>,
         beta: &[f64],
         y: &mut Block<Self>,
     ) -> Result<()> {
-        check_len("column_axpby", x.len(), y.len())?;
-        check_len("column_axpby", x.cols(), alpha.len())?;
-        check_len("column_axpby", x.cols(), beta.len())?;
-        if x.layout() != y.layout() || x.precision() != y.precision() {
-            return Err(crate::error::Error::Backend(
-                "column_axpby: blocks differ in layout or precision".into(),
-            ));
-        }
         let (layout, rows) = (x.layout(), x.rows());
         by_precision!(x.precision(), T => column_axpby::<T>(
             alpha,
@@ -830,21 +801,13 @@ impl VectorKernels for Cpu {
         Ok(())
     }
 
-    fn scale_columns(
+    fn scale_columns_unchecked(
         &self,
         src: &Block<Self>,
         scale: &[f64],
         dst: &mut Block<Self>,
         stats: &mut Stats<Self>,
     ) -> Result<()> {
-        check_len("scale_columns", src.len(), dst.len())?;
-        check_len("scale_columns", src.cols(), scale.len())?;
-        check_len("scale_columns", stats.nrhs(), scale.len())?;
-        if src.layout() != dst.layout() {
-            return Err(crate::error::Error::Backend(
-                "scale_columns: layouts differ".into(),
-            ));
-        }
         let (layout, rows) = (src.layout(), src.rows());
         by_precision!(src.precision(), A => by_precision!(dst.precision(), B => {
             scale_columns::<A, B>(buffer::<A>(&src.data, "scale_columns")?, layout, rows, scale, buffer_mut::<B>(&mut dst.data, "scale_columns")?, stats);

@@ -11,8 +11,8 @@ use super::device::{grow, Cuda};
 use super::launch::{self, Arg};
 use super::vector::address;
 use crate::device::{
-    check_gemm_math, kernel_name, unsupported, Block, DenseKernels, GemmBatch, MatMut, MatRef,
-    Scratch, VectorKernels, View, ViewMut,
+    kernel_name, Block, DenseKernels, GemmBatch, MatMut, MatRef, Scratch, VectorKernels, View,
+    ViewMut,
 };
 use crate::error::{Error, Result};
 use crate::precision::{GemmMath, Precision};
@@ -64,17 +64,7 @@ impl Cuda {
         math: GemmMath,
     ) -> Result<()> {
         let (m, k, n) = (a.rows, a.cols, b.cols);
-        if b.rows != k || c.rows != m || c.cols != n {
-            return Err(Error::Backend(format!(
-                "GEMM: ({m}×{k})·({}×{n}) into {}×{}",
-                b.rows, c.rows, c.cols
-            )));
-        }
         let (sp, cp) = (a.precision(), c.precision());
-        if b.precision() != sp || !(cp == sp || cp == sp.compute()) {
-            return Err(unsupported("gemm", &[sp, b.precision(), cp]));
-        }
-        check_gemm_math(math, sp)?;
         if m == 0 || n == 0 || batch.count == 0 {
             return Ok(());
         }
@@ -179,7 +169,7 @@ impl Cuda {
 }
 
 impl DenseKernels for Cuda {
-    fn gemm(
+    fn gemm_unchecked(
         &self,
         a: MatRef<'_, Self>,
         b: MatRef<'_, Self>,
@@ -195,7 +185,7 @@ impl DenseKernels for Cuda {
         self.cublas_gemm(a, b, c, one, math)
     }
 
-    fn gemm_batched(
+    fn gemm_batched_unchecked(
         &self,
         a: MatRef<'_, Self>,
         b: MatRef<'_, Self>,
@@ -203,59 +193,17 @@ impl DenseKernels for Cuda {
         batch: GemmBatch,
         math: GemmMath,
     ) -> Result<()> {
-        // The last product must lie inside each buffer: cuBLAS does not check.
-        let last = batch.count.saturating_sub(1);
-        let inside = |offset: usize, stride: usize, extent: usize, len: usize| {
-            offset + last * stride + extent <= len
-        };
-        let extent = |rows: usize, cols: usize, rs: usize, cs: usize| {
-            if rows == 0 || cols == 0 {
-                0
-            } else {
-                (rows - 1) * rs + (cols - 1) * cs + 1
-            }
-        };
-        if !(inside(
-            a.offset,
-            batch.stride_a,
-            extent(a.rows, a.cols, a.row_stride, a.col_stride),
-            a.data.len(),
-        ) && inside(
-            b.offset,
-            batch.stride_b,
-            extent(b.rows, b.cols, b.row_stride, b.col_stride),
-            b.data.len(),
-        ) && inside(
-            c.offset,
-            batch.stride_c,
-            extent(c.rows, c.cols, 1, c.ld),
-            c.data.len(),
-        )) {
-            return Err(Error::Backend(format!(
-                "batched GEMM: {} products at strides ({}, {}, {}) exceed their buffers",
-                batch.count, batch.stride_a, batch.stride_b, batch.stride_c
-            )));
-        }
         self.cublas_gemm(a, b, c, batch, math)
     }
 
-    fn gemv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()> {
+    fn gemv_unchecked(
+        &self,
+        a: MatRef<'_, Self>,
+        x: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()> {
         let (rows, cols) = (a.rows, a.cols);
         let s = a.precision();
-        if x.len != cols || y.len != rows {
-            return Err(Error::Backend(format!(
-                "GEMV: {rows}×{cols} times {} into {}",
-                x.len, y.len
-            )));
-        }
-        if a.row_stride != 1 {
-            return Err(Error::Backend(
-                "GEMV: the matrix must be column-major".into(),
-            ));
-        }
-        if x.precision() != s.compute() || y.precision() != s.compute() {
-            return Err(unsupported("gemv", &[s, x.precision(), y.precision()]));
-        }
         if rows == 0 {
             return Ok(());
         }
@@ -291,18 +239,14 @@ impl DenseKernels for Cuda {
 
     /// y = A x for a symmetric A as Aᵀ x: a warp streams [`launch::SYMV_COLUMNS`] columns
     /// at once (kernels/dense.cu), the whole matrix read once at full width.
-    fn symv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()> {
+    fn symv_unchecked(
+        &self,
+        a: MatRef<'_, Self>,
+        x: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()> {
         let n = a.rows;
         let s = a.precision();
-        if a.cols != n || a.row_stride != 1 || x.len < n || y.len < n {
-            return Err(Error::Backend(format!(
-                "SYMV: a {n}×{} column-major matrix with vectors of {} and {}",
-                a.cols, x.len, y.len
-            )));
-        }
-        if x.precision() != s.compute() || y.precision() != s.compute() {
-            return Err(unsupported("symv", &[s, x.precision(), y.precision()]));
-        }
         if n == 0 {
             return Ok(());
         }
@@ -325,22 +269,13 @@ impl DenseKernels for Cuda {
 
     /// Classical Gram-Schmidt from the reduction kernels: c_j = v_j · w, w −= Σ c_j v_j and
     /// h_j += c_j (f64 vectors).
-    fn orthogonalize(
+    fn orthogonalize_unchecked(
         &self,
         basis: &[Block<Self>],
         w: &mut Block<Self>,
         h: &mut [f64],
         _scratch: &mut Scratch<Self>,
     ) -> Result<(f64, f64)> {
-        if w.precision() != Precision::F64 || basis.iter().any(|v| v.precision() != Precision::F64)
-        {
-            return Err(unsupported("orthogonalize", &[w.precision()]));
-        }
-        if basis.iter().any(|v| v.len() != w.len()) || h.len() < basis.len() {
-            return Err(Error::Backend(
-                "orthogonalize: vectors of different lengths".into(),
-            ));
-        }
         let before = self.nrm2(w.view())?;
         let coefficients = basis
             .iter()

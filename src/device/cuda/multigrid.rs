@@ -4,42 +4,14 @@
 
 use super::device::Cuda;
 use super::launch::{self, Arg};
-use crate::device::multigrid::{check_grids, Direction};
+use crate::device::multigrid::Direction;
 use crate::device::{
-    check_len, kernel_name, unsupported, Block, EllMatrix, FlagLog, Layout, LevelTransfer,
-    MultigridKernels, RowOp, Stats,
+    kernel_name, unsupported, Block, EllMatrix, FlagLog, LevelTransfer, MultigridKernels, RowOp,
+    Stats,
 };
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 use crate::sparse::EllLayout;
-
-/// Fails unless `block` is node-major (or a single column, the same in both layouts) with
-/// `rows` rows and `cols` columns.
-fn check_node_major(what: &str, block: &Block<Cuda>, rows: usize, cols: usize) -> Result<()> {
-    let layout_fits = block.layout() == Layout::NodeMajor || block.cols() == 1;
-    if layout_fits && block.rows() == rows && block.cols() == cols {
-        Ok(())
-    } else {
-        Err(Error::Backend(format!(
-            "{what}: a {}×{} {:?} block where a {rows}×{cols} node-major one belongs",
-            block.rows(),
-            block.cols(),
-            block.layout()
-        )))
-    }
-}
-
-/// Fails unless the statistics are for `cols` columns.
-fn check_stats(what: &str, stats: &Stats<Cuda>, cols: usize) -> Result<()> {
-    if stats.nrhs() == cols {
-        Ok(())
-    } else {
-        Err(Error::Backend(format!(
-            "{what}: statistics of {} columns for a block of {cols}",
-            stats.nrhs()
-        )))
-    }
-}
 
 /// Rows as the kernels' 32-bit indices (below 2³¹, so a grid-stride step past the last
 /// row cannot wrap).
@@ -112,7 +84,8 @@ impl Cuda {
 }
 
 impl Cuda {
-    /// A transfer in `direction` from `src` to `dst`, node-major blocks in any precisions.
+    /// A transfer in `direction` from `src` to `dst` (checked: node-major blocks of the
+    /// levels' sizes), in any precisions.
     fn transfer(
         &self,
         direction: Direction,
@@ -124,27 +97,16 @@ impl Cuda {
     ) -> Result<()> {
         let what = direction.name();
         let nrhs = src.cols();
-        let (fine_rows, coarse_rows) = transfer.sizes();
-        let (src_rows, dst_rows) = match direction {
-            Direction::Restrict => (fine_rows, coarse_rows),
-            Direction::ProlongateAdd => (coarse_rows, fine_rows),
+        let dst_rows = match direction {
+            Direction::Restrict => transfer.sizes().1,
+            Direction::ProlongateAdd => transfer.sizes().0,
         };
-        check_node_major(what, src, src_rows, nrhs)?;
-        check_node_major(what, dst, dst_rows, nrhs)?;
-        check_stats(what, stats, nrhs)?;
-        if scale.len() != nrhs {
-            return Err(Error::Backend(format!(
-                "{what}: {} scales for {nrhs} columns",
-                scale.len()
-            )));
-        }
         let (sp, tp) = (src.precision(), dst.precision());
         let (src_ptr, dst_ptr) = (self.data_ptr(&src.data, 0), self.data_ptr(&dst.data, 0));
         let limit = Arg::F64(tp.max());
         let factors: Vec<f64> = scale.iter().map(|&s| direction.factor(s)).collect();
         self.with_params(&factors, |factor| match transfer {
             LevelTransfer::Grid { fine, coarse } => {
-                check_grids(*fine, *coarse)?;
                 rows_u32(what, fine.points())?;
                 let op = match direction {
                     Direction::Restrict => "grid_restrict",
@@ -209,7 +171,7 @@ impl MultigridKernels for Cuda {
         true
     }
 
-    fn ell_sweep(
+    fn ell_sweep_unchecked(
         &self,
         a: &EllMatrix<Self>,
         op: RowOp,
@@ -219,23 +181,13 @@ impl MultigridKernels for Cuda {
         stats: &mut Stats<Self>,
     ) -> Result<()> {
         let nrhs = x.cols();
-        check_node_major("ell_sweep x", x, a.nrows, nrhs)?;
-        check_node_major("ell_sweep out", out, a.nrows, nrhs)?;
-        check_stats("ell_sweep", stats, nrhs)?;
         let p = a.precision();
-        if x.precision() != p || out.precision() != p || b.is_some_and(|b| b.precision() != p) {
-            return Err(unsupported(
-                "ell_sweep",
-                &[p, x.precision(), out.precision()],
-            ));
-        }
         let (code, omega, b) = match (op, b) {
             (RowOp::Apply, _) => (0, 0.0, x),
             (RowOp::Residual, Some(b)) => (1, 0.0, b),
             (RowOp::Jacobi { omega }, Some(b)) => (2, omega, b),
-            _ => return Err(Error::Backend("ell_sweep: this operation needs b".into())),
+            (_, None) => unreachable!("checked by MultigridKernels::ell_sweep"),
         };
-        check_node_major("ell_sweep b", b, a.nrows, nrhs)?;
         let (family, matrix) = self.ell_args("ell_sweep", a)?;
         self.launch_recorded(
             &kernel_name(&format!("{family}_sweep"), &[p]),
@@ -258,7 +210,7 @@ impl MultigridKernels for Cuda {
         )
     }
 
-    fn ell_jacobi_from_zero(
+    fn ell_jacobi_from_zero_unchecked(
         &self,
         a: &EllMatrix<Self>,
         omega: f64,
@@ -267,16 +219,7 @@ impl MultigridKernels for Cuda {
         stats: &mut Stats<Self>,
     ) -> Result<()> {
         let nrhs = b.cols();
-        check_node_major("ell_jacobi_from_zero b", b, a.nrows, nrhs)?;
-        check_node_major("ell_jacobi_from_zero out", out, a.nrows, nrhs)?;
-        check_stats("ell_jacobi_from_zero", stats, nrhs)?;
         let p = a.precision();
-        if b.precision() != p || out.precision() != p {
-            return Err(unsupported(
-                "ell_jacobi_from_zero",
-                &[p, b.precision(), out.precision()],
-            ));
-        }
         self.launch_recorded(
             &kernel_name("ell_jacobi_from_zero", &[p]),
             a.nrows,
@@ -294,7 +237,7 @@ impl MultigridKernels for Cuda {
         )
     }
 
-    fn ell_refine_update(
+    fn ell_refine_update_unchecked(
         &self,
         a: &EllMatrix<Self>,
         c: &Block<Self>,
@@ -304,22 +247,6 @@ impl MultigridKernels for Cuda {
         stats: &mut Stats<Self>,
     ) -> Result<()> {
         let nrhs = c.cols();
-        check_node_major("ell_refine_update c", c, a.nrows, nrhs)?;
-        check_node_major("ell_refine_update x", x, a.nrows, nrhs)?;
-        check_node_major("ell_refine_update r", r, a.nrows, nrhs)?;
-        check_stats("ell_refine_update", stats, nrhs)?;
-        if alpha.len() != nrhs {
-            return Err(Error::Backend("ell_refine_update: one α per column".into()));
-        }
-        if a.precision() != Precision::F64
-            || x.precision() != Precision::F64
-            || r.precision() != Precision::F64
-        {
-            return Err(unsupported(
-                "ell_refine_update",
-                &[a.precision(), x.precision(), r.precision()],
-            ));
-        }
         let (family, matrix) = self.ell_args("ell_refine_update", a)?;
         let entry = kernel_name(&format!("{family}_refine_update"), &[c.precision()]);
         let (c_ptr, x_ptr, r_ptr) = (
@@ -348,7 +275,7 @@ impl MultigridKernels for Cuda {
         })
     }
 
-    fn restrict(
+    fn restrict_unchecked(
         &self,
         transfer: &LevelTransfer<Self>,
         fine: &Block<Self>,
@@ -359,7 +286,7 @@ impl MultigridKernels for Cuda {
         self.transfer(Direction::Restrict, transfer, fine, coarse, scale, stats)
     }
 
-    fn log_flushed_column(
+    fn log_flushed_column_unchecked(
         &self,
         fine: &Stats<Self>,
         coarse: &Stats<Self>,
@@ -367,7 +294,6 @@ impl MultigridKernels for Cuda {
         log: &mut FlagLog<Self>,
     ) -> Result<()> {
         let (slot, cols) = (log.next_slot("log_flushed_column", 2)?, fine.nrhs());
-        check_len("log_flushed_column statistics", cols, coarse.nrhs())?;
         if !fine.on_device || !coarse.on_device {
             return Err(Error::Backend(
                 "log_flushed_column: statistics already read to the host (check them there)".into(),
@@ -388,7 +314,7 @@ impl MultigridKernels for Cuda {
         Ok(())
     }
 
-    fn prolongate_add(
+    fn prolongate_add_unchecked(
         &self,
         transfer: &LevelTransfer<Self>,
         coarse: &Block<Self>,

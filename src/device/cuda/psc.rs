@@ -4,23 +4,15 @@
 
 use super::device::{grow, Cuda};
 use super::launch::{self, Arg};
-use crate::device::psc::{
-    check_blocks, check_transform, CellParents, Classes, GridTransform, HierarchicalTransform,
-    PscKernels,
-};
+use crate::device::psc::{CellParents, Classes, GridTransform, HierarchicalTransform, PscKernels};
 use crate::device::{kernel_name, unsupported, Block, Data};
 use crate::error::Result;
 use crate::precision::Precision;
 
-/// [`check_blocks`], and f32 or f64 (the compute precisions the kernels take).
-fn check(
-    op: &str,
-    classes: &Classes<Cuda>,
-    nodal: &Block<Cuda>,
-    parts: [&Block<Cuda>; 3],
-    column_scale: &Data<Cuda>,
-) -> Result<Precision> {
-    match check_blocks(op, classes, nodal, parts, column_scale)? {
+/// The precision of a pass's checked blocks, refused unless f32 or f64 (the compute
+/// precisions the kernels take).
+fn pass_precision(op: &str, nodal: &Block<Cuda>) -> Result<Precision> {
+    match nodal.precision() {
         Precision::F16 => Err(unsupported(op, &[Precision::F16])),
         p => Ok(p),
     }
@@ -102,13 +94,12 @@ impl Cuda {
 }
 
 impl PscKernels for Cuda {
-    fn hierarchical_transform(
+    fn hierarchical_transform_unchecked(
         &self,
         t: &HierarchicalTransform<Self>,
         x: &mut Block<Self>,
         transpose: bool,
     ) -> Result<()> {
-        check_transform(t, x)?;
         let p = x.precision();
         if p == Precision::F16 {
             return Err(unsupported("hierarchical_transform", &[p]));
@@ -146,7 +137,7 @@ impl PscKernels for Cuda {
         }
     }
 
-    fn psc_gather(
+    fn psc_gather_unchecked(
         &self,
         classes: &Classes<Self>,
         nodal: &Block<Self>,
@@ -155,7 +146,7 @@ impl PscKernels for Cuda {
         bi: &mut Block<Self>,
         column_scale: &mut Data<Self>,
     ) -> Result<()> {
-        let p = check("psc_gather", classes, nodal, [bc, be, bi], column_scale)?;
+        let p = pass_precision("psc_gather", nodal)?;
         let cols = nodal.cols();
         if cols == 0 {
             return Ok(());
@@ -195,7 +186,7 @@ impl PscKernels for Cuda {
         })
     }
 
-    fn psc_scatter(
+    fn psc_scatter_unchecked(
         &self,
         classes: &Classes<Self>,
         xc: &Block<Self>,
@@ -204,7 +195,7 @@ impl PscKernels for Cuda {
         column_scale: &Data<Self>,
         nodal: &mut Block<Self>,
     ) -> Result<()> {
-        let p = check("psc_scatter", classes, nodal, [xc, xe, xi], column_scale)?;
+        let p = pass_precision("psc_scatter", nodal)?;
         let cols = nodal.cols();
         if cols == 0 {
             return Ok(());

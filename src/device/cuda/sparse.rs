@@ -3,21 +3,10 @@
 
 use super::device::Cuda;
 use super::launch::{self, Arg, REDUCE_CHUNK};
-use crate::device::{
-    check_col_major, kernel_name, unsupported, Block, CsrMatrix, Layout, SparseKernels, Stats,
-};
+use crate::device::{kernel_name, Block, CsrMatrix, Layout, SparseKernels, Stats};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 use cudarc::driver::LaunchConfig;
-
-fn check_f64(what: &str, blocks: &[&Block<Cuda>], a: &CsrMatrix<Cuda>) -> Result<()> {
-    if a.values.precision() != Precision::F64
-        || blocks.iter().any(|b| b.precision() != Precision::F64)
-    {
-        return Err(unsupported(what, &[a.values.precision()]));
-    }
-    Ok(())
-}
 
 impl Cuda {
     /// The matrix's three arrays as kernel arguments: rows, row pointers, column indices,
@@ -45,14 +34,14 @@ impl Cuda {
 }
 
 impl SparseKernels for Cuda {
-    fn csr_spmm(&self, a: &CsrMatrix<Self>, x: &Block<Self>, y: &mut Block<Self>) -> Result<()> {
+    fn csr_spmm_unchecked(
+        &self,
+        a: &CsrMatrix<Self>,
+        x: &Block<Self>,
+        y: &mut Block<Self>,
+    ) -> Result<()> {
         let k = x.cols();
-        check_col_major("csr_spmm x", x, a.ncols, k)?;
-        check_col_major("csr_spmm y", y, a.nrows, k)?;
-        let (sp, xp, yp) = (a.values.precision(), x.precision(), y.precision());
-        if xp != yp || xp != sp.compute() {
-            return Err(unsupported("csr_spmm", &[sp, xp, yp]));
-        }
+        let (sp, xp) = (a.values.precision(), x.precision());
         if a.nrows == 0 || k == 0 {
             return Ok(());
         }
@@ -73,7 +62,7 @@ impl SparseKernels for Cuda {
         )
     }
 
-    fn csr_residual(
+    fn csr_residual_unchecked(
         &self,
         a: &CsrMatrix<Self>,
         b: &Block<Self>,
@@ -82,10 +71,6 @@ impl SparseKernels for Cuda {
         stats: &mut Stats<Self>,
     ) -> Result<()> {
         let k = b.cols();
-        check_col_major("csr_residual b", b, a.nrows, k)?;
-        check_col_major("csr_residual x", x, a.nrows, k)?;
-        check_col_major("csr_residual r", r, a.nrows, k)?;
-        check_f64("csr_residual", &[b, x, r], a)?;
         let [rows, row_ptr, col_idx, values] = self.csr_args(a)?;
         if a.nrows > 0 && k > 0 {
             self.launch(
@@ -107,7 +92,7 @@ impl SparseKernels for Cuda {
         self.record_stats(r_ptr, Precision::F64, a.nrows, k, Layout::ColMajor, stats)
     }
 
-    fn csr_refine_update(
+    fn csr_refine_update_unchecked(
         &self,
         a: &CsrMatrix<Self>,
         c: &Block<Self>,
@@ -117,13 +102,6 @@ impl SparseKernels for Cuda {
         stats: &mut Stats<Self>,
     ) -> Result<()> {
         let k = c.cols();
-        check_col_major("csr_refine_update c", c, a.nrows, k)?;
-        check_col_major("csr_refine_update x", x, a.nrows, k)?;
-        check_col_major("csr_refine_update r", r, a.nrows, k)?;
-        if alpha.len() != k || stats.nrhs() != k {
-            return Err(Error::Backend("csr_refine_update: one α per column".into()));
-        }
-        check_f64("csr_refine_update", &[x, r], a)?;
         let [rows, row_ptr, col_idx, values] = self.csr_args(a)?;
         let cp = c.precision();
         if a.nrows > 0 && k > 0 {

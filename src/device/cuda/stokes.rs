@@ -6,12 +6,10 @@
 use super::device::Cuda;
 use super::launch::{self, Arg};
 use crate::device::stokes::{
-    check_flow, gradient_width, laplacian_width, CoarseSolve, Grid, LatticeRows, PressureRows,
-    StokesKernels, StokesMatrices, Transfer, VankaMaps, PATCH,
+    gradient_width, laplacian_width, CoarseSolve, Grid, LatticeRows, PressureRows, StokesKernels,
+    StokesMatrices, Transfer, VankaMaps, PATCH,
 };
-use crate::device::{
-    check_len, kernel_name, unsupported, Block, Data, Device, VectorKernels, View, ViewMut,
-};
+use crate::device::{kernel_name, unsupported, Block, Data, Device, VectorKernels, View, ViewMut};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 
@@ -107,19 +105,8 @@ impl Cuda {
     }
 }
 
-/// Fails unless vectors in `given` are in the compute precision of storage `p`.
-fn check_compute(what: &str, p: Precision, given: &[Precision]) -> Result<()> {
-    if given.iter().all(|&g| g == p.compute()) {
-        Ok(())
-    } else {
-        let mut all = vec![p];
-        all.extend_from_slice(given);
-        Err(unsupported(what, &all))
-    }
-}
-
 impl StokesKernels for Cuda {
-    fn stokes_apply(
+    fn stokes_apply_unchecked(
         &self,
         a: &StokesMatrices<Self>,
         x: &Block<Self>,
@@ -127,14 +114,7 @@ impl StokesKernels for Cuda {
         out: &mut Block<Self>,
     ) -> Result<()> {
         let g = a.grid;
-        check_flow("stokes_apply x", x, g)?;
-        check_flow("stokes_apply out", out, g)?;
         let p = a.laplacian.sets[0].precision();
-        check_compute("stokes_apply", p, &[x.precision(), out.precision()])?;
-        if let Some(b) = b {
-            check_flow("stokes_apply b", b, g)?;
-            check_compute("stokes_apply", p, &[b.precision()])?;
-        }
         let mut args = vec![mesh_arg("stokes_apply", g)?];
         args.extend(self.lattice_sets("stokes_apply", &a.laplacian, laplacian_width, p)?);
         args.extend(self.gradient_args(a, p)?);
@@ -148,17 +128,14 @@ impl StokesKernels for Cuda {
         self.stencil_launch("stokes_apply", p, g.lattice_len() + g.pressure_len(), &args)
     }
 
-    fn stokes_laplacian(
+    fn stokes_laplacian_unchecked(
         &self,
         a: &StokesMatrices<Self>,
         x: View<'_, Self>,
         y: ViewMut<'_, Self>,
     ) -> Result<()> {
         let g = a.grid;
-        check_len("stokes_laplacian", x.len, g.lattice_len())?;
-        check_len("stokes_laplacian", y.len, g.lattice_len())?;
         let p = a.laplacian.sets[0].precision();
-        check_compute("stokes_laplacian", p, &[x.precision(), y.precision()])?;
         let mut args = vec![mesh_arg("stokes_laplacian", g)?];
         args.extend(self.lattice_sets("stokes_laplacian", &a.laplacian, laplacian_width, p)?);
         args.extend([
@@ -168,17 +145,14 @@ impl StokesKernels for Cuda {
         self.stencil_launch("stokes_laplacian", p, g.lattice_len(), &args)
     }
 
-    fn stokes_gradient(
+    fn stokes_gradient_unchecked(
         &self,
         a: &StokesMatrices<Self>,
         p: View<'_, Self>,
         flow: &mut Block<Self>,
     ) -> Result<()> {
         let g = a.grid;
-        check_len("stokes_gradient", p.len, g.pressure_len())?;
-        check_flow("stokes_gradient", flow, g)?;
         let sp = a.gradient[0].sets[0].precision();
-        check_compute("stokes_gradient", sp, &[p.precision(), flow.precision()])?;
         let mut args = vec![mesh_arg("stokes_gradient", g)?];
         args.extend(self.gradient_args(a, sp)?);
         args.extend([
@@ -188,17 +162,14 @@ impl StokesKernels for Cuda {
         self.stencil_launch("stokes_gradient", sp, g.lattice_len(), &args)
     }
 
-    fn stokes_divergence(
+    fn stokes_divergence_unchecked(
         &self,
         a: &StokesMatrices<Self>,
         flow: &Block<Self>,
         p: ViewMut<'_, Self>,
     ) -> Result<()> {
         let g = a.grid;
-        check_flow("stokes_divergence", flow, g)?;
-        check_len("stokes_divergence", p.len, g.pressure_len())?;
         let sp = a.divergence[0].coefficients.precision();
-        check_compute("stokes_divergence", sp, &[flow.precision(), p.precision()])?;
         let mut args = vec![mesh_arg("stokes_divergence", g)?];
         args.extend(self.divergence_args(a, sp)?);
         args.extend([
@@ -208,28 +179,14 @@ impl StokesKernels for Cuda {
         self.stencil_launch("stokes_divergence", sp, g.pressure_len(), &args)
     }
 
-    fn pressure_stencil(
+    fn pressure_stencil_unchecked(
         &self,
         rows: &PressureRows<Self>,
         p: View<'_, Self>,
         y: ViewMut<'_, Self>,
     ) -> Result<()> {
         let g = rows.grid;
-        check_len("pressure_stencil", p.len, g.pressure_len())?;
-        check_len("pressure_stencil", y.len, g.pressure_len())?;
         let sp = rows.coefficients.precision();
-        check_compute("pressure_stencil", sp, &[p.precision(), y.precision()])?;
-        if rows.width != 9 && rows.width != 25 {
-            return Err(Error::Backend(format!(
-                "pressure stencils are 3×3 or 5×5, not {} wide",
-                rows.width
-            )));
-        }
-        check_len(
-            "pressure_stencil coefficients",
-            rows.coefficients.len(),
-            rows.width * g.pressure_len(),
-        )?;
         let args = [
             Arg::U32(fits_u32("pressure_stencil", g.pressure_len()).map(|_| g.np() as u32)?),
             Arg::U32(rows.width as u32),
@@ -241,7 +198,7 @@ impl StokesKernels for Cuda {
         self.stencil_launch("pressure_stencil", sp, g.pressure_len(), &args)
     }
 
-    fn stokes_transfer(
+    fn stokes_transfer_unchecked(
         &self,
         kind: Transfer,
         coarse_n: usize,
@@ -249,8 +206,6 @@ impl StokesKernels for Cuda {
         output: ViewMut<'_, Self>,
     ) -> Result<()> {
         let (from, to) = kind.lens(coarse_n);
-        check_len("stokes_transfer", input.len, from)?;
-        check_len("stokes_transfer", output.len, to)?;
         let p = vector_precision("stokes_transfer", &[input.precision(), output.precision()])?;
         fits_u32("stokes_transfer", from.max(to))?;
         let code = match kind {
@@ -272,7 +227,7 @@ impl StokesKernels for Cuda {
         )
     }
 
-    fn vanka_gather(
+    fn vanka_gather_unchecked(
         &self,
         grid: Grid,
         r: &Block<Self>,
@@ -280,9 +235,7 @@ impl StokesKernels for Cuda {
         pressure_scale: f64,
         gathered: &mut Data<Self>,
     ) -> Result<()> {
-        check_flow("vanka_gather", r, grid)?;
         let patches = Cuda::buffer_len(&maps.patch_of_column);
-        check_len("vanka_gather", gathered.len(), patches * PATCH)?;
         let p = vector_precision("vanka_gather", &[r.precision(), gathered.precision()])?;
         let args = [
             mesh_arg("vanka_gather", grid)?,
@@ -295,7 +248,7 @@ impl StokesKernels for Cuda {
         self.stencil_launch("vanka_gather", p, patches * PATCH, &args)
     }
 
-    fn vanka_products(
+    fn vanka_products_unchecked(
         &self,
         inverses: &Data<Self>,
         maps: &VankaMaps<Self>,
@@ -303,15 +256,8 @@ impl StokesKernels for Cuda {
         gathered: &Data<Self>,
         corrections: &mut Data<Self>,
     ) -> Result<()> {
-        check_len("vanka_products", gathered.len(), corrections.len())?;
         let sp = inverses.precision();
-        check_compute(
-            "vanka_products",
-            sp,
-            &[gathered.precision(), corrections.precision()],
-        )?;
         let columns = Cuda::buffer_len(&maps.inverse_of_column);
-        check_len("vanka_products", gathered.len(), columns * PATCH)?;
         fits_u32("vanka_products", columns * PATCH)?;
         if first >= columns {
             return Ok(());
@@ -336,7 +282,7 @@ impl StokesKernels for Cuda {
         )
     }
 
-    fn vanka_scatter(
+    fn vanka_scatter_unchecked(
         &self,
         grid: Grid,
         corrections: &Data<Self>,
@@ -345,13 +291,7 @@ impl StokesKernels for Cuda {
         pressure_scale: f64,
         x: &mut Block<Self>,
     ) -> Result<()> {
-        check_flow("vanka_scatter", x, grid)?;
         let p = vector_precision("vanka_scatter", &[x.precision(), corrections.precision()])?;
-        check_len(
-            "vanka_scatter",
-            Cuda::buffer_len(&maps.column_of),
-            grid.pressure_len(),
-        )?;
         let args = [
             mesh_arg("vanka_scatter", grid)?,
             self.data_ptr(corrections, 0),
@@ -368,27 +308,13 @@ impl StokesKernels for Cuda {
         )
     }
 
-    fn coarse_solve(
+    fn coarse_solve_unchecked(
         &self,
         solve: &CoarseSolve<Self>,
         b: View<'_, Self>,
         mut x: ViewMut<'_, Self>,
     ) -> Result<()> {
-        check_len("coarse_solve", b.len, x.len)?;
         let p = vector_precision("coarse_solve", &[b.precision(), x.precision()])?;
-        if solve.inverse.precision() != Precision::F64 {
-            return Err(unsupported("coarse_solve", &[p, solve.inverse.precision()]));
-        }
-        check_len(
-            "coarse_solve positions",
-            Cuda::buffer_len(&solve.positions),
-            solve.unknowns,
-        )?;
-        check_len(
-            "coarse_solve inverse",
-            solve.inverse.len(),
-            solve.size * solve.size,
-        )?;
         self.fill(x.reborrow(), 0.0)?;
         fits_u32("coarse_solve", solve.size * solve.size)?;
         let args = [

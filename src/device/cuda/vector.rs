@@ -5,12 +5,12 @@ use cudarc::driver::{CudaSlice, LaunchConfig};
 
 use super::device::{driver, grow, Cuda};
 use super::launch::{self, Arg, REDUCE_CHUNK};
-use crate::device::cg::{self, CgStep};
+use crate::device::cg::CgStep;
 use crate::device::{
-    check_len, kernel_name, unsupported, Block, Device, FlagLog, Layout, Scratch, Stats,
-    VectorKernels, View, ViewMut,
+    kernel_name, unsupported, Block, Device, FlagLog, Layout, Scratch, Stats, VectorKernels, View,
+    ViewMut,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::precision::Precision;
 
 /// A device address as a raw value (for copies).
@@ -159,12 +159,12 @@ impl Cuda {
         )
     }
 
-    /// x · y of two views in f32 or f64 (the CPU backend's precisions for dot products).
+    /// x · y of two views of one length and precision, f32 or f64 (the CPU backend's
+    /// precisions for dot products).
     fn dot_views(&self, op: &str, x: View<'_, Cuda>, y: View<'_, Cuda>) -> Result<f64> {
-        check_len(op, x.len, y.len)?;
         let p = x.precision();
-        if p == Precision::F16 || y.precision() != p {
-            return Err(unsupported(op, &[p, y.precision()]));
+        if p == Precision::F16 {
+            return Err(unsupported(op, &[p]));
         }
         let mut out = [0.0];
         let (xp, yp) = (
@@ -197,8 +197,7 @@ impl VectorKernels for Cuda {
         self.elementwise("fill", p, x.len, &args)
     }
 
-    fn copy(&self, src: View<'_, Self>, dst: ViewMut<'_, Self>) -> Result<()> {
-        check_len("copy", src.len, dst.len)?;
+    fn copy_unchecked(&self, src: View<'_, Self>, dst: ViewMut<'_, Self>) -> Result<()> {
         if src.len == 0 {
             return Ok(());
         }
@@ -228,12 +227,14 @@ impl VectorKernels for Cuda {
         )
     }
 
-    fn axpby(&self, alpha: f64, x: View<'_, Self>, beta: f64, y: ViewMut<'_, Self>) -> Result<()> {
-        check_len("axpby", x.len, y.len)?;
+    fn axpby_unchecked(
+        &self,
+        alpha: f64,
+        x: View<'_, Self>,
+        beta: f64,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()> {
         let p = x.precision();
-        if y.precision() != p {
-            return Err(unsupported("axpby", &[p, y.precision()]));
-        }
         let args = [
             Arg::U64(x.len as u64),
             Arg::F64(alpha),
@@ -253,22 +254,14 @@ impl VectorKernels for Cuda {
         self.elementwise("scale", x.precision(), x.len, &args)
     }
 
-    fn scaled_product(
+    fn scaled_product_unchecked(
         &self,
         alpha: f64,
         d: View<'_, Self>,
         x: View<'_, Self>,
         y: ViewMut<'_, Self>,
     ) -> Result<()> {
-        check_len("scaled_product", d.len, x.len)?;
-        check_len("scaled_product", x.len, y.len)?;
         let p = x.precision();
-        if d.precision() != p || y.precision() != p {
-            return Err(unsupported(
-                "scaled_product",
-                &[d.precision(), p, y.precision()],
-            ));
-        }
         let args = [
             Arg::U64(x.len as u64),
             Arg::F64(alpha),
@@ -279,7 +272,7 @@ impl VectorKernels for Cuda {
         self.elementwise("scaled_product", p, x.len, &args)
     }
 
-    fn scaled_product_add(
+    fn scaled_product_add_unchecked(
         &self,
         alpha: f64,
         d: View<'_, Self>,
@@ -287,16 +280,7 @@ impl VectorKernels for Cuda {
         z: View<'_, Self>,
         y: ViewMut<'_, Self>,
     ) -> Result<()> {
-        check_len("scaled_product_add", d.len, x.len)?;
-        check_len("scaled_product_add", x.len, z.len)?;
-        check_len("scaled_product_add", x.len, y.len)?;
         let p = x.precision();
-        if [d.precision(), z.precision(), y.precision()]
-            .iter()
-            .any(|&q| q != p)
-        {
-            return Err(unsupported("scaled_product_add", &[d.precision(), p]));
-        }
         let args = [
             Arg::U64(x.len as u64),
             Arg::F64(alpha),
@@ -308,7 +292,7 @@ impl VectorKernels for Cuda {
         self.elementwise("scaled_product_add", p, x.len, &args)
     }
 
-    fn dot(&self, x: View<'_, Self>, y: View<'_, Self>) -> Result<f64> {
+    fn dot_unchecked(&self, x: View<'_, Self>, y: View<'_, Self>) -> Result<f64> {
         self.dot_views("dot", x, y)
     }
 
@@ -358,17 +342,8 @@ impl VectorKernels for Cuda {
         self.elementwise("shift", x.precision(), x.len, &args)
     }
 
-    fn relayout(&self, src: &Block<Self>, dst: &mut Block<Self>) -> Result<()> {
-        check_len("relayout", src.len(), dst.len())?;
+    fn relayout_unchecked(&self, src: &Block<Self>, dst: &mut Block<Self>) -> Result<()> {
         let (rows, cols, layout) = (src.rows(), src.cols(), src.layout());
-        if (dst.rows(), dst.cols()) != (rows, cols) || dst.layout() == layout {
-            return Err(Error::Backend(format!(
-                "relayout from a {rows}×{cols} {layout:?} block to a {}×{} {:?} block",
-                dst.rows(),
-                dst.cols(),
-                dst.layout()
-            )));
-        }
         if src.is_empty() {
             return Ok(());
         }
@@ -413,8 +388,7 @@ impl VectorKernels for Cuda {
         Ok(())
     }
 
-    fn column_stats(&self, x: &Block<Self>, stats: &mut Stats<Self>) -> Result<()> {
-        check_len("column_stats", x.cols(), stats.nrhs())?;
+    fn column_stats_unchecked(&self, x: &Block<Self>, stats: &mut Stats<Self>) -> Result<()> {
         let p = x.precision();
         self.record_stats(
             self.data_ptr(&x.data, 0),
@@ -426,20 +400,13 @@ impl VectorKernels for Cuda {
         )
     }
 
-    fn column_dots(
+    fn column_dots_unchecked(
         &self,
         x: &Block<Self>,
         y: &Block<Self>,
         out: &mut [f64],
         scratch: &mut Scratch<Self>,
     ) -> Result<()> {
-        check_len("column_dots", x.len(), y.len())?;
-        check_len("column_dots", x.cols(), out.len())?;
-        if x.layout() != y.layout() || x.precision() != y.precision() {
-            return Err(Error::Backend(
-                "column_dots: blocks differ in layout or precision".into(),
-            ));
-        }
         self.dots(
             self.data_ptr(&x.data, 0),
             self.data_ptr(&y.data, 0),
@@ -451,7 +418,7 @@ impl VectorKernels for Cuda {
         )
     }
 
-    fn column_dots_to(
+    fn column_dots_to_unchecked(
         &self,
         x: &Block<Self>,
         y: &Block<Self>,
@@ -459,13 +426,6 @@ impl VectorKernels for Cuda {
         at: usize,
         scratch: &mut Scratch<Self>,
     ) -> Result<()> {
-        check_len("column_dots_to", x.len(), y.len())?;
-        cg::check_room("column_dots_to", out.len(), at + x.cols())?;
-        if x.layout() != y.layout() || x.precision() != y.precision() {
-            return Err(Error::Backend(
-                "column_dots_to: blocks differ in layout or precision".into(),
-            ));
-        }
         let sums = self.ptr(out, at);
         self.dots_into(
             self.data_ptr(&x.data, 0),
@@ -480,7 +440,7 @@ impl VectorKernels for Cuda {
         )
     }
 
-    fn column_axpby_from(
+    fn column_axpby_from_unchecked(
         &self,
         coefficients: &CudaSlice<f64>,
         alpha: usize,
@@ -488,17 +448,6 @@ impl VectorKernels for Cuda {
         beta: usize,
         y: &mut Block<Self>,
     ) -> Result<()> {
-        check_len("column_axpby_from", x.len(), y.len())?;
-        cg::check_room(
-            "column_axpby_from",
-            coefficients.len(),
-            alpha.max(beta) + x.cols(),
-        )?;
-        if x.layout() != y.layout() || x.precision() != y.precision() {
-            return Err(Error::Backend(
-                "column_axpby_from: blocks differ in layout or precision".into(),
-            ));
-        }
         if x.is_empty() {
             return Ok(());
         }
@@ -517,8 +466,12 @@ impl VectorKernels for Cuda {
         )
     }
 
-    fn cg_scalars(&self, step: CgStep, scalars: &mut CudaSlice<f64>, cols: usize) -> Result<()> {
-        check_len("cg_scalars", scalars.len(), cg::buffer_len(cols))?;
+    fn cg_scalars_unchecked(
+        &self,
+        step: CgStep,
+        scalars: &mut CudaSlice<f64>,
+        cols: usize,
+    ) -> Result<()> {
         let (code, tolerance, relative, unit_roundoff) = step.code();
         self.launch(
             "cg_scalars",
@@ -534,21 +487,13 @@ impl VectorKernels for Cuda {
         )
     }
 
-    fn column_axpby(
+    fn column_axpby_unchecked(
         &self,
         alpha: &[f64],
         x: &Block<Self>,
         beta: &[f64],
         y: &mut Block<Self>,
     ) -> Result<()> {
-        check_len("column_axpby", x.len(), y.len())?;
-        check_len("column_axpby", x.cols(), alpha.len())?;
-        check_len("column_axpby", x.cols(), beta.len())?;
-        if x.layout() != y.layout() || x.precision() != y.precision() {
-            return Err(Error::Backend(
-                "column_axpby: blocks differ in layout or precision".into(),
-            ));
-        }
         if x.is_empty() {
             return Ok(());
         }
@@ -572,19 +517,13 @@ impl VectorKernels for Cuda {
         })
     }
 
-    fn scale_columns(
+    fn scale_columns_unchecked(
         &self,
         src: &Block<Self>,
         scale: &[f64],
         dst: &mut Block<Self>,
         stats: &mut Stats<Self>,
     ) -> Result<()> {
-        check_len("scale_columns", src.len(), dst.len())?;
-        check_len("scale_columns", src.cols(), scale.len())?;
-        check_len("scale_columns", stats.nrhs(), scale.len())?;
-        if src.layout() != dst.layout() {
-            return Err(Error::Backend("scale_columns: layouts differ".into()));
-        }
         let (rows, cols) = (src.rows(), src.cols());
         let chunks = launch::chunks(rows as u64);
         let triples = self.stats_triples(stats, cols, chunks)?;

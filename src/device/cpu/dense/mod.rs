@@ -15,10 +15,10 @@ use rayon::prelude::*;
 use super::simd::per_simd_level;
 use super::{arena, buffer, buffer_mut, by_precision, slice, slice_mut, Compute, Cpu};
 use crate::device::{
-    check_gemm_math, needs_second_step, unsupported, Block, DenseInverse, DenseKernels, MatMut,
-    MatRef, Scratch, Storage, View, ViewMut,
+    needs_second_step, Block, DenseInverse, DenseKernels, MatMut, MatRef, Scratch, Storage, View,
+    ViewMut,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::precision::{round_to_tf32, GemmMath, Precision, Stored};
 
 /// Products smaller than this (m·n·k) run as one task.
@@ -489,13 +489,6 @@ impl<'a> GramSchmidt<'a> {
         scratch: &'a mut Scratch<Cpu>,
     ) -> Result<Self> {
         let len = w.len();
-        for v in basis {
-            if f64s(v)?.len() != len {
-                return Err(Error::Backend(
-                    "orthogonalize: vectors of different lengths".into(),
-                ));
-            }
-        }
         let w = buffer_mut::<f64>(&mut w.data, "orthogonalize")?;
         let k = basis.len();
         let rows = (GS_CHUNK_BYTES / (8 * (k + 1))).clamp(1 << 10, 1 << 14);
@@ -594,7 +587,7 @@ fn gram_schmidt_chunk_portable<const LEVEL: u8>(
 /// Rows `rows` of basis vector `v` (checked to be f64 in [`GramSchmidt::new`]).
 #[inline(always)]
 fn basis_chunk(v: &Block<Cpu>, rows: std::ops::Range<usize>) -> &[f64] {
-    &f64s(v).expect("checked in GramSchmidt::new")[rows]
+    &f64s(v).expect("f64, checked by DenseKernels::orthogonalize")[rows]
 }
 
 /// x · y in 16 interleaved partial sums, added pairwise at the end: a fixed order at every
@@ -637,19 +630,8 @@ fn operand<'a, S: Storage>(m: &MatRef<'a, Cpu>) -> Result<Operand<'a, S>> {
     })
 }
 
-fn check_operand(m: &MatRef<'_, Cpu>, what: &str) -> Result<()> {
-    if m.end() <= m.data.len() {
-        Ok(())
-    } else {
-        Err(Error::Backend(format!(
-            "GEMM: the {what} ({}×{}) exceeds its buffer",
-            m.rows, m.cols
-        )))
-    }
-}
-
-/// C = A·B after checking the shapes, extents and precisions, for `gemm` and `symm`
-/// (`symmetric`: A is square and Aᵀ = A).
+/// C = A·B on checked operands, for `gemm` and `symm` (`symmetric`: A is square and
+/// Aᵀ = A).
 fn product(
     a: MatRef<'_, Cpu>,
     b: MatRef<'_, Cpu>,
@@ -658,24 +640,7 @@ fn product(
     symmetric: bool,
 ) -> Result<()> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
-    if b.rows != k || c.rows != m || c.cols != n {
-        return Err(Error::Backend(format!(
-            "GEMM: ({m}×{k})·({}×{n}) into {}×{}",
-            b.rows, c.rows, c.cols
-        )));
-    }
-    check_operand(&a, "left operand")?;
-    check_operand(&b, "right operand")?;
-    if m > 0 && n > 0 && c.offset + (m - 1) + (n - 1) * c.ld >= c.data.len() {
-        return Err(Error::Backend(format!(
-            "GEMM: the result ({m}×{n}) exceeds its buffer"
-        )));
-    }
     let (sp, cp) = (a.precision(), c.precision());
-    if b.precision() != sp || !(cp == sp || cp == sp.compute()) {
-        return Err(unsupported("gemm", &[sp, b.precision(), cp]));
-    }
-    check_gemm_math(math, sp)?;
     // Not for operands converted tile by tile (f16, TF32 math): the tiles of a narrow Bᵀ
     // make faer's calls too small, and those products ran 5–13 % slower transposed.
     let native = matches!(sp, Precision::F64 | Precision::F32) && math == GemmMath::Full;
@@ -706,7 +671,7 @@ fn product(
 impl DenseInverse for Cpu {}
 
 impl DenseKernels for Cpu {
-    fn gemm(
+    fn gemm_unchecked(
         &self,
         a: MatRef<'_, Self>,
         b: MatRef<'_, Self>,
@@ -717,35 +682,23 @@ impl DenseKernels for Cpu {
     }
 
     /// Cᵀ = Bᵀ·A when C is tall and narrow (see [`symmetric_product`]), else the GEMM.
-    fn symm(
+    fn symm_unchecked(
         &self,
         a: MatRef<'_, Self>,
         b: MatRef<'_, Self>,
         c: MatMut<'_, Self>,
         math: GemmMath,
     ) -> Result<()> {
-        if a.rows != a.cols {
-            return Err(Error::Backend(format!(
-                "SYMM: the symmetric operand is {}×{}",
-                a.rows, a.cols
-            )));
-        }
         product(a, b, c, math, true)
     }
 
-    fn gemv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()> {
-        let (m, n) = (a.rows, a.cols);
-        check_operand(&a, "matrix")?;
-        if a.row_stride != 1 || x.len < n || y.len < m {
-            return Err(Error::Backend(format!(
-                "GEMV: a {m}×{n} column-major matrix with vectors of {} and {}",
-                x.len, y.len
-            )));
-        }
-        let sp = a.precision();
-        if x.precision() != sp.compute() || y.precision() != sp.compute() {
-            return Err(unsupported("gemv", &[sp, x.precision(), y.precision()]));
-        }
+    fn gemv_unchecked(
+        &self,
+        a: MatRef<'_, Self>,
+        x: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()> {
+        let (m, n, sp) = (a.rows, a.cols, a.precision());
         by_precision!(sp, S => gemv::gemv::<S>(
             (m, n),
             buffer::<S>(a.data, "gemv")?,
@@ -757,19 +710,13 @@ impl DenseKernels for Cpu {
         Ok(())
     }
 
-    fn symv(&self, a: MatRef<'_, Self>, x: View<'_, Self>, y: ViewMut<'_, Self>) -> Result<()> {
-        let n = a.rows;
-        check_operand(&a, "matrix")?;
-        if a.cols != n || a.row_stride != 1 || x.len < n || y.len < n {
-            return Err(Error::Backend(format!(
-                "SYMV: a {n}×{} column-major matrix with vectors of {} and {}",
-                a.cols, x.len, y.len
-            )));
-        }
-        let sp = a.precision();
-        if x.precision() != sp.compute() || y.precision() != sp.compute() {
-            return Err(unsupported("symv", &[sp, x.precision(), y.precision()]));
-        }
+    fn symv_unchecked(
+        &self,
+        a: MatRef<'_, Self>,
+        x: View<'_, Self>,
+        y: ViewMut<'_, Self>,
+    ) -> Result<()> {
+        let (n, sp) = (a.rows, a.precision());
         by_precision!(sp, S => gemv::symv::<S>(
             n,
             buffer::<S>(a.data, "symv")?,
@@ -785,7 +732,7 @@ impl DenseKernels for Cpu {
         true
     }
 
-    fn orthogonalize(
+    fn orthogonalize_unchecked(
         &self,
         basis: &[Block<Self>],
         w: &mut Block<Self>,
@@ -799,7 +746,7 @@ impl DenseKernels for Cpu {
         Ok((before.sqrt(), after.sqrt()))
     }
 
-    fn orthogonalize_twice_if_needed(
+    fn orthogonalize_twice_if_needed_unchecked(
         &self,
         basis: &[Block<Self>],
         w: &mut Block<Self>,

@@ -1091,18 +1091,6 @@ impl<X: Storage + TileIo> UpdateTiles<'_, X> {
     }
 }
 
-fn check(what: &str, block: &Block<Cpu>, rows: usize, nrhs: usize) -> Result<()> {
-    if block.rows() == rows && block.cols() == nrhs {
-        Ok(())
-    } else {
-        Err(Error::Backend(format!(
-            "{what}: a {}×{} block for a matrix of {rows} rows and {nrhs} columns",
-            block.rows(),
-            block.cols()
-        )))
-    }
-}
-
 pub(super) fn ell_sweep(
     a: &EllMatrix<Cpu>,
     op: RowOp,
@@ -1112,14 +1100,6 @@ pub(super) fn ell_sweep(
     stats: &mut Stats<Cpu>,
 ) -> Result<()> {
     let nrhs = x.cols();
-    check("ell_sweep x", x, a.nrows, nrhs)?;
-    check("ell_sweep out", out, a.nrows, nrhs)?;
-    if op != RowOp::Apply && b.is_none() {
-        return Err(Error::Backend("ell_sweep: this operation needs b".into()));
-    }
-    if let Some(b) = b {
-        check("ell_sweep b", b, a.nrows, nrhs)?;
-    }
     by_precision!(a.precision(), S => {
         let m = ell::<S>(a, "ell_sweep")?;
         let b = match b { Some(b) => &buffer::<S>(&b.data, "ell_sweep")?[..], None => &[] };
@@ -1136,8 +1116,6 @@ pub(super) fn ell_jacobi_from_zero(
     stats: &mut Stats<Cpu>,
 ) -> Result<()> {
     let nrhs = b.cols();
-    check("ell_jacobi_from_zero b", b, a.nrows, nrhs)?;
-    check("ell_jacobi_from_zero out", out, a.nrows, nrhs)?;
     by_precision!(a.precision(), S => {
         let m = ell::<S>(a, "ell_jacobi_from_zero")?;
         jacobi_from_zero::<S>(&m, omega, buffer::<S>(&b.data, "ell_jacobi_from_zero")?, nrhs, buffer_mut::<S>(&mut out.data, "ell_jacobi_from_zero")?, stats);
@@ -1154,12 +1132,6 @@ pub(super) fn ell_refine_update(
     stats: &mut Stats<Cpu>,
 ) -> Result<()> {
     let nrhs = c.cols();
-    check("ell_refine_update c", c, a.nrows, nrhs)?;
-    check("ell_refine_update x", x, a.nrows, nrhs)?;
-    check("ell_refine_update r", r, a.nrows, nrhs)?;
-    if alpha.len() != nrhs {
-        return Err(Error::Backend("ell_refine_update: one α per column".into()));
-    }
     let m = ell::<f64>(a, "ell_refine_update")?;
     let (x, r) = (
         buffer_mut::<f64>(&mut x.data, "ell_refine_update")?,

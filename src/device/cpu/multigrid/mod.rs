@@ -6,9 +6,7 @@ mod transfer;
 
 use super::Cpu;
 use crate::device::multigrid::Direction;
-use crate::device::{
-    check_len, Block, EllMatrix, FlagLog, LevelTransfer, MultigridKernels, RowOp, Stats,
-};
+use crate::device::{Block, EllMatrix, FlagLog, LevelTransfer, MultigridKernels, RowOp, Stats};
 use crate::error::Result;
 use crate::sparse::EllLayout;
 
@@ -17,7 +15,7 @@ impl MultigridKernels for Cpu {
         EllLayout::Sliced
     }
 
-    fn ell_sweep(
+    fn ell_sweep_unchecked(
         &self,
         a: &EllMatrix<Self>,
         op: RowOp,
@@ -29,7 +27,7 @@ impl MultigridKernels for Cpu {
         ell::ell_sweep(a, op, x, b, out, stats)
     }
 
-    fn ell_jacobi_from_zero(
+    fn ell_jacobi_from_zero_unchecked(
         &self,
         a: &EllMatrix<Self>,
         omega: f64,
@@ -40,7 +38,7 @@ impl MultigridKernels for Cpu {
         ell::ell_jacobi_from_zero(a, omega, b, out, stats)
     }
 
-    fn ell_refine_update(
+    fn ell_refine_update_unchecked(
         &self,
         a: &EllMatrix<Self>,
         c: &Block<Self>,
@@ -52,7 +50,7 @@ impl MultigridKernels for Cpu {
         ell::ell_refine_update(a, c, alpha, x, r, stats)
     }
 
-    fn restrict(
+    fn restrict_unchecked(
         &self,
         transfer: &LevelTransfer<Self>,
         fine: &Block<Self>,
@@ -63,7 +61,7 @@ impl MultigridKernels for Cpu {
         transfer::transfer_block(Direction::Restrict, transfer, fine, coarse, scale, stats)
     }
 
-    fn log_flushed_column(
+    fn log_flushed_column_unchecked(
         &self,
         fine: &Stats<Self>,
         coarse: &Stats<Self>,
@@ -71,7 +69,6 @@ impl MultigridKernels for Cpu {
         log: &mut FlagLog<Self>,
     ) -> Result<()> {
         let (slot, cols) = (log.next_slot("log_flushed_column", 2)?, fine.nrhs());
-        check_len("log_flushed_column statistics", cols, coarse.nrhs())?;
         let (fine_max, coarse_max) = (&fine.host[cols..2 * cols], &coarse.host[cols..2 * cols]);
         let flushed = (0..cols).find(|&c| fine_max[c] > 0.0 && coarse_max[c] < half_tiny);
         log.flags[slot] = flushed.map_or(0.0, |c| (c + 1) as f64);
@@ -80,7 +77,7 @@ impl MultigridKernels for Cpu {
         Ok(())
     }
 
-    fn prolongate_add(
+    fn prolongate_add_unchecked(
         &self,
         transfer: &LevelTransfer<Self>,
         coarse: &Block<Self>,

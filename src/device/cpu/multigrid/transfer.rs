@@ -19,10 +19,9 @@ use super::super::simd::{per_simd_level, row_tiles, TileIo, TILE};
 use super::super::vector::{fold_tiles, partials, record_stats, record_tile, reduce, TileStats};
 use super::super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::inverse_scale;
-use crate::device::multigrid::check_grids;
 use crate::device::multigrid::Direction;
 use crate::device::{Block, CsrMatrix, GridShape, LevelTransfer, Stats, Storage};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::precision::Real;
 
 /// Coarse points (index, weight) the 1D interpolation of fine interior point `i` reads:
@@ -897,28 +896,7 @@ pub(super) fn transfer_block(
     scale: &[f64],
     stats: &mut Stats<Cpu>,
 ) -> Result<()> {
-    let (fine, coarse) = match direction {
-        Direction::Restrict => (src, &*dst),
-        Direction::ProlongateAdd => (&*dst, src),
-    };
-    let (nrhs, (fine_rows, coarse_rows)) = (fine.cols(), transfer.sizes());
-    if coarse.cols() != nrhs
-        || scale.len() != nrhs
-        || fine.rows() != fine_rows
-        || coarse.rows() != coarse_rows
-    {
-        return Err(Error::Backend(format!(
-            "grid transfer: blocks {}×{} and {}×{} for levels of {fine_rows} and {coarse_rows} unknowns, {} scales",
-            fine.rows(),
-            fine.cols(),
-            coarse.rows(),
-            coarse.cols(),
-            scale.len()
-        )));
-    }
-    if let LevelTransfer::Grid { fine, coarse } = transfer {
-        check_grids(*fine, *coarse)?;
-    }
+    let nrhs = src.cols();
     let kernel = direction.name();
     by_precision!(src.precision(), S => by_precision!(dst.precision(), T => {
         let (src, dst) = (buffer::<S>(&src.data, kernel)?, buffer_mut::<T>(&mut dst.data, kernel)?);
