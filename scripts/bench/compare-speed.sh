@@ -20,7 +20,7 @@
 #   REPEATS      old/new pairs per case (default 5)
 #   ONLY         an extended regular expression on the case names
 #   PERF_DEVICE  folder under docs/perf/ of the default output (default cpu-vm)
-# Runtime on 2 cores: two release builds, then about 25 minutes for every case with 5
+# Runtime on 2 cores: two release builds, then about 45 minutes for every case with 5
 # repeats (ONLY='^psc .*nrhs=1 ': a few minutes).
 # Output: raw JSON lines tagged with "case", "build" (old, new) and "repeat" in
 # OUTPUT.jsonl (default docs/perf/$PERF_DEVICE/compare-<date>.jsonl); the table is printed

@@ -7,7 +7,7 @@ use super::{Block, Device, MatMut, MatRef, Scratch, View, ViewMut};
 use crate::error::{Error, Result};
 use crate::precision::GemmMath;
 
-/// Dense products. The methods a solver calls check their arguments ([`super::checks`])
+/// Dense products. The methods a solver calls check their arguments (device/checks.rs)
 /// and hand them to the backend's `*_unchecked` kernel.
 pub trait DenseKernels: Device {
     /// C = A·B with A and B in one storage precision S and C in S or in S's compute

@@ -119,7 +119,7 @@ element!(f32, F32);
 element!(f64, F64);
 
 /// A place solver data lives and kernels run: allocation, host transfers, synchronization.
-/// The transfers a solver calls check their arguments ([`checks`]) and hand them to the
+/// The transfers a solver calls check their arguments (device/checks.rs) and hand them to the
 /// backend's `*_unchecked` copy.
 pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// A buffer of `T` in this device's memory.

@@ -324,9 +324,9 @@ impl<D: Device> LevelTransfer<D> {
     }
 }
 
-/// ELLPACK sweeps and grid transfers of geometric multigrid, with the statistics of what
-/// each kernel writes. The methods a solver calls check their arguments ([`super::checks`]) and hand them to
-/// the backend's `*_unchecked` kernel.
+/// ELLPACK sweeps and grid transfers of geometric multigrid, with the statistics of
+/// what each kernel writes. The methods a solver calls check their arguments
+/// (device/checks.rs) and hand them to the backend's `*_unchecked` kernel.
 pub trait MultigridKernels: Device {
     /// The ELLPACK layout this backend's kernels read.
     fn ell_layout(&self) -> EllLayout;

@@ -188,9 +188,9 @@ impl<D: Device> Classes<D> {
     }
 }
 
-/// The PSC passes. Blocks are column-major, in the compute precision of the solve. The methods a
-/// solver calls check their arguments ([`super::checks`]) and hand them to the backend's
-/// `*_unchecked` kernel.
+/// The PSC passes. Blocks are column-major, in the compute precision of the solve. The
+/// methods a solver calls check their arguments (device/checks.rs) and hand them to the
+/// backend's `*_unchecked` kernel.
 pub trait PscKernels: Device + VectorKernels {
     /// x ← S x, or x ← Sᵀ x with `transpose`, for every column.
     fn hierarchical_transform(

@@ -38,8 +38,9 @@ impl<D: Device> CsrMatrix<D> {
 }
 
 /// CSR products (PSC's D and Dᵀ, PSC-IR's f64 residual). Statistics are those of the
-/// block each kernel writes (before rounding to its storage precision), per column. The methods a solver calls check their arguments ([`super::checks`]) and hand them to
-/// the backend's `*_unchecked` kernel.
+/// block each kernel writes (before rounding to its storage precision), per column. The
+/// methods a solver calls check their arguments (device/checks.rs) and hand them to the
+/// backend's `*_unchecked` kernel.
 pub trait SparseKernels: Device {
     /// Y = A X for column-major blocks: A's values in storage S, X and Y in S's compute
     /// precision.

@@ -297,7 +297,8 @@ pub fn patch_node(grid: Grid, pi: usize, pj: usize, s: usize) -> Option<(usize, 
     (i > 0 && j > 0 && i < m - 1 && j < m - 1).then_some((c, i as usize, j as usize))
 }
 
-/// The Stokes kernels. Vectors are in the compute precision of the operators' storage. The methods a solver calls check their arguments ([`super::checks`]) and hand them to
+/// The Stokes kernels. Vectors are in the compute precision of the operators' storage.
+/// The methods a solver calls check their arguments (device/checks.rs) and hand them to
 /// the backend's `*_unchecked` kernel.
 pub trait StokesKernels: Device {
     /// out = A x, or out = b − A x with `b`, on flat [ux | uy | p] vectors; boundary

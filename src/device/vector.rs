@@ -26,7 +26,7 @@ pub(crate) fn inverse_scale(s: f64) -> f64 {
 }
 
 /// Level-1 operations on vectors and blocks. The methods a solver calls check their
-/// arguments ([`super::checks`]) and hand them to the backend's `*_unchecked` kernel.
+/// arguments (device/checks.rs) and hand them to the backend's `*_unchecked` kernel.
 pub trait VectorKernels: Device {
     /// x = value.
     fn fill(&self, x: ViewMut<'_, Self>, value: f64) -> Result<()>;
