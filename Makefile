@@ -22,7 +22,7 @@ export LD_LIBRARY_PATH := $(CUDA_WHEELS)/lib$(if $(LD_LIBRARY_PATH),:$(LD_LIBRAR
 export TENSORFEM_CUDA_INCLUDE ?= $(CUDA_WHEELS)/include
 PTX_DIR ?= target/ptx
 
-.PHONY: all deps deps-test build run test test-gpu lint fmt clean ptx bundle example-pressure
+.PHONY: all deps deps-test build run test test-gpu test-standin lint fmt clean ptx bundle example-pressure
 
 all: build
 
@@ -42,7 +42,8 @@ run: build
 
 ## test: formatting, lints, and the whole test suite in the release profile (unit,
 ## integration, CLI under mpirun -n 2, HDF5 read back by h5dump and h5py, every CUDA kernel
-## compiled for sm_90 by NVRTC with spills as errors; then the GPU-machine bundle: under
+## compiled for sm_90 by NVRTC with spills as errors, and every kernel executed on the CPU
+## by the CUDA stand-in where there is no GPU; then the GPU-machine bundle: under
 ## 48 MiB, and run in a root holding nothing but glibc; then jobs/*.sbatch under a private
 ## single-node SLURM: completion, USR1 pre-emption, requeue, bitwise-equal results —
 ## as root where no SLURM runs, skipped elsewhere, tests/slurm/run.sh)
@@ -52,6 +53,9 @@ test: deps-test lint
 	python3 postprocess/test_tensorfem_h5.py $(BIN)
 	python3 postprocess/test_build_rhs.py $(BIN)
 	@set -o pipefail; if [[ $${TENSORFEM_NO_NVRTC:-0} != 1 ]]; then $(BIN) kernels --arch sm_90 | tail -1; fi
+	@if [[ $${TENSORFEM_NO_NVRTC:-0} == 1 ]]; then echo "cuda stand-in: skipped (TENSORFEM_NO_NVRTC=1: no PTX to run)"; \
+	elif $(BIN) info 2>/dev/null | grep -q "device 0:"; then echo "cuda stand-in: skipped, this machine has a GPU (make test-gpu)"; \
+	else cuda-standin/run-tests.sh --quick; fi
 	jobs/check-bundle.sh target/bundle
 	tests/slurm/run.sh
 
@@ -79,6 +83,13 @@ test-gpu: build
 	else \
 	  echo "make test-gpu: skipped, no CUDA device on this machine ($$($(BIN) info | grep CUDA))"; \
 	fi
+
+## test-standin: the CUDA backend executed on the CPU by the CUDA stand-in (cuda-standin/):
+## tests/gpu.rs, the ::cuda variants of the device tests (but the one over 5 minutes there)
+## and bench smoke runs with --backend cuda, about 10 minutes on 2 cores; prints
+## "cuda stand-in: N passed, M failed, K skipped" (docs/cuda.md)
+test-standin: deps-test
+	cuda-standin/run-tests.sh
 
 ## ptx: the kernels compiled to PTX for ARCH (default sm_90) into $(PTX_DIR), for GPU nodes
 ## without NVRTC (run with TENSORFEM_PTX_DIR pointing there)

@@ -4,7 +4,8 @@
 # Debian/Ubuntu with root (or passwordless sudo): apt-get installs the missing packages.
 # Elsewhere (a cluster with `module load hdf5 openmpi`): nothing is installed; the script
 # checks what the environment provides and says exactly what is missing, then fails.
-# --test adds what only the tests need (SLURM and munge, as root on Debian/Ubuntu).
+# --test adds what only the tests need (g++ and libffi for the CUDA stand-in; SLURM and
+# munge, as root on Debian/Ubuntu).
 set -euo pipefail
 
 debian_packages=(libhdf5-dev libopenmpi-dev openmpi-bin libclang-dev pkg-config hdf5-tools)
@@ -81,6 +82,18 @@ if [[ "${TENSORFEM_NO_NVRTC:-0}" != 1 && ! -e "$cuda_dir/nvidia/cu13/lib/libnvrt
   if ! python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$cuda_dir" \
       "${cuda_wheels[@]}" 2>/dev/null; then
     echo "install-deps: could not install ${cuda_wheels[*]} with pip; make test needs them to compile the CUDA kernels (or set TENSORFEM_NO_NVRTC=1 to skip that check)" >&2
+    exit 1
+  fi
+fi
+# With --test (make test): a C++ compiler and libffi for the CUDA stand-in (cuda-standin/),
+# which runs the CUDA backend's tests on the CPU.
+if [[ "${1:-}" == --test ]] && { ! have g++ || ! { [[ -e /usr/include/ffi.h ]] || compgen -G "/usr/include/*/ffi.h" >/dev/null; }; }; then
+  if have apt-get && [[ $(id -u) -eq 0 ]]; then
+    echo "install-deps: installing g++ and libffi-dev for the CUDA stand-in"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends g++ libffi-dev >/dev/null \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends g++ libffi-dev >/dev/null; }
+  else
+    echo "install-deps: the CUDA stand-in needs g++ and libffi (ffi.h); install them (g++ libffi-dev)" >&2
     exit 1
   fi
 fi

@@ -15,7 +15,7 @@ fn root() -> PathBuf {
 }
 
 /// The folders whose files are read, besides the top-level documents and the Makefile.
-const FOLDERS: [&str; 9] = [
+const FOLDERS: [&str; 10] = [
     "src",
     "tests",
     "scripts",
@@ -25,10 +25,11 @@ const FOLDERS: [&str; 9] = [
     "postprocess",
     "inputs",
     ".ci",
+    "cuda-standin",
 ];
 
-const TEXT: [&str; 10] = [
-    "rs", "md", "sh", "py", "toml", "cu", "cuh", "sbatch", "geo", "yml",
+const TEXT: [&str; 12] = [
+    "rs", "md", "sh", "py", "toml", "cu", "cuh", "sbatch", "geo", "yml", "cpp", "h",
 ];
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -181,9 +182,10 @@ fn dangling_sections(files: &[(String, String)]) -> Vec<String> {
 /// Repository paths the documents name in backticks (`src/…`, `scripts/…`, …) that do not
 /// exist; a pattern (`*`, `<…>`, `NNNNNN`, `{a,b}`) is checked up to its first wildcard.
 fn missing_paths(files: &[(String, String)]) -> Vec<String> {
-    let path =
-        Regex::new(r"`((?:src|tests|scripts|jobs|docs|inputs|postprocess|kernels)/[^`\s]*)`")
-            .unwrap();
+    let path = Regex::new(
+        r"`((?:src|tests|scripts|jobs|docs|inputs|postprocess|kernels|cuda-standin)/[^`\s]*)`",
+    )
+    .unwrap();
     let mut missing = vec![];
     for (file, text) in files.iter().filter(|(f, _)| f.ends_with(".md")) {
         for (number, line) in text.lines().enumerate() {
