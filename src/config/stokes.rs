@@ -6,7 +6,6 @@ use super::mesh::{cells, output_path};
 use super::raw::RawConfig;
 use super::spec::{Method, RunConfig, SolverSpec};
 use super::{problem, Problems};
-use crate::device::BackendChoice;
 use crate::mesh::{Element, MeshKind, MeshSpec};
 use crate::precision::Precision;
 use crate::stokes::{Preconditioner, Relaxation, StokesSpec};
@@ -34,16 +33,7 @@ pub(super) fn refuse_keys(raw: &RawConfig, problems: &mut Problems) {
 pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Problems> {
     let mut problems = Vec::new();
     let s = &raw.solver;
-    let backend = match raw.backend.as_deref().unwrap_or("auto") {
-        "auto" | "cpu" => Some(BackendChoice::Cpu),
-        other => {
-            problems.push(problem(
-                "backend",
-                format!("'{other}': method stokes runs on the CPU (allowed: auto, cpu)"),
-            ));
-            None
-        }
-    };
+    let backend = super::mesh::backend(raw, &mut problems);
     if let Some(kind) = raw.mesh.kind.as_deref().filter(|k| *k != "unit-square") {
         problems.push(problem(
             "mesh.kind",

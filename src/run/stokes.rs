@@ -18,6 +18,8 @@ use crate::stokes::{solve, StokesSolution, StokesSolver, StokesSpec};
 /// What a Stokes run prints.
 pub struct StokesSummary {
     pub spec: StokesSpec,
+    /// The device it ran on (`Device::name`).
+    pub device: String,
     pub solution: StokesSolution,
     pub output: PathBuf,
 }
@@ -32,6 +34,7 @@ impl fmt::Display for StokesSummary {
             s.grid.unknowns(),
             n = spec.n
         )?;
+        writeln!(f, "  backend        {}", self.device)?;
         writeln!(
             f,
             "  FGMRES({})     preconditioner {} in {}: {} iterations, relative residual {:.3e} (rtol {:.1e}, atol {:.1e})",
@@ -73,16 +76,20 @@ pub fn run(
         log::info!("a Stokes run executes on rank 0; this rank has no work");
         return Ok(None);
     }
-    let solution = match backend {
+    let (solution, device) = match backend {
         Backend::Cpu { .. } => {
             let dev = Cpu::new();
-            dev.run(|| solve(&dev, spec))?
+            (dev.run(|| solve(&dev, spec))?, dev.name())
         }
-        Backend::Cuda(info) => solve(&Cuda::shared(info)?, spec)?,
+        Backend::Cuda(info) => {
+            let dev = Cuda::shared(info)?;
+            (solve(&dev, spec)?, dev.name())
+        }
     };
     let output = schema::write_stokes(config, spec, &solution)?;
     Ok(Some(StokesSummary {
         spec: *spec,
+        device,
         solution,
         output,
     }))
