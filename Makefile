@@ -55,7 +55,7 @@ test: deps-test lint
 	@set -o pipefail; if [[ $${TENSORFEM_NO_NVRTC:-0} != 1 ]]; then $(BIN) kernels --arch sm_90 | tail -1; fi
 	@if [[ $${TENSORFEM_NO_NVRTC:-0} == 1 ]]; then echo "cuda stand-in: skipped (TENSORFEM_NO_NVRTC=1: no PTX to run)"; \
 	elif $(BIN) info 2>/dev/null | grep -q "device 0:"; then echo "cuda stand-in: skipped, this machine has a GPU (make test-gpu)"; \
-	else cuda-standin/run-tests.sh --quick; fi
+	else cuda-standin/run-tests.sh; fi
 	jobs/check-bundle.sh target/bundle
 	tests/slurm/run.sh
 
@@ -84,10 +84,11 @@ test-gpu: build
 	  echo "make test-gpu: skipped, no CUDA device on this machine ($$($(BIN) info | grep CUDA))"; \
 	fi
 
-## test-standin: the CUDA backend executed on the CPU by the CUDA stand-in (cuda-standin/):
-## tests/gpu.rs, the ::cuda variants of the device tests (but the one over 5 minutes there)
-## and bench smoke runs with --backend cuda, about 10 minutes on 2 cores; prints
-## "cuda stand-in: N passed, M failed, K skipped" (docs/cuda.md)
+## test-standin: the part of `make test` that executes the CUDA backend on the CPU by the
+## CUDA stand-in (cuda-standin/), alone: tests/gpu.rs, the ::cuda variants of the device
+## tests (but the one over 5 minutes there), `tensorfem run` with backend = "cuda" (single
+## runs, a campaign on 2 ranks killed and resumed) and bench smoke runs, about 6 minutes on
+## 2 cores; prints "cuda stand-in: N passed, M failed, K skipped" (docs/cuda.md)
 test-standin: deps-test
 	cuda-standin/run-tests.sh
 

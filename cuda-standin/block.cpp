@@ -3,6 +3,7 @@
 // warp operations) or as cooperative fibers that switch at every barrier and shuffle.
 #include "standin.h"
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -26,6 +27,11 @@ namespace {
 constexpr size_t kStackBytes = 256 * 1024;
 constexpr unsigned kWarp = 32;
 constexpr unsigned kMaxThreads = 1024;
+// The stacks' tops are staggered by an odd number of cache lines each over 128 KiB: tops
+// kStackBytes apart would all fall into the same cache sets and evict one another at every
+// switch.
+constexpr size_t kColourSpan = 128 * 1024;
+constexpr size_t colour(unsigned fiber) { return (size_t)fiber * 17 * 64 % kColourSpan; }
 
 enum class State { Ready, AtBarrier, AtWarp, Done };
 
@@ -62,9 +68,13 @@ struct BlockRun {
   Barrier block;
   Barrier warps[kMaxThreads / kWarp];
   std::string error;
+  Resume recover;               // where an access fault of the block's threads lands
+  bool illegal_address = false;  // it did
 };
 
 thread_local BlockRun *running = nullptr;
+// Launches under way: while there are none, a fault is not a kernel's.
+std::atomic<int> active_launches{0};
 
 void fiber_main();
 
@@ -91,7 +101,7 @@ struct Fibers {
     Fiber &f = fibers[i];
     getcontext(&f.start);
     f.start.uc_stack.ss_sp = stacks + kStackBytes * i;
-    f.start.uc_stack.ss_size = kStackBytes;
+    f.start.uc_stack.ss_size = kStackBytes - colour(i);
     f.start.uc_link = nullptr;
     makecontext(&f.start, fiber_main, 0);
     f.started = false;
@@ -178,6 +188,21 @@ int arrive(BlockRun &run, Barrier &barrier, unsigned first, unsigned count, Stat
   run.fibers[run.current].state = state;
   yield();
   return barrier.result;
+}
+
+bool run_block(BlockRun &run);
+
+// Runs the block, or ends it where one of its threads faults (fault() jumps to `recover`):
+// the fibers that did not return are abandoned and start afresh next time.
+__attribute__((noinline)) bool run_guarded(BlockRun &run) {
+  if (__builtin_setjmp(run.recover) != 0) {
+    BlockRun &failed = *running;
+    if (failed.cooperative)
+      for (unsigned t = 0; t < failed.threads; t++)
+        if (failed.fibers[t].state != State::Done) fibers.reset(t);
+    return false;
+  }
+  return run_block(run);
 }
 
 bool run_block(BlockRun &run) {
@@ -280,11 +305,12 @@ class Pool {
 
 }  // namespace
 
-bool launch(const Kernel &kernel, const Dim &grid, const Dim &block, void **params,
-            std::string &error) {
+Launched launch(const Kernel &kernel, const Dim &grid, const Dim &block, void **params,
+                std::string &error) {
   unsigned threads = block.x * block.y * block.z;
   unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
   std::mutex error_mutex;
+  bool illegal_address = false;
   auto body = [&](unsigned long long i) {
     BlockRun run;
     run.kernel = &kernel;
@@ -297,15 +323,64 @@ bool launch(const Kernel &kernel, const Dim &grid, const Dim &block, void **para
     blockIdx.y = (unsigned)((i / grid.x) % grid.y);
     blockIdx.z = (unsigned)(i / ((unsigned long long)grid.x * grid.y));
     running = &run;
-    bool ok = run_block(run);
+    bool ok = run_guarded(run);
     running = nullptr;
     if (!ok) {
       std::lock_guard<std::mutex> lock(error_mutex);
-      if (error.empty()) error = run.error;
+      if (error.empty()) {
+        error = run.error;
+        illegal_address = run.illegal_address;
+      }
     }
     return ok;
   };
-  return Pool::get().run(blocks, body);
+  active_launches++;
+  bool ran = Pool::get().run(blocks, body);
+  active_launches--;
+  if (ran) return Launched::Ran;
+  return illegal_address ? Launched::IllegalAddress : Launched::Failed;
+}
+
+namespace {
+
+struct sigaction before_segv, before_bus;
+
+// An access fault: in a kernel's thread, the launch fails naming kernel, block, thread and
+// address (a write when the page fault's error code says so); anywhere else, the handler
+// that was there before ours takes it.
+void fault(int signal, siginfo_t *info, void *context) {
+  BlockRun *run = active_launches.load() ? running : nullptr;
+  if (!run) {
+    const struct sigaction &before = signal == SIGSEGV ? before_segv : before_bus;
+    if (before.sa_flags & SA_SIGINFO) {
+      before.sa_sigaction(signal, info, context);
+    } else if (before.sa_handler != SIG_DFL && before.sa_handler != SIG_IGN) {
+      before.sa_handler(signal);
+    } else {
+      // Returning re-runs the access, which the default action then ends.
+      ::signal(signal, SIG_DFL);
+    }
+    return;
+  }
+  bool write = (static_cast<ucontext_t *>(context)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+  run->error = std::string(write ? "a write" : "a read") + " at " +
+               describe((uintptr_t)info->si_addr) + " by thread (" +
+               std::to_string(threadIdx.x) + "," + std::to_string(threadIdx.y) + "," +
+               std::to_string(threadIdx.z) + ") of " + block_name(*run);
+  run->illegal_address = true;
+  __builtin_longjmp(run->recover, 1);
+}
+
+}  // namespace
+
+void catch_faults() {
+  struct sigaction action {};
+  action.sa_sigaction = fault;
+  // SA_NODEFER: fault() leaves by a jump, so the signal must not stay blocked.
+  action.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGSEGV, &action, &before_segv);
+  sigaction(SIGBUS, &action, &before_bus);
 }
 
 }  // namespace standin

@@ -37,6 +37,7 @@ enum : CUresult {
   CUDA_ERROR_INVALID_PTX = 218,
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_ILLEGAL_ADDRESS = 700,
   CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
   CUDA_ERROR_LAUNCH_FAILED = 719,
   CUDA_ERROR_NOT_SUPPORTED = 801,
@@ -50,6 +51,8 @@ std::mutex lock;
 bool initialised = false;
 // The error that ended the last failed launch: like a GPU's, it stays until the process ends.
 CUresult sticky = CUDA_SUCCESS;
+
+void report(const std::string &what) { std::fprintf(stderr, "cuda stand-in: %s\n", what.c_str()); }
 
 struct Context {
   CUdevice device;
@@ -108,7 +111,7 @@ CUresult allocate(CUdeviceptr *out, size_t bytes, bool zero_allowed) {
   if (bytes == 0 && !zero_allowed) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> guard(lock);
   if (used[d] + bytes > device_memory()) return CUDA_ERROR_OUT_OF_MEMORY;
-  void *p = std::aligned_alloc(256, std::max<size_t>(256, (bytes + 255) / 256 * 256));
+  void *p = standin::device_allocate(bytes);
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
   used[d] += bytes;
   allocations[(unsigned long long)p] = {bytes, d};
@@ -119,17 +122,45 @@ CUresult allocate(CUdeviceptr *out, size_t bytes, bool zero_allowed) {
 CUresult release(CUdeviceptr p) {
   if (CUresult r = ready()) return r;
   std::lock_guard<std::mutex> guard(lock);
+  size_t bytes = 0;
+  switch (standin::device_free((void *)p, bytes)) {
+    case standin::FreeResult::Freed:
+      break;
+    case standin::FreeResult::Twice:
+      report("device memory at " + standin::describe(p) + " freed a second time");
+      return CUDA_ERROR_INVALID_VALUE;
+    case standin::FreeResult::Unknown:
+      report("cuMemFree of " + standin::describe(p) + ": not an allocation's start");
+      return CUDA_ERROR_INVALID_VALUE;
+  }
   auto found = allocations.find(p);
-  if (found == allocations.end()) return CUDA_ERROR_INVALID_VALUE;
   used[found->second.device] -= found->second.bytes;
   allocations.erase(found);
-  std::free((void *)p);
   return CUDA_SUCCESS;
 }
 
-CUresult copy(void *dst, const void *src, size_t bytes) {
+// A copy or fill of `bytes` at the device pointers among dst and src: each range must lie
+// inside one live allocation.
+CUresult checked(const char *call, const void *device_dst, const void *device_src, size_t bytes) {
+  if (CUresult r = ready()) return r;
+  for (const void *p : {device_dst, device_src}) {
+    if (!p) continue;
+    std::string wrong = standin::check_range(p, bytes);
+    if (!wrong.empty()) {
+      report(std::string(call) + ": " + wrong);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult copy(const char *call, void *dst, const void *src, size_t bytes, bool dst_on_device,
+              bool src_on_device) {
   if (CUresult r = ready()) return r;
   if (bytes && (!dst || !src)) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = checked(call, dst_on_device ? dst : nullptr, src_on_device ? src : nullptr,
+                           bytes))
+    return r;
   std::memmove(dst, src, bytes);
   return CUDA_SUCCESS;
 }
@@ -186,8 +217,6 @@ bool parse_entry(const std::string &ptx, size_t at, Kernel &k, std::string &erro
   return true;
 }
 
-void report(const std::string &what) { std::fprintf(stderr, "cuda stand-in: %s\n", what.c_str()); }
-
 }  // namespace
 
 extern "C" {
@@ -200,6 +229,7 @@ CUresult cuInit(unsigned flags) {
   if (!initialised) {
     for (int d = 0; d < device_count(); d++) contexts.push_back(new Context{d});
     used.assign(device_count(), 0);
+    standin::catch_faults();
     initialised = true;
   }
   return CUDA_SUCCESS;
@@ -430,26 +460,26 @@ CUresult cuMemFreeHost(void *p) {
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
-  return copy((void *)dst, src, n);
+  return copy("cuMemcpyHtoD", (void *)dst, src, n, true, false);
 }
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
-  return copy(dst, (const void *)src, n);
+  return copy("cuMemcpyDtoH", dst, (const void *)src, n, false, true);
 }
 CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  return copy((void *)dst, (const void *)src, n);
+  return copy("cuMemcpyDtoD", (void *)dst, (const void *)src, n, true, true);
 }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, Stream *) {
-  return copy((void *)dst, src, n);
+  return copy("cuMemcpyHtoDAsync", (void *)dst, src, n, true, false);
 }
 CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, Stream *) {
-  return copy(dst, (const void *)src, n);
+  return copy("cuMemcpyDtoHAsync", dst, (const void *)src, n, false, true);
 }
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, Stream *) {
-  return copy((void *)dst, (const void *)src, n);
+  return copy("cuMemcpyDtoDAsync", (void *)dst, (const void *)src, n, true, true);
 }
 
 CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) {
-  if (CUresult r = ready()) return r;
+  if (CUresult r = checked("cuMemsetD8", (const void *)dst, nullptr, n)) return r;
   std::memset((void *)dst, value, n);
   return CUDA_SUCCESS;
 }
@@ -551,12 +581,18 @@ CUresult cuLaunchKernel(Kernel *f, unsigned gx, unsigned gy, unsigned gz, unsign
     return CUDA_ERROR_NOT_SUPPORTED;
   }
   std::string error;
-  if (!standin::launch(*f, {gx, gy, gz}, {bx, by, bz}, params, error)) {
-    report(error);
-    sticky = CUDA_ERROR_LAUNCH_FAILED;
-    return sticky;
+  switch (standin::launch(*f, {gx, gy, gz}, {bx, by, bz}, params, error)) {
+    case standin::Launched::Ran:
+      return CUDA_SUCCESS;
+    case standin::Launched::Failed:
+      sticky = CUDA_ERROR_LAUNCH_FAILED;
+      break;
+    case standin::Launched::IllegalAddress:
+      sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+      break;
   }
-  return CUDA_SUCCESS;
+  report(error);
+  return sticky;
 }
 
 }  // extern "C"

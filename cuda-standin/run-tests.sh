@@ -2,14 +2,14 @@
 # The CUDA backend's tests executed on the CPU by the stand-in. Prints
 # `cuda stand-in: N passed, M failed, K skipped` and fails if any failed.
 #
-# Usage: cuda-standin/run-tests.sh [--quick | --all]
-#   --quick  (`make test`) tests/gpu.rs (every kernel against the CPU backend), the `::cuda`
-#            variants of tests/kernels.rs (kernels against naive loops) and bench smoke
-#            runs with `--backend cuda`: about a minute
-#   (none)   (`make test-standin`) also every `::cuda` solver test (tests/psc.rs, mg.rs,
-#            mg_meshes.rs, stokes.rs) but those of SLOW: about 10 minutes on 2 cores
-#   --all    SLOW too (each over 5 minutes on the stand-in, where its CPU variant takes
-#            seconds)
+# Usage: cuda-standin/run-tests.sh [--all]
+#   (none)  (`make test`, `make test-standin`): the stand-in's own checks (selftest.cpp),
+#           tests/gpu.rs (every kernel against the CPU backend), every `::cuda` variant of
+#           the device tests (tests/kernels.rs, psc.rs, mg.rs, mg_meshes.rs, stokes.rs) but
+#           those of SLOW, `tensorfem run` with backend = "cuda" (single runs, and a
+#           campaign on 2 ranks killed and resumed) and bench smoke runs with
+#           `--backend cuda`: about 6 minutes on 2 cores
+#   --all   SLOW too (over 5 minutes on the stand-in, where its CPU variant takes seconds)
 #
 # Only this script puts the stand-in (target/cuda-standin: libcuda.so, libcublas.so,
 # libcusolver.so) on the loader path, with TENSORFEM_CUDA_STANDIN=1, without which it
@@ -19,15 +19,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 # 2D multigrid at 1025² nodes, 3 columns, every variant twice: over 400 s on the stand-in.
 SLOW=(variants_converge_in_2d_with_published_iteration_counts::cuda)
-mode=${1:-}
 skip=()
-if [[ $mode != --all ]]; then
+if [[ ${1:-} != --all ]]; then
   for name in "${SLOW[@]}"; do skip+=(--skip "$name"); done
-fi
-solvers=(--test psc --test mg --test mg_meshes --test stokes)
-if [[ $mode == --quick ]]; then
-  skip=()
-  solvers=()
 fi
 root=$(pwd)
 out=$root/target/cuda-standin
@@ -37,6 +31,8 @@ target/release/tensorfem kernels --arch sm_90 --ptx-dir "$out/ptx" > /dev/null |
 
 export LD_LIBRARY_PATH="$out${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TENSORFEM_CUDA_STANDIN=1 TENSORFEM_REQUIRE_CUDA=1 TENSORFEM_PTX_DIR=$out/ptx
+# Two devices, so that a campaign's two ranks each bind to their own (local_rank % devices).
+export TENSORFEM_CUDA_STANDIN_DEVICES=2
 log=$out/tests.log
 : > "$log"
 start=$SECONDS
@@ -51,10 +47,24 @@ count() { # the "test result:" lines of a cargo test run in $1
 }
 
 part=$out/part.log
+# The stand-in's own checks (bounds, fresh memory, use after free, double free, launch
+# limits) through the driver API: a line and a count each.
+"$out/selftest" "$out/ptx" > "$part" 2>&1
+cat "$part" >> "$log"
+passed=$((passed + $(grep -c '^selftest: ok' "$part")))
+failed=$((failed + $(grep -c '^selftest: FAILED' "$part")))
 cargo test --release --test gpu > "$part" 2>&1
 cat "$part" >> "$log"
 count "$part"
-cargo test --release --test kernels "${solvers[@]}" -- ::cuda "${skip[@]}" > "$part" 2>&1
+# One test at a time: the stand-in runs one launch at a time, on every core.
+cargo test --release --test kernels --test psc --test mg --test mg_meshes --test stokes \
+  -- ::cuda --test-threads=1 "${skip[@]}" > "$part" 2>&1
+cat "$part" >> "$log"
+count "$part"
+# `tensorfem run` with backend = "cuda": single runs of PSC, multigrid and Stokes against
+# the CPU backend, and a campaign on 2 ranks (each on its own stand-in device) killed with
+# SIGKILL and resumed.
+cargo test --release --test cli --test campaign -- _on_cuda_ > "$part" 2>&1
 cat "$part" >> "$log"
 count "$part"
 
@@ -73,9 +83,7 @@ smoke() {
 smoke bench mg --dim 2 --n 32 --variant D_MG,H_MG
 smoke bench stokes --n 16
 
-grep -E '^test .*FAILED|^---- |panicked' "$log" | head -40 >&2
+grep -E '^test .*FAILED|^---- |panicked|^selftest: FAILED' -A2 "$log" | head -40 >&2
 skipped=$((${#skip[@]} / 2))
-scope=""
-[[ $mode == --quick ]] && scope="; kernels only: make test-standin runs the solver tests"
-echo "cuda stand-in: $passed passed, $failed failed, $skipped skipped ($((SECONDS - start)) s$scope; log: ${log#"$root"/})"
+echo "cuda stand-in: $passed passed, $failed failed, $skipped skipped ($((SECONDS - start)) s; log: ${log#"$root"/})"
 ((failed == 0 && passed > 0))

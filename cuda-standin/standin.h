@@ -3,6 +3,7 @@
 #pragma once
 #include <ffi.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -32,8 +33,25 @@ struct Dim {
   unsigned x, y, z;
 };
 
-// Runs the grid; false (and `error` naming kernel and block) when a block failed.
-bool launch(const Kernel &kernel, const Dim &grid, const Dim &block, void **params,
-            std::string &error);
+// How a launch ended: its blocks ran, a block failed (a barrier not every thread reached)
+// or a thread touched memory outside every live device allocation.
+enum class Launched { Ran, Failed, IllegalAddress };
+
+// Runs the grid; on failure `error` names kernel, block (and thread and address).
+Launched launch(const Kernel &kernel, const Dim &grid, const Dim &block, void **params,
+                std::string &error);
+
+// Installs the handler that turns a kernel thread's access fault into a failed launch
+// (other faults go on to the handler before it).
+void catch_faults();
+
+// Device memory (memory.cpp): guarded, filled with 0xFF when fresh, quarantined when freed.
+void *device_allocate(size_t bytes);
+enum class FreeResult { Freed, Unknown, Twice };
+FreeResult device_free(void *p, size_t &bytes);
+// "" when the n bytes from p lie in one live allocation, else what is wrong with them.
+std::string check_range(const void *p, size_t n);
+// Where address a lies: in, before or past which allocation, or freed, or none.
+std::string describe(uintptr_t a);
 
 }  // namespace standin

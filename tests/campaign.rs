@@ -1138,3 +1138,112 @@ fn mpirun_and_run_local_stop_a_campaign_cleanly() {
         "every batch journaled once"
     );
 }
+
+/// A time series of 12 batches of one column, PSC-M1 in f32 refined to 1e-12 on `backend`.
+fn series_on(backend: &str, dir: &Path) -> String {
+    format!(
+        "backend = \"{backend}\"\n[mesh]\nn = 64\nh0 = 0.125\n\
+         [solver]\nmethod = \"psc-m1\"\nprecision = \"f32\"\nrtol = 1e-12\n\
+         [campaign]\nrhs = \"time-series\"\nbatch_size = 1\ndirectory = \"{}\"\n\
+         [campaign.time_series]\nsteps = 12\nt_end = 0.5\n",
+        dir.display()
+    )
+}
+
+/// The solutions of a campaign's operator `name`, as values.
+fn solutions(file: &Path, name: &str) -> Vec<f64> {
+    let f = h5::open(file).unwrap();
+    let g = f.group(&format!("operators/{name}")).unwrap();
+    h5::read_dense::<f64>(&g, "u").unwrap().2
+}
+
+/// The GPU's main job: a campaign with `backend = "cuda"` on 2 ranks, each bound to its own
+/// device where there are two (the CUDA stand-in's in `make test`). Killed with SIGKILL in
+/// the middle and resumed, it equals the uninterrupted CUDA run bit for bit and the CPU
+/// backend's run within the refinement's tolerance; its perf log names each rank's device.
+/// Skipped (said on stderr) where there is no CUDA device, unless TENSORFEM_REQUIRE_CUDA=1.
+#[test]
+fn campaign_on_cuda_on_two_ranks_killed_and_resumed_equals_the_uninterrupted_run() {
+    let Some(device) = tensorfem::device::cuda::test_device() else {
+        return;
+    };
+    let devices = tensorfem::device::cuda::probe().devices().len();
+    drop(device);
+    let tmp = tempfile::tempdir().unwrap();
+    let whole = tmp.path().join("whole");
+    let config = write(tmp.path(), "whole.toml", &series_on("cuda", &whole));
+    let out = run_campaign(2, &config, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let perf = h5::open(&whole.join("campaign.h5")).unwrap();
+    let perf = perf.group("perf").unwrap();
+    let ranks = h5::read_vector::<u64>(&perf, "rank").unwrap();
+    let names: Vec<String> = h5::read_vector::<hdf5::types::VarLenUnicode>(&perf, "device")
+        .unwrap()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(names.len(), 12, "one perf record a batch");
+    for (rank, name) in ranks.iter().zip(&names) {
+        let ordinal = *rank as usize % devices;
+        assert!(
+            name.starts_with(&format!("cuda device {ordinal} (")),
+            "rank {rank} on device {ordinal}: {name}"
+        );
+        if std::env::var("TENSORFEM_CUDA_STANDIN").is_ok_and(|v| v == "1") {
+            assert!(name.contains("stand-in"), "{name}");
+        }
+    }
+    assert!(
+        ranks.contains(&0) && ranks.contains(&1),
+        "both ranks solved"
+    );
+
+    let dir = tmp.path().join("killed");
+    let config = write(tmp.path(), "killed.toml", &series_on("cuda", &dir));
+    let mut child = start_and_wait(&config, &dir, 3);
+    let pids = rank_pids(&config);
+    assert_eq!(pids.len(), 2, "two ranks running");
+    signal(pids[1], "KILL");
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "the job aborts when a rank is killed");
+    let before = journal_batches(&dir).len();
+    assert!(before < 12, "killed in the middle ({before} done)");
+    let out = run_campaign(2, &config, &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("were done before (journal)"), "{stdout}");
+    let mut all = journal_batches(&dir);
+    all.sort();
+    assert_eq!(all, (0..12).collect::<Vec<_>>(), "every batch once");
+    assert!(
+        results(&dir.join("campaign.h5")) == results(&whole.join("campaign.h5")),
+        "the resumed CUDA campaign equals the uninterrupted one bit for bit"
+    );
+
+    let cpu = tmp.path().join("cpu");
+    let config = write(tmp.path(), "cpu.toml", &series_on("cpu", &cpu));
+    let out = run_campaign(2, &config, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let name = h5::open(&cpu.join("campaign.h5"))
+        .unwrap()
+        .group("operators")
+        .unwrap()
+        .member_names()
+        .unwrap()
+        .remove(0);
+    let (on_cpu, on_cuda) = (
+        solutions(&cpu.join("campaign.h5"), &name),
+        solutions(&whole.join("campaign.h5"), &name),
+    );
+    assert_eq!(on_cpu.len(), on_cuda.len());
+    let scale = on_cpu.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let worst = on_cpu
+        .iter()
+        .zip(&on_cuda)
+        .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+    // Both refined to a relative residual of 1e-12 on a system of condition ~1e3.
+    assert!(
+        worst <= 1e-8 * scale,
+        "CUDA against CPU: {worst:e} of {scale:e}"
+    );
+}

@@ -1510,3 +1510,70 @@ fn a_stopped_single_run_exits_75_and_says_so() {
         assert!(!dir.path().join("o.h5").exists());
     }
 }
+
+/// `tensorfem run` with `backend = "cuda"` (on the CUDA stand-in in `make test`): PSC-M1
+/// refined to 1e-12, multigrid to 1e-10 and Stokes to 1e-11 each name their device and give
+/// the CPU backend's solutions within what their tolerances allow. Skipped (said on stderr)
+/// where there is no CUDA device, unless TENSORFEM_REQUIRE_CUDA=1.
+#[test]
+fn single_runs_on_cuda_give_the_cpu_solutions() {
+    if tensorfem::device::cuda::test_device().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let poisson = "[problem]\nk = [1, 3]\n[output]\npath = \"out.h5\"\n";
+    let cases = [
+        (
+            format!("[mesh]\nn = 64\nh0 = 0.125\n[solver]\nmethod = \"psc-m1\"\nprecision = \"f32\"\nrtol = 1e-12\n{poisson}"),
+            vec!["solution/u"],
+            1e-8,
+        ),
+        (
+            format!("[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\nvariant = \"DSH_MG\"\nrtol = 1e-10\n{poisson}"),
+            vec!["solution/u"],
+            1e-6,
+        ),
+        (
+            "[mesh]\nelement = \"q2-q1\"\nn = 16\n[solver]\nmethod = \"stokes\"\nprecision = \"f32\"\n\
+             rtol = 1e-11\n[output]\npath = \"out.h5\"\n"
+                .to_string(),
+            vec!["velocity/x", "velocity/y", "pressure"],
+            1e-7,
+        ),
+    ];
+    for (body, datasets, tolerance) in cases {
+        let mut solutions = Vec::new();
+        for backend in ["cuda", "cpu"] {
+            let cfg = write_config(dir.path(), &format!("backend = \"{backend}\"\n{body}"));
+            let out = run(&["run", &cfg], dir.path());
+            let stdout = text(&out.stdout);
+            assert!(out.status.success(), "{body}{stdout}{}", text(&out.stderr));
+            let device = stdout
+                .lines()
+                .find(|l| l.trim_start().starts_with("backend"))
+                .unwrap_or_else(|| panic!("no backend line: {stdout}"));
+            assert_eq!(device.split_whitespace().nth(1), Some(backend), "{device}");
+            if backend == "cuda" && std::env::var("TENSORFEM_CUDA_STANDIN").is_ok_and(|v| v == "1")
+            {
+                assert!(device.contains("stand-in"), "{device}");
+            }
+            let f = tensorfem::io::h5::open(&dir.path().join("out.h5")).unwrap();
+            let values: Vec<f64> = datasets
+                .iter()
+                .flat_map(|name| f.dataset(name).unwrap().read_raw::<f64>().unwrap())
+                .collect();
+            solutions.push(values);
+        }
+        let (cuda, cpu) = (&solutions[0], &solutions[1]);
+        assert_eq!(cuda.len(), cpu.len());
+        let scale = cpu.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let worst = cuda
+            .iter()
+            .zip(cpu)
+            .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+        assert!(
+            worst <= tolerance * scale,
+            "{body}: CUDA against CPU {worst:e} of {scale:e}"
+        );
+    }
+}
