@@ -157,6 +157,33 @@ fn start_and_wait(config: &Path, dir: &Path, done: usize) -> Child {
     child
 }
 
+/// Starts the 2-rank campaign of `config` (directory `dir`, `batches` batches), SIGKILLs
+/// rank 1 once 3 batches are journaled, and runs it again: the killed job fails in the
+/// middle without a merged file, and the resumed one journals every batch exactly once.
+fn kill_a_rank_and_resume(config: &Path, dir: &Path, batches: usize) {
+    let mut child = start_and_wait(config, dir, 3);
+    let pids = rank_pids(config);
+    assert_eq!(pids.len(), 2, "two ranks running");
+    signal(pids[1], "KILL");
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "the job aborts when a rank is killed");
+    let before = journal_batches(dir).len();
+    assert!(before < batches, "killed in the middle ({before} done)");
+    assert!(!dir.join("campaign.h5").exists());
+
+    let out = run_campaign(2, config, &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("were done before (journal)"), "{stdout}");
+    let mut all = journal_batches(dir);
+    all.sort();
+    assert_eq!(
+        all,
+        (0..batches).collect::<Vec<_>>(),
+        "every batch journaled exactly once"
+    );
+}
+
 #[test]
 fn the_same_campaign_on_1_2_and_3_ranks_gives_the_same_solutions() {
     let tmp = tempfile::tempdir().unwrap();
@@ -200,31 +227,7 @@ fn a_campaign_killed_with_sigkill_resumes_and_does_every_batch_once() {
 
     let dir = tmp.path().join("killed");
     let config = write(tmp.path(), "killed.toml", &series(&dir));
-    let mut child = start_and_wait(&config, &dir, 3);
-    let pids = rank_pids(&config);
-    assert_eq!(pids.len(), 2, "two ranks running");
-    signal(pids[1], "KILL");
-    let status = child.wait().unwrap();
-    assert!(!status.success(), "the job aborts when a rank is killed");
-    let before = journal_batches(&dir);
-    assert!(
-        before.len() < 24,
-        "killed in the middle ({} done)",
-        before.len()
-    );
-    assert!(!dir.join("campaign.h5").exists());
-
-    let out = run_campaign(2, &config, &[]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
-    assert!(stdout.contains("were done before (journal)"), "{stdout}");
-    let mut all = journal_batches(&dir);
-    all.sort();
-    assert_eq!(
-        all,
-        (0..24).collect::<Vec<_>>(),
-        "every batch journaled exactly once"
-    );
+    kill_a_rank_and_resume(&config, &dir, 24);
     assert!(
         results(&dir.join("campaign.h5")) == results(&uninterrupted.join("campaign.h5")),
         "the resumed campaign equals the uninterrupted one"
@@ -1200,21 +1203,7 @@ fn campaign_on_cuda_on_two_ranks_killed_and_resumed_equals_the_uninterrupted_run
 
     let dir = tmp.path().join("killed");
     let config = write(tmp.path(), "killed.toml", &series_on("cuda", &dir));
-    let mut child = start_and_wait(&config, &dir, 3);
-    let pids = rank_pids(&config);
-    assert_eq!(pids.len(), 2, "two ranks running");
-    signal(pids[1], "KILL");
-    let status = child.wait().unwrap();
-    assert!(!status.success(), "the job aborts when a rank is killed");
-    let before = journal_batches(&dir).len();
-    assert!(before < 12, "killed in the middle ({before} done)");
-    let out = run_campaign(2, &config, &[]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
-    assert!(stdout.contains("were done before (journal)"), "{stdout}");
-    let mut all = journal_batches(&dir);
-    all.sort();
-    assert_eq!(all, (0..12).collect::<Vec<_>>(), "every batch once");
+    kill_a_rank_and_resume(&config, &dir, 12);
     assert!(
         results(&dir.join("campaign.h5")) == results(&whole.join("campaign.h5")),
         "the resumed CUDA campaign equals the uninterrupted one bit for bit"
