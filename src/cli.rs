@@ -404,6 +404,20 @@ pub struct MachineArgs {
     /// auto: the GPU where there is one.
     #[arg(long, default_value = "cpu", value_parser = parse_backend)]
     pub backend: BackendChoice,
+    /// m = n = k of the GEMM ceilings in every precision, 1 to 16384 (default: 2048 on the
+    /// CPU, 1536 in f64; 8192 on a GPU, 4096 in f64: each large enough for the peak).
+    /// Smaller sizes give quick checks that fall short of the peak.
+    #[arg(long, value_parser = parse_gemm_size)]
+    pub gemm_size: Option<usize>,
+}
+
+/// `--gemm-size`: the operands (size² values each) are filled on the host first, so the
+/// bound keeps them at 2 GiB.
+fn parse_gemm_size(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(size @ 1..=16384) => Ok(size),
+        _ => Err(format!("{s:?} is not a GEMM size from 1 to 16384")),
+    }
 }
 
 fn parse_backend(s: &str) -> Result<BackendChoice, String> {
@@ -458,6 +472,9 @@ pub struct PscBenchArgs {
     /// Timed solves after one untimed warm-up (at least this many, and at least 2 s).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
+    /// m = n = k of the GEMM peak the rows are measured against, as for `bench machine`.
+    #[arg(long, value_parser = parse_gemm_size)]
+    pub gemm_size: Option<usize>,
     /// Also factor the matrix with the sparse Cholesky reference (f64) and time its solve
     /// of the same block side by side (the factorisation reported apart, excluded).
     #[arg(long)]

@@ -729,6 +729,23 @@ fn bench_commands_print_their_json_keys() {
         ["scalar", "avx2", "avx512"].contains(&m["simd"].as_str().unwrap_or("")),
         "simd in {m}"
     );
+    assert_eq!(m["gemm_size"].as_u64(), Some(2048), "the default size: {m}");
+    // A quick check at a given GEMM size; sizes outside 1 to 16384 refused by name.
+    let small = json(&run(
+        &["bench", "machine", "--json", "--gemm-size", "128"],
+        dir.path(),
+    ));
+    assert_eq!(small["gemm_size"].as_u64(), Some(128), "{small}");
+    assert!(small["gemm_gflops_f16"].as_f64().is_some_and(|v| v > 0.0));
+    for bad in ["0", "16385", "big"] {
+        let out = run(&["bench", "machine", "--gemm-size", bad], dir.path());
+        assert_eq!(out.status.code(), Some(2), "--gemm-size {bad}");
+        assert!(
+            text(&out.stderr).contains("is not a GEMM size from 1 to 16384"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
     // The same small problem, with more arguments each time.
     let psc = |extra: &[&str]| {
         let base = [

@@ -19,6 +19,8 @@ pub struct MachineCeilings {
     /// Σ a over one 2^25-entry f64 array: the ceiling of kernels that only read (the SYMV
     /// of PSC with one right-hand side), which no write traffic slows.
     pub read_gbs: f64,
+    /// m = n = k of the GEMMs below (f64's at [`gemm_ceiling_size`]).
+    pub gemm_size: usize,
     pub gemm_gflops_f64: f64,
     pub gemm_gflops_f32: f64,
     /// f32 operands rounded to TF32 tile by tile, f32 arithmetic (the CPU's emulation of
@@ -164,19 +166,32 @@ pub fn device_transfer_gbs<D: Device>(dev: &D, len: usize) -> (f64, f64) {
     (bytes / up / 1e9, bytes / down / 1e9)
 }
 
-fn gemm_of(p: Precision, size: usize) -> f64 {
-    device_gemm_gflops(&Cpu::new(), p, size)
+/// Where the GEMM ceilings are measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GemmSite {
+    Host,
+    Gpu,
 }
 
-/// GEMM GFLOP/s for square products large enough to run at peak.
-pub fn gemm_gflops(p: Precision) -> f64 {
-    match p {
-        Precision::F64 => gemm_of(p, 1536),
-        _ => gemm_of(p, 2048),
+/// The m = n = k of the GEMM ceiling in `p`: `given` (`--gemm-size`) where set, else a
+/// size large enough to run at the peak — 2048 on the host, 8192 on a GPU, f64 at 3/4
+/// and 1/2 of them (its products are slower, and a GPU's f64 peak comes sooner).
+pub fn gemm_ceiling_size(site: GemmSite, p: Precision, given: Option<usize>) -> usize {
+    match (given, site, p) {
+        (Some(size), _, _) => size,
+        (None, GemmSite::Host, Precision::F64) => 1536,
+        (None, GemmSite::Host, _) => 2048,
+        (None, GemmSite::Gpu, Precision::F64) => 4096,
+        (None, GemmSite::Gpu, _) => 8192,
     }
 }
 
-pub fn measure_machine() -> MachineCeilings {
+/// The host's GEMM GFLOP/s in `p` (the CPU device's), at [`gemm_ceiling_size`].
+pub fn gemm_gflops(p: Precision, given: Option<usize>) -> f64 {
+    device_gemm_gflops(&Cpu::new(), p, gemm_ceiling_size(GemmSite::Host, p, given))
+}
+
+pub fn measure_machine(gemm_size: Option<usize>) -> MachineCeilings {
     MachineCeilings {
         threads: rayon::current_num_threads(),
         simd: crate::device::cpu::simd::level().name(),
@@ -184,19 +199,23 @@ pub fn measure_machine() -> MachineCeilings {
         // hands back the triad's pages, split into 4 KiB ones).
         read_gbs: read_gbs(),
         triad_gbs: triad_gbs(),
-        gemm_gflops_f64: gemm_gflops(Precision::F64),
-        gemm_gflops_f32: gemm_gflops(Precision::F32),
-        gemm_gflops_tf32: gemm_gflops(Precision::Tf32),
-        gemm_gflops_f16: gemm_gflops(Precision::F16),
+        gemm_size: gemm_ceiling_size(GemmSite::Host, Precision::F32, gemm_size),
+        gemm_gflops_f64: gemm_gflops(Precision::F64, gemm_size),
+        gemm_gflops_f32: gemm_gflops(Precision::F32, gemm_size),
+        gemm_gflops_tf32: gemm_gflops(Precision::Tf32, gemm_size),
+        gemm_gflops_f16: gemm_gflops(Precision::F16, gemm_size),
     }
 }
 
-/// A GPU's ceilings: device copy bandwidth and cuBLAS GEMM rates at 8192³ (f64 at 4096³).
+/// A GPU's ceilings: device copy bandwidth and cuBLAS GEMM rates (at 8192³, f64 at 4096³,
+/// unless `--gemm-size` says otherwise).
 #[derive(Clone, Debug, Serialize)]
 pub struct DeviceCeilings {
     pub device: String,
     /// Bytes read plus bytes written per second, 2^28 f32 values.
     pub copy_gbs: f64,
+    /// m = n = k of the GEMMs below (f64's at [`gemm_ceiling_size`]).
+    pub gemm_size: usize,
     pub gemm_gflops_f64: f64,
     pub gemm_gflops_f32: f64,
     /// f32 operands on Tensor Cores in TF32, f32 accumulation and result.
@@ -209,23 +228,32 @@ pub struct DeviceCeilings {
     pub device_to_host_gbs: f64,
 }
 
-pub fn measure_device<D: DenseKernels + VectorKernels>(dev: &D) -> DeviceCeilings {
+pub fn measure_device<D: DenseKernels + VectorKernels>(
+    dev: &D,
+    gemm_size: Option<usize>,
+) -> DeviceCeilings {
     let (host_to_device_gbs, device_to_host_gbs) = device_transfer_gbs(dev, 1 << 27);
+    let gemm = |p| device_gemm_gflops(dev, p, gemm_ceiling_size(GemmSite::Gpu, p, gemm_size));
     DeviceCeilings {
         device: dev.name(),
         copy_gbs: device_copy_gbs(dev, 1 << 28),
-        gemm_gflops_f64: device_gemm_gflops(dev, Precision::F64, 4096),
-        gemm_gflops_f32: device_gemm_gflops(dev, Precision::F32, 8192),
-        gemm_gflops_tf32: device_gemm_gflops(dev, Precision::Tf32, 8192),
-        gemm_gflops_f16: device_gemm_gflops(dev, Precision::F16, 8192),
+        gemm_size: gemm_ceiling_size(GemmSite::Gpu, Precision::F32, gemm_size),
+        gemm_gflops_f64: gemm(Precision::F64),
+        gemm_gflops_f32: gemm(Precision::F32),
+        gemm_gflops_tf32: gemm(Precision::Tf32),
+        gemm_gflops_f16: gemm(Precision::F16),
         host_to_device_gbs,
         device_to_host_gbs,
     }
 }
 
 /// `tensorfem bench machine --backend cuda`: the GPU's ceilings.
-pub fn report_device<D: DenseKernels + VectorKernels>(dev: &D, json: bool) {
-    let m = measure_device(dev);
+pub fn report_device<D: DenseKernels + VectorKernels>(
+    dev: &D,
+    gemm_size: Option<usize>,
+    json: bool,
+) {
+    let m = measure_device(dev, gemm_size);
     if json {
         println!(
             "{}",
@@ -236,6 +264,11 @@ pub fn report_device<D: DenseKernels + VectorKernels>(dev: &D, json: bool) {
         println!(
             "  device copy           {:8.1} GB/s (read + write)",
             m.copy_gbs
+        );
+        println!(
+            "  GEMM m = n = k        {:8} (f64: {})",
+            m.gemm_size,
+            gemm_ceiling_size(GemmSite::Gpu, Precision::F64, gemm_size)
         );
         println!("  GEMM f64              {:8.1} GFLOP/s", m.gemm_gflops_f64);
         println!("  GEMM f32              {:8.1} GFLOP/s", m.gemm_gflops_f32);
@@ -256,8 +289,8 @@ pub fn report_device<D: DenseKernels + VectorKernels>(dev: &D, json: bool) {
 }
 
 /// `tensorfem bench machine`: the ceilings as a table or one JSON object.
-pub fn report(json: bool) {
-    let m = measure_machine();
+pub fn report(gemm_size: Option<usize>, json: bool) {
+    let m = measure_machine(gemm_size);
     if json {
         println!(
             "{}",
@@ -267,6 +300,11 @@ pub fn report(json: bool) {
         println!("machine ceilings ({} threads, SIMD {})", m.threads, m.simd);
         println!("  triad bandwidth       {:8.1} GB/s", m.triad_gbs);
         println!("  read bandwidth        {:8.1} GB/s", m.read_gbs);
+        println!(
+            "  GEMM m = n = k        {:8} (f64: {})",
+            m.gemm_size,
+            gemm_ceiling_size(GemmSite::Host, Precision::F64, gemm_size)
+        );
         println!("  GEMM f64              {:8.1} GFLOP/s", m.gemm_gflops_f64);
         println!("  GEMM f32              {:8.1} GFLOP/s", m.gemm_gflops_f32);
         println!(

@@ -29,11 +29,11 @@ pub fn dispatch(command: &BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Machine(a) => match cuda_device(a.backend)? {
             Some(dev) => {
-                machine::report_device(&dev, a.json);
+                machine::report_device(&dev, a.gemm_size, a.json);
                 Ok(())
             }
             None => {
-                machine::report(a.json);
+                machine::report(a.gemm_size, a.json);
                 Ok(())
             }
         },

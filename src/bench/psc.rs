@@ -9,6 +9,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::machine::{gemm_ceiling_size, GemmSite};
 use super::{cuda_device, device_copy_gbs, device_gemm_gflops, gemm_gflops, time_runs, triad_gbs};
 use crate::cli::PscBenchArgs;
 use crate::device::{
@@ -50,6 +51,8 @@ pub struct PscBenchParams {
     pub reference: bool,
     /// Time each stage of the apply (marks in the device's queue).
     pub stages: bool,
+    /// m = n = k of the GEMM peak (None: [`gemm_ceiling_size`]'s default).
+    pub gemm_size: Option<usize>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -560,9 +563,10 @@ pub fn bench_psc(
     let setup_seconds = t.elapsed().as_secs_f64();
     match &device {
         None => {
+            let gemm = |p| gemm_gflops(p, params.gemm_size);
             let ceilings = Ceilings {
                 bandwidth: "triad",
-                gemm: &gemm_gflops,
+                gemm: &gemm,
                 memory: &triad_gbs,
             };
             let rows = |p: &PscBenchParams| {
@@ -578,7 +582,10 @@ pub fn bench_psc(
             precision_groups(params, precisions, widths, &ceilings, rows, &mut row)
         }
         Some(dev) => {
-            let gemm = |p| device_gemm_gflops(dev, p, 8192);
+            let gemm = |p| {
+                let size = gemm_ceiling_size(GemmSite::Gpu, p, params.gemm_size);
+                device_gemm_gflops(dev, p, size)
+            };
             let memory = || device_copy_gbs(dev, 1 << 28);
             let ceilings = Ceilings {
                 bandwidth: "device copy",
@@ -759,6 +766,7 @@ pub fn report(a: &PscBenchArgs) -> Result<()> {
         runs: a.runs as usize,
         reference: a.reference,
         stages: a.stages,
+        gemm_size: a.gemm_size,
     };
     bench_psc(&params, &precisions, &a.nrhs, |r| print(&r, a.json))
 }
