@@ -7,8 +7,8 @@
 #           tests/gpu.rs (every kernel against the CPU backend), every `::cuda` variant of
 #           the device tests (tests/kernels.rs, psc.rs, mg.rs, mg_meshes.rs, stokes.rs) but
 #           those of SLOW, `tensorfem run` with backend = "cuda" (single runs, and a
-#           campaign on 2 ranks killed and resumed) and bench smoke runs with
-#           `--backend cuda`: about 6 minutes on 2 cores
+#           campaign on 2 ranks killed and resumed), bench smoke runs with
+#           `--backend cuda`, and the GPU bundle's test runner: about 7 minutes on 2 cores
 #   --all   SLOW too (over 5 minutes on the stand-in, where its CPU variant takes seconds)
 #
 # Only this script puts the stand-in (target/cuda-standin: libcuda.so, libcublas.so,
@@ -84,6 +84,29 @@ smoke bench machine --gemm-size 256
 smoke bench psc --n 32 --n0 8 --nrhs 1,8 --precision f16 --runs 1 --gemm-size 256
 smoke bench mg --dim 2 --n 32 --variant D_MG,H_MG
 smoke bench stokes --n 16
+
+# The GPU bundle (jobs/bundle-gpu.sh) and the test part of its runner (jobs/gpu-checks.sh)
+# as a GPU machine runs them, here on the stand-in: the bundle's own binaries, libraries and
+# PTX, three of its six test binaries (all of them ran above from cargo).
+bundle_runner() {
+  local checks=$out/gpu-checks runner=(gpu kernels mg_meshes)
+  rm -rf "$checks"
+  jobs/bundle-gpu.sh target/bundle > "$part" 2>&1 &&
+    (unset TENSORFEM_PTX_DIR && OUT=$checks PARTS=tests TESTS="${runner[*]}" DEADLINE=400 \
+      jobs/gpu-checks.sh) >> "$part" 2>&1 &&
+    cat "$checks/00-device.txt" "$checks/10-test-gpu.txt" >> "$part" &&
+    grep -q "stand-in" "$checks/00-device.txt" &&
+    (($(grep -c '^test-[a-z_]*: exit 0,' "$checks/99-steps.txt") == ${#runner[@]})) &&
+    (($(grep -c '^test result: ok' "$checks/10-test-gpu.txt") == ${#runner[@]}))
+}
+if bundle_runner; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+  echo "cuda stand-in: failed: the bundle's test runner (jobs/gpu-checks.sh)" >&2
+  tail -5 "$part" >&2
+fi
+cat "$part" >> "$log"
 
 grep -E '^test .*FAILED|^---- |panicked|^selftest: FAILED' -A2 "$log" | head -40 >&2
 skipped=$((${#skip[@]} / 2))

@@ -30,6 +30,8 @@
 #     the GPU: 4096 time steps in batches of 1024, M1 f16 inside f64 refinement to 1e-10, on
 #     one rank and on two sharing the GPU, with the solver alone beside it; its table by
 #     `python3 scripts/bench/table.py throughput`, which needs h5py)
+#   TESTS     the test binaries of the tests part (default: gpu kernels psc mg mg_meshes
+#             stokes)
 #   CAMPAIGN_N, CAMPAIGN_STEPS, CAMPAIGN_BATCH, CAMPAIGN_BACKEND  the campaign part's size
 #     and device (CAMPAIGN_BACKEND=cpu tries the part on a machine without a GPU)
 # Runtime: at most DEADLINE seconds (recorded runs on an H200: 1–8 minutes, by the parts).
@@ -47,14 +49,15 @@ parts=" ${PARTS:-tests bench wide refine} "
 mkdir -p "$out"
 touch "$out/10-test-gpu.txt"
 work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 tar -xzf target/bundle/tensorfem-gpu.tar.gz -C "$work"
 b="$work/tensorfem-gpu"
 log="$out/99-steps.txt"
 cache="$work/cache"
 
 # cuBLAS where the loader does not already find it (a toolkit outside /usr/local/cuda, or
-# the one inside a Python environment's nvidia wheels).
-if ! ldconfig -p | grep -q 'libcublas\.so\.13' && [[ ! -e /usr/local/cuda/lib64/libcublas.so.13 ]]; then
+# the one inside a Python environment's nvidia wheels); the CUDA stand-in brings its own.
+if [[ ${TENSORFEM_CUDA_STANDIN:-} != 1 ]] && ! ldconfig -p | grep -q 'libcublas\.so\.13' && [[ ! -e /usr/local/cuda/lib64/libcublas.so.13 ]]; then
   found=$(find /usr /opt -name 'libcublas.so.13' 2>/dev/null | head -1)
   [[ -n "$found" ]] && export LD_LIBRARY_PATH="$(dirname "$found")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
@@ -82,7 +85,7 @@ step device 20 "$out/00-device.txt" bash -c "nvidia-smi; echo LD_LIBRARY_PATH=\$
 # test binary that meets an illegal address runs again under compute-sanitizer, which names
 # the kernel and the access (the context is lost after the first one).
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-[[ $parts == *" tests "* ]] && for t in gpu kernels psc mg mg_meshes stokes; do
+[[ $parts == *" tests "* ]] && for t in ${TESTS:-gpu kernels psc mg mg_meshes stokes}; do
   filter=()
   [[ $t != gpu ]] && filter=(cuda)
   tests="source $b/env.sh; export TENSORFEM_REQUIRE_CUDA=1 RUST_BACKTRACE=1;"
