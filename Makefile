@@ -52,6 +52,7 @@ test: deps-test lint
 	  $(CARGO) test --release
 	python3 postprocess/test_tensorfem_h5.py $(BIN)
 	python3 postprocess/test_build_rhs.py $(BIN)
+	python3 scripts/test_compare_test_outputs.py
 	@set -o pipefail; if [[ $${TENSORFEM_NO_NVRTC:-0} != 1 ]]; then $(BIN) kernels --arch sm_90 | tail -1; fi
 	@if [[ $${TENSORFEM_NO_NVRTC:-0} == 1 ]]; then echo "cuda stand-in: skipped (TENSORFEM_NO_NVRTC=1: no PTX to run)"; \
 	elif $(BIN) info 2>/dev/null | grep -q "device 0:"; then echo "cuda stand-in: skipped, this machine has a GPU (make test-gpu)"; \

@@ -197,6 +197,18 @@ bool parse_entry(const std::string &ptx, size_t at, Kernel &k, std::string &erro
     k.types.push_back(t);
   }
   size_t body = ptx.find('{', close);
+  // The directives between the parameters and the body: __launch_bounds__ is `.maxntid`.
+  std::string directives = ptx.substr(close, body - close);
+  for (const char *bound : {".maxntid", ".reqntid"}) {
+    size_t at = directives.find(bound);
+    if (at == std::string::npos) continue;
+    unsigned x = 1, y = 1, z = 1;
+    if (std::sscanf(directives.c_str() + at + std::strlen(bound), " %u , %u , %u", &x, &y, &z) < 1) {
+      error = std::string("unreadable ") + bound;
+      return false;
+    }
+    k.max_threads = std::min(k.max_threads, x * y * z);
+  }
   int depth = 0;
   size_t end = body;
   for (; end < ptx.size(); end++) {
@@ -488,6 +500,38 @@ CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, Stream 
   return cuMemsetD8_v2(dst, value, n);
 }
 
+// Each kernel's registers a thread from ptxas's report, when TENSORFEM_CUDA_STANDIN_RESOURCES
+// names the table `tensorfem kernels --arch sm_90` printed (rows: kernel, registers, spill
+// bytes, shared bytes); empty without it. An unreadable file is reported and makes every
+// module load fail, rather than launches go unchecked.
+struct PtxasRegisters {
+  std::map<std::string, unsigned> table;
+  std::string failure;
+};
+
+const PtxasRegisters &ptxas_registers() {
+  static const PtxasRegisters loaded = [] {
+    PtxasRegisters r;
+    const char *path = std::getenv("TENSORFEM_CUDA_STANDIN_RESOURCES");
+    if (!path) return r;
+    FILE *f = std::fopen(path, "r");
+    if (!f) {
+      r.failure = std::string("TENSORFEM_CUDA_STANDIN_RESOURCES: cannot read ") + path;
+      return r;
+    }
+    char line[512], name[256];
+    unsigned registers, spills, shared;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "%255s %u %u %u", name, &registers, &spills, &shared) == 4)
+        r.table[name] = registers;
+    std::fclose(f);
+    if (r.table.empty())
+      r.failure = std::string("TENSORFEM_CUDA_STANDIN_RESOURCES: no kernel rows in ") + path;
+    return r;
+  }();
+  return loaded;
+}
+
 // A module is PTX text; each `.entry` must be a kernel of the host build of the same
 // kernel file, and that file's host kernels must all be entries.
 CUresult cuModuleLoadData(Module **module, const void *image) {
@@ -498,6 +542,11 @@ CUresult cuModuleLoadData(Module **module, const void *image) {
       ptx.find(".target sm_9") == std::string::npos) {
     report("a module not compiled for sm_90 (no `.target sm_90`)");
     return CUDA_ERROR_INVALID_PTX;
+  }
+  const PtxasRegisters &ptxas = ptxas_registers();
+  if (!ptxas.failure.empty()) {
+    report(ptxas.failure);
+    return CUDA_ERROR_INVALID_IMAGE;
   }
   auto *m = new Module();
   std::string file;
@@ -530,6 +579,16 @@ CUresult cuModuleLoadData(Module **module, const void *image) {
       delete k;
       delete m;
       return CUDA_ERROR_INVALID_PTX;
+    }
+    if (!ptxas.table.empty()) {
+      auto found = ptxas.table.find(name);
+      if (found == ptxas.table.end()) {
+        report("kernel " + name + " is not in ptxas's report (TENSORFEM_CUDA_STANDIN_RESOURCES)");
+        delete k;
+        delete m;
+        return CUDA_ERROR_INVALID_IMAGE;
+      }
+      k->registers = found->second;
     }
     m->kernels[name] = k;
   }
@@ -577,6 +636,17 @@ CUresult cuLaunchKernel(Kernel *f, unsigned gx, unsigned gy, unsigned gz, unsign
   if (gx == 0 || gy == 0 || gz == 0 || threads == 0 || threads > 1024 || bx > 1024 ||
       by > 1024 || bz > 64 || gy > 65535 || gz > 65535 || gx > 2147483647u)
     return CUDA_ERROR_INVALID_VALUE;
+  // Over the kernel's launch bounds, or its registers (allocated per warp, 8 a thread at a
+  // time) over sm_90's 65536 a block: the driver refuses "too many resources requested".
+  unsigned long long warps = (threads + 31) / 32, per_thread = (f->registers + 7) / 8 * 8;
+  if (threads > f->max_threads || warps * 32 * per_thread > 65536) {
+    report("kernel " + f->name + ": a block of " + std::to_string(threads) + " threads is over " +
+           (threads > f->max_threads
+                ? "its launch bounds (" + std::to_string(f->max_threads) + " threads)"
+                : "sm_90's 65536 registers a block: " + std::to_string(warps * 32 * per_thread) +
+                      " at " + std::to_string(f->registers) + " a thread (ptxas)"));
+    return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  }
   if (shared_bytes > 0) {
     report("kernel " + f->name + ": dynamic shared memory is not modelled");
     return CUDA_ERROR_NOT_SUPPORTED;

@@ -8,7 +8,8 @@
 #           the device tests (tests/kernels.rs, psc.rs, mg.rs, mg_meshes.rs, stokes.rs) but
 #           those of SLOW, `tensorfem run` with backend = "cuda" (single runs, and a
 #           campaign on 2 ranks killed and resumed), bench smoke runs with
-#           `--backend cuda`, and the GPU bundle's test runner: about 7 minutes on 2 cores
+#           `--backend cuda`, and the GPU bundle's test runner (its tests' seeded outputs
+#           compared with the cargo run's): about 7 minutes on 2 cores
 #   --all   SLOW too (over 5 minutes on the stand-in, where its CPU variant takes seconds)
 #
 # Only this script puts the stand-in (target/cuda-standin: libcuda.so, libcublas.so,
@@ -27,12 +28,19 @@ root=$(pwd)
 out=$root/target/cuda-standin
 make -s -C cuda-standin OUT="$out" || exit 1
 cargo build --release --quiet || exit 1
-target/release/tensorfem kernels --arch sm_90 --ptx-dir "$out/ptx" > /dev/null || exit 1
+# ptxas's registers of each kernel, which the stand-in holds launches to.
+mkdir -p "$out/ptx"
+target/release/tensorfem kernels --arch sm_90 --ptx-dir "$out/ptx" > "$out/ptx/resources.txt" || exit 1
 
 export LD_LIBRARY_PATH="$out${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TENSORFEM_CUDA_STANDIN=1 TENSORFEM_REQUIRE_CUDA=1 TENSORFEM_PTX_DIR=$out/ptx
 # Two devices, so that a campaign's two ranks each bind to their own (local_rank % devices).
 export TENSORFEM_CUDA_STANDIN_DEVICES=2
+export TENSORFEM_CUDA_STANDIN_RESOURCES=$out/ptx/resources.txt
+# The CUDA tests' seeded outputs (tests/common/outputs.rs), compared below with those of
+# the bundle's test runner.
+export TENSORFEM_TEST_OUTPUTS=$out/test-outputs
+rm -rf "$TENSORFEM_TEST_OUTPUTS"
 log=$out/tests.log
 : > "$log"
 start=$SECONDS
@@ -87,7 +95,8 @@ smoke bench stokes --n 16
 
 # The GPU bundle (jobs/bundle-gpu.sh) and the test part of its runner (jobs/gpu-checks.sh)
 # as a GPU machine runs them, here on the stand-in: the bundle's own binaries, libraries and
-# PTX, three of its six test binaries (all of them ran above from cargo).
+# PTX, three of its six test binaries (all of them ran above from cargo). Their seeded
+# outputs, brought back as a GPU run's are, must agree with the cargo run's.
 bundle_runner() {
   local checks=$out/gpu-checks runner=(gpu kernels mg_meshes)
   rm -rf "$checks"
@@ -97,7 +106,10 @@ bundle_runner() {
     cat "$checks/00-device.txt" "$checks/10-test-gpu.txt" >> "$part" &&
     grep -q "stand-in" "$checks/00-device.txt" &&
     (($(grep -c '^test-[a-z_]*: exit 0,' "$checks/99-steps.txt") == ${#runner[@]})) &&
-    (($(grep -c '^test result: ok' "$checks/10-test-gpu.txt") == ${#runner[@]}))
+    (($(grep -c '^test result: ok' "$checks/10-test-gpu.txt") == ${#runner[@]})) &&
+    tar -xzf "$checks/11-test-outputs.tar.gz" -C "$checks" &&
+    python3 scripts/compare-test-outputs.py "$checks/test-outputs" "$TENSORFEM_TEST_OUTPUTS" \
+      >> "$part" 2>&1
 }
 if bundle_runner; then
   passed=$((passed + 1))

@@ -1,10 +1,13 @@
 // The stand-in's own checks, each case in a child process (an illegal address is sticky
 // for the process, as on a GPU): through the driver API, with the PTX NVRTC compiled for
 // kernels/vector.cu, each fault must fail with the driver's error code and a report
-// naming what the issue is. Prints one line per case and `selftest: N passed, M failed`.
+// naming what the issue is; a barrier not every thread reaches, through the launch
+// executor with a kernel of selftest_kernels.cu. Prints one line per case and
+// `selftest: N passed, M failed`.
 //
-// Usage: selftest PTX_DIR   (with the stand-in's libcuda.so on the loader path and
-//                            TENSORFEM_CUDA_STANDIN=1)
+// Usage: selftest PTX_DIR   (with the stand-in's libcuda.so on the loader path,
+//                            TENSORFEM_CUDA_STANDIN=1, and PTX_DIR/resources.txt the table
+//                            `tensorfem kernels --arch sm_90` printed)
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +19,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "standin.h"
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -34,13 +39,14 @@ CUresult cuModuleLoadData(Module **, const void *);
 CUresult cuModuleGetFunction(Kernel **, Module *, const char *);
 CUresult cuLaunchKernel(Kernel *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, void *, void **, void **);
+void return_before_barrier(double *);
 }
 
 namespace {
 
-constexpr CUresult kInvalidValue = 1, kIllegalAddress = 700;
+constexpr CUresult kInvalidValue = 1, kIllegalAddress = 700, kOutOfResources = 701;
 std::string ptx_dir;
-Kernel *fill_f64 = nullptr;
+Kernel *fill_f64 = nullptr, *column_stats_f64 = nullptr;
 
 // Fails the case (the child exits 1) with what went wrong.
 void expect(bool ok, const std::string &what) {
@@ -62,6 +68,26 @@ void set_up() {
   Module *vector = nullptr;
   expect(cuModuleLoadData(&vector, text.str().c_str()) == 0, "vector.ptx does not load");
   expect(cuModuleGetFunction(&fill_f64, vector, "fill_f64") == 0, "no fill_f64");
+  expect(cuModuleGetFunction(&column_stats_f64, vector, "column_stats_f64") == 0,
+         "no column_stats_f64");
+}
+
+// Points TENSORFEM_CUDA_STANDIN_RESOURCES at ptxas's report with fill_f64's registers
+// replaced by `registers` (before set_up: the stand-in reads it once).
+void report_fill_registers(unsigned registers) {
+  std::ifstream file(ptx_dir + "/resources.txt");
+  expect(file.good(), "no " + ptx_dir + "/resources.txt");
+  std::string line, table;
+  while (std::getline(file, line)) {
+    if (line.rfind("fill_f64 ", 0) == 0) line = "fill_f64 " + std::to_string(registers) + " 0 0";
+    table += line + "\n";
+  }
+  char path[] = "/tmp/selftest-resources-XXXXXX";
+  int fd = mkstemp(path);
+  expect(fd >= 0 && write(fd, table.data(), table.size()) == (ssize_t)table.size(),
+         "cannot write a resources table");
+  close(fd);
+  setenv("TENSORFEM_CUDA_STANDIN_RESOURCES", path, 1);
 }
 
 CUdeviceptr allocate(size_t bytes) {
@@ -77,11 +103,13 @@ CUresult fill(CUdeviceptr x, unsigned long long n, double v) {
   return cuLaunchKernel(fill_f64, blocks, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
 }
 
-// A case: its name, what it does (in the child), the words its report must hold.
+// A case: its name, what it does (in the child), the words its report must hold, and what
+// to do in the child before the driver is set up.
 struct Case {
   const char *name;
   std::function<void()> body;
   std::vector<const char *> report;
+  std::function<void()> prepare = [] {};
 };
 
 const std::vector<Case> cases = {
@@ -143,6 +171,49 @@ const std::vector<Case> cases = {
        expect(fill(x, 16, 1.0) == 0, "a refused launch is not sticky");
      },
      {}},
+    {"a launch over a kernel's launch bounds is refused",
+     [] {
+       void *params[8] = {};
+       expect(cuLaunchKernel(column_stats_f64, 1, 1, 1, 512, 1, 1, 0, nullptr, params,
+                             nullptr) == kOutOfResources,
+              "512 threads for __launch_bounds__(256): no CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES");
+     },
+     {"kernel column_stats_f64: a block of 512 threads is over its launch bounds (256 threads)"}},
+    {"a launch over sm_90's registers at ptxas's count is refused",
+     [] {
+       CUdeviceptr x = allocate(1 << 16);
+       unsigned long long n = 512;
+       double v = 1.0;
+       void *params[] = {&x, &n, &v};
+       expect(cuLaunchKernel(fill_f64, 1, 1, 1, 512, 1, 1, 0, nullptr, params, nullptr) ==
+                  kOutOfResources,
+              "512 threads of 255 registers: no CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES");
+       expect(cuLaunchKernel(fill_f64, 2, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr) == 0,
+              "256 threads of 255 registers were refused");
+     },
+     {"kernel fill_f64: a block of 512 threads is over sm_90's 65536 registers a block: "
+      "131072 at 255 a thread (ptxas)"},
+     [] { report_fill_registers(255); }},
+    {"a barrier that not every thread of a block reaches fails the launch",
+     [] {
+       standin::Kernel k;
+       k.name = "return_before_barrier";
+       k.function = reinterpret_cast<void *>(&return_before_barrier);
+       k.types = {&ffi_type_uint64};
+       k.cooperative = true;
+       expect(ffi_prep_cif(&k.cif, FFI_DEFAULT_ABI, 1, &ffi_type_void, k.types.data()) ==
+                  FFI_OK,
+              "libffi cannot call it");
+       CUdeviceptr x = allocate(64 * 8);
+       void *params[] = {&x};
+       std::string error;
+       expect(standin::launch(k, {1, 1, 1}, {64, 1, 1}, params, error) ==
+                  standin::Launched::Failed,
+              "the launch did not fail");
+       std::printf("%s\n", error.c_str());
+     },
+     {"a barrier that not every thread reaches in block (0,0,0) of kernel "
+      "return_before_barrier: 32 threads wait, 32 have returned"}},
     {"fresh device memory reads as NaN in every width",
      [] {
        CUdeviceptr x = allocate(64);
@@ -169,6 +240,7 @@ bool run(const Case &c, std::string &output) {
     close(pipe_ends[0]);
     dup2(pipe_ends[1], 1);
     dup2(pipe_ends[1], 2);
+    c.prepare();
     set_up();
     c.body();
     std::fflush(stdout);

@@ -27,6 +27,8 @@ struct Kernel {
   std::vector<ffi_type *> types;
   ffi_cif cif;
   bool cooperative = false;  // has barriers or warp operations: run threads as fibers
+  unsigned max_threads = 1024;  // its launch bounds (.maxntid or .reqntid), else sm_90's
+  unsigned registers = 0;       // a thread's registers as ptxas reported them (0: not known)
 };
 
 struct Dim {

@@ -16,7 +16,8 @@
 #   DEADLINE  seconds the whole may take (default 360)
 #   OUT       output directory (default out/gpu-checks)
 #   PARTS     the parts to run (default "tests bench wide refine"):
-#     tests (the CUDA tests), bench (ceilings and the Q1 PSC table: every precision, 1, 64
+#     tests (the CUDA tests; their seeded outputs in 11-test-outputs.tar.gz, for
+#     scripts/compare-test-outputs.py), bench (ceilings and the Q1 PSC table: every precision, 1, 64
 #     and 1024 columns), wide (4096 columns too), p1 (the table for P1), refine (PSC-IR to
 #     1e-10 around M1 at the first size and around M3 at h = 1/1024), profile (the time of
 #     every kernel of one f16 M1 apply on 1024 columns, by Nsight Compute, and of one apply on
@@ -88,7 +89,8 @@ sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-san
 [[ $parts == *" tests "* ]] && for t in ${TESTS:-gpu kernels psc mg mg_meshes stokes}; do
   filter=()
   [[ $t != gpu ]] && filter=(cuda)
-  tests="source $b/env.sh; export TENSORFEM_REQUIRE_CUDA=1 RUST_BACKTRACE=1;"
+  tests="source $b/env.sh; export TENSORFEM_REQUIRE_CUDA=1 RUST_BACKTRACE=1"
+  tests+=" TENSORFEM_TEST_OUTPUTS=$work/test-outputs TENSORFEM_TEST_OUTPUTS_LIMIT=4096;"
   before=$(wc -l < "$out/10-test-gpu.txt" 2>/dev/null || echo 0)
   step "test-$t" 120 "$out/10-test-gpu.txt" bash -c "$tests $b/tests/$t --test-threads=1 ${filter[*]}"
   if tail -n +$((before + 1)) "$out/10-test-gpu.txt" | grep -q ILLEGAL_ADDRESS && [[ -x $sanitizer ]]; then
@@ -96,6 +98,10 @@ sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-san
       "$tests $sanitizer --tool memcheck --print-limit 8 $b/tests/$t --test-threads=1 ${filter[*]}"
   fi
 done
+# The tests' seeded outputs (about 4096 entries of each, so that the archive stays a few
+# MiB) in one archive, to compare with another run's (scripts/compare-test-outputs.py),
+# e.g. the CUDA stand-in's.
+[[ -d $work/test-outputs ]] && tar -czf "$out/11-test-outputs.tar.gz" -C "$work" test-outputs
 # bench_psc NAME LIMIT FILE ARGS…: one `bench psc` on the GPU with the shared operator
 # cache (lists of --nrhs and --precision give a row each after one set-up).
 bench_psc() {

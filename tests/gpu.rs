@@ -47,8 +47,10 @@ fn random(seed: u64, len: usize) -> Vec<f64> {
     (0..len).map(|_| rng.random_range(-1.0..1.0)).collect()
 }
 
-/// Asserts `got` ≈ `want` entry by entry, relative to the largest magnitude of `want`.
-fn close(what: &str, got: &[f64], want: &[f64], tol: f64) {
+/// Asserts `got` (computed in `p` on the GPU) ≈ `want` entry by entry, relative to the
+/// largest magnitude of `want`; `got` is recorded as a seeded output (tests/common/outputs.rs).
+fn close(what: &str, p: Precision, got: &[f64], want: &[f64], tol: f64) {
+    common::outputs::record(what, p, tol, got);
     assert_eq!(got.len(), want.len(), "{what}: lengths");
     let scale = want.iter().fold(1e-300f64, |m, v| m.max(v.abs()));
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
@@ -80,11 +82,12 @@ fn stats_of<D: Device>(dev: &D, stats: &mut Stats<D>) -> Vec<f64> {
 /// Named results of one backend, each with the tolerance of the precision it was computed
 /// in (sums over many values: looser, the CPU adds f32 values in f32).
 #[derive(Default)]
-struct Parts(Vec<(String, f64, Vec<f64>)>);
+struct Parts(Vec<(String, Precision, f64, Vec<f64>)>);
 
 impl Parts {
     fn add(&mut self, what: &str, p: Precision, values: Vec<f64>) {
-        self.0.push((format!("{what} ({p})"), tolerance(p), values));
+        self.0
+            .push((format!("{what} ({p})"), p, tolerance(p), values));
     }
 
     fn add_sum(&mut self, what: &str, p: Precision, values: Vec<f64>) {
@@ -95,13 +98,13 @@ impl Parts {
             F32 => 1e-4,
             F64 => 1e-12,
         };
-        self.0.push((format!("{what} ({p})"), tol, values));
+        self.0.push((format!("{what} ({p})"), p, tol, values));
     }
 
     fn compare(&self, cpu: &Parts, case: &str) {
         assert_eq!(self.0.len(), cpu.0.len());
-        for ((what, tol, got), (_, _, want)) in self.0.iter().zip(&cpu.0) {
-            close(&format!("{case}: {what}"), got, want, *tol);
+        for ((what, p, tol, got), (_, _, _, want)) in self.0.iter().zip(&cpu.0) {
+            close(&format!("{case}: {what}"), *p, got, want, *tol);
         }
     }
 }
@@ -168,6 +171,8 @@ fn dense_inverse_matches_the_host() {
         Inverted::Done
     );
     mirror_lower(on_gpu.as_mut());
+    let diagonal: Vec<f64> = (0..n).map(|i| on_gpu[(i, i)]).collect();
+    common::outputs::record("inverse's diagonal", F64, 1e-12, &diagonal);
     let mut on_host = &a - g.transpose() * &g;
     spd_inverse_in_place(&mut on_host).unwrap();
     let scale = on_host.norm_max();
@@ -194,6 +199,10 @@ fn dense_inverse_matches_the_host() {
     };
     let (pi_gpu, pi_host) = (setup(&gpu), setup(&tensorfem::device::OnHost));
     let (pi_gpu, pi_host) = (pi_gpu.pi_inv().unwrap(), pi_host.pi_inv().unwrap());
+    let entries: Vec<f64> = (0..pi_gpu.ncols())
+        .flat_map(|j| (0..pi_gpu.nrows()).map(move |i| pi_gpu[(i, j)]))
+        .collect();
+    common::outputs::record("M1's Π⁻¹", F64, 1e-12, &entries);
     let difference = (pi_gpu - pi_host).norm_max();
     assert!(
         difference <= 1e-12 * pi_host.norm_max(),
@@ -252,6 +261,7 @@ fn element_wise_kernels_match_the_cpu() {
         }
         close(
             &format!("element-wise {p}"),
+            p,
             &run!(&gpu),
             &run!(&cpu),
             tolerance(p),
@@ -1119,7 +1129,13 @@ fn stokes_solves_match_the_cpu() {
             );
             // Both solve to 1e-10 of the same system (κ ≈ 10⁴ at n = 32): the flows agree
             // to about κ · 1e-10 relative, far below the discretization error.
-            close(&format!("{case}: flow"), &on_gpu.flow, &on_cpu.flow, 1e-5);
+            close(
+                &format!("{case}: flow"),
+                p,
+                &on_gpu.flow,
+                &on_cpu.flow,
+                1e-5,
+            );
             let rel = |a: f64, b: f64| (a / b - 1.0).abs();
             assert!(
                 rel(on_gpu.velocity_l2_error, on_cpu.velocity_l2_error) < 1e-3

@@ -1404,7 +1404,8 @@ fn columns_alone_and_in_a_block(
 
 /// A column of a wide node-major block (more columns than one pass over a matrix row
 /// accumulates at once) gets exactly what it gets swept alone, in every precision and for
-/// every row operation: results do not depend on the block width.
+/// every row operation, its statistics (Σ r², max |r|) too, bit for bit: results do not
+/// depend on the block width, so neither does a column's scaling or stopping.
 fn ell_columns_in_wide_blocks_equal_columns_alone<D: MultigridDevice>(dev: &D) {
     let a = assemble_level(2, 32).unwrap();
     let n = sparse::SparseRows::nrows(&a);
@@ -1424,6 +1425,7 @@ fn ell_columns_in_wide_blocks_equal_columns_alone<D: MultigridDevice>(dev: &D) {
             dev.ell_sweep(&matrix, op, &block(&x, k), b_wide, &mut wide, &mut stats)
                 .unwrap();
             let wide = wide.to_f64(dev).unwrap();
+            let wide_stats = stats.read(dev).unwrap();
             for c in [0, 31, 32, 33, 69] {
                 let b_column = block(&column(&b, c), 1);
                 let b_alone = (op != RowOp::Apply).then_some(&b_column);
@@ -1442,6 +1444,12 @@ fn ell_columns_in_wide_blocks_equal_columns_alone<D: MultigridDevice>(dev: &D) {
                     alone.to_f64(dev).unwrap(),
                     column(&wide, c),
                     "{p} {op:?} column {c}"
+                );
+                let s = stats.read(dev).unwrap();
+                assert_eq!(
+                    (s.sumsq.unwrap()[0], s.max_abs[0]),
+                    (wide_stats.sumsq.unwrap()[c], wide_stats.max_abs[c]),
+                    "{p} {op:?} column {c}: statistics alone and in a block of {k}"
                 );
             }
         }

@@ -336,6 +336,12 @@ fn blocks_equal_single_columns<K: MultigridDevice>(dev: &K) {
         .run(|| mg.solve_refined(&block.b, &mut u, 3, STOP))
         .unwrap();
     let n = block.unknowns();
+    common::outputs::record(
+        "DSH_MG solutions of a 3-column block",
+        Precision::F64,
+        1e-6,
+        &u,
+    );
     for (c, &k) in ks.iter().enumerate() {
         let single = Problem::<2>::new(64, &[k]);
         let mut mg = single.multigrid(dev, schedule.clone());

@@ -2,6 +2,8 @@
 //! the prehandled matrix, and M1, M2, M3 and PSC-IR around each against the independent
 //! sparse Cholesky reference and against each other.
 
+mod common;
+
 use tensorfem::device::{Block, Cpu, Layout, PscDevice};
 use tensorfem::device_tests;
 use tensorfem::fem::{assemble_poisson, Manufactured};
@@ -285,6 +287,13 @@ fn methods_match_the_reference_in_every_precision<D: PscDevice>(dev: &D) {
                     1e-6
                 };
                 let (x, _) = solve_alone(dev, &setup, precision, &p, cg_rtol);
+                let bound = match precision {
+                    Precision::F64 => 1e-10,
+                    Precision::F32 => 1e-5,
+                    Precision::Tf32 | Precision::F16 => 1e-2,
+                };
+                let what = format!("{case}: {method} solution");
+                common::outputs::record(&what, precision, bound, &x);
                 (max_relative_difference(&x, &p.reference, n), x)
             };
             let (e64, x64) = error(Precision::F64);

@@ -469,6 +469,7 @@ fn every_preconditioner_matches_the_dense_solve<D: StokesDevice>(dev: &D) {
             },
         };
         let s = dev.run(|| solve(dev, &spec)).unwrap();
+        common::outputs::record(&format!("{name}: flow"), Precision::F64, 1e-9, &s.flow);
         let g = s.grid;
         // Compare velocity (with boundary values removed) and pressure up to a constant.
         let p0 = s.flow[2 * g.lattice_len()] - reference[(positions.len() - g.pressure_len(), 0)];

@@ -2,6 +2,8 @@
 //! shipped in inputs/, the grid transfer's P as a matrix, Vanka maps of permuted patches.
 #![allow(dead_code)]
 
+pub mod outputs;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
