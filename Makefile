@@ -86,10 +86,10 @@ test-gpu: build
 	fi
 
 ## test-standin: the part of `make test` that executes the CUDA backend on the CPU by the
-## CUDA stand-in (cuda-standin/), alone: tests/gpu.rs, the ::cuda variants of the device
-## tests (but the one over 5 minutes there), `tensorfem run` with backend = "cuda" (single
-## runs, a campaign on 2 ranks killed and resumed) and bench smoke runs, about 6 minutes on
-## 2 cores; prints "cuda stand-in: N passed, M failed, K skipped" (docs/cuda.md)
+## CUDA stand-in (cuda-standin/), alone: tests/gpu.rs, every ::cuda variant of the device
+## tests, `tensorfem run` with backend = "cuda" (single runs, a campaign on 2 ranks killed
+## and resumed), bench smoke runs and the GPU bundle's test runner, about 10 minutes on
+## 2 cores; prints "cuda stand-in: N passed, M failed" (docs/cuda.md)
 test-standin: deps-test
 	cuda-standin/run-tests.sh
 
