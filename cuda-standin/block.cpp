@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -305,8 +306,8 @@ class Pool {
 
 }  // namespace
 
-Launched launch(const Kernel &kernel, const Dim &grid, const Dim &block, void **params,
-                std::string &error) {
+Launched launch(const Kernel &kernel, const Dim &grid, const Dim &block, unsigned shared_bytes,
+                void **params, std::string &error) {
   unsigned threads = block.x * block.y * block.z;
   unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
   std::mutex error_mutex;
@@ -323,6 +324,7 @@ Launched launch(const Kernel &kernel, const Dim &grid, const Dim &block, void **
     blockIdx.y = (unsigned)((i / grid.x) % grid.y);
     blockIdx.z = (unsigned)(i / ((unsigned long long)grid.x * grid.y));
     running = &run;
+    std::memset(dynamic_shared, 0xFF, shared_bytes);
     bool ok = run_guarded(run);
     running = nullptr;
     if (!ok) {

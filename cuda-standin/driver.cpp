@@ -500,12 +500,15 @@ CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, Stream 
   return cuMemsetD8_v2(dst, value, n);
 }
 
-// Each kernel's registers a thread from ptxas's report, when TENSORFEM_CUDA_STANDIN_RESOURCES
-// names the table `tensorfem kernels --arch sm_90` printed (rows: kernel, registers, spill
-// bytes, shared bytes); empty without it. An unreadable file is reported and makes every
+// Each kernel's registers a thread and static shared bytes from ptxas's report, when
+// TENSORFEM_CUDA_STANDIN_RESOURCES names the table `tensorfem kernels --arch sm_90` printed
+// (rows: kernel, registers, spill bytes, shared bytes); empty without it. An unreadable file is reported and makes every
 // module load fail, rather than launches go unchecked.
+struct PtxasResources {
+  unsigned registers, shared;
+};
 struct PtxasRegisters {
-  std::map<std::string, unsigned> table;
+  std::map<std::string, PtxasResources> table;
   std::string failure;
 };
 
@@ -523,7 +526,7 @@ const PtxasRegisters &ptxas_registers() {
     unsigned registers, spills, shared;
     while (std::fgets(line, sizeof line, f))
       if (std::sscanf(line, "%255s %u %u %u", name, &registers, &spills, &shared) == 4)
-        r.table[name] = registers;
+        r.table[name] = {registers, shared};
     std::fclose(f);
     if (r.table.empty())
       r.failure = std::string("TENSORFEM_CUDA_STANDIN_RESOURCES: no kernel rows in ") + path;
@@ -588,7 +591,10 @@ CUresult cuModuleLoadData(Module **module, const void *image) {
         delete m;
         return CUDA_ERROR_INVALID_IMAGE;
       }
-      k->registers = found->second;
+      k->registers = found->second.registers;
+      k->static_shared = found->second.shared;
+      k->max_dynamic_shared = standin::kDefaultSharedBytes -
+                              std::min(found->second.shared, standin::kDefaultSharedBytes);
     }
     m->kernels[name] = k;
   }
@@ -622,6 +628,27 @@ CUresult cuModuleGetFunction(Kernel **function, Module *module, const char *name
   return CUDA_SUCCESS;
 }
 
+// Only the dynamic shared memory a launch may ask for: up to sm_90's 227 KiB a block with
+// the kernel's static shared memory.
+CUresult cuFuncSetAttribute(Kernel *f, int attribute, int value) {
+  if (CUresult r = ready()) return r;
+  if (!f) return CUDA_ERROR_INVALID_HANDLE;
+  const int kMaxDynamicSharedSizeBytes = 8;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+  if (attribute != kMaxDynamicSharedSizeBytes) {
+    report("kernel " + f->name + ": function attribute " + std::to_string(attribute) +
+           " is not supported");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (value < 0 || (unsigned long long)value + f->static_shared > standin::kMaxSharedBytes) {
+    report("kernel " + f->name + ": " + std::to_string(value) +
+           " bytes of dynamic shared memory with " + std::to_string(f->static_shared) +
+           " static are over sm_90's " + std::to_string(standin::kMaxSharedBytes) + " a block");
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  f->max_dynamic_shared = (unsigned)value;
+  return CUDA_SUCCESS;
+}
+
 CUresult cuLaunchKernel(Kernel *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                         unsigned by, unsigned bz, unsigned shared_bytes, Stream *,
                         void **params, void **extra) {
@@ -647,12 +674,15 @@ CUresult cuLaunchKernel(Kernel *f, unsigned gx, unsigned gy, unsigned gz, unsign
                       " at " + std::to_string(f->registers) + " a thread (ptxas)"));
     return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
   }
-  if (shared_bytes > 0) {
-    report("kernel " + f->name + ": dynamic shared memory is not modelled");
-    return CUDA_ERROR_NOT_SUPPORTED;
+  if (shared_bytes > f->max_dynamic_shared) {
+    report("kernel " + f->name + ": " + std::to_string(shared_bytes) +
+           " bytes of dynamic shared memory, over the " + std::to_string(f->max_dynamic_shared) +
+           " it may ask for (" + std::to_string(f->static_shared) +
+           " static; more needs CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    return CUDA_ERROR_INVALID_VALUE;
   }
   std::string error;
-  switch (standin::launch(*f, {gx, gy, gz}, {bx, by, bz}, params, error)) {
+  switch (standin::launch(*f, {gx, gy, gz}, {bx, by, bz}, shared_bytes, params, error)) {
     case standin::Launched::Ran:
       return CUDA_SUCCESS;
     case standin::Launched::Failed:

@@ -39,7 +39,9 @@ CUresult cuModuleLoadData(Module **, const void *);
 CUresult cuModuleGetFunction(Kernel **, Module *, const char *);
 CUresult cuLaunchKernel(Kernel *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, void *, void **, void **);
+CUresult cuFuncSetAttribute(Kernel *, int, int);
 void return_before_barrier(double *);
+void reverse_in_dynamic_shared(double *, double *);
 }
 
 namespace {
@@ -207,13 +209,53 @@ const std::vector<Case> cases = {
        CUdeviceptr x = allocate(64 * 8);
        void *params[] = {&x};
        std::string error;
-       expect(standin::launch(k, {1, 1, 1}, {64, 1, 1}, params, error) ==
+       expect(standin::launch(k, {1, 1, 1}, {64, 1, 1}, 0, params, error) ==
                   standin::Launched::Failed,
               "the launch did not fail");
        std::printf("%s\n", error.c_str());
      },
      {"a barrier that not every thread reaches in block (0,0,0) of kernel "
       "return_before_barrier: 32 threads wait, 32 have returned"}},
+    {"dynamic shared memory: fresh in each block, within its limits",
+     [] {
+       standin::Kernel k;
+       k.name = "reverse_in_dynamic_shared";
+       k.function = reinterpret_cast<void *>(&reverse_in_dynamic_shared);
+       k.types = {&ffi_type_uint64, &ffi_type_uint64};
+       k.cooperative = true;
+       expect(ffi_prep_cif(&k.cif, FFI_DEFAULT_ABI, 2, &ffi_type_void, k.types.data()) ==
+                  FFI_OK,
+              "libffi cannot call it");
+       Kernel *f = reinterpret_cast<Kernel *>(&k);
+       double values[64];
+       for (int i = 0; i < 64; i++) values[i] = i;
+       CUdeviceptr x = allocate(sizeof values), fresh = allocate(sizeof values);
+       expect(cuMemcpyHtoD_v2(x, values, sizeof values) == 0, "cuMemcpyHtoD failed");
+       void *params[] = {&x, &fresh};
+       // Reversed twice (the second time with more than the default 48 KiB): as it was.
+       for (unsigned bytes : {512u, 100000u}) {
+         if (bytes > 48 * 1024) {
+           expect(cuLaunchKernel(f, 1, 1, 1, 64, 1, 1, bytes, nullptr, params, nullptr) ==
+                      kInvalidValue,
+                  "a launch over 48 KiB without the attribute was not refused");
+           expect(cuFuncSetAttribute(f, 8, bytes) == 0, "cuFuncSetAttribute refused 100000");
+         }
+         expect(cuLaunchKernel(f, 1, 1, 1, 64, 1, 1, bytes, nullptr, params, nullptr) == 0,
+                "the launch with " + std::to_string(bytes) + " bytes failed");
+         double read[64];
+         expect(cuMemcpyDtoH_v2(read, fresh, sizeof read) == 0, "cuMemcpyDtoH failed");
+         for (double v : read) expect(std::isnan(v), "fresh shared memory is not NaN");
+       }
+       double read[64];
+       expect(cuMemcpyDtoH_v2(read, x, sizeof read) == 0, "cuMemcpyDtoH failed");
+       for (int i = 0; i < 64; i++) expect(read[i] == i, "not reversed twice");
+       expect(cuFuncSetAttribute(f, 8, 227 * 1024 + 1) == kInvalidValue,
+              "cuFuncSetAttribute accepted more than 227 KiB");
+     },
+     {"kernel reverse_in_dynamic_shared: 100000 bytes of dynamic shared memory, over the "
+      "49152 it may ask for (0 static",
+      "kernel reverse_in_dynamic_shared: 232449 bytes of dynamic shared memory with 0 static "
+      "are over sm_90's 232448 a block"}},
     {"fresh device memory reads as NaN in every width",
      [] {
        CUdeviceptr x = allocate(64);

@@ -19,6 +19,14 @@ struct HostKernel {
 extern const HostKernel host_kernels[];
 extern const unsigned host_kernel_count;
 
+// sm_90's shared memory a block: 48 KiB unless the kernel opts in to more
+// (cuFuncSetAttribute), up to 227 KiB.
+constexpr unsigned kDefaultSharedBytes = 48 * 1024;
+constexpr unsigned kMaxSharedBytes = 227 * 1024;
+// A launch's dynamic shared memory on this host thread (dynamic-shared.sh defines it, and
+// every kernel's `extern __shared__` array as an alias of it).
+extern thread_local unsigned char dynamic_shared[kMaxSharedBytes];
+
 // A kernel ready to launch: its host function called through libffi with the parameters
 // its PTX entry declares.
 struct Kernel {
@@ -29,6 +37,9 @@ struct Kernel {
   bool cooperative = false;  // has barriers or warp operations: run threads as fibers
   unsigned max_threads = 1024;  // its launch bounds (.maxntid or .reqntid), else sm_90's
   unsigned registers = 0;       // a thread's registers as ptxas reported them (0: not known)
+  unsigned static_shared = 0;   // its __shared__ arrays' bytes as ptxas reported them
+  // The dynamic shared memory a launch may ask for (cuFuncSetAttribute raises it).
+  unsigned max_dynamic_shared = kDefaultSharedBytes;
 };
 
 struct Dim {
@@ -39,9 +50,11 @@ struct Dim {
 // or a thread touched memory outside every live device allocation.
 enum class Launched { Ran, Failed, IllegalAddress };
 
-// Runs the grid; on failure `error` names kernel, block (and thread and address).
-Launched launch(const Kernel &kernel, const Dim &grid, const Dim &block, void **params,
-                std::string &error);
+// Runs the grid with `shared_bytes` of dynamic shared memory a block (filled with 0xFF when
+// each block starts, as fresh device memory is); on failure `error` names kernel, block
+// (and thread and address).
+Launched launch(const Kernel &kernel, const Dim &grid, const Dim &block, unsigned shared_bytes,
+                void **params, std::string &error);
 
 // Installs the handler that turns a kernel thread's access fault into a failed launch
 // (other faults go on to the handler before it).

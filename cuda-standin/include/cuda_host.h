@@ -19,8 +19,10 @@
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
-// Shared memory is per block; blocks run one at a time on each host thread.
-#define __shared__ static thread_local
+// Shared memory is per block; blocks run one at a time on each host thread (thread_local in
+// a function is static). An `extern __shared__` array is the launch's dynamic shared memory:
+// every such name is an alias of one buffer per host thread (dynamic-shared.sh).
+#define __shared__ thread_local
 
 struct uint3 {
   unsigned int x, y, z;
