@@ -502,19 +502,19 @@ CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, Stream 
 
 // Each kernel's registers a thread and static shared bytes from ptxas's report, when
 // TENSORFEM_CUDA_STANDIN_RESOURCES names the table `tensorfem kernels --arch sm_90` printed
-// (rows: kernel, registers, spill bytes, shared bytes); empty without it. An unreadable file is reported and makes every
-// module load fail, rather than launches go unchecked.
+// (rows: kernel, registers, spill bytes, shared bytes); empty without it. An unreadable
+// file is reported and makes every module load fail, rather than launches go unchecked.
 struct PtxasResources {
   unsigned registers, shared;
 };
-struct PtxasRegisters {
+struct PtxasReport {
   std::map<std::string, PtxasResources> table;
   std::string failure;
 };
 
-const PtxasRegisters &ptxas_registers() {
-  static const PtxasRegisters loaded = [] {
-    PtxasRegisters r;
+const PtxasReport &ptxas_report() {
+  static const PtxasReport loaded = [] {
+    PtxasReport r;
     const char *path = std::getenv("TENSORFEM_CUDA_STANDIN_RESOURCES");
     if (!path) return r;
     FILE *f = std::fopen(path, "r");
@@ -546,7 +546,7 @@ CUresult cuModuleLoadData(Module **module, const void *image) {
     report("a module not compiled for sm_90 (no `.target sm_90`)");
     return CUDA_ERROR_INVALID_PTX;
   }
-  const PtxasRegisters &ptxas = ptxas_registers();
+  const PtxasReport &ptxas = ptxas_report();
   if (!ptxas.failure.empty()) {
     report(ptxas.failure);
     return CUDA_ERROR_INVALID_IMAGE;

@@ -47,6 +47,7 @@ void reverse_in_dynamic_shared(double *, double *);
 namespace {
 
 constexpr CUresult kInvalidValue = 1, kIllegalAddress = 700, kOutOfResources = 701;
+constexpr int kMaxDynamicSharedSizeBytes = 8;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 std::string ptx_dir;
 Kernel *fill_f64 = nullptr, *column_stats_f64 = nullptr;
 
@@ -90,6 +91,18 @@ void report_fill_registers(unsigned registers) {
          "cannot write a resources table");
   close(fd);
   setenv("TENSORFEM_CUDA_STANDIN_RESOURCES", path, 1);
+}
+
+// Makes `k` what a module load makes of a kernel of selftest_kernels.cu (which are not in
+// the registry): `pointers` device pointers as its parameters, its threads run as fibers.
+void selftest_kernel(standin::Kernel &k, const char *name, void *function, unsigned pointers) {
+  k.name = name;
+  k.function = function;
+  k.types.assign(pointers, &ffi_type_uint64);
+  k.cooperative = true;
+  expect(ffi_prep_cif(&k.cif, FFI_DEFAULT_ABI, pointers, &ffi_type_void, k.types.data()) ==
+             FFI_OK,
+         "libffi cannot call " + k.name);
 }
 
 CUdeviceptr allocate(size_t bytes) {
@@ -199,13 +212,8 @@ const std::vector<Case> cases = {
     {"a barrier that not every thread of a block reaches fails the launch",
      [] {
        standin::Kernel k;
-       k.name = "return_before_barrier";
-       k.function = reinterpret_cast<void *>(&return_before_barrier);
-       k.types = {&ffi_type_uint64};
-       k.cooperative = true;
-       expect(ffi_prep_cif(&k.cif, FFI_DEFAULT_ABI, 1, &ffi_type_void, k.types.data()) ==
-                  FFI_OK,
-              "libffi cannot call it");
+       selftest_kernel(k, "return_before_barrier",
+                       reinterpret_cast<void *>(&return_before_barrier), 1);
        CUdeviceptr x = allocate(64 * 8);
        void *params[] = {&x};
        std::string error;
@@ -219,13 +227,8 @@ const std::vector<Case> cases = {
     {"dynamic shared memory: fresh in each block, within its limits",
      [] {
        standin::Kernel k;
-       k.name = "reverse_in_dynamic_shared";
-       k.function = reinterpret_cast<void *>(&reverse_in_dynamic_shared);
-       k.types = {&ffi_type_uint64, &ffi_type_uint64};
-       k.cooperative = true;
-       expect(ffi_prep_cif(&k.cif, FFI_DEFAULT_ABI, 2, &ffi_type_void, k.types.data()) ==
-                  FFI_OK,
-              "libffi cannot call it");
+       selftest_kernel(k, "reverse_in_dynamic_shared",
+                       reinterpret_cast<void *>(&reverse_in_dynamic_shared), 2);
        Kernel *f = reinterpret_cast<Kernel *>(&k);
        double values[64];
        for (int i = 0; i < 64; i++) values[i] = i;
@@ -238,7 +241,8 @@ const std::vector<Case> cases = {
            expect(cuLaunchKernel(f, 1, 1, 1, 64, 1, 1, bytes, nullptr, params, nullptr) ==
                       kInvalidValue,
                   "a launch over 48 KiB without the attribute was not refused");
-           expect(cuFuncSetAttribute(f, 8, bytes) == 0, "cuFuncSetAttribute refused 100000");
+           expect(cuFuncSetAttribute(f, kMaxDynamicSharedSizeBytes, bytes) == 0,
+                  "cuFuncSetAttribute refused 100000");
          }
          expect(cuLaunchKernel(f, 1, 1, 1, 64, 1, 1, bytes, nullptr, params, nullptr) == 0,
                 "the launch with " + std::to_string(bytes) + " bytes failed");
@@ -249,7 +253,8 @@ const std::vector<Case> cases = {
        double read[64];
        expect(cuMemcpyDtoH_v2(read, x, sizeof read) == 0, "cuMemcpyDtoH failed");
        for (int i = 0; i < 64; i++) expect(read[i] == i, "not reversed twice");
-       expect(cuFuncSetAttribute(f, 8, 227 * 1024 + 1) == kInvalidValue,
+       expect(cuFuncSetAttribute(f, kMaxDynamicSharedSizeBytes, 227 * 1024 + 1) ==
+                  kInvalidValue,
               "cuFuncSetAttribute accepted more than 227 KiB");
      },
      {"kernel reverse_in_dynamic_shared: 100000 bytes of dynamic shared memory, over the "
