@@ -22,7 +22,7 @@ export LD_LIBRARY_PATH := $(CUDA_WHEELS)/lib$(if $(LD_LIBRARY_PATH),:$(LD_LIBRAR
 export TENSORFEM_CUDA_INCLUDE ?= $(CUDA_WHEELS)/include
 PTX_DIR ?= target/ptx
 
-.PHONY: all deps deps-test build run test test-gpu test-standin lint fmt clean ptx bundle example-pressure
+.PHONY: all deps deps-test build run test test-gpu test-standin lint fmt clean ptx bundle example-pressure python
 
 all: build
 
@@ -53,12 +53,18 @@ test: deps-test lint
 	python3 postprocess/test_tensorfem_h5.py $(BIN)
 	python3 postprocess/test_build_rhs.py $(BIN)
 	python3 scripts/test_compare_test_outputs.py
+	scripts/test-python.sh
 	@set -o pipefail; if [[ $${TENSORFEM_NO_NVRTC:-0} != 1 ]]; then $(BIN) kernels --arch sm_90 | tail -1; fi
 	@if [[ $${TENSORFEM_NO_NVRTC:-0} == 1 ]]; then echo "cuda stand-in: skipped (TENSORFEM_NO_NVRTC=1: no PTX to run)"; \
 	elif $(BIN) info 2>/dev/null | grep -q "device 0:"; then echo "cuda stand-in: skipped, this machine has a GPU (make test-gpu)"; \
 	else cuda-standin/run-tests.sh; fi
 	jobs/check-bundle.sh target/bundle
 	tests/slurm/run.sh
+
+## python: the Python package (python/: PyO3 + maturin) built and installed into this
+## python3's environment: `import tensorfem` (docs/python.md)
+python: deps
+	python3 -m pip install ./python
 
 ## example-pressure: the pressure-Poisson time series around a square obstacle with mixed
 ## conditions (inputs/pressure-around-square.toml): mesh, right-hand sides from
@@ -99,11 +105,11 @@ ptx: build
 	$(BIN) kernels --arch $(or $(ARCH),sm_90) --ptx-dir $(PTX_DIR)
 
 lint:
-	$(CARGO) fmt --check
-	$(CARGO) clippy --release --all-targets -- -D warnings
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 
 fmt:
-	$(CARGO) fmt
+	$(CARGO) fmt --all
 
 clean:
 	$(CARGO) clean

@@ -10,6 +10,10 @@ set -euo pipefail
 
 debian_packages=(libhdf5-dev libopenmpi-dev openmpi-bin libclang-dev pkg-config hdf5-tools)
 python_modules=(h5py numpy matplotlib)
+# With --test: maturin builds the Python package's wheel, pytest runs its tests.
+if [[ "${1:-}" == --test ]]; then
+  python_modules+=(maturin pytest)
+fi
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
@@ -64,7 +68,7 @@ if ((${#missing_python[@]})); then
     # Debian's own python3 is "externally managed": use its packages instead.
     if have apt-get && [[ $(id -u) -eq 0 ]] && [[ $(command -v python3) == /usr/bin/python3 ]]; then
       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        python3-h5py python3-numpy python3-matplotlib >/dev/null
+        python3-h5py python3-numpy python3-matplotlib python3-pytest >/dev/null
     else
       echo "install-deps: could not install ${missing_python[*]} for $(command -v python3); install them in your Python environment" >&2
       exit 1

@@ -190,6 +190,47 @@ pub fn parse(text: &str, origin: &str) -> Result<RunConfig> {
     parse_in(text, origin, None)
 }
 
+/// Parses and validates the config of a Poisson problem that a program embedding tensorfem
+/// solves with loads of its own (the Python package): `[mesh]`, `[boundary]` and
+/// `[solver]` as in a file, boundary values allowed as with `campaign.rhs = "hdf5"`, no
+/// `[problem]` or `[output]` (the solutions go back to the caller). Paths are relative to
+/// the working directory.
+pub fn parse_embedded(text: &str, origin: &str) -> Result<RunConfig> {
+    let fail = |problems: Vec<ConfigProblem>| Error::Config {
+        path: origin.to_string(),
+        problems,
+    };
+    let (mut raw, mut problems) = raw::parse_raw(text).map_err(|p| fail(vec![p]))?;
+    for (section, given) in [
+        ("[problem]", raw.problem.k.is_some()),
+        ("[output]", raw.output.path.is_some()),
+        ("[campaign]", raw.campaign.is_some()),
+    ] {
+        if given {
+            problems.push(problem(
+                section,
+                "the caller passes the right-hand sides and takes the solutions: no manufactured problem, output file or campaign",
+            ));
+        }
+    }
+    if raw.solver.method.as_deref() == Some(STOKES) {
+        problems.push(problem(
+            "solver.method",
+            "stokes is not a Poisson method (allowed: cholesky, psc-m1, psc-m2, psc-m3, mg)",
+        ));
+    }
+    raw.rhs_from_input = true;
+    raw.embedded = true;
+    match poisson::validate(&raw, text) {
+        Ok(config) if problems.is_empty() => Ok(config),
+        Ok(_) => Err(fail(problems)),
+        Err(more) => {
+            problems.extend(more);
+            Err(fail(problems))
+        }
+    }
+}
+
 /// [`parse`] for a config lying in `folder`: the files it names are relative to it.
 fn parse_in(text: &str, origin: &str, folder: Option<&Path>) -> Result<RunConfig> {
     let fail = |problems: Vec<ConfigProblem>| Error::Config {

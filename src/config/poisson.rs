@@ -107,7 +107,12 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
         problems.push(problem("solver.cache_dir", "is empty"));
     }
 
-    let output = output_path(raw, "out/run.h5", &mut problems);
+    // An embedding program keeps the solutions itself: no output file.
+    let output = if raw.embedded {
+        Some(std::path::PathBuf::new())
+    } else {
+        output_path(raw, "out/run.h5", &mut problems)
+    };
     let cache_dir = match (method, &output) {
         (Some(method), Some(output)) => psc::cache_dir(raw, method, output),
         _ => None,

@@ -88,6 +88,9 @@ pub struct RawConfig {
     /// Set by the campaign validator, not read from the file: the right-hand sides come
     /// from an HDF5 file (so boundary values may be given; manufactured ones bring their own).
     pub rhs_from_input: bool,
+    /// Set by [`super::parse_embedded`], not read from the file: a program embedding
+    /// tensorfem passes the loads and takes the solutions, so there is no `[output]`.
+    pub embedded: bool,
     /// The folder of the config file (set by `config::load`): mesh.file is relative to it.
     pub folder: Option<std::path::PathBuf>,
 }

@@ -664,3 +664,37 @@ fn tf32_is_a_psc_precision_only() {
     );
     assert!(p[0].message.contains("psc-m1"), "{p:?}");
 }
+
+/// An embedding program's config: no [output] or [problem], boundary values allowed (the
+/// caller's loads are file-like), the sections of a run refused by name.
+#[test]
+fn embedded_configs_take_the_callers_loads() {
+    let text = r#"
+[mesh]
+kind = "unit-square"
+n = 16
+[boundary]
+left = { condition = "dirichlet", value = 1.5 }
+right = "neumann"
+bottom = "neumann"
+top = "neumann"
+[solver]
+method = "cholesky"
+"#;
+    let config = parse_embedded(text, "embedded").unwrap();
+    assert_eq!(config.solver.method, Method::Cholesky);
+    assert!(config.mesh.boundary.is_some());
+    let refused = parse(text, "file").unwrap_err().to_string();
+    assert!(refused.contains("left.value"), "{refused}");
+    for (section, key) in [
+        ("[output]\npath = \"x.h5\"\n", "[output]"),
+        ("[problem]\nk = 2\n", "[problem]"),
+    ] {
+        let message = parse_embedded(&format!("{text}{section}"), "embedded")
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains(key) && message.contains("the caller passes"), "{message}");
+    }
+    let stokes = parse_embedded("[solver]\nmethod = \"stokes\"\n", "embedded").unwrap_err();
+    assert!(stokes.to_string().contains("not a Poisson method"), "{stokes}");
+}

@@ -17,7 +17,7 @@ use crate::sparse::Csr;
 
 /// Gauss points per direction for the stiffness and load integrals: exact for the Q1
 /// stiffness, and the load quadrature error is O(h^6)-small, well below the O(h²) error.
-const GAUSS_POINTS: usize = 3;
+pub(super) const GAUSS_POINTS: usize = 3;
 
 /// The numbering of unknowns: interior nodes in node order.
 #[derive(Clone, Debug, PartialEq)]
