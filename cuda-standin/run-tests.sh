@@ -5,7 +5,8 @@
 # Run by `make test` and `make test-standin`: the stand-in's own checks (selftest.cpp),
 # tests/gpu.rs (every kernel against the CPU backend), every `::cuda` variant of the device
 # tests (tests/kernels.rs, psc.rs, mg.rs, mg_meshes.rs, stokes.rs), `tensorfem run` with
-# backend = "cuda" (single runs, and a campaign on 2 ranks killed and resumed), bench smoke
+# backend = "cuda" (single runs, and a campaign on 2 ranks killed and resumed), the Python
+# package with device = "cuda" (python/tests, against the command line), bench smoke
 # runs with `--backend cuda`, and the GPU bundle's test runner (its tests' seeded outputs
 # compared with the cargo run's): about 10 minutes on 2 cores, of which the 2D multigrid at
 # 1025² nodes with its published iteration counts takes 4 to 5.
@@ -68,6 +69,11 @@ cargo test --release --test cli --test campaign -- _on_cuda_ > "$part" 2>&1
 cat "$part" >> "$log"
 count "$part"
 
+# The Python package with device="cuda" (python/tests, the tests marked `device`): numpy
+# in and out of the CUDA backend, against `tensorfem run` with backend = "cuda".
+TENSORFEM_PYTHON_DEVICE=cuda scripts/test-python.sh -m device > "$part" 2>&1
+cat "$part" >> "$log"
+count "$part"
 # Counts one check, `what`, by the exit status of the command after it (its output in $part).
 tally() {
   local what=$1

@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf target/wheels target/python
 maturin build --quiet --release -m python/Cargo.toml -o target/wheels
-python3 -m pip install --quiet --disable-pip-version-check --no-deps --no-compile \
+python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+  --no-deps --no-compile \
   --target target/python target/wheels/tensorfem-*.whl
 # The release binary is what the solutions are compared with.
 cargo build --quiet --release --bin tensorfem

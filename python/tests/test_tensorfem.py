@@ -8,6 +8,7 @@ implementation.
 """
 
 import os
+import json
 import subprocess
 import sys
 import threading
@@ -34,14 +35,14 @@ def toml_condition(condition):
     return f'"{condition}"'
 
 
-def cli_solution(tmp_path, mesh_lines, boundary, solver_lines, B):
+def cli_solution(tmp_path, device, mesh_lines, boundary, solver_lines, B):
     """The nodal solutions of `tensorfem run` on a campaign of the columns of B (rows in
     the CLI mesh's load-node order), with that mesh's coordinates."""
     assert os.path.exists(BINARY), f"{BINARY}: build it first (cargo build --release)"
     boundary_lines = (["[boundary]"] + [f"{p} = {toml_condition(c)}" for p, c in boundary.items()]
                       if boundary else [])
     config = "\n".join(
-        ['backend = "cpu"', "[mesh]"] + mesh_lines + boundary_lines + ["[solver]"] + solver_lines
+        [f'backend = "{device}"', "[mesh]"] + mesh_lines + boundary_lines + ["[solver]"] + solver_lines
         + ["[campaign]", 'rhs = "hdf5"', f"batch_size = {B.shape[1]}", 'directory = "run"',
            "[campaign.input]", 'path = "rhs.h5"']) + "\n"
     path = tmp_path / "campaign.toml"
@@ -75,16 +76,19 @@ def node_map(ours, theirs):
     return m
 
 
+# Tests marked `device` run on TENSORFEM_PYTHON_DEVICE: the CPU here, the CUDA stand-in in
+# cuda-standin/run-tests.sh (the command line then runs on it too), a GPU where there is one.
+device = pytest.mark.device
 CASES = [
     # (mesh, method, keywords: the solver's, and the same keys in the CLI's config)
-    ("square", "psc-m1", {"h0": 0.125}),
-    ("square", "psc-m2", {"h0": 0.125}),
-    ("square", "psc-m3", {"h0": 0.125}),
-    ("square", "mg", {"variant": "H_MG"}),
-    ("square", "cholesky", {}),
-    ("flow-pure", "psc-m1", {"coarse_levels": 1}),
-    ("flow-mixed", "psc-m1", {"coarse_levels": 1}),
-    ("flow-mixed", "mg", {}),
+    pytest.param("square", "psc-m1", {"h0": 0.125}, marks=device, id="square-psc-m1"),
+    pytest.param("square", "psc-m2", {"h0": 0.125}, marks=device, id="square-psc-m2"),
+    pytest.param("square", "psc-m3", {"h0": 0.125}, marks=device, id="square-psc-m3"),
+    pytest.param("square", "mg", {"variant": "H_MG"}, marks=device, id="square-mg"),
+    pytest.param("square", "cholesky", {}, id="square-cholesky"),
+    pytest.param("flow-pure", "psc-m1", {"coarse_levels": 1}, marks=device, id="flow-pure-psc-m1"),
+    pytest.param("flow-mixed", "psc-m1", {"coarse_levels": 1}, marks=device, id="flow-mixed-psc-m1"),
+    pytest.param("flow-mixed", "mg", {}, marks=device, id="flow-mixed-mg"),
 ]
 
 
@@ -96,14 +100,15 @@ def case_mesh(name):
             ['kind = "flow-around-square"', "levels = 3"], boundary)
 
 
-@pytest.mark.parametrize("name,method,keywords", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+@pytest.mark.parametrize("name,method,keywords", CASES)
 def test_solutions_equal_the_command_lines(tmp_path, name, method, keywords):
     mesh, mesh_lines, boundary = case_mesh(name)
+    device = "cpu" if method == "cholesky" else DEVICE
     rng = np.random.default_rng(7)
     B = rng.standard_normal((len(mesh.unknowns), 3))
     if mesh.pure_neumann:
         B -= B.mean(axis=0)  # compatible up to the weights ∫φ_i: the solver projects the rest
-    solver = tensorfem.Solver(mesh, method=method, device=DEVICE, **keywords)
+    solver = tensorfem.Solver(mesh, method=method, device=device, **keywords)
     X = solver.solve(B)
     assert X.shape == B.shape
     info = solver.info
@@ -115,7 +120,7 @@ def test_solutions_equal_the_command_lines(tmp_path, name, method, keywords):
         lines += ['rtol = 1e-10'] + ([] if method == "mg" else ['precision = "f32"', "refine = true"])
     lines += [f'{k} = "{v}"' for k, v in keywords.items() if isinstance(v, str)]
     extra = [f"{k} = {v}" for k, v in keywords.items() if not isinstance(v, str)]
-    cli_mesh, run = cli_solution(tmp_path, mesh_lines + extra, boundary, lines, B)
+    cli_mesh, run = cli_solution(tmp_path, device, mesh_lines + extra, boundary, lines, B)
     to_ours = node_map(mesh.nodes, cli_mesh.coords)
     row_of_node = np.full(len(mesh.nodes), -1)
     row_of_node[mesh.unknowns] = np.arange(len(mesh.unknowns))
@@ -140,6 +145,7 @@ def manufactured_error(n, element, method, **keywords):
     return np.abs(X - np.sin(np.pi * x) * np.sin(np.pi * y)).max()
 
 
+@device
 @pytest.mark.parametrize("element,method", [("q1", "psc-m1"), ("p1", "psc-m1"), ("q1", "mg")])
 def test_manufactured_solutions_converge_at_second_order(element, method):
     errors = [manufactured_error(n, element, method) for n in (16, 32, 64)]
@@ -227,6 +233,7 @@ def test_a_missing_gpu_is_named():
     assert "cuda" in str(raised.value)
 
 
+@device
 def test_pure_neumann_loads_are_made_compatible_or_refused():
     boundary = {p: "neumann" for p in ("left", "right", "bottom", "top")}
     mesh = tensorfem.Mesh.unit_square(32, boundary=boundary)
@@ -295,9 +302,11 @@ def test_the_gil_is_released_while_solving():
     assert counted > 1000, f"the main thread ran {counted} loop iterations during the solve"
 
 
+@device
 def test_one_set_up_serves_many_blocks():
     mesh = tensorfem.Mesh.unit_square(64)
     solver = tensorfem.Solver(mesh, method="psc-m1", device=DEVICE)
+    assert solver.info["device"].startswith(DEVICE), solver.info["device"]
     setup = solver.info["seconds"]["setup"]
     rng = np.random.default_rng(5)
     for k in (1, 8, 3):
@@ -316,3 +325,36 @@ def test_the_operator_cache_is_written_and_loaded(tmp_path):
     B = np.random.default_rng(2).standard_normal((len(mesh.unknowns), 2))
     np.testing.assert_array_equal(first.solve(B), second.solve(B))
     assert not any(p.suffix == ".h5" for p in tmp_path.iterdir())
+
+
+def test_the_cavity_example_converges_to_ghia_et_al(tmp_path):
+    """examples/cavity_ensemble.py on coarse meshes: Re = 100 steady, nearer to Ghia et
+    al.'s table at n = 32 than at n = 16; its files as documented."""
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    import cavity_ensemble
+
+    deviations = []
+    for n in (16, 32):
+        out = tmp_path / f"n{n}"
+        assert cavity_ensemble.main(["--re", "100", "--n", str(n), "--out", str(out), "--repeats", "2"]) == 0
+        with open(out / "centreline-re100.json") as f:
+            result = json.load(f)
+        assert len(result["y"]) == len(result["u"]) == n + 1 and result["u"][-1] == 1.0
+        assert len(result["x"]) == len(result["v"]) == n + 1 and result["steady"]
+        deviations.append(max(result["ghia_max_deviation_u"], result["ghia_max_deviation_v"]))
+        with open(out / "summary.json") as f:
+            summary = json.load(f)
+        assert 0 < summary["pressure_fraction"] < 1 and summary["block_speedup"] > 0
+        assert (out / "centreline.png").stat().st_size > 0
+    assert deviations[1] < 0.03 and deviations[1] < deviations[0], deviations
+
+
+def test_a_gmsh_mesh_solves_like_the_reference():
+    boundary = {"inflow": "neumann", "outflow": ("dirichlet", 0.0), "walls": "neumann", "obstacle": "neumann"}
+    mesh = tensorfem.Mesh.gmsh(os.path.join(ROOT, "inputs", "meshes", "channel-cylinder.msh"), 1,
+                               boundary=boundary)
+    assert set(mesh.parts) == {"inflow", "outflow", "walls", "obstacle"}
+    B = mesh.load_vector(lambda x, y: np.exp(-((x - 1.0) ** 2 + (y - 0.2) ** 2) / 0.01))
+    X = tensorfem.Solver(mesh, method="mg").solve(B)
+    reference = tensorfem.Solver(mesh, method="cholesky").solve(B)
+    assert np.abs(X - reference).max() <= 1e-8 * np.abs(reference).max()
