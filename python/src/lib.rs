@@ -116,6 +116,14 @@ fn block_array(
     Ok(PyArray2::from_owned_array(py, array))
 }
 
+/// Points as a (points, 2) array.
+fn points_array<'py>(py: Python<'py>, points: &[[f64; 2]]) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let flat: Vec<f64> = points.iter().flatten().copied().collect();
+    let array = Array2::from_shape_vec((points.len(), 2), flat)
+        .map_err(|e| raise(py, Error::InvalidInput(e.to_string())))?;
+    Ok(PyArray2::from_owned_array(py, array))
+}
+
 /// The columns of a 2D array, one after the other (column-major), whatever its layout.
 fn column_major(array: &PyReadonlyArray2<'_, f64>) -> (usize, usize, Vec<f64>) {
     let view = array.as_array();
@@ -180,10 +188,7 @@ impl Mesh {
     /// The coordinates of every node, (nodes, 2).
     #[getter]
     fn nodes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
-        let flat: Vec<f64> = self.mesh.coords.iter().flatten().copied().collect();
-        let array = Array2::from_shape_vec((self.mesh.num_nodes(), 2), flat)
-            .map_err(|e| raise(py, Error::InvalidInput(e.to_string())))?;
-        Ok(PyArray2::from_owned_array(py, array))
+        points_array(py, &self.mesh.coords)
     }
 
     /// The nodes of every cell, (cells, 3 or 4), counterclockwise.
@@ -254,11 +259,7 @@ impl Mesh {
 
     /// The points of the load quadrature, (points, 2): where `loads_at_points` takes f.
     fn load_points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
-        let points = load_points(&self.mesh);
-        let flat: Vec<f64> = points.iter().flatten().copied().collect();
-        let array = Array2::from_shape_vec((points.len(), 2), flat)
-            .map_err(|e| raise(py, Error::InvalidInput(e.to_string())))?;
-        Ok(PyArray2::from_owned_array(py, array))
+        points_array(py, &load_points(&self.mesh))
     }
 
     /// ∫ f φ_i on the load nodes from the values of f at `load_points`, one column per
@@ -446,6 +447,14 @@ struct Solver {
     setup_seconds: Vec<(&'static str, f64)>,
 }
 
+impl Solver {
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>, Error> {
+        self.state
+            .lock()
+            .map_err(|_| Error::Solver("an earlier solve panicked".into()))
+    }
+}
+
 #[pymethods]
 impl Solver {
     /// Sets up the method of `settings` (`{"backend": …, "solver": {...}, "mesh": {...}}`:
@@ -550,10 +559,7 @@ impl Solver {
         let (rows, columns, b) = column_major(&b);
         let x = py
             .detach(|| {
-                let mut state = self
-                    .state
-                    .lock()
-                    .map_err(|_| Error::Solver("an earlier solve panicked".into()))?;
+                let mut state = self.lock()?;
                 if rows != state.rows.len() {
                     return Err(Error::InvalidInput(format!(
                         "B has {rows} rows; this problem has {} unknowns (len(mesh.unknowns))",
@@ -574,10 +580,7 @@ impl Solver {
         for (key, value) in &self.setup {
             info.set_item(key, value)?;
         }
-        let state = self
-            .state
-            .lock()
-            .map_err(|_| raise(py, Error::Solver("an earlier solve panicked".into())))?;
+        let state = self.lock().map_err(|e| raise(py, e))?;
         info.set_item("unknowns", state.rows.len())?;
         info.set_item("nonzeros", state.solver.nonzeros())?;
         let seconds = PyDict::new(py);

@@ -693,8 +693,14 @@ method = "cholesky"
         let message = parse_embedded(&format!("{text}{section}"), "embedded")
             .unwrap_err()
             .to_string();
-        assert!(message.contains(key) && message.contains("the caller passes"), "{message}");
+        assert!(
+            message.contains(key) && message.contains("the caller passes"),
+            "{message}"
+        );
     }
     let stokes = parse_embedded("[solver]\nmethod = \"stokes\"\n", "embedded").unwrap_err();
-    assert!(stokes.to_string().contains("not a Poisson method"), "{stokes}");
+    assert!(
+        stokes.to_string().contains("not a Poisson method"),
+        "{stokes}"
+    );
 }
