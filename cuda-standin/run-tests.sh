@@ -71,9 +71,17 @@ count "$part"
 
 # The Python package with device="cuda" (python/tests, the tests marked `device`): numpy
 # in and out of the CUDA backend, against `tensorfem run` with backend = "cuda".
+# A build, import or collection error, or a crash, leaves no count: its exit status fails.
+before=$failed
 TENSORFEM_PYTHON_DEVICE=cuda scripts/test-python.sh -m device > "$part" 2>&1
+status=$?
 cat "$part" >> "$log"
 count "$part"
+if ((status != 0 && failed == before)); then
+  failed=$((failed + 1))
+  echo "cuda stand-in: failed: the Python package's device tests (exit $status)" >&2
+  tail -5 "$part" >&2
+fi
 # Counts one check, `what`, by the exit status of the command after it (its output in $part).
 tally() {
   local what=$1

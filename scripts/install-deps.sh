@@ -68,13 +68,23 @@ if ((${#missing_python[@]})); then
     # Debian's own python3 is "externally managed": use its packages instead.
     if have apt-get && [[ $(id -u) -eq 0 ]] && [[ $(command -v python3) == /usr/bin/python3 ]]; then
       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        python3-h5py python3-numpy python3-matplotlib python3-pytest >/dev/null
+        python3-h5py python3-numpy python3-matplotlib python3-pytest python3-pip >/dev/null
+      # Debian packages no maturin: pip installs it beside them.
+      if [[ " ${missing_python[*]} " == *" maturin "* ]]; then
+        python3 -m pip install --quiet --break-system-packages maturin >/dev/null
+      fi
     else
       echo "install-deps: could not install ${missing_python[*]} for $(command -v python3); install them in your Python environment" >&2
       exit 1
     fi
   fi
 fi
+for m in "${missing_python[@]}"; do
+  if ! python3 -c "import $m" 2>/dev/null; then
+    echo "install-deps: the Python module $m is still missing for $(command -v python3); install it in your Python environment" >&2
+    exit 1
+  fi
+done
 # NVRTC and the CUDA headers, pinned to CUDA 13.0.x (13.5's PTX is too new for the GPU
 # machines' 13.0 driver), from NVIDIA's wheels into .deps/cuda: `make test` compiles every
 # kernel with them on machines without a GPU or toolkit. Skipped with TENSORFEM_NO_NVRTC=1.

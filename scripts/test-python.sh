@@ -7,10 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf target/wheels target/python
-maturin build --quiet --release -m python/Cargo.toml -o target/wheels
-python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-  --no-deps --no-compile \
-  --target target/python target/wheels/tensorfem-*.whl
+python3 -m maturin build --quiet --release -m python/Cargo.toml -o target/wheels
+# A wheel is a zip of the package: unpacked, it is installed for PYTHONPATH (no pip, so
+# an externally managed system Python serves as well).
+python3 -m zipfile -e target/wheels/tensorfem-*.whl target/python
 # The release binary is what the solutions are compared with.
 cargo build --quiet --release --bin tensorfem
 cd target  # not the repository root: `import tensorfem` must find the installed package

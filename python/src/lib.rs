@@ -64,6 +64,12 @@ fn toml_value(value: &Bound<'_, PyAny>, key: &str) -> PyResult<toml::Value> {
         )
     } else if let Ok(dict) = value.cast::<PyDict>() {
         toml::Value::Table(toml_table(dict, key)?)
+    } else if value.hasattr("__index__")? {
+        // numpy's integers
+        toml::Value::Integer(value.call_method0("__index__")?.extract()?)
+    } else if value.hasattr("__float__")? {
+        // numpy's floats
+        toml::Value::Float(value.call_method0("__float__")?.extract()?)
     } else {
         return Err(PyTypeError::new_err(format!(
             "{key}: a {} is not a setting (allowed: bool, int, float, str, list, dict)",
@@ -332,8 +338,9 @@ fn node_map(mesh: &[[f64; 2]], other: &[[f64; 2]]) -> Result<Vec<u32>, Error> {
         .flatten()
         .fold(0.0f64, |m, x| m.max(x.abs()))
         .max(f64::MIN_POSITIVE);
-    // Keys on a lattice far finer than any mesh width, so a rounding difference between
-    // the two refinements cannot reorder the nodes.
+    // Keys on a lattice far finer than any mesh width: the two refinements' coordinates,
+    // equal up to rounding, get the same key unless one lies within rounding of a lattice
+    // half-step; then the check below refuses the mesh rather than map it wrongly.
     let key = |x: &[f64; 2]| x.map(|c| (c / extent * 2f64.powi(40)).round() as i64);
     let sorted = |points: &[[f64; 2]]| {
         let mut order: Vec<u32> = (0..points.len() as u32).collect();
@@ -353,7 +360,7 @@ fn node_map(mesh: &[[f64; 2]], other: &[[f64; 2]]) -> Result<Vec<u32>, Error> {
 }
 
 /// What the last solve did, for `Solver.info`.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct SolveInfo {
     columns: usize,
     iterations: Option<usize>,
@@ -580,15 +587,20 @@ impl Solver {
         for (key, value) in &self.setup {
             info.set_item(key, value)?;
         }
-        let state = self.lock().map_err(|e| raise(py, e))?;
-        info.set_item("unknowns", state.rows.len())?;
-        info.set_item("nonzeros", state.solver.nonzeros())?;
+        // A solve on another thread holds the lock: wait for it without the GIL.
+        let (unknowns, nonzeros, last) = py
+            .detach(|| {
+                self.lock()
+                    .map(|s| (s.rows.len(), s.solver.nonzeros(), s.last.clone()))
+            })
+            .map_err(|e| raise(py, e))?;
+        info.set_item("unknowns", unknowns)?;
+        info.set_item("nonzeros", nonzeros)?;
         let seconds = PyDict::new(py);
-        for (stage, s) in self.setup_seconds.iter().chain(&state.last.seconds) {
+        for (stage, s) in self.setup_seconds.iter().chain(&last.seconds) {
             seconds.set_item(stage, s)?;
         }
         info.set_item("seconds", seconds)?;
-        let last = &state.last;
         info.set_item("columns", last.columns)?;
         info.set_item("iterations", last.iterations)?;
         info.set_item("inner_iterations", last.inner_iterations)?;

@@ -107,6 +107,8 @@ class Mesh:
         if conditions is not None:
             sections["boundary"] = conditions
         self._native = _tensorfem.Mesh(sections)
+        self._unknowns = self._native.unknowns
+        self._unknowns.flags.writeable = False
 
     @classmethod
     def unit_square(
@@ -150,7 +152,7 @@ class Mesh:
     def unknowns(self) -> np.ndarray:
         """The nodes that are unknowns, in the order of the rows of B and X: those off the
         Dirichlet parts, in node order (every node for pure Neumann)."""
-        return self._native.unknowns
+        return self._unknowns
 
     @property
     def dirichlet_nodes(self) -> np.ndarray:
@@ -263,22 +265,21 @@ class Solver:
                 solver[key] = value
         if atol is not None:
             solver["atol"] = atol
-        mesh_extra: dict = {}
+        # Given macro elements go to the config as given (it refuses them where they do not
+        # apply); PSC gets its defaults where they are missing.
+        mesh_extra: dict = {"h0": h0, "coarse_levels": coarse_levels}
         if method.startswith("psc-"):
             settings = mesh._mesh_settings
-            if settings["kind"] == "unit-square":
-                h0 = h0 if h0 is not None else _coarse_width(int(settings["n"]))
-                mesh_extra["h0"] = h0
-            else:
+            if settings["kind"] == "unit-square" and h0 is None:
+                mesh_extra["h0"] = _coarse_width(int(settings["n"]))
+            elif settings["kind"] != "unit-square" and coarse_levels is None:
                 levels = int(settings["levels"])
-                default = max(0, min(levels // 2, levels - 2))
-                mesh_extra["coarse_levels"] = coarse_levels if coarse_levels is not None else default
+                mesh_extra["coarse_levels"] = max(0, min(levels // 2, levels - 2))
             if cache_dir is not None:
                 solver["cache_dir"] = os.fspath(cache_dir)
             else:
                 solver["cache"] = False
         else:
-            mesh_extra.update(h0=h0, coarse_levels=coarse_levels)
             if cache_dir is not None:
                 solver["cache_dir"] = os.fspath(cache_dir)
         settings = {"backend": device, "solver": solver, "mesh": mesh_extra}
