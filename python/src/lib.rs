@@ -380,14 +380,50 @@ struct State {
     rows: Vec<u32>,
     /// The solver's load nodes (its node numbering), row by row.
     load_nodes: Vec<u32>,
+    /// For each of the solver's Dirichlet nodes, the caller's row of Dirichlet values.
+    dirichlet_rows: Vec<u32>,
+    /// Some Dirichlet part takes the caller's values per node.
+    given_dirichlet: bool,
     last: SolveInfo,
 }
 
 impl State {
-    /// Solves the caller's column-major block `b` (rows × columns) and returns the
-    /// solutions on the caller's rows, column-major; every column is verified.
-    fn solve(&mut self, b: &[f64], columns: usize) -> Result<Vec<f64>, Error> {
+    /// Solves the caller's column-major block `b` (rows × columns), with the Dirichlet
+    /// values `dirichlet` (the caller's Dirichlet nodes × 1 or columns) where parts take
+    /// them, and returns the solutions on the caller's rows, column-major; every column
+    /// is verified.
+    fn solve(
+        &mut self,
+        b: &[f64],
+        columns: usize,
+        dirichlet: Option<&[f64]>,
+    ) -> Result<Vec<f64>, Error> {
         let rows = self.rows.len();
+        let d = self.dirichlet_rows.len();
+        let dirichlet = match (dirichlet, self.given_dirichlet) {
+            (None, true) => {
+                return Err(Error::InvalidInput(
+                    "a Dirichlet part takes values per node (\"given\"): pass them, solve(B, dirichlet=G) with G of shape (len(mesh.dirichlet_nodes),) or (len(mesh.dirichlet_nodes), k)".into(),
+                ))
+            }
+            (Some(_), false) => {
+                return Err(Error::InvalidInput(
+                    "Dirichlet values were passed, but no Dirichlet part takes values per node: give those parts (\"dirichlet\", \"given\")".into(),
+                ))
+            }
+            (Some(g), true) if g.len() != d && g.len() != d * columns => {
+                return Err(Error::InvalidInput(format!(
+                    "{} Dirichlet values for {d} Dirichlet nodes and {columns} column(s): give {d} or {d} × {columns}",
+                    g.len()
+                )))
+            }
+            (Some(g), true) => Some(
+                g.chunks(d.max(1))
+                    .flat_map(|theirs| self.dirichlet_rows.iter().map(|&r| theirs[r as usize]))
+                    .collect::<Vec<f64>>(),
+            ),
+            (None, false) => None,
+        };
         check_memory(
             &self.config.mesh,
             &self.config.solver,
@@ -401,7 +437,9 @@ impl State {
                 *value = theirs[row as usize];
             }
         }
-        let (loads, dirichlet) = self.solver.file_loads(ours, columns, None)?;
+        let (loads, dirichlet) = self
+            .solver
+            .file_loads(ours, columns, dirichlet.as_deref())?;
         let loads_seconds = t.elapsed().as_secs_f64();
 
         let t = Instant::now();
@@ -495,11 +533,13 @@ impl Solver {
                     .map(|solver| (solver, config, backend))
             })
             .map_err(|e| raise(py, e))?;
-        let (coords, load_nodes) = match &solver {
-            AnyPoissonSolver::Square(s) => (&s.mesh.coords, s.dofs.node_of_dof.clone()),
-            AnyPoissonSolver::Conditioned(s, boundary) => {
-                (&s.mesh.coords, boundary.load_nodes.clone())
-            }
+        let (coords, load_nodes, dirichlet_nodes) = match &solver {
+            AnyPoissonSolver::Square(s) => (&s.mesh.coords, s.dofs.node_of_dof.clone(), vec![]),
+            AnyPoissonSolver::Conditioned(s, boundary) => (
+                &s.mesh.coords,
+                boundary.load_nodes.clone(),
+                boundary.dirichlet_nodes.clone(),
+            ),
             AnyPoissonSolver::Cube(_) => unreachable!("a Mesh is 2D"),
         };
         let same = *coords == mesh.mesh.coords;
@@ -512,7 +552,25 @@ impl Solver {
             .iter()
             .map(|&v| mesh.loads.dof_of_node[map[v as usize] as usize])
             .collect();
-        if rows.len() != mesh.loads.len() || rows.contains(&Dofs::NONE) {
+        let given_dirichlet = config
+            .mesh
+            .boundary
+            .as_ref()
+            .is_some_and(|b| b.dirichlet_from_input());
+        let dirichlet_rows: Vec<u32> = dirichlet_nodes
+            .iter()
+            .map(|&v| {
+                let node = map[v as usize];
+                mesh.dirichlet_nodes
+                    .binary_search(&node)
+                    .map_or(Dofs::NONE, |r| r as u32)
+            })
+            .collect();
+        if rows.len() != mesh.loads.len()
+            || rows.contains(&Dofs::NONE)
+            || (given_dirichlet && dirichlet_rows.len() != mesh.dirichlet_nodes.len())
+            || dirichlet_rows.contains(&Dofs::NONE)
+        {
             return Err(raise(
                 py,
                 Error::InvalidInput(format!(
@@ -549,6 +607,8 @@ impl Solver {
                 solver,
                 rows,
                 load_nodes,
+                dirichlet_rows,
+                given_dirichlet,
                 last: SolveInfo::default(),
             }),
             setup,
@@ -556,14 +616,18 @@ impl Solver {
         })
     }
 
-    /// Solves the block `b` (rows × columns, any layout) and returns the solutions as a
-    /// Fortran-ordered array of the same shape; the GIL is released meanwhile.
+    /// Solves the block `b` (rows × columns, any layout), with the Dirichlet values
+    /// `dirichlet` (Dirichlet nodes × 1 or columns) where parts take them, and returns the
+    /// solutions as a Fortran-ordered array of b's shape; the GIL is released meanwhile.
+    #[pyo3(signature = (b, dirichlet=None))]
     fn solve<'py>(
         &self,
         py: Python<'py>,
         b: PyReadonlyArray2<'py, f64>,
+        dirichlet: Option<PyReadonlyArray2<'py, f64>>,
     ) -> PyResult<Bound<'py, PyArray2<f64>>> {
         let (rows, columns, b) = column_major(&b);
+        let dirichlet = dirichlet.as_ref().map(|g| column_major(g).2);
         let x = py
             .detach(|| {
                 let mut state = self.lock()?;
@@ -573,7 +637,7 @@ impl Solver {
                         state.rows.len()
                     )));
                 }
-                state.solve(&b, columns)
+                state.solve(&b, columns, dirichlet.as_deref())
             })
             .map_err(|e| raise(py, e))?;
         block_array(py, rows, x)

@@ -44,7 +44,8 @@ __all__ = [
 __version__ = _tensorfem.__version__
 
 #: A boundary condition of one part: "dirichlet" or "neumann" (zero data, or data carried
-#: by the loads), or (condition, constant value).
+#: by the loads), (condition, constant value), or ("dirichlet", "given"): values per node
+#: passed to `Solver.solve(B, dirichlet=G)`.
 Condition = Union[str, "tuple[str, float]", Mapping[str, Any]]
 
 
@@ -60,6 +61,9 @@ def _conditions(boundary: Optional[Mapping[str, Condition]]) -> Optional[dict]:
                     f"boundary {part!r}: {condition!r} is not (condition, value), e.g. ('dirichlet', 0.0)"
                 )
             condition = {"condition": condition[0], "value": condition[1]}
+        if isinstance(condition, Mapping) and condition.get("value") == "given":
+            # per node, passed to solve(): the config's value from a file
+            condition = {**condition, "value": "hdf5"}
         section[part] = dict(condition) if isinstance(condition, Mapping) else condition
     return section
 
@@ -286,9 +290,13 @@ class Solver:
         self.mesh = mesh
         self._native = _tensorfem.Solver(mesh._native, settings)
 
-    def solve(self, B: Any) -> np.ndarray:
+    def solve(self, B: Any, dirichlet: Any = None) -> np.ndarray:
         """Solves A X = B for every column of B (len(mesh.unknowns), k), or one vector
         (len(mesh.unknowns),); float64 or float32, any memory order.
+
+        `dirichlet`: where Dirichlet parts are ("dirichlet", "given"), the values g_D at
+        `mesh.dirichlet_nodes`, (len(dirichlet_nodes),) for every column or
+        (len(dirichlet_nodes), k) one per column.
 
         Returns X of B's shape, dtype and order (Fortran-ordered for a Fortran-ordered B).
         The GIL is released while solving. Raises InputError (shape, dtype, NaN or Inf,
@@ -296,7 +304,9 @@ class Solver:
         f64 residual missed its tolerance)."""
         array = np.asarray(B)
         block, vector = _columns("B", array, len(self.mesh.unknowns), "unknown (mesh.unknowns)")
-        X = self._native.solve(block)
+        if dirichlet is not None:
+            dirichlet, _ = _columns("dirichlet", dirichlet, len(self.mesh.dirichlet_nodes), "Dirichlet node")
+        X = self._native.solve(block, dirichlet)
         if vector:
             return X[:, 0].astype(array.dtype, copy=False)
         fortran = array.flags.f_contiguous and not array.flags.c_contiguous

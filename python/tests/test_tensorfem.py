@@ -31,6 +31,8 @@ MIXED = {"inflow": ("neumann", 0.5), "outflow": ("dirichlet", 1.0), "walls": "ne
 
 
 def toml_condition(condition):
+    if condition == ("dirichlet", "given"):
+        return '{ condition = "dirichlet", value = "hdf5" }'
     if isinstance(condition, tuple):
         return f'{{ condition = "{condition[0]}", value = {condition[1]} }}'
     return f'"{condition}"'
@@ -52,11 +54,12 @@ def cli_solution(tmp_path, device, mesh_lines, boundary, solver_lines, B):
     subprocess.run([BINARY, "mesh", "--config", str(path), "--output", str(tmp_path / "mesh.h5")],
                    check=True, env=env, stdout=subprocess.DEVNULL)
     mesh = build_rhs.read_mesh(str(tmp_path / "mesh.h5"))
-    return mesh, lambda rows: _run(tmp_path, path, env, mesh, rows)
+    return mesh, lambda rows, dirichlet=None: _run(tmp_path, path, env, mesh, rows, dirichlet)
 
 
-def _run(tmp_path, path, env, mesh, rows):
-    build_rhs.write_input(str(tmp_path / "rhs.h5"), rows.T, mesh=mesh)
+def _run(tmp_path, path, env, mesh, rows, dirichlet=None):
+    build_rhs.write_input(str(tmp_path / "rhs.h5"), rows.T, mesh=mesh,
+                          dirichlet=None if dirichlet is None else dirichlet.T)
     subprocess.run([BINARY, "run", str(path)], check=True, env=env, stdout=subprocess.DEVNULL)
     with h5py.File(tmp_path / "run" / "campaign.h5", "r") as f:
         return f["operators/0/u"][:].T  # nodes × columns
@@ -370,3 +373,41 @@ def test_a_gmsh_mesh_solves_like_the_reference():
     for method, keywords in (("mg", {}), ("psc-m1", {"coarse_levels": 1})):
         X = tensorfem.Solver(mesh, method=method, **keywords).solve(B)
         assert np.abs(X - reference).max() <= 1e-8 * np.abs(reference).max(), method
+
+
+@device
+def test_dirichlet_values_per_node_equal_the_command_lines(tmp_path):
+    boundary = {"inflow": "neumann", "outflow": ("dirichlet", "given"), "walls": "neumann",
+                "obstacle": "neumann"}
+    mesh = tensorfem.Mesh.flow_around_square(3, boundary=boundary)
+    rng = np.random.default_rng(11)
+    B = rng.standard_normal((len(mesh.unknowns), 2))
+    y = mesh.nodes[mesh.dirichlet_nodes, 1]
+    G = np.column_stack([np.sin(np.pi * y), 1 + y])
+    solver = tensorfem.Solver(mesh, method="psc-m1", device=DEVICE, coarse_levels=1)
+    X = solver.solve(B, dirichlet=G)
+    shared = solver.solve(B, dirichlet=G[:, 1])
+    np.testing.assert_array_equal(shared[:, 1], X[:, 1])
+    cli_mesh, run = cli_solution(tmp_path, DEVICE, ['kind = "flow-around-square"', "levels = 3",
+                                                    "coarse_levels = 1"], boundary,
+                                 ['method = "psc-m1"', 'precision = "f32"', "rtol = 1e-10"], B)
+    to_ours = node_map(mesh.nodes, cli_mesh.coords)
+    row_of_node = np.full(len(mesh.nodes), -1)
+    row_of_node[mesh.unknowns] = np.arange(len(mesh.unknowns))
+    row_of_node[mesh.dirichlet_nodes] = np.arange(len(mesh.dirichlet_nodes))
+    nodal = run(B[row_of_node[to_ours[cli_mesh.load_nodes]]],
+                G[row_of_node[to_ours[cli_mesh.dirichlet_nodes]]])
+    theirs = np.empty_like(nodal)
+    theirs[to_ours] = nodal
+    np.testing.assert_allclose(theirs[mesh.dirichlet_nodes], G, rtol=0, atol=0)
+    reference = theirs[mesh.unknowns]
+    assert np.abs(X - reference).max() <= 1e-12 * np.abs(reference).max()
+    for bad, words in ((None, "a Dirichlet part takes values per node"),
+                       (G[:-1], "dirichlet has shape")):
+        with pytest.raises(tensorfem.InputError) as raised:
+            solver.solve(B, dirichlet=bad)
+        assert words in str(raised.value), str(raised.value)
+    plain = tensorfem.Solver(tensorfem.Mesh.unit_square(8), method="cholesky")
+    with pytest.raises(tensorfem.InputError) as raised:
+        plain.solve(np.ones(49), dirichlet=np.ones(32))
+    assert "no Dirichlet part takes values per node" in str(raised.value)
