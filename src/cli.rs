@@ -85,6 +85,86 @@ pub enum BenchCommand {
     /// in one process: iterations, time to solution, ms per element and per iteration,
     /// velocity and pressure L2 errors.
     Stokes(StokesArgs),
+    /// The Poisson methods side by side on any mesh (the unit square, the flow around a
+    /// square, a Gmsh mesh), each set up once as a run sets it up, then timed on the same
+    /// random right-hand sides in alternating rounds: set-up, solve, MDof/s, steps, the
+    /// f64 residual; `--reference` adds the sparse Cholesky and each method's speed-up over
+    /// it.
+    Solve(SolveBenchArgs),
+}
+
+#[derive(clap::Args)]
+pub struct SolveBenchArgs {
+    /// unit-square (--n), flow-around-square or gmsh (--file), the last two refined
+    /// --levels times.
+    #[arg(long, value_enum, default_value_t = InfoMeshArg::FlowAroundSquare)]
+    pub mesh: InfoMeshArg,
+    /// Cells per direction (unit square).
+    #[arg(long)]
+    pub n: Option<usize>,
+    /// PSC's coarse cells per direction (unit square; default: n = n0·2^j with n0 closest
+    /// to √n).
+    #[arg(long)]
+    pub n0: Option<usize>,
+    /// The elements (unit square: q1 or p1; refined meshes take their coarse mesh's).
+    #[arg(long, value_enum)]
+    pub element: Option<ElementArg>,
+    /// Uniform refinements of the coarse mesh (flow-around-square, gmsh).
+    #[arg(long)]
+    pub levels: Option<usize>,
+    /// Refinements that make PSC's macro elements (default: half of --levels, rounded
+    /// down, at most --levels − 2).
+    #[arg(long)]
+    pub coarse_levels: Option<usize>,
+    /// The Gmsh MSH 4.1 file of --mesh gmsh.
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+    /// dirichlet: u = 0 on the whole boundary; pressure: a projection method's pressure,
+    /// Dirichlet at the part named outflow and Neumann on the others.
+    #[arg(long, value_enum, default_value_t = BcArg::Pressure)]
+    pub bc: BcArg,
+    /// The methods, comma-separated: psc-m1, psc-m2, psc-m3, mg, cholesky.
+    #[arg(long, value_delimiter = ',', default_value = "psc-m1,mg")]
+    pub method: Vec<String>,
+    /// Working precision of the PSC methods (f16, tf32, f32: inside f64 refinement; f64).
+    #[arg(long, default_value = "f32")]
+    pub precision: String,
+    /// The multigrid's precision schedule (D_MG, H_MG, DSH_MG, HSD_MG).
+    #[arg(long, default_value = "DSH_MG")]
+    pub variant: String,
+    /// The multigrid's Krylov method around the cycle: cg (flexible CG) or none.
+    #[arg(long, default_value = "cg")]
+    pub krylov: String,
+    /// Also time the sparse Cholesky (faer, f64) and give every method's speed-up over it.
+    #[arg(long)]
+    pub reference: bool,
+    /// Right-hand sides per block, comma-separated (each block size timed in turn).
+    #[arg(long, value_delimiter = ',', default_value = "64")]
+    pub nrhs: Vec<usize>,
+    /// Every column to ‖b − A u‖₂ ≤ rtol·‖b‖₂, checked in f64.
+    #[arg(long, default_value_t = 1e-10)]
+    pub rtol: f64,
+    /// Alternating rounds (every method once per round); the fastest and the median count.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Where PSC keeps its set-ups (default: none kept; every run sets up afresh).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Where the solves run: cpu, cuda, or auto.
+    #[arg(long, default_value = "cpu", value_parser = parse_backend)]
+    pub backend: BackendChoice,
+    /// Write the first method's matrix (CSR, both triangles, its order of unknowns) and the
+    /// largest block of right-hand sides to this HDF5 file, for a solver outside tensorfem.
+    #[arg(long)]
+    pub export: Option<PathBuf>,
+    /// With --export: write the file after the first set-up and stop.
+    #[arg(long)]
+    pub export_only: bool,
+    /// One JSON object per method and block size (keys method, setting, unknowns, nrhs,
+    /// setup_seconds, solve_seconds, solve_seconds_median, mdofs, iterations,
+    /// max_relative_residual, speedup_over_reference, and more).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::Args)]

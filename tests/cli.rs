@@ -1594,3 +1594,179 @@ fn single_runs_on_cuda_give_the_cpu_solutions() {
         );
     }
 }
+
+/// `bench solve`: every method on the same random block of a refined mesh, each column
+/// checked in f64, the sparse Cholesky as the reference of the speed-ups; the export holds
+/// the matrix and block a solver outside tensorfem reads; bad arguments are named.
+#[test]
+fn bench_solve_compares_methods_on_any_mesh() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        &[
+            "bench",
+            "solve",
+            "--levels",
+            "3",
+            "--coarse-levels",
+            "1",
+            "--method",
+            "psc-m1,mg",
+            "--reference",
+            "--nrhs",
+            "1,3",
+            "--runs",
+            "2",
+            "--json",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let methods: Vec<&str> = rows.iter().map(|r| r["method"].as_str().unwrap()).collect();
+    assert_eq!(
+        methods,
+        ["psc-m1", "mg", "cholesky", "psc-m1", "mg", "cholesky"]
+    );
+    let unknowns = rows[0]["unknowns"].as_u64().unwrap();
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r["nrhs"], if i < 3 { 1 } else { 3 }, "{r}");
+        assert_eq!(r["unknowns"].as_u64(), Some(unknowns), "{r}");
+        assert_eq!(r["rounds"], 2, "{r}");
+        let residual = r["max_relative_residual"].as_f64().unwrap();
+        assert!(residual <= 1e-10 && residual > 0.0, "{r}");
+        let (best, median) = (
+            r["solve_seconds"].as_f64().unwrap(),
+            r["solve_seconds_median"].as_f64().unwrap(),
+        );
+        assert!(best > 0.0 && best <= median, "{r}");
+        let reference = rows[(i / 3) * 3 + 2]["solve_seconds"].as_f64().unwrap();
+        let speedup = r["speedup_over_reference"].as_f64().unwrap();
+        assert!((speedup - reference / best).abs() <= 1e-12 * speedup, "{r}");
+    }
+    assert!(rows[1]["iterations"].as_u64().unwrap() >= 2);
+    assert!(rows[2]["iterations"].is_null());
+    assert!(rows[0]["mesh"].as_str().unwrap().contains("L = 3, L0 = 1"));
+
+    // The export: the first method's matrix (both triangles) and the block of the largest
+    // --nrhs, whose columns have the drawn normal loads' scale.
+    let path = dir.path().join("problem.h5");
+    let out = run(
+        &[
+            "bench",
+            "solve",
+            "--levels",
+            "2",
+            "--method",
+            "cholesky",
+            "--nrhs",
+            "2",
+            "--export",
+            path.to_str().unwrap(),
+            "--export-only",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).is_empty(), "nothing is timed");
+    let file = hdf5::File::open(&path).unwrap();
+    let n = file.attr("unknowns").unwrap().read_scalar::<u64>().unwrap() as usize;
+    let indptr = file
+        .dataset("matrix/indptr")
+        .unwrap()
+        .read_raw::<u64>()
+        .unwrap();
+    let indices = file
+        .dataset("matrix/indices")
+        .unwrap()
+        .read_raw::<u32>()
+        .unwrap();
+    let data = file
+        .dataset("matrix/data")
+        .unwrap()
+        .read_raw::<f64>()
+        .unwrap();
+    let rhs = file.dataset("rhs").unwrap();
+    assert_eq!(rhs.shape(), [2, n]);
+    assert_eq!(indptr.len(), n + 1);
+    assert_eq!(indices.len(), data.len());
+    let entry = |i: usize, j: u32| {
+        let row = indptr[i] as usize..indptr[i + 1] as usize;
+        indices[row.clone()]
+            .iter()
+            .position(|&c| c == j)
+            .map(|k| data[row.start + k])
+    };
+    for i in 0..n {
+        let row = indptr[i] as usize..indptr[i + 1] as usize;
+        assert!(entry(i, i as u32).unwrap() > 0.0);
+        for k in row {
+            assert_eq!(
+                entry(indices[k] as usize, i as u32),
+                Some(data[k]),
+                "symmetric"
+            );
+        }
+    }
+    let b = rhs.read_raw::<f64>().unwrap();
+    let rms = (b.iter().map(|v| v * v).sum::<f64>() / b.len() as f64).sqrt();
+    assert!(
+        (0.7..1.3).contains(&rms),
+        "standard normal loads: rms {rms}"
+    );
+
+    // The unit square with u = 0 on its boundary.
+    let square = run(
+        &[
+            "bench",
+            "solve",
+            "--mesh",
+            "unit-square",
+            "--n",
+            "16",
+            "--bc",
+            "dirichlet",
+            "--method",
+            "psc-m2,mg,cholesky",
+            "--nrhs",
+            "2",
+            "--runs",
+            "1",
+        ],
+        dir.path(),
+    );
+    assert!(square.status.success(), "{}", text(&square.stderr));
+    assert!(text(&square.stdout).contains("unit-square n = 16: 225 unknowns"));
+
+    for bad in [
+        vec!["--levels", "3", "--method", "psc-m4"],
+        vec!["--levels", "3", "--method", "mg,mg"],
+        vec!["--levels", "3", "--runs", "0"],
+        vec!["--levels", "3", "--nrhs", "0"],
+        vec!["--levels", "3", "--rtol", "2"],
+        vec!["--levels", "3", "--export-only"],
+        vec!["--levels", "3", "--n", "16"],
+        vec!["--mesh", "unit-square"],
+        vec!["--mesh", "unit-square", "--n", "16"],
+        vec![
+            "--mesh",
+            "unit-square",
+            "--n",
+            "16",
+            "--bc",
+            "dirichlet",
+            "--levels",
+            "2",
+        ],
+        vec!["--mesh", "gmsh", "--levels", "2"],
+        vec!["--levels", "2", "--variant", "Q_MG", "--method", "mg"],
+    ] {
+        let mut args = vec!["bench", "solve"];
+        args.extend(&bad);
+        let out = run(&args, dir.path());
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("error"), "{bad:?}");
+    }
+}

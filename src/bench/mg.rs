@@ -183,7 +183,7 @@ pub struct MgBenchResult {
 
 /// `len` standard normal values, reproducible from `seed` (ChaCha8 and the Box–Muller
 /// transform: the same stream on every machine).
-fn normal_loads(len: usize, seed: u64) -> Vec<f64> {
+pub(super) fn normal_loads(len: usize, seed: u64) -> Vec<f64> {
     let uniform = random_initial_guess(len + len % 2, seed);
     uniform
         .chunks_exact(2)

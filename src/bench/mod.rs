@@ -5,6 +5,7 @@ mod machine;
 mod mg;
 mod mg_kernels;
 mod psc;
+mod solve;
 mod stokes;
 
 pub use machine::{
@@ -14,6 +15,7 @@ pub use machine::{
 pub use mg::{bench_mg, MgBenchParams, MgBenchResult, MgBenchSolver};
 pub use mg_kernels::{bench_mg_kernels, MgKernelTiming};
 pub use psc::{bench_psc, PscBenchParams, PscBenchResult};
+pub use solve::SolveBenchResult;
 pub use stokes::{bench_stokes, parse_preconditioners, StokesBenchParams, StokesBenchResult};
 
 use std::time::Instant;
@@ -39,6 +41,7 @@ pub fn dispatch(command: &BenchCommand) -> Result<()> {
         },
         BenchCommand::Psc(a) => psc::report(a),
         BenchCommand::Mg(a) => mg::report(a),
+        BenchCommand::Solve(a) => solve::report(a),
         BenchCommand::Stokes(a) => stokes::report(a),
     }
 }

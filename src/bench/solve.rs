@@ -1,0 +1,517 @@
+//! `tensorfem bench solve`: the Poisson methods side by side on any mesh a config can
+//! describe (the unit square, the flow around a square, a Gmsh mesh), each set up once
+//! through [`AnyPoissonSolver`] as a run or the Python package sets it up, then timed on
+//! the same block of random right-hand sides in alternating rounds; `--reference` adds the
+//! sparse Cholesky, `--export` writes the matrix and the block for a solver outside
+//! tensorfem (scripts/bench/vs-cholmod.sh).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::cli::{BcArg, InfoMeshArg, SolveBenchArgs};
+use crate::config::{parse_embedded, RunConfig};
+use crate::device::{cuda, Backend};
+use crate::error::{Error, Result};
+use crate::io::h5;
+use crate::mesh::{self, AnyMesh};
+use crate::poisson::{check_memory, AnyPoissonSolver};
+
+/// One method of the comparison and what it was timed at.
+#[derive(Clone, Debug, Serialize)]
+pub struct SolveBenchResult {
+    pub method: String,
+    /// The precision (PSC), the precision schedule and Krylov choice (multigrid), or f64.
+    pub setting: String,
+    pub mesh: String,
+    pub unknowns: usize,
+    pub nonzeros: usize,
+    pub nrhs: usize,
+    pub assembly_seconds: f64,
+    pub setup_seconds: f64,
+    pub setup_note: Option<String>,
+    /// Fastest and median solve of the rounds, the verification of every column included.
+    pub solve_seconds: f64,
+    pub solve_seconds_median: f64,
+    pub rounds: usize,
+    /// unknowns × right-hand sides / fastest solve seconds, in millions.
+    pub mdofs: f64,
+    pub iterations: Option<usize>,
+    pub max_relative_residual: f64,
+    pub rtol: f64,
+    /// The reference's fastest solve over this method's (≥ 1: this method is faster).
+    pub speedup_over_reference: Option<f64>,
+}
+
+/// Right-hand sides reproducible across methods: each column's normal values are drawn
+/// per node (seed + column), then gathered in each solver's order of unknowns.
+const SEED: u64 = 68;
+
+/// Runs the command: set-ups, alternating timed rounds, the table or JSON lines.
+pub fn report(a: &SolveBenchArgs) -> Result<()> {
+    check_args(a)?;
+    let methods = methods(a)?;
+    let boundary = boundary_section(a)?;
+    let largest = a.nrhs.iter().copied().max().unwrap_or(1);
+    let mut solvers = Vec::new();
+    for method in &methods {
+        let config = parse_embedded(&config_text(a, method, &boundary), "bench solve")?;
+        let backend = Backend::select(
+            config.backend,
+            &cuda::probe(),
+            config.solver.method.name(),
+            config.solver.method.has_cuda(),
+            0,
+        )?;
+        check_memory(&config.mesh, &config.solver, largest, &backend)?;
+        let solver = AnyPoissonSolver::new(&backend, &config.mesh, &config.solver)?;
+        log::info!(
+            "{}: set up in {:.3} s (+ assembly {:.3} s){}",
+            method.label(),
+            solver.setup_seconds(),
+            solver.assembly_seconds(),
+            solver
+                .setup_note()
+                .map(|n| format!(", {n}"))
+                .unwrap_or_default()
+        );
+        if a.export.is_some() && solvers.is_empty() {
+            export(a, &solver, largest)?;
+            if a.export_only {
+                return Ok(());
+            }
+        }
+        solvers.push((method.clone(), solver));
+    }
+    let mesh = mesh_name(a);
+    let mut results = Vec::new();
+    for &nrhs in &a.nrhs {
+        let blocks: Vec<Vec<f64>> = solvers.iter().map(|(_, s)| random_block(s, nrhs)).collect();
+        let mut times = vec![Vec::new(); solvers.len()];
+        let mut last = vec![None; solvers.len()];
+        for _ in 0..a.runs {
+            for (i, (method, solver)) in solvers.iter_mut().enumerate() {
+                let b = &blocks[i];
+                let start = Instant::now();
+                let outcome = solver.solve(b, nrhs)?;
+                times[i].push(start.elapsed().as_secs_f64());
+                let residuals = column_residuals(solver, b, &outcome.u, nrhs);
+                // A NaN fails the check too (f64::max would pass over it).
+                if let Some(c) = residuals
+                    .iter()
+                    .position(|r| !(r.is_finite() && *r <= a.rtol))
+                {
+                    return Err(Error::Verification(format!(
+                        "bench solve: {} left right-hand side {c} of {nrhs} at a relative residual of {:e} (rtol {:e})",
+                        method.label(),
+                        residuals[c],
+                        a.rtol
+                    )));
+                }
+                let residual = residuals.into_iter().fold(0.0, f64::max);
+                last[i] = Some((outcome.iterations, residual));
+            }
+        }
+        let reference = solvers
+            .iter()
+            .position(|(m, _)| m.method == "cholesky")
+            .map(|i| best(&times[i]));
+        for (i, (method, solver)) in solvers.iter().enumerate() {
+            let (iterations, residual) = last[i].expect("every method ran");
+            let solve = best(&times[i]);
+            results.push(SolveBenchResult {
+                method: method.method.clone(),
+                setting: method.setting(),
+                mesh: mesh.clone(),
+                unknowns: solver.unknowns(),
+                nonzeros: solver.nonzeros(),
+                nrhs,
+                assembly_seconds: solver.assembly_seconds(),
+                setup_seconds: solver.setup_seconds(),
+                setup_note: solver.setup_note(),
+                solve_seconds: solve,
+                solve_seconds_median: median(&times[i]),
+                rounds: a.runs,
+                mdofs: (solver.unknowns() * nrhs) as f64 / solve / 1e6,
+                iterations,
+                max_relative_residual: residual,
+                rtol: a.rtol,
+                speedup_over_reference: reference.map(|r| r / solve),
+            });
+        }
+    }
+    print(&results, a.json);
+    Ok(())
+}
+
+/// A method and its setting as listed on the command line.
+#[derive(Clone, Debug)]
+struct MethodChoice {
+    method: String,
+    precision: Option<String>,
+    variant: Option<String>,
+    krylov: Option<String>,
+}
+
+impl MethodChoice {
+    fn setting(&self) -> String {
+        match (&self.precision, &self.variant, &self.krylov) {
+            (Some(p), _, _) => format!("{p} (PSC-IR below f64)"),
+            (_, Some(v), Some(k)) => format!("{v}, krylov {k}"),
+            _ => "f64".into(),
+        }
+    }
+
+    fn label(&self) -> String {
+        format!("{} {}", self.method, self.setting())
+    }
+}
+
+/// The methods to time: `--method`, then the sparse Cholesky with `--reference` (once).
+fn methods(a: &SolveBenchArgs) -> Result<Vec<MethodChoice>> {
+    let mut names: Vec<String> = a.method.iter().map(|m| m.trim().to_lowercase()).collect();
+    if a.reference && !names.iter().any(|m| m == "cholesky") {
+        names.push("cholesky".into());
+    }
+    let mut seen = Vec::new();
+    let mut out = Vec::new();
+    for name in names {
+        if seen.contains(&name) {
+            return Err(Error::InvalidInput(format!("--method lists {name} twice")));
+        }
+        seen.push(name.clone());
+        let choice = match name.as_str() {
+            "psc-m1" | "psc-m2" | "psc-m3" => MethodChoice {
+                method: name,
+                precision: Some(a.precision.clone()),
+                variant: None,
+                krylov: None,
+            },
+            "mg" => MethodChoice {
+                method: name,
+                precision: None,
+                variant: Some(a.variant.clone()),
+                krylov: Some(a.krylov.clone()),
+            },
+            "cholesky" => MethodChoice {
+                method: name,
+                precision: None,
+                variant: None,
+                krylov: None,
+            },
+            other => {
+                return Err(Error::InvalidInput(format!(
+                    "--method {other} (allowed: psc-m1, psc-m2, psc-m3, mg, cholesky)"
+                )))
+            }
+        };
+        out.push(choice);
+    }
+    Ok(out)
+}
+
+fn check_args(a: &SolveBenchArgs) -> Result<()> {
+    let bad = |m: String| Err(Error::InvalidInput(m));
+    if a.runs == 0 {
+        return bad("--runs 0: time at least one round".into());
+    }
+    if let Some(&k) = a.nrhs.iter().find(|&&k| k == 0 || k > 100_000) {
+        return bad(format!("--nrhs {k} (allowed: 1 ..= 100000)"));
+    }
+    if !(a.rtol > 0.0 && a.rtol < 1.0) {
+        return bad(format!(
+            "--rtol {}: a relative tolerance is in (0, 1)",
+            a.rtol
+        ));
+    }
+    if a.export_only && a.export.is_none() {
+        return bad("--export-only needs --export FILE".into());
+    }
+    let refined = a.mesh != InfoMeshArg::UnitSquare;
+    match (refined, a.n, a.levels) {
+        (false, None, _) => return bad("--mesh unit-square needs --n".into()),
+        (false, _, Some(_)) | (false, _, None) if a.coarse_levels.is_some() => {
+            return bad("--coarse-levels applies to refined meshes (flow-around-square, gmsh); the unit square's PSC coarse mesh is --n0".into())
+        }
+        (false, _, Some(_)) => return bad("--levels applies to refined meshes; the unit square takes --n".into()),
+        (true, Some(_), _) => return bad("--n applies to the unit square; refined meshes take --levels".into()),
+        (true, _, None) => return bad("--levels is required for a refined mesh".into()),
+        _ => {}
+    }
+    if (a.mesh == InfoMeshArg::Gmsh) != a.file.is_some() {
+        return bad("--file F.msh goes with --mesh gmsh (and only with it)".into());
+    }
+    if a.mesh == InfoMeshArg::UnitSquare && a.bc == BcArg::Pressure {
+        return bad("--bc pressure needs a part named outflow; the unit square takes --bc dirichlet (u = 0 on the boundary)".into());
+    }
+    if a.n0.is_some() && a.mesh != InfoMeshArg::UnitSquare {
+        return bad("--n0 applies to the unit square".into());
+    }
+    Ok(())
+}
+
+fn mesh_name(a: &SolveBenchArgs) -> String {
+    match a.mesh {
+        InfoMeshArg::UnitSquare => format!("unit-square n = {}", a.n.unwrap_or(0)),
+        InfoMeshArg::FlowAroundSquare => format!(
+            "flow-around-square L = {}, L0 = {}",
+            a.levels.unwrap_or(0),
+            coarse_levels(a)
+        ),
+        InfoMeshArg::Gmsh => format!(
+            "gmsh {} L = {}, L0 = {}",
+            a.file.as_deref().unwrap_or(Path::new("")).display(),
+            a.levels.unwrap_or(0),
+            coarse_levels(a)
+        ),
+    }
+}
+
+/// PSC's macro elements on a refined mesh: `--coarse-levels`, else half the refinements
+/// (rounded down), leaving at least two inside the macro elements.
+fn coarse_levels(a: &SolveBenchArgs) -> usize {
+    let levels = a.levels.unwrap_or(0);
+    a.coarse_levels
+        .unwrap_or((levels / 2).min(levels.saturating_sub(2)))
+}
+
+/// PSC's coarse cells per direction on the unit square without `--n0`: n0 with n = n0·2^j
+/// (j ≥ 1, n0 ≥ 2) closest to √n (the flop-optimal h0 ≈ √h), the coarser on a tie; none
+/// where n has no such divisor (the config then names the problem).
+fn coarse_cells(n: usize) -> Option<usize> {
+    let target = 0.5 * (n as f64).ln();
+    std::iter::successors(Some(n), |&m| (m % 2 == 0).then_some(m / 2))
+        .skip(1)
+        .take_while(|&m| m >= 2)
+        .min_by(|&x, &y| {
+            let distance = |m: usize| ((m as f64).ln() - target).abs();
+            distance(x).total_cmp(&distance(y)).then(x.cmp(&y))
+        })
+}
+
+/// The `[mesh]` section of a method's config (`psc`: with its macro elements).
+fn mesh_section(a: &SolveBenchArgs, psc: bool) -> String {
+    let kind = match a.mesh {
+        InfoMeshArg::UnitSquare => "unit-square",
+        InfoMeshArg::FlowAroundSquare => "flow-around-square",
+        InfoMeshArg::Gmsh => "gmsh",
+    };
+    let mut s = format!("[mesh]\nkind = \"{kind}\"\n");
+    if let Some(e) = a.element {
+        s += &format!("element = \"{}\"\n", e.element().name());
+    }
+    match a.mesh {
+        InfoMeshArg::UnitSquare => {
+            s += &format!("n = {}\n", a.n.unwrap_or(0));
+            if let Some(n0) =
+                a.n0.or_else(|| coarse_cells(a.n.unwrap_or(0)))
+                    .filter(|_| psc)
+            {
+                s += &format!("h0 = {}\n", 1.0 / n0 as f64);
+            }
+        }
+        _ => {
+            if let Some(file) = &a.file {
+                s += &format!("file = {}\n", toml_string(&file.to_string_lossy()));
+            }
+            s += &format!("levels = {}\n", a.levels.unwrap_or(0));
+            if psc {
+                s += &format!("coarse_levels = {}\n", coarse_levels(a));
+            }
+        }
+    }
+    s
+}
+
+/// `[boundary]` for `--bc pressure` (Dirichlet at `outflow`, Neumann on every other part,
+/// read off the mesh); nothing for `--bc dirichlet` (u = 0 on the whole boundary).
+fn boundary_section(a: &SolveBenchArgs) -> Result<String> {
+    if a.bc == BcArg::Dirichlet {
+        return Ok(String::new());
+    }
+    let text = format!(
+        "{}[solver]\nmethod = \"cholesky\"\n",
+        mesh_section(a, false)
+    );
+    let config: RunConfig = parse_embedded(&text, "bench solve")?;
+    let names = match mesh::build(&config.mesh)? {
+        AnyMesh::Square(m) => m.boundary.names,
+        AnyMesh::Cube(_) => unreachable!("bench solve builds 2D meshes"),
+    };
+    if !names.iter().any(|n| n == "outflow") {
+        return Err(Error::InvalidInput(format!(
+            "--bc pressure needs a boundary part named outflow (this mesh has {})",
+            names.join(", ")
+        )));
+    }
+    let mut s = String::from("[boundary]\n");
+    for name in names {
+        let condition = if name == "outflow" {
+            "dirichlet"
+        } else {
+            "neumann"
+        };
+        s += &format!("{} = \"{condition}\"\n", toml_string(&name));
+    }
+    Ok(s)
+}
+
+fn toml_string(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+/// A whole config for one method.
+fn config_text(a: &SolveBenchArgs, m: &MethodChoice, boundary: &str) -> String {
+    let backend = match a.backend {
+        crate::device::BackendChoice::Cpu => "cpu",
+        crate::device::BackendChoice::Cuda => "cuda",
+        crate::device::BackendChoice::Auto => "auto",
+    };
+    let mut s = format!(
+        "backend = \"{backend}\"\n{}{boundary}",
+        mesh_section(a, m.precision.is_some())
+    );
+    s += &format!("[solver]\nmethod = \"{}\"\n", m.method);
+    if m.method != "cholesky" {
+        s += &format!("rtol = {:e}\n", a.rtol);
+    }
+    if let Some(p) = &m.precision {
+        s += &format!("precision = \"{p}\"\n");
+        match &a.cache_dir {
+            Some(dir) => s += &format!("cache_dir = {}\n", toml_string(&dir.to_string_lossy())),
+            None => s += "cache = false\n",
+        }
+    }
+    if let (Some(v), Some(k)) = (&m.variant, &m.krylov) {
+        s += &format!("variant = \"{v}\"\nkrylov = \"{k}\"\n");
+    }
+    s
+}
+
+/// `nrhs` columns of standard normal loads, one stream per column drawn per node, in the
+/// solver's order of unknowns.
+fn random_block(solver: &AnyPoissonSolver, nrhs: usize) -> Vec<f64> {
+    let (nodes, node_of_dof) =
+        crate::poisson::with_solver!(solver, s => (s.mesh.coords.len(), &s.dofs.node_of_dof));
+    (0..nrhs)
+        .flat_map(|c| {
+            let values = super::mg::normal_loads(nodes, SEED + c as u64);
+            node_of_dof
+                .iter()
+                .map(|&v| values[v as usize])
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// ‖b − A u‖₂ / ‖b‖₂ of every column in f64.
+fn column_residuals(solver: &AnyPoissonSolver, b: &[f64], u: &[f64], nrhs: usize) -> Vec<f64> {
+    crate::poisson::with_solver!(solver, s => s.residuals(b, u, nrhs))
+}
+
+/// Writes the first solver's matrix (its order of unknowns, both triangles, CSR) and the
+/// block of the largest `--nrhs` for a solver outside tensorfem.
+fn export(a: &SolveBenchArgs, solver: &AnyPoissonSolver, nrhs: usize) -> Result<()> {
+    let path: &PathBuf = a.export.as_ref().expect("export was asked for");
+    h5::H5Writer::check_destination(path)?;
+    let writer = h5::H5Writer::create(path)?;
+    let root = writer.root();
+    let (matrix, n) = crate::poisson::with_solver!(solver, s => (&s.matrix, s.dofs.len()));
+    let group = root
+        .create_group("matrix")
+        .map_err(h5::error_in(path, "creating group matrix"))?;
+    let indptr: Vec<u64> = matrix.row_ptr().iter().map(|&p| p as u64).collect();
+    h5::write_vector(&group, "indptr", &indptr)?;
+    h5::write_vector(&group, "indices", matrix.col_idx())?;
+    h5::write_vector(&group, "data", matrix.values())?;
+    h5::write_dense(root, "rhs", n, nrhs, &random_block(solver, nrhs))?;
+    h5::write_scalar_attr(root, "unknowns", n as u64)?;
+    h5::write_scalar_attr(root, "nrhs", nrhs as u64)?;
+    h5::write_scalar_attr(root, "rtol", a.rtol)?;
+    h5::write_str_attr(
+        root,
+        "description",
+        &format!(
+            "{}, {} conditions, standard normal loads per node (seed {SEED} + column)",
+            mesh_name(a),
+            match a.bc {
+                BcArg::Dirichlet => "Dirichlet",
+                BcArg::Pressure => "pressure (Dirichlet outflow, Neumann elsewhere)",
+            }
+        ),
+    )?;
+    let written = writer.commit()?;
+    eprintln!(
+        "bench solve: wrote {} ({n} unknowns, {} nonzeros, {nrhs} right-hand sides)",
+        written.display(),
+        matrix.nnz()
+    );
+    Ok(())
+}
+
+fn best(t: &[f64]) -> f64 {
+    t.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+fn median(t: &[f64]) -> f64 {
+    let mut s = t.to_vec();
+    s.sort_by(f64::total_cmp);
+    s[s.len() / 2]
+}
+
+fn print(results: &[SolveBenchResult], json: bool) {
+    if json {
+        for r in results {
+            println!(
+                "{}",
+                serde_json::to_string(r).expect("plain data serialises")
+            );
+        }
+        return;
+    }
+    if let Some(r) = results.first() {
+        println!(
+            "bench solve on {}: {} unknowns, {} nonzeros; random loads, every column to ‖b − A u‖₂ ≤ {:e}·‖b‖₂ (checked in f64); {} alternating round(s), fastest (median)",
+            r.mesh, r.unknowns, r.nonzeros, r.rtol, r.rounds
+        );
+    }
+    println!(
+        "{:<9} {:<28} {:>5} {:>10} {:>18} {:>8} {:>6} {:>10} {:>9}",
+        "method",
+        "setting",
+        "nrhs",
+        "set-up [s]",
+        "solve [s]",
+        "MDof/s",
+        "steps",
+        "residual",
+        "vs chol."
+    );
+    for r in results {
+        println!(
+            "{:<9} {:<28} {:>5} {:>10.3} {:>18} {:>8.2} {:>6} {:>10.2e} {:>9}",
+            r.method,
+            r.setting,
+            r.nrhs,
+            r.setup_seconds,
+            format!("{:.4} ({:.4})", r.solve_seconds, r.solve_seconds_median),
+            r.mdofs,
+            r.iterations.map_or("-".into(), |i| i.to_string()),
+            r.max_relative_residual,
+            r.speedup_over_reference
+                .map_or("-".into(), |s| format!("{s:.2}×"))
+        );
+    }
+    let first_block = results.first().map_or(0, |r| r.nrhs);
+    for r in results
+        .iter()
+        .filter(|r| r.setup_note.is_some() && r.nrhs == first_block)
+    {
+        println!(
+            "  {} set-up: {}",
+            r.method,
+            r.setup_note.as_deref().unwrap_or_default()
+        );
+    }
+}
