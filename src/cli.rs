@@ -93,7 +93,7 @@ pub enum BenchCommand {
     Solve(SolveBenchArgs),
 }
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub struct SolveBenchArgs {
     /// unit-square (--n), flow-around-square or gmsh (--file), the last two refined
     /// --levels times.
@@ -112,8 +112,8 @@ pub struct SolveBenchArgs {
     /// Uniform refinements of the coarse mesh (flow-around-square, gmsh).
     #[arg(long)]
     pub levels: Option<usize>,
-    /// Refinements that make PSC's macro elements (default: half of --levels, rounded
-    /// down, at most --levels − 2).
+    /// Refinements that make PSC's macro elements (default: the L0 of least modelled
+    /// set-up plus applies for the right-hand sides of all rounds, as `psc-info` prints).
     #[arg(long)]
     pub coarse_levels: Option<usize>,
     /// The Gmsh MSH 4.1 file of --mesh gmsh.
@@ -263,7 +263,9 @@ pub struct PscInfoArgs {
     /// Refinements of the coarse mesh in all (flow around a square).
     #[arg(long)]
     pub levels: Option<usize>,
-    /// Refinements of the coarse mesh that make the macro elements (flow around a square).
+    /// Refinements of the coarse mesh that make the macro elements (flow around a square);
+    /// without it, the class sizes and modelled costs of every L0 and the cheapest for
+    /// --nrhs right-hand sides at --steps applies each.
     #[arg(long)]
     pub coarse_levels: Option<usize>,
     /// The Gmsh mesh file (--mesh gmsh).
@@ -280,6 +282,14 @@ pub struct PscInfoArgs {
     /// Also the spectral condition numbers of A, SᵀAS and the prehandled matrix (Lanczos).
     #[arg(long)]
     pub whole: bool,
+    /// Without --coarse-levels (flow around a square): the right-hand sides one set-up
+    /// serves, over all its solves, for the choice of L0.
+    #[arg(long, default_value_t = 64)]
+    pub nrhs: usize,
+    /// Without --coarse-levels: applies per right-hand side (PSC-IR in f32 takes about 3,
+    /// in f16 about 5; f64 M1 alone 1).
+    #[arg(long, default_value_t = 3)]
+    pub steps: usize,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -401,6 +411,17 @@ pub enum InfoMeshArg {
 }
 
 impl PscInfoArgs {
+    /// The flow around a square without --coarse-levels: the table of every L0.
+    pub fn choosing_coarse_levels(&self) -> bool {
+        self.mesh == InfoMeshArg::FlowAroundSquare
+            && self.levels.is_some()
+            && self.coarse_levels.is_none()
+            && self.n.is_none()
+            && self.n0.is_none()
+            && !self.whole
+            && self.element.is_none_or(|e| matches!(e, ElementArg::P1))
+    }
+
     /// The mesh asked for, its options checked together.
     pub fn mesh(&self) -> crate::error::Result<crate::psc::InfoMesh> {
         use crate::error::Error;
@@ -451,7 +472,7 @@ impl PscInfoArgs {
                         "--coarse-levels {coarse_levels} must be below --levels {levels} (PSC refines the macro elements at least once)"
                     ))),
                     _ => Err(Error::InvalidInput(
-                        "psc-info --mesh flow-around-square needs --levels and --coarse-levels".into(),
+                        "psc-info --mesh flow-around-square needs --levels (and --coarse-levels, or none for the choice of L0)".into(),
                     )),
                 }
             }

@@ -49,6 +49,13 @@ fn main() -> ExitCode {
         Command::Info => run::info(&comm),
         // Single-process tools: under mpirun, rank 0 alone runs them.
         _ if !comm.is_root() => Ok(()),
+        Command::PscInfo(a) if a.choosing_coarse_levels() => psc::report_coarse_levels(
+            a.levels.unwrap_or(0),
+            a.bc.conditions(),
+            a.nrhs,
+            a.steps,
+            a.json,
+        ),
         Command::PscInfo(a) => a
             .mesh()
             .and_then(|mesh| psc::report_info(&mesh, a.bc.conditions(), a.whole, a.json)),

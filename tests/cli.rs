@@ -662,7 +662,9 @@ fn psc_info_on_the_flow_around_a_square() {
         Some(v["N"].as_u64().unwrap() + 14 * 16 - 17)
     );
     for (args, message) in [
-        (&["--levels", "4"][..], "needs --levels and --coarse-levels"),
+        (&["--coarse-levels", "1"][..], "needs --levels"),
+        (&["--levels", "4", "--whole"], "and --coarse-levels"),
+        (&["--levels", "4", "--element", "q1"], "--element p1"),
         (
             &["--levels", "3", "--coarse-levels", "3"],
             "must be below --levels",
@@ -1715,6 +1717,68 @@ fn bench_solve_compares_methods_on_any_mesh() {
     assert!(
         (0.7..1.3).contains(&rms),
         "standard normal loads: rms {rms}"
+    );
+
+    // Without --coarse-levels PSC's macro elements follow psc-info's model for every
+    // right-hand side of the rounds (2 rounds of 3 columns, f32: 3 applies each).
+    let choice = json(&run(
+        &[
+            "psc-info",
+            "--mesh",
+            "flow-around-square",
+            "--levels",
+            "4",
+            "--bc",
+            "pressure",
+            "--nrhs",
+            "6",
+            "--steps",
+            "3",
+            "--json",
+        ],
+        dir.path(),
+    ));
+    let rows = choice["coarse_levels"].as_array().unwrap();
+    assert_eq!(
+        rows.len(),
+        3,
+        "L0 = 0, 1, 2 leave P1 unknowns inside: {choice}"
+    );
+    assert_eq!(rows[1]["c"], 67);
+    let chosen = choice["chosen_coarse_levels"].as_u64().unwrap();
+    let least = rows
+        .iter()
+        .min_by(|a, b| {
+            let total = |r: &serde_json::Value| {
+                r["setup_flops"].as_f64().unwrap()
+                    + 18.0 * r["apply_flops_per_rhs"].as_f64().unwrap()
+            };
+            total(a).total_cmp(&total(b))
+        })
+        .unwrap();
+    assert_eq!(least["coarse_levels"].as_u64(), Some(chosen));
+    let chosen_run = run(
+        &[
+            "bench", "solve", "--levels", "4", "--method", "psc-m1", "--nrhs", "3", "--runs", "2",
+            "--json",
+        ],
+        dir.path(),
+    );
+    assert!(chosen_run.status.success(), "{}", text(&chosen_run.stderr));
+    assert!(
+        text(&chosen_run.stdout).contains(&format!("L = 4, L0 = {chosen}")),
+        "{}",
+        text(&chosen_run.stdout)
+    );
+    let table = run(
+        &["psc-info", "--mesh", "flow-around-square", "--levels", "4"],
+        dir.path(),
+    );
+    assert!(table.status.success(), "{}", text(&table.stderr));
+    assert!(
+        text(&table.stdout).contains("← least"),
+        "{}",
+        text(&table.stdout)
     );
 
     // The unit square with u = 0 on its boundary.

@@ -52,6 +52,14 @@ const SEED: u64 = 68;
 pub fn report(a: &SolveBenchArgs) -> Result<()> {
     check_args(a)?;
     let methods = methods(a)?;
+    let mut a = a.clone();
+    if a.mesh != InfoMeshArg::UnitSquare
+        && a.coarse_levels.is_none()
+        && methods.iter().any(|m| m.precision.is_some())
+    {
+        a.coarse_levels = Some(chosen_coarse_levels(&a)?);
+    }
+    let a = &a;
     let boundary = boundary_section(a)?;
     let largest = a.nrhs.iter().copied().max().unwrap_or(1);
     let mut solvers = Vec::new();
@@ -268,12 +276,37 @@ fn mesh_name(a: &SolveBenchArgs) -> String {
     }
 }
 
-/// PSC's macro elements on a refined mesh: `--coarse-levels`, else half the refinements
-/// (rounded down), leaving at least two inside the macro elements.
+/// PSC's macro elements on a refined mesh (`--coarse-levels`, or [`chosen_coarse_levels`]).
 fn coarse_levels(a: &SolveBenchArgs) -> usize {
-    let levels = a.levels.unwrap_or(0);
-    a.coarse_levels
-        .unwrap_or((levels / 2).min(levels.saturating_sub(2)))
+    a.coarse_levels.unwrap_or(0)
+}
+
+/// The L0 whose modelled PSC-M1 set-up plus applies cost least for every right-hand side
+/// this bench solves with one set-up (`psc-info` without `--coarse-levels` prints the
+/// model), among those that fit in the available memory.
+fn chosen_coarse_levels(a: &SolveBenchArgs) -> Result<usize> {
+    let coarse = match &a.file {
+        Some(file) => crate::mesh::read_gmsh(file)?,
+        None => crate::mesh::CoarseMesh::flow_around_square(),
+    };
+    let dirichlet: Vec<bool> = coarse
+        .parts
+        .iter()
+        .map(|p| a.bc == BcArg::Dirichlet || p == "outflow")
+        .collect();
+    let costs = crate::psc::coarse_level_costs(&coarse, a.levels.unwrap_or(0), &dirichlet)?;
+    // Applies per right-hand side: PSC-IR's steps (f16 about 5, f32 and tf32 about 3),
+    // one for f64 M1 alone.
+    let steps = match a.precision.as_str() {
+        "f16" => 5,
+        "f64" => 1,
+        _ => 3,
+    };
+    let columns = a.runs * a.nrhs.iter().sum::<usize>();
+    Ok(
+        crate::psc::cheapest(&costs, columns, steps, crate::sys::available_memory())
+            .map_or(0, |c| c.coarse_levels),
+    )
 }
 
 /// PSC's coarse cells per direction on the unit square without `--n0`: n0 with n = n0·2^j

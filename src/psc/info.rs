@@ -27,14 +27,14 @@ pub enum InfoConditions {
 }
 
 impl InfoConditions {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             InfoConditions::Dirichlet => "dirichlet",
             InfoConditions::Pressure => "pressure",
         }
     }
 
-    fn describe(self) -> &'static str {
+    pub(super) fn describe(self) -> &'static str {
         match self {
             InfoConditions::Dirichlet => "Dirichlet everywhere",
             InfoConditions::Pressure => "Dirichlet at the outflow, Neumann elsewhere",

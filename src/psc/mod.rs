@@ -6,6 +6,7 @@
 //! and solving blocks many times, as the driver uses it.
 
 pub(crate) mod cache;
+mod choice;
 mod error;
 mod hierarchical;
 mod info;
@@ -16,6 +17,7 @@ mod setup;
 mod solver;
 
 pub use cache::{CacheOutcome, InverseCheck, OperatorCache, SetupKey, UncheckedInverses};
+pub use choice::{cheapest, coarse_level_costs, report_coarse_levels, CoarseLevelCost};
 pub use error::{PscError, PscFailure};
 pub use hierarchical::HierarchicalBasis;
 pub use info::{
