@@ -200,6 +200,19 @@ fn too_large_problems_are_refused_before_allocating() {
         stderr.contains("method psc-m2, |C| = 3969, |E| = 508032") && stderr.contains("psc-m3"),
         "{stderr}"
     );
+    // On a refined domain the classes are the macro mesh's (the coarse mesh refined L0
+    // times: 56,896 free vertices, its edges' 63 inner nodes each), not the unit square's.
+    let cfg = write_config(
+        dir.path(),
+        "[mesh]\nkind = \"flow-around-square\"\nlevels = 10\ncoarse_levels = 6\n[solver]\nmethod = \"psc-m1\"\n[output]\npath = \"o.h5\"\n",
+    );
+    let out = run(&["run", &cfg], dir.path());
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("|C| = 56896, |E| = 2573760") && stderr.contains("mesh.coarse_levels"),
+        "{stderr}"
+    );
 }
 
 /// The run's file is read by h5dump (HDF5's own tool) and by h5py, and its numbers agree

@@ -48,20 +48,28 @@ pub fn check_memory(
     if needed > available as f64 {
         let classes = match (solver.method.is_psc(), mesh.coarse) {
             (true, Some((n0, _))) => {
-                let (c, e) = crate::psc::class_counts(mesh.element, mesh.n, n0);
+                let (c, e) = crate::psc::class_sizes(mesh)
+                    .unwrap_or_else(|| crate::psc::class_counts(mesh.element, mesh.n, n0));
                 format!(", |C| = {c}, |E| = {e}")
             }
             _ => String::new(),
         };
         return Err(Error::InvalidInput(format!(
-            "this problem ({} unknowns × {nrhs} right-hand sides, method {}{classes}) needs about {:.1} GiB of memory, but only {:.1} GiB are available; use a smaller mesh.n or fewer right-hand sides at once{}",
+            "this problem ({} unknowns × {nrhs} right-hand sides, method {}{classes}) needs about {:.1} GiB of memory, but only {:.1} GiB are available; use {} or fewer right-hand sides at once{}",
             mesh.unknowns(),
             solver.method.name(),
             needed / 2f64.powi(30),
             available as f64 / 2f64.powi(30),
-            match solver.method {
-                Method::PscM3 => " or a larger mesh.h0",
-                Method::PscM1 | Method::PscM2 => " or a larger mesh.h0, or method psc-m3 (no dense |E|×|E| operator)",
+            if mesh.domain.is_some() {
+                "fewer mesh.levels"
+            } else {
+                "a smaller mesh.n"
+            },
+            match (solver.method, mesh.domain.is_some()) {
+                (Method::PscM3, false) => " or a larger mesh.h0",
+                (Method::PscM1 | Method::PscM2, false) => " or a larger mesh.h0, or method psc-m3 (no dense |E|×|E| operator)",
+                (Method::PscM3, true) => " or another mesh.coarse_levels",
+                (Method::PscM1 | Method::PscM2, true) => " or another mesh.coarse_levels (`tensorfem psc-info --mesh flow-around-square --levels L` lists |E| for each), or method psc-m3 (no dense |E|×|E| operator)",
                 _ => "",
             }
         )));

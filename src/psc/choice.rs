@@ -53,66 +53,96 @@ pub fn coarse_level_costs(
     levels: usize,
     dirichlet: &[bool],
 ) -> Result<Vec<CoarseLevelCost>> {
-    if dirichlet.len() != coarse.parts.len() {
+    let groups = similar_shapes(coarse);
+    let mut costs = Vec::new();
+    for coarse_levels in 0..levels {
+        match cost_at(coarse, groups, levels, coarse_levels, dirichlet)? {
+            Some(cost) => costs.push(cost),
+            None => break,
+        }
+    }
+    Ok(costs)
+}
+
+/// The class sizes and costs of one L0 (`coarse_level_costs`' row); none where the macro
+/// elements hold no unknown.
+pub fn coarse_level_cost(
+    coarse: &CoarseMesh,
+    levels: usize,
+    coarse_levels: usize,
+    dirichlet: &[bool],
+) -> Result<Option<CoarseLevelCost>> {
+    cost_at(
+        coarse,
+        similar_shapes(coarse),
+        levels,
+        coarse_levels,
+        dirichlet,
+    )
+}
+
+fn cost_at(
+    coarse: &CoarseMesh,
+    groups: usize,
+    levels: usize,
+    coarse_levels: usize,
+    dirichlet: &[bool],
+) -> Result<Option<CoarseLevelCost>> {
+    if dirichlet.len() != coarse.parts.len() || coarse_levels >= levels {
         return Err(Error::InvalidInput(format!(
-            "{} Dirichlet flags for {} boundary parts",
+            "{} Dirichlet flags for {} boundary parts, L0 = {coarse_levels} of L = {levels}",
             dirichlet.len(),
             coarse.parts.len()
         )));
     }
-    let groups = similar_shapes(coarse);
-    let mut costs = Vec::new();
-    for coarse_levels in 0..levels {
-        let m = 1usize << (levels - coarse_levels);
-        let block = match coarse.element {
-            Element::P1 => (m - 1) * (m - 2) / 2,
-            _ => (m - 1) * (m - 1),
-        };
-        if block == 0 {
-            break;
-        }
-        let macros = coarse.refined(coarse_levels)?;
-        let edges = macros.edges()?;
-        let is_dirichlet = |part: Option<u16>| part.is_some_and(|p| dirichlet[p as usize]);
-        let mut fixed_vertices = HashSet::new();
-        let mut free_edges = 0;
-        for (nodes, &part) in edges.nodes.iter().zip(&edges.part) {
-            if is_dirichlet(part) {
-                fixed_vertices.extend(nodes.iter().copied());
-            } else {
-                free_edges += 1;
-            }
-        }
-        let elements = macros.num_cells();
-        let (c, e) = (
-            macros.coords.len() - fixed_vertices.len(),
-            free_edges * (m - 1),
-        );
-        let sides = coarse.element.nodes_per_cell();
-        let (n_b, couplings) = (sides * (m - 1), if sides == 3 { 2 } else { 3 });
-        let d_nnz = (elements * n_b * couplings) as f64;
-        let (cf, ef, bf, tf) = (c as f64, e as f64, block as f64, elements as f64);
-        costs.push(CoarseLevelCost {
-            coarse_levels,
-            c,
-            e,
-            i: elements * block,
-            macro_elements: elements,
-            block,
-            groups,
-            setup_flops: groups as f64 * bf.powi(3)
-                + tf * 2.0 * n_b as f64 * bf * bf
-                + ef.powi(3)
-                + cf.powi(3),
-            apply_flops_per_rhs: 4.0 * tf * bf * bf
-                + 4.0 * d_nnz
-                + 4.0 * cf * cf
-                + 4.0 * cf * ef
-                + 2.0 * ef * ef,
-            pi_inverse_bytes: 8.0 * ef * ef,
-        });
+    let m = 1usize << (levels - coarse_levels);
+    let block = match coarse.element {
+        Element::P1 => (m - 1) * (m - 2) / 2,
+        _ => (m - 1) * (m - 1),
+    };
+    if block == 0 {
+        return Ok(None);
     }
-    Ok(costs)
+    let macros = coarse.refined(coarse_levels)?;
+    let edges = macros.edges()?;
+    let is_dirichlet = |part: Option<u16>| part.is_some_and(|p| dirichlet[p as usize]);
+    let mut fixed_vertices = HashSet::new();
+    let mut free_edges = 0;
+    for (nodes, &part) in edges.nodes.iter().zip(&edges.part) {
+        if is_dirichlet(part) {
+            fixed_vertices.extend(nodes.iter().copied());
+        } else {
+            free_edges += 1;
+        }
+    }
+    let elements = macros.num_cells();
+    let (c, e) = (
+        macros.coords.len() - fixed_vertices.len(),
+        free_edges * (m - 1),
+    );
+    let sides = coarse.element.nodes_per_cell();
+    let (n_b, couplings) = (sides * (m - 1), if sides == 3 { 2 } else { 3 });
+    let d_nnz = (elements * n_b * couplings) as f64;
+    let (cf, ef, bf, tf) = (c as f64, e as f64, block as f64, elements as f64);
+    Ok(Some(CoarseLevelCost {
+        coarse_levels,
+        c,
+        e,
+        i: elements * block,
+        macro_elements: elements,
+        block,
+        groups,
+        setup_flops: groups as f64 * bf.powi(3)
+            + tf * 2.0 * n_b as f64 * bf * bf
+            + ef.powi(3)
+            + cf.powi(3),
+        apply_flops_per_rhs: 4.0 * tf * bf * bf
+            + 4.0 * d_nnz
+            + 4.0 * cf * cf
+            + 4.0 * cf * ef
+            + 2.0 * ef * ef,
+        pi_inverse_bytes: 8.0 * ef * ef,
+    }))
 }
 
 impl CoarseLevelCost {

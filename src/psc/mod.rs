@@ -17,7 +17,9 @@ mod setup;
 mod solver;
 
 pub use cache::{CacheOutcome, InverseCheck, OperatorCache, SetupKey, UncheckedInverses};
-pub use choice::{cheapest, coarse_level_costs, report_coarse_levels, CoarseLevelCost};
+pub use choice::{
+    cheapest, coarse_level_cost, coarse_level_costs, report_coarse_levels, CoarseLevelCost,
+};
 pub use error::{PscError, PscFailure};
 pub use hierarchical::HierarchicalBasis;
 pub use info::{
@@ -29,4 +31,4 @@ pub use setup::{
     class_counts, estimated_bytes, refinement_levels, MacroGroup, PscMethod, PscSetup, Schur,
     HOST_SOLVE_VECTORS,
 };
-pub use solver::{configured_bytes, operator_cache_file, PscSolver};
+pub use solver::{class_sizes, configured_bytes, operator_cache_file, PscSolver};

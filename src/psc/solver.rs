@@ -337,9 +337,9 @@ fn cache_key(mesh: &MeshSpec, method: PscMethod) -> SetupKey {
 }
 
 /// A generous estimate of the host bytes the configured PSC `method` takes on `mesh` with
-/// `nrhs` columns ([`super::estimated_bytes`], on meshes other than the unit square with
-/// the unit square's class sizes for the same n and n0); `solve_on_host`: the solve's
-/// workspace is the host's (on a GPU only the block crosses to the host).
+/// `nrhs` columns ([`super::estimated_bytes`] with the class sizes of the mesh: counted on
+/// the macro mesh of a refined domain); `solve_on_host`: the solve's workspace is the
+/// host's (on a GPU only the block crosses to the host).
 pub fn configured_bytes(mesh: &MeshSpec, method: Method, nrhs: usize, solve_on_host: bool) -> f64 {
     let (n0, levels) = mesh.coarse.unwrap_or((1, 1));
     let host_vectors = if solve_on_host {
@@ -350,11 +350,32 @@ pub fn configured_bytes(mesh: &MeshSpec, method: Method, nrhs: usize, solve_on_h
     super::estimated_bytes(
         configured_method(method),
         mesh.unknowns(),
-        super::class_counts(mesh.element, mesh.n, n0),
+        class_sizes(mesh).unwrap_or_else(|| super::class_counts(mesh.element, mesh.n, n0)),
         levels,
         nrhs,
         host_vectors,
     )
+}
+
+/// |C| and |E| of PSC on a refined domain, its Dirichlet parts left out (None for the unit
+/// square, whose formula [`super::class_counts`] gives them).
+pub fn class_sizes(mesh: &MeshSpec) -> Option<(usize, usize)> {
+    let domain = mesh.domain.as_ref()?;
+    let dirichlet: Vec<bool> = (0..domain.coarse.parts.len())
+        .map(|p| {
+            mesh.boundary
+                .as_ref()
+                .is_none_or(|b| b.parts[p].condition == crate::fem::Condition::Dirichlet)
+        })
+        .collect();
+    let cost = super::coarse_level_cost(
+        &domain.coarse,
+        domain.levels,
+        domain.coarse_levels,
+        &dirichlet,
+    )
+    .ok()??;
+    Some((cost.c, cost.e))
 }
 
 /// The cache file a PSC set-up of this mesh is read from and written to, if any: ranks that
