@@ -180,35 +180,29 @@ fn output_path_that_is_a_directory_is_refused_before_solving() {
 #[test]
 fn too_large_problems_are_refused_before_allocating() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = write_config(
-        dir.path(),
-        "[mesh]\nkind = \"unit-cube\"\nn = 1600\n[output]\npath = \"o.h5\"\n",
-    );
-    let out = run(&["run", &cfg], dir.path());
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    // The run of `config`, refused with exit code 2: its message.
+    let refused = |config: &str| {
+        let cfg = write_config(dir.path(), config);
+        let out = run(&["run", &cfg], dir.path());
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        stderr
+    };
+    let stderr = refused("[mesh]\nkind = \"unit-cube\"\nn = 1600\n[output]\npath = \"o.h5\"\n");
     assert!(stderr.contains("GiB of memory"), "{stderr}");
     // PSC: the method and its sizes named, and M3 proposed where M1 or M2 cannot fit.
-    let cfg = write_config(
-        dir.path(),
+    let stderr = refused(
         "[mesh]\nn = 4096\nh0 = 0.015625\n[solver]\nmethod = \"psc-m2\"\n[output]\npath = \"o.h5\"\n",
     );
-    let out = run(&["run", &cfg], dir.path());
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("method psc-m2, |C| = 3969, |E| = 508032") && stderr.contains("psc-m3"),
         "{stderr}"
     );
     // On a refined domain the classes are the macro mesh's (the coarse mesh refined L0
     // times: 56,896 free vertices, its edges' 63 inner nodes each), not the unit square's.
-    let cfg = write_config(
-        dir.path(),
+    let stderr = refused(
         "[mesh]\nkind = \"flow-around-square\"\nlevels = 10\ncoarse_levels = 6\n[solver]\nmethod = \"psc-m1\"\n[output]\npath = \"o.h5\"\n",
     );
-    let out = run(&["run", &cfg], dir.path());
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("|C| = 56896, |E| = 2573760") && stderr.contains("mesh.coarse_levels"),
         "{stderr}"
@@ -553,6 +547,15 @@ fn psc_m2_and_m3_run_alone_and_in_a_study() {
     assert!(residuals.iter().all(|&r| r <= 1e-12), "{residuals:?}");
 }
 
+/// Every line of a successful command's output, one JSON object each.
+fn json_lines(out: &Output) -> Vec<serde_json::Value> {
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 fn json(out: &Output) -> serde_json::Value {
     assert!(
         out.status.success(),
@@ -810,11 +813,7 @@ fn bench_commands_print_their_json_keys() {
         ],
         dir.path(),
     );
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let rows: Vec<serde_json::Value> = text(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let rows = json_lines(&out);
     let order: Vec<(String, u64)> = rows
         .iter()
         .map(|r| {
@@ -976,11 +975,7 @@ fn bench_mg_prints_its_json_keys_and_refuses_bad_arguments() {
         &["bench", "mg", "--dim", "3", "--n", "16", "--json"],
         dir.path(),
     );
-    assert!(all.status.success(), "{}", text(&all.stderr));
-    let lines: Vec<serde_json::Value> = text(&all.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(&all);
     assert_eq!(
         lines.len(),
         5,
@@ -1051,11 +1046,7 @@ fn bench_mg_prints_its_json_keys_and_refuses_bad_arguments() {
         &["bench", "mg", "--n", "32", "--kernels", "--json"],
         dir.path(),
     );
-    assert!(kernels.status.success(), "{}", text(&kernels.stderr));
-    let lines: Vec<serde_json::Value> = text(&kernels.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(&kernels);
     assert_eq!(lines.len(), (3 * 5 + 3) + (3 * 3 + 3), "{lines:?}");
     assert!(lines
         .iter()
@@ -1635,11 +1626,7 @@ fn bench_solve_compares_methods_on_any_mesh() {
         ],
         dir.path(),
     );
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let rows: Vec<serde_json::Value> = text(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let rows = json_lines(&out);
     let methods: Vec<&str> = rows.iter().map(|r| r["method"].as_str().unwrap()).collect();
     assert_eq!(
         methods,
