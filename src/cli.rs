@@ -420,6 +420,7 @@ impl PscInfoArgs {
             && self.n0.is_none()
             && !self.whole
             && self.element.is_none_or(|e| matches!(e, ElementArg::P1))
+            && self.file.is_none()
     }
 
     /// The mesh asked for, its options checked together.
@@ -471,8 +472,11 @@ impl PscInfoArgs {
                     (Some(levels), Some(coarse_levels)) => Err(Error::InvalidInput(format!(
                         "--coarse-levels {coarse_levels} must be below --levels {levels} (PSC refines the macro elements at least once)"
                     ))),
-                    _ => Err(Error::InvalidInput(
-                        "psc-info --mesh flow-around-square needs --levels (and --coarse-levels, or none for the choice of L0)".into(),
+                    (Some(_), None) => Err(Error::InvalidInput(
+                        "psc-info --mesh flow-around-square --whole needs one L0 (--coarse-levels); without it psc-info compares every L0".into(),
+                    )),
+                    (None, _) => Err(Error::InvalidInput(
+                        "psc-info --mesh flow-around-square needs --levels".into(),
                     )),
                 }
             }

@@ -199,7 +199,7 @@ fn too_large_problems_are_refused_before_allocating() {
         "{stderr}"
     );
     // On a refined domain the classes are the macro mesh's (the coarse mesh refined L0
-    // times: 56,896 free vertices, its edges' 63 inner nodes each), not the unit square's.
+    // times: 56,896 free vertices, its edges' 15 inner nodes each), not the unit square's.
     let stderr = refused(
         "[mesh]\nkind = \"flow-around-square\"\nlevels = 10\ncoarse_levels = 6\n[solver]\nmethod = \"psc-m1\"\n[output]\npath = \"o.h5\"\n",
     );
@@ -679,7 +679,11 @@ fn psc_info_on_the_flow_around_a_square() {
     );
     for (args, message) in [
         (&["--coarse-levels", "1"][..], "needs --levels"),
-        (&["--levels", "4", "--whole"], "and --coarse-levels"),
+        (
+            &["--levels", "4", "--whole"],
+            "needs one L0 (--coarse-levels)",
+        ),
+        (&["--levels", "4", "--file", "x.msh"], "--file"),
         (&["--levels", "4", "--element", "q1"], "--element p1"),
         (
             &["--levels", "3", "--coarse-levels", "3"],
@@ -1719,6 +1723,53 @@ fn bench_solve_compares_methods_on_any_mesh() {
         "standard normal loads: rms {rms}"
     );
 
+    // PSC numbers a refined domain's nodes by its macro elements (L0 = 1 of 3 here), the
+    // Cholesky by the coarse mesh: the same loads reach the same points, so each column
+    // holds the same values and the matrices the same entries, in another order.
+    let exported = |method: &str, name: &str| {
+        let path = dir.path().join(name);
+        let out = run(
+            &[
+                "bench",
+                "solve",
+                "--levels",
+                "3",
+                "--coarse-levels",
+                "1",
+                "--method",
+                method,
+                "--nrhs",
+                "2",
+                "--export",
+                path.to_str().unwrap(),
+                "--export-only",
+            ],
+            dir.path(),
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let file = hdf5::File::open(&path).unwrap();
+        let sorted = |name: &str, len: usize| {
+            let v = file.dataset(name).unwrap().read_raw::<f64>().unwrap();
+            v.chunks(len.max(1))
+                .map(|c| {
+                    let mut c = c.to_vec();
+                    c.sort_by(f64::total_cmp);
+                    c
+                })
+                .collect::<Vec<_>>()
+        };
+        let nnz = file.dataset("matrix/data").unwrap().size();
+        let n = file.attr("unknowns").unwrap().read_scalar::<u64>().unwrap() as usize;
+        (sorted("rhs", n), sorted("matrix/data", nnz))
+    };
+    let (psc_rhs, psc_matrix) = exported("psc-m1", "psc.h5");
+    let (chol_rhs, chol_matrix) = exported("cholesky", "chol.h5");
+    assert_eq!(psc_rhs, chol_rhs);
+    assert_eq!(psc_matrix[0].len(), chol_matrix[0].len());
+    for (p, c) in psc_matrix[0].iter().zip(&chol_matrix[0]) {
+        assert!((p - c).abs() <= 1e-12 * c.abs().max(1.0), "{p} {c}");
+    }
+
     // Without --coarse-levels PSC's macro elements follow psc-info's model for every
     // right-hand side of the rounds (2 rounds of 3 columns, f32: 3 applies each).
     let choice = json(&run(
@@ -1825,6 +1876,8 @@ fn bench_solve_compares_methods_on_any_mesh() {
             "2",
         ],
         vec!["--mesh", "gmsh", "--levels", "2"],
+        vec!["--levels", "13"],
+        vec!["--levels", "3", "--export", "."],
         vec!["--levels", "2", "--variant", "Q_MG", "--method", "mg"],
     ] {
         let mut args = vec!["bench", "solve"];

@@ -11,7 +11,8 @@ PROBLEM.h5: root attributes unknowns (n), nrhs, rtol, description; /matrix/indpt
 triangles; /rhs (f64, [nrhs, n]), row j the right-hand side j.
 
 Each of the R runs analyses and factorises afresh (CHOLMOD's default ordering) and solves the
-block once; best and median are reported. Exit status: 0 on success, 1 if a column's relative
+block twice, timing the second (the first touches the workspace); best and median are
+reported. Exit status: 0 on success, 1 if a column's relative
 residual ‖b − A x‖₂/‖b‖₂ exceeds rtol, 2 on bad input or a missing CHOLMOD
 (scripts/install-cholmod.sh installs it).
 """
@@ -166,8 +167,12 @@ def main():
             t1 = time.perf_counter()
             factor.cholesky_inplace(a)
             t2 = time.perf_counter()
-            x = factor(b)
+            # An untimed solve first, as tensorfem's bench solve does: the timed solve runs
+            # with the factor's workspace in place, not the first touch of it.
+            factor(b)
             t3 = time.perf_counter()
+            x = factor(b)
+            t4 = time.perf_counter()
         except cholmod.CholmodNotPositiveDefiniteError as e:
             fail(f"{args.problem}: the matrix is not positive definite (CHOLMOD's factorisation broke "
                  f"down at pivot {e.column} of the reordered matrix)")
@@ -176,7 +181,7 @@ def main():
         analyse.append(t1 - t0)
         numeric.append(t2 - t1)
         factor_total.append(t2 - t0)
-        solve.append(t3 - t2)
+        solve.append(t4 - t3)
 
     # The residual in f64 of every column of the last solve (all runs solve identically).
     r = np.linalg.norm(b - a @ x, axis=0)

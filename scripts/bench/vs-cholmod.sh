@@ -15,13 +15,14 @@
 # Environment:
 #   RUNS  rounds (default 3)
 #   NRHS  right-hand-side counts K (default "1 64")
-#   L0    PSC's coarse levels (--coarse-levels; default empty: tensorfem's own choice)
+#   L0    PSC's coarse levels (--coarse-levels; default empty: each `bench solve` call
+#         takes psc-info's choice for its own K columns, which may differ between the Ks)
 # Needs: the release binary (make build); CHOLMOD in .deps/cholmod-venv, which
 # scripts/install-cholmod.sh installs first (a no-op when present; about half a minute from
 # nothing on Debian bookworm).
-# Runtime: not recorded yet. CHOLMOD's share is small: a 2D 5-point Laplacian with 160,000
-# unknowns factorises in ≈ 0.3 s and solves 64 columns in ≈ 0.3 s on 2 cores. Round 1 also
-# builds PSC's operators (the cache is emptied at the start, so round 1's set-up is fresh).
+# Runtime on 2 cores: L = 6 with RUNS=3 about 25 s, L = 7 with RUNS=2 about 3 minutes (L0 = 1;
+# PSC's first set-up 23 s at L = 7, multigrid's 64-column solves 9 s each). The cache is
+# emptied at the start: the first K of round 1 sets PSC up afresh, the others load it.
 # Output: every JSON line, tagged with "levels" and "round", in out/vs-cholmod/results.jsonl
 # (the problems in out/vs-cholmod/problem-L<L>.h5); a Markdown table per L and K is printed
 # at the end: CHOLMOD's factorisation and solve, each method's set-up and solve, best and

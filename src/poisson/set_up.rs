@@ -48,8 +48,10 @@ pub fn check_memory(
     if needed > available as f64 {
         let classes = match (solver.method.is_psc(), mesh.coarse) {
             (true, Some((n0, _))) => {
-                let (c, e) = crate::psc::class_sizes(mesh)
-                    .unwrap_or_else(|| crate::psc::class_counts(mesh.element, mesh.n, n0));
+                let (c, e) = crate::psc::class_sizes(mesh).map_or_else(
+                    || crate::psc::class_counts(mesh.element, mesh.n, n0),
+                    |(c, e, _)| (c, e),
+                );
                 format!(", |C| = {c}, |E| = {e}")
             }
             _ => String::new(),
@@ -69,7 +71,7 @@ pub fn check_memory(
                 (Method::PscM3, false) => " or a larger mesh.h0",
                 (Method::PscM1 | Method::PscM2, false) => " or a larger mesh.h0, or method psc-m3 (no dense |E|×|E| operator)",
                 (Method::PscM3, true) => " or another mesh.coarse_levels",
-                (Method::PscM1 | Method::PscM2, true) => " or another mesh.coarse_levels (`tensorfem psc-info --mesh flow-around-square --levels L` lists |E| for each), or method psc-m3 (no dense |E|×|E| operator)",
+                (Method::PscM1 | Method::PscM2, true) => " or another mesh.coarse_levels (`tensorfem psc-info` lists |E| for each on the flow around a square), or method psc-m3 (no dense |E|×|E| operator)",
                 _ => "",
             }
         )));

@@ -36,6 +36,8 @@ pub struct CoarseLevelCost {
     pub apply_flops_per_rhs: f64,
     /// Π⁻¹ in f64 (the set-up's largest matrix).
     pub pi_inverse_bytes: f64,
+    /// Every group's C_g and C_g⁻¹ in f64.
+    pub block_bytes: f64,
 }
 
 impl CoarseLevelCost {
@@ -103,23 +105,8 @@ fn cost_at(
     if block == 0 {
         return Ok(None);
     }
-    let macros = coarse.refined(coarse_levels)?;
-    let edges = macros.edges()?;
-    let is_dirichlet = |part: Option<u16>| part.is_some_and(|p| dirichlet[p as usize]);
-    let mut fixed_vertices = HashSet::new();
-    let mut free_edges = 0;
-    for (nodes, &part) in edges.nodes.iter().zip(&edges.part) {
-        if is_dirichlet(part) {
-            fixed_vertices.extend(nodes.iter().copied());
-        } else {
-            free_edges += 1;
-        }
-    }
-    let elements = macros.num_cells();
-    let (c, e) = (
-        macros.coords.len() - fixed_vertices.len(),
-        free_edges * (m - 1),
-    );
+    let (elements, c, free_edges) = macro_mesh_counts(coarse, coarse_levels, dirichlet)?;
+    let e = free_edges * (m - 1);
     let sides = coarse.element.nodes_per_cell();
     let (n_b, couplings) = (sides * (m - 1), if sides == 3 { 2 } else { 3 });
     let d_nnz = (elements * n_b * couplings) as f64;
@@ -142,14 +129,15 @@ fn cost_at(
             + 4.0 * cf * ef
             + 2.0 * ef * ef,
         pi_inverse_bytes: 8.0 * ef * ef,
+        block_bytes: 2.0 * 8.0 * groups as f64 * bf * bf,
     }))
 }
 
 impl CoarseLevelCost {
-    /// Whether the set-up's two dense |E|×|E| f64 matrices (Λ inverted in place, the
-    /// working copy) fit in `memory` bytes.
+    /// Whether the set-up's dense f64 matrices fit in `memory` bytes: two |E|×|E| (Λ
+    /// inverted in place, the working copy) and the groups' blocks and inverses.
     pub fn fits(&self, memory: Option<u64>) -> bool {
-        memory.is_none_or(|m| 2.0 * self.pi_inverse_bytes <= m as f64)
+        memory.is_none_or(|m| 2.0 * self.pi_inverse_bytes + self.block_bytes <= m as f64)
     }
 }
 
@@ -250,13 +238,48 @@ pub fn report_coarse_levels(
     });
     match chosen {
         Some(l0) => println!(
-            "total: set-up plus {steps} applies to each of {nrhs} right-hand sides; least at L0 = {l0} (mesh.coarse_levels = {l0}) among the L0 whose set-up (2 × Π⁻¹ in f64) fits in the available memory ({available}). A flop model: measure with `tensorfem bench solve --levels {levels} --coarse-levels L0 --method psc-m1 --nrhs K`"
+            "total: set-up plus {steps} applies to each of {nrhs} right-hand sides; least at L0 = {l0} (mesh.coarse_levels = {l0}) among the L0 whose set-up (2 × Π⁻¹ and the C_g with their inverses, in f64) fits in the available memory ({available}). A flop model: measure with `tensorfem bench solve --levels {levels} --bc {} --coarse-levels L0 --method psc-m1 --nrhs K`",
+            bc.name()
         ),
         None => println!(
-            "no L0 fits: every set-up needs two |E|×|E| f64 matrices over the available memory ({available}); use PSC-M3 or multigrid"
+            "no L0 fits: every set-up's dense f64 matrices (2 × Π⁻¹, the C_g and their inverses) exceed the available memory ({available}); use PSC-M3 or multigrid"
         ),
     }
     Ok(())
+}
+
+/// The macro mesh (`coarse` refined `coarse_levels` times) in numbers, without building it:
+/// its cells, its vertices off the Dirichlet parts and its edges off them. Each refinement
+/// adds a vertex on every edge (and, for quadrilaterals, one inside every cell), splits
+/// every edge in two and adds 3 (4) edges inside every cell, which makes 4 of it.
+fn macro_mesh_counts(
+    coarse: &CoarseMesh,
+    coarse_levels: usize,
+    dirichlet: &[bool],
+) -> Result<(usize, usize, usize)> {
+    let edges = coarse.edges()?;
+    let on_dirichlet = |part: &Option<u16>| part.is_some_and(|p| dirichlet[p as usize]);
+    let fixed_vertices: HashSet<u32> = edges
+        .nodes
+        .iter()
+        .zip(&edges.part)
+        .filter(|(_, part)| on_dirichlet(part))
+        .flat_map(|(nodes, _)| nodes.iter().copied())
+        .collect();
+    let quads = coarse.element != Element::P1;
+    let (mut v, mut e, mut t) = (coarse.coords.len(), edges.len(), coarse.num_cells());
+    let (mut v_d, mut e_d) = (
+        fixed_vertices.len(),
+        edges.part.iter().filter(|p| on_dirichlet(p)).count(),
+    );
+    for _ in 0..coarse_levels {
+        v += e + if quads { t } else { 0 };
+        e = 2 * e + if quads { 4 } else { 3 } * t;
+        t *= 4;
+        v_d += e_d;
+        e_d *= 2;
+    }
+    Ok((t, v - v_d, e - e_d))
 }
 
 /// The coarse cells' shapes up to similarity (reflections included): every vertex pair's
@@ -342,7 +365,8 @@ mod tests {
     /// columns at L0 = 0, 1, 2, 3 in 0.39, 0.23, 0.26, 0.55 s and the set-ups in 1.2, 4.4,
     /// 9.9, 51 s): the model orders the applies and the set-ups as measured, picks L0 = 0
     /// for one solve of 64 columns (1.2 + 0.39 s against 4.4 + 0.23 s) and L0 = 1 for a
-    /// hundred.
+    /// hundred (the measured crossover is near 20 solves, the model's near 2: it counts
+    /// flops, and the set-up's factorisations run slower than the apply's GEMMs).
     #[test]
     fn the_model_orders_l0_as_measured() {
         let coarse = CoarseMesh::flow_around_square();
@@ -357,7 +381,8 @@ mod tests {
         assert!(setup.windows(2).take(3).all(|w| w[0] < w[1]), "{setup:?}");
         assert_eq!(cheapest(&costs, 64, 3, None).unwrap().coarse_levels, 0);
         assert_eq!(cheapest(&costs, 64, 300, None).unwrap().coarse_levels, 1);
-        // Within 1 GiB only L0 ≤ 1 fits (Π⁻¹ in f64 at L0 = 2: 832 MiB, twice).
+        // Within 1 GiB only L0 = 1 fits (Π⁻¹ in f64 at L0 = 2: 832 MiB, twice; the C_g at
+        // L0 = 0: 1953² in f64 for 3 groups, twice, 175 MiB, beside 2 × 70 MiB of Π⁻¹).
         let gib = Some(1 << 30);
         assert!(costs[1].fits(gib) && !costs[2].fits(gib));
         assert_eq!(cheapest(&costs, 64, 30_000, gib).unwrap().coarse_levels, 1);

@@ -347,19 +347,24 @@ pub fn configured_bytes(mesh: &MeshSpec, method: Method, nrhs: usize, solve_on_h
     } else {
         0.0
     };
+    let (classes, blocks) = match class_sizes(mesh) {
+        Some((c, e, blocks)) => ((c, e), blocks),
+        None => (super::class_counts(mesh.element, mesh.n, n0), 0.0),
+    };
     super::estimated_bytes(
         configured_method(method),
         mesh.unknowns(),
-        class_sizes(mesh).unwrap_or_else(|| super::class_counts(mesh.element, mesh.n, n0)),
+        classes,
         levels,
         nrhs,
         host_vectors,
-    )
+    ) + blocks
 }
 
-/// |C| and |E| of PSC on a refined domain, its Dirichlet parts left out (None for the unit
-/// square, whose formula [`super::class_counts`] gives them).
-pub fn class_sizes(mesh: &MeshSpec) -> Option<(usize, usize)> {
+/// |C|, |E| and the bytes of the groups' C_g and C_g⁻¹ in f64 of PSC on a refined domain,
+/// its Dirichlet parts left out (None for the unit square, whose formula
+/// [`super::class_counts`] gives the classes and whose blocks are small beside |E|²).
+pub fn class_sizes(mesh: &MeshSpec) -> Option<(usize, usize, f64)> {
     let domain = mesh.domain.as_ref()?;
     let dirichlet: Vec<bool> = (0..domain.coarse.parts.len())
         .map(|p| {
@@ -375,7 +380,7 @@ pub fn class_sizes(mesh: &MeshSpec) -> Option<(usize, usize)> {
         &dirichlet,
     )
     .ok()??;
-    Some((cost.c, cost.e))
+    Some((cost.c, cost.e, cost.block_bytes))
 }
 
 /// The cache file a PSC set-up of this mesh is read from and written to, if any: ranks that
