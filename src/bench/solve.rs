@@ -11,11 +11,10 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::cli::{BcArg, InfoMeshArg, SolveBenchArgs};
-use crate::config::{parse_embedded, RunConfig};
+use crate::config::parse_embedded;
 use crate::device::{cuda, Backend};
 use crate::error::{Error, Result};
 use crate::io::h5;
-use crate::mesh::{self, AnyMesh};
 use crate::poisson::{check_memory, AnyPoissonSolver};
 
 /// One method of the comparison and what it was timed at.
@@ -305,10 +304,7 @@ fn coarse_levels(a: &SolveBenchArgs) -> usize {
 /// this bench solves with one set-up (`psc-info` without `--coarse-levels` prints the
 /// model), among those that fit in the available memory.
 fn chosen_coarse_levels(a: &SolveBenchArgs) -> Result<usize> {
-    let coarse = match &a.file {
-        Some(file) => crate::mesh::read_gmsh(file)?,
-        None => crate::mesh::CoarseMesh::flow_around_square(),
-    };
+    let coarse = coarse_mesh(a)?;
     let dirichlet: Vec<bool> = coarse
         .parts
         .iter()
@@ -377,21 +373,22 @@ fn mesh_section(a: &SolveBenchArgs, psc: bool) -> String {
     s
 }
 
+/// The coarse mesh of a refined domain: the Gmsh file's, or the flow around a square's.
+fn coarse_mesh(a: &SolveBenchArgs) -> Result<crate::mesh::CoarseMesh> {
+    match &a.file {
+        Some(file) => crate::mesh::read_gmsh(file),
+        None => Ok(crate::mesh::CoarseMesh::flow_around_square()),
+    }
+}
+
 /// `[boundary]` for `--bc pressure` (Dirichlet at `outflow`, Neumann on every other part,
-/// read off the mesh); nothing for `--bc dirichlet` (u = 0 on the whole boundary).
+/// read off the coarse mesh); nothing for `--bc dirichlet` (u = 0 on the whole boundary).
 fn boundary_section(a: &SolveBenchArgs) -> Result<String> {
     if a.bc == BcArg::Dirichlet {
         return Ok(String::new());
     }
-    let text = format!(
-        "{}[solver]\nmethod = \"cholesky\"\n",
-        mesh_section(a, false)
-    );
-    let config: RunConfig = parse_embedded(&text, "bench solve")?;
-    let names = match mesh::build(&config.mesh)? {
-        AnyMesh::Square(m) => m.boundary.names,
-        AnyMesh::Cube(_) => unreachable!("bench solve builds 2D meshes"),
-    };
+    // The unit square takes --bc dirichlet only (check_args): this is a refined domain.
+    let names = coarse_mesh(a)?.parts;
     if !names.iter().any(|n| n == "outflow") {
         return Err(Error::InvalidInput(format!(
             "--bc pressure needs a boundary part named outflow (this mesh has {})",
