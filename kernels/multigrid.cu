@@ -90,6 +90,10 @@ __device__ __forceinline__ void canonical_rows(u32 n, u32 nrhs, double *part, co
 #define OP_APPLY 0u
 #define OP_RESIDUAL 1u
 #define OP_JACOBI 2u
+// x + μ (x − x_prev) + (ω / a_ii)(b − A x), x_prev read from `out` before it is written.
+#define OP_CHEBYSHEV 3u
+// The same with x_prev = 0.
+#define OP_CHEBYSHEV_FROM_ZERO 4u
 
 // Where a row's entries are: entry s of row `row` at values[s·n + row], its column read
 // from the ELLPACK's index array ...
@@ -129,13 +133,15 @@ template <int DIM> struct GridRows {
 };
 
 // One pass over A (values in S, computed in S's compute precision C, entries where `rows`
-// says) with the block x: out = A x, b − A x, or x + (ω / a_ii)(b − A x).
+// says) with the block x: out = A x, b − A x, x + (ω / a_ii)(b − A x), or the Chebyshev
+// step x + μ (x − x_prev) + (ω / a_ii)(b − A x).
 template <typename S, typename Rows>
-__device__ void sweep(const Rows &rows, u32 n, const S *values, u32 op, double omega, const S *x,
-                      const S *b, S *out, u32 nrhs, double limit, double *part) {
+__device__ void sweep(const Rows &rows, u32 n, const S *values, u32 op, double omega,
+                      double momentum, const S *x, const S *b, S *out, u32 nrhs, double limit,
+                      double *part) {
   typedef typename ComputeOf<S>::type C;
   u32 c = blockIdx.y * blockDim.x + threadIdx.x;
-  C w = (C)omega;
+  C w = (C)omega, mu = (C)momentum;
   canonical_rows(n, nrhs, part, [=](u32 row, ColumnRecord &record) {
     C even = 0, odd = 0;
     rows.each(row, [&](u32 s, u64 k, u32 col) {
@@ -153,6 +159,11 @@ __device__ void sweep(const Rows &rows, u32 n, const S *values, u32 op, double o
     } else if (op == OP_JACOBI) {
       C diagonal = (C)widen(__ldg(&values[row]));
       o = (C)widen(__ldg(&x[own])) + w / diagonal * ((C)widen(__ldg(&b[own])) - ax);
+    } else if (op == OP_CHEBYSHEV || op == OP_CHEBYSHEV_FROM_ZERO) {
+      C diagonal = (C)widen(__ldg(&values[row]));
+      C mine = (C)widen(__ldg(&x[own]));
+      C previous = op == OP_CHEBYSHEV ? (C)widen(out[own]) : (C)0;
+      o = mine + mu * (mine - previous) + w / diagonal * ((C)widen(__ldg(&b[own])) - ax);
     }
     record.add((double)o, limit);
     out[own] = store_c(o, (S *)0);
@@ -350,16 +361,19 @@ extern "C" __global__ void flushed_column(const double *fine, const double *coar
 #define MULTIGRID_ENTRIES(name, S)                                                                \
   extern "C" __global__ void __launch_bounds__(REDUCE_THREADS, 1)                                 \
       ell_sweep_##name(u32 n, u32 width, const u32 *cols, const S *values, u32 op, double omega,  \
-                       const S *x, const S *b, S *out, u32 nrhs, double limit, double *part) {    \
-    sweep<S>(IndexedRows{n, width, cols}, n, values, op, omega, x, b, out, nrhs, limit, part);    \
+                       double momentum, const S *x, const S *b, S *out, u32 nrhs, double limit,   \
+                       double *part) {                                                            \
+    sweep<S>(IndexedRows{n, width, cols}, n, values, op, omega, momentum, x, b, out, nrhs, limit, \
+             part);                                                                               \
   }                                                                                               \
   extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                                    \
-      grid_sweep_##name(u32 n, u32 dim, u32 m, const S *values, u32 op, double omega, const S *x, \
-                        const S *b, S *out, u32 nrhs, double limit, double *part) {               \
+      grid_sweep_##name(u32 n, u32 dim, u32 m, const S *values, u32 op, double omega,             \
+                        double momentum, const S *x, const S *b, S *out, u32 nrhs, double limit,  \
+                        double *part) {                                                           \
     if (dim == 3)                                                                                 \
-      sweep<S>(GridRows<3>{n, m}, n, values, op, omega, x, b, out, nrhs, limit, part);            \
+      sweep<S>(GridRows<3>{n, m}, n, values, op, omega, momentum, x, b, out, nrhs, limit, part);  \
     else                                                                                          \
-      sweep<S>(GridRows<2>{n, m}, n, values, op, omega, x, b, out, nrhs, limit, part);            \
+      sweep<S>(GridRows<2>{n, m}, n, values, op, omega, momentum, x, b, out, nrhs, limit, part);  \
   }                                                                                               \
   extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                                    \
       ell_jacobi_from_zero_##name(u32 n, const S *diagonal, double omega, const S *b, S *out,     \

@@ -132,6 +132,10 @@ pub struct SolveBenchArgs {
     /// The multigrid's precision schedule (D_MG, H_MG, DSH_MG, HSD_MG).
     #[arg(long, default_value = "DSH_MG")]
     pub variant: String,
+    /// The multigrid's smoothers, comma-separated (jacobi, richardson, chebyshev): one
+    /// multigrid timed per smoother.
+    #[arg(long, value_delimiter = ',', default_value = "jacobi")]
+    pub smoother: Vec<String>,
     /// The multigrid's Krylov method around the cycle: cg (flexible CG) or none.
     #[arg(long, default_value = "cg")]
     pub krylov: String,
@@ -615,7 +619,8 @@ pub struct MgBenchArgs {
     /// Right-hand sides solved together.
     #[arg(long, default_value_t = 1)]
     pub nrhs: usize,
-    /// jacobi (ω = 2/3, 3+3 steps) or richardson (ω = 0.3, 4+4 steps).
+    /// jacobi (ω = 2/3, 3+3 steps), richardson (ω = 0.3, 4+4 steps) or chebyshev (degree
+    /// 3+3 on each level's D⁻¹A spectrum).
     #[arg(long, default_value = "jacobi")]
     pub smoother: String,
     /// The smoother's damping ω instead of its own (0 < ω < 2).

@@ -709,7 +709,19 @@ fn row_passes<D: MultigridDevice>(
         let (xb, bb) = (node(&x, n, p), node(&b, n, p));
         let mut result = node(&vec![0.0; n * nrhs], n, p);
         let mut stats = Stats::new(dev, nrhs).unwrap();
-        for op in [RowOp::Apply, RowOp::Residual, RowOp::Jacobi { omega: 0.8 }] {
+        let chebyshev = |previous_zero| RowOp::Chebyshev {
+            omega: 0.8,
+            momentum: 0.4,
+            previous_zero,
+        };
+        // The Chebyshev steps read the previous op's result as the previous iterate.
+        for op in [
+            RowOp::Apply,
+            RowOp::Residual,
+            RowOp::Jacobi { omega: 0.8 },
+            chebyshev(false),
+            chebyshev(true),
+        ] {
             let b = (op != RowOp::Apply).then_some(&bb);
             dev.ell_sweep(&matrix, op, &xb, b, &mut result, &mut stats)
                 .unwrap();

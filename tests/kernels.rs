@@ -1004,8 +1004,9 @@ fn csr_kernels_match_host_products<D: PscDevice>(dev: &D) {
     }
 }
 
-/// ELLPACK sweeps (apply, residual, Jacobi, Jacobi from zero) and the refinement update on
-/// node-major blocks, in every precision, against the host CSR products.
+/// ELLPACK sweeps (apply, residual, Jacobi, Chebyshev with the previous iterate read from
+/// the output or zero, Jacobi from zero) and the refinement update on node-major blocks, in
+/// every precision, against the host CSR products.
 fn ell_kernels_match_host_products<D: MultigridDevice>(dev: &D) {
     let a = assemble_level(2, 64).unwrap(); // 63² unknowns, the Q1 stencil
     let n = sparse::SparseRows::nrows(&a);
@@ -1026,9 +1027,11 @@ fn ell_kernels_match_host_products<D: MultigridDevice>(dev: &D) {
             Precision::F32 | Precision::Tf32 => 2e-6,
             Precision::F64 => 1e-13,
         };
-        for op in [RowOp::Apply, RowOp::Residual, RowOp::Jacobi { omega: 0.7 }] {
+        for op in sweep_ops(0.7) {
             // Apply reads no b (and the matrix has more than one chunk of rows).
             let b = (op != RowOp::Apply).then_some(&bb);
+            // The previous iterate a Chebyshev step reads: the last op's output.
+            let previous = out.to_f64(dev).unwrap();
             dev.ell_sweep(&matrix, op, &xb, b, &mut out, &mut stats)
                 .unwrap();
             let got = out.to_f64(dev).unwrap();
@@ -1041,6 +1044,18 @@ fn ell_kernels_match_host_products<D: MultigridDevice>(dev: &D) {
                         RowOp::Apply => ax[i],
                         RowOp::Residual => bc[i] - ax[i],
                         RowOp::Jacobi { omega } => xc[i] + omega / diag[i] * (bc[i] - ax[i]),
+                        RowOp::Chebyshev {
+                            omega,
+                            momentum,
+                            previous_zero,
+                        } => {
+                            let before = if previous_zero {
+                                0.0
+                            } else {
+                                previous[i * k + c]
+                            };
+                            xc[i] + momentum * (xc[i] - before) + omega / diag[i] * (bc[i] - ax[i])
+                        }
                     };
                     assert!(
                         (got[i * k + c] - want).abs() <= tolerance * want.abs().max(1.0),
@@ -1079,6 +1094,23 @@ fn ell_kernels_match_host_products<D: MultigridDevice>(dev: &D) {
             assert!((r[g] - (b[g] - alpha[c] * ac[i])).abs() < 1e-12);
         }
     }
+}
+
+/// Every row operation of an ELL sweep, with damping ω: apply, residual, Jacobi, and the
+/// Chebyshev step with the previous iterate read from the output and zero.
+fn sweep_ops(omega: f64) -> [RowOp; 5] {
+    let chebyshev = |previous_zero| RowOp::Chebyshev {
+        omega,
+        momentum: 0.4,
+        previous_zero,
+    };
+    [
+        RowOp::Apply,
+        RowOp::Residual,
+        RowOp::Jacobi { omega },
+        chebyshev(false),
+        chebyshev(true),
+    ]
 }
 
 /// The CPU's ELL sweeps give bitwise the same block at every vector-instruction level this
@@ -1138,10 +1170,12 @@ fn sweeps_at_simd_level(
             let matrix = EllMatrix::upload(&dev, &stored, p).unwrap();
             let block = |v: &[f64]| Block::from_f64(&dev, v, n, k, p, Layout::NodeMajor).unwrap();
             let bb = block(&b);
-            for op in [RowOp::Apply, RowOp::Residual, RowOp::Jacobi { omega: 0.8 }] {
+            let previous = values(n * k, 62);
+            for op in sweep_ops(0.8) {
                 let sweep_at = |at: SimdLevel| {
                     simd::set_level(at);
-                    let mut out = block(&vec![0.0; n * k]);
+                    // What a Chebyshev step reads as the previous iterate.
+                    let mut out = block(&previous);
                     let mut stats = new_stats(k);
                     let b = (op != RowOp::Apply).then_some(&bb);
                     dev.ell_sweep(&matrix, op, &block(&x), b, &mut out, &mut stats)

@@ -17,12 +17,15 @@
 #   NRHS  right-hand-side counts K (default "1 64")
 #   L0    PSC's coarse levels (--coarse-levels; default empty: each `bench solve` call
 #         takes psc-info's choice for its own K columns, which may differ between the Ks)
+#   SMOOTHER  the multigrid's smoothers, comma-separated, one row each (default
+#         "jacobi,chebyshev")
 # Needs: the release binary (make build); CHOLMOD in .deps/cholmod-venv, which
 # scripts/install-cholmod.sh installs first (a no-op when present; about half a minute from
 # nothing on Debian bookworm).
-# Runtime on 2 cores: L = 6 with RUNS=3 about 25 s, L = 7 with RUNS=2 about 3 minutes (L0 = 1;
-# PSC's first set-up 23 s at L = 7, multigrid's 64-column solves 9 s each). The cache is
-# emptied at the start: the first K of round 1 sets PSC up afresh, the others load it.
+# Runtime on 2 cores: L = 6 with RUNS=3 about 40 s, L = 7 with RUNS=2 about 4 minutes (L0 = 1;
+# PSC's first set-up 23 s at L = 7, multigrid's 64-column solves 9 s each per smoother).
+# The cache is emptied at the start: the first K of round 1 sets PSC up afresh, the others
+# load it.
 # Output: every JSON line, tagged with "levels" and "round", in out/vs-cholmod/results.jsonl
 # (the problems in out/vs-cholmod/problem-L<L>.h5); a Markdown table per L and K is printed
 # at the end: CHOLMOD's factorisation and solve, each method's set-up and solve, best and
@@ -32,6 +35,7 @@ cd "$(dirname "$0")/../.."
 levels=("$@")
 ((${#levels[@]})) || levels=(6 7)
 runs=${RUNS:-3}
+smoother=${SMOOTHER:-jacobi,chebyshev}
 read -r -a nrhs <<< "${NRHS:-1 64}"
 bin=target/release/tensorfem
 py=.deps/cholmod-venv/bin/python
@@ -65,7 +69,8 @@ for line in sys.stdin:
 }
 tensorfem() { # L K round
   "$bin" bench solve --mesh flow-around-square --levels "$1" --bc pressure --nrhs "$2" \
-    --method psc-m1,mg --reference --runs 1 --json "${coarse[@]}" --cache-dir "$cache" \
+    --method psc-m1,mg --smoother "$smoother" --reference --runs 1 --json "${coarse[@]}" \
+    --cache-dir "$cache" \
     | tag "$1" "$3"
 }
 cholmod() { # L K round

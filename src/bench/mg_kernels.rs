@@ -155,6 +155,15 @@ fn kernels_on<D: MultigridDevice>(
             time("jacobi sweep", a.bytes() + 3.0 * vector, &mut || {
                 dev.ell_sweep(&a, jacobi, &x, Some(&b), &mut out, &mut stats)
             })?;
+            // The previous iterate read from `out` and the new one written over it.
+            let chebyshev = RowOp::Chebyshev {
+                omega: 0.6,
+                momentum: 0.5,
+                previous_zero: false,
+            };
+            time("chebyshev step", a.bytes() + 4.0 * vector, &mut || {
+                dev.ell_sweep(&a, chebyshev, &x, Some(&b), &mut out, &mut stats)
+            })?;
             time("residual", a.bytes() + 3.0 * vector, &mut || {
                 dev.ell_sweep(&a, RowOp::Residual, &x, Some(&b), &mut out, &mut stats)
             })?;

@@ -169,15 +169,16 @@ struct MethodChoice {
     method: String,
     precision: Option<String>,
     variant: Option<String>,
+    smoother: Option<String>,
     krylov: Option<String>,
 }
 
 impl MethodChoice {
     fn setting(&self) -> String {
-        match (&self.precision, &self.variant, &self.krylov) {
-            (Some(p), _, _) if p == "f64" => "f64 (alone)".into(),
-            (Some(p), _, _) => format!("{p} (PSC-IR below f64)"),
-            (_, Some(v), Some(k)) => format!("{v}, krylov {k}"),
+        match (&self.precision, &self.variant, &self.smoother, &self.krylov) {
+            (Some(p), ..) if p == "f64" => "f64 (alone)".into(),
+            (Some(p), ..) => format!("{p} (PSC-IR below f64)"),
+            (_, Some(v), Some(s), Some(k)) => format!("{v}, {s}, krylov {k}"),
             _ => "f64".into(),
         }
     }
@@ -200,25 +201,31 @@ fn methods(a: &SolveBenchArgs) -> Result<Vec<MethodChoice>> {
             return Err(Error::InvalidInput(format!("--method lists {name} twice")));
         }
         seen.push(name.clone());
+        let plain = MethodChoice {
+            method: name.clone(),
+            precision: None,
+            variant: None,
+            smoother: None,
+            krylov: None,
+        };
         let choice = match name.as_str() {
             "psc-m1" | "psc-m2" | "psc-m3" => MethodChoice {
-                method: name,
                 precision: Some(a.precision.clone()),
-                variant: None,
-                krylov: None,
+                ..plain
             },
-            "mg" => MethodChoice {
-                method: name,
-                precision: None,
-                variant: Some(a.variant.clone()),
-                krylov: Some(a.krylov.clone()),
-            },
-            "cholesky" => MethodChoice {
-                method: name,
-                precision: None,
-                variant: None,
-                krylov: None,
-            },
+            // One multigrid per smoother, side by side.
+            "mg" => {
+                for smoother in &a.smoother {
+                    out.push(MethodChoice {
+                        variant: Some(a.variant.clone()),
+                        smoother: Some(smoother.trim().to_lowercase()),
+                        krylov: Some(a.krylov.clone()),
+                        ..plain.clone()
+                    });
+                }
+                continue;
+            }
+            "cholesky" => plain,
             other => {
                 return Err(Error::InvalidInput(format!(
                     "--method {other} (allowed: psc-m1, psc-m2, psc-m3, mg, cholesky)"
@@ -433,8 +440,8 @@ fn config_text(a: &SolveBenchArgs, m: &MethodChoice, boundary: &str) -> String {
             None => s += "cache = false\n",
         }
     }
-    if let (Some(v), Some(k)) = (&m.variant, &m.krylov) {
-        s += &format!("variant = \"{v}\"\nkrylov = \"{k}\"\n");
+    if let (Some(v), Some(smoother), Some(k)) = (&m.variant, &m.smoother, &m.krylov) {
+        s += &format!("variant = \"{v}\"\nsmoother = \"{smoother}\"\nkrylov = \"{k}\"\n");
     }
     s
 }

@@ -123,8 +123,8 @@ fn multigrid_settings() {
     .unwrap();
     let mg = c.solver.mg.unwrap();
     assert_eq!(
-        (mg.smoother.omega, mg.smoother.pre, mg.smoother.post),
-        (0.9, 2, 2)
+        (mg.smoother.omega(), mg.smoother.pre, mg.smoother.post),
+        (Some(0.9), 2, 2)
     );
     assert_eq!(mg.smoother_name, "jacobi (ω = 0.9, 2 + 2 steps)");
     let p = problems(
@@ -140,6 +140,27 @@ fn multigrid_settings() {
         "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\nomega = 2.0\n[output]\npath = \"m.h5\"\n",
     );
     assert_eq!(p[0].key, "solver.omega", "{p:?}");
+    // Chebyshev smoothing: its degree on each side; no damping to give.
+    let c = parse(
+        "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\nsmoother = \"chebyshev\"\npre_smoothing = 4\n[output]\npath = \"m.h5\"\n",
+        "t",
+    )
+    .unwrap();
+    let mg = c.solver.mg.unwrap();
+    assert_eq!(
+        (mg.smoother.omega(), mg.smoother.pre, mg.smoother.post),
+        (None, 4, 3)
+    );
+    assert_eq!(mg.smoother_name, "chebyshev (4 + 3 steps)");
+    let p = problems(
+        "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\nsmoother = \"chebyshev\"\nomega = 0.9\n[output]\npath = \"m.h5\"\n",
+    );
+    assert_eq!(p[0].key, "solver.omega", "{p:?}");
+    assert!(
+        p[0].message
+            .contains("jacobi and richardson smoothers only"),
+        "{p:?}"
+    );
     let p = problems(
         "[mesh]\nn = 64\n[solver]\nmethod = \"cholesky\"\nomega = 0.9\npre_smoothing = 2\n[output]\npath = \"m.h5\"\n",
     );

@@ -190,6 +190,15 @@ impl<D: MultigridKernels> EllMatrix<D> {
 pub enum RowOp {
     /// out = x + ω D⁻¹ (b − A x): one damped Jacobi (Richardson) step.
     Jacobi { omega: f64 },
+    /// out = x + μ (x − x_prev) + ω D⁻¹ (b − A x): one step of the Chebyshev
+    /// semi-iteration (docs/mathematics.md §4). x_prev, the iterate before x, is what
+    /// `out` holds on entry (each row reads its own entry before writing it), or zero when
+    /// `previous_zero` (the smoothing started from x = 0 one step before).
+    Chebyshev {
+        omega: f64,
+        momentum: f64,
+        previous_zero: bool,
+    },
     /// out = b − A x.
     Residual,
     /// out = A x (b unused).
@@ -337,8 +346,8 @@ pub trait MultigridKernels: Device {
         false
     }
 
-    /// One pass over A applying `op` to the node-major blocks x (and b), written to `out`;
-    /// all in A's precision.
+    /// One pass over A applying `op` to the node-major blocks x (and b), written to `out`
+    /// (read first by [`RowOp::Chebyshev`]); all in A's precision.
     fn ell_sweep(
         &self,
         a: &EllMatrix<Self>,

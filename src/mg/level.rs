@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use super::error::{MgFailure, Remedy};
 use super::multigrid::MgParams;
-use super::schedule::Smoother;
+use super::schedule::{Smoother, SmootherKind, CHEBYSHEV_RATIO};
 use crate::device::{
     Block, EllMatrix, FlagLog, Layout, LevelTransfer, MultigridDevice, RowOp, Scratch, Stats,
 };
 use crate::error::Error;
-use crate::linalg::{BlockCg, CgParams, Cost};
+use crate::linalg::{extreme_eigenvalues, BlockCg, CgParams, Cost, LanczosParams};
 use crate::precision::Precision;
 use crate::sparse::{Csr, Ell, SparseRows};
 
@@ -26,6 +26,9 @@ pub(super) struct Level<D: MultigridDevice> {
     pub count: usize,
     pub unknowns: usize,
     pub matrix: Arc<EllMatrix<D>>,
+    /// λ̂ ≥ the largest eigenvalue of D⁻¹A, the top of the interval Chebyshev smoothing
+    /// damps ([`spectrum_bound`]); 0 for the other smoothers.
+    pub spectrum_bound: f64,
     /// To the next coarser level (none on the coarsest).
     pub transfer: Option<LevelTransfer<D>>,
     pub nrhs: usize,
@@ -276,6 +279,88 @@ pub fn without_roundoff(mut matrix: Ell<f64>, precision: Precision) -> Ell<f64> 
     matrix
 }
 
+/// λ̂ ≥ λ_max(D⁻¹A) of a level's matrix (diagonal first): 1.1 × the largest Ritz value of
+/// 12 Lanczos steps on D^{-1/2} A D^{-1/2} (which has D⁻¹A's eigenvalues; the Ritz value
+/// lies within a few per cent below λ_max), capped by Gershgorin's bound max_i Σ_j |a_ij| /
+/// a_ii, which is exact for P1 stiffness matrices but a third too high for Q1's, where
+/// Chebyshev smoothing on it would damp the top of the spectrum too little. Computed on
+/// the f64 matrix; rounding it to the level's precision moves λ_max far less than the
+/// interval's margin.
+fn spectrum_bound(matrix: &Ell<f64>) -> f64 {
+    let (n, width, values, columns) = (
+        matrix.nrows(),
+        matrix.width(),
+        matrix.values(),
+        matrix.col_idx(),
+    );
+    let scale: Vec<f64> = (0..n)
+        .map(|r| 1.0 / values[matrix.index(0, r)].sqrt())
+        .collect();
+    let gershgorin = (0..n)
+        .map(|r| {
+            let sum: f64 = (0..width).map(|s| values[matrix.index(s, r)].abs()).sum();
+            sum * scale[r] * scale[r]
+        })
+        .fold(0.0, f64::max);
+    let params = LanczosParams {
+        max_iterations: 12,
+        tolerance: 1e-3,
+        full_reorthogonalization: false,
+        ..LanczosParams::default()
+    };
+    let ritz = extreme_eigenvalues(n, params, |x, y| {
+        for (r, y) in y.iter_mut().enumerate() {
+            let sum: f64 = (0..width)
+                .map(|s| {
+                    let k = matrix.index(s, r);
+                    let c = columns[k] as usize;
+                    values[k] * scale[c] * x[c]
+                })
+                .sum();
+            *y = scale[r] * sum;
+        }
+    });
+    match ritz {
+        Ok(info) if info.largest.is_finite() => (1.1 * info.largest).min(gershgorin),
+        _ => gershgorin,
+    }
+}
+
+/// The steps of a Chebyshev smoothing on [λ̂/[`CHEBYSHEV_RATIO`], λ̂] (Saad, Iterative
+/// Methods, Alg. 12.1, with θ, δ the interval's centre and half-width): x₁ = x₀ + (1/θ)
+/// D⁻¹r₀, then x_{k+1} = x_k + ρ_k ρ_{k−1} (x_k − x_{k−1}) + (2ρ_k/δ) D⁻¹r_k with ρ₀ = δ/θ,
+/// ρ_k = 1/(2θ/δ − ρ_{k−1}).
+struct ChebyshevSteps {
+    theta: f64,
+    delta: f64,
+    rho: f64,
+}
+
+impl ChebyshevSteps {
+    fn new(bound: f64) -> Self {
+        let lower = bound / CHEBYSHEV_RATIO;
+        let (theta, delta) = ((bound + lower) / 2.0, (bound - lower) / 2.0);
+        ChebyshevSteps {
+            theta,
+            delta,
+            rho: delta / theta,
+        }
+    }
+
+    /// The first step's damping 1/θ.
+    fn first(&self) -> f64 {
+        1.0 / self.theta
+    }
+
+    /// The next step's (ω, μ): the coefficients of D⁻¹r_k and of x_k − x_{k−1}.
+    fn next(&mut self) -> (f64, f64) {
+        let rho = 1.0 / (2.0 * self.theta / self.delta - self.rho);
+        let step = (2.0 * rho / self.delta, rho * self.rho);
+        self.rho = rho;
+        step
+    }
+}
+
 impl<D: MultigridDevice> Level<D> {
     /// Level `index` (0 the coarsest) of the hierarchy `params` describe: its matrix in the
     /// level's precision and storage (without indices where the level is a uniform grid,
@@ -296,34 +381,34 @@ impl<D: MultigridDevice> Level<D> {
             Some(LevelTransfer::Grid { fine, .. }) => Some(*fine),
             _ => None,
         };
-        let matrix = EllMatrix::upload_stored(
-            dev,
-            &without_roundoff(ell, precision),
-            precision,
-            params.storage,
-            grid,
-        )
-        .map_err(|e| match e {
-            Error::PrecisionRange {
-                precision,
-                index: entry,
-                problem,
-                ..
-            } => MgFailure::Range {
-                level: index,
-                levels: count,
-                precision,
-                unknowns,
-                what: format!("matrix entry {entry}: {problem}"),
-                remedy: Remedy::None,
-            },
-            other => MgFailure::Other(other.to_string()),
-        })?;
+        let stored = without_roundoff(ell, precision);
+        let spectrum_bound = match params.smoother.kind {
+            SmootherKind::Chebyshev => spectrum_bound(&stored),
+            SmootherKind::Jacobi { .. } => 0.0,
+        };
+        let matrix = EllMatrix::upload_stored(dev, &stored, precision, params.storage, grid)
+            .map_err(|e| match e {
+                Error::PrecisionRange {
+                    precision,
+                    index: entry,
+                    problem,
+                    ..
+                } => MgFailure::Range {
+                    level: index,
+                    levels: count,
+                    precision,
+                    unknowns,
+                    what: format!("matrix entry {entry}: {problem}"),
+                    remedy: Remedy::None,
+                },
+                other => MgFailure::Other(other.to_string()),
+            })?;
         Ok(Level {
             index,
             count,
             unknowns,
             matrix: Arc::new(matrix),
+            spectrum_bound,
             transfer,
             nrhs: 0,
             tmp: Block::zeros(dev, 0, 0, precision, Layout::NodeMajor).map_err(other)?,
@@ -431,7 +516,8 @@ impl<D: MultigridDevice> Level<D> {
         2.0 * (self.matrix.values.len() * self.nrhs) as f64
     }
 
-    /// `steps` damped Jacobi steps on x (from x = 0 when `zero_initial`).
+    /// `steps` smoothing steps on x (from x = 0 when `zero_initial`): damped Jacobi, or
+    /// the Chebyshev polynomial of degree `steps`.
     #[allow(clippy::too_many_arguments)]
     pub fn smooth(
         &mut self,
@@ -443,39 +529,64 @@ impl<D: MultigridDevice> Level<D> {
         x: &mut Block<D>,
         checks: &mut RangeChecks<D>,
     ) -> Result<Cost, MgFailure> {
+        let mut chebyshev = ChebyshevSteps::new(self.spectrum_bound);
         let mut cost = Cost::default();
-        let points = (self.unknowns * self.nrhs) as f64;
         for step in 0..steps {
-            if step == 0 && zero_initial {
-                dev.ell_jacobi_from_zero(&self.matrix, smoother.omega, b, x, &mut self.stats)
-                    .map_err(other)?;
-                cost = cost
-                    + Cost {
-                        flops: 2.0 * points,
-                        bytes: self.matrix.diagonal_bytes() + 2.0 * self.vector_bytes(),
-                    };
-            } else {
-                dev.ell_sweep(
-                    &self.matrix,
-                    RowOp::Jacobi {
-                        omega: smoother.omega,
-                    },
-                    x,
-                    Some(b),
-                    &mut self.tmp,
-                    &mut self.stats,
-                )
-                .map_err(other)?;
-                std::mem::swap(x, &mut self.tmp);
-                cost = cost
-                    + Cost {
-                        flops: self.matrix_flops() + 4.0 * points,
-                        bytes: self.matrix_bytes() + 3.0 * self.vector_bytes(),
-                    };
-            }
+            let op = match smoother.kind {
+                SmootherKind::Jacobi { omega } => RowOp::Jacobi { omega },
+                SmootherKind::Chebyshev if step == 0 => RowOp::Jacobi {
+                    omega: chebyshev.first(),
+                },
+                SmootherKind::Chebyshev => {
+                    let (omega, momentum) = chebyshev.next();
+                    RowOp::Chebyshev {
+                        omega,
+                        momentum,
+                        previous_zero: zero_initial && step == 1,
+                    }
+                }
+            };
+            cost = cost + self.smoothing_step(dev, op, zero_initial && step == 0, b, x)?;
             checks.check(dev, self, "the smoothed iterate")?;
         }
         Ok(cost)
+    }
+
+    /// One smoothing step `op` on x (from x = 0 when `from_zero`), the iterate before it
+    /// left in `tmp` (the previous iterate a Chebyshev step reads there).
+    fn smoothing_step(
+        &mut self,
+        dev: &D,
+        op: RowOp,
+        from_zero: bool,
+        b: &Block<D>,
+        x: &mut Block<D>,
+    ) -> Result<Cost, MgFailure> {
+        let points = (self.unknowns * self.nrhs) as f64;
+        if let (true, RowOp::Jacobi { omega }) = (from_zero, op) {
+            dev.ell_jacobi_from_zero(&self.matrix, omega, b, x, &mut self.stats)
+                .map_err(other)?;
+            return Ok(Cost {
+                flops: 2.0 * points,
+                bytes: self.matrix.diagonal_bytes() + 2.0 * self.vector_bytes(),
+            });
+        }
+        dev.ell_sweep(&self.matrix, op, x, Some(b), &mut self.tmp, &mut self.stats)
+            .map_err(other)?;
+        std::mem::swap(x, &mut self.tmp);
+        // A Chebyshev step also reads the previous iterate where it writes.
+        let (extra_flops, extra_vectors) = match op {
+            RowOp::Chebyshev {
+                previous_zero: false,
+                ..
+            } => (3.0, 1.0),
+            RowOp::Chebyshev { .. } => (2.0, 0.0),
+            _ => (0.0, 0.0),
+        };
+        Ok(Cost {
+            flops: self.matrix_flops() + (4.0 + extra_flops) * points,
+            bytes: self.matrix_bytes() + (3.0 + extra_vectors) * self.vector_bytes(),
+        })
     }
 
     /// tmp = b − A x, with its statistics in `stats`, read now when `read` (the cycle
@@ -599,5 +710,28 @@ impl<D: MultigridDevice> Level<D> {
             bytes: (2.0 + projections) * vector_bytes
                 + iterations * (matrix_bytes + 10.0 * vector_bytes),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sparse::EllLayout;
+
+    /// λ̂ of the Q1 unit square's level lies just above λ_max(D⁻¹A) → 3/2 (the stencil's
+    /// symbol at (π, 0)), well below Gershgorin's 2; of the P1 unit square's, at Gershgorin's
+    /// 2, which its top eigenvalue approaches.
+    #[test]
+    fn spectrum_bounds_sit_just_above_the_top_eigenvalue() {
+        let q1 = super::super::assemble_level(2, 32).unwrap();
+        let ell = Ell::from_csr_diagonal_first(&q1, EllLayout::Sliced).unwrap();
+        let bound = spectrum_bound(&ell);
+        assert!(bound > 1.49 && bound < 1.66, "Q1: {bound}");
+
+        let mesh = crate::mesh::unit_square(32, crate::mesh::Element::P1).unwrap();
+        let (p1, _) = crate::fem::assemble_stiffness(&mesh).unwrap();
+        let ell = Ell::from_csr_diagonal_first(&p1, EllLayout::SlotMajor).unwrap();
+        let bound = spectrum_bound(&ell);
+        assert!(bound > 1.95 && bound <= 2.0 + 1e-12, "P1: {bound}");
     }
 }

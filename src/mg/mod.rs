@@ -1,8 +1,8 @@
 //! Geometric multigrid for Poisson, with a precision per level, inside f64 iterative
 //! refinement (MP-MG, docs/mathematics.md §4), and the f64 baseline.
 //!
-//! - [`schedule`]: precision schedules (D_MG, H_MG, DSH_MG, HSD_MG presets), smoothers,
-//!   level counts
+//! - [`schedule`]: precision schedules (D_MG, H_MG, DSH_MG, HSD_MG presets), smoothers
+//!   (damped Jacobi, Chebyshev), level counts
 //! - [`Multigrid`]: set-up (the levels' matrices stored in ELLPACK in their level's
 //!   precision, on any device), the V-cycle ([`VCycle`], a `LinOp`), refinement
 //!   (`linalg`'s, around the cycle, optionally accelerated by flexible CG:
@@ -37,5 +37,7 @@ pub use multigrid::{
     assemble_level, galerkin_product, random_initial_guess, MgParams, MgSolve, Multigrid,
     NullSpace, StopParams, VCycle,
 };
-pub use schedule::{check_levels, default_levels, schedule_name, Smoother, Variant};
+pub use schedule::{
+    check_levels, default_levels, schedule_name, Smoother, SmootherKind, Variant, CHEBYSHEV_RATIO,
+};
 pub use solver::{estimated_bytes, MgSolveSettings, MultigridSolver};

@@ -75,11 +75,27 @@ pub fn schedule_name(schedule: &[Precision]) -> String {
         .join(" → ")
 }
 
-/// Damped Jacobi smoothing x += ω D⁻¹ (b − A x): `pre` steps before the coarse-grid
-/// correction and `post` after.
+/// How a smoothing step relaxes (docs/mathematics.md §4).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SmootherKind {
+    /// Damped Jacobi x += ω D⁻¹ (b − A x).
+    Jacobi { omega: f64 },
+    /// The Chebyshev semi-iteration on D⁻¹A: the steps on each side of the coarse-grid
+    /// correction make one polynomial in D⁻¹A, smallest on [λ̂/[`CHEBYSHEV_RATIO`], λ̂], λ̂
+    /// an upper estimate of each level's largest eigenvalue of D⁻¹A (set-up: a few Lanczos
+    /// steps). It damps the modes Jacobi leaves where a mesh's flat triangles make the
+    /// level anisotropic.
+    Chebyshev,
+}
+
+/// λ̂ / (the lower end of the interval a Chebyshev smoother damps): the modes of D⁻¹A above
+/// λ̂/15 are the ones the coarser level cannot represent on the meshes tensorfem refines.
+pub const CHEBYSHEV_RATIO: f64 = 15.0;
+
+/// The smoother: its kind, `pre` steps before the coarse-grid correction and `post` after.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Smoother {
-    pub omega: f64,
+    pub kind: SmootherKind,
     pub pre: usize,
     pub post: usize,
 }
@@ -87,26 +103,41 @@ pub struct Smoother {
 impl Smoother {
     /// The MP-MG smoother (docs/mathematics.md §4): ω = 2/3, 3 + 3 steps.
     pub const JACOBI: Smoother = Smoother {
-        omega: 2.0 / 3.0,
+        kind: SmootherKind::Jacobi { omega: 2.0 / 3.0 },
         pre: 3,
         post: 3,
     };
     /// The PSC paper's comparison multigrid (docs/mathematics.md §8.1): "Richardson" x +=
     /// 0.3 D⁻¹(b − Ax), 4 + 4 steps.
     pub const RICHARDSON: Smoother = Smoother {
-        omega: 0.3,
+        kind: SmootherKind::Jacobi { omega: 0.3 },
         pre: 4,
         post: 4,
     };
-    pub const NAMES: &'static str = "jacobi, richardson";
+    /// Chebyshev smoothing of degree 3 on each side: the cost of `JACOBI`'s matrix passes.
+    pub const CHEBYSHEV: Smoother = Smoother {
+        kind: SmootherKind::Chebyshev,
+        pre: 3,
+        post: 3,
+    };
+    pub const NAMES: &'static str = "jacobi, richardson, chebyshev";
 
     /// Most smoothing steps before or after the coarse-grid correction.
     pub const MAX_STEPS: usize = 50;
 
+    /// The Jacobi damping ω (none for Chebyshev smoothing).
+    pub fn omega(&self) -> Option<f64> {
+        match self.kind {
+            SmootherKind::Jacobi { omega } => Some(omega),
+            SmootherKind::Chebyshev => None,
+        }
+    }
+
     /// This smoother (named `name`) with its damping and step counts replaced where given,
     /// and how to call the result: the name alone when nothing changed, else the name with
     /// its ω and steps. Fails naming the value out of range: 0 < ω < 2 (damped Jacobi
-    /// diverges on the highest frequencies beyond), 0 … [`Smoother::MAX_STEPS`] steps on
+    /// diverges on the highest frequencies beyond), ω given to Chebyshev smoothing (which
+    /// takes its interval from each level's matrix), 0 … [`Smoother::MAX_STEPS`] steps on
     /// each side, at least one in all.
     pub fn adjusted(
         self,
@@ -115,11 +146,20 @@ impl Smoother {
         pre: Option<usize>,
         post: Option<usize>,
     ) -> Result<(Smoother, String), String> {
-        if let Some(w) = omega.filter(|w| !(w.is_finite() && *w > 0.0 && *w < 2.0)) {
-            return Err(format!("ω = {w} (allowed: 0 < ω < 2)"));
-        }
+        let kind = match (self.kind, omega) {
+            (SmootherKind::Chebyshev, Some(_)) => {
+                return Err(format!(
+                    "ω applies to the jacobi and richardson smoothers only ({name} takes its interval from each level's matrix)"
+                ))
+            }
+            (_, Some(w)) if !(w.is_finite() && w > 0.0 && w < 2.0) => {
+                return Err(format!("ω = {w} (allowed: 0 < ω < 2)"))
+            }
+            (SmootherKind::Jacobi { .. }, Some(omega)) => SmootherKind::Jacobi { omega },
+            (kind, None) => kind,
+        };
         let adjusted = Smoother {
-            omega: omega.unwrap_or(self.omega),
+            kind,
             pre: pre.unwrap_or(self.pre),
             post: post.unwrap_or(self.post),
         };
@@ -131,15 +171,14 @@ impl Smoother {
                 Self::MAX_STEPS
             ));
         }
-        let described = if adjusted == self {
-            name.to_string()
-        } else {
+        let steps = format!("{} + {} steps", adjusted.pre, adjusted.post);
+        let described = match adjusted.kind {
+            _ if adjusted == self => name.to_string(),
             // ω to 4 decimals: 2/3 reads 0.6667.
-            let omega = (adjusted.omega * 1e4).round() / 1e4;
-            format!(
-                "{name} (ω = {omega}, {} + {} steps)",
-                adjusted.pre, adjusted.post
-            )
+            SmootherKind::Jacobi { omega } => {
+                format!("{name} (ω = {}, {steps})", (omega * 1e4).round() / 1e4)
+            }
+            SmootherKind::Chebyshev => format!("{name} ({steps})"),
         };
         Ok((adjusted, described))
     }
@@ -148,6 +187,7 @@ impl Smoother {
         match name {
             "jacobi" => Ok(Smoother::JACOBI),
             "richardson" => Ok(Smoother::RICHARDSON),
+            "chebyshev" => Ok(Smoother::CHEBYSHEV),
             other => Err(format!(
                 "unknown smoother '{other}' (allowed: {})",
                 Smoother::NAMES
@@ -206,7 +246,7 @@ mod tests {
         let (s, name) = Smoother::JACOBI
             .adjusted("jacobi", Some(0.9), Some(2), Some(2))
             .unwrap();
-        assert_eq!((s.omega, s.pre, s.post), (0.9, 2, 2));
+        assert_eq!((s.omega(), s.pre, s.post), (Some(0.9), 2, 2));
         assert_eq!(name, "jacobi (ω = 0.9, 2 + 2 steps)");
         let (s, name) = Smoother::JACOBI
             .adjusted("jacobi", None, None, None)
@@ -215,7 +255,16 @@ mod tests {
         let (s, _) = Smoother::RICHARDSON
             .adjusted("richardson", None, Some(0), None)
             .unwrap();
-        assert_eq!((s.omega, s.pre, s.post), (0.3, 0, 4));
+        assert_eq!((s.omega(), s.pre, s.post), (Some(0.3), 0, 4));
+        let (s, name) = Smoother::CHEBYSHEV
+            .adjusted("chebyshev", None, Some(4), Some(4))
+            .unwrap();
+        assert_eq!((s.kind, s.pre, s.post), (SmootherKind::Chebyshev, 4, 4));
+        assert_eq!(name, "chebyshev (4 + 4 steps)");
+        assert!(Smoother::CHEBYSHEV
+            .adjusted("chebyshev", Some(0.9), None, None)
+            .unwrap_err()
+            .starts_with('ω'));
         for (omega, pre, post) in [
             (Some(2.0), None, None),
             (Some(0.0), None, None),

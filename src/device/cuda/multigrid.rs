@@ -182,10 +182,19 @@ impl MultigridKernels for Cuda {
     ) -> Result<()> {
         let nrhs = x.cols();
         let p = a.precision();
-        let (code, omega, b) = match (op, b) {
-            (RowOp::Apply, _) => (0, 0.0, x),
-            (RowOp::Residual, Some(b)) => (1, 0.0, b),
-            (RowOp::Jacobi { omega }, Some(b)) => (2, omega, b),
+        // The op codes of kernels/multigrid.cu (OP_APPLY …).
+        let (code, omega, momentum, b) = match (op, b) {
+            (RowOp::Apply, _) => (0, 0.0, 0.0, x),
+            (RowOp::Residual, Some(b)) => (1, 0.0, 0.0, b),
+            (RowOp::Jacobi { omega }, Some(b)) => (2, omega, 0.0, b),
+            (
+                RowOp::Chebyshev {
+                    omega,
+                    momentum,
+                    previous_zero,
+                },
+                Some(b),
+            ) => (if previous_zero { 4 } else { 3 }, omega, momentum, b),
             (_, None) => unreachable!("checked by MultigridKernels::ell_sweep"),
         };
         let (family, matrix) = self.ell_args("ell_sweep", a)?;
@@ -200,6 +209,7 @@ impl MultigridKernels for Cuda {
                 matrix[3],
                 Arg::U32(code),
                 Arg::F64(omega),
+                Arg::F64(momentum),
                 self.data_ptr(&x.data, 0),
                 self.data_ptr(&b.data, 0),
                 self.data_ptr(&out.data, 0),

@@ -158,7 +158,7 @@ type BlockRowsArgs<'a, S> = (
     Columns<'a>,
     usize,
     RowOp,
-    Compute<S>,
+    Weights<Compute<S>>,
     bool,
     &'a [S],
     &'a [S],
@@ -203,7 +203,7 @@ fn block_rows_of_width<S: Storage + TileIo, const LEVEL: u8, const WIDTH: usize>
         columns,
         width,
         op,
-        omega,
+        weights,
         norms,
         x,
         b,
@@ -226,7 +226,8 @@ fn block_rows_of_width<S: Storage + TileIo, const LEVEL: u8, const WIDTH: usize>
         let out = &mut out[i * nrhs..(i + 1) * nrhs];
         let row = RowTiles {
             // Slot 0 holds the diagonal.
-            w: omega / values[sliced_index(width, i, 0)],
+            w: weights.omega / values[sliced_index(width, i, 0)],
+            momentum: weights.momentum,
             op,
             norms,
             x,
@@ -298,6 +299,7 @@ impl<'a, S> SlotRows<'a, S> {
 struct RowTiles<'a, S: Stored> {
     op: RowOp,
     w: Compute<S>,
+    momentum: Compute<S>,
     norms: bool,
     x: &'a [S],
     b: &'a [S],
@@ -344,6 +346,19 @@ impl<S: Storage + TileIo> RowTiles<'_, S> {
                 );
                 for c in 0..TILE {
                     o[c] = xs[c] + self.w * (bs[c] - ax[c]);
+                }
+            }
+            RowOp::Chebyshev { previous_zero, .. } => {
+                let (bs, xs) = (
+                    S::load::<LEVEL>(&self.b[own.clone()]),
+                    S::load::<LEVEL>(&self.x[own]),
+                );
+                let previous = match previous_zero {
+                    true => [Compute::<S>::zero(); TILE],
+                    false => S::load::<LEVEL>(&out[c0..c0 + t]),
+                };
+                for c in 0..TILE {
+                    o[c] = xs[c] + self.momentum * (xs[c] - previous[c]) + self.w * (bs[c] - ax[c]);
                 }
             }
         }
@@ -410,6 +425,30 @@ fn tile_row_sum<T: Real>(row_values: &[T], tiles: &impl SlotTiles<T>) -> [T; TIL
     std::array::from_fn(|c| even[c] + odd[c])
 }
 
+/// The coefficients of a sweep's op in the compute precision: ω (of D⁻¹ (b − A x)) and the
+/// Chebyshev step's momentum μ (of x − x_prev); zero where the op has none.
+#[derive(Clone, Copy)]
+struct Weights<C> {
+    omega: C,
+    momentum: C,
+}
+
+impl<C: Real> Weights<C> {
+    fn of(op: RowOp) -> Self {
+        let (omega, momentum) = match op {
+            RowOp::Jacobi { omega } => (omega, 0.0),
+            RowOp::Chebyshev {
+                omega, momentum, ..
+            } => (omega, momentum),
+            RowOp::Residual | RowOp::Apply => (0.0, 0.0),
+        };
+        Weights {
+            omega: C::from_f64(omega),
+            momentum: C::from_f64(momentum),
+        }
+    }
+}
+
 /// [`sweep`] for blocks of two or more columns: x and b are read where they are (no
 /// widened bands), only each sub-block's matrix values are widened (f16).
 fn sweep_block<S: Storage + TileIo>(
@@ -421,10 +460,7 @@ fn sweep_block<S: Storage + TileIo>(
     out: &mut [S],
     stats: &mut Stats<Cpu>,
 ) {
-    let omega = match op {
-        RowOp::Jacobi { omega } => Compute::<S>::from_f64(omega),
-        _ => Compute::<S>::zero(),
-    };
+    let weights = Weights::<Compute<S>>::of(op);
     let chunk_rows = a.chunks.rows;
     let norms = stats.norms();
     let part = partials(stats, a.chunks.count());
@@ -449,7 +485,7 @@ fn sweep_block<S: Storage + TileIo>(
                     let values = widened(&a.values[a.slices(r0, len)], slot);
                     let out = &mut out_chunk[sub * nrhs..(sub + len) * nrhs];
                     block_rows::<S>((
-                        values, a.columns, a.width, op, omega, norms, x, b, nrhs, r0, out, part,
+                        values, a.columns, a.width, op, weights, norms, x, b, nrhs, r0, out, part,
                         sumsq, largest, row_values, offsets,
                     ));
                 }
@@ -469,10 +505,7 @@ fn sweep<S: Storage + TileIo>(
     out: &mut [S],
     stats: &mut Stats<Cpu>,
 ) {
-    let omega = match op {
-        RowOp::Jacobi { omega } => Compute::<S>::from_f64(omega),
-        _ => Compute::<S>::zero(),
-    };
+    let weights = Weights::<Compute<S>>::of(op);
     if nrhs > 1 {
         return sweep_block(a, op, x, b, nrhs, out, stats);
     }
@@ -491,7 +524,7 @@ fn sweep<S: Storage + TileIo>(
                     a.columns,
                     a.width,
                     op,
-                    omega,
+                    weights,
                     x,
                     b,
                     r0,
@@ -512,7 +545,7 @@ type SliceRowsArgs<'a, S> = (
     Columns<'a>,
     usize,
     RowOp,
-    Compute<S>,
+    Weights<Compute<S>>,
     &'a [S],
     &'a [S],
     usize,
@@ -533,7 +566,7 @@ per_simd_level! {
 
 #[inline(always)]
 fn slice_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
-    (values, columns, width, op, omega, x, b, r0, out, part): SliceRowsArgs<'_, S>,
+    (values, columns, width, op, weights, x, b, r0, out, part): SliceRowsArgs<'_, S>,
 ) {
     let zero = Compute::<S>::zero();
     let mut stats = TileStats::new();
@@ -565,7 +598,22 @@ fn slice_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
                     S::load::<LEVEL>(&x[first..first + t]),
                 );
                 for j in 0..TILE {
-                    o[j] = xs[j] + omega / diagonal[j] * (bs[j] - ax[j]);
+                    o[j] = xs[j] + weights.omega / diagonal[j] * (bs[j] - ax[j]);
+                }
+            }
+            RowOp::Chebyshev { previous_zero, .. } => {
+                let (bs, xs) = (
+                    S::load::<LEVEL>(&b[first..first + t]),
+                    S::load::<LEVEL>(&x[first..first + t]),
+                );
+                let previous = match previous_zero {
+                    true => [zero; TILE],
+                    false => S::load::<LEVEL>(out),
+                };
+                for j in 0..TILE {
+                    o[j] = xs[j]
+                        + weights.momentum * (xs[j] - previous[j])
+                        + weights.omega / diagonal[j] * (bs[j] - ax[j]);
                 }
             }
         }
