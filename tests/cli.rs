@@ -1044,14 +1044,15 @@ fn bench_mg_prints_its_json_keys_and_refuses_bad_arguments() {
         assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", text(&out.stderr));
         assert!(text(&out.stderr).contains("error:"), "{bad:?}");
     }
-    // Each kernel alone on the finest two levels: three sweeps, two transfers (finest
-    // level only) per precision, three refinement updates (f64 matrix).
+    // Each kernel alone on the finest two levels: four sweeps (Jacobi, Chebyshev,
+    // residual, Jacobi from zero), two transfers (finest level only) per precision, three
+    // refinement updates (f64 matrix).
     let kernels = run(
         &["bench", "mg", "--n", "32", "--kernels", "--json"],
         dir.path(),
     );
     let lines = json_lines(&kernels);
-    assert_eq!(lines.len(), (3 * 5 + 3) + (3 * 3 + 3), "{lines:?}");
+    assert_eq!(lines.len(), (3 * 6 + 3) + (3 * 4 + 3), "{lines:?}");
     assert!(lines
         .iter()
         .all(|l| l["gbs"].as_f64().unwrap() > 0.0 && l["triad_fraction"].as_f64().unwrap() > 0.0));
