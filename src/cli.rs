@@ -90,7 +90,7 @@ pub enum BenchCommand {
     /// random right-hand sides in alternating rounds: set-up, solve, MDof/s, steps, the
     /// f64 residual; `--reference` adds the sparse Cholesky and each method's speed-up over
     /// it.
-    Solve(SolveBenchArgs),
+    Solve(Box<SolveBenchArgs>),
 }
 
 #[derive(clap::Args, Clone)]
@@ -136,6 +136,11 @@ pub struct SolveBenchArgs {
     /// multigrid timed per smoother.
     #[arg(long, value_delimiter = ',', default_value = "jacobi")]
     pub smoother: Vec<String>,
+    /// How many of a block's columns one multigrid solve carries, comma-separated (auto:
+    /// as the last-level cache holds, all, or a count): one multigrid timed per value and
+    /// smoother.
+    #[arg(long, value_delimiter = ',', default_value = "auto")]
+    pub cycle_columns: Vec<String>,
     /// The multigrid's Krylov method around the cycle: cg (flexible CG) or none.
     #[arg(long, default_value = "cg")]
     pub krylov: String,

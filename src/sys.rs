@@ -1,4 +1,5 @@
-//! Facts about the host this rank runs on: its name, its cores, the memory it can still give,
+//! Facts about the host this rank runs on: its name, its cores and their last-level cache,
+//! the memory it can still give,
 //! whether a folder takes new files, the space left on a file system; and what the
 //! environment asks of logging.
 
@@ -36,6 +37,76 @@ pub fn available_memory() -> Option<u64> {
     let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+/// Bytes of last-level cache the cores this process may run on share among them (Linux:
+/// the highest cache level of each allowed CPU in sysfs, every cache counted once: one L3
+/// per socket or per core complex), if known.
+pub fn last_level_cache() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let allowed = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
+    let read = |path: &Path| {
+        std::fs::read_to_string(path)
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    // (level, the CPUs sharing it) → bytes: each cache once, however many CPUs it serves.
+    let mut caches = std::collections::BTreeMap::new();
+    for cpu in parse_cpu_list(allowed)? {
+        let dir = std::fs::read_dir(format!("/sys/devices/system/cpu/cpu{cpu}/cache")).ok()?;
+        let highest = dir
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("index"))
+            .filter_map(|e| {
+                let path = e.path();
+                if read(&path.join("type"))? == "Instruction" {
+                    return None;
+                }
+                let level: u32 = read(&path.join("level"))?.parse().ok()?;
+                let size = parse_cache_size(&read(&path.join("size"))?)?;
+                Some((level, read(&path.join("shared_cpu_list"))?, size))
+            })
+            .max_by_key(|&(level, ..)| level)?;
+        caches.insert((highest.0, highest.1), highest.2);
+    }
+    let top = caches.keys().map(|&(level, _)| level).max()?;
+    Some(
+        caches
+            .iter()
+            .filter(|((level, _), _)| *level == top)
+            .map(|(_, &size)| size)
+            .sum(),
+    )
+}
+
+/// The CPUs of a Linux CPU list ("0-3,8,10-11").
+fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => cpus.extend(a.trim().parse::<usize>().ok()?..=b.trim().parse().ok()?),
+            None => cpus.push(part.trim().parse().ok()?),
+        }
+    }
+    Some(cpus)
+}
+
+/// Bytes of a sysfs cache size ("32768K", "1M", "512").
+fn parse_cache_size(size: &str) -> Option<u64> {
+    let (digits, unit) = match size.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => size.split_at(i),
+        None => (size, ""),
+    };
+    let scale = match unit {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        _ => return None,
+    };
+    Some(digits.parse::<u64>().ok()? * scale)
 }
 
 /// Peak resident memory of this process in bytes (Linux VmHWM), if known.
@@ -134,5 +205,24 @@ mod tests {
         assert_eq!(filter, "info");
         assert!(warning.unwrap().contains("\"verbose\" is neither a level"));
         assert!(log_filter(Some("tensorfem=loud")).1.is_some());
+    }
+
+    /// CPU lists and cache sizes as sysfs and /proc write them.
+    #[test]
+    fn cpu_lists_and_cache_sizes_parse() {
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11\n"),
+            Some(vec![0, 1, 2, 3, 8, 10, 11])
+        );
+        assert_eq!(parse_cpu_list("\t5"), Some(vec![5]));
+        assert_eq!(parse_cpu_list("0-x"), None);
+        assert_eq!(parse_cache_size("32768K"), Some(32 << 20));
+        assert_eq!(parse_cache_size("1M"), Some(1 << 20));
+        assert_eq!(parse_cache_size("512"), Some(512));
+        assert_eq!(parse_cache_size("2T"), None);
+        // This host's cache, where sysfs has one, is at least a kilobyte.
+        if let Some(bytes) = last_level_cache() {
+            assert!(bytes >= 1024, "{bytes}");
+        }
     }
 }

@@ -1606,6 +1606,46 @@ fn single_runs_on_cuda_give_the_cpu_solutions() {
     }
 }
 
+/// `bench solve --cycle-columns`: multigrid on the whole block and in chunks of two columns
+/// side by side, the same steps and residuals (each column from its own seeded guess); a
+/// width of 0 is refused naming the key.
+#[test]
+fn bench_solve_times_multigrid_in_chunks_of_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "bench", "solve", "--levels", "3", "--method", "mg", "--nrhs", "5",
+    ];
+    let mut chunked = args.to_vec();
+    chunked.extend(["--cycle-columns", "all,2,auto", "--runs", "1", "--json"]);
+    let out = run(&chunked, dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = json_lines(&out);
+    let settings: Vec<&str> = rows
+        .iter()
+        .map(|r| r["setting"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        settings,
+        [
+            "DSH_MG, jacobi, krylov cg, cycle_columns all",
+            "DSH_MG, jacobi, krylov cg, cycle_columns 2",
+            "DSH_MG, jacobi, krylov cg"
+        ]
+    );
+    for r in &rows[1..] {
+        assert_eq!(r["iterations"], rows[0]["iterations"], "{r}");
+        assert_eq!(
+            r["max_relative_residual"], rows[0]["max_relative_residual"],
+            "{r}"
+        );
+    }
+    let mut zero = args.to_vec();
+    zero.extend(["--cycle-columns", "0"]);
+    let out = run(&zero, dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("solver.cycle_columns: 0"));
+}
+
 /// `bench solve`: every method on the same random block of a refined mesh, each column
 /// checked in f64, the sparse Cholesky as the reference of the speed-ups; the export holds
 /// the matrix and block a solver outside tensorfem reads; bad arguments are named.

@@ -170,6 +170,7 @@ struct MethodChoice {
     precision: Option<String>,
     variant: Option<String>,
     smoother: Option<String>,
+    cycle_columns: Option<String>,
     krylov: Option<String>,
 }
 
@@ -178,7 +179,10 @@ impl MethodChoice {
         match (&self.precision, &self.variant, &self.smoother, &self.krylov) {
             (Some(p), ..) if p == "f64" => "f64 (alone)".into(),
             (Some(p), ..) => format!("{p} (PSC-IR below f64)"),
-            (_, Some(v), Some(s), Some(k)) => format!("{v}, {s}, krylov {k}"),
+            (_, Some(v), Some(s), Some(k)) => match self.cycle_columns.as_deref() {
+                Some("auto") | None => format!("{v}, {s}, krylov {k}"),
+                Some(c) => format!("{v}, {s}, krylov {k}, cycle_columns {c}"),
+            },
             _ => "f64".into(),
         }
     }
@@ -206,6 +210,7 @@ fn methods(a: &SolveBenchArgs) -> Result<Vec<MethodChoice>> {
             precision: None,
             variant: None,
             smoother: None,
+            cycle_columns: None,
             krylov: None,
         };
         let choice = match name.as_str() {
@@ -213,15 +218,18 @@ fn methods(a: &SolveBenchArgs) -> Result<Vec<MethodChoice>> {
                 precision: Some(a.precision.clone()),
                 ..plain
             },
-            // One multigrid per smoother, side by side.
+            // One multigrid per smoother and cycle width, side by side.
             "mg" => {
                 for smoother in &a.smoother {
-                    out.push(MethodChoice {
-                        variant: Some(a.variant.clone()),
-                        smoother: Some(smoother.trim().to_lowercase()),
-                        krylov: Some(a.krylov.clone()),
-                        ..plain.clone()
-                    });
+                    for columns in &a.cycle_columns {
+                        out.push(MethodChoice {
+                            variant: Some(a.variant.clone()),
+                            smoother: Some(smoother.trim().to_lowercase()),
+                            cycle_columns: Some(columns.trim().to_lowercase()),
+                            krylov: Some(a.krylov.clone()),
+                            ..plain.clone()
+                        });
+                    }
                 }
                 continue;
             }
@@ -442,6 +450,11 @@ fn config_text(a: &SolveBenchArgs, m: &MethodChoice, boundary: &str) -> String {
     }
     if let (Some(v), Some(smoother), Some(k)) = (&m.variant, &m.smoother, &m.krylov) {
         s += &format!("variant = \"{v}\"\nsmoother = \"{smoother}\"\nkrylov = \"{k}\"\n");
+    }
+    match m.cycle_columns.as_deref() {
+        Some(count) if count.parse::<u64>().is_ok() => s += &format!("cycle_columns = {count}\n"),
+        Some(word) => s += &format!("cycle_columns = {}\n", toml_string(word)),
+        None => {}
     }
     s
 }

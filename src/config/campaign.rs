@@ -426,6 +426,7 @@ fn expand_study(
                         raw.solver.levels = None;
                         raw.solver.residual_scaling = None;
                         raw.solver.seed = None;
+                        raw.solver.cycle_columns = None;
                     }
                     let label = format!(
                         "{}, h0 = {}, method = {}, precision = {}",

@@ -2,10 +2,10 @@
 //! schedule (a preset or a list), the smoother, residual scaling, the seed of the initial
 //! guess.
 
-use super::raw::RawConfig;
+use super::raw::{RawColumns, RawConfig};
 use super::spec::MgSpec;
 use super::{problem, Problems};
-use crate::mg::{check_levels, default_levels, Smoother, Variant};
+use crate::mg::{check_levels, default_levels, CycleColumns, Smoother, Variant};
 use crate::precision::Precision;
 
 /// What multigrid coarsens: the unit square or cube of n cells per direction (halved per
@@ -178,6 +178,25 @@ pub(super) fn validate(
             None
         }
     };
+    let cycle_columns = match &solver.cycle_columns {
+        None => Some(CycleColumns::Auto),
+        Some(RawColumns::Word(w)) if w.eq_ignore_ascii_case("auto") => Some(CycleColumns::Auto),
+        Some(RawColumns::Word(w)) if w.eq_ignore_ascii_case("all") => Some(CycleColumns::All),
+        Some(RawColumns::Count(k)) if (1..=1_000_000).contains(k) => {
+            Some(CycleColumns::AtMost(*k as usize))
+        }
+        Some(other) => {
+            let given = match other {
+                RawColumns::Count(k) => k.to_string(),
+                RawColumns::Word(w) => format!("{w:?}"),
+            };
+            problems.push(problem(
+                "solver.cycle_columns",
+                format!("{given} (allowed: \"auto\", \"all\" or a count 1 ..= 1000000)"),
+            ));
+            None
+        }
+    };
     Some(MgSpec {
         schedule: schedule?,
         variant: variant.or((solver.schedule.is_none()).then_some(Variant::DMg)),
@@ -187,6 +206,7 @@ pub(super) fn validate(
         storage: storage?,
         seed: seed?,
         krylov: krylov?,
+        cycle_columns: cycle_columns?,
     })
 }
 
@@ -204,6 +224,7 @@ pub(super) fn refuse_keys(raw: &RawConfig, problems: &mut Problems) {
         ("solver.seed", s.seed.is_some()),
         ("solver.krylov", s.krylov.is_some()),
         ("solver.storage", s.storage.is_some()),
+        ("solver.cycle_columns", s.cycle_columns.is_some()),
     ] {
         if given {
             problems.push(problem(key, "applies to method mg only"));

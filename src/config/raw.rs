@@ -29,6 +29,14 @@ pub enum RawWaveNumbers {
     Many(Vec<i64>),
 }
 
+/// A count or a word (`solver.cycle_columns = 16` or `"auto"`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawColumns {
+    Count(i64),
+    Word(String),
+}
+
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawProblem {
@@ -50,6 +58,7 @@ pub struct RawSolver {
     pub storage: Option<String>,
     pub seed: Option<i64>,
     pub krylov: Option<String>,
+    pub cycle_columns: Option<RawColumns>,
     pub cg_rtol: Option<f64>,
     pub refine: Option<bool>,
     pub nrhs: Option<i64>,

@@ -71,6 +71,8 @@ pub struct MgSpec {
     pub seed: u64,
     /// Flexible CG around the V-cycle instead of plain refinement (`solver.krylov = "cg"`).
     pub krylov: bool,
+    /// How many of a block's columns one solve carries (`solver.cycle_columns`).
+    pub cycle_columns: crate::mg::CycleColumns,
 }
 
 /// The settings of the solver section.

@@ -62,6 +62,7 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
         ("solver.residual_scaling", s.residual_scaling.is_some()),
         ("solver.seed", s.seed.is_some()),
         ("solver.krylov", s.krylov.is_some()),
+        ("solver.cycle_columns", s.cycle_columns.is_some()),
         ("solver.cg_rtol", s.cg_rtol.is_some()),
         ("solver.refine", s.refine.is_some()),
         ("solver.nrhs", s.nrhs.is_some()),

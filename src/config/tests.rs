@@ -196,11 +196,37 @@ fn multigrid_settings() {
             "solver.krylov",
         ),
         ("method = \"psc-m1\"\nkrylov = \"cg\"", "solver.krylov"),
+        ("method = \"mg\"\ncycle_columns = 0", "solver.cycle_columns"),
+        (
+            "method = \"mg\"\ncycle_columns = \"half\"",
+            "solver.cycle_columns",
+        ),
+        (
+            "method = \"psc-m1\"\ncycle_columns = 8",
+            "solver.cycle_columns",
+        ),
     ] {
         let p = problems(&format!(
             "[mesh]\nn = 64\n[solver]\n{body}\n[output]\npath = \"m.h5\"\n"
         ));
         assert!(p.iter().any(|p| p.key == key), "{body}: {p:?}");
+    }
+    // The columns one multigrid solve carries: the cache's choice by default.
+    use crate::mg::CycleColumns;
+    for (value, expected) in [
+        ("", CycleColumns::Auto),
+        ("cycle_columns = \"AUTO\"\n", CycleColumns::Auto),
+        ("cycle_columns = \"all\"\n", CycleColumns::All),
+        ("cycle_columns = 16\n", CycleColumns::AtMost(16)),
+    ] {
+        let c = parse(
+            &format!(
+                "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\n{value}[output]\npath = \"m.h5\"\n"
+            ),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.solver.mg.unwrap().cycle_columns, expected, "{value}");
     }
     // Refined domains: one level per refinement, down to the coarse mesh by default.
     let c = parse(

@@ -181,6 +181,13 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
         Ok(None)
     }
 
+    /// Bytes of the last-level cache this device's kernels share, where a block of columns
+    /// whose vectors outgrow it runs slower per column (the host's L3); None where wider
+    /// blocks keep paying (a GPU streams them from its own memory).
+    fn cache_bytes(&self) -> Option<usize> {
+        None
+    }
+
     /// A point in this device's queue of work, for stage times that do not wait for it.
     type Mark: Send + Sync;
 

@@ -40,4 +40,4 @@ pub use multigrid::{
 pub use schedule::{
     check_levels, default_levels, schedule_name, Smoother, SmootherKind, Variant, CHEBYSHEV_RATIO,
 };
-pub use solver::{estimated_bytes, MgSolveSettings, MultigridSolver};
+pub use solver::{estimated_bytes, CycleColumns, MgSolveSettings, MultigridSolver};

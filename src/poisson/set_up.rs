@@ -98,6 +98,7 @@ fn multigrid_settings(solver: &SolverSpec) -> (MgParams, MgSolveSettings) {
             max_iterations: solver.max_iterations,
         },
         seed: spec.seed,
+        cycle_columns: spec.cycle_columns,
     };
     (levels, settings)
 }

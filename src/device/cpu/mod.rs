@@ -59,6 +59,13 @@ impl Device for Cpu {
         Ok(host)
     }
 
+    fn cache_bytes(&self) -> Option<usize> {
+        static CACHE: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+        CACHE
+            .get_or_init(crate::sys::last_level_cache)
+            .map(|b| b as usize)
+    }
+
     fn write_unchecked<T: DType>(&self, host: &[T], dst: &mut HostArray<T>) -> Result<()> {
         dst.copy_from_slice(host);
         Ok(())
