@@ -133,8 +133,9 @@ pub struct SolveBenchArgs {
     #[arg(long, default_value = "DSH_MG")]
     pub variant: String,
     /// The multigrid's smoothers, comma-separated (jacobi, richardson, chebyshev): one
-    /// multigrid timed per smoother.
-    #[arg(long, value_delimiter = ',', default_value = "jacobi")]
+    /// multigrid timed per smoother [default: a run's, chebyshev on triangles, jacobi on
+    /// Q1].
+    #[arg(long, value_delimiter = ',')]
     pub smoother: Vec<String>,
     /// How many of a block's columns one multigrid solve carries, comma-separated (auto:
     /// as the last-level cache holds, all, or a count): one multigrid timed per value and

@@ -1627,9 +1627,9 @@ fn bench_solve_times_multigrid_in_chunks_of_columns() {
     assert_eq!(
         settings,
         [
-            "DSH_MG, jacobi, krylov cg, cycle_columns all",
-            "DSH_MG, jacobi, krylov cg, cycle_columns 2",
-            "DSH_MG, jacobi, krylov cg"
+            "DSH_MG, chebyshev, krylov cg, cycle_columns all",
+            "DSH_MG, chebyshev, krylov cg, cycle_columns 2",
+            "DSH_MG, chebyshev, krylov cg"
         ]
     );
     for r in &rows[1..] {

@@ -69,6 +69,10 @@ pub fn report(a: &SolveBenchArgs) -> Result<()> {
     let mut solvers = Vec::new();
     for method in &methods {
         let config = parse_embedded(&config_text(a, method, &boundary), "bench solve")?;
+        let mut method = method.clone();
+        if let (None, Some(mg)) = (&method.smoother, &config.solver.mg) {
+            method.smoother = Some(mg.smoother_name.clone());
+        }
         let backend = Backend::select(
             config.backend,
             &cuda::probe(),
@@ -94,7 +98,7 @@ pub fn report(a: &SolveBenchArgs) -> Result<()> {
                 return Ok(());
             }
         }
-        solvers.push((method.clone(), solver));
+        solvers.push((method, solver));
     }
     let mesh = mesh_name(a, methods.iter().any(|m| m.precision.is_some()));
     let mut results = Vec::new();
@@ -220,11 +224,20 @@ fn methods(a: &SolveBenchArgs) -> Result<Vec<MethodChoice>> {
             },
             // One multigrid per smoother and cycle width, side by side.
             "mg" => {
-                for smoother in &a.smoother {
+                // None: the config's default, named once the config is read.
+                let smoothers: Vec<Option<String>> = match a.smoother.is_empty() {
+                    true => vec![None],
+                    false => a
+                        .smoother
+                        .iter()
+                        .map(|s| Some(s.trim().to_lowercase()))
+                        .collect(),
+                };
+                for smoother in &smoothers {
                     for columns in &a.cycle_columns {
                         out.push(MethodChoice {
                             variant: Some(a.variant.clone()),
-                            smoother: Some(smoother.trim().to_lowercase()),
+                            smoother: smoother.clone(),
                             cycle_columns: Some(columns.trim().to_lowercase()),
                             krylov: Some(a.krylov.clone()),
                             ..plain.clone()
@@ -448,8 +461,11 @@ fn config_text(a: &SolveBenchArgs, m: &MethodChoice, boundary: &str) -> String {
             None => s += "cache = false\n",
         }
     }
-    if let (Some(v), Some(smoother), Some(k)) = (&m.variant, &m.smoother, &m.krylov) {
-        s += &format!("variant = \"{v}\"\nsmoother = \"{smoother}\"\nkrylov = \"{k}\"\n");
+    if let (Some(v), Some(k)) = (&m.variant, &m.krylov) {
+        s += &format!("variant = \"{v}\"\nkrylov = \"{k}\"\n");
+    }
+    if let Some(smoother) = &m.smoother {
+        s += &format!("smoother = {}\n", toml_string(smoother));
     }
     match m.cycle_columns.as_deref() {
         Some(count) if count.parse::<u64>().is_ok() => s += &format!("cycle_columns = {count}\n"),

@@ -5,6 +5,7 @@
 use super::raw::{RawColumns, RawConfig};
 use super::spec::MgSpec;
 use super::{problem, Problems};
+use crate::mesh::Element;
 use crate::mg::{check_levels, default_levels, CycleColumns, Smoother, Variant};
 use crate::precision::Precision;
 
@@ -21,6 +22,7 @@ pub(super) enum Coarsening {
 pub(super) fn validate(
     raw: &RawConfig,
     coarsening: Option<Coarsening>,
+    element: Option<Element>,
     problems: &mut Problems,
 ) -> Option<MgSpec> {
     let solver = &raw.solver;
@@ -87,7 +89,10 @@ pub(super) fn validate(
         (None, v, Some(l)) => Some(v.unwrap_or(Variant::DMg).schedule(l)),
         (None, _, None) => None,
     };
-    let base_name = solver.smoother.clone().unwrap_or_else(|| "jacobi".into());
+    let base_name = solver
+        .smoother
+        .clone()
+        .unwrap_or_else(|| default_smoother(element).into());
     let steps = |key: &str, value: Option<i64>, problems: &mut Problems| match value {
         Some(v) if !(0..=Smoother::MAX_STEPS as i64).contains(&v) => {
             problems.push(problem(
@@ -208,6 +213,17 @@ pub(super) fn validate(
         krylov: krylov?,
         cycle_columns: cycle_columns?,
     })
+}
+
+/// The smoother of a mesh's elements when none is given: Chebyshev on triangles (the
+/// refined domains' flat obtuse elements smooth poorly under point Jacobi: the flow around a
+/// square needs 19 FCG steps instead of 24, 48 plain ones instead of 77), Jacobi on Q1
+/// (Chebyshev takes 8 steps there where Jacobi takes 6–7).
+fn default_smoother(element: Option<Element>) -> &'static str {
+    match element {
+        Some(Element::P1) => "chebyshev",
+        _ => "jacobi",
+    }
 }
 
 /// The multigrid keys, refused for other methods.

@@ -80,7 +80,7 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
         None => n.map(|n| mg::Coarsening::Uniform { n }),
     };
     match method {
-        Some(Method::Mg) => mg = mg::validate(raw, coarsening, &mut problems),
+        Some(Method::Mg) => mg = mg::validate(raw, coarsening, element, &mut problems),
         Some(Method::Cholesky) => psc::validate_cholesky(raw, precision, &mut problems),
         Some(m @ (Method::PscM1 | Method::PscM2 | Method::PscM3)) => {
             psc::validate(raw, m, kind, coarse, domain.as_ref(), &mut problems)

@@ -84,6 +84,27 @@ fn multigrid_settings() {
     assert_eq!(mg.schedule, vec![Precision::F64; 10]);
     assert_eq!(mg.variant, Some(Variant::DMg));
     assert!(c.solver.refine && mg.residual_scaling);
+    // The default smoother: Jacobi on Q1, Chebyshev on triangles (refined domains, P1).
+    assert_eq!(
+        (mg.smoother, mg.smoother_name.as_str()),
+        (Smoother::JACOBI, "jacobi")
+    );
+    for mesh in [
+        "n = 64\nelement = \"p1\"",
+        "kind = \"flow-around-square\"\nlevels = 3",
+    ] {
+        let c = parse(
+            &format!("[mesh]\n{mesh}\n[solver]\nmethod = \"mg\"\n[output]\npath = \"m.h5\"\n"),
+            "t",
+        )
+        .unwrap();
+        let mg = c.solver.mg.unwrap();
+        assert_eq!(
+            (mg.smoother, mg.smoother_name.as_str()),
+            (Smoother::CHEBYSHEV, "chebyshev"),
+            "{mesh}"
+        );
+    }
     assert_eq!(
         (c.solver.rtol, c.solver.atol, c.solver.max_iterations),
         (1e-10, 0.0, 100)
