@@ -7,7 +7,8 @@
 # around the cycle ("cg"), one process after the other: unknowns, levels, steps and solve
 # time of each, their ratio, and the L2 error.
 #
-#   scripts/bench/mg-meshes.sh [VARIANT]      (default: DSH_MG)
+#   scripts/bench/mg-meshes.sh [VARIANT [SMOOTHER]]   (default: DSH_MG, a run's smoother:
+#                                                      chebyshev on these triangles)
 #
 # Needs: the release binary (make build).
 # Runtime: not recorded as a whole; 24 runs, each solve under a second on 2 cores (at most
@@ -19,6 +20,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 variant="${1:-DSH_MG}"
+smoother="${2:-}"
+smoother_line="${smoother:+smoother = \"$smoother\"}"
 bin=target/release/tensorfem
 [[ -x "$bin" ]] || { echo "error: $bin is missing: make build" >&2; exit 1; }
 out=out/mg-meshes
@@ -52,6 +55,7 @@ k = 1
 method = "mg"
 variant = "$variant"
 krylov = "$krylov"
+$smoother_line
 [output]
 path = "$name.h5"
 EOF
