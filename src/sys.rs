@@ -1,7 +1,6 @@
 //! Facts about the host this rank runs on: its name, its cores and their last-level cache,
-//! the memory it can still give,
-//! whether a folder takes new files, the space left on a file system; and what the
-//! environment asks of logging.
+//! the memory it can still give, whether a folder takes new files, the space left on a file
+//! system; and what the environment asks of logging.
 
 use std::path::Path;
 
