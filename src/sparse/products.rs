@@ -102,69 +102,102 @@ pub fn spmv_block<S: Stored>(
     );
     check_spmv_shapes(a, x.nrows(), y.nrows());
     assert!(
-        (x.row_stride() == 1 || x.nrows() <= 1) && (y.row_stride() == 1 || y.nrows() <= 1),
+        y.row_stride() == 1 || y.nrows() <= 1,
         "block SpMV needs column-major blocks"
     );
     let (nrows, ncols) = (y.nrows(), y.ncols());
-    let stride = |s: isize| usize::try_from(s).expect("block SpMV needs positive column strides");
-    let columns = Columns {
-        x: x.as_ptr() as usize,
-        ldx: stride(x.col_stride()),
-        y: SharedMut(y.as_ptr_mut()),
-        ldy: stride(y.col_stride()),
-    };
+    let x = Columns::of(x);
+    let (y, ldy) = (SharedMut(y.as_ptr_mut()), column_stride(y.col_stride()));
     let groups = ncols.div_ceil(BLOCK_COLUMNS);
     let tasks = nrows.div_ceil(ROWS_PER_TASK) * groups;
     (0..tasks).into_par_iter().for_each(|task| {
         let (chunk, group) = (task / groups, task % groups);
         let rows = chunk * ROWS_PER_TASK..((chunk + 1) * ROWS_PER_TASK).min(nrows);
         let first = group * BLOCK_COLUMNS;
-        // SAFETY (each arm): this task alone writes these rows of these columns; X and Y
-        // have `ncols` columns and the rows of A's entries (checked on entry).
-        match BLOCK_COLUMNS.min(ncols - first) {
-            8 => unsafe { rows_on_columns::<S, 8>(a, &columns, first, rows) },
-            7 => unsafe { rows_on_columns::<S, 7>(a, &columns, first, rows) },
-            6 => unsafe { rows_on_columns::<S, 6>(a, &columns, first, rows) },
-            5 => unsafe { rows_on_columns::<S, 5>(a, &columns, first, rows) },
-            4 => unsafe { rows_on_columns::<S, 4>(a, &columns, first, rows) },
-            3 => unsafe { rows_on_columns::<S, 3>(a, &columns, first, rows) },
-            2 => unsafe { rows_on_columns::<S, 2>(a, &columns, first, rows) },
-            1 => unsafe { rows_on_columns::<S, 1>(a, &columns, first, rows) },
-            w => unreachable!("block SpMV: groups of 1 to {BLOCK_COLUMNS} columns, not {w}"),
-        }
+        let store = |r: usize, products: &[S::Compute]| {
+            for (j, &p) in products.iter().enumerate() {
+                // SAFETY: this task alone writes row r of these columns; Y has A's rows
+                // and `ncols` columns (checked on entry).
+                unsafe { *y.get().add((first + j) * ldy + r) = p };
+            }
+        };
+        // SAFETY: X has `ncols` columns and the rows of A's entries (checked on entry).
+        unsafe { rows_on_group(a, &x, first, ncols, rows, store) };
     });
 }
 
-/// X and Y of a block SpMV, shared by its tasks (each writes its own rows and columns).
+/// The column-major X of a block product, shared by its tasks.
 struct Columns<T> {
-    x: usize,
+    x: *const T,
     ldx: usize,
-    y: SharedMut<T>,
-    ldy: usize,
+}
+// SAFETY: X is only read while the product runs.
+unsafe impl<T: Sync> Send for Columns<T> {}
+unsafe impl<T: Sync> Sync for Columns<T> {}
+
+impl<T> Columns<T> {
+    fn of(x: MatRef<'_, T>) -> Self {
+        assert!(
+            x.row_stride() == 1 || x.nrows() <= 1,
+            "block SpMV needs column-major blocks"
+        );
+        Columns {
+            x: x.as_ptr(),
+            ldx: column_stride(x.col_stride()),
+        }
+    }
+}
+
+fn column_stride(s: isize) -> usize {
+    usize::try_from(s).expect("block SpMV needs positive column strides")
+}
+
+/// [`rows_on_columns`] for the up to `BLOCK_COLUMNS` columns from `first` (of `ncols`).
+///
+/// # Safety
+/// As [`rows_on_columns`].
+unsafe fn rows_on_group<S: Stored>(
+    a: &impl RowSlices<S>,
+    x: &Columns<S::Compute>,
+    first: usize,
+    ncols: usize,
+    rows: Range<usize>,
+    emit: impl FnMut(usize, &[S::Compute]),
+) {
+    // SAFETY (each arm): the caller's.
+    match BLOCK_COLUMNS.min(ncols - first) {
+        8 => unsafe { rows_on_columns::<S, 8>(a, x, first, rows, emit) },
+        7 => unsafe { rows_on_columns::<S, 7>(a, x, first, rows, emit) },
+        6 => unsafe { rows_on_columns::<S, 6>(a, x, first, rows, emit) },
+        5 => unsafe { rows_on_columns::<S, 5>(a, x, first, rows, emit) },
+        4 => unsafe { rows_on_columns::<S, 4>(a, x, first, rows, emit) },
+        3 => unsafe { rows_on_columns::<S, 3>(a, x, first, rows, emit) },
+        2 => unsafe { rows_on_columns::<S, 2>(a, x, first, rows, emit) },
+        1 => unsafe { rows_on_columns::<S, 1>(a, x, first, rows, emit) },
+        w => unreachable!("block SpMV: groups of 1 to {BLOCK_COLUMNS} columns, not {w}"),
+    }
 }
 
 /// Entries widened at a time when the storage precision is not the compute one (runs of
 /// whole rows, or pieces of a longer row).
 const WIDEN_ENTRIES: usize = 512;
 
-/// Y[r, j] = Σ_e value_e · X[col_e, j] for the rows `rows` and the W columns from `first`:
-/// row by row, the W columns' sums side by side (independent chains, a page per column).
+/// (A X)[r, j] = Σ_e value_e · X[col_e, j] for the rows `rows` and the W columns from
+/// `first`: row by row, the W columns' sums side by side (independent chains, a page per
+/// column), each row's W products handed to `emit` in row order.
 ///
 /// # Safety
-/// This task alone writes these rows of these columns of Y; X and Y hold `first + W`
-/// columns, X the rows of A's columns and Y A's rows.
+/// X holds `first + W` columns and the rows of A's columns.
 unsafe fn rows_on_columns<S: Stored, const W: usize>(
     a: &impl RowSlices<S>,
-    io: &Columns<S::Compute>,
+    x: &Columns<S::Compute>,
     first: usize,
     rows: Range<usize>,
+    mut emit: impl FnMut(usize, &[S::Compute]),
 ) {
-    let x = io.x as *const S::Compute;
-    // SAFETY: the columns lie in the blocks (the caller).
+    // SAFETY: the columns lie in the block (the caller).
     let xs: [*const S::Compute; W] =
-        std::array::from_fn(|j| unsafe { x.add((first + j) * io.ldx) });
-    let ys: [*mut S::Compute; W] =
-        std::array::from_fn(|j| unsafe { io.y.get().add((first + j) * io.ldy) });
+        std::array::from_fn(|j| unsafe { x.x.add((first + j) * x.ldx) });
     let add = |sums: &mut [S::Compute; W], cols: &[u32], values: &[S::Compute]| {
         for (&c, &v) in cols.iter().zip(values) {
             for j in 0..W {
@@ -205,22 +238,20 @@ unsafe fn rows_on_columns<S: Stored, const W: usize>(
                 }
             }
         }
-        for j in 0..W {
-            // SAFETY: row r of this task's columns (the caller).
-            unsafe { *ys[j].add(r) = sums[j] };
-        }
+        emit(r, &sums);
     }
 }
 
 /// Σ_i f(i, j, (A X)_ij) for every column j of the column-major block X: the block SpMV's
 /// products consumed as they are made and never stored (a residual's norm, a quadratic
-/// form). X is copied node-major first (each row's columns side by side, padded to
-/// `BLOCK_COLUMNS`), so an entry of A meets its columns in one contiguous load instead of
-/// one strided load each. Each product sums its row's entries in storage order, as
-/// [`spmv_block`]; rows are summed in tasks of `ROWS_PER_TASK` and the tasks in order, so
-/// the sums do not depend on the thread count.
+/// form). Tasks take a chunk of rows and a group of columns as [`spmv_block`] does, reading
+/// X where it is (no node-major copy: for a wide block that copy cost more than the
+/// product, and its memory was fresh at every call). Each product sums its row's entries
+/// in storage order; each column sums its rows in order within a chunk of
+/// `ROWS_PER_TASK` rows and the chunks in order, so the sums do not depend on the thread
+/// count.
 pub fn spmv_block_sums<S: Stored>(
-    a: &impl SparseRows<S>,
+    a: &impl RowSlices<S>,
     x: MatRef<'_, S::Compute>,
     f: impl Fn(usize, usize, S::Compute) -> f64 + Sync,
 ) -> Vec<f64> {
@@ -229,41 +260,29 @@ pub fn spmv_block_sums<S: Stored>(
     if ncols == 0 {
         return Vec::new();
     }
-    let stride = ncols.next_multiple_of(BLOCK_COLUMNS);
-    let mut node_major = vec![S::Compute::zero(); x.nrows() * stride];
-    node_major
-        .par_chunks_mut(stride * ROWS_PER_TASK)
-        .enumerate()
-        .for_each(|(task, out)| {
-            for (i, row) in out.chunks_mut(stride).enumerate() {
-                for (j, v) in row.iter_mut().take(ncols).enumerate() {
-                    *v = x[(task * ROWS_PER_TASK + i, j)];
-                }
-            }
-        });
-    let partials: Vec<Vec<f64>> = (0..nrows.div_ceil(ROWS_PER_TASK))
+    let x = Columns::of(x);
+    let groups = ncols.div_ceil(BLOCK_COLUMNS);
+    let tasks = nrows.div_ceil(ROWS_PER_TASK) * groups;
+    let partials: Vec<Vec<f64>> = (0..tasks)
         .into_par_iter()
         .map(|task| {
-            let mut sums = vec![0.0; ncols];
-            for r in task * ROWS_PER_TASK..((task + 1) * ROWS_PER_TASK).min(nrows) {
-                for first in (0..ncols).step_by(BLOCK_COLUMNS) {
-                    let mut products = [S::Compute::zero(); BLOCK_COLUMNS];
-                    a.for_each_in_row(r, |c, v| {
-                        let (v, xc) = (v.to_compute(), &node_major[c * stride + first..]);
-                        for (p, &xj) in products.iter_mut().zip(&xc[..BLOCK_COLUMNS]) {
-                            *p = *p + v * xj;
-                        }
-                    });
-                    let width = BLOCK_COLUMNS.min(ncols - first);
-                    for (j, &p) in products[..width].iter().enumerate() {
-                        sums[first + j] += f(r, first + j, p);
-                    }
+            let (chunk, group) = (task / groups, task % groups);
+            let rows = chunk * ROWS_PER_TASK..((chunk + 1) * ROWS_PER_TASK).min(nrows);
+            let first = group * BLOCK_COLUMNS;
+            let mut sums = vec![0.0; BLOCK_COLUMNS.min(ncols - first)];
+            let add = |r: usize, products: &[S::Compute]| {
+                for (j, (s, &p)) in sums.iter_mut().zip(products).enumerate() {
+                    *s += f(r, first + j, p);
                 }
-            }
+            };
+            // SAFETY: X has `ncols` columns and the rows of A's entries (checked on entry).
+            unsafe { rows_on_group(a, &x, first, ncols, rows, add) };
             sums
         })
         .collect();
-    sum_partials(&partials, ncols)
+    // A chunk's groups side by side: each chunk's sums of every column, the chunks in order.
+    let chunks: Vec<Vec<f64>> = partials.chunks(groups).map(<[Vec<f64>]>::concat).collect();
+    sum_partials(&chunks, ncols)
 }
 
 #[cfg(test)]
