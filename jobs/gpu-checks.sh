@@ -19,9 +19,10 @@
 #     tests (the CUDA tests; their seeded outputs in 11-test-outputs.tar.gz, for
 #     scripts/compare-test-outputs.py), bench (ceilings and the Q1 PSC table: every precision, 1, 64
 #     and 1024 columns), wide (4096 columns too), p1 (the table for P1), refine (PSC-IR to
-#     1e-10 around M1 at the first size and around M3 at h = 1/1024), profile (the time of
-#     every kernel of one f16 M1 apply on 1024 columns, by Nsight Compute, and of one apply on
-#     1 column; the stages of an apply timed by the bench itself), methods (M1/M2/M3 side by
+#     1e-10 around M1 at the first size and around M3 at h = 1/1024), stages (the stages of
+#     one apply timed by the bench itself at h = 1/512, f16, TF32 and f32 on 1 and 1024
+#     columns, with the ceilings), profile (the time of every kernel of one f16 M1 apply on
+#     1024 columns, by Nsight Compute, and of one apply on 1 column), methods (M1/M2/M3 side by
 #     side, each set up on the host), mg (multigrid on the device: every precision schedule
 #     at 4096² with one column, 1024² with 64 columns, 128³; each kernel alone), stokes
 #     (every Stokes preconditioner in f32 at 512², tuned Vanka and Braess-Sarazin at
@@ -29,7 +30,8 @@
 #     cuSOLVER, then f16 and TF32 applies on 1 and 1024 columns, and PSC-IR against the
 #     sparse Cholesky on 64 columns), campaign (the quickstart's campaign at h = 1/512 on
 #     the GPU: 4096 time steps in batches of 1024, M1 f16 inside f64 refinement to 1e-10, on
-#     one rank and on two sharing the GPU, with the solver alone beside it; its table by
+#     one rank and on two sharing the GPU, with the solver alone beside it and a plain
+#     sequential write of the output's size to the same disk; its table by
 #     `python3 scripts/bench/table.py throughput`, which needs h5py)
 #   TESTS     the test binaries of the tests part (default: gpu kernels psc mg mg_meshes
 #             stokes)
@@ -110,7 +112,8 @@ bench_psc() {
   step "$name" "$limit" "$file" env RUST_LOG=info "$b/run" bench psc --backend cuda \
     --cache-dir "$cache" --json "$@"
 }
-[[ $parts == *" bench "* ]] && step machine 60 "$out/30-machine.txt" "$b/run" bench machine --backend cuda
+[[ $parts =~ \ (bench|stages|mg)\  ]] && step machine 60 "$out/30-machine.txt" "$b/run" bench machine \
+  --backend cuda
 # The table: Q1 (and P1 with PARTS+=p1) at every size, every precision (tf32 too), 1 to 1024
 # columns (4096 with `wide`).
 widths=1,64,1024
@@ -151,9 +154,9 @@ ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/
      --n0 16 --nrhs $nrhs --precision f16 --runs 1"
 done
 # The stages of one apply timed by the bench itself (a synchronisation after each), 1 and
-# 1024 columns, f16.
-[[ $parts == *" profile "* ]] && bench_psc "stages-512" 60 "$out/50-psc-methods.txt" --n 512 \
-  --n0 16 --nrhs 1,1024 --precision f16 --stages --runs 1
+# 1024 columns.
+[[ $parts == *" stages "* ]] && bench_psc "stages-512" 150 "$out/50-psc-methods.txt" --n 512 \
+  --n0 16 --nrhs 1,1024 --precision f16,tf32,f32 --stages --runs 1
 # The PSC methods side by side: 64 columns to 1e-10, f64 alone and f16 inside
 # PSC-IR (each method sets up on the host: slow).
 [[ $parts == *" methods "* ]] && for method in m1 m2 m3; do
@@ -203,16 +206,22 @@ if [[ $parts == *" campaign "* ]]; then
       -e 's|^precision = .*|precision = "f16"|' -e 's|^rtol = .*|rtol = 1e-10|' \
       -e "s|^batch_size = .*|batch_size = $cbatch\nstore = \"f32\"|" \
       -e "s|^directory = .*|directory = \"$run\"|" -e "s|^steps = .*|steps = $csteps|" \
-      -e "/^\[solver\]/a cache_dir = \"$cdir/psc-cache\"" inputs/quickstart.toml > "$run.toml"
+      -e "/^\[solver\]/a cache_dir = \"$cache\"" inputs/quickstart.toml > "$run.toml"
     step "campaign-bench-r$p" 120 "$out/90-campaign.txt" bash -c "for _ in \$(seq $p); do \
       $b/run bench psc --backend $cbackend --n $cn --n0 16 --nrhs $cbatch --precision f16 \
-      --refine --rtol 1e-10 --cache-dir $cdir/psc-cache --json >> $cdir/psc-r$p.bench.jsonl & \
+      --refine --rtol 1e-10 --cache-dir $cache --json >> $cdir/psc-r$p.bench.jsonl & \
       done; wait; cat $cdir/psc-r$p.bench.jsonl"
     step "campaign-r$p" 300 "$out/90-campaign.txt" bash -c "source $b/env.sh; RUST_LOG=info \
       mpirun --oversubscribe -n $p $b/bin/tensorfem run --fresh $run.toml > $run.log 2>&1; \
       rc=\$?; cat $run.log; exit \$rc"
     rm -rf "$run/batches"   # merged into campaign.h5; 4 GB of disk each at the default size
   done
+  # The disk's sequential write bandwidth on a file of the campaign's output size (f32
+  # columns of (n + 1)² values), flushed to the device before dd reports.
+  wbytes=$((csteps * (cn + 1) * (cn + 1) * 4))
+  step "write-bandwidth" 60 "$out/90-campaign.txt" bash -c "dd if=/dev/zero of=$cdir/write-test \
+    bs=16M count=$(((wbytes + 16777215) / 16777216)) conv=fdatasync 2>&1 | tail -1; \
+    rm -f $cdir/write-test"
   step "campaign-table" 60 "$out/90-campaign.txt" python3 scripts/bench/table.py throughput \
     "$cdir/psc-r1" "$cdir/psc-r2"
 fi
