@@ -213,6 +213,9 @@ impl<const DIM: usize> PoissonSolver<DIM> {
 /// tolerance (each one solve of the columns' residuals).
 const CORRECTIONS: usize = 2;
 
+/// Values hashed as one piece by [`Checked::hash`] (1 MiB).
+const HASH_PIECE: usize = 1 << 17;
+
 /// The verification's residuals of a solve, with hashes of the blocks they belong to.
 struct Checked {
     rhs: u64,
@@ -221,8 +224,16 @@ struct Checked {
 }
 
 impl Checked {
+    /// The hash of the hashes of `v`'s pieces of `HASH_PIECE` values, the pieces hashed in
+    /// parallel (a block of 1024 columns at h = 1/512 is 2 GB: four such hashes per batch
+    /// took longer than the device's solve on one thread).
     fn hash(v: &[f64]) -> u64 {
-        xxhash_rust::xxh3::xxh3_64(bytemuck::cast_slice(v))
+        use rayon::prelude::*;
+        let pieces: Vec<u64> = v
+            .par_chunks(HASH_PIECE)
+            .map(|piece| xxhash_rust::xxh3::xxh3_64(bytemuck::cast_slice(piece)))
+            .collect();
+        xxhash_rust::xxh3::xxh3_64(bytemuck::cast_slice(&pieces))
     }
 
     fn of(rhs: &[f64], u: &[f64], residuals: Vec<f64>) -> Self {
