@@ -4,6 +4,8 @@
 
 use std::time::Instant;
 
+use rayon::prelude::*;
+
 use super::set_up::{set_up_psc, set_up_solver};
 use crate::config::{Method, SolverSpec};
 use crate::device::Backend;
@@ -228,7 +230,6 @@ impl Checked {
     /// parallel (a block of 1024 columns at h = 1/512 is 2 GB: four such hashes per batch
     /// took longer than the device's solve on one thread).
     fn hash(v: &[f64]) -> u64 {
-        use rayon::prelude::*;
         let pieces: Vec<u64> = v
             .par_chunks(HASH_PIECE)
             .map(|piece| xxhash_rust::xxh3::xxh3_64(bytemuck::cast_slice(piece)))

@@ -111,9 +111,7 @@ pub fn spmv_block<S: Stored>(
     let groups = ncols.div_ceil(BLOCK_COLUMNS);
     let tasks = nrows.div_ceil(ROWS_PER_TASK) * groups;
     (0..tasks).into_par_iter().for_each(|task| {
-        let (chunk, group) = (task / groups, task % groups);
-        let rows = chunk * ROWS_PER_TASK..((chunk + 1) * ROWS_PER_TASK).min(nrows);
-        let first = group * BLOCK_COLUMNS;
+        let (rows, first) = task_block(task, groups, nrows);
         let store = |r: usize, products: &[S::Compute]| {
             for (j, &p) in products.iter().enumerate() {
                 // SAFETY: this task alone writes row r of these columns; Y has A's rows
@@ -146,6 +144,14 @@ impl<T> Columns<T> {
             ldx: column_stride(x.col_stride()),
         }
     }
+}
+
+/// The rows and the first column of block-product task `task` (chunks of `ROWS_PER_TASK`
+/// rows, each split into `groups` groups of `BLOCK_COLUMNS` columns).
+fn task_block(task: usize, groups: usize, nrows: usize) -> (Range<usize>, usize) {
+    let (chunk, group) = (task / groups, task % groups);
+    let rows = chunk * ROWS_PER_TASK..((chunk + 1) * ROWS_PER_TASK).min(nrows);
+    (rows, group * BLOCK_COLUMNS)
 }
 
 fn column_stride(s: isize) -> usize {
@@ -266,9 +272,7 @@ pub fn spmv_block_sums<S: Stored>(
     let partials: Vec<Vec<f64>> = (0..tasks)
         .into_par_iter()
         .map(|task| {
-            let (chunk, group) = (task / groups, task % groups);
-            let rows = chunk * ROWS_PER_TASK..((chunk + 1) * ROWS_PER_TASK).min(nrows);
-            let first = group * BLOCK_COLUMNS;
+            let (rows, first) = task_block(task, groups, nrows);
             let mut sums = vec![0.0; BLOCK_COLUMNS.min(ncols - first)];
             let add = |r: usize, products: &[S::Compute]| {
                 for (j, (s, &p)) in sums.iter_mut().zip(products).enumerate() {
