@@ -22,7 +22,10 @@
 #     1e-10 around M1 at the first size and around M3 at h = 1/1024), stages (the stages of
 #     one apply timed by the bench itself at h = 1/512, f16, TF32 and f32 on 1 and 1024
 #     columns, with the ceilings), profile (the time of every kernel of one f16 M1 apply on
-#     1024 columns, by Nsight Compute, and of one apply on 1 column), methods (M1/M2/M3 side by
+#     1024 columns, by Nsight Compute, and of one apply on 1 column), psc-goals (the apply
+#     against its goals: f16 and f32 M1 at h = 1/512 and 1/1024 on 1 and 1024 columns with
+#     every stage beside its model, PSC-IR at h = 1/1024 on 1024 columns; about 6 minutes),
+#     methods (M1/M2/M3 side by
 #     side, each set up on the host), mg (multigrid on the device: every precision schedule
 #     at 4096² with one column, 1024² with 64 columns, 128³; each kernel alone), stokes
 #     (every Stokes preconditioner in f32 at 512², tuned Vanka and Braess-Sarazin at
@@ -157,6 +160,19 @@ done
 # 1024 columns.
 [[ $parts == *" stages "* ]] && bench_psc "stages-512" 150 "$out/50-psc-methods.txt" --n 512 \
   --n0 16 --nrhs 1,1024 --precision f16,tf32,f32 --stages --runs 1
+# The PSC apply against its goals in one run: f16 and f32 M1 at h = 1/512 and 1/1024 on 1
+# and 1024 columns with every stage beside its model (`python3 scripts/bench/table.py
+# psc-stages FILE`), and PSC-IR from f16 to 1e-10 at h = 1/1024 on 1024 columns (its cost
+# per step beyond M1). h = 1/1024 sets up twice without a cache (46 s each on an H200).
+if [[ $parts == *" psc-goals "* ]]; then
+  bench_psc "goals-512" 90 "$out/55-psc-goals.txt" --n 512 --n0 16 --nrhs 1,1024 \
+    --precision f16,f32 --stages --runs 3
+  step "goals-1024" 240 "$out/55-psc-goals.txt" env RUST_LOG=info "$b/run" bench psc \
+    --backend cuda --json --n 1024 --n0 32 --nrhs 1,1024 --precision f16,f32 --stages --runs 3
+  step "goals-ir-1024" 180 "$out/55-psc-goals.txt" env RUST_LOG=info "$b/run" bench psc \
+    --backend cuda --json --n 1024 --n0 32 --nrhs 1024 --precision f16 --refine --rtol 1e-10 \
+    --stages --runs 1
+fi
 # The PSC methods side by side: 64 columns to 1e-10, f64 alone and f16 inside
 # PSC-IR (each method sets up on the host: slow).
 [[ $parts == *" methods "* ]] && for method in m1 m2 m3; do

@@ -43,6 +43,25 @@ __device__ void csr_spmm(u64 nrows, const u64 *row_ptr, const u32 *col_idx, cons
   }
 }
 
+// y = b − A x, y in the compute precision C or rounded once into the storage type S (the
+// next product's operand): PSC's b_I − Dᵀ x_E in one pass.
+template <typename S, typename C, typename Y>
+__device__ void csr_subtract(u64 nrows, const u64 *row_ptr, const u32 *col_idx, const S *values,
+                             const C *x, u64 x_rows, const C *b, Y *y, u32 cols) {
+  FOR_ROWS_AND_COLUMN_GROUPS(row, c0, nrows, cols) {
+    const u32 count = min(cols - c0, (u32)CSR_COLUMNS);
+    C sums[CSR_COLUMNS];
+    csr_row_sums(row_ptr[row], row_ptr[row + 1], col_idx, values, x + (u64)c0 * x_rows, x_rows,
+                 count, sums);
+#pragma unroll
+    for (u32 g = 0; g < CSR_COLUMNS; g++)
+      if (g < count) {
+        const u64 at = (u64)(c0 + g) * nrows + row;
+        y[at] = store_c(b[at] - sums[g], y);
+      }
+  }
+}
+
 // r = b − A x (f64).
 __device__ void csr_residual(u64 n, const u64 *row_ptr, const u32 *col_idx, const double *values,
                              const double *b, const double *x, double *r, u32 cols) {
@@ -89,6 +108,17 @@ __device__ void csr_refine_update(u64 n, const u64 *row_ptr, const u32 *col_idx,
 SPMM_ENTRY(f16_f32, __half, float)
 SPMM_ENTRY(f32, float, float)
 SPMM_ENTRY(f64, double, double)
+
+#define SUBTRACT_ENTRY(name, S, C, Y)                                                             \
+  extern "C" __global__ void csr_subtract_##name(u64 nrows, const u64 *row_ptr,                   \
+                                                 const u32 *col_idx, const S *values, const C *x, \
+                                                 u64 x_rows, const C *b, Y *y, u32 cols) {        \
+    csr_subtract<S, C, Y>(nrows, row_ptr, col_idx, values, x, x_rows, b, y, cols);                \
+  }
+SUBTRACT_ENTRY(f16_f32, __half, float, float)
+SUBTRACT_ENTRY(f16_f32_f16, __half, float, __half)
+SUBTRACT_ENTRY(f32, float, float, float)
+SUBTRACT_ENTRY(f64, double, double, double)
 
 extern "C" __global__ void csr_residual_f64(u64 n, const u64 *row_ptr, const u32 *col_idx,
                                             const double *values, const double *b,

@@ -867,6 +867,47 @@ fn bench_commands_print_their_json_keys() {
         ]
     );
     assert!(stages.iter().all(|(_, s)| *s > 0.0), "{st}");
+    // Beside each stage its model: compulsory bytes and counted flops, and the time they
+    // take at the bandwidth and GEMM peak of the same run.
+    let entry = |i: usize, key: &str| st["stage_seconds"][i][key].as_f64().unwrap();
+    let (bandwidth, peak) = (
+        st["triad_gbs"].as_f64().unwrap() * 1e9,
+        st["gemm_peak_gflops"].as_f64().unwrap() * 1e9,
+    );
+    for i in 0..stages.len() {
+        let model = (entry(i, "bytes") / bandwidth).max(entry(i, "flops") / peak);
+        assert!(model > 0.0, "{st}");
+        assert!(
+            (entry(i, "model_seconds") - model).abs() <= 1e-12 * model,
+            "{st}"
+        );
+    }
+    // The stages' flops are the apply's counted flops.
+    let flops: f64 = (0..stages.len()).map(|i| entry(i, "flops")).sum();
+    let counted = st["gflops_counted"].as_f64().unwrap() * st["solve_seconds"].as_f64().unwrap();
+    assert!((flops / 1e9 - counted).abs() <= 1e-9 * counted, "{st}");
+    // Counted by hand: Q1, h = 1/64, h0 = 1/8, 4 columns of f32. N = 63² = 3969 unknowns,
+    // |C| = 7² = 49, |E| = 2·7·63 − 2·49 = 784, |I| = 64 macro elements of 7² = 3136 (no
+    // padding below 112). The gather reads b and writes b_C, b_E, b_I (N each per
+    // column), the columns' scales, and reads the C/E/I indices (u32), L_C⁻¹ (|C|²) and
+    // the E and I scalings; the grid's transform reads nothing more.
+    let (n, c, e, i, k, f32_bytes) = (3969.0, 49.0, 784.0, 3136.0, 4.0, 4.0);
+    let gather = f32_bytes * (k * 2.0 * n + k + c * c + e + i) + 4.0 * n;
+    assert_eq!(entry(0, "bytes"), gather, "{st}");
+    // C⁻¹ b_I: b_I in, the product out, one 49² inverse shared by the identical macro
+    // elements; 2·49²·64 flops per column.
+    assert_eq!(
+        entry(1, "bytes"),
+        f32_bytes * (2.0 * k * i + 49.0 * 49.0),
+        "{st}"
+    );
+    assert_eq!(entry(1, "flops"), 2.0 * 49.0 * 49.0 * 64.0 * k, "{st}");
+    // The statistics read x and write 2k + 1 f64 partials.
+    assert_eq!(
+        entry(7, "bytes"),
+        f32_bytes * k * n + 8.0 * (2.0 * k + 1.0),
+        "{st}"
+    );
 
     // --refine: f16 M1 inside f64 refinement reaches the f64 tolerance in a few steps.
     let r = psc(&["--precision", "f16", "--refine", "--rtol", "1e-11"]);

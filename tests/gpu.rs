@@ -535,6 +535,10 @@ fn sparse_products_match_the_cpu() {
         "csr_spmm_f16_f32",
         "csr_spmm_f32",
         "csr_spmm_f64",
+        "csr_subtract_f16_f32",
+        "csr_subtract_f16_f32_f16",
+        "csr_subtract_f32",
+        "csr_subtract_f64",
         "csr_residual_f64",
         "csr_refine_update_f16",
         "csr_refine_update_f32",
@@ -564,6 +568,18 @@ fn sparse_products_match_the_cpu() {
                 let mut yb = Block::zeros(dev, n, k, c, Layout::ColMajor).unwrap();
                 dev.csr_spmm(&am, &xb, &mut yb).unwrap();
                 out.add_sum("csr_spmm", c, yb.to_f64(dev).unwrap());
+                // y = b − A x into the compute precision and into the storage one.
+                let bc = block(dev, &b, n, k, c, Layout::ColMajor);
+                let storage = s.storage();
+                for out_p in if storage == c {
+                    vec![c]
+                } else {
+                    vec![c, storage]
+                } {
+                    let mut yd = Block::zeros(dev, n, k, out_p, Layout::ColMajor).unwrap();
+                    dev.csr_subtract(&am, &xb, &bc, &mut yd).unwrap();
+                    out.add_sum("csr_subtract", out_p, yd.to_f64(dev).unwrap());
+                }
 
                 let a64 = CsrMatrix::upload(dev, &a).unwrap();
                 let bb = block(dev, &b, n, k, F64, Layout::ColMajor);

@@ -962,6 +962,48 @@ fn csr_kernels_match_host_products<D: PscDevice>(dev: &D) {
                 max_diff(&yb.to_f64(dev).unwrap(), &exact) < tolerance,
                 "{p} k = {k}"
             );
+            // y = b − A x in one pass, into the compute precision and (f16) rounded once
+            // into the storage precision: b − (the product) rounded to y's precision.
+            let bb = Block::from_f64(
+                dev,
+                &values(n * k, 40 + k),
+                n,
+                k,
+                p.compute(),
+                Layout::ColMajor,
+            )
+            .unwrap();
+            let b64 = bb.to_f64(dev).unwrap();
+            let outputs = match p.storage() {
+                Precision::F16 => vec![p.compute(), Precision::F16],
+                _ => vec![p.compute()],
+            };
+            for out in outputs {
+                let mut diff = Block::zeros(dev, n, k, out, Layout::ColMajor).unwrap();
+                dev.csr_subtract(&device_a, &xb, &bb, &mut diff).unwrap();
+                let want: Vec<f64> = b64.iter().zip(&exact).map(|(b, ax)| b - ax).collect();
+                let got = diff.to_f64(dev).unwrap();
+                // f16: half an ulp of the rounding (2⁻¹¹ relative) on values up to ~10.
+                let tolerance = if out == Precision::F16 {
+                    1e-2
+                } else {
+                    tolerance
+                };
+                assert!(max_diff(&got, &want) < tolerance, "{p} into {out}, k = {k}");
+                if out == Precision::F16 {
+                    let rounded: Vec<f64> =
+                        got.iter().map(|&v| f16::from_f64(v).to_f64()).collect();
+                    assert_eq!(rounded, got, "stored as f16 values");
+                }
+            }
+            // Other precisions are refused by name.
+            let mut wrong = Block::zeros(dev, n, k, Precision::F64, Layout::ColMajor).unwrap();
+            if p.compute() != Precision::F64 {
+                let err = dev
+                    .csr_subtract(&device_a, &xb, &bb, &mut wrong)
+                    .unwrap_err();
+                assert!(err.to_string().contains("csr_subtract"), "{err}");
+            }
         }
         let _ = want;
     }

@@ -594,6 +594,31 @@ STAGES = ["setup", "rhs", "solve", "verify", "io", "idle"]
 STAGE_HEADERS = ["set-up", "rhs", "solve", "verify", "I/O", "idle"]
 
 
+def psc_stages(paths):
+    """bench psc --stages rows: per row (h, precision, columns) each stage of the apply,
+    measured beside its model (compulsory bytes at the run's memory bandwidth, counted flops
+    at its GEMM peak), and the apply as a whole."""
+    rows = []
+    for r in load(paths):
+        stages = r.get("stage_seconds")
+        if not stages:
+            continue
+        total = [{"stage": "apply", **{k: sum(s[k] for s in stages)
+                                         for k in ("seconds", "bytes", "flops", "model_seconds")}}]
+        for s in stages + total:
+            rows.append({"n": r["n"], "precision": r["precision"], "nrhs": r["nrhs"],
+                         "refine": "PSC-IR" if r.get("refine_steps") is not None else "M1",
+                         "memory": r["triad_gbs"], "peak": r["gemm_peak_gflops"], **s})
+    print_table(
+        [C("h", "n", "1/{}"), C("precision"), C("Nrhs", "nrhs"), C("solve", "refine"),
+         C("stage"), C("measured ms", "1e3 * seconds", "{:.3f}"), C("MB", "bytes / 1e6", "{:.1f}"),
+         C("GFLOP", "flops / 1e9", "{:.2f}"), C("model ms", "1e3 * model_seconds", "{:.3f}"),
+         C("model / measured", "100 * model_seconds / seconds", "{:.0f} %"),
+         C("GB/s (ceiling)", "memory", "{:.0f}"), C("GFLOP/s (ceiling)", "peak", "{:.0f}")],
+        rows,
+    )
+
+
 def _campaign_h5(directory):
     import h5py  # only the campaign views need it
 
@@ -688,6 +713,7 @@ VIEWS = {
     "psc": PSC,
     "psc-methods": PSC_METHODS,
     "psc-info": PSC_INFO,
+    "psc-stages": View(psc_stages.__doc__, function=psc_stages),
     "stokes": STOKES,
     "mg": MG,
     "mg-kernels": MG_KERNELS,

@@ -134,8 +134,53 @@ pub struct PscBenchResult {
     pub reference_relative_residual: Option<f64>,
     pub reference_difference: Option<f64>,
     /// --stages: seconds per stage of the last timed apply (with --refine: summed over the
-    /// applies of the last timed solve), in the order they run.
-    pub stage_seconds: Option<Vec<StageTime>>,
+    /// applies of the last timed solve), in the order they run, beside the stage's model.
+    pub stage_seconds: Option<Vec<StageRow>>,
+}
+
+/// One stage of the apply: its measured seconds, what it must move and compute
+/// ([`PscOperator::stage_costs`]: compulsory bytes, counted flops), and the time that takes
+/// at the memory bandwidth and the GEMM peak measured in the same run,
+/// max(bytes / bandwidth, flops / peak).
+#[derive(Clone, Debug, Serialize)]
+pub struct StageRow {
+    pub stage: &'static str,
+    pub seconds: f64,
+    pub bytes: f64,
+    pub flops: f64,
+    pub model_seconds: f64,
+}
+
+impl StageRow {
+    /// The measured stages beside their costs (summed over `applies` applies with
+    /// `cg_iterations` CG iterations in all); the model's seconds are left to
+    /// [`PscBenchResult::against`].
+    fn of<D: PscDevice>(
+        times: Vec<StageTime>,
+        op: &PscOperator<D>,
+        nrhs: usize,
+        applies: f64,
+        cg_iterations: usize,
+    ) -> Vec<StageRow> {
+        let costs = op.stage_costs(nrhs, cg_iterations as f64 / applies);
+        times
+            .into_iter()
+            .map(|t| {
+                let cost = costs
+                    .iter()
+                    .find(|(stage, _)| *stage == t.stage)
+                    .map(|&(_, c)| c * applies)
+                    .unwrap_or_default();
+                StageRow {
+                    stage: t.stage,
+                    seconds: t.seconds,
+                    bytes: cost.bytes,
+                    flops: cost.flops,
+                    model_seconds: f64::NAN,
+                }
+            })
+            .collect()
+    }
 }
 
 /// The sparse Cholesky reference on the bench's matrix and block.
@@ -259,6 +304,10 @@ impl PscBenchResult {
         self.gemm_peak_fraction_counted = self.gflops_counted / ceilings.gemm;
         self.triad_gbs = ceilings.memory;
         self.triad_fraction = self.operator_gbs / ceilings.memory;
+        for s in self.stage_seconds.iter_mut().flatten() {
+            s.model_seconds =
+                (s.bytes / (ceilings.memory * 1e9)).max(s.flops / (ceilings.gemm * 1e9));
+        }
     }
 }
 
@@ -310,7 +359,8 @@ fn run<D: PscDevice>(
         Some(_) => Precision::F64,
         None => op.input().precision,
     };
-    let (best, median, x64, applies, residual_flops, refine_steps) = match params.refine {
+    let (best, median, x64, applies, residual_flops, refine_steps, stage_rows) = match params.refine
+    {
         None => {
             let kind = op.input();
             op.prepare(nrhs)?;
@@ -338,7 +388,14 @@ fn run<D: PscDevice>(
                     Err(e) => failure = Some(e),
                 }
             });
-            (best, median, x.to_f64(&dev)?, 1.0, 0.0, None)
+            let rows = StageRow::of(
+                std::mem::take(&mut stages),
+                &op,
+                nrhs,
+                1.0,
+                last.cg_iterations,
+            );
+            (best, median, x.to_f64(&dev)?, 1.0, 0.0, None, rows)
         }
         Some(rtol) => {
             let params = PscIrParams {
@@ -381,6 +438,8 @@ fn run<D: PscDevice>(
             // Each step: one apply and one f64 residual (2 nnz per column).
             let applies = (steps + 1) as f64;
             let residuals = 2.0 * setup.stiffness.nnz() as f64 * nrhs as f64 * applies;
+            let times = std::mem::take(&mut stages);
+            let rows = StageRow::of(times, ir.operator_mut(), nrhs, applies, last.cg_iterations);
             (
                 best,
                 median,
@@ -388,6 +447,7 @@ fn run<D: PscDevice>(
                 applies,
                 residuals,
                 Some(steps),
+                rows,
             )
         }
     };
@@ -471,7 +531,7 @@ fn run<D: PscDevice>(
         reference_solve_seconds_median: reference.as_ref().map(|r| r.median),
         reference_relative_residual: reference.as_ref().map(|r| r.relative_residual),
         reference_difference: reference.as_ref().map(|r| r.difference),
-        stage_seconds: params.stages.then_some(stages),
+        stage_seconds: params.stages.then_some(stage_rows),
     })
 }
 
@@ -699,15 +759,37 @@ pub fn print(r: &PscBenchResult, json: bool) {
     }
     if let Some(stages) = &r.stage_seconds {
         let total: f64 = stages.iter().map(|s| s.seconds).sum();
-        println!("  stages            (from marks in the device's queue)");
+        println!(
+            "  stages            measured from marks in the device's queue; model: compulsory bytes at the {:.1} GB/s {}, flops at the {:.1} GFLOP/s GEMM peak",
+            r.triad_gbs, r.bandwidth, r.gemm_peak_gflops
+        );
+        println!(
+            "    {:<16}{:>11} {:>6} {:>11} {:>10} {:>11} {:>7}",
+            "stage", "ms", "%", "MB", "GFLOP", "model ms", "model"
+        );
         for s in stages {
             println!(
-                "    {:<16}{:>10.3} ms {:>5.1} %",
+                "    {:<16}{:>11.3} {:>6.1} {:>11.1} {:>10.2} {:>11.3} {:>6.0}%",
                 s.stage,
                 s.seconds * 1e3,
-                100.0 * s.seconds / total
+                100.0 * s.seconds / total,
+                s.bytes / 1e6,
+                s.flops / 1e9,
+                s.model_seconds * 1e3,
+                100.0 * s.model_seconds / s.seconds
             );
         }
+        let model: f64 = stages.iter().map(|s| s.model_seconds).sum();
+        println!(
+            "    {:<16}{:>11.3} {:>6.1} {:>11.1} {:>10.2} {:>11.3} {:>6.0}%",
+            "all",
+            total * 1e3,
+            100.0,
+            stages.iter().map(|s| s.bytes).sum::<f64>() / 1e6,
+            stages.iter().map(|s| s.flops).sum::<f64>() / 1e9,
+            model * 1e3,
+            100.0 * model / total
+        );
     }
     println!("  throughput        {:.2} MDof/s", r.mdofs);
     if r.method == PscMethod::M1.label() {

@@ -38,6 +38,18 @@ impl<D: Device> HierarchicalTransform<D> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Bytes one pass of S (or of Sᵀ with `transpose`) reads besides the block: the grid's
+    /// parents are computed, the levels' rows are stored.
+    pub fn bytes(&self, transpose: bool) -> usize {
+        match self {
+            HierarchicalTransform::Grid(_) => 0,
+            HierarchicalTransform::Levels(l) => {
+                let updates = if transpose { &l.transpose } else { &l.forward };
+                updates.iter().map(RowUpdate::bytes).sum()
+            }
+        }
+    }
 }
 
 /// S on the (n−1)² interior unknowns of the unit square's n×n mesh, lexicographic.
@@ -95,6 +107,12 @@ impl<D: Device> RowUpdate<D> {
             weights: Data::from_f64(dev, weights, precision)?,
             nrows: rows.len(),
         })
+    }
+
+    /// Bytes of the rows, their pointers, columns and weights.
+    pub fn bytes(&self) -> usize {
+        let indices = D::buffer_len(&self.rows) + D::buffer_len(&self.row_ptr);
+        4 * (indices + D::buffer_len(&self.cols)) + self.weights.bytes()
     }
 }
 
@@ -185,6 +203,13 @@ impl<D: Device> Classes<D> {
             sizes: (c_dofs.len(), e_dofs.len(), i_dofs.len()),
             unknowns: n,
         })
+    }
+
+    /// Bytes the gather or the scatter reads besides the blocks: the three index lists,
+    /// L_C⁻¹ and the scalings.
+    pub fn bytes(&self) -> usize {
+        let (c, e, i) = self.sizes;
+        4 * (c + e + i) + self.l_c_inv.bytes() + self.scale_e.bytes() + self.scale_i.bytes()
     }
 }
 

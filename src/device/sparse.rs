@@ -55,6 +55,32 @@ pub trait SparseKernels: Device {
         self.csr_spmm_unchecked(a, x, y)
     }
 
+    /// y = b − A x for column-major blocks: A's values in storage S, x and b in S's
+    /// compute precision, y in that or in S itself (rounded once, as the next product's
+    /// operand): the product, the subtraction and the rounding in one pass.
+    fn csr_subtract(
+        &self,
+        a: &CsrMatrix<Self>,
+        x: &Block<Self>,
+        b: &Block<Self>,
+        y: &mut Block<Self>,
+    ) -> Result<()> {
+        let k = x.cols();
+        check_col_major("csr_subtract x", x, a.ncols, k)?;
+        check_col_major("csr_subtract b", b, a.nrows, k)?;
+        check_col_major("csr_subtract y", y, a.nrows, k)?;
+        let (sp, xp, bp, yp) = (
+            a.values.precision(),
+            x.precision(),
+            b.precision(),
+            y.precision(),
+        );
+        if xp != sp.compute() || bp != xp || (yp != xp && yp != sp) {
+            return Err(unsupported("csr_subtract", &[sp, xp, bp, yp]));
+        }
+        self.csr_subtract_unchecked(a, x, b, y)
+    }
+
     /// r = b − A x column by column (f64, column-major), with the statistics of r.
     fn csr_residual(
         &self,
@@ -109,6 +135,15 @@ pub trait SparseKernels: Device {
         &self,
         a: &CsrMatrix<Self>,
         x: &Block<Self>,
+        y: &mut Block<Self>,
+    ) -> Result<()>;
+
+    /// [`SparseKernels::csr_subtract`] on checked arguments.
+    fn csr_subtract_unchecked(
+        &self,
+        a: &CsrMatrix<Self>,
+        x: &Block<Self>,
+        b: &Block<Self>,
         y: &mut Block<Self>,
     ) -> Result<()>;
 

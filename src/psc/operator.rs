@@ -420,6 +420,19 @@ pub struct ApplyCounts {
     pub flops: f64,
 }
 
+/// The stages of an apply, in the order they run, as [`PscOperator::time_stages`] and
+/// [`PscOperator::stage_costs`] name them.
+pub mod stage {
+    pub const GATHER: &str = "Sᵀ b, gather";
+    pub const C_INV_B: &str = "C⁻¹ b_I";
+    pub const D: &str = "D";
+    pub const SCHUR: &str = "C/E system";
+    pub const DT: &str = "b_I − Dᵀx_E";
+    pub const C_INV_R: &str = "C⁻¹ r_I";
+    pub const SCATTER: &str = "scatter, S";
+    pub const STATISTICS: &str = "statistics";
+}
+
 /// A PSC method's operators on a device, in a storage precision.
 pub struct PscOperator<D: PscDevice> {
     dev: D,
@@ -621,35 +634,23 @@ impl<D: PscDevice> PscOperator<D> {
             } => lambda_inv.bytes() + theta_inv.bytes(),
             SchurOps::M3 { e } => e.bytes(),
         };
-        schur
-            + self.b.bytes()
-            + self.c_inv.iter().map(Data::bytes).sum::<usize>()
-            + self.d.bytes()
-            + self.dt.bytes()
+        schur + self.b.bytes() + self.c_inv_bytes() + self.d.bytes() + self.dt.bytes()
     }
 
     /// Bytes of the stored operators one apply on `nrhs` columns reads: all of them, but
     /// only the lower triangle of the symmetric dense inverses for one column where the
     /// device's SYMV reads half ([`DenseKernels::symv_reads_lower_triangle`]).
     pub fn operator_bytes_read(&self, nrhs: usize) -> usize {
-        let stored = self.operator_bytes();
-        if nrhs != 1 || !self.dev.symv_reads_lower_triangle() {
-            return stored;
-        }
-        // The strict upper triangle of a square n×n inverse, not read.
-        let upper = |m: &Data<D>| {
-            let size = m.precision().bytes();
-            let n = ((m.bytes() / size) as f64).sqrt().round() as usize;
-            n * n.saturating_sub(1) / 2 * size
-        };
-        match &self.schur {
-            SchurOps::M1 { pi_inv } => stored - upper(pi_inv),
-            SchurOps::M2 {
-                lambda_inv,
-                theta_inv,
-            } => stored - upper(lambda_inv) - upper(theta_inv),
-            SchurOps::M3 { .. } => stored,
-        }
+        let unread = |m: &Data<D>| m.bytes() - self.symmetric_bytes(m, nrhs);
+        self.operator_bytes()
+            - match &self.schur {
+                SchurOps::M1 { pi_inv } => unread(pi_inv),
+                SchurOps::M2 {
+                    lambda_inv,
+                    theta_inv,
+                } => unread(lambda_inv) + unread(theta_inv),
+                SchurOps::M3 { .. } => 0,
+            }
     }
 
     /// Operations of one C⁻¹ product per right-hand side.
@@ -660,41 +661,133 @@ impl<D: PscDevice> PscOperator<D> {
             .sum()
     }
 
-    /// Floating-point operations of one apply per right-hand side without M3's CG
-    /// iterations, counted operation by operation (GEMMs 2mnk, sparse products 2 nnz; the
-    /// O(N) transforms are left out).
-    pub fn direct_flops_per_rhs(&self) -> f64 {
-        let (nc, ne, _) = self.classes.sizes;
-        let (nc, ne) = (nc as f64, ne as f64);
-        // Shared: two C⁻¹ products, D and Dᵀ, L_C⁻¹ and L_C⁻ᵀ, Bᵀ b_C and B x_E.
-        let shared = 2.0 * self.c_inv_flops() + 2.0 * 2.0 * self.d_nnz as f64 + 2.0 * 2.0 * nc * nc;
-        shared
-            + match self.schur {
-                SchurOps::M1 { .. } => 2.0 * 2.0 * nc * ne + 2.0 * ne * ne,
-                // Two Λ⁻¹, one Θ⁻¹, B and Bᵀ.
-                SchurOps::M2 { .. } => 2.0 * 2.0 * nc * ne + 2.0 * 2.0 * ne * ne + 2.0 * nc * nc,
-                SchurOps::M3 { .. } => 2.0 * 2.0 * nc * ne,
-            }
+    /// Bytes of the C_g⁻¹ of every group.
+    fn c_inv_bytes(&self) -> usize {
+        self.c_inv.iter().map(Data::bytes).sum()
     }
 
-    /// Operations of one CG iteration per right-hand side (M3: Π p = E p − D C⁻¹ Dᵀ p −
-    /// Bᵀ B p; 0 for the direct methods).
-    pub fn iteration_flops_per_rhs(&self) -> f64 {
-        match &self.schur {
-            SchurOps::M3 { e } => {
-                let (nc, ne, _) = self.classes.sizes;
-                self.c_inv_flops()
-                    + 2.0 * 2.0 * self.d_nnz as f64
-                    + 2.0 * e.nnz() as f64
-                    + 2.0 * 2.0 * (nc * ne) as f64
-            }
-            _ => 0.0,
+    /// Bytes of a symmetric dense inverse one product on `nrhs` columns must read: all of
+    /// it, or its lower triangle for one column where the device's SYMV reads only that
+    /// ([`DenseKernels::symv_reads_lower_triangle`]).
+    fn symmetric_bytes(&self, m: &Data<D>, nrhs: usize) -> usize {
+        if nrhs != 1 || !self.dev.symv_reads_lower_triangle() {
+            return m.bytes();
         }
+        let size = m.precision().bytes();
+        let n = ((m.bytes() / size) as f64).sqrt().round() as usize;
+        n * (n + 1) / 2 * size
+    }
+
+    /// What each stage of one apply on `nrhs` columns must move and compute, in the order
+    /// the stages run and named as [`PscOperator::time_stages`] names them; M3's C/E
+    /// system with `cg_iterations` block iterations of its CG (a mean over several
+    /// applies may be fractional). Bytes are compulsory: each
+    /// array the stage reads or writes, once, at its stored precision (blocks in the
+    /// compute precision, operators in theirs; the storage-precision copies of GEMM
+    /// operands and other temporaries inside a stage are not counted). Flops are counted
+    /// operation by operation (GEMMs 2mnk, sparse products 2 nnz; the O(N) transforms,
+    /// scalings and subtractions left out).
+    pub fn stage_costs(&self, nrhs: usize, cg_iterations: f64) -> Vec<(&'static str, Cost)> {
+        let (nc, ne, slots) = self.classes.sizes;
+        let k = nrhs as f64;
+        // `rows` × nrhs of a block in the compute precision, and of a GEMM operand in the
+        // storage precision.
+        let block = |rows: usize| (rows * self.precision.compute().bytes()) as f64 * k;
+        let operand = |rows: usize| (rows * self.precision.bytes()) as f64 * k;
+        let cost = |bytes: f64, flops_per_rhs: f64| Cost {
+            bytes,
+            flops: flops_per_rhs * k,
+        };
+        let (n, nc_f, ne_f) = (self.n, nc as f64, ne as f64);
+        let classes = self.classes.bytes() as f64;
+        let c_inv = self.c_inv_bytes() as f64;
+        let b = self.b.bytes() as f64;
+        let d_flops = 2.0 * self.d_nnz as f64;
+        // x_C and x_E from b_C, b_E and g: the C/E blocks in and out, B, the inverses.
+        let ce_blocks = block(2 * nc + 3 * ne);
+        let schur = match &self.schur {
+            SchurOps::M1 { pi_inv } => cost(
+                ce_blocks + b + self.symmetric_bytes(pi_inv, nrhs) as f64,
+                4.0 * nc_f * ne_f + 2.0 * ne_f * ne_f,
+            ),
+            SchurOps::M2 {
+                lambda_inv,
+                theta_inv,
+            } => cost(
+                ce_blocks
+                    + b
+                    + (self.symmetric_bytes(lambda_inv, nrhs)
+                        + self.symmetric_bytes(theta_inv, nrhs)) as f64,
+                4.0 * nc_f * ne_f + 4.0 * ne_f * ne_f + 2.0 * nc_f * nc_f,
+            ),
+            // Each CG iteration reads Π's operators (Dᵀ, C⁻¹, D, E, B) and about ten E
+            // and three I vectors.
+            SchurOps::M3 { e } => {
+                let operators = (self.dt.bytes() + self.d.bytes() + e.bytes()) as f64 + c_inv + b;
+                let iteration = cost(
+                    operators + block(10 * ne + 3 * slots),
+                    self.c_inv_flops() + 2.0 * d_flops + 2.0 * e.nnz() as f64 + 4.0 * nc_f * ne_f,
+                );
+                cost(ce_blocks + b, 4.0 * nc_f * ne_f) + iteration * cg_iterations
+            }
+        };
+        let l_c = 2.0 * nc_f * nc_f;
+        // The per-column scale of the right-hand sides, written by the gather, read by
+        // the scatter.
+        let scale = block(1);
+        vec![
+            (
+                stage::GATHER,
+                cost(
+                    block(n + nc + ne + slots)
+                        + scale
+                        + classes
+                        + self.transform.bytes(true) as f64,
+                    l_c,
+                ),
+            ),
+            (
+                stage::C_INV_B,
+                cost(block(2 * slots) + c_inv, self.c_inv_flops()),
+            ),
+            (
+                stage::D,
+                cost(block(slots + ne) + self.d.bytes() as f64, d_flops),
+            ),
+            (stage::SCHUR, schur),
+            // r_I = b_I − Dᵀ x_E written as the next product's operand.
+            (
+                stage::DT,
+                cost(
+                    block(ne + slots) + operand(slots) + self.dt.bytes() as f64,
+                    d_flops,
+                ),
+            ),
+            (
+                stage::C_INV_R,
+                cost(block(slots) + operand(slots) + c_inv, self.c_inv_flops()),
+            ),
+            (
+                stage::SCATTER,
+                cost(
+                    block(nc + ne + slots + n)
+                        + scale
+                        + classes
+                        + self.transform.bytes(false) as f64,
+                    l_c,
+                ),
+            ),
+            (
+                stage::STATISTICS,
+                cost(block(n) + (Stats::<D>::len_for(nrhs) * 8) as f64, 0.0),
+            ),
+        ]
     }
 
     /// Operations of the last apply per right-hand side (before the first: without CG).
     pub fn flops_per_rhs(&self) -> f64 {
-        self.direct_flops_per_rhs() + self.iteration_flops_per_rhs() * self.last_iterations as f64
+        let stages = self.stage_costs(1, self.last_iterations as f64);
+        stages.iter().map(|(_, c)| c.flops).sum()
     }
 
     /// out = C⁻¹ inp for every group (inp in the storage precision, out in the compute).
@@ -878,7 +971,7 @@ impl<D: PscDevice> LinOp<D> for PscOperator<D> {
         let result = self.solve(b, x, &mut ws).and_then(|()| {
             self.dev.column_stats(x, &mut ws.stats)?;
             let s = ws.stats.read(&self.dev)?;
-            self.mark("statistics")?;
+            self.mark(stage::STATISTICS)?;
             let limit = self.precision.compute().max();
             match (0..k).find(|&c| !(s.norm(c).is_finite() && s.max_abs[c] <= limit)) {
                 Some(c) => Err(Error::from(super::PscError::not_finite(
@@ -896,23 +989,13 @@ impl<D: PscDevice> LinOp<D> for PscOperator<D> {
         result
     }
 
+    /// The sum of [`PscOperator::stage_costs`] with the last apply's CG iterations.
     fn cost(&self, nrhs: usize) -> Cost {
-        let k = nrhs as f64;
-        let vectors = 12.0 * (self.n * self.precision.compute().bytes()) as f64;
-        let iterations = self.last_iterations as f64;
-        let (_, ne, ni) = self.classes.sizes;
-        let per_iteration = match self.schur {
-            // Each CG iteration reads the operators of Π p and ~10 E and 3 I vectors.
-            SchurOps::M3 { .. } => {
-                (self.operator_bytes_read(nrhs) as f64)
-                    + k * ((10 * ne + 3 * ni) * self.precision.compute().bytes()) as f64
-            }
-            _ => 0.0,
-        };
-        Cost {
-            flops: self.flops_per_rhs() * k,
-            bytes: self.operator_bytes_read(nrhs) as f64 + k * vectors + iterations * per_iteration,
-        }
+        let stages = self.stage_costs(nrhs, self.last_iterations as f64);
+        stages
+            .into_iter()
+            .map(|(_, c)| c)
+            .fold(Cost::default(), |a, c| a + c)
     }
 }
 
@@ -944,14 +1027,14 @@ impl<D: PscDevice> PscOperator<D> {
             &mut ws.bi,
             &mut ws.column_scale,
         )?;
-        self.mark("Sᵀ b, gather")?;
+        self.mark(stage::GATHER)?;
 
         // g = D C⁻¹ b_I (in te).
         let bi = operand(dev, &ws.bi, &mut ws.i_low)?;
         self.apply_c_inv(k, bi, &mut ws.ti)?;
-        self.mark("C⁻¹ b_I")?;
+        self.mark(stage::C_INV_B)?;
         dev.csr_spmm(&self.d, &ws.ti, &mut ws.te)?;
-        self.mark("D")?;
+        self.mark(stage::D)?;
 
         // The C/E system: x_C into bc, x_E into te.
         self.last_iterations = 0;
@@ -1026,15 +1109,19 @@ impl<D: PscDevice> PscOperator<D> {
             }
         }
 
-        self.mark("C/E system")?;
+        self.mark(stage::SCHUR)?;
 
-        // x_I = C⁻¹ (b_I − Dᵀ x_E) (into bi).
-        dev.csr_spmm(&self.dt, &ws.te, &mut ws.ti)?;
-        dev.axpby(1.0, ws.bi.view(), -1.0, ws.ti.view_mut())?;
-        let ri = operand(dev, &ws.ti, &mut ws.i_low)?;
-        self.mark("b_I − Dᵀx_E")?;
+        // r_I = b_I − Dᵀ x_E in one pass, in the storage precision (the operand of the
+        // C_g⁻¹ product), then x_I = C⁻¹ r_I (into bi).
+        let ri = if ws.i_low.is_empty() {
+            &mut ws.ti
+        } else {
+            &mut ws.i_low
+        };
+        dev.csr_subtract(&self.dt, &ws.te, &ws.bi, ri)?;
+        self.mark(stage::DT)?;
         self.apply_c_inv(k, ri, &mut ws.bi)?;
-        self.mark("C⁻¹ r_I")?;
+        self.mark(stage::C_INV_R)?;
 
         // L⁻ᵀ back to the lexicographic numbering, then S, and undo the column scaling.
         dev.psc_scatter_transform(
@@ -1046,7 +1133,7 @@ impl<D: PscDevice> PscOperator<D> {
             &ws.column_scale,
             x,
         )?;
-        self.mark("scatter, S")
+        self.mark(stage::SCATTER)
     }
 
     /// te = r_E = b_E − Bᵀ b_C − g (te holds g on entry).

@@ -12,7 +12,7 @@ pub mod products;
 pub use csr::{spgemm, Csr, CsrView};
 pub use ell::{Ell, EllLayout, SlicedColumns, LISTED, SLICE};
 pub use ordering::Ordering;
-pub use products::{residual, spmv, spmv_block, spmv_block_sums};
+pub use products::{residual, spmv, spmv_block, spmv_block_map, spmv_block_sums};
 
 use crate::precision::Stored;
 

@@ -124,6 +124,56 @@ pub fn spmv_block<S: Stored>(
     });
 }
 
+/// A pass that consumes A X (a subtraction, a rounding) fused into the block product: each
+/// task forms A X on its chunk of rows and group of columns as [`spmv_block`] does, into a
+/// buffer of its own, then hands each column's piece to `f(column, first row, products,
+/// Y's piece)` to write contiguously (writing across the columns row by row, as the
+/// product runs, cost twice the time of the product alone for PSC's Dᵀ).
+pub fn spmv_block_map<S: Stored, Y: Copy + Send + Sync>(
+    a: &impl RowSlices<S>,
+    x: MatRef<'_, S::Compute>,
+    y: MatMut<'_, Y>,
+    f: impl Fn(usize, usize, &[S::Compute], &mut [Y]) + Sync,
+) {
+    assert_eq!(
+        x.ncols(),
+        y.ncols(),
+        "block SpMV: X and Y have different column counts"
+    );
+    check_spmv_shapes(a, x.nrows(), y.nrows());
+    assert!(
+        y.row_stride() == 1 || y.nrows() <= 1,
+        "block SpMV needs column-major blocks"
+    );
+    let (nrows, ncols) = (y.nrows(), y.ncols());
+    let x = Columns::of(x);
+    let (y, ldy) = (SharedMut(y.as_ptr_mut()), column_stride(y.col_stride()));
+    let groups = ncols.div_ceil(BLOCK_COLUMNS);
+    let tasks = nrows.div_ceil(ROWS_PER_TASK) * groups;
+    (0..tasks).into_par_iter().for_each_init(
+        || vec![S::Compute::zero(); ROWS_PER_TASK * BLOCK_COLUMNS],
+        |products, task| {
+            let (rows, first) = task_block(task, groups, nrows);
+            let (start, len) = (rows.start, rows.len());
+            let store = |r: usize, sums: &[S::Compute]| {
+                for (j, &p) in sums.iter().enumerate() {
+                    products[j * len + r - start] = p;
+                }
+            };
+            // SAFETY: X has `ncols` columns and the rows of A's entries (checked on entry).
+            unsafe { rows_on_group(a, &x, first, ncols, rows, store) };
+            for j in 0..BLOCK_COLUMNS.min(ncols - first) {
+                // SAFETY: this task alone writes these rows of column first + j, which Y
+                // holds (A's rows, `ncols` columns: checked on entry).
+                let piece = unsafe {
+                    std::slice::from_raw_parts_mut(y.get().add((first + j) * ldy + start), len)
+                };
+                f(first + j, start, &products[j * len..(j + 1) * len], piece);
+            }
+        },
+    );
+}
+
 /// The column-major X of a block product, shared by its tasks.
 struct Columns<T> {
     x: *const T,

@@ -7,6 +7,7 @@ use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::{Block, CsrMatrix, SparseKernels, Stats, Storage};
 use crate::error::Result;
 use crate::numeric;
+use crate::precision::Stored;
 use crate::sparse::{self, CsrView};
 
 fn view<'a, S: Storage>(a: &'a CsrMatrix<Cpu>, kernel: &str) -> Result<CsrView<'a, S>> {
@@ -80,6 +81,44 @@ impl SparseKernels for Cpu {
                 faer::MatRef::from_column_major_slice(xs, a.ncols, k),
                 faer::MatMut::from_column_major_slice_mut(ys, a.nrows, k),
             );
+        });
+        Ok(())
+    }
+
+    fn csr_subtract_unchecked(
+        &self,
+        a: &CsrMatrix<Self>,
+        x: &Block<Self>,
+        b: &Block<Self>,
+        y: &mut Block<Self>,
+    ) -> Result<()> {
+        let (k, n) = (x.cols(), a.nrows);
+        by_precision!(a.values.precision(), S => {
+            let m = view::<S>(a, "csr_subtract")?;
+            let xs = buffer::<Compute<S>>(&x.data, "csr_subtract")?;
+            let bs = buffer::<Compute<S>>(&b.data, "csr_subtract")?;
+            let x = faer::MatRef::from_column_major_slice(xs, a.ncols, k);
+            // b's piece of column c from row r0, beside the products of the same rows.
+            let b_of = |c: usize, r0: usize, len: usize| &bs[c * n + r0..c * n + r0 + len];
+            if y.precision() != S::PRECISION.compute() {
+                let ys = buffer_mut::<S>(&mut y.data, "csr_subtract")?;
+                let y = faer::MatMut::from_column_major_slice_mut(ys, n, k);
+                sparse::spmv_block_map(&m, x, y, |c, r0, products, y| {
+                    let b = b_of(c, r0, y.len());
+                    for ((yi, &bi), &p) in y.iter_mut().zip(b).zip(products) {
+                        *yi = S::from_compute(bi - p);
+                    }
+                });
+            } else {
+                let ys = buffer_mut::<Compute<S>>(&mut y.data, "csr_subtract")?;
+                let y = faer::MatMut::from_column_major_slice_mut(ys, n, k);
+                sparse::spmv_block_map(&m, x, y, |c, r0, products, y| {
+                    let b = b_of(c, r0, y.len());
+                    for ((yi, &bi), &p) in y.iter_mut().zip(b).zip(products) {
+                        *yi = bi - p;
+                    }
+                });
+            }
         });
         Ok(())
     }

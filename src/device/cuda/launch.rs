@@ -171,6 +171,7 @@ const SIGNATURES: &[(&str, &str)] = &[
     ("gemv_reduce", "piip"),
     ("symv", "plippi"),
     ("csr_spmm", "lpppplpi"),
+    ("csr_subtract", "lpppplppi"),
     ("csr_residual", "lppppppi"),
     ("csr_refine_update", "lpppppppi"),
     ("hierarchical_forward", "piilii"),

@@ -62,6 +62,36 @@ impl SparseKernels for Cuda {
         )
     }
 
+    fn csr_subtract_unchecked(
+        &self,
+        a: &CsrMatrix<Self>,
+        x: &Block<Self>,
+        b: &Block<Self>,
+        y: &mut Block<Self>,
+    ) -> Result<()> {
+        let k = x.cols();
+        let (sp, xp, yp) = (a.values.precision(), x.precision(), y.precision());
+        if a.nrows == 0 || k == 0 {
+            return Ok(());
+        }
+        let [rows, row_ptr, col_idx, values] = self.csr_args(a)?;
+        self.launch(
+            &kernel_name("csr_subtract", &[sp, xp, yp]),
+            Self::per_row_and_column_group(a, k),
+            &[
+                rows,
+                row_ptr,
+                col_idx,
+                values,
+                self.data_ptr(&x.data, 0),
+                Arg::U64(a.ncols as u64),
+                self.data_ptr(&b.data, 0),
+                self.data_ptr(&y.data, 0),
+                Arg::U32(k as u32),
+            ],
+        )
+    }
+
     fn csr_residual_unchecked(
         &self,
         a: &CsrMatrix<Self>,
