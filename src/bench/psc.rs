@@ -435,9 +435,10 @@ fn run<D: PscDevice>(
                     Err(e) => failure = Some(e),
                 }
             });
-            // Each step: one apply and one f64 residual (2 nnz per column).
-            let applies = (steps + 1) as f64;
-            let residuals = 2.0 * setup.stiffness.nnz() as f64 * nrhs as f64 * applies;
+            // Each step: one apply (as counted) and one f64 product with A (2 nnz per
+            // column), and the initial residual.
+            let applies = last.applies as f64;
+            let residuals = 2.0 * setup.stiffness.nnz() as f64 * nrhs as f64 * (steps + 1) as f64;
             let times = std::mem::take(&mut stages);
             let rows = StageRow::of(times, ir.operator_mut(), nrhs, applies, last.cg_iterations);
             (
@@ -730,9 +731,8 @@ pub fn print(r: &PscBenchResult, json: bool) {
     );
     let what = match r.refine_steps {
         Some(steps) => format!(
-            " (PSC-IR: {steps} refinement steps, {} applied {} times)",
-            r.method,
-            steps + 1
+            " (PSC-IR: {steps} refinement steps, each one {} apply)",
+            r.method
         ),
         None => String::new(),
     };

@@ -95,21 +95,15 @@ pub fn spmv_block<S: Stored>(
     x: MatRef<'_, S::Compute>,
     y: MatMut<'_, S::Compute>,
 ) {
-    assert_eq!(
-        x.ncols(),
-        y.ncols(),
-        "block SpMV: X and Y have different column counts"
-    );
-    check_spmv_shapes(a, x.nrows(), y.nrows());
-    assert!(
-        y.row_stride() == 1 || y.nrows() <= 1,
-        "block SpMV needs column-major blocks"
-    );
-    let (nrows, ncols) = (y.nrows(), y.ncols());
-    let x = Columns::of(x);
-    let (y, ldy) = (SharedMut(y.as_ptr_mut()), column_stride(y.col_stride()));
-    let groups = ncols.div_ceil(BLOCK_COLUMNS);
-    let tasks = nrows.div_ceil(ROWS_PER_TASK) * groups;
+    let BlockProduct {
+        x,
+        y,
+        ldy,
+        nrows,
+        ncols,
+        groups,
+        tasks,
+    } = BlockProduct::new(a, x, y);
     (0..tasks).into_par_iter().for_each(|task| {
         let (rows, first) = task_block(task, groups, nrows);
         let store = |r: usize, products: &[S::Compute]| {
@@ -135,21 +129,15 @@ pub fn spmv_block_map<S: Stored, Y: Copy + Send + Sync>(
     y: MatMut<'_, Y>,
     f: impl Fn(usize, usize, &[S::Compute], &mut [Y]) + Sync,
 ) {
-    assert_eq!(
-        x.ncols(),
-        y.ncols(),
-        "block SpMV: X and Y have different column counts"
-    );
-    check_spmv_shapes(a, x.nrows(), y.nrows());
-    assert!(
-        y.row_stride() == 1 || y.nrows() <= 1,
-        "block SpMV needs column-major blocks"
-    );
-    let (nrows, ncols) = (y.nrows(), y.ncols());
-    let x = Columns::of(x);
-    let (y, ldy) = (SharedMut(y.as_ptr_mut()), column_stride(y.col_stride()));
-    let groups = ncols.div_ceil(BLOCK_COLUMNS);
-    let tasks = nrows.div_ceil(ROWS_PER_TASK) * groups;
+    let BlockProduct {
+        x,
+        y,
+        ldy,
+        nrows,
+        ncols,
+        groups,
+        tasks,
+    } = BlockProduct::new(a, x, y);
     (0..tasks).into_par_iter().for_each_init(
         || vec![S::Compute::zero(); ROWS_PER_TASK * BLOCK_COLUMNS],
         |products, task| {
@@ -172,6 +160,48 @@ pub fn spmv_block_map<S: Stored, Y: Copy + Send + Sync>(
             }
         },
     );
+}
+
+/// A block product's operands checked and shared by its tasks: X and Y column-major, Y with
+/// A's rows and X's columns; tasks of `ROWS_PER_TASK` rows and `BLOCK_COLUMNS` columns.
+struct BlockProduct<T, Y> {
+    x: Columns<T>,
+    y: SharedMut<Y>,
+    ldy: usize,
+    nrows: usize,
+    ncols: usize,
+    groups: usize,
+    tasks: usize,
+}
+
+impl<T, Y> BlockProduct<T, Y> {
+    fn new<S: Stored<Compute = T>>(
+        a: &impl RowSlices<S>,
+        x: MatRef<'_, T>,
+        y: MatMut<'_, Y>,
+    ) -> Self {
+        assert_eq!(
+            x.ncols(),
+            y.ncols(),
+            "block SpMV: X and Y have different column counts"
+        );
+        check_spmv_shapes(a, x.nrows(), y.nrows());
+        assert!(
+            y.row_stride() == 1 || y.nrows() <= 1,
+            "block SpMV needs column-major blocks"
+        );
+        let (nrows, ncols) = (y.nrows(), y.ncols());
+        let groups = ncols.div_ceil(BLOCK_COLUMNS);
+        BlockProduct {
+            x: Columns::of(x),
+            ldy: column_stride(y.col_stride()),
+            y: SharedMut(y.as_ptr_mut()),
+            nrows,
+            ncols,
+            groups,
+            tasks: nrows.div_ceil(ROWS_PER_TASK) * groups,
+        }
+    }
 }
 
 /// The column-major X of a block product, shared by its tasks.
