@@ -41,7 +41,7 @@
 #   CAMPAIGN_N, CAMPAIGN_STEPS, CAMPAIGN_BATCH, CAMPAIGN_BACKEND  the campaign part's size
 #     and device (CAMPAIGN_BACKEND=cpu tries the part on a machine without a GPU)
 # Runtime: at most DEADLINE seconds (recorded runs on an H200: 1–8 minutes, by the parts).
-# Output: ${OUT:-out/gpu-checks}/, one file per kind of step (00-device … 99-steps: ten, and
+# Output: ${OUT:-out/gpu-checks}/, one file per kind of step (00-device … 99-steps: eleven, and
 # two CSVs with profile, read by scripts/bench/ncu-stages.py; a lent machine may return
 # fewer, so pack $OUT into one archive or split the parts over calls). The bench files hold
 # the JSON lines among the logs: `python3 scripts/bench/table.py psc OUT/40-bench-psc.txt`
