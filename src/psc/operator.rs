@@ -687,7 +687,7 @@ impl<D: PscDevice> PscOperator<D> {
     /// operands and other temporaries inside a stage are not counted). Flops are counted
     /// operation by operation (GEMMs 2mnk, sparse products 2 nnz; the O(N) transforms,
     /// scalings and subtractions left out).
-    pub fn stage_costs(&self, nrhs: usize, cg_iterations: f64) -> Vec<(&'static str, Cost)> {
+    pub fn stage_costs(&self, nrhs: usize, cg_iterations: f64) -> [(&'static str, Cost); 8] {
         let (nc, ne, slots) = self.classes.sizes;
         let k = nrhs as f64;
         // `rows` × nrhs of a block in the compute precision, and of a GEMM operand in the
@@ -735,7 +735,7 @@ impl<D: PscDevice> PscOperator<D> {
         // The per-column scale of the right-hand sides, written by the gather, read by
         // the scatter.
         let scale = block(1);
-        vec![
+        [
             (
                 stage::GATHER,
                 cost(

@@ -16,6 +16,8 @@ use crate::precision::Stored;
 const ROWS_PER_TASK: usize = 2048;
 /// Right-hand sides one pass over a matrix row serves in the block SpMV.
 const BLOCK_COLUMNS: usize = 8;
+/// Rows [`spmv_block_map`] forms at a time before handing them on (16 KiB of f64 products).
+const MAP_ROWS: usize = 256;
 
 fn check_spmv_shapes<S: Stored>(a: &impl SparseRows<S>, x_len: usize, y_len: usize) {
     assert_eq!(
@@ -119,10 +121,11 @@ pub fn spmv_block<S: Stored>(
 }
 
 /// A pass that consumes A X (a subtraction, a rounding) fused into the block product: each
-/// task forms A X on its chunk of rows and group of columns as [`spmv_block`] does, into a
-/// buffer of its own, then hands each column's piece to `f(column, first row, products,
-/// Y's piece)` to write contiguously (writing across the columns row by row, as the
-/// product runs, cost twice the time of the product alone for PSC's Dᵀ).
+/// task forms A X on its chunk of rows and group of columns as [`spmv_block`] does,
+/// `MAP_ROWS` rows at a time into a buffer on its stack (no allocation), then hands each
+/// column's piece to `f(column, first row, products, Y's piece)` to write contiguously
+/// (writing across the columns row by row, as the product runs, cost twice the time of
+/// the product alone for PSC's Dᵀ).
 pub fn spmv_block_map<S: Stored, Y: Copy + Send + Sync>(
     a: &impl RowSlices<S>,
     x: MatRef<'_, S::Compute>,
@@ -138,28 +141,30 @@ pub fn spmv_block_map<S: Stored, Y: Copy + Send + Sync>(
         groups,
         tasks,
     } = BlockProduct::new(a, x, y);
-    (0..tasks).into_par_iter().for_each_init(
-        || vec![S::Compute::zero(); ROWS_PER_TASK * BLOCK_COLUMNS],
-        |products, task| {
-            let (rows, first) = task_block(task, groups, nrows);
-            let (start, len) = (rows.start, rows.len());
+    (0..tasks).into_par_iter().for_each(|task| {
+        let (rows, first) = task_block(task, groups, nrows);
+        let width = BLOCK_COLUMNS.min(ncols - first);
+        let mut products = [S::Compute::zero(); MAP_ROWS * BLOCK_COLUMNS];
+        for start in rows.clone().step_by(MAP_ROWS) {
+            let piece = start..(start + MAP_ROWS).min(rows.end);
+            let len = piece.len();
             let store = |r: usize, sums: &[S::Compute]| {
                 for (j, &p) in sums.iter().enumerate() {
                     products[j * len + r - start] = p;
                 }
             };
             // SAFETY: X has `ncols` columns and the rows of A's entries (checked on entry).
-            unsafe { rows_on_group(a, &x, first, ncols, rows, store) };
-            for j in 0..BLOCK_COLUMNS.min(ncols - first) {
+            unsafe { rows_on_group(a, &x, first, ncols, piece, store) };
+            for j in 0..width {
                 // SAFETY: this task alone writes these rows of column first + j, which Y
                 // holds (A's rows, `ncols` columns: checked on entry).
-                let piece = unsafe {
+                let out = unsafe {
                     std::slice::from_raw_parts_mut(y.get().add((first + j) * ldy + start), len)
                 };
-                f(first + j, start, &products[j * len..(j + 1) * len], piece);
+                f(first + j, start, &products[j * len..(j + 1) * len], out);
             }
-        },
-    );
+        }
+    });
 }
 
 /// A block product's operands checked and shared by its tasks: X and Y column-major, Y with
