@@ -24,7 +24,8 @@
 #     columns, with the ceilings), profile (the time of every kernel of one f16 M1 apply on
 #     1024 columns, by Nsight Compute, and of one apply on 1 column), psc-goals (the apply
 #     against its goals: f16 and f32 M1 at h = 1/512 and 1/1024 on 1 and 1024 columns with
-#     every stage beside its model, PSC-IR at h = 1/1024 on 1024 columns; about 6 minutes),
+#     every stage beside its model, PSC-IR at h = 1/1024 on 1024 columns, both couplings of
+#     D; about 6 minutes),
 #     methods (M1/M2/M3 side by
 #     side, each set up on the host), mg (multigrid on the device: every precision schedule
 #     at 4096² with one column, 1024² with 64 columns, 128³; each kernel alone), stokes
@@ -163,15 +164,17 @@ done
 # The PSC apply against its goals in one run: f16 and f32 M1 at h = 1/512 and 1/1024 on 1
 # and 1024 columns with every stage beside its model (`python3 scripts/bench/table.py
 # psc-stages FILE`), and PSC-IR from f16 to 1e-10 at h = 1/1024 on 1024 columns (its cost
-# per step beyond M1). h = 1/1024 sets up twice without a cache (46 s each on an H200).
+# per step beyond M1); each with both couplings of D side by side. h = 1/1024 sets up twice
+# without a cache (46 s each on an H200).
 if [[ $parts == *" psc-goals "* ]]; then
   bench_psc "goals-512" 90 "$out/55-psc-goals.txt" --n 512 --n0 16 --nrhs 1,1024 \
-    --precision f16,f32 --stages --runs 3
+    --precision f16,f32 --coupling csr,element --stages --runs 3
   step "goals-1024" 240 "$out/55-psc-goals.txt" env RUST_LOG=info "$b/run" bench psc \
-    --backend cuda --json --n 1024 --n0 32 --nrhs 1,1024 --precision f16,f32 --stages --runs 3
+    --backend cuda --json --n 1024 --n0 32 --nrhs 1,1024 --precision f16,f32 --coupling csr,element --stages \
+    --runs 3
   step "goals-ir-1024" 180 "$out/55-psc-goals.txt" env RUST_LOG=info "$b/run" bench psc \
     --backend cuda --json --n 1024 --n0 32 --nrhs 1024 --precision f16 --refine --rtol 1e-10 \
-    --stages --runs 1
+    --coupling csr,element --stages --runs 1
 fi
 # The PSC methods side by side: 64 columns to 1e-10, f64 alone and f16 inside
 # PSC-IR (each method sets up on the host: slow).

@@ -543,6 +543,10 @@ fn parse_psc_method(s: &str) -> Result<crate::psc::PscMethod, String> {
     s.parse()
 }
 
+fn parse_coupling(s: &str) -> Result<crate::psc::Coupling, String> {
+    s.parse()
+}
+
 #[derive(clap::Args)]
 pub struct PscBenchArgs {
     /// Cells per direction of the fine mesh (h = 1/n).
@@ -569,6 +573,11 @@ pub struct PscBenchArgs {
     /// nothing of size |E|²).
     #[arg(long, default_value = "m1", value_parser = parse_psc_method)]
     pub method: crate::psc::PscMethod,
+    /// How the apply multiplies by D: element (per macro element, folded into the C_g⁻¹
+    /// products) or csr (sparse D and Dᵀ); a list such as csr,element gives one row (per
+    /// --precision and --nrhs) each, after one set-up.
+    #[arg(long, value_delimiter = ',', default_value = "element", value_parser = parse_coupling)]
+    pub coupling: Vec<crate::psc::Coupling>,
     /// M3: its CG stops at ‖r‖₂ ≤ cg_rtol·‖r₀‖₂ on the prehandled C/E system (default:
     /// --rtol/10 alone, 1e-4 (f16: 1e-3) inside --refine).
     #[arg(long)]

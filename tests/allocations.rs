@@ -17,7 +17,7 @@ use tensorfem::mg::{
     assemble_level, default_levels, MgParams, MgSolve, Multigrid, Smoother, StopParams, Variant,
 };
 use tensorfem::precision::Precision;
-use tensorfem::psc::{InnerCg, PscIr, PscIrParams, PscMethod, PscOperator, PscSetup};
+use tensorfem::psc::{Coupling, InnerCg, PscIr, PscIrParams, PscMethod, PscOperator, PscSetup};
 use tensorfem::sparse::SparseRows;
 use tensorfem::stokes::{
     preconditioner, remove_pressure_mean, Preconditioner, StokesProblem, StokesSpec, StokesSystem,
@@ -111,7 +111,7 @@ fn block(dev: &Cpu, rows: usize, cols: usize, precision: Precision, layout: Layo
 }
 
 /// PSC applies (M1, M2, M3 with its CG) and PSC-IR solves (h = 1/64, n0 = 4),
-/// f64/f32/f16, 1 and 16 columns.
+/// f64/f32/f16, 1 and 16 columns, both couplings.
 fn psc(dev: &Cpu, report: &mut Report) {
     for method in PscMethod::ALL {
         let setup = PscSetup::new(Element::Q1, 4, 4, method).unwrap();
@@ -122,16 +122,19 @@ fn psc(dev: &Cpu, report: &mut Report) {
 fn psc_method(dev: &Cpu, setup: &PscSetup, report: &mut Report) {
     let n = setup.stiffness.nrows();
     let method = setup.method();
-    for precision in [Precision::F64, Precision::F32, Precision::F16] {
+    for (precision, coupling) in [Precision::F64, Precision::F32, Precision::F16]
+        .into_iter()
+        .flat_map(|p| Coupling::ALL.map(|c| (p, c)))
+    {
         for nrhs in [1, 16] {
-            let mut op = PscOperator::new(dev, setup, precision).unwrap();
+            let mut op = PscOperator::new(dev, setup, precision, coupling).unwrap();
             op.set_inner_cg(InnerCg::alone(1e-6, 500));
             op.prepare(nrhs).unwrap();
             let x = block(dev, n, nrhs, op.input().precision, Layout::ColMajor);
             let mut y =
                 Block::zeros(dev, n, nrhs, op.output().precision, Layout::ColMajor).unwrap();
             report.check(
-                &format!("{method} apply, {precision}, {nrhs} column(s)"),
+                &format!("{method} apply, {precision}, {coupling} coupling, {nrhs} column(s)"),
                 count(dev, || op.apply(&x, &mut y).unwrap()),
             );
             op.set_inner_cg(InnerCg::inner(precision, None));
@@ -146,7 +149,7 @@ fn psc_method(dev: &Cpu, setup: &PscSetup, report: &mut Report) {
             let b = block(dev, n, nrhs, Precision::F64, Layout::ColMajor);
             let mut x = Block::zeros(dev, n, nrhs, Precision::F64, Layout::ColMajor).unwrap();
             report.check(
-                &format!("PSC-IR solve around {method}, {precision}, {nrhs} column(s)"),
+                &format!("PSC-IR solve around {method}, {precision}, {coupling} coupling, {nrhs} column(s)"),
                 count(dev, || {
                     dev.fill(x.data.view_mut(), 0.0).unwrap();
                     ir.solve_blocks(&b, &mut x, params).unwrap();

@@ -16,7 +16,7 @@ use tensorfem::linalg::LinOp;
 use tensorfem::mesh::{refine, unit_square_refined, CoarseMesh, Mesh2d};
 use tensorfem::mg::{random_initial_guess, MgParams, Multigrid, Smoother, StopParams, Variant};
 use tensorfem::precision::Precision;
-use tensorfem::psc::{PscMethod, PscOperator, PscSetup};
+use tensorfem::psc::{Coupling, PscMethod, PscOperator, PscSetup};
 use tensorfem::reference::CholeskySolver;
 
 /// u = sin(πx/4 + 0.3) cosh(y): −Δu = ((π/4)² − 1) u.
@@ -256,8 +256,8 @@ fn relative_difference(x: &[f64], reference: &[f64]) -> f64 {
     (diff / reference.iter().map(|r| r * r).sum::<f64>()).sqrt()
 }
 
-/// PSC (M1, M2 and M3 in f64) on Dirichlet, mixed and pure Neumann conditions solves what
-/// the sparse Cholesky solves.
+/// PSC (M1, M2 and M3 in f64, both couplings) on Dirichlet, mixed and pure Neumann
+/// conditions solves what the sparse Cholesky solves.
 #[test]
 fn psc_matches_cholesky_with_every_kind_of_condition() {
     let dev = Cpu::new();
@@ -269,17 +269,19 @@ fn psc_matches_cholesky_with_every_kind_of_condition() {
         let reference = CholeskySolver::factor(&system.matrix).unwrap().solve(&b);
         for method in PscMethod::ALL {
             let setup = PscSetup::on_mesh(mesh.clone(), method).unwrap();
-            let mut op = PscOperator::new(&dev, &setup, Precision::F64).unwrap();
-            let n = reference.len();
-            let bb = Block::from_f64(&dev, &b, n, 1, Precision::F64, Layout::ColMajor).unwrap();
-            let mut x = Block::zeros(&dev, n, 1, Precision::F64, Layout::ColMajor).unwrap();
-            op.apply(&bb, &mut x).unwrap();
-            let err = relative_difference(&x.to_f64(&dev).unwrap(), &reference);
-            println!(
-                "{neumann:?}: {method} f64 vs Cholesky {err:.2e} ({} CG iterations)",
-                op.last_iterations()
-            );
-            assert!(err < 1e-10, "{neumann:?}: {method} {err:e}");
+            for coupling in Coupling::ALL {
+                let mut op = PscOperator::new(&dev, &setup, Precision::F64, coupling).unwrap();
+                let n = reference.len();
+                let bb = Block::from_f64(&dev, &b, n, 1, Precision::F64, Layout::ColMajor).unwrap();
+                let mut x = Block::zeros(&dev, n, 1, Precision::F64, Layout::ColMajor).unwrap();
+                op.apply(&bb, &mut x).unwrap();
+                let err = relative_difference(&x.to_f64(&dev).unwrap(), &reference);
+                println!(
+                    "{neumann:?}: {method} ({coupling}) f64 vs Cholesky {err:.2e} ({} CG iterations)",
+                    op.last_iterations()
+                );
+                assert!(err < 1e-10, "{neumann:?}: {method} {coupling} {err:e}");
+            }
         }
     }
 }

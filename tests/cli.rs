@@ -839,8 +839,10 @@ fn bench_commands_print_their_json_keys() {
     );
     assert!(rows[0]["stage_seconds"].is_null(), "no stages asked");
 
-    // --stages: every stage of the apply, in order, each with its seconds.
-    let st = psc(&["--precision", "f32", "--stages"]);
+    // --stages: every stage of the apply, in order, each with its seconds (the csr
+    // coupling's here, the default's below).
+    let st = psc(&["--precision", "f32", "--stages", "--coupling", "csr"]);
+    assert_eq!(st["coupling"], "csr", "{st}");
     let stages: Vec<(String, f64)> = st["stage_seconds"]
         .as_array()
         .unwrap_or_else(|| panic!("stage_seconds in {st}"))
@@ -908,6 +910,54 @@ fn bench_commands_print_their_json_keys() {
         f32_bytes * k * n + 8.0 * (2.0 * k + 1.0),
         "{st}"
     );
+
+    // The default coupling, D per macro element: its four stages in place of C⁻¹ and D.
+    let el = psc(&["--precision", "f32", "--stages"]);
+    assert_eq!(el["coupling"], "element", "{el}");
+    let names: Vec<&str> = el["stage_seconds"]
+        .as_array()
+        .unwrap_or_else(|| panic!("stage_seconds in {el}"))
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "Sᵀ b, gather",
+            "D̂C⁻¹ b_I",
+            "assemble g",
+            "C/E system",
+            "[b_I; −x_∂]",
+            "[C⁻¹ W] r",
+            "scatter, S",
+            "statistics"
+        ]
+    );
+    let entry = |i: usize, key: &str| el["stage_seconds"][i][key].as_f64().unwrap();
+    // Each macro element's 7² interior unknowns and its 4·7 = 28 boundary positions: D̂C⁻¹
+    // b_I reads b_I and W (49 × 28), writes 28 values per macro element and column; 2·28·49
+    // flops per macro element and column. The last product reads [b_I; −x_∂] (77 slots)
+    // and [C⁻¹ | W] (49 × 77), writes x_I.
+    let (b, elements) = (28.0, 64.0);
+    assert_eq!(
+        entry(1, "bytes"),
+        f32_bytes * (k * i + k * elements * b + 49.0 * b),
+        "{el}"
+    );
+    assert_eq!(entry(1, "flops"), 2.0 * b * 49.0 * elements * k, "{el}");
+    assert_eq!(
+        entry(5, "bytes"),
+        f32_bytes * (k * elements * (49.0 + b) + k * i + 49.0 * (49.0 + b)),
+        "{el}"
+    );
+    assert_eq!(
+        entry(5, "flops"),
+        2.0 * 49.0 * (49.0 + b) * elements * k,
+        "{el}"
+    );
+    // The same solution as the csr coupling's, to f32 rounding.
+    let l2 = |r: &serde_json::Value| r["l2_error"].as_f64().unwrap();
+    assert!((l2(&el) - l2(&st)).abs() <= 1e-3 * l2(&st), "{el}\n{st}");
 
     // --refine: f16 M1 inside f64 refinement reaches the f64 tolerance in a few steps.
     let r = psc(&["--precision", "f16", "--refine", "--rtol", "1e-11"]);

@@ -11,7 +11,7 @@ use tensorfem::linalg::LinOp;
 use tensorfem::mesh::{read_gmsh, refine, unit_square_refined, CoarseMesh, Element, Mesh2d};
 use tensorfem::precision::Precision;
 use tensorfem::psc::{
-    InnerCg, PscInfo, PscIr, PscIrParams, PscMethod, PscOperator, PscSetup, Schur,
+    Coupling, InnerCg, PscInfo, PscIr, PscIrParams, PscMethod, PscOperator, PscSetup, Schur,
 };
 use tensorfem::reference::CholeskySolver;
 use tensorfem::sparse::SparseRows;
@@ -180,16 +180,16 @@ fn max_relative_difference(x: &[f64], reference: &[f64], n: usize) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// One apply of the method in `precision` (M3 alone: CG to `cg_rtol`) on the problem's
-/// block: the solutions and M3's CG iterations.
+/// One apply of the method in `precision` and `coupling` (M3 alone: CG to `cg_rtol`) on
+/// the problem's block: the solutions and M3's CG iterations.
 fn solve_alone<D: PscDevice>(
     dev: &D,
     setup: &PscSetup,
-    precision: Precision,
+    (precision, coupling): (Precision, Coupling),
     p: &Problem,
     cg_rtol: f64,
 ) -> (Vec<f64>, usize) {
-    let mut op = PscOperator::new(dev, setup, precision).unwrap();
+    let mut op = PscOperator::new(dev, setup, precision, coupling).unwrap();
     op.set_inner_cg(InnerCg::alone(cg_rtol, 500));
     let n = setup.num_unknowns();
     let kind = op.input().precision;
@@ -204,10 +204,10 @@ fn solve_alone<D: PscDevice>(
 fn refined<D: PscDevice>(
     dev: &D,
     setup: &PscSetup,
-    precision: Precision,
+    (precision, coupling): (Precision, Coupling),
     p: &Problem,
 ) -> (usize, f64) {
-    let mut op = PscOperator::new(dev, setup, precision).unwrap();
+    let mut op = PscOperator::new(dev, setup, precision, coupling).unwrap();
     op.set_inner_cg(InnerCg::inner(precision, None));
     let mut x = vec![0.0; p.rhs.len()];
     let params = PscIrParams {
@@ -229,7 +229,8 @@ fn refined<D: PscDevice>(
 /// 1e-10, for Q1 and P1, several h/h0, one and several right-hand sides, macro elements
 /// with and without padded I slots, on the unit square and on refined coarse meshes (the
 /// flow around a square, a Gmsh mesh, general rectangles); f32/tf32/f16 errors are bounded;
-/// PSC-IR around each reaches 1e-10.
+/// PSC-IR around each reaches 1e-10. All of it with the default coupling; the csr coupling
+/// gives the f64 solutions to 1e-12, and its f16 solutions and PSC-IR meet the same bounds.
 fn methods_match_the_reference_in_every_precision<D: PscDevice>(dev: &D) {
     let mut cases: Vec<(String, Box<dyn Fn() -> Problem>)> = Vec::new();
     for (element, n0, levels, nrhs) in [
@@ -280,29 +281,39 @@ fn methods_match_the_reference_in_every_precision<D: PscDevice>(dev: &D) {
         for method in PscMethod::ALL {
             let setup = p.setup(method);
             // M3 alone: CG to 1e-12 in f64, to what f32 arithmetic resolves otherwise.
-            let error = |precision: Precision| {
+            let error = |(precision, coupling): (Precision, Coupling)| {
                 let cg_rtol = if precision == Precision::F64 {
                     1e-12
                 } else {
                     1e-6
                 };
-                let (x, _) = solve_alone(dev, &setup, precision, &p, cg_rtol);
+                let (x, _) = solve_alone(dev, &setup, (precision, coupling), &p, cg_rtol);
                 let bound = match precision {
                     Precision::F64 => 1e-10,
                     Precision::F32 => 1e-5,
                     Precision::Tf32 | Precision::F16 => 1e-2,
                 };
-                let what = format!("{case}: {method} solution");
+                let what = format!("{case}: {method} solution ({coupling} coupling)");
                 common::outputs::record(&what, precision, bound, &x);
                 (max_relative_difference(&x, &p.reference, n), x)
             };
-            let (e64, x64) = error(Precision::F64);
-            let (e32, _) = error(Precision::F32);
-            let (e16, _) = error(Precision::F16);
-            let (etf, _) = error(Precision::Tf32);
+            let element = Coupling::default();
+            let (e64, x64) = error((Precision::F64, element));
+            let (e32, _) = error((Precision::F32, element));
+            let (e16, _) = error((Precision::F16, element));
+            let (etf, _) = error((Precision::Tf32, element));
+            let (csr64, x_csr) = error((Precision::F64, Coupling::Csr));
+            let (csr16, _) = error((Precision::F16, Coupling::Csr));
+            let couplings = max_relative_difference(&x_csr, &x64, n);
             println!(
-                "{case}: {method} errors f64 {e64:.2e}, f32 {e32:.2e}, tf32 {etf:.2e}, f16 {e16:.2e}"
+                "{case}: {method} errors f64 {e64:.2e}, f32 {e32:.2e}, tf32 {etf:.2e}, f16 {e16:.2e}; csr coupling f64 {csr64:.2e} (differs by {couplings:.2e}), f16 {csr16:.2e}"
             );
+            assert!(
+                couplings < 1e-12,
+                "{case}: {method} couplings differ by {couplings:e}"
+            );
+            assert!(csr64 < 1e-10, "{case}: {method} csr f64 {csr64:e}");
+            assert!(csr16 < 1e-2, "{case}: {method} csr f16 {csr16:e}");
             assert!(e64 < 1e-10, "{case}: {method} f64 {e64:e}");
             assert!(e32 < 1e-5, "{case}: {method} f32 {e32:e}");
             assert!(
@@ -317,10 +328,14 @@ fn methods_match_the_reference_in_every_precision<D: PscDevice>(dev: &D) {
                 let d = max_relative_difference(&x64, &m1_solution, n);
                 assert!(d < 1e-10, "{case}: {method} differs from M1 by {d:e}");
             }
-            for precision in [Precision::F32, Precision::Tf32, Precision::F16] {
-                let (iterations, residual) = refined(dev, &setup, precision, &p);
+            let runs = [Precision::F32, Precision::Tf32, Precision::F16]
+                .map(|p| (p, element))
+                .into_iter()
+                .chain([(Precision::F16, Coupling::Csr)]);
+            for (precision, coupling) in runs {
+                let (iterations, residual) = refined(dev, &setup, (precision, coupling), &p);
                 println!(
-                    "{case}: PSC-IR around {method} in {precision}: {iterations} iterations, residual {residual:.2e}"
+                    "{case}: PSC-IR around {method} in {precision} ({coupling}): {iterations} iterations, residual {residual:.2e}"
                 );
                 assert!(
                     residual <= 1e-10,
@@ -341,7 +356,13 @@ fn methods_match_the_reference_in_every_precision<D: PscDevice>(dev: &D) {
 fn m3_iterations_follow_the_condition_number<D: PscDevice>(dev: &D) {
     let p = problem(Element::Q1, 16, 4, 4);
     let setup = p.setup(PscMethod::M3);
-    let (x, iterations) = solve_alone(dev, &setup, Precision::F64, &p, 1e-10);
+    let (x, iterations) = solve_alone(
+        dev,
+        &setup,
+        (Precision::F64, Coupling::default()),
+        &p,
+        1e-10,
+    );
     let bound = (0.5 * 14.5f64.sqrt() * (2.0 / 1e-10f64).ln()).ceil() as usize;
     let error = max_relative_difference(&x, &p.reference, p.stiffness.nrows());
     println!(
@@ -363,7 +384,7 @@ fn unrepresentable_operators_and_unconverged_cg_are_refused<D: PscDevice>(dev: &
     let e = pi_inv.nrows();
     pi_inv[(3, 5)] = 1.0e6;
     pi_inv[(1, e - 1)] = -2.0e6;
-    let err = PscOperator::new(dev, &setup, Precision::F16)
+    let err = PscOperator::new(dev, &setup, Precision::F16, Coupling::default())
         .err()
         .expect("overflow is refused")
         .to_string();
@@ -374,7 +395,13 @@ fn unrepresentable_operators_and_unconverged_cg_are_refused<D: PscDevice>(dev: &
     assert!(err.contains(&format!("entry {} ", 5 * e + 3)), "{err}");
 
     let p = problem(Element::Q1, 4, 3, 2);
-    let mut op = PscOperator::new(dev, &p.setup(PscMethod::M3), Precision::F64).unwrap();
+    let mut op = PscOperator::new(
+        dev,
+        &p.setup(PscMethod::M3),
+        Precision::F64,
+        Coupling::default(),
+    )
+    .unwrap();
     op.set_inner_cg(InnerCg::alone(1e-12, 2));
     let n = p.stiffness.nrows();
     let b = Block::from_f64(dev, &p.rhs, n, 2, Precision::F64, Layout::ColMajor).unwrap();
@@ -442,8 +469,20 @@ fn setup_inverts_on_the_device_it_is_given() {
         let on_host = PscSetup::new(Element::Q1, 4, 3, method).unwrap();
         let p = problem(Element::Q1, 4, 3, 3);
         let n = p.stiffness.nrows();
-        let (x_device, _) = solve_alone(&Cpu::new(), &on_device, Precision::F64, &p, 1e-12);
-        let (x_host, _) = solve_alone(&Cpu::new(), &on_host, Precision::F64, &p, 1e-12);
+        let (x_device, _) = solve_alone(
+            &Cpu::new(),
+            &on_device,
+            (Precision::F64, Coupling::default()),
+            &p,
+            1e-12,
+        );
+        let (x_host, _) = solve_alone(
+            &Cpu::new(),
+            &on_host,
+            (Precision::F64, Coupling::default()),
+            &p,
+            1e-12,
+        );
         let d = max_relative_difference(&x_device, &x_host, n);
         assert!(
             d < 1e-13,

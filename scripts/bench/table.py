@@ -221,6 +221,7 @@ PSC = View(
                 C("h0", "n0", "1/{}"),
                 C("Nrhs", "nrhs"),
                 C("precision"),
+                C("coupling"),
                 C("set-up s", "setup_seconds, ' (cache)' if setup_from_cache else ''", "{:.1f}{}"),
                 C("solve s", "solve_seconds", "{:.4f}"),
                 C("MDof/s", "mdofs", "{:.1f}"),
@@ -595,7 +596,7 @@ STAGE_HEADERS = ["set-up", "rhs", "solve", "verify", "I/O", "idle"]
 
 
 def psc_stages(paths):
-    """bench psc --stages rows: per row (h, precision, columns) each stage of the apply,
+    """bench psc --stages rows: per row (h, precision, coupling, columns) each stage of the apply,
     measured beside its model (compulsory bytes at the run's memory bandwidth, counted flops
     at its GEMM peak), and the apply as a whole."""
     rows = []
@@ -607,10 +608,11 @@ def psc_stages(paths):
                                          for k in ("seconds", "bytes", "flops", "model_seconds")}}]
         for s in stages + total:
             rows.append({"n": r["n"], "precision": r["precision"], "nrhs": r["nrhs"],
+                         "coupling": r.get("coupling"),
                          "refine": "PSC-IR" if r.get("refine_steps") is not None else "M1",
                          "memory": r["triad_gbs"], "peak": r["gemm_peak_gflops"], **s})
     print_table(
-        [C("h", "n", "1/{}"), C("precision"), C("Nrhs", "nrhs"), C("solve", "refine"),
+        [C("h", "n", "1/{}"), C("precision"), C("coupling"), C("Nrhs", "nrhs"), C("solve", "refine"),
          C("stage"), C("measured ms", "1e3 * seconds", "{:.3f}"), C("MB", "bytes / 1e6", "{:.1f}"),
          C("GFLOP", "flops / 1e9", "{:.2f}"), C("model ms", "1e3 * model_seconds", "{:.3f}"),
          C("model / measured", "100 * model_seconds / seconds", "{:.0f} %"),

@@ -21,8 +21,8 @@ use crate::linalg::LinOp;
 use crate::mesh::{unit_square_refined, Element};
 use crate::precision::Precision;
 use crate::psc::{
-    class_counts, estimated_bytes, refinement_levels, InnerCg, OperatorCache, PscIr, PscIrParams,
-    PscMethod, PscOperator, PscSetup, SetupKey, HOST_SOLVE_VECTORS,
+    class_counts, estimated_bytes, refinement_levels, Coupling, InnerCg, OperatorCache, PscIr,
+    PscIrParams, PscMethod, PscOperator, PscSetup, SetupKey, HOST_SOLVE_VECTORS,
 };
 use crate::reference::CholeskySolver;
 use crate::sparse::Csr;
@@ -35,6 +35,8 @@ pub struct PscBenchParams {
     pub nrhs: usize,
     pub precision: Precision,
     pub method: PscMethod,
+    /// How the apply multiplies by D.
+    pub coupling: Coupling,
     /// M3's CG tolerance (None: rtol/10 alone, `InnerCg::inner`'s default with `refine`).
     pub cg_rtol: Option<f64>,
     /// Reuse (or fill) an operator cache instead of timing a fresh set-up.
@@ -65,6 +67,8 @@ pub struct PscBenchResult {
     pub n0: usize,
     pub nrhs: usize,
     pub precision: &'static str,
+    /// How the apply multiplied by D (csr or element).
+    pub coupling: &'static str,
     pub unknowns: usize,
     /// Set-up (or cache load) seconds, and which of the two it was.
     pub setup_seconds: f64,
@@ -320,7 +324,7 @@ fn run<D: PscDevice>(
     setup_seconds: f64,
     from_cache: bool,
 ) -> Result<PscBenchResult> {
-    let mut op = PscOperator::new(&dev, setup, params.precision)?;
+    let mut op = PscOperator::new(&dev, setup, params.precision, params.coupling)?;
     let cg = InnerCg::configured(
         params.refine.is_some(),
         params.precision,
@@ -499,6 +503,7 @@ fn run<D: PscDevice>(
         n0: params.n0,
         nrhs,
         precision: params.precision.name(),
+        coupling: params.coupling.name(),
         unknowns: n_unknowns,
         setup_seconds,
         setup_from_cache: from_cache,
@@ -573,19 +578,20 @@ fn check_memory(params: &PscBenchParams, levels: usize, on_gpu: bool) -> Result<
     Ok(())
 }
 
-/// A row per precision and block width (`params`' own two ignored) after one set-up (or
-/// cache load), each handed to `row` as soon as it is measured; the set-up seconds are
-/// reported in every row.
+/// A row per precision, coupling and block width (`params`' own three ignored) after one
+/// set-up (or cache load), each handed to `row` as soon as it is measured; the set-up
+/// seconds are reported in every row.
 pub fn bench_psc(
     params: &PscBenchParams,
     precisions: &[Precision],
+    couplings: &[Coupling],
     widths: &[usize],
     mut row: impl FnMut(PscBenchResult),
 ) -> Result<()> {
     let levels = refinement_levels(params.n, params.n0)?;
-    if widths.contains(&0) || widths.is_empty() || precisions.is_empty() {
+    if widths.contains(&0) || widths.is_empty() || precisions.is_empty() || couplings.is_empty() {
         return Err(Error::InvalidInput(
-            "--nrhs and --precision need at least one value, and --nrhs values of at least 1"
+            "--nrhs, --precision and --coupling need at least one value, and --nrhs values of at least 1"
                 .into(),
         ));
     }
@@ -640,7 +646,13 @@ pub fn bench_psc(
                     from_cache,
                 )
             };
-            precision_groups(params, precisions, widths, &ceilings, rows, &mut row)
+            precision_groups(
+                params,
+                (precisions, couplings, widths),
+                &ceilings,
+                rows,
+                &mut row,
+            )
         }
         Some(dev) => {
             let gemm = |p| {
@@ -663,7 +675,13 @@ pub fn bench_psc(
                     from_cache,
                 )
             };
-            precision_groups(params, precisions, widths, &ceilings, rows, &mut row)
+            precision_groups(
+                params,
+                (precisions, couplings, widths),
+                &ceilings,
+                rows,
+                &mut row,
+            )
         }
     }
 }
@@ -672,19 +690,20 @@ pub fn bench_psc(
 /// counts (on a shared machine one measurement may fall into a slow phase).
 fn precision_groups(
     params: &PscBenchParams,
-    precisions: &[Precision],
-    widths: &[usize],
+    (precisions, couplings, widths): (&[Precision], &[Coupling], &[usize]),
     ceilings: &Ceilings<'_>,
     run: impl Fn(&PscBenchParams) -> Result<PscBenchResult>,
     row: &mut impl FnMut(PscBenchResult),
 ) -> Result<()> {
     for &precision in precisions {
         let before = ceilings.measure(precision);
-        let results = widths
+        let results = couplings
             .iter()
-            .map(|&nrhs| {
+            .flat_map(|&coupling| widths.iter().map(move |&nrhs| (coupling, nrhs)))
+            .map(|(coupling, nrhs)| {
                 run(&PscBenchParams {
                     precision,
+                    coupling,
                     nrhs,
                     ..params.clone()
                 })
@@ -713,8 +732,8 @@ pub fn print(r: &PscBenchResult, json: bool) {
         return;
     }
     println!(
-        "{} {} h = 1/{}, h0 = 1/{}, {} right-hand side(s), {} on {}",
-        r.method, r.element, r.n, r.n0, r.nrhs, r.precision, r.device
+        "{} {} h = 1/{}, h0 = 1/{}, {} right-hand side(s), {}, {} coupling, on {}",
+        r.method, r.element, r.n, r.n0, r.nrhs, r.precision, r.coupling, r.device
     );
     let source = if r.setup_from_cache {
         "loaded from cache"
@@ -840,6 +859,7 @@ pub fn report(a: &PscBenchArgs) -> Result<()> {
         nrhs: a.nrhs.first().copied().unwrap_or(1),
         precision: precisions.first().copied().unwrap_or(Precision::F32),
         method: a.method,
+        coupling: a.coupling.first().copied().unwrap_or_default(),
         cg_rtol: a.cg_rtol,
         cache_dir: a.cache_dir.clone(),
         backend: a.backend,
@@ -850,5 +870,7 @@ pub fn report(a: &PscBenchArgs) -> Result<()> {
         stages: a.stages,
         gemm_size: a.gemm_size,
     };
-    bench_psc(&params, &precisions, &a.nrhs, |r| print(&r, a.json))
+    bench_psc(&params, &precisions, &a.coupling, &a.nrhs, |r| {
+        print(&r, a.json)
+    })
 }

@@ -129,6 +129,11 @@ fn operator_settings(settings: &mut Settings, prefix: &str, op: &OperatorSpec) {
     if let Some(cg_rtol) = solver.cg_rtol {
         set("solver.cg_rtol", format!("{cg_rtol:e}"));
     }
+    // The coupling changes solutions in their last bits; only when not the default, so
+    // plans written before the setting existed stay valid.
+    if solver.method.is_psc() && solver.coupling != crate::psc::Coupling::default() {
+        set("solver.coupling", solver.coupling.name().into());
+    }
     if let Some(mg) = &solver.mg {
         set("solver.schedule", crate::mg::schedule_name(&mg.schedule));
         set("solver.smoother", mg.smoother_name.clone());

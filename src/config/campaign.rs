@@ -402,6 +402,7 @@ fn expand_study(
                         raw.solver.cg_rtol = None;
                     }
                     if !is_psc {
+                        raw.solver.coupling = None;
                         raw.solver.cache = None;
                         raw.solver.cache_dir = None;
                     }

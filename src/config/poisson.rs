@@ -103,6 +103,7 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
         ));
     }
     let cg_rtol = psc::cg_rtol(raw, method, &mut problems);
+    let coupling = psc::coupling(raw, method, &mut problems);
     if raw.solver.cache_dir.as_deref() == Some("") {
         problems.push(problem("solver.cache_dir", "is empty"));
     }
@@ -163,6 +164,7 @@ pub(super) fn validate(raw: &RawConfig, source: &str) -> Result<RunConfig, Probl
                     },
                     max_iterations: max_iterations as usize,
                     cg_rtol,
+                    coupling,
                     cache_dir,
                     mg,
                 },

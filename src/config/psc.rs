@@ -9,6 +9,7 @@ use super::spec::Method;
 use super::{problem, Problems};
 use crate::mesh::{Element, MeshKind, RefinedDomain};
 use crate::precision::Precision;
+use crate::psc::Coupling;
 
 /// psc-m*: a unit-square mesh refined from h0 with coarse interior nodes, or a refined
 /// domain whose macro elements hold interior nodes.
@@ -99,6 +100,32 @@ pub(super) fn cache_dir(raw: &RawConfig, method: Method, output: &Path) -> Optio
         ),
         _ => None,
     }
+}
+
+/// solver.coupling: how a psc method's apply multiplies by D (`element` or `csr`; the
+/// same solutions to rounding); refused for other methods.
+pub(super) fn coupling(
+    raw: &RawConfig,
+    method: Option<Method>,
+    problems: &mut Problems,
+) -> Coupling {
+    let Some(given) = raw.solver.coupling.as_deref() else {
+        return Coupling::default();
+    };
+    if method.is_some_and(|m| !m.is_psc()) {
+        problems.push(problem(
+            "solver.coupling",
+            "applies to the psc methods only (psc-m1, psc-m2, psc-m3)",
+        ));
+        return Coupling::default();
+    }
+    given.parse().unwrap_or_else(|_| {
+        problems.push(problem(
+            "solver.coupling",
+            format!("{given:?} (allowed: element, csr)"),
+        ));
+        Coupling::default()
+    })
 }
 
 /// solver.cg_rtol: psc-m3's CG tolerance, in (0, 1); refused for other methods.

@@ -60,6 +60,7 @@ pub struct RawSolver {
     pub krylov: Option<String>,
     pub cycle_columns: Option<RawColumns>,
     pub cg_rtol: Option<f64>,
+    pub coupling: Option<String>,
     pub refine: Option<bool>,
     pub nrhs: Option<i64>,
     pub rtol: Option<f64>,

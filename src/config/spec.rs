@@ -85,6 +85,8 @@ pub struct SolverSpec {
     /// psc-m3: CG stops a column at ‖r‖₂ ≤ cg_rtol·‖r₀‖₂ on the prehandled C/E system
     /// (None: rtol/10 alone, the default of `psc::InnerCg::inner` inside PSC-IR).
     pub cg_rtol: Option<f64>,
+    /// psc-m*: how the apply multiplies by D (docs/mathematics.md §3).
+    pub coupling: crate::psc::Coupling,
     /// An iterative method stops a column when ‖b − Ax‖₂ ≤ max(rtol·‖b‖₂, atol), or after
     /// `max_iterations`.
     pub rtol: f64,

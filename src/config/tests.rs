@@ -697,6 +697,58 @@ fn psc_methods_and_the_cg_tolerance() {
     assert_eq!(tolerances, [None, None, Some(1e-5)]);
 }
 
+/// solver.coupling: element by default, csr when asked, for the psc methods only; a
+/// study over methods drops it for the others.
+#[test]
+fn psc_coupling() {
+    use crate::psc::Coupling;
+    let config = |method: &str, extra: &str| {
+        format!(
+            "[mesh]\nn = 64\nh0 = 0.125\n[solver]\nmethod = \"{method}\"\n{extra}[output]\npath = \"x.h5\"\n"
+        )
+    };
+    assert_eq!(
+        parse(&config("psc-m1", ""), "t").unwrap().solver.coupling,
+        Coupling::Element
+    );
+    let c = parse(&config("psc-m3", "coupling = \"csr\"\n"), "t").unwrap();
+    assert_eq!(c.solver.coupling, Coupling::Csr);
+    for (method, extra, says) in [
+        (
+            "psc-m1",
+            "coupling = \"dense\"\n",
+            "\"dense\" (allowed: element, csr)",
+        ),
+        ("mg", "coupling = \"csr\"\n", "psc methods only"),
+        ("cholesky", "coupling = \"csr\"\n", "psc methods only"),
+    ] {
+        let p = problems(&config(method, extra));
+        assert!(
+            p.iter()
+                .any(|p| p.key == "solver.coupling" && p.message.contains(says)),
+            "{method} {extra}: {p:?}"
+        );
+    }
+    let study = "[mesh]\nn = 64\nh0 = 0.125\n[solver]\nmethod = \"psc-m1\"\ncoupling = \"csr\"\n\
+                 [campaign]\nrhs = \"study\"\ndirectory = \"d\"\n\
+                 [campaign.study]\nk = [1]\nmethod = [\"psc-m1\", \"mg\"]\n";
+    let c = parse(study, "t").unwrap();
+    let couplings: Vec<_> = c
+        .campaign
+        .unwrap()
+        .operators
+        .iter()
+        .map(|o| (o.solver.method, o.solver.coupling))
+        .collect();
+    assert_eq!(
+        couplings,
+        [
+            (Method::PscM1, Coupling::Csr),
+            (Method::Mg, Coupling::Element)
+        ]
+    );
+}
+
 #[test]
 fn tf32_is_a_psc_precision_only() {
     let c = parse(

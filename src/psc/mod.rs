@@ -7,6 +7,7 @@
 
 pub(crate) mod cache;
 mod choice;
+mod coupling;
 mod error;
 mod hierarchical;
 mod info;
@@ -20,6 +21,7 @@ pub use cache::{CacheOutcome, InverseCheck, OperatorCache, SetupKey, UncheckedIn
 pub use choice::{
     cheapest, coarse_level_cost, coarse_level_costs, report_coarse_levels, CoarseLevelCost,
 };
+pub use coupling::Coupling;
 pub use error::{PscError, PscFailure};
 pub use hierarchical::HierarchicalBasis;
 pub use info::{

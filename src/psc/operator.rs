@@ -10,6 +10,9 @@
 //!   applied as E p − D C⁻¹ Dᵀ p − Bᵀ(B p) (never formed; κ(Π) ≤ κ of the C/E system).
 //!   Block CG: one Krylov iteration for all columns, per-column scalars.
 //!
+//! D is applied as [`Coupling`] says: sparse D and Dᵀ around two C⁻¹ products, or per macro
+//! element inside them (psc/coupling.rs).
+//!
 //! Every dense product is one GEMM over the whole block (C⁻¹ group-wise, with the I part
 //! of a group reshaped to one column per macro element and right-hand side); for a single
 //! right-hand side the products with the dense inverses are streaming GEMVs instead.
@@ -17,6 +20,7 @@
 //! compute precision, rounded to S only where they are a GEMM operand (f16). The workspace
 //! is allocated by [`LinOp::prepare`]: the apply allocates nothing.
 
+use super::coupling::{Coupling, LocalCoupling};
 use super::{HierarchicalBasis, PscMethod, PscSetup, Schur};
 use crate::device::psc::{i_slots, Classes, PADDING_SLOT};
 use bytemuck::Pod;
@@ -31,17 +35,27 @@ use crate::precision::{convert_checked, GemmMath, Precision};
 use crate::sparse::{Csr, SparseRows};
 
 /// A group's I slots: `count` macro elements of `size` unknowns, each in `slots` ≥ `size`
-/// slots (padded, [`i_slots`]), from slot `offset` on.
+/// slots (padded, [`i_slots`]) followed, with [`Coupling::Element`], by `boundary` slots
+/// for its `boundary_size` boundary positions; from slot `offset` on.
 #[derive(Clone, Copy, Debug)]
 struct GroupLayout {
     offset: usize,
     size: usize,
     slots: usize,
+    boundary_size: usize,
+    boundary: usize,
     count: usize,
 }
 
+impl GroupLayout {
+    /// Slots per macro element.
+    fn stride(&self) -> usize {
+        self.slots + self.boundary
+    }
+}
+
 /// The I numbering of the device: each macro element's unknowns followed by its padding
-/// slots.
+/// slots (and its boundary slots, which the gather fills with zeros like padding).
 struct SlotLayout {
     groups: Vec<GroupLayout>,
     /// The slot of each I entry of the set-up.
@@ -52,7 +66,8 @@ struct SlotLayout {
 }
 
 impl SlotLayout {
-    fn of(parts: &Parts) -> Self {
+    /// `boundary_sizes`: each group's boundary positions (none for [`Coupling::Csr`]).
+    fn of(parts: &Parts, boundary_sizes: &[usize]) -> Self {
         let mut layout = SlotLayout {
             groups: Vec::new(),
             slot_of: Vec::with_capacity(parts.i_dofs.len()),
@@ -60,21 +75,26 @@ impl SlotLayout {
             scale: Vec::new(),
         };
         let mut entries = parts.i_dofs.iter().zip(&parts.scale_i);
-        for &(size, count) in &parts.group_sizes {
+        for (g, &(size, count)) in parts.group_sizes.iter().enumerate() {
             let slots = i_slots(size);
-            layout.groups.push(GroupLayout {
+            let boundary_size = boundary_sizes.get(g).copied().unwrap_or(0);
+            let boundary = i_slots(boundary_size);
+            let group = GroupLayout {
                 offset: layout.dofs.len(),
                 size,
                 slots,
+                boundary_size,
+                boundary,
                 count,
-            });
+            };
+            layout.groups.push(group);
             for _ in 0..count {
                 for (&dof, &scale) in entries.by_ref().take(size) {
                     layout.slot_of.push(layout.dofs.len());
                     layout.dofs.push(dof);
                     layout.scale.push(scale);
                 }
-                let end = layout.dofs.len() + slots - size;
+                let end = layout.dofs.len() + group.stride() - size;
                 layout.dofs.resize(end, PADDING_SLOT);
                 layout.scale.resize(end, 0.0);
             }
@@ -200,7 +220,7 @@ pub(super) fn dense_col_major(m: &faer::Mat<f64>) -> Vec<f64> {
 /// represent next to that entry anyway (on meshes with nearly right angles, couplings of
 /// 1e-10 relative occur). Overflow, non-finite values and the flush of a larger entry are
 /// errors naming the operator.
-fn convert_values<S: Storage>(what: &str, data: &[f64]) -> Result<Vec<S>> {
+pub(super) fn convert_values<S: Storage>(what: &str, data: &[f64]) -> Result<Vec<S>> {
     let negligible = S::PRECISION.unit_roundoff() * max_abs(data);
     let mut out = vec![S::default(); data.len()];
     convert_into(what, negligible, data, 0, &mut out)?;
@@ -331,6 +351,11 @@ struct Workspace<D: PscDevice> {
     stats: Stats<D>,
 }
 
+/// Bytes of a list of device arrays.
+fn all_bytes<D: PscDevice>(arrays: &[Data<D>]) -> usize {
+    arrays.iter().map(Data::bytes).sum()
+}
+
 /// A method's own operators on the device.
 enum SchurOps<D: PscDevice> {
     M1 {
@@ -342,6 +367,41 @@ enum SchurOps<D: PscDevice> {
     },
     M3 {
         e: CsrMatrix<D>,
+    },
+}
+
+/// The per-group products of an apply.
+#[derive(Clone, Copy, Debug)]
+enum GroupProduct {
+    /// C_g⁻¹ on the I slots ([`Coupling::Csr`]).
+    CInv,
+    /// D̂_g C_g⁻¹ = W_gᵀ from the I slots into the boundary slots.
+    LocalD,
+    /// [C_g⁻¹ | W_g] from the I and boundary slots into the I slots.
+    LocalSolve,
+    /// Z_g = D̂_g C_g⁻¹ D̂_gᵀ on the boundary slots (M3).
+    LocalSchur,
+}
+
+/// How the apply multiplies by D ([`Coupling`]), with the C_g⁻¹ products.
+enum CouplingOps<D: PscDevice> {
+    Csr {
+        /// C_g⁻¹ per group (slots², zero in the padding).
+        c_inv: Vec<Data<D>>,
+        d: CsrMatrix<D>,
+        dt: CsrMatrix<D>,
+        nnz: usize,
+    },
+    Element {
+        /// [C_g⁻¹ | W_g] per group, W_g = C_g⁻¹ D̂_gᵀ (slots × (slots + boundary slots)).
+        m: Vec<Data<D>>,
+        /// M3: Z_g = D̂_g W_g per group (boundary slots², empty for M1 and M2).
+        z: Vec<Data<D>>,
+        /// x ↦ s_∂m ∘ x_∂m into every macro element's boundary slots.
+        gather: CsrMatrix<D>,
+        /// The transpose: the macro elements' boundary values summed into E.
+        assemble: CsrMatrix<D>,
+        nnz: usize,
     },
 }
 
@@ -424,11 +484,18 @@ pub struct ApplyCounts {
 /// [`PscOperator::stage_costs`] name them.
 pub mod stage {
     pub const GATHER: &str = "Sᵀ b, gather";
+    /// C_INV_B, D, DT, C_INV_R: with [`super::Coupling::Csr`].
     pub const C_INV_B: &str = "C⁻¹ b_I";
     pub const D: &str = "D";
     pub const SCHUR: &str = "C/E system";
     pub const DT: &str = "b_I − Dᵀx_E";
     pub const C_INV_R: &str = "C⁻¹ r_I";
+    /// LOCAL_D, ASSEMBLE, BOUNDARY, LOCAL_SOLVE: the same four with
+    /// [`super::Coupling::Element`].
+    pub const LOCAL_D: &str = "D̂C⁻¹ b_I";
+    pub const ASSEMBLE: &str = "assemble g";
+    pub const BOUNDARY: &str = "[b_I; −x_∂]";
+    pub const LOCAL_SOLVE: &str = "[C⁻¹ W] r";
     pub const SCATTER: &str = "scatter, S";
     pub const STATISTICS: &str = "statistics";
 }
@@ -445,11 +512,8 @@ pub struct PscOperator<D: PscDevice> {
     classes: Classes<D>,
     schur: SchurOps<D>,
     b: Data<D>,
-    c_inv: Vec<Data<D>>,
     groups: Vec<GroupLayout>,
-    d: CsrMatrix<D>,
-    dt: CsrMatrix<D>,
-    d_nnz: usize,
+    coupling: CouplingOps<D>,
     cg: InnerCg,
     /// CG iterations of the last apply (M3).
     last_iterations: usize,
@@ -462,11 +526,16 @@ pub struct PscOperator<D: PscDevice> {
 impl<D: PscDevice> PscOperator<D> {
     /// The method of an f64 set-up in precision `precision` (TF32: stored in f32); values
     /// out of its range are an error naming the operator.
-    pub fn new(dev: &D, setup: &PscSetup, precision: Precision) -> Result<Self> {
+    pub fn new(
+        dev: &D,
+        setup: &PscSetup,
+        precision: Precision,
+        coupling: Coupling,
+    ) -> Result<Self> {
         let mut op = match precision.storage() {
-            Precision::F16 => Self::upload(dev, PscHost::<half::f16>::new(setup)?),
-            Precision::F64 => Self::upload(dev, PscHost::<f64>::new(setup)?),
-            _ => Self::upload(dev, PscHost::<f32>::new(setup)?),
+            Precision::F16 => Self::upload(dev, PscHost::<half::f16>::new(setup)?, coupling),
+            Precision::F64 => Self::upload(dev, PscHost::<f64>::new(setup)?, coupling),
+            _ => Self::upload(dev, PscHost::<f32>::new(setup)?, coupling),
         }?;
         op.multiply_in(precision.gemm_math())?;
         Ok(op)
@@ -485,8 +554,9 @@ impl<D: PscDevice> PscOperator<D> {
         Ok(())
     }
 
-    /// The operators already in their storage precision (converted or from the cache).
-    pub fn upload<S: Storage>(dev: &D, host: PscHost<S>) -> Result<Self> {
+    /// The operators already in their storage precision (converted or from the cache),
+    /// applying D as `coupling` says.
+    pub fn upload<S: Storage>(dev: &D, host: PscHost<S>, coupling: Coupling) -> Result<Self> {
         let PscHost {
             parts,
             schur,
@@ -495,9 +565,63 @@ impl<D: PscDevice> PscOperator<D> {
             dt,
         } = host;
         let compute = S::PRECISION.compute();
-        let slots = SlotLayout::of(&parts);
-        let dt = slots.pad_rows(dt)?;
-        let d = dt.transpose();
+        let (slots, coupling) = match coupling {
+            Coupling::Csr => {
+                let slots = SlotLayout::of(&parts, &[]);
+                let dt = slots.pad_rows(dt)?;
+                let d = dt.transpose();
+                let ops = CouplingOps::Csr {
+                    c_inv: c_inv
+                        .into_iter()
+                        .zip(&slots.groups)
+                        .map(|(c, g)| Data::from_owned(dev, SlotLayout::pad_inverse(c, g)))
+                        .collect::<Result<_>>()?,
+                    nnz: d.nnz(),
+                    d: CsrMatrix::upload(dev, &d)?,
+                    dt: CsrMatrix::upload(dev, &dt)?,
+                };
+                (slots, ops)
+            }
+            Coupling::Element => {
+                let local = LocalCoupling::of(&parts.group_sizes, &parts.scale_e, &dt);
+                drop(dt);
+                log::info!(
+                    "PSC: D per macro element, boundary positions per group {:?}",
+                    local.boundary_sizes()
+                );
+                let slots = SlotLayout::of(&parts, &local.boundary_sizes());
+                let with_z = matches!(schur, SchurHost::M3 { .. });
+                let (mut m, mut z) = (Vec::new(), Vec::new());
+                for (g, (layout, c)) in slots.groups.iter().zip(&c_inv).enumerate() {
+                    let shape = (layout.size, layout.slots, layout.boundary);
+                    let (mg, zg) = local.operators(g, c, shape, with_z)?;
+                    m.push(Data::from_owned(dev, HostArray::from(mg))?);
+                    z.push(Data::from_owned(dev, HostArray::from(zg))?);
+                }
+                drop(c_inv);
+                // The k-th macro element's boundary slots, group by group.
+                let firsts: Vec<usize> = slots
+                    .groups
+                    .iter()
+                    .flat_map(|g| (0..g.count).map(move |j| g.offset + j * g.stride() + g.slots))
+                    .collect();
+                let gather = local.gather::<S>(
+                    slots.dofs.len(),
+                    parts.e_dofs.len(),
+                    &parts.scale_e,
+                    |k| firsts[k],
+                )?;
+                let assemble = gather.transpose();
+                let ops = CouplingOps::Element {
+                    m,
+                    z,
+                    nnz: gather.nnz(),
+                    gather: CsrMatrix::upload(dev, &gather)?,
+                    assemble: CsrMatrix::upload(dev, &assemble)?,
+                };
+                (slots, ops)
+            }
+        };
         let schur = match schur {
             SchurHost::M1 { pi_inv } => SchurOps::M1 {
                 pi_inv: Data::from_owned(dev, pi_inv)?,
@@ -528,15 +652,8 @@ impl<D: PscDevice> PscOperator<D> {
             )?,
             schur,
             b: Data::from_owned(dev, b)?,
-            c_inv: c_inv
-                .into_iter()
-                .zip(&slots.groups)
-                .map(|(c, g)| Data::from_owned(dev, SlotLayout::pad_inverse(c, g)))
-                .collect::<Result<_>>()?,
             groups: slots.groups,
-            d_nnz: d.nnz(),
-            d: CsrMatrix::upload(dev, &d)?,
-            dt: CsrMatrix::upload(dev, &dt)?,
+            coupling,
             precision: S::PRECISION,
             math: GemmMath::Full,
             cg: InnerCg::default(),
@@ -546,6 +663,14 @@ impl<D: PscDevice> PscOperator<D> {
             dev: dev.clone(),
             ws: None,
         })
+    }
+
+    /// How the operator applies D.
+    pub fn coupling(&self) -> Coupling {
+        match self.coupling {
+            CouplingOps::Csr { .. } => Coupling::Csr,
+            CouplingOps::Element { .. } => Coupling::Element,
+        }
     }
 
     pub fn method(&self) -> PscMethod {
@@ -634,7 +759,17 @@ impl<D: PscDevice> PscOperator<D> {
             } => lambda_inv.bytes() + theta_inv.bytes(),
             SchurOps::M3 { e } => e.bytes(),
         };
-        schur + self.b.bytes() + self.c_inv_bytes() + self.d.bytes() + self.dt.bytes()
+        let coupling = match &self.coupling {
+            CouplingOps::Csr { c_inv, d, dt, .. } => all_bytes(c_inv) + d.bytes() + dt.bytes(),
+            CouplingOps::Element {
+                m,
+                z,
+                gather,
+                assemble,
+                ..
+            } => all_bytes(m) + all_bytes(z) + gather.bytes() + assemble.bytes(),
+        };
+        schur + self.b.bytes() + coupling
     }
 
     /// Bytes of the stored operators one apply on `nrhs` columns reads: all of them, but
@@ -653,17 +788,22 @@ impl<D: PscDevice> PscOperator<D> {
             }
     }
 
-    /// Operations of one C⁻¹ product per right-hand side.
-    fn c_inv_flops(&self) -> f64 {
+    /// Operations per right-hand side of one product of every group's `rows` × `cols`
+    /// operator with its macro elements, the sizes unpadded.
+    fn group_flops(&self, shape: impl Fn(&GroupLayout) -> (usize, usize)) -> f64 {
         self.groups
             .iter()
-            .map(|g| 2.0 * (g.size * g.size * g.count) as f64)
+            .map(|g| {
+                let (rows, cols) = shape(g);
+                2.0 * (rows * cols * g.count) as f64
+            })
             .sum()
     }
 
-    /// Bytes of the C_g⁻¹ of every group.
-    fn c_inv_bytes(&self) -> usize {
-        self.c_inv.iter().map(Data::bytes).sum()
+    /// Slots per right-hand side of every macro element's `part` (its I or boundary
+    /// slots).
+    fn group_slots(&self, part: impl Fn(&GroupLayout) -> usize) -> usize {
+        self.groups.iter().map(|g| part(g) * g.count).sum()
     }
 
     /// Bytes of a symmetric dense inverse one product on `nrhs` columns must read: all of
@@ -700,9 +840,96 @@ impl<D: PscDevice> PscOperator<D> {
         };
         let (n, nc_f, ne_f) = (self.n, nc as f64, ne as f64);
         let classes = self.classes.bytes() as f64;
-        let c_inv = self.c_inv_bytes() as f64;
         let b = self.b.bytes() as f64;
-        let d_flops = 2.0 * self.d_nnz as f64;
+        // The four coupling stages, and what one application of D C⁻¹ Dᵀ in M3's CG reads
+        // (operators, then I or boundary slots of its vectors) and computes.
+        let (coupling, (pi_operators, pi_slots, pi_flops)) = match &self.coupling {
+            CouplingOps::Csr { c_inv, d, dt, nnz } => {
+                let c_inv_bytes = all_bytes(c_inv) as f64;
+                let c_inv_flops = self.group_flops(|g| (g.size, g.size));
+                let d_flops = 2.0 * *nnz as f64;
+                (
+                    [
+                        (
+                            stage::C_INV_B,
+                            cost(block(2 * slots) + c_inv_bytes, c_inv_flops),
+                        ),
+                        (
+                            stage::D,
+                            cost(block(slots + ne) + d.bytes() as f64, d_flops),
+                        ),
+                        // r_I = b_I − Dᵀ x_E written as the next product's operand.
+                        (
+                            stage::DT,
+                            cost(
+                                block(ne + slots) + operand(slots) + dt.bytes() as f64,
+                                d_flops,
+                            ),
+                        ),
+                        (
+                            stage::C_INV_R,
+                            cost(block(slots) + operand(slots) + c_inv_bytes, c_inv_flops),
+                        ),
+                    ],
+                    (
+                        (dt.bytes() + d.bytes()) as f64 + c_inv_bytes,
+                        slots,
+                        c_inv_flops + 2.0 * d_flops,
+                    ),
+                )
+            }
+            CouplingOps::Element {
+                m,
+                z,
+                gather,
+                assemble,
+                nnz,
+            } => {
+                let inner = self.group_slots(|g| g.slots);
+                let boundary = self.group_slots(|g| g.boundary);
+                let w_bytes = self
+                    .groups
+                    .iter()
+                    .map(|g| g.slots * g.boundary * self.precision.bytes())
+                    .sum::<usize>() as f64;
+                let d_flops = 2.0 * *nnz as f64;
+                (
+                    [
+                        (
+                            stage::LOCAL_D,
+                            cost(
+                                operand(inner) + block(boundary) + w_bytes,
+                                self.group_flops(|g| (g.boundary_size, g.size)),
+                            ),
+                        ),
+                        (
+                            stage::ASSEMBLE,
+                            cost(block(boundary + ne) + assemble.bytes() as f64, d_flops),
+                        ),
+                        // [b_I; −s ∘ x_∂] written as the next product's operand.
+                        (
+                            stage::BOUNDARY,
+                            cost(
+                                block(ne + inner) + operand(slots) + gather.bytes() as f64,
+                                d_flops,
+                            ),
+                        ),
+                        (
+                            stage::LOCAL_SOLVE,
+                            cost(
+                                operand(slots) + block(inner) + all_bytes(m) as f64,
+                                self.group_flops(|g| (g.size, g.size + g.boundary_size)),
+                            ),
+                        ),
+                    ],
+                    (
+                        (gather.bytes() + assemble.bytes() + all_bytes(z)) as f64,
+                        boundary,
+                        self.group_flops(|g| (g.boundary_size, g.boundary_size)) + 2.0 * d_flops,
+                    ),
+                )
+            }
+        };
         // x_C and x_E from b_C, b_E and g: the C/E blocks in and out, B, the inverses.
         let ce_blocks = block(2 * nc + 3 * ne);
         let schur = match &self.schur {
@@ -720,13 +947,12 @@ impl<D: PscDevice> PscOperator<D> {
                         + self.symmetric_bytes(theta_inv, nrhs)) as f64,
                 4.0 * nc_f * ne_f + 4.0 * ne_f * ne_f + 2.0 * nc_f * nc_f,
             ),
-            // Each CG iteration reads Π's operators (Dᵀ, C⁻¹, D, E, B) and about ten E
-            // and three I vectors.
+            // Each CG iteration reads Π's operators (those of D C⁻¹ Dᵀ, E, B) and about
+            // ten E vectors and three of D C⁻¹ Dᵀ's slots.
             SchurOps::M3 { e } => {
-                let operators = (self.dt.bytes() + self.d.bytes() + e.bytes()) as f64 + c_inv + b;
                 let iteration = cost(
-                    operators + block(10 * ne + 3 * slots),
-                    self.c_inv_flops() + 2.0 * d_flops + 2.0 * e.nnz() as f64 + 4.0 * nc_f * ne_f,
+                    pi_operators + e.bytes() as f64 + b + block(10 * ne + 3 * pi_slots),
+                    pi_flops + 2.0 * e.nnz() as f64 + 4.0 * nc_f * ne_f,
                 );
                 cost(ce_blocks + b, 4.0 * nc_f * ne_f) + iteration * cg_iterations
             }
@@ -735,6 +961,7 @@ impl<D: PscDevice> PscOperator<D> {
         // The per-column scale of the right-hand sides, written by the gather, read by
         // the scatter.
         let scale = block(1);
+        let [first, d, dt, second] = coupling;
         [
             (
                 stage::GATHER,
@@ -746,27 +973,11 @@ impl<D: PscDevice> PscOperator<D> {
                     l_c,
                 ),
             ),
-            (
-                stage::C_INV_B,
-                cost(block(2 * slots) + c_inv, self.c_inv_flops()),
-            ),
-            (
-                stage::D,
-                cost(block(slots + ne) + self.d.bytes() as f64, d_flops),
-            ),
+            first,
+            d,
             (stage::SCHUR, schur),
-            // r_I = b_I − Dᵀ x_E written as the next product's operand.
-            (
-                stage::DT,
-                cost(
-                    block(ne + slots) + operand(slots) + self.dt.bytes() as f64,
-                    d_flops,
-                ),
-            ),
-            (
-                stage::C_INV_R,
-                cost(block(slots) + operand(slots) + c_inv, self.c_inv_flops()),
-            ),
+            dt,
+            second,
             (
                 stage::SCATTER,
                 cost(
@@ -790,26 +1001,57 @@ impl<D: PscDevice> PscOperator<D> {
         stages.iter().map(|(_, c)| c.flops).sum()
     }
 
-    /// out = C⁻¹ inp for every group (inp in the storage precision, out in the compute).
-    fn apply_c_inv(&self, nrhs: usize, inp: &Block<D>, out: &mut Block<D>) -> Result<()> {
+    /// out = A_g inp on the macro elements of every group g, A_g the operator `product`
+    /// names (inp in the storage precision, out in the compute).
+    fn per_group(
+        &self,
+        nrhs: usize,
+        product: GroupProduct,
+        inp: &Block<D>,
+        out: &mut Block<D>,
+    ) -> Result<()> {
+        // Group i's operator, the rows of each macro element's slots it multiplies
+        // (offset, count) and those it writes.
+        let shape = |i: usize| {
+            let g = &self.groups[i];
+            let (s, b) = (g.slots, g.boundary);
+            match (&self.coupling, product) {
+                (CouplingOps::Csr { c_inv, .. }, GroupProduct::CInv) => {
+                    (MatRef::col_major(&c_inv[i], 0, s, s, s), (0, s), (0, s))
+                }
+                (CouplingOps::Element { m, .. }, GroupProduct::LocalD) => {
+                    (MatRef::transposed(&m[i], s * s, b, s, s), (0, s), (s, b))
+                }
+                (CouplingOps::Element { m, .. }, GroupProduct::LocalSolve) => {
+                    (MatRef::col_major(&m[i], 0, s, s + b, s), (0, s + b), (0, s))
+                }
+                (CouplingOps::Element { z, .. }, GroupProduct::LocalSchur) => {
+                    (MatRef::col_major(&z[i], 0, b, b, b), (s, b), (s, b))
+                }
+                _ => unreachable!("{product:?} belongs to the other coupling"),
+            }
+        };
         let slots = self.classes.sizes.2;
         if let [g] = self.groups[..] {
-            // One group spans all of I: the block is one slots × (count·Nrhs) matrix.
-            let columns = g.count * nrhs;
+            // One group spans all slots: each part is one matrix of count·Nrhs columns.
+            let (a, (in_at, in_rows), (out_at, out_rows)) = shape(0);
+            let (columns, ld) = (g.count * nrhs, g.stride());
             return self.dev.gemm(
-                MatRef::col_major(&self.c_inv[0], 0, g.slots, g.slots, g.slots),
-                MatRef::col_major(&inp.data, 0, g.slots, columns, g.slots),
-                MatMut::col_major(&mut out.data, 0, g.slots, columns, g.slots),
+                a,
+                MatRef::col_major(&inp.data, in_at, in_rows, columns, ld),
+                MatMut::col_major(&mut out.data, out_at, out_rows, columns, ld),
                 self.math,
             );
         }
         // Several groups: per group, one batched product over the right-hand sides (the
-        // group's I slots of column c start at c·(all I slots) + offset).
-        for (g, inverse) in self.groups.iter().zip(&self.c_inv) {
+        // group's slots of column c start at c·(all slots) + offset).
+        for (i, g) in self.groups.iter().enumerate() {
+            let (a, (in_at, in_rows), (out_at, out_rows)) = shape(i);
+            let ld = g.stride();
             self.dev.gemm_batched(
-                MatRef::col_major(inverse, 0, g.slots, g.slots, g.slots),
-                MatRef::col_major(&inp.data, g.offset, g.slots, g.count, g.slots),
-                MatMut::col_major(&mut out.data, g.offset, g.slots, g.count, g.slots),
+                a,
+                MatRef::col_major(&inp.data, g.offset + in_at, in_rows, g.count, ld),
+                MatMut::col_major(&mut out.data, g.offset + out_at, out_rows, g.count, ld),
                 GemmBatch {
                     count: nrhs,
                     stride_a: 0,
@@ -1031,10 +1273,22 @@ impl<D: PscDevice> PscOperator<D> {
 
         // g = D C⁻¹ b_I (in te).
         let bi = operand(dev, &ws.bi, &mut ws.i_low)?;
-        self.apply_c_inv(k, bi, &mut ws.ti)?;
-        self.mark(stage::C_INV_B)?;
-        dev.csr_spmm(&self.d, &ws.ti, &mut ws.te)?;
-        self.mark(stage::D)?;
+        match &self.coupling {
+            CouplingOps::Csr { d, .. } => {
+                self.per_group(k, GroupProduct::CInv, bi, &mut ws.ti)?;
+                self.mark(stage::C_INV_B)?;
+                dev.csr_spmm(d, &ws.ti, &mut ws.te)?;
+                self.mark(stage::D)?;
+            }
+            CouplingOps::Element { assemble, .. } => {
+                // Each macro element's D̂_g C_g⁻¹ b_I into its boundary slots, then summed
+                // into E with the E scaling.
+                self.per_group(k, GroupProduct::LocalD, bi, &mut ws.ti)?;
+                self.mark(stage::LOCAL_D)?;
+                dev.csr_spmm(assemble, &ws.ti, &mut ws.te)?;
+                self.mark(stage::ASSEMBLE)?;
+            }
+        }
 
         // The C/E system: x_C into bc, x_E into te.
         self.last_iterations = 0;
@@ -1085,10 +1339,22 @@ impl<D: PscDevice> PscOperator<D> {
                 };
                 // q = Π p = E p − D C⁻¹ Dᵀ p − Bᵀ (B p).
                 let apply_pi = |p: &Block<D>, q: &mut Block<D>| -> Result<()> {
-                    dev.csr_spmm(&self.dt, p, ti)?;
-                    let t = operand(dev, ti, i_low)?;
-                    self.apply_c_inv(k, t, ti2)?;
-                    dev.csr_spmm(&self.d, ti2, q)?;
+                    match &self.coupling {
+                        CouplingOps::Csr { d, dt, .. } => {
+                            dev.csr_spmm(dt, p, ti)?;
+                            let t = operand(dev, ti, i_low)?;
+                            self.per_group(k, GroupProduct::CInv, t, ti2)?;
+                            dev.csr_spmm(d, ti2, q)?;
+                        }
+                        CouplingOps::Element {
+                            gather, assemble, ..
+                        } => {
+                            dev.csr_spmm(gather, p, ti)?;
+                            let t = operand(dev, ti, i_low)?;
+                            self.per_group(k, GroupProduct::LocalSchur, t, ti2)?;
+                            dev.csr_spmm(assemble, ti2, q)?;
+                        }
+                    }
                     dev.csr_spmm(e, p, e2)?;
                     dev.axpby(1.0, e2.view(), -1.0, q.view_mut())?;
                     self.b_product(p, e_low, ct)?;
@@ -1111,17 +1377,29 @@ impl<D: PscDevice> PscOperator<D> {
 
         self.mark(stage::SCHUR)?;
 
-        // r_I = b_I − Dᵀ x_E in one pass, in the storage precision (the operand of the
-        // C_g⁻¹ product), then x_I = C⁻¹ r_I (into bi).
+        // The operand of the last product in one pass, in the storage precision, then
+        // x_I = C⁻¹(b_I − Dᵀ x_E) (into bi).
         let ri = if ws.i_low.is_empty() {
             &mut ws.ti
         } else {
             &mut ws.i_low
         };
-        dev.csr_subtract(&self.dt, &ws.te, &ws.bi, ri)?;
-        self.mark(stage::DT)?;
-        self.apply_c_inv(k, ri, &mut ws.bi)?;
-        self.mark(stage::C_INV_R)?;
+        match &self.coupling {
+            CouplingOps::Csr { dt, .. } => {
+                // r_I = b_I − Dᵀ x_E, x_I = C⁻¹ r_I.
+                dev.csr_subtract(dt, &ws.te, &ws.bi, ri)?;
+                self.mark(stage::DT)?;
+                self.per_group(k, GroupProduct::CInv, ri, &mut ws.bi)?;
+                self.mark(stage::C_INV_R)?;
+            }
+            CouplingOps::Element { gather, .. } => {
+                // [b_I; −s ∘ x_∂] (the boundary slots of bi hold zeros), x_I = [C⁻¹ | W] · it.
+                dev.csr_subtract(gather, &ws.te, &ws.bi, ri)?;
+                self.mark(stage::BOUNDARY)?;
+                self.per_group(k, GroupProduct::LocalSolve, ri, &mut ws.bi)?;
+                self.mark(stage::LOCAL_SOLVE)?;
+            }
+        }
 
         // L⁻ᵀ back to the lexicographic numbering, then S, and undo the column scaling.
         dev.psc_scatter_transform(

@@ -272,7 +272,11 @@ fn operator<D: PscDevice, S: Storage + hdf5::H5Type>(
                     format!("recomputed ({reason}) and saved to {}", path.display())
                 }
             };
-            (PscOperator::upload(dev, host)?, note, unchecked)
+            (
+                PscOperator::upload(dev, host, solver.coupling)?,
+                note,
+                unchecked,
+            )
         }
         None => {
             let setup = if conditioned {
@@ -281,7 +285,7 @@ fn operator<D: PscDevice, S: Storage + hdf5::H5Type>(
                 PscSetup::new_inverting_on(mesh.element, n0, levels, method, dev)?
             };
             (
-                PscOperator::new(dev, &setup, S::PRECISION)?,
+                PscOperator::new(dev, &setup, S::PRECISION, solver.coupling)?,
                 "computed (operator cache disabled)".to_string(),
                 None,
             )
@@ -289,7 +293,8 @@ fn operator<D: PscDevice, S: Storage + hdf5::H5Type>(
     };
     let (c, e, i, groups) = op.class_sizes();
     let note = format!(
-        "{method} {note}; |C| = {c}, |E| = {e}, |I| = {i}, {groups} group(s), operators {:.1} MiB",
+        "{method} {note}; |C| = {c}, |E| = {e}, |I| = {i}, {groups} group(s), {} coupling, operators {:.1} MiB",
+        op.coupling(),
         op.operator_bytes() as f64 / 1048576.0
     );
     Ok((op, note, unchecked))
@@ -399,19 +404,21 @@ mod tests {
     use super::*;
     use crate::device::Cpu;
     use crate::mesh::Element;
-    use crate::psc::PscHost;
+    use crate::psc::{Coupling, PscHost};
 
     /// The several-groups path of M1 and M3 (one batched product per group over the
     /// right-hand sides) gives what the one-group path gives: the unit square's single
-    /// group split in two groups holding the same inverse.
+    /// group split in two groups holding the same inverse; with either coupling.
     #[test]
     fn several_groups_solve_like_one() {
         for method in [PscMethod::M1, PscMethod::M3] {
-            several_groups_solve_like_one_with(method);
+            for coupling in Coupling::ALL {
+                several_groups_solve_like_one_with(method, coupling);
+            }
         }
     }
 
-    fn several_groups_solve_like_one_with(method: PscMethod) {
+    fn several_groups_solve_like_one_with(method: PscMethod, coupling: Coupling) {
         let dev = Cpu::new();
         let setup = PscSetup::new(Element::Q1, 4, 2, method).unwrap();
         let (n, nrhs) = (setup.num_unknowns(), 3);
@@ -419,7 +426,7 @@ mod tests {
             .map(|i| ((i * 31) % 17) as f64 / 8.0 - 1.0)
             .collect();
         let solve = |host: PscHost<f64>| {
-            let mut op = PscOperator::upload(&dev, host).unwrap();
+            let mut op = PscOperator::upload(&dev, host, coupling).unwrap();
             op.set_inner_cg(InnerCg::alone(1e-14, 100));
             let input =
                 Block::from_f64(&dev, &b, n, nrhs, Precision::F64, Layout::ColMajor).unwrap();
@@ -466,7 +473,8 @@ mod tests {
         ] {
             let psc = |max_columns| {
                 let dev = Cpu::new();
-                let mut op = PscOperator::new(&dev, &setup, Precision::F32).unwrap();
+                let mut op =
+                    PscOperator::new(&dev, &setup, Precision::F32, Coupling::default()).unwrap();
                 op.set_inner_cg(match refine {
                     Some(_) => InnerCg::inner(Precision::F32, None),
                     None => InnerCg::alone(1e-6, 100),
