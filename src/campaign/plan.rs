@@ -260,3 +260,37 @@ impl Plan {
         fingerprint == self.fingerprint || self.earlier.contains(&fingerprint)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A psc campaign's plan names the coupling of D only when it is not the default, so
+    /// plans written before the setting existed stay valid; other methods never name it.
+    #[test]
+    fn the_coupling_is_a_setting_when_not_the_default() {
+        let plan_of = |coupling: &str| {
+            let text = format!(
+                "[mesh]\nn = 64\nh0 = 0.125\n[solver]\nmethod = \"psc-m1\"\n{coupling}\
+                 [campaign]\nrhs = \"study\"\ndirectory = \"d\"\n\
+                 [campaign.study]\nk = [1]\nmethod = [\"psc-m1\", \"mg\"]\n"
+            );
+            let config = crate::config::parse(&text, "t").unwrap();
+            settings(&config.campaign.unwrap(), InputDigest::default())
+        };
+        let default = plan_of("");
+        assert!(
+            default.keys().all(|k| !k.contains("coupling")),
+            "{default:?}"
+        );
+        let csr = plan_of("coupling = \"csr\"\n");
+        let named: Vec<_> = csr.iter().filter(|(k, _)| k.contains("coupling")).collect();
+        assert_eq!(
+            named,
+            [(
+                &"operator 0: solver.coupling".to_string(),
+                &"csr".to_string()
+            )]
+        );
+    }
+}
