@@ -628,6 +628,7 @@ pub fn bench_psc(
         ),
     };
     let setup_seconds = t.elapsed().as_secs_f64();
+    let lists = (precisions, couplings, widths);
     match &device {
         None => {
             let gemm = |p| gemm_gflops(p, params.gemm_size);
@@ -646,13 +647,7 @@ pub fn bench_psc(
                     from_cache,
                 )
             };
-            precision_groups(
-                params,
-                (precisions, couplings, widths),
-                &ceilings,
-                rows,
-                &mut row,
-            )
+            precision_groups(params, lists, &ceilings, rows, &mut row)
         }
         Some(dev) => {
             let gemm = |p| {
@@ -675,13 +670,7 @@ pub fn bench_psc(
                     from_cache,
                 )
             };
-            precision_groups(
-                params,
-                (precisions, couplings, widths),
-                &ceilings,
-                rows,
-                &mut row,
-            )
+            precision_groups(params, lists, &ceilings, rows, &mut row)
         }
     }
 }
