@@ -131,7 +131,7 @@ fn operator_settings(settings: &mut Settings, prefix: &str, op: &OperatorSpec) {
     }
     // The coupling changes solutions in their last bits; only when not the default, so
     // plans written before the setting existed stay valid.
-    if solver.method.is_psc() && solver.coupling != crate::psc::Coupling::default() {
+    if solver.method.is_psc() && solver.coupling != crate::config::Coupling::default() {
         set("solver.coupling", solver.coupling.name().into());
     }
     if let Some(mg) = &solver.mg {

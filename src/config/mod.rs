@@ -38,7 +38,7 @@ use std::path::{Component, Path, PathBuf};
 
 pub use raw::RawConfig;
 pub use spec::{
-    CampaignSpec, Method, MgSpec, OperatorSpec, RhsSource, RunConfig, SolverSpec, STOKES,
+    CampaignSpec, Coupling, Method, MgSpec, OperatorSpec, RhsSource, RunConfig, SolverSpec, STOKES,
 };
 
 use crate::error::{ConfigProblem, Error, Result};

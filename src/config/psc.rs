@@ -5,11 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use super::raw::RawConfig;
+use super::spec::Coupling;
 use super::spec::Method;
 use super::{problem, Problems};
 use crate::mesh::{Element, MeshKind, RefinedDomain};
 use crate::precision::Precision;
-use crate::psc::Coupling;
 
 /// psc-m*: a unit-square mesh refined from h0 with coarse interior nodes, or a refined
 /// domain whose macro elements hold interior nodes.

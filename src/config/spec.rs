@@ -1,7 +1,9 @@
 //! The validated config: plain types, no behaviour beyond naming themselves. Every module
 //! that needs a setting reads it from here; validation (the sibling modules) fills them.
 
+use std::fmt;
 use std::path::PathBuf;
+use std::str::FromStr;
 
 use crate::device::BackendChoice;
 use crate::mesh::MeshSpec;
@@ -86,7 +88,7 @@ pub struct SolverSpec {
     /// (None: rtol/10 alone, the default of `psc::InnerCg::inner` inside PSC-IR).
     pub cg_rtol: Option<f64>,
     /// psc-m*: how the apply multiplies by D (docs/mathematics.md §3).
-    pub coupling: crate::psc::Coupling,
+    pub coupling: Coupling,
     /// An iterative method stops a column when ‖b − Ax‖₂ ≤ max(rtol·‖b‖₂, atol), or after
     /// `max_iterations`.
     pub rtol: f64,
@@ -196,5 +198,46 @@ impl CampaignSpec {
     /// Whether the campaign is a Stokes study (a study never mixes Stokes and Poisson).
     pub fn is_stokes(&self) -> bool {
         self.operators.iter().any(|o| o.stokes.is_some())
+    }
+}
+
+/// How a psc method's apply multiplies by D = A_EI (docs/mathematics.md §3, "Applying D";
+/// psc/coupling.rs); both give the same solution to rounding.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Coupling {
+    /// Sparse D and Dᵀ, C⁻¹ applied twice.
+    Csr,
+    /// Per macro element, folded into its group's C_g⁻¹ products: no sparse passes, and
+    /// fewer flops where |∂| < |I|/2 (2|I|(|I| + 2|∂|) against 4|I|² per macro element:
+    /// from 16 × 16 cells per macro element on).
+    #[default]
+    Element,
+}
+
+impl Coupling {
+    pub const ALL: [Coupling; 2] = [Coupling::Csr, Coupling::Element];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Coupling::Csr => "csr",
+            Coupling::Element => "element",
+        }
+    }
+}
+
+impl fmt::Display for Coupling {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Coupling {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        Coupling::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| format!("unknown PSC coupling {s:?} (allowed: csr, element)"))
     }
 }

@@ -701,7 +701,7 @@ fn psc_methods_and_the_cg_tolerance() {
 /// study over methods drops it for the others.
 #[test]
 fn psc_coupling() {
-    use crate::psc::Coupling;
+    use crate::config::Coupling;
     let config = |method: &str, extra: &str| {
         format!(
             "[mesh]\nn = 64\nh0 = 0.125\n[solver]\nmethod = \"{method}\"\n{extra}[output]\npath = \"x.h5\"\n"

@@ -9,51 +9,11 @@
 //!   W_g = C_g⁻¹ D̂_gᵀ: two GEMMs with one stored operator per group and no sparse D.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
-use std::str::FromStr;
 
+pub use crate::config::Coupling;
 use crate::device::Storage;
 use crate::error::Result;
 use crate::sparse::Csr;
-
-/// How the apply multiplies by D; both give the same solution to rounding.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Coupling {
-    /// Sparse D and Dᵀ, C⁻¹ applied twice.
-    Csr,
-    /// Per macro element, folded into its group's C_g⁻¹ products: fewer flops (one
-    /// C⁻¹-sized product is replaced by one of |∂| × |I|) and no sparse passes.
-    #[default]
-    Element,
-}
-
-impl Coupling {
-    pub const ALL: [Coupling; 2] = [Coupling::Csr, Coupling::Element];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Coupling::Csr => "csr",
-            Coupling::Element => "element",
-        }
-    }
-}
-
-impl fmt::Display for Coupling {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Coupling {
-    type Err = String;
-
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        Coupling::ALL
-            .into_iter()
-            .find(|c| c.name() == s)
-            .ok_or_else(|| format!("unknown PSC coupling {s:?} (allowed: csr, element)"))
-    }
-}
 
 /// A column of D̂_gᵀ: (local I index, value) in increasing local index.
 type Column = Vec<(u32, f64)>;
@@ -66,6 +26,8 @@ pub(super) struct LocalCoupling {
     /// Per macro element in I order: (boundary position, E index) of each of its boundary
     /// unknowns, by position.
     pub members: Vec<Vec<(u32, u32)>>,
+    /// Per group, the most boundary unknowns one of its macro elements has.
+    pub widest: Vec<usize>,
 }
 
 impl LocalCoupling {
@@ -84,10 +46,12 @@ impl LocalCoupling {
                 .fold(0.0f64, |a, v| a.max(v.to_f64().abs()));
         let mut columns = Vec::with_capacity(group_sizes.len());
         let mut members = Vec::new();
+        let mut widest = Vec::with_capacity(group_sizes.len());
         let mut row = 0;
         for &(size, count) in group_sizes {
             let mut group: Vec<Column> = Vec::new();
             let mut by_pattern: HashMap<Vec<u32>, Vec<usize>> = HashMap::new();
+            let mut most = 0;
             for _ in 0..count {
                 let mut own: BTreeMap<u32, Column> = BTreeMap::new();
                 for l in 0..size {
@@ -122,11 +86,17 @@ impl LocalCoupling {
                     boundary.push((j as u32, e));
                 }
                 boundary.sort_unstable();
+                most = most.max(boundary.len());
                 members.push(boundary);
             }
             columns.push(group);
+            widest.push(most);
         }
-        LocalCoupling { columns, members }
+        LocalCoupling {
+            columns,
+            members,
+            widest,
+        }
     }
 
     /// Boundary positions of each group.
@@ -291,6 +261,8 @@ mod tests {
                 "{sizes:?}"
             );
             assert_eq!(l16.boundary_sizes(), sizes);
+            // Some macro element of each group fills all of its positions.
+            assert_eq!(l64.widest, sizes);
             for local in [l64, l16] {
                 // Each E unknown lies on the edges of one or two macro elements (and couples
                 // with neither where the couplings cancel).
@@ -336,6 +308,7 @@ mod tests {
         // E2/0.5 = [0.6, 0] (new).
         assert_eq!(local.columns[0].len(), 2);
         assert_eq!(local.members, vec![vec![(0, 0)], vec![(0, 1), (1, 2)]]);
+        assert_eq!(local.widest, vec![2]);
         let gather: Csr<f64> = local.gather(8, 3, &scale_e, |k| 4 * k + 2).unwrap();
         assert_eq!(gather.get(2, 0), Some(1.0));
         assert_eq!(gather.get(6, 1), Some(2.0));

@@ -22,7 +22,7 @@
 
 use super::coupling::{Coupling, LocalCoupling};
 use super::{HierarchicalBasis, PscMethod, PscSetup, Schur};
-use crate::device::psc::{i_slots, Classes, PADDING_SLOT};
+use crate::device::psc::{i_slots, Classes, I_SLOT_ALIGN, PADDING_SLOT};
 use bytemuck::Pod;
 
 use crate::device::{
@@ -78,7 +78,13 @@ impl SlotLayout {
         for (g, &(size, count)) in parts.group_sizes.iter().enumerate() {
             let slots = i_slots(size);
             let boundary_size = boundary_sizes.get(g).copied().unwrap_or(0);
-            let boundary = i_slots(boundary_size);
+            // Where the I slots are padded for the GEMMs, the boundary slots are too, so
+            // that every macro element's slots start on an aligned offset.
+            let boundary = if slots.is_multiple_of(I_SLOT_ALIGN) && slots != size {
+                boundary_size.next_multiple_of(I_SLOT_ALIGN)
+            } else {
+                i_slots(boundary_size)
+            };
             let group = GroupLayout {
                 offset: layout.dofs.len(),
                 size,
@@ -585,10 +591,20 @@ impl<D: PscDevice> PscOperator<D> {
             Coupling::Element => {
                 let local = LocalCoupling::of(&parts.group_sizes, &parts.scale_e, &dt);
                 drop(dt);
-                log::info!(
-                    "PSC: D per macro element, boundary positions per group {:?}",
-                    local.boundary_sizes()
-                );
+                let positions = local.boundary_sizes();
+                log::info!("PSC: D per macro element, boundary positions per group {positions:?}");
+                // Congruent macro elements share their positions; many more than one macro
+                // element's boundary unknowns mean they did not match (correct, but slow).
+                if positions
+                    .iter()
+                    .zip(&local.widest)
+                    .any(|(&p, &w)| p > 2 * w)
+                {
+                    log::warn!(
+                        "PSC: the macro elements of a group do not share their couplings with E (boundary positions per group {positions:?}, at most {:?} per macro element): the element coupling is correct but slower here than coupling = \"csr\"",
+                        local.widest
+                    );
+                }
                 let slots = SlotLayout::of(&parts, &local.boundary_sizes());
                 let with_z = matches!(schur, SchurHost::M3 { .. });
                 let (mut m, mut z) = (Vec::new(), Vec::new());
@@ -842,7 +858,7 @@ impl<D: PscDevice> PscOperator<D> {
         let classes = self.classes.bytes() as f64;
         let b = self.b.bytes() as f64;
         // The four coupling stages, and what one application of D C⁻¹ Dᵀ in M3's CG reads
-        // (operators, then I or boundary slots of its vectors) and computes.
+        // (operators, then the slots of its vectors it passes) and computes.
         let (coupling, (pi_operators, pi_slots, pi_flops)) = match &self.coupling {
             CouplingOps::Csr { c_inv, d, dt, nnz } => {
                 let c_inv_bytes = all_bytes(c_inv) as f64;
@@ -873,7 +889,7 @@ impl<D: PscDevice> PscOperator<D> {
                     ],
                     (
                         (dt.bytes() + d.bytes()) as f64 + c_inv_bytes,
-                        slots,
+                        3 * slots,
                         c_inv_flops + 2.0 * d_flops,
                     ),
                 )
@@ -906,11 +922,12 @@ impl<D: PscDevice> PscOperator<D> {
                             stage::ASSEMBLE,
                             cost(block(boundary + ne) + assemble.bytes() as f64, d_flops),
                         ),
-                        // [b_I; −s ∘ x_∂] written as the next product's operand.
+                        // [b_I; −s ∘ x_∂] written as the next product's operand (b_I read
+                        // with its zero boundary slots).
                         (
                             stage::BOUNDARY,
                             cost(
-                                block(ne + inner) + operand(slots) + gather.bytes() as f64,
+                                block(ne + slots) + operand(slots) + gather.bytes() as f64,
                                 d_flops,
                             ),
                         ),
@@ -922,9 +939,11 @@ impl<D: PscDevice> PscOperator<D> {
                             ),
                         ),
                     ],
+                    // The gather writes every slot (zeros on the I slots), Z reads and
+                    // writes the boundary slots.
                     (
                         (gather.bytes() + assemble.bytes() + all_bytes(z)) as f64,
-                        boundary,
+                        slots + 2 * boundary,
                         self.group_flops(|g| (g.boundary_size, g.boundary_size)) + 2.0 * d_flops,
                     ),
                 )
@@ -947,11 +966,11 @@ impl<D: PscDevice> PscOperator<D> {
                         + self.symmetric_bytes(theta_inv, nrhs)) as f64,
                 4.0 * nc_f * ne_f + 4.0 * ne_f * ne_f + 2.0 * nc_f * nc_f,
             ),
-            // Each CG iteration reads Π's operators (those of D C⁻¹ Dᵀ, E, B) and about
-            // ten E vectors and three of D C⁻¹ Dᵀ's slots.
+            // Each CG iteration reads Π's operators (those of D C⁻¹ Dᵀ, E, B), about ten
+            // E vectors and the slots D C⁻¹ Dᵀ passes.
             SchurOps::M3 { e } => {
                 let iteration = cost(
-                    pi_operators + e.bytes() as f64 + b + block(10 * ne + 3 * pi_slots),
+                    pi_operators + e.bytes() as f64 + b + block(10 * ne + pi_slots),
                     pi_flops + 2.0 * e.nnz() as f64 + 4.0 * nc_f * ne_f,
                 );
                 cost(ce_blocks + b, 4.0 * nc_f * ne_f) + iteration * cg_iterations
