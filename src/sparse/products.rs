@@ -85,6 +85,11 @@ impl<T> SharedMut<T> {
 unsafe impl<T: Send> Send for SharedMut<T> {}
 unsafe impl<T: Send> Sync for SharedMut<T> {}
 
+/// What a block product's X may hold for a matrix stored as S: its compute precision, or a
+/// narrower type widened exactly as it is read.
+pub trait Operand<S: Stored>: Copy + Sync + Into<S::Compute> {}
+impl<S: Stored, X: Copy + Sync + Into<S::Compute>> Operand<S> for X {}
+
 /// Y = A X for column-major blocks of right-hand sides (n × Nrhs), one column included.
 /// Tasks take a chunk of rows and a group of up to `BLOCK_COLUMNS` columns, and sum each
 /// row for the group's columns side by side (independent chains), the stored values
@@ -125,10 +130,11 @@ pub fn spmv_block<S: Stored>(
 /// `MAP_ROWS` rows at a time into a buffer on its stack (no allocation), then hands each
 /// column's piece to `f(column, first row, products, Y's piece)` to write contiguously
 /// (writing across the columns row by row, as the product runs, cost twice the time of
-/// the product alone for PSC's Dᵀ).
-pub fn spmv_block_map<S: Stored, Y: Copy + Send + Sync>(
+/// the product alone for PSC's Dᵀ). X may be stored narrower than the products (a
+/// low-precision correction times the f64 matrix): each value is widened as it is read.
+pub fn spmv_block_map<S: Stored, X: Operand<S>, Y: Copy + Send + Sync>(
     a: &impl RowSlices<S>,
-    x: MatRef<'_, S::Compute>,
+    x: MatRef<'_, X>,
     y: MatMut<'_, Y>,
     f: impl Fn(usize, usize, &[S::Compute], &mut [Y]) + Sync,
 ) {
@@ -180,11 +186,7 @@ struct BlockProduct<T, Y> {
 }
 
 impl<T, Y> BlockProduct<T, Y> {
-    fn new<S: Stored<Compute = T>>(
-        a: &impl RowSlices<S>,
-        x: MatRef<'_, T>,
-        y: MatMut<'_, Y>,
-    ) -> Self {
+    fn new<S: Stored>(a: &impl RowSlices<S>, x: MatRef<'_, T>, y: MatMut<'_, Y>) -> Self {
         assert_eq!(
             x.ncols(),
             y.ncols(),
@@ -247,9 +249,9 @@ fn column_stride(s: isize) -> usize {
 ///
 /// # Safety
 /// As [`rows_on_columns`].
-unsafe fn rows_on_group<S: Stored>(
+unsafe fn rows_on_group<S: Stored, X: Operand<S>>(
     a: &impl RowSlices<S>,
-    x: &Columns<S::Compute>,
+    x: &Columns<X>,
     first: usize,
     ncols: usize,
     rows: Range<usize>,
@@ -257,14 +259,14 @@ unsafe fn rows_on_group<S: Stored>(
 ) {
     // SAFETY (each arm): the caller's.
     match BLOCK_COLUMNS.min(ncols - first) {
-        8 => unsafe { rows_on_columns::<S, 8>(a, x, first, rows, emit) },
-        7 => unsafe { rows_on_columns::<S, 7>(a, x, first, rows, emit) },
-        6 => unsafe { rows_on_columns::<S, 6>(a, x, first, rows, emit) },
-        5 => unsafe { rows_on_columns::<S, 5>(a, x, first, rows, emit) },
-        4 => unsafe { rows_on_columns::<S, 4>(a, x, first, rows, emit) },
-        3 => unsafe { rows_on_columns::<S, 3>(a, x, first, rows, emit) },
-        2 => unsafe { rows_on_columns::<S, 2>(a, x, first, rows, emit) },
-        1 => unsafe { rows_on_columns::<S, 1>(a, x, first, rows, emit) },
+        8 => unsafe { rows_on_columns::<S, X, 8>(a, x, first, rows, emit) },
+        7 => unsafe { rows_on_columns::<S, X, 7>(a, x, first, rows, emit) },
+        6 => unsafe { rows_on_columns::<S, X, 6>(a, x, first, rows, emit) },
+        5 => unsafe { rows_on_columns::<S, X, 5>(a, x, first, rows, emit) },
+        4 => unsafe { rows_on_columns::<S, X, 4>(a, x, first, rows, emit) },
+        3 => unsafe { rows_on_columns::<S, X, 3>(a, x, first, rows, emit) },
+        2 => unsafe { rows_on_columns::<S, X, 2>(a, x, first, rows, emit) },
+        1 => unsafe { rows_on_columns::<S, X, 1>(a, x, first, rows, emit) },
         w => unreachable!("block SpMV: groups of 1 to {BLOCK_COLUMNS} columns, not {w}"),
     }
 }
@@ -279,21 +281,20 @@ const WIDEN_ENTRIES: usize = 512;
 ///
 /// # Safety
 /// X holds `first + W` columns and the rows of A's columns.
-unsafe fn rows_on_columns<S: Stored, const W: usize>(
+unsafe fn rows_on_columns<S: Stored, X: Operand<S>, const W: usize>(
     a: &impl RowSlices<S>,
-    x: &Columns<S::Compute>,
+    x: &Columns<X>,
     first: usize,
     rows: Range<usize>,
     mut emit: impl FnMut(usize, &[S::Compute]),
 ) {
     // SAFETY: the columns lie in the block (the caller).
-    let xs: [*const S::Compute; W] =
-        std::array::from_fn(|j| unsafe { x.x.add((first + j) * x.ldx) });
+    let xs: [*const X; W] = std::array::from_fn(|j| unsafe { x.x.add((first + j) * x.ldx) });
     let add = |sums: &mut [S::Compute; W], cols: &[u32], values: &[S::Compute]| {
         for (&c, &v) in cols.iter().zip(values) {
             for j in 0..W {
                 // SAFETY: c < nrows(X) (the caller).
-                sums[j] = sums[j] + v * unsafe { *xs[j].add(c as usize) };
+                sums[j] = sums[j] + v * unsafe { *xs[j].add(c as usize) }.into();
             }
         }
     };

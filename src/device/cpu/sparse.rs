@@ -19,8 +19,10 @@ fn view<'a, S: Storage>(a: &'a CsrMatrix<Cpu>, kernel: &str) -> Result<CsrView<'
     })
 }
 
-/// Σ r² per column and chunk (chunks fixed by the row count), then max |c| of column c
-/// over the rows of each chunk, into the statistics.
+/// x += α c, r −= α A c for every column: the product over groups of columns, so each
+/// row of A is read once per group ([`sparse::spmv_block_map`], r written there), then per
+/// column and chunk (chunks fixed by the row count) x's update with Σ r² and max |c| into
+/// the statistics.
 fn update<X: Storage>(
     a: &CsrView<'_, f64>,
     c: &[X],
@@ -29,38 +31,46 @@ fn update<X: Storage>(
     x: &mut [f64],
     r: &mut [f64],
     stats: &mut Stats<Cpu>,
-) {
-    use crate::sparse::SparseRows;
+) where
+    X: Into<f64>,
+{
     let nrhs = alpha.len();
+    let cm = faer::MatRef::from_column_major_slice(c, rows, nrhs);
+    let rm = faer::MatMut::from_column_major_slice_mut(r, rows, nrhs);
+    sparse::spmv_block_map(a, cm, rm, |col, _, products, r| {
+        let alpha = alpha[col];
+        for (ri, &p) in r.iter_mut().zip(products) {
+            *ri -= alpha * p;
+        }
+    });
     let chunk = numeric::reduction_chunk(rows).max(1);
     let per_column = rows.div_ceil(chunk).max(1);
     let len = Stats::<Cpu>::len_for(nrhs);
     let part = partials(stats, per_column * nrhs);
-    for col in 0..nrhs {
-        let (alpha, cc) = (alpha[col], &c[col * rows..(col + 1) * rows]);
-        let span = col * rows..(col + 1) * rows;
-        x[span.clone()]
-            .par_chunks_mut(chunk)
-            .zip(r[span].par_chunks_mut(chunk))
-            .zip(part[col * per_column * len..(col + 1) * per_column * len].par_chunks_mut(len))
-            .enumerate()
-            .for_each(|(q, ((xq, rq), p))| {
-                let (mut sumsq, mut max) = (0.0f64, 0.0f64);
-                for (i, (xi, ri)) in xq.iter_mut().zip(rq.iter_mut()).enumerate() {
-                    let row = q * chunk + i;
-                    let mut ac = 0.0;
-                    a.for_each_in_row(row, |j, v| ac += v * cc[j].to_f64());
-                    let ci = cc[row].to_f64();
-                    *xi += alpha * ci;
-                    *ri -= alpha * ac;
-                    sumsq += *ri * *ri;
-                    max = max.max(ci.abs());
-                }
-                p[col] = sumsq;
-                p[nrhs + col] = max;
-                p[2 * nrhs] = f64::from(sumsq.is_nan());
-            });
-    }
+    x.par_chunks_mut(rows)
+        .zip(r.par_chunks(rows))
+        .zip(c.par_chunks(rows))
+        .zip(part.par_chunks_mut(per_column * len))
+        .enumerate()
+        .for_each(|(col, (((xc, rc), cc), pc))| {
+            let alpha = alpha[col];
+            xc.par_chunks_mut(chunk)
+                .zip(rc.par_chunks(chunk))
+                .zip(cc.par_chunks(chunk))
+                .zip(pc.par_chunks_mut(len))
+                .for_each(|(((xq, rq), cq), p)| {
+                    let (mut sumsq, mut max) = (0.0f64, 0.0f64);
+                    for ((xi, &ri), &ci) in xq.iter_mut().zip(rq).zip(cq) {
+                        let ci = ci.to_f64();
+                        *xi += alpha * ci;
+                        sumsq += ri * ri;
+                        max = max.max(ci.abs());
+                    }
+                    p[col] = sumsq;
+                    p[nrhs + col] = max;
+                    p[2 * nrhs] = f64::from(sumsq.is_nan());
+                });
+        });
     reduce(stats);
 }
 
@@ -139,10 +149,16 @@ impl SparseKernels for Cpu {
             buffer::<f64>(&x.data, "csr_residual")?,
         );
         let rs = buffer_mut::<f64>(&mut r.data, "csr_residual")?;
-        for c in 0..k {
-            let span = c * n..(c + 1) * n;
-            sparse::residual(&m, &bs[span.clone()], &xs[span.clone()], &mut rs[span]);
-        }
+        // Each row of A read once per group of columns; each product summed from zero in
+        // storage order, then subtracted, as `sparse::residual` does per column.
+        let x = faer::MatRef::from_column_major_slice(xs, a.ncols, k);
+        let r_mat = faer::MatMut::from_column_major_slice_mut(rs, n, k);
+        sparse::spmv_block_map(&m, x, r_mat, |c, r0, products, r| {
+            let b = &bs[c * n + r0..][..r.len()];
+            for ((ri, &bi), &p) in r.iter_mut().zip(b).zip(products) {
+                *ri = bi - p;
+            }
+        });
         self.column_stats_f64(r, stats)
     }
 
