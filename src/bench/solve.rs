@@ -338,7 +338,12 @@ fn chosen_coarse_levels(a: &SolveBenchArgs) -> Result<usize> {
         .iter()
         .map(|p| a.bc == BcArg::Dirichlet || p == "outflow")
         .collect();
-    let costs = crate::psc::coarse_level_costs(&coarse, a.levels.unwrap_or(0), &dirichlet)?;
+    let costs = crate::psc::coarse_level_costs(
+        &coarse,
+        a.levels.unwrap_or(0),
+        &dirichlet,
+        crate::psc::Coupling::default(),
+    )?;
     // Applies per right-hand side: PSC-IR's steps (f16 about 5, f32 and tf32 about 3),
     // one for f64 M1 alone.
     let steps = match a.precision.as_str() {

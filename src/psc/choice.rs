@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
-use super::InfoConditions;
+use super::{Coupling, InfoConditions};
 use crate::error::{Error, Result};
 use crate::mesh::{CoarseMesh, Element};
 
@@ -31,8 +31,12 @@ pub struct CoarseLevelCost {
     /// Set-up: the groups' Cholesky and inverse (block³ each), every element's Schur
     /// contribution D_m C_g⁻¹ D_mᵀ as dense products (2·n_b·block²), Π's (|E|³).
     pub setup_flops: f64,
-    /// One apply per right-hand side: two C⁻¹ products, D and Dᵀ, L_C⁻¹ and L_C⁻ᵀ, B and
-    /// Bᵀ, Π⁻¹ (the count of `PscOperator::direct_flops_per_rhs` with nnz(D) modelled).
+    /// How the modelled apply multiplies by D.
+    pub coupling: &'static str,
+    /// One apply per right-hand side: the interiors' products (csr: C⁻¹ twice, D and Dᵀ;
+    /// element: D̂_g C_g⁻¹ and [C_g⁻¹ | W_g], the assembly into E and the gather of x_∂),
+    /// L_C⁻¹ and L_C⁻ᵀ, B and Bᵀ, Π⁻¹ (the count of `PscOperator::stage_costs` with the
+    /// sparse entries modelled).
     pub apply_flops_per_rhs: f64,
     /// Π⁻¹ in f64 (the set-up's largest matrix).
     pub pi_inverse_bytes: f64,
@@ -49,16 +53,18 @@ impl CoarseLevelCost {
 
 /// The costs for every L0 with unknowns inside the macro elements (0 ..= L − 1, fewer for
 /// P1, whose macro elements need 3 cells per side), on `coarse` with the parts marked in
-/// `dirichlet` (indexed like `coarse.parts`) Dirichlet.
+/// `dirichlet` (indexed like `coarse.parts`) Dirichlet, the apply multiplying by D as
+/// `coupling` does.
 pub fn coarse_level_costs(
     coarse: &CoarseMesh,
     levels: usize,
     dirichlet: &[bool],
+    coupling: Coupling,
 ) -> Result<Vec<CoarseLevelCost>> {
     let groups = similar_shapes(coarse);
     let mut costs = Vec::new();
     for coarse_levels in 0..levels {
-        match cost_at(coarse, groups, levels, coarse_levels, dirichlet)? {
+        match cost_at(coarse, groups, levels, coarse_levels, (dirichlet, coupling))? {
             Some(cost) => costs.push(cost),
             None => break,
         }
@@ -73,13 +79,14 @@ pub fn coarse_level_cost(
     levels: usize,
     coarse_levels: usize,
     dirichlet: &[bool],
+    coupling: Coupling,
 ) -> Result<Option<CoarseLevelCost>> {
     cost_at(
         coarse,
         similar_shapes(coarse),
         levels,
         coarse_levels,
-        dirichlet,
+        (dirichlet, coupling),
     )
 }
 
@@ -88,7 +95,7 @@ fn cost_at(
     groups: usize,
     levels: usize,
     coarse_levels: usize,
-    dirichlet: &[bool],
+    (dirichlet, coupling): (&[bool], Coupling),
 ) -> Result<Option<CoarseLevelCost>> {
     if dirichlet.len() != coarse.parts.len() || coarse_levels >= levels {
         return Err(Error::InvalidInput(format!(
@@ -110,7 +117,19 @@ fn cost_at(
     let sides = coarse.element.nodes_per_cell();
     let (n_b, couplings) = (sides * (m - 1), if sides == 3 { 2 } else { 3 });
     let d_nnz = (elements * n_b * couplings) as f64;
-    let (cf, ef, bf, tf) = (c as f64, e as f64, block as f64, elements as f64);
+    let (cf, ef, bf, tf, nbf) = (
+        c as f64,
+        e as f64,
+        block as f64,
+        elements as f64,
+        n_b as f64,
+    );
+    let interiors = match coupling {
+        Coupling::Csr => 4.0 * tf * bf * bf + 4.0 * d_nnz,
+        // D̂_g C_g⁻¹ (n_b × b), [C_g⁻¹ | W_g] (b × (b + n_b)); each element's n_b
+        // boundary entries assembled into E and gathered back.
+        Coupling::Element => tf * (2.0 * nbf * bf + 2.0 * bf * (bf + nbf) + 4.0 * nbf),
+    };
     Ok(Some(CoarseLevelCost {
         coarse_levels,
         c,
@@ -123,11 +142,8 @@ fn cost_at(
             + tf * 2.0 * n_b as f64 * bf * bf
             + ef.powi(3)
             + cf.powi(3),
-        apply_flops_per_rhs: 4.0 * tf * bf * bf
-            + 4.0 * d_nnz
-            + 4.0 * cf * cf
-            + 4.0 * cf * ef
-            + 2.0 * ef * ef,
+        coupling: coupling.name(),
+        apply_flops_per_rhs: interiors + 4.0 * cf * cf + 4.0 * cf * ef + 2.0 * ef * ef,
         pi_inverse_bytes: 8.0 * ef * ef,
         block_bytes: 2.0 * 8.0 * groups as f64 * bf * bf,
     }))
@@ -176,7 +192,7 @@ pub fn report_coarse_levels(
         .iter()
         .map(|p| bc == InfoConditions::Dirichlet || p == "outflow")
         .collect();
-    let costs = coarse_level_costs(&coarse, levels, &dirichlet)?;
+    let costs = coarse_level_costs(&coarse, levels, &dirichlet, Coupling::default())?;
     let memory = crate::sys::available_memory();
     let chosen = cheapest(&costs, nrhs, steps, memory).map(|c| c.coarse_levels);
     if json {
@@ -193,8 +209,9 @@ pub fn report_coarse_levels(
         return Ok(());
     }
     println!(
-        "PSC-M1 on the flow around a square, p1, L = {levels}, {}: the macro elements after L0 of the L refinements",
-        bc.describe()
+        "PSC-M1 on the flow around a square, p1, L = {levels}, {}, {} coupling: the macro elements after L0 of the L refinements",
+        bc.describe(),
+        Coupling::default()
     );
     println!(
         "{:>3} {:>7} {:>8} {:>9} {:>8} {:>6} {:>6} {:>12} {:>13} {:>15} {:>13}",
@@ -322,7 +339,7 @@ mod tests {
         let outflow: Vec<bool> = coarse.parts.iter().map(|p| p == "outflow").collect();
         let everywhere = vec![true; coarse.parts.len()];
         for dirichlet in [&everywhere, &outflow] {
-            let costs = coarse_level_costs(&coarse, 3, dirichlet).unwrap();
+            let costs = coarse_level_costs(&coarse, 3, dirichlet, Coupling::Element).unwrap();
             assert_eq!(
                 costs.len(),
                 2,
@@ -361,17 +378,58 @@ mod tests {
         }
     }
 
-    /// L = 6 with the pressure's conditions (docs/performance.md measured the solves of 64
-    /// columns at L0 = 0, 1, 2, 3 in 0.39, 0.23, 0.26, 0.55 s and the set-ups in 1.2, 4.4,
-    /// 9.9, 51 s): the model orders the applies and the set-ups as measured, picks L0 = 0
-    /// for one solve of 64 columns (1.2 + 0.39 s against 4.4 + 0.23 s) and L0 = 1 for a
-    /// hundred (the measured crossover is near 20 solves, the model's near 2: it counts
-    /// flops, and the set-up's factorisations run slower than the apply's GEMMs).
+    /// The modelled apply is the operator's own count (`PscOperator::flops_per_rhs`, M1 in
+    /// f64) to within the sparse entries the model estimates, with either coupling, at
+    /// L = 5 with the pressure's conditions.
+    #[test]
+    fn the_apply_model_counts_as_the_operator() {
+        use crate::device::Cpu;
+        use crate::precision::Precision;
+        use crate::psc::PscOperator;
+        let coarse = CoarseMesh::flow_around_square();
+        let outflow: Vec<bool> = coarse.parts.iter().map(|p| p == "outflow").collect();
+        let conditions = crate::fem::Conditions(
+            outflow
+                .iter()
+                .map(|&d| {
+                    if d {
+                        crate::fem::Condition::Dirichlet
+                    } else {
+                        crate::fem::Condition::Neumann
+                    }
+                })
+                .collect(),
+        );
+        let macros = coarse.refined(1).unwrap();
+        let mut on_macros = refine(&macros, 4).unwrap();
+        conditions.apply(&mut on_macros).unwrap();
+        let setup = PscSetup::on_mesh(on_macros, PscMethod::M1).unwrap();
+        for coupling in Coupling::ALL {
+            let model = coarse_level_cost(&coarse, 5, 1, &outflow, coupling)
+                .unwrap()
+                .unwrap();
+            let op = PscOperator::new(&Cpu::new(), &setup, Precision::F64, coupling).unwrap();
+            let counted = op.flops_per_rhs();
+            let gap = (model.apply_flops_per_rhs - counted).abs() / counted;
+            assert!(
+                gap < 0.03,
+                "{coupling}: modelled {:.4e}, counted {counted:.4e}",
+                model.apply_flops_per_rhs
+            );
+        }
+    }
+
+    /// L = 6 with the pressure's conditions and the element coupling (docs/performance.md
+    /// measured PSC-IR f32 on 64 columns at L0 = 0, 1, 2, 3 in 0.51, 0.29, 0.40, 1.01 s and
+    /// the set-ups in 3.4, 4.7, 22, 124 s): the model orders the applies and the set-ups as
+    /// measured, picks L0 = 0 for one solve of 64 columns (3.4 + 0.51 s against 4.7 + 0.29
+    /// s) and L0 = 1 for a hundred (the measured crossover is near 6 solves, the model's near
+    /// 3: it counts flops, and the set-up's factorisations run slower than the apply's GEMMs).
     #[test]
     fn the_model_orders_l0_as_measured() {
         let coarse = CoarseMesh::flow_around_square();
         let outflow: Vec<bool> = coarse.parts.iter().map(|p| p == "outflow").collect();
-        let costs = coarse_level_costs(&coarse, 6, &outflow).unwrap();
+        let costs = coarse_level_costs(&coarse, 6, &outflow, Coupling::Element).unwrap();
         assert_eq!(costs.len(), 5);
         let (c1, e1) = (costs[1].c, costs[1].e);
         assert_eq!((c1, e1), (67, 5580), "psc-info's counts at L0 = 1");

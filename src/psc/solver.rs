@@ -383,6 +383,8 @@ pub fn class_sizes(mesh: &MeshSpec) -> Option<(usize, usize, f64)> {
         domain.levels,
         domain.coarse_levels,
         &dirichlet,
+        // The class sizes and blocks do not depend on how the apply multiplies by D.
+        super::Coupling::default(),
     )
     .ok()??;
     Some((cost.c, cost.e, cost.block_bytes))
