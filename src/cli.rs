@@ -170,6 +170,13 @@ pub struct SolveBenchArgs {
     /// With --export: write the file after the first set-up and stop.
     #[arg(long)]
     pub export_only: bool,
+    /// Also time the stages of each method's solve by marks in the device's queue (PSC:
+    /// the apply's stages beside their compulsory bytes and flops and the time those take
+    /// at the GEMM peak and memory bandwidth measured in the same run; multigrid: the
+    /// cycle's stages), for the fastest round; what no stage covers (refinement,
+    /// verification) printed apart.
+    #[arg(long)]
+    pub stages: bool,
     /// One JSON object per method and block size (keys method, setting, unknowns, nrhs,
     /// setup_seconds, solve_seconds, solve_seconds_median, mdofs, iterations,
     /// max_relative_residual, speedup_over_reference, and more).

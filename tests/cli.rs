@@ -1737,6 +1737,71 @@ fn bench_solve_times_multigrid_in_chunks_of_columns() {
     assert!(text(&out.stderr).contains("solver.cycle_columns: 0"));
 }
 
+/// `bench solve --stages`: PSC's apply stages with their model (M1's C/E system counts
+/// 4|C||E| + 2|E|² flops per column and apply, |C| and |E| as the set-up reports them),
+/// multigrid's cycle stages without one, none for the sparse Cholesky; the stages of a
+/// round never take longer than its solve.
+#[test]
+fn bench_solve_times_the_stages() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        &[
+            "bench",
+            "solve",
+            "--levels",
+            "3",
+            "--coarse-levels",
+            "1",
+            "--method",
+            "psc-m1,mg,cholesky",
+            "--nrhs",
+            "3",
+            "--runs",
+            "2",
+            "--stages",
+            "--json",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = json_lines(&out);
+    let stages = |r: &serde_json::Value| r["stages"].as_array().unwrap().clone();
+    for r in &rows {
+        assert!(r["gemm_peak_gflops"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["bandwidth_gbs"].as_f64().unwrap() > 0.0, "{r}");
+        let timed: f64 = stages(r)
+            .iter()
+            .map(|s| s["seconds"].as_f64().unwrap())
+            .sum();
+        assert!(timed <= r["solve_seconds"].as_f64().unwrap(), "{r}");
+    }
+    let (psc, mg, cholesky) = (&rows[0], &rows[1], &rows[2]);
+    let note = psc["setup_note"].as_str().unwrap();
+    let size = |key: &str| -> f64 {
+        let rest = &note[note.find(key).unwrap() + key.len()..];
+        rest.split(',').next().unwrap().trim().parse().unwrap()
+    };
+    let (c, e) = (size("|C| = "), size("|E| = "));
+    for s in stages(psc) {
+        assert!(s["seconds"].as_f64().unwrap() >= 0.0, "{s}");
+        assert!(s["bytes"].as_f64().unwrap() > 0.0, "{s}");
+        assert!(s["model_seconds"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    let schur = stages(psc)
+        .into_iter()
+        .find(|s| s["stage"] == "C/E system")
+        .expect("M1's C/E system is a stage");
+    let applies = schur["flops"].as_f64().unwrap() / ((4.0 * c * e + 2.0 * e * e) * 3.0);
+    let steps = psc["iterations"].as_u64().unwrap() as f64;
+    assert!(
+        (applies - applies.round()).abs() < 1e-9 && (1.0..=steps + 1.0).contains(&applies),
+        "{applies} applies for {steps} steps: {schur}"
+    );
+    assert!(!stages(mg).is_empty(), "{mg}");
+    assert!(stages(mg).iter().all(|s| s["bytes"].is_null()), "{mg}");
+    assert!(stages(cholesky).is_empty(), "{cholesky}");
+}
+
 /// `bench solve`: every method on the same random block of a refined mesh, each column
 /// checked in f64, the sparse Cholesky as the reference of the speed-ups; the export holds
 /// the matrix and block a solver outside tensorfem reads; bad arguments are named.

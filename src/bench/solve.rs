@@ -10,12 +10,15 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::machine::{gemm_ceiling_size, GemmSite};
 use crate::cli::{BcArg, InfoMeshArg, SolveBenchArgs};
 use crate::config::parse_embedded;
 use crate::device::{cuda, Backend};
 use crate::error::{Error, Result};
 use crate::io::h5;
+use crate::linalg::TimedStage;
 use crate::poisson::{check_memory, AnyPoissonSolver};
+use crate::precision::Precision;
 
 /// One method of the comparison and what it was timed at.
 #[derive(Clone, Debug, Serialize)]
@@ -42,6 +45,70 @@ pub struct SolveBenchResult {
     pub rtol: f64,
     /// The reference's fastest solve over this method's (≥ 1: this method is faster).
     pub speedup_over_reference: Option<f64>,
+    /// --stages: the stages of the fastest round's solve, in the order they run (empty
+    /// for a method without stage marks).
+    pub stages: Option<Vec<SolveStage>>,
+    /// --stages: the GEMM peak of the PSC precision and the memory bandwidth (triad on the
+    /// CPU, device copy on a GPU) measured in the same run, which `model_seconds` uses.
+    pub gemm_peak_gflops: Option<f64>,
+    pub bandwidth_gbs: Option<f64>,
+}
+
+/// A stage of a solve: its measured seconds and, where the method models it, its
+/// compulsory bytes and counted flops and the time they take at the measured ceilings,
+/// max(bytes / bandwidth, flops / GEMM peak).
+#[derive(Clone, Debug, Serialize)]
+pub struct SolveStage {
+    pub stage: &'static str,
+    pub seconds: f64,
+    pub bytes: Option<f64>,
+    pub flops: Option<f64>,
+    pub model_seconds: Option<f64>,
+}
+
+/// The GEMM peak (GFLOP/s) and memory bandwidth (GB/s) a stage's model is timed at.
+#[derive(Clone, Copy)]
+struct Ceilings {
+    gemm_gflops: f64,
+    bandwidth_gbs: f64,
+}
+
+impl Ceilings {
+    /// Measured on the device the solves ran on, the GEMM in the PSC precision `name`.
+    fn measure(backend: crate::device::BackendChoice, name: &str) -> Result<Self> {
+        let p: Precision = name
+            .parse()
+            .map_err(|e| Error::InvalidInput(format!("--precision {name}: {e}")))?;
+        Ok(match super::cuda_device(backend)? {
+            None => Ceilings {
+                gemm_gflops: super::gemm_gflops(p, None),
+                bandwidth_gbs: super::triad_gbs(),
+            },
+            Some(dev) => Ceilings {
+                gemm_gflops: super::device_gemm_gflops(
+                    &dev,
+                    p,
+                    gemm_ceiling_size(GemmSite::Gpu, p, None),
+                ),
+                bandwidth_gbs: super::device_copy_gbs(&dev, 1 << 28),
+            },
+        })
+    }
+
+    fn stages(self, timed: Vec<TimedStage>) -> Vec<SolveStage> {
+        timed
+            .into_iter()
+            .map(|t| SolveStage {
+                stage: t.stage,
+                seconds: t.seconds,
+                bytes: t.cost.map(|c| c.bytes),
+                flops: t.cost.map(|c| c.flops),
+                model_seconds: t.cost.map(|c| {
+                    (c.bytes / (self.bandwidth_gbs * 1e9)).max(c.flops / (self.gemm_gflops * 1e9))
+                }),
+            })
+            .collect()
+    }
 }
 
 /// Right-hand sides reproducible across methods: each column's normal values are drawn
@@ -108,15 +175,24 @@ pub fn report(a: &SolveBenchArgs) -> Result<()> {
         // this block size allocated and touched, as in a time loop's every later step.
         for ((_, solver), b) in solvers.iter_mut().zip(&blocks) {
             solver.solve(b, nrhs)?;
+            solver.time_stages(a.stages);
         }
         let mut times = vec![Vec::new(); solvers.len()];
         let mut last = vec![None; solvers.len()];
+        // The stages of each method's fastest round so far.
+        let mut fastest_stages = vec![Vec::new(); solvers.len()];
         for _ in 0..a.runs {
             for (i, (method, solver)) in solvers.iter_mut().enumerate() {
                 let b = &blocks[i];
+                solver.take_stages()?;
                 let start = Instant::now();
                 let outcome = solver.solve(b, nrhs)?;
-                times[i].push(start.elapsed().as_secs_f64());
+                let seconds = start.elapsed().as_secs_f64();
+                let stages = solver.take_stages()?;
+                if seconds < best(&times[i]) {
+                    fastest_stages[i] = stages;
+                }
+                times[i].push(seconds);
                 let residuals = column_residuals(solver, b, &outcome.u, nrhs);
                 // A NaN fails the check too (f64::max would pass over it).
                 if let Some(c) = residuals
@@ -139,6 +215,11 @@ pub fn report(a: &SolveBenchArgs) -> Result<()> {
             .iter()
             .position(|(m, _)| m.method == "cholesky")
             .map(|i| best(&times[i]));
+        // Measured after the rounds, once per block size (the machine's state drifts).
+        let ceilings = a
+            .stages
+            .then(|| Ceilings::measure(a.backend, &a.precision))
+            .transpose()?;
         for (i, (method, solver)) in solvers.iter().enumerate() {
             let (iterations, residual) = last[i].expect("every method ran");
             let solve = best(&times[i]);
@@ -160,6 +241,9 @@ pub fn report(a: &SolveBenchArgs) -> Result<()> {
                 max_relative_residual: residual,
                 rtol: a.rtol,
                 speedup_over_reference: reference.map(|r| r / solve),
+                stages: ceilings.map(|c| c.stages(std::mem::take(&mut fastest_stages[i]))),
+                gemm_peak_gflops: ceilings.map(|c| c.gemm_gflops),
+                bandwidth_gbs: ceilings.map(|c| c.bandwidth_gbs),
             });
         }
     }
@@ -614,6 +698,9 @@ fn print(results: &[SolveBenchResult], json: bool) {
                 .map_or("-".into(), |s| format!("{s:.2}×"))
         );
     }
+    for r in results {
+        print_stages(r);
+    }
     let first_block = results.first().map_or(0, |r| r.nrhs);
     for r in results
         .iter()
@@ -625,4 +712,47 @@ fn print(results: &[SolveBenchResult], json: bool) {
             r.setup_note.as_deref().unwrap_or_default()
         );
     }
+}
+
+/// The stages of a method's fastest round beside their model, and what no stage covers.
+fn print_stages(r: &SolveBenchResult) {
+    let (Some(stages), Some(gemm), Some(bandwidth)) =
+        (&r.stages, r.gemm_peak_gflops, r.bandwidth_gbs)
+    else {
+        return;
+    };
+    if stages.is_empty() {
+        return;
+    }
+    println!(
+        "{} {}, {} columns: stages of the fastest round ({:.4} s); model at the GEMM peak {gemm:.0} GFLOP/s and {bandwidth:.1} GB/s measured in this run",
+        r.method, r.setting, r.nrhs, r.solve_seconds
+    );
+    println!(
+        "  {:<24} {:>9} {:>7} {:>9} {:>8} {:>10} {:>7}",
+        "stage", "seconds", "share", "MB", "GFLOP", "model [s]", "model/t"
+    );
+    let or_dash = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("-".into(), f);
+    for s in stages {
+        println!(
+            "  {:<24} {:>9.4} {:>6.1}% {:>9} {:>8} {:>10} {:>7}",
+            s.stage,
+            s.seconds,
+            100.0 * s.seconds / r.solve_seconds,
+            or_dash(s.bytes, &|b| format!("{:.1}", b / 1e6)),
+            or_dash(s.flops, &|f| format!("{:.2}", f / 1e9)),
+            or_dash(s.model_seconds, &|m| format!("{m:.4}")),
+            or_dash(s.model_seconds, &|m| format!(
+                "{:.0}%",
+                100.0 * m / s.seconds
+            )),
+        );
+    }
+    let outside = r.solve_seconds - stages.iter().map(|s| s.seconds).sum::<f64>();
+    println!(
+        "  {:<24} {:>9.4} {:>6.1}%  (refinement's f64 residuals and updates, the verification, transfers)",
+        "outside the stages",
+        outside,
+        100.0 * outside / r.solve_seconds
+    );
 }

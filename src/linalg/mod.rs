@@ -23,7 +23,9 @@ pub use dense::{
 pub use fgmres::{fgmres, FgmresError, FgmresFailure, FgmresInfo, FgmresParams, FgmresWorkspace};
 pub use lanczos::{extreme_eigenvalues, LanczosInfo, LanczosParams};
 pub use linop::{block_of, BlockKind, Cost, LinOp, Staged};
-pub use solver::{solve_in_chunks, BlockOutcome, BlockSolver, ColumnPlan, Footprint, Scope};
+pub use solver::{
+    solve_in_chunks, BlockOutcome, BlockSolver, ColumnPlan, Footprint, Scope, TimedStage,
+};
 /// The stopping rule every iterative method shares (config keys solver.rtol, solver.atol):
 /// a column is done when ‖b − Ax‖₂ ≤ max(atol, rtol·‖b‖₂). Returns that threshold.
 pub fn stopping_threshold(rtol: f64, atol: f64, b_norm: f64) -> f64 {

@@ -3,6 +3,7 @@
 //! blocks of right-hand sides any number of times ([`BlockSolver`]), in chunks of columns
 //! where the device cannot hold a block whole ([`ColumnPlan`]).
 
+use super::Cost;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::reference::CholeskySolver;
@@ -12,6 +13,28 @@ use crate::sparse::Csr;
 /// right-hand sides of the f64 system `a` (the matrix it was set up for).
 pub trait BlockSolver: Send {
     fn solve(&mut self, a: &Csr<f64>, b: &[f64], scope: &Scope) -> Result<BlockOutcome>;
+
+    /// Times the stages of every later solve (`true`) by marks in the device's queue, or
+    /// stops timing. A method without stage marks (the sparse Cholesky, one library call)
+    /// has nothing to time.
+    fn time_stages(&mut self, on: bool) {
+        let _ = on;
+    }
+
+    /// The stages of the solves since the last call, in the order they run, their seconds
+    /// summed over the solves, and zeroed: empty when not timing or without stage marks.
+    fn take_stages(&mut self) -> Result<Vec<TimedStage>> {
+        Ok(Vec::new())
+    }
+}
+
+/// A stage of a method's solves: the seconds its marks measured and, where the method
+/// models it, what it must move and compute (the compulsory bytes and counted flops).
+#[derive(Clone, Debug)]
+pub struct TimedStage {
+    pub stage: &'static str,
+    pub seconds: f64,
+    pub cost: Option<Cost>,
 }
 
 /// Which columns of the caller's block a solve works on, and by how much they were scaled.

@@ -7,7 +7,9 @@
 use super::{random_initial_guess, MgParams, Multigrid, PinnedEmbedding, StopParams};
 use crate::device::MultigridDevice;
 use crate::error::Result;
-use crate::linalg::{solve_in_chunks, BlockOutcome, BlockSolver, ColumnPlan, Footprint, Scope};
+use crate::linalg::{
+    solve_in_chunks, BlockOutcome, BlockSolver, ColumnPlan, Footprint, Scope, TimedStage,
+};
 use crate::mesh::{unit_square_refined, Element, Mesh2d, MeshSpec};
 use crate::sparse::Csr;
 
@@ -214,6 +216,27 @@ impl<D: MultigridDevice> BlockSolver for MultigridSolver<D> {
         solve_in_chunks(b, n, scope, width, |part, chunk| {
             self.solve_block(part, chunk)
         })
+    }
+
+    /// The cycles' stages ([`Multigrid::time_stages`]); the refinement's f64 residuals and
+    /// updates between the cycles are in none.
+    fn time_stages(&mut self, on: bool) {
+        self.mg.time_stages(on);
+    }
+
+    /// The seconds of each stage (no model: multigrid's kernels are modelled by `bench mg
+    /// --kernels`).
+    fn take_stages(&mut self) -> Result<Vec<TimedStage>> {
+        Ok(self
+            .mg
+            .take_stage_seconds()?
+            .into_iter()
+            .map(|t| TimedStage {
+                stage: t.stage,
+                seconds: t.seconds,
+                cost: None,
+            })
+            .collect())
     }
 }
 

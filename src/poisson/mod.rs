@@ -19,7 +19,7 @@ use crate::config::SolverSpec;
 use crate::device::Backend;
 use crate::error::Result;
 use crate::fem::{BoundaryProblem, ColumnReport, Exact};
-use crate::linalg::BlockOutcome;
+use crate::linalg::{BlockOutcome, TimedStage};
 use crate::mesh::{self, MeshSpec};
 
 /// A [`PoissonSolver`] on the unit square or cube with u = 0 on the boundary, or on a 2D
@@ -125,6 +125,16 @@ impl AnyPoissonSolver {
     /// Solves the column-major block `b` (unknowns × nrhs): [`PoissonSolver::solve`].
     pub fn solve(&mut self, b: &[f64], nrhs: usize) -> Result<BlockOutcome> {
         with_solver!(self, s => s.solve(b, nrhs))
+    }
+
+    /// [`PoissonSolver::time_stages`].
+    pub fn time_stages(&mut self, on: bool) {
+        with_solver!(self, s => s.time_stages(on))
+    }
+
+    /// [`PoissonSolver::take_stages`].
+    pub fn take_stages(&mut self) -> Result<Vec<TimedStage>> {
+        with_solver!(self, s => s.take_stages())
     }
 
     /// The solutions `u` at every node (nodes × columns), with the Dirichlet values

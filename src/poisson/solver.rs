@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::fem::{
     assemble_stiffness, relative_residuals, verify, ColumnReport, Dofs, Exact, ModeBasis,
 };
-use crate::linalg::{magnitude, BlockOutcome, BlockSolver, Scope, Tolerance};
+use crate::linalg::{magnitude, BlockOutcome, BlockSolver, Scope, TimedStage, Tolerance};
 use crate::mesh::{Mesh, MeshSpec};
 use crate::sparse::Csr;
 
@@ -198,6 +198,17 @@ impl<const DIM: usize> PoissonSolver<DIM> {
     ) -> Result<Vec<ColumnReport>> {
         let residuals = self.residuals(rhs, u, exact.len());
         verify(&self.mesh, &self.dofs, &self.modes, u, exact, &residuals)
+    }
+
+    /// Times the stages of the solver's later solves, or stops ([`BlockSolver::time_stages`]).
+    pub fn time_stages(&mut self, on: bool) {
+        self.solver.time_stages(on);
+    }
+
+    /// The solver's stages since the last call ([`BlockSolver::take_stages`]): the
+    /// verification and magnitude handling around them are in none.
+    pub fn take_stages(&mut self) -> Result<Vec<TimedStage>> {
+        self.solver.take_stages()
     }
 
     /// The verified residual of every column of the blocks `rhs` and `u`

@@ -14,7 +14,8 @@ use crate::config::{Method, SolverSpec};
 use crate::device::{Block, Layout, PscDevice, Storage};
 use crate::error::{Error, Result};
 use crate::linalg::{
-    solve_in_chunks, BlockOutcome, BlockSolver, ColumnPlan, Footprint, LinOp, Scope,
+    solve_in_chunks, BlockOutcome, BlockSolver, ColumnPlan, Cost, Footprint, LinOp, Scope,
+    TimedStage,
 };
 use crate::mesh::{Mesh2d, MeshSpec};
 use crate::precision::Precision;
@@ -32,6 +33,9 @@ pub struct PscSolver<D: PscDevice> {
     /// The operator cache's inverses this solver was loaded from, not yet checked against
     /// their checksum (with refinement: see [`InverseCheck::OnFailure`]).
     unchecked: Option<UncheckedInverses>,
+    /// While timing stages: what each stage of the applies since the last
+    /// [`BlockSolver::take_stages`] had to move and compute, summed.
+    stage_costs: Option<Vec<(&'static str, Cost)>>,
 }
 
 impl<D: PscDevice> PscSolver<D> {
@@ -89,6 +93,7 @@ impl<D: PscDevice> PscSolver<D> {
             refine,
             columns,
             unchecked,
+            stage_costs: None,
         }
     }
 
@@ -165,6 +170,19 @@ impl<D: PscDevice> PscSolver<D> {
             }
         };
         let counts = self.operator_mut().take_counts();
+        if self.stage_costs.is_some() && counts.applies > 0 {
+            let applies = counts.applies as f64;
+            let per_apply = self
+                .operator()
+                .stage_costs(nrhs, counts.cg_iterations as f64 / applies);
+            let sums = self.stage_costs.as_mut().expect("timing stages");
+            for (stage, cost) in per_apply {
+                match sums.iter_mut().find(|(s, _)| *s == stage) {
+                    Some((_, sum)) => *sum = *sum + cost * applies,
+                    None => sums.push((stage, cost * applies)),
+                }
+            }
+        }
         Ok(BlockOutcome {
             u,
             iterations,
@@ -224,6 +242,32 @@ impl<D: PscDevice> BlockSolver for PscSolver<D> {
         solve_in_chunks(b, n, scope, width, |part, chunk| {
             self.solve_block(a, part, chunk.columns.len(), chunk.factor)
         })
+    }
+
+    /// The apply's stages ([`PscOperator::time_stages`]); PSC-IR's f64 residuals and
+    /// updates between the applies are in none.
+    fn time_stages(&mut self, on: bool) {
+        self.operator_mut().time_stages(on);
+        self.stage_costs = on.then(Vec::new);
+    }
+
+    /// Each stage with its compulsory bytes and counted flops
+    /// ([`PscOperator::stage_costs`]) summed over the applies.
+    fn take_stages(&mut self) -> Result<Vec<TimedStage>> {
+        let times = self.operator_mut().take_stage_seconds()?;
+        let costs = self.stage_costs.as_mut().map(std::mem::take);
+        Ok(times
+            .into_iter()
+            .map(|t| TimedStage {
+                stage: t.stage,
+                seconds: t.seconds,
+                cost: costs
+                    .iter()
+                    .flatten()
+                    .find(|(stage, _)| *stage == t.stage)
+                    .map(|&(_, cost)| cost),
+            })
+            .collect())
     }
 }
 

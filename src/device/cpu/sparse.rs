@@ -23,7 +23,7 @@ fn view<'a, S: Storage>(a: &'a CsrMatrix<Cpu>, kernel: &str) -> Result<CsrView<'
 /// row of A is read once per group ([`sparse::spmv_block_map`], r written there), then per
 /// column and chunk (chunks fixed by the row count) x's update with Σ r² and max |c| into
 /// the statistics.
-fn update<X: Storage>(
+fn update<X: Storage + Into<f64>>(
     a: &CsrView<'_, f64>,
     c: &[X],
     alpha: &[f64],
@@ -31,9 +31,7 @@ fn update<X: Storage>(
     x: &mut [f64],
     r: &mut [f64],
     stats: &mut Stats<Cpu>,
-) where
-    X: Into<f64>,
-{
+) {
     let nrhs = alpha.len();
     let cm = faer::MatRef::from_column_major_slice(c, rows, nrhs);
     let rm = faer::MatMut::from_column_major_slice_mut(r, rows, nrhs);
