@@ -28,7 +28,7 @@ fn estimated_bytes(m: &MeshSpec, solver: &SolverSpec, nrhs: usize, backend: &Bac
         Method::Mg => crate::mg::estimated_bytes(m.unknowns(), m.dim(), nrhs),
         method @ (Method::PscM1 | Method::PscM2 | Method::PscM3) => {
             let solve_on_host = matches!(backend, Backend::Cpu { .. });
-            crate::psc::configured_bytes(m, method, nrhs, solve_on_host)
+            crate::psc::configured_bytes(m, (method, solver.coupling), nrhs, solve_on_host)
         }
     };
     assembly + block + solver
@@ -48,7 +48,7 @@ pub fn check_memory(
     if needed > available as f64 {
         let classes = match (solver.method.is_psc(), mesh.coarse) {
             (true, Some((n0, _))) => {
-                let (c, e) = crate::psc::class_sizes(mesh).map_or_else(
+                let (c, e) = crate::psc::class_sizes(mesh, solver.coupling).map_or_else(
                     || crate::psc::class_counts(mesh.element, mesh.n, n0),
                     |(c, e, _)| (c, e),
                 );

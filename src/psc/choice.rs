@@ -40,7 +40,8 @@ pub struct CoarseLevelCost {
     pub apply_flops_per_rhs: f64,
     /// Π⁻¹ in f64 (the set-up's largest matrix).
     pub pi_inverse_bytes: f64,
-    /// Every group's C_g and C_g⁻¹ in f64.
+    /// Every group's C_g and C_g⁻¹ in f64, and with the element coupling its
+    /// [C_g⁻¹ | W_g] (b × (b + n_b), built in f64).
     pub block_bytes: f64,
 }
 
@@ -145,7 +146,12 @@ fn cost_at(
         coupling: coupling.name(),
         apply_flops_per_rhs: interiors + 4.0 * cf * cf + 4.0 * cf * ef + 2.0 * ef * ef,
         pi_inverse_bytes: 8.0 * ef * ef,
-        block_bytes: 2.0 * 8.0 * groups as f64 * bf * bf,
+        block_bytes: 8.0
+            * groups as f64
+            * match coupling {
+                Coupling::Csr => 2.0 * bf * bf,
+                Coupling::Element => 2.0 * bf * bf + bf * (bf + nbf),
+            },
     }))
 }
 
@@ -439,10 +445,15 @@ mod tests {
         assert!(setup.windows(2).take(3).all(|w| w[0] < w[1]), "{setup:?}");
         assert_eq!(cheapest(&costs, 64, 3, None).unwrap().coarse_levels, 0);
         assert_eq!(cheapest(&costs, 64, 300, None).unwrap().coarse_levels, 1);
-        // Within 1 GiB only L0 = 1 fits (Π⁻¹ in f64 at L0 = 2: 832 MiB, twice; the C_g at
-        // L0 = 0: 1953² in f64 for 3 groups, twice, 175 MiB, beside 2 × 70 MiB of Π⁻¹).
+        // Within 1 GiB L0 = 2 does not fit (Π⁻¹ in f64: 832 MiB, twice); L0 = 0 does (its 3
+        // groups' C_g, C_g⁻¹ and [C_g⁻¹ | W_g] in f64: 1953 × (2·1953 + 2142), 270 MiB, beside
+        // 2 × 70 MiB of Π⁻¹: 410 MiB), and within 450 MiB L0 = 0 alone (L0 = 1: 2 × 238 MiB of
+        // Π⁻¹ and 16 MiB of blocks).
         let gib = Some(1 << 30);
-        assert!(costs[1].fits(gib) && !costs[2].fits(gib));
+        assert!(costs[0].fits(gib) && costs[1].fits(gib) && !costs[2].fits(gib));
+        let blocks = 8.0 * 3.0 * 1953.0 * (2.0 * 1953.0 + 1953.0 + 189.0);
+        assert_eq!(costs[0].block_bytes, blocks);
+        assert!(costs[0].fits(Some(450 << 20)) && !costs[1].fits(Some(450 << 20)));
         assert_eq!(cheapest(&costs, 64, 30_000, gib).unwrap().coarse_levels, 1);
         assert!(cheapest(&costs, 64, 3, Some(1 << 20)).is_none());
     }

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use half::f16;
 
 use super::{
-    CacheOutcome, InnerCg, InverseCheck, OperatorCache, PscIr, PscIrParams, PscMethod, PscOperator,
-    PscSetup, SetupKey, UncheckedInverses,
+    CacheOutcome, Coupling, InnerCg, InverseCheck, OperatorCache, PscIr, PscIrParams, PscMethod,
+    PscOperator, PscSetup, SetupKey, UncheckedInverses,
 };
 use crate::config::{Method, SolverSpec};
 use crate::device::{Block, Layout, PscDevice, Storage};
@@ -170,12 +170,12 @@ impl<D: PscDevice> PscSolver<D> {
             }
         };
         let counts = self.operator_mut().take_counts();
-        if self.stage_costs.is_some() && counts.applies > 0 {
-            let applies = counts.applies as f64;
-            let per_apply = self
-                .operator()
-                .stage_costs(nrhs, counts.cg_iterations as f64 / applies);
-            let sums = self.stage_costs.as_mut().expect("timing stages");
+        let applies = counts.applies as f64;
+        let per_apply = (self.stage_costs.is_some() && applies > 0.0).then(|| {
+            self.operator()
+                .stage_costs(nrhs, counts.cg_iterations as f64 / applies)
+        });
+        if let (Some(per_apply), Some(sums)) = (per_apply, self.stage_costs.as_mut()) {
             for (stage, cost) in per_apply {
                 match sums.iter_mut().find(|(s, _)| *s == stage) {
                     Some((_, sum)) => *sum = *sum + cost * applies,
@@ -387,16 +387,21 @@ fn cache_key(mesh: &MeshSpec, method: PscMethod) -> SetupKey {
 
 /// A generous estimate of the host bytes the configured PSC `method` takes on `mesh` with
 /// `nrhs` columns ([`super::estimated_bytes`] with the class sizes of the mesh: counted on
-/// the macro mesh of a refined domain); `solve_on_host`: the solve's workspace is the
-/// host's (on a GPU only the block crosses to the host).
-pub fn configured_bytes(mesh: &MeshSpec, method: Method, nrhs: usize, solve_on_host: bool) -> f64 {
+/// the macro mesh of a refined domain, with the blocks `coupling` stores); `solve_on_host`:
+/// the solve's workspace is the host's (on a GPU only the block crosses to the host).
+pub fn configured_bytes(
+    mesh: &MeshSpec,
+    (method, coupling): (Method, Coupling),
+    nrhs: usize,
+    solve_on_host: bool,
+) -> f64 {
     let (n0, levels) = mesh.coarse.unwrap_or((1, 1));
     let host_vectors = if solve_on_host {
         super::HOST_SOLVE_VECTORS
     } else {
         0.0
     };
-    let (classes, blocks) = match class_sizes(mesh) {
+    let (classes, blocks) = match class_sizes(mesh, coupling) {
         Some((c, e, blocks)) => ((c, e), blocks),
         None => (super::class_counts(mesh.element, mesh.n, n0), 0.0),
     };
@@ -410,10 +415,11 @@ pub fn configured_bytes(mesh: &MeshSpec, method: Method, nrhs: usize, solve_on_h
     ) + blocks
 }
 
-/// |C|, |E| and the bytes of the groups' C_g and C_g⁻¹ in f64 of PSC on a refined domain,
-/// its Dirichlet parts left out (None for the unit square, whose formula
-/// [`super::class_counts`] gives the classes and whose blocks are small beside |E|²).
-pub fn class_sizes(mesh: &MeshSpec) -> Option<(usize, usize, f64)> {
+/// |C|, |E| and the bytes of the groups' dense blocks in f64 (C_g, C_g⁻¹ and what
+/// `coupling` builds from them) of PSC on a refined domain, its Dirichlet parts left out
+/// (None for the unit square, whose formula [`super::class_counts`] gives the classes and
+/// whose blocks are small beside |E|²).
+pub fn class_sizes(mesh: &MeshSpec, coupling: Coupling) -> Option<(usize, usize, f64)> {
     let domain = mesh.domain.as_ref()?;
     let dirichlet: Vec<bool> = (0..domain.coarse.parts.len())
         .map(|p| {
@@ -427,8 +433,7 @@ pub fn class_sizes(mesh: &MeshSpec) -> Option<(usize, usize, f64)> {
         domain.levels,
         domain.coarse_levels,
         &dirichlet,
-        // The class sizes and blocks do not depend on how the apply multiplies by D.
-        super::Coupling::default(),
+        coupling,
     )
     .ok()??;
     Some((cost.c, cost.e, cost.block_bytes))
