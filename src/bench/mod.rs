@@ -55,6 +55,12 @@ pub fn cuda_device(choice: BackendChoice) -> Result<Option<Cuda>> {
     }
 }
 
+/// The time a stage's `cost` takes at `gemm_gflops` and `bandwidth_gbs`, whichever bounds
+/// it: max(bytes / bandwidth, flops / GEMM peak).
+fn model_seconds(cost: crate::linalg::Cost, gemm_gflops: f64, bandwidth_gbs: f64) -> f64 {
+    (cost.bytes / (bandwidth_gbs * 1e9)).max(cost.flops / (gemm_gflops * 1e9))
+}
+
 /// Best (smallest) and median seconds of `f` over at least `min_runs` runs, running until
 /// `min_seconds` have passed (after one untimed warm-up run).
 pub fn time_runs(min_runs: usize, min_seconds: f64, mut f: impl FnMut()) -> (f64, f64) {

@@ -309,8 +309,11 @@ impl PscBenchResult {
         self.triad_gbs = ceilings.memory;
         self.triad_fraction = self.operator_gbs / ceilings.memory;
         for s in self.stage_seconds.iter_mut().flatten() {
-            s.model_seconds =
-                (s.bytes / (ceilings.memory * 1e9)).max(s.flops / (ceilings.gemm * 1e9));
+            let cost = crate::linalg::Cost {
+                bytes: s.bytes,
+                flops: s.flops,
+            };
+            s.model_seconds = super::model_seconds(cost, ceilings.gemm, ceilings.memory);
         }
     }
 }

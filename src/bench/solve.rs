@@ -103,9 +103,9 @@ impl Ceilings {
                 seconds: t.seconds,
                 bytes: t.cost.map(|c| c.bytes),
                 flops: t.cost.map(|c| c.flops),
-                model_seconds: t.cost.map(|c| {
-                    (c.bytes / (self.bandwidth_gbs * 1e9)).max(c.flops / (self.gemm_gflops * 1e9))
-                }),
+                model_seconds: t
+                    .cost
+                    .map(|c| super::model_seconds(c, self.gemm_gflops, self.bandwidth_gbs)),
             })
             .collect()
     }

@@ -337,6 +337,28 @@ mod tests {
     use crate::mesh::refine;
     use crate::psc::{PscMethod, PscSetup};
 
+    /// `coarse` refined `levels` times, its macro elements after `coarse_levels`, with the
+    /// parts marked in `dirichlet` Dirichlet and the others Neumann.
+    fn macro_mesh(
+        coarse: &CoarseMesh,
+        levels: usize,
+        coarse_levels: usize,
+        dirichlet: &[bool],
+    ) -> crate::mesh::Mesh2d {
+        use crate::fem::{Condition, Conditions};
+        let macros = coarse.refined(coarse_levels).unwrap();
+        let mut mesh = refine(&macros, levels - coarse_levels).unwrap();
+        let conditions = dirichlet.iter().map(|&d| {
+            if d {
+                Condition::Dirichlet
+            } else {
+                Condition::Neumann
+            }
+        });
+        Conditions(conditions.collect()).apply(&mut mesh).unwrap();
+        mesh
+    }
+
     /// The counted classes and groups are those of the set-up itself, with Dirichlet on the
     /// whole boundary and on the outflow alone.
     #[test]
@@ -352,21 +374,7 @@ mod tests {
                 "L0 = 2 leaves no unknown inside a P1 macro element"
             );
             for cost in &costs {
-                let macros = coarse.refined(cost.coarse_levels).unwrap();
-                let mut mesh = refine(&macros, 3 - cost.coarse_levels).unwrap();
-                let conditions = crate::fem::Conditions(
-                    dirichlet
-                        .iter()
-                        .map(|&d| {
-                            if d {
-                                crate::fem::Condition::Dirichlet
-                            } else {
-                                crate::fem::Condition::Neumann
-                            }
-                        })
-                        .collect(),
-                );
-                conditions.apply(&mut mesh).unwrap();
+                let mesh = macro_mesh(&coarse, 3, cost.coarse_levels, dirichlet);
                 let setup = PscSetup::on_mesh(mesh, PscMethod::M1).unwrap();
                 assert_eq!(
                     (cost.c, cost.e, cost.i, cost.groups),
@@ -394,22 +402,7 @@ mod tests {
         use crate::psc::PscOperator;
         let coarse = CoarseMesh::flow_around_square();
         let outflow: Vec<bool> = coarse.parts.iter().map(|p| p == "outflow").collect();
-        let conditions = crate::fem::Conditions(
-            outflow
-                .iter()
-                .map(|&d| {
-                    if d {
-                        crate::fem::Condition::Dirichlet
-                    } else {
-                        crate::fem::Condition::Neumann
-                    }
-                })
-                .collect(),
-        );
-        let macros = coarse.refined(1).unwrap();
-        let mut on_macros = refine(&macros, 4).unwrap();
-        conditions.apply(&mut on_macros).unwrap();
-        let setup = PscSetup::on_mesh(on_macros, PscMethod::M1).unwrap();
+        let setup = PscSetup::on_mesh(macro_mesh(&coarse, 5, 1, &outflow), PscMethod::M1).unwrap();
         for coupling in Coupling::ALL {
             let model = coarse_level_cost(&coarse, 5, 1, &outflow, coupling)
                 .unwrap()
