@@ -257,6 +257,24 @@ fn block_kernels_match_naive_loops<D: PscDevice>(dev: &D) {
             assert_eq!(y[i], alpha[c] * col_major[i] + beta[c] * other[i]);
         }
     }
+    // Node-major dots: the same sums, and a column alone equals it in the block (bitwise).
+    let mut onm = Block::zeros(dev, n, k, Precision::F64, Layout::NodeMajor).unwrap();
+    dev.relayout(&om, &mut onm).unwrap();
+    let mut node_dots = vec![0.0; k];
+    let mut scratch = Scratch::new(dev).unwrap();
+    dev.column_dots(&nm, &onm, &mut node_dots, &mut scratch)
+        .unwrap();
+    for c in 0..k {
+        assert!((node_dots[c] - dots[c]).abs() < 1e-10, "column {c}");
+    }
+    let other_column = &other[2 * n..3 * n];
+    let alone = Block::from_f64(dev, &column, n, 1, Precision::F64, Layout::NodeMajor).unwrap();
+    let other_alone =
+        Block::from_f64(dev, other_column, n, 1, Precision::F64, Layout::NodeMajor).unwrap();
+    let mut single_dot = [0.0];
+    dev.column_dots(&alone, &other_alone, &mut single_dot, &mut scratch)
+        .unwrap();
+    assert_eq!(single_dot[0].to_bits(), node_dots[2].to_bits());
 }
 
 /// GEMM in every precision (plain, transposed, offsets and leading dimensions) and GEMV

@@ -817,7 +817,8 @@ impl VectorKernels for Cpu {
 }
 
 /// Per-column dots of two blocks in f64; each column's chunks (fixed by the row count) are
-/// added in order.
+/// added in order. Node-major blocks are read row by row, every column's sum carried at
+/// once (the same additions in the same order as one column at a time).
 fn column_dots<T: Storage>(
     x: &[T],
     y: &[T],
@@ -829,23 +830,44 @@ fn column_dots<T: Storage>(
     let nrhs = out.len();
     let chunk = numeric::reduction_chunk(rows).max(1);
     let per_column = rows.div_ceil(chunk).max(1);
+    let span = |q: usize| (q * chunk).min(rows)..((q + 1) * chunk).min(rows);
     partial.clear();
     partial.resize(per_column * nrhs, 0.0);
-    partial.par_iter_mut().enumerate().for_each(|(k, p)| {
-        let (c, q) = (k / per_column, k % per_column);
-        let span = (q * chunk).min(rows)..((q + 1) * chunk).min(rows);
-        *p = match layout {
-            Layout::ColMajor => x[c * rows + span.start..c * rows + span.end]
-                .iter()
-                .zip(&y[c * rows + span.start..c * rows + span.end])
-                .fold(0.0, |s, (a, b)| s + a.to_f64() * b.to_f64()),
-            Layout::NodeMajor => span.fold(0.0, |s, i| {
-                s + x[i * nrhs + c].to_f64() * y[i * nrhs + c].to_f64()
-            }),
-        };
-    });
-    for (c, o) in out.iter_mut().enumerate() {
-        *o = partial[c * per_column..(c + 1) * per_column].iter().sum();
+    match layout {
+        // partial[c · per_column + q]: chunk q of column c.
+        Layout::ColMajor => {
+            partial.par_iter_mut().enumerate().for_each(|(k, p)| {
+                let (c, span) = (k / per_column, span(k % per_column));
+                *p = x[c * rows + span.start..c * rows + span.end]
+                    .iter()
+                    .zip(&y[c * rows + span.start..c * rows + span.end])
+                    .fold(0.0, |s, (a, b)| s + a.to_f64() * b.to_f64());
+            });
+            for (c, o) in out.iter_mut().enumerate() {
+                *o = partial[c * per_column..(c + 1) * per_column].iter().sum();
+            }
+        }
+        // partial[q · nrhs + c]: chunk q's sums of every column.
+        Layout::NodeMajor => {
+            partial
+                .par_chunks_mut(nrhs.max(1))
+                .enumerate()
+                .for_each(|(q, sums)| {
+                    let span = span(q);
+                    let (x, y) = (
+                        &x[span.start * nrhs..span.end * nrhs],
+                        &y[span.start * nrhs..span.end * nrhs],
+                    );
+                    for (x_row, y_row) in x.chunks_exact(nrhs).zip(y.chunks_exact(nrhs)) {
+                        for ((s, a), b) in sums.iter_mut().zip(x_row).zip(y_row) {
+                            *s += a.to_f64() * b.to_f64();
+                        }
+                    }
+                });
+            for (c, o) in out.iter_mut().enumerate() {
+                *o = (0..per_column).map(|q| partial[q * nrhs + c]).sum();
+            }
+        }
     }
 }
 
