@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::vector::{partials, reduce};
+use super::vector::{partials, record_stats, reduce};
 use super::{buffer, buffer_mut, by_precision, Compute, Cpu};
 use crate::device::{Block, CsrMatrix, SparseKernels, Stats, Storage};
 use crate::error::Result;
@@ -57,19 +57,32 @@ fn update<X: Storage + Into<f64>>(
                 .zip(cc.par_chunks(chunk))
                 .zip(pc.par_chunks_mut(len))
                 .for_each(|(((xq, rq), cq), p)| {
-                    let (mut sumsq, mut max) = (0.0f64, 0.0f64);
-                    for ((xi, &ri), &ci) in xq.iter_mut().zip(rq).zip(cq) {
-                        let ci = ci.to_f64();
-                        *xi += alpha * ci;
-                        sumsq += ri * ri;
-                        max = max.max(ci.abs());
+                    for (xi, &ci) in xq.iter_mut().zip(cq) {
+                        *xi += alpha * ci.to_f64();
                     }
-                    p[col] = sumsq;
-                    p[nrhs + col] = max;
-                    p[2 * nrhs] = f64::from(sumsq.is_nan());
+                    // Σ r² and max |c| in vectorised lanes.
+                    let mut of_r = [0.0; 3];
+                    record_stats(&mut of_r, rq, 1, f64::INFINITY);
+                    p[col] = of_r[0];
+                    p[nrhs + col] = largest_magnitude(cq);
+                    p[2 * nrhs] = f64::from(of_r[0].is_nan());
                 });
         });
     reduce(stats);
+}
+
+/// max |v| in four lanes, so that it vectorises; NaN is skipped, as `f64::max` does.
+fn largest_magnitude<X: Storage>(values: &[X]) -> f64 {
+    let mut lanes = [0.0f64; 4];
+    let mut groups = values.chunks_exact(4);
+    for group in &mut groups {
+        for (lane, v) in lanes.iter_mut().zip(group) {
+            let a = v.to_f64().abs();
+            *lane = if a > *lane { a } else { *lane };
+        }
+    }
+    let rest = groups.remainder().iter().map(|v| v.to_f64().abs());
+    lanes.into_iter().chain(rest).fold(0.0, f64::max)
 }
 
 impl SparseKernels for Cpu {

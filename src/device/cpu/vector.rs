@@ -435,18 +435,20 @@ fn scale_columns<A: Storage + TileIo, B: Storage + TileIo>(
                 .enumerate()
                 .for_each(|(c, ((d, s), p))| {
                     let inverse = inverse_scale(scale[c]);
-                    let (mut sumsq, mut max) = (0.0f64, 0.0f64);
-                    for (d, v) in d.iter_mut().zip(s) {
-                        let o = Compute::<B>::from_f64(v.to_f64() * inverse);
-                        let a = Real::to_f64(o).abs();
-                        sumsq += a * a;
-                        max = max.max(a);
-                        *d = B::from_compute(o);
-                    }
-                    p[c] = sumsq;
-                    p[nrhs + c] = max;
-                    p[2 * nrhs] = f64::from(sumsq.is_nan() || max > B::MAX);
+                    // As one node-major column: the values in scratch, then their
+                    // statistics in lanes and the rounding into storage, each vectorised.
+                    super::arena::with(|a| {
+                        let outs = a.one::<Compute<B>>(0, s.len());
+                        for (o, v) in outs.iter_mut().zip(s) {
+                            *o = Compute::<B>::from_f64(v.to_f64() * inverse);
+                        }
+                        let mut column = [0.0; 3];
+                        record_stats(&mut column, outs, 1, B::MAX);
+                        (p[c], p[nrhs + c], p[2 * nrhs]) = (column[0], column[1], column[2]);
+                        B::narrow_slice(outs, d);
+                    })
                 });
+            super::arena::sync();
         }
     }
     reduce(stats);
