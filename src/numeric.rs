@@ -80,17 +80,39 @@ pub fn sum<T: Real>(x: &[T]) -> T {
     chunked_sum(x.len(), |r| x[r].iter().fold(T::zero(), |s, &v| s + v))
 }
 
-/// max |x|, NaN when x holds a NaN (`max` alone would skip it).
+/// max |x|, NaN when x holds a NaN (`max` alone would skip it). Each chunk in four lanes
+/// with its NaNs noted apart, so that it vectorises.
 pub fn max_abs<T: Real>(x: &[T]) -> T {
-    x.par_iter().map(|v| v.abs()).reduce(T::zero, |a, b| {
-        if a.is_nan() {
-            a
-        } else if b.is_nan() {
-            b
-        } else {
-            a.max(b)
-        }
-    })
+    let larger = |a: T, b: T| if b > a { b } else { a };
+    x.par_chunks(reduction_chunk(x.len()))
+        .map(|part| {
+            let (mut lanes, mut nan) = ([T::zero(); 4], false);
+            let mut groups = part.chunks_exact(4);
+            for group in &mut groups {
+                for (lane, &v) in lanes.iter_mut().zip(group) {
+                    nan |= v.is_nan();
+                    *lane = larger(*lane, v.abs());
+                }
+            }
+            for &v in groups.remainder() {
+                nan |= v.is_nan();
+                lanes[0] = larger(lanes[0], v.abs());
+            }
+            if nan {
+                T::nan()
+            } else {
+                lanes.into_iter().fold(T::zero(), larger)
+            }
+        })
+        .reduce(T::zero, |a, b| {
+            if a.is_nan() {
+                a
+            } else if b.is_nan() {
+                b
+            } else {
+                larger(a, b)
+            }
+        })
 }
 
 /// ‖x‖₂, scaled so it neither overflows nor underflows for any finite x; NaN when x holds
@@ -129,6 +151,29 @@ mod tests {
         assert!(nrm2(&x).is_nan());
         x[1234] = f64::INFINITY;
         assert_eq!(nrm2(&x), f64::INFINITY);
+    }
+
+    /// The largest magnitude wherever it lies (a lane, the tail after the groups of four,
+    /// another chunk), a NaN anywhere, ±Inf, and nothing.
+    #[test]
+    fn max_abs_finds_the_largest_and_any_nan() {
+        let x: Vec<f64> = (0..50_003)
+            .map(|i| ((i * 37) % 101) as f64 - 50.0)
+            .collect();
+        assert_eq!(max_abs(&x), 50.0);
+        for at in [0, 1, 2, 3, 20_000, 50_002] {
+            let mut y = x.clone();
+            y[at] = -77.0;
+            assert_eq!(max_abs(&y), 77.0, "largest at {at}");
+            y[at] = f64::NEG_INFINITY;
+            assert_eq!(max_abs(&y), f64::INFINITY, "-Inf at {at}");
+            y[at] = f64::NAN;
+            assert!(max_abs(&y).is_nan(), "NaN at {at}");
+            assert!(max_abs(&y[..at + 1]).is_nan(), "NaN last of {}", at + 1);
+        }
+        let head = x[..3].iter().fold(0.0, |m: f64, v| m.max(v.abs()));
+        assert_eq!(max_abs(&x[..3]), head);
+        assert_eq!(max_abs::<f32>(&[]), 0.0);
     }
 
     #[test]
