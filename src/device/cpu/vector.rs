@@ -819,8 +819,10 @@ impl VectorKernels for Cpu {
 }
 
 /// Per-column dots of two blocks in f64; each column's chunks (fixed by the row count) are
-/// added in order. Node-major blocks are read row by row, every column's sum carried at
-/// once (the same additions in the same order as one column at a time).
+/// added in order. Node-major blocks are read row by row, every column's sums carried at
+/// once in four lanes (row r to lane r mod 4, as [`record_stats`] does), so that one
+/// column's sum is no chain of dependent additions and a column gives the same sum alone
+/// and inside a block.
 fn column_dots<T: Storage>(
     x: &[T],
     y: &[T],
@@ -849,25 +851,47 @@ fn column_dots<T: Storage>(
                 *o = partial[c * per_column..(c + 1) * per_column].iter().sum();
             }
         }
-        // partial[q · nrhs + c]: chunk q's sums of every column.
+        // partial[(4q + lane) · nrhs + c]: chunk q's four lanes of every column.
         Layout::NodeMajor => {
+            partial.resize(4 * per_column * nrhs, 0.0);
             partial
-                .par_chunks_mut(nrhs.max(1))
+                .par_chunks_mut(4 * nrhs.max(1))
                 .enumerate()
-                .for_each(|(q, sums)| {
+                .for_each(|(q, lanes)| {
                     let span = span(q);
                     let (x, y) = (
                         &x[span.start * nrhs..span.end * nrhs],
                         &y[span.start * nrhs..span.end * nrhs],
                     );
-                    for (x_row, y_row) in x.chunks_exact(nrhs).zip(y.chunks_exact(nrhs)) {
+                    if nrhs == 1 {
+                        // One column: the lanes are four consecutive values.
+                        let (xs, ys) = (x.chunks_exact(4), y.chunks_exact(4));
+                        let tail = xs.remainder().iter().zip(ys.remainder());
+                        for (xg, yg) in xs.zip(ys) {
+                            for ((s, a), b) in lanes.iter_mut().zip(xg).zip(yg) {
+                                *s += a.to_f64() * b.to_f64();
+                            }
+                        }
+                        for (s, (a, b)) in lanes.iter_mut().zip(tail) {
+                            *s += a.to_f64() * b.to_f64();
+                        }
+                        return;
+                    }
+                    let rows = x.chunks_exact(nrhs).zip(y.chunks_exact(nrhs));
+                    for (r, (x_row, y_row)) in rows.enumerate() {
+                        let sums = &mut lanes[(r % 4) * nrhs..(r % 4 + 1) * nrhs];
                         for ((s, a), b) in sums.iter_mut().zip(x_row).zip(y_row) {
                             *s += a.to_f64() * b.to_f64();
                         }
                     }
                 });
             for (c, o) in out.iter_mut().enumerate() {
-                *o = (0..per_column).map(|q| partial[q * nrhs + c]).sum();
+                *o = (0..per_column)
+                    .map(|q| {
+                        let lane = |l: usize| partial[(4 * q + l) * nrhs + c];
+                        ((lane(0) + lane(1)) + lane(2)) + lane(3)
+                    })
+                    .sum();
             }
         }
     }
