@@ -836,10 +836,10 @@ fn column_dots<T: Storage>(
     let per_column = rows.div_ceil(chunk).max(1);
     let span = |q: usize| (q * chunk).min(rows)..((q + 1) * chunk).min(rows);
     partial.clear();
-    partial.resize(per_column * nrhs, 0.0);
     match layout {
         // partial[c · per_column + q]: chunk q of column c.
         Layout::ColMajor => {
+            partial.resize(per_column * nrhs, 0.0);
             partial.par_iter_mut().enumerate().for_each(|(k, p)| {
                 let (c, span) = (k / per_column, span(k % per_column));
                 *p = x[c * rows + span.start..c * rows + span.end]
