@@ -12,6 +12,9 @@ typedef unsigned long long u64;
 
 // Threads per block of every kernel that reduces in shared memory.
 #define REDUCE_THREADS 256
+// Columns of a node-major block one thread block of a per-column reduction takes together
+// (a row's entries of them lie side by side, so each thread reads whole sectors).
+#define COLUMN_GROUP 8
 
 template <typename T> struct ComputeOf { typedef T type; };
 template <> struct ComputeOf<__half> { typedef float type; };

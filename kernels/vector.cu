@@ -2,12 +2,20 @@
 // (column c at c·rows) or node-major (row r at r·cols); `node_major` says which.
 //
 // Per-column reductions cut each column into chunks of `chunk` rows (fixed by the
-// column length alone); block (q, c) writes the partial of chunk q of column c, and a
-// one-block kernel adds the partials of each column in chunk order.
+// column length alone); block (q, g) writes the partials of chunk q of the columns of
+// group g, and a one-block kernel adds the partials of each column in chunk order. A group
+// is COLUMN_GROUP neighbouring columns of a node-major block (a thread reads a row's
+// entries of them together instead of one entry every `cols`) and one column of a
+// column-major block. Thread t adds rows first + t, first + t + blockDim.x, … of each
+// column in that order, and the block adds the threads' sums in one tree: a column's
+// partials are the same bits in every layout and beside any other columns.
 
 __device__ __forceinline__ u64 block_index(u64 r, u32 c, u64 rows, u32 cols, u32 node_major) {
   return node_major ? r * cols + c : (u64)c * rows + r;
 }
+
+// Columns per group of a per-column reduction (host: launch::column_groups).
+__device__ __forceinline__ u32 group_width(u32 node_major) { return node_major ? COLUMN_GROUP : 1; }
 
 template <typename T> __device__ void fill(T *x, u64 n, double value) {
   T v = store<T>(value);
@@ -77,20 +85,33 @@ __device__ void column_stats(const T *x, u64 rows, u32 cols, u32 node_major, u64
                              double limit, double *part) {
   __shared__ double shared[REDUCE_THREADS];
   u64 q = blockIdx.x, first = q * chunk, last = min(first + chunk, rows);
-  for (u32 c = blockIdx.y; c < cols; c += gridDim.y) {
-    double sum = 0.0, largest = 0.0;
+  u32 width = group_width(node_major);
+  for (u32 c0 = blockIdx.y * width; c0 < cols; c0 += gridDim.y * width) {
+    u32 w = min(width, cols - c0);
+    double sum[COLUMN_GROUP], largest[COLUMN_GROUP];
+#pragma unroll
+    for (u32 j = 0; j < COLUMN_GROUP; ++j) sum[j] = largest[j] = 0.0;
     for (u64 r = first + threadIdx.x; r < last; r += blockDim.x) {
-      double a = fabs((double)widen(x[block_index(r, c, rows, cols, node_major)]));
-      sum += a * a;
-      largest = fmax(largest, a);
+#pragma unroll
+      for (u32 j = 0; j < COLUMN_GROUP; ++j) {
+        if (j < w) {
+          double a = fabs((double)widen(x[block_index(r, c0 + j, rows, cols, node_major)]));
+          sum[j] += a * a;
+          largest[j] = fmax(largest[j], a);
+        }
+      }
     }
-    sum = block_sum(sum, shared);
-    largest = block_max(largest, shared);
-    if (threadIdx.x == 0) {
-      double *p = part + 3 * ((u64)c * chunks + q);
-      p[0] = sum;
-      p[1] = largest;
-      p[2] = (isnan(sum) || largest > limit) ? 1.0 : 0.0;
+#pragma unroll
+    for (u32 j = 0; j < COLUMN_GROUP; ++j) {
+      if (j < w) {
+        double s = block_sum(sum[j], shared), m = block_max(largest[j], shared);
+        if (threadIdx.x == 0) {
+          double *p = part + 3 * ((u64)(c0 + j) * chunks + q);
+          p[0] = s;
+          p[1] = m;
+          p[2] = (isnan(s) || m > limit) ? 1.0 : 0.0;
+        }
+      }
     }
   }
 }
@@ -103,24 +124,39 @@ __device__ void scale_columns(const A *src, const double *scale, B *dst, u64 row
   typedef typename ComputeOf<B>::type C;
   __shared__ double shared[REDUCE_THREADS];
   u64 q = blockIdx.x, first = q * chunk, last = min(first + chunk, rows);
-  for (u32 c = blockIdx.y; c < cols; c += gridDim.y) {
-    double inverse = scale[c] > 0.0 ? 1.0 / scale[c] : 0.0;
-    double sum = 0.0, largest = 0.0;
-    for (u64 r = first + threadIdx.x; r < last; r += blockDim.x) {
-      u64 i = block_index(r, c, rows, cols, node_major);
-      C o = (C)((double)widen(src[i]) * inverse);
-      double a = fabs((double)o);
-      sum += a * a;
-      largest = fmax(largest, a);
-      dst[i] = store_c(o, (B *)0);
+  u32 width = group_width(node_major);
+  for (u32 c0 = blockIdx.y * width; c0 < cols; c0 += gridDim.y * width) {
+    u32 w = min(width, cols - c0);
+    double inverse[COLUMN_GROUP], sum[COLUMN_GROUP], largest[COLUMN_GROUP];
+#pragma unroll
+    for (u32 j = 0; j < COLUMN_GROUP; ++j) {
+      inverse[j] = j < w && scale[c0 + j] > 0.0 ? 1.0 / scale[c0 + j] : 0.0;
+      sum[j] = largest[j] = 0.0;
     }
-    sum = block_sum(sum, shared);
-    largest = block_max(largest, shared);
-    if (threadIdx.x == 0) {
-      double *p = part + 3 * ((u64)c * chunks + q);
-      p[0] = sum;
-      p[1] = largest;
-      p[2] = (isnan(sum) || largest > limit) ? 1.0 : 0.0;
+    for (u64 r = first + threadIdx.x; r < last; r += blockDim.x) {
+#pragma unroll
+      for (u32 j = 0; j < COLUMN_GROUP; ++j) {
+        if (j < w) {
+          u64 i = block_index(r, c0 + j, rows, cols, node_major);
+          C o = (C)((double)widen(src[i]) * inverse[j]);
+          double a = fabs((double)o);
+          sum[j] += a * a;
+          largest[j] = fmax(largest[j], a);
+          dst[i] = store_c(o, (B *)0);
+        }
+      }
+    }
+#pragma unroll
+    for (u32 j = 0; j < COLUMN_GROUP; ++j) {
+      if (j < w) {
+        double s = block_sum(sum[j], shared), m = block_max(largest[j], shared);
+        if (threadIdx.x == 0) {
+          double *p = part + 3 * ((u64)(c0 + j) * chunks + q);
+          p[0] = s;
+          p[1] = m;
+          p[2] = (isnan(s) || m > limit) ? 1.0 : 0.0;
+        }
+      }
     }
   }
 }
@@ -132,14 +168,28 @@ __device__ void column_dots(const T *x, const T *y, u64 rows, u32 cols, u32 node
                             u32 chunks, double *part) {
   __shared__ double shared[REDUCE_THREADS];
   u64 q = blockIdx.x, first = q * chunk, last = min(first + chunk, rows);
-  for (u32 c = blockIdx.y; c < cols; c += gridDim.y) {
-    double sum = 0.0;
+  u32 width = group_width(node_major);
+  for (u32 c0 = blockIdx.y * width; c0 < cols; c0 += gridDim.y * width) {
+    u32 w = min(width, cols - c0);
+    double sum[COLUMN_GROUP];
+#pragma unroll
+    for (u32 j = 0; j < COLUMN_GROUP; ++j) sum[j] = 0.0;
     for (u64 r = first + threadIdx.x; r < last; r += blockDim.x) {
-      u64 i = block_index(r, c, rows, cols, node_major);
-      sum += (double)widen(x[i]) * (double)widen(y[i]);
+#pragma unroll
+      for (u32 j = 0; j < COLUMN_GROUP; ++j) {
+        if (j < w) {
+          u64 i = block_index(r, c0 + j, rows, cols, node_major);
+          sum[j] += (double)widen(x[i]) * (double)widen(y[i]);
+        }
+      }
     }
-    sum = block_sum(sum, shared);
-    if (threadIdx.x == 0) part[(u64)c * chunks + q] = sum;
+#pragma unroll
+    for (u32 j = 0; j < COLUMN_GROUP; ++j) {
+      if (j < w) {
+        double s = block_sum(sum[j], shared);
+        if (threadIdx.x == 0) part[(u64)(c0 + j) * chunks + q] = s;
+      }
+    }
   }
 }
 

@@ -20,6 +20,11 @@ pub const MAX_GRID_Y: u32 = 65_535;
 /// column's sums are the same in any block width and run to run.
 pub const REDUCE_CHUNK: u64 = 16_384;
 
+/// Columns of a node-major block one thread block of a per-column reduction takes
+/// together, reading a row's entries of them side by side (kernels/prelude.cuh's
+/// COLUMN_GROUP).
+pub const COLUMN_GROUP: u32 = 8;
+
 /// Columns a warp of the SYMV kernel takes at once, sharing its loads of x
 /// (kernels/dense.cu's SYMV_COLUMNS).
 pub const SYMV_COLUMNS: u64 = 4;
@@ -67,10 +72,20 @@ pub fn chunks(rows: u64) -> u32 {
     rows.div_ceil(REDUCE_CHUNK).max(1) as u32
 }
 
-/// Block (q, c) per chunk q and column c (columns beyond the y limit loop in the kernel).
-pub fn per_chunk_and_column(rows: u64, cols: u32) -> LaunchConfig {
+/// Column groups of a per-column reduction over `cols` columns: COLUMN_GROUP columns each
+/// in a node-major block, one each in a column-major one.
+pub fn column_groups(cols: u32, node_major: bool) -> u32 {
+    match node_major {
+        true => cols.div_ceil(COLUMN_GROUP),
+        false => cols,
+    }
+}
+
+/// Block (q, g) per chunk q and column group g (groups beyond the y limit loop in the
+/// kernel).
+pub fn per_chunk_and_column(rows: u64, groups: u32) -> LaunchConfig {
     LaunchConfig {
-        grid_dim: (chunks(rows), cols.clamp(1, MAX_GRID_Y), 1),
+        grid_dim: (chunks(rows), groups.clamp(1, MAX_GRID_Y), 1),
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: 0,
     }
@@ -260,6 +275,15 @@ mod tests {
             (64, MAX_GRID_Y, 1)
         );
         assert_eq!(per_column(0).grid_dim, (1, 1, 1));
+        assert_eq!(
+            [
+                column_groups(64, true),
+                column_groups(9, true),
+                column_groups(1, true)
+            ],
+            [8, 2, 1]
+        );
+        assert_eq!(column_groups(9, false), 9);
         // A warp per item: 8 items per block of 256 threads.
         assert_eq!(warp_per_item(14_880).grid_dim, (1_860, 1, 1));
 
@@ -290,6 +314,10 @@ mod tests {
         assert!(
             prelude.contains(&format!("#define REDUCE_THREADS {THREADS}\n")),
             "REDUCE_THREADS in kernels/prelude.cuh differs from launch::THREADS"
+        );
+        assert!(
+            prelude.contains(&format!("#define COLUMN_GROUP {COLUMN_GROUP}\n")),
+            "COLUMN_GROUP in kernels/prelude.cuh differs from launch::COLUMN_GROUP"
         );
     }
 
