@@ -78,6 +78,25 @@ __device__ void relayout(const A *src, B *dst, u64 rows, u32 cols, u32 src_node_
   }
 }
 
+// The block's (Σ v², max |v|, out-of-range flag) of each of the w columns from c0 on, from
+// each thread's sums, written as triples at part[3·(c·chunks + q)].
+__device__ __forceinline__ void write_group_stats(const double *sum, const double *largest, u32 w,
+                                                  u32 c0, u64 q, u32 chunks, double limit,
+                                                  double *part, double *shared) {
+#pragma unroll
+  for (u32 j = 0; j < COLUMN_GROUP; ++j) {
+    if (j < w) {
+      double s = block_sum(sum[j], shared), m = block_max(largest[j], shared);
+      if (threadIdx.x == 0) {
+        double *p = part + 3 * ((u64)(c0 + j) * chunks + q);
+        p[0] = s;
+        p[1] = m;
+        p[2] = (isnan(s) || m > limit) ? 1.0 : 0.0;
+      }
+    }
+  }
+}
+
 // Partial statistics (Σ v², max |v|, out-of-range flag) of chunk q = blockIdx.x of each
 // column, written as triples at part[3·(c·chunks + q)].
 template <typename T>
@@ -101,18 +120,7 @@ __device__ void column_stats(const T *x, u64 rows, u32 cols, u32 node_major, u64
         }
       }
     }
-#pragma unroll
-    for (u32 j = 0; j < COLUMN_GROUP; ++j) {
-      if (j < w) {
-        double s = block_sum(sum[j], shared), m = block_max(largest[j], shared);
-        if (threadIdx.x == 0) {
-          double *p = part + 3 * ((u64)(c0 + j) * chunks + q);
-          p[0] = s;
-          p[1] = m;
-          p[2] = (isnan(s) || m > limit) ? 1.0 : 0.0;
-        }
-      }
-    }
+    write_group_stats(sum, largest, w, c0, q, chunks, limit, part, shared);
   }
 }
 
@@ -146,18 +154,7 @@ __device__ void scale_columns(const A *src, const double *scale, B *dst, u64 row
         }
       }
     }
-#pragma unroll
-    for (u32 j = 0; j < COLUMN_GROUP; ++j) {
-      if (j < w) {
-        double s = block_sum(sum[j], shared), m = block_max(largest[j], shared);
-        if (threadIdx.x == 0) {
-          double *p = part + 3 * ((u64)(c0 + j) * chunks + q);
-          p[0] = s;
-          p[1] = m;
-          p[2] = (isnan(s) || m > limit) ? 1.0 : 0.0;
-        }
-      }
-    }
+    write_group_stats(sum, largest, w, c0, q, chunks, limit, part, shared);
   }
 }
 
