@@ -277,6 +277,67 @@ fn block_kernels_match_naive_loops<D: PscDevice>(dev: &D) {
     assert_eq!(single_dot[0].to_bits(), node_dots[2].to_bits());
 }
 
+/// In a node-major block wider than one group of columns a device reduces together (13
+/// columns: a whole group of 8 and a part), a column of the second group has alone the
+/// statistics, dot with another column and scaled cast it has in the block, bit for bit.
+fn wide_block_columns_reduce_as_alone<D: PscDevice>(dev: &D) {
+    let (n, k, c) = (20_000, 13, 10);
+    let (x, y) = (values(n * k, 8), values(n * k, 9));
+    let node_major = |v: &[f64]| {
+        let mut out = vec![0.0; n * k];
+        for (i, v) in v.iter().enumerate() {
+            out[(i % n) * k + i / n] = *v;
+        }
+        Block::from_f64(dev, &out, n, k, Precision::F64, Layout::NodeMajor).unwrap()
+    };
+    let alone = |v: &[f64]| {
+        Block::from_f64(
+            dev,
+            &v[c * n..(c + 1) * n],
+            n,
+            1,
+            Precision::F64,
+            Layout::NodeMajor,
+        )
+        .unwrap()
+    };
+    let (xb, yb, xc, yc) = (node_major(&x), node_major(&y), alone(&x), alone(&y));
+    let (mut stats, mut single) = (Stats::new(dev, k).unwrap(), Stats::new(dev, 1).unwrap());
+    let mut scratch = Scratch::new(dev).unwrap();
+    let bits = |s: &mut Stats<D>, column: usize| {
+        let s = s.read(dev).unwrap();
+        (
+            s.sumsq.unwrap()[column].to_bits(),
+            s.max_abs[column].to_bits(),
+        )
+    };
+
+    dev.column_stats(&xb, &mut stats).unwrap();
+    dev.column_stats(&xc, &mut single).unwrap();
+    assert_eq!(bits(&mut stats, c), bits(&mut single, 0));
+
+    let (mut dots, mut dot) = (vec![0.0; k], [0.0]);
+    dev.column_dots(&xb, &yb, &mut dots, &mut scratch).unwrap();
+    dev.column_dots(&xc, &yc, &mut dot, &mut scratch).unwrap();
+    assert_eq!(dots[c].to_bits(), dot[0].to_bits());
+    let want: f64 = (c * n..(c + 1) * n).map(|i| x[i] * y[i]).sum();
+    assert!((dot[0] - want).abs() < 1e-10 * n as f64);
+
+    let scale: Vec<f64> = (0..k).map(|j| 0.5 + j as f64).collect();
+    let mut low = Block::zeros(dev, n, k, Precision::F32, Layout::NodeMajor).unwrap();
+    let mut low_alone = Block::zeros(dev, n, 1, Precision::F32, Layout::NodeMajor).unwrap();
+    dev.scale_columns(&xb, &scale, &mut low, &mut stats)
+        .unwrap();
+    dev.scale_columns(&xc, &scale[c..c + 1], &mut low_alone, &mut single)
+        .unwrap();
+    assert_eq!(bits(&mut stats, c), bits(&mut single, 0));
+    let (low, low_alone) = (low.to_f64(dev).unwrap(), low_alone.to_f64(dev).unwrap());
+    for i in 0..n {
+        assert_eq!(low[i * k + c], low_alone[i]);
+        assert_eq!(low_alone[i], ((x[c * n + i] / scale[c]) as f32) as f64);
+    }
+}
+
 /// GEMM in every precision (plain, transposed, offsets and leading dimensions) and GEMV
 /// against naive products; small integers make every product exact.
 fn dense_kernels_match_naive_products<D: PscDevice>(dev: &D) {
@@ -2292,6 +2353,7 @@ fn stored_values_round_trip<D: PscDevice>(dev: &D) {
 device_tests!(
     cuda: vector_kernels_match_naive_loops,
     block_kernels_match_naive_loops,
+    wide_block_columns_reduce_as_alone,
     dense_kernels_match_naive_products,
     matrix_vector_products_match_f64_products,
     batched_gemm_equals_separate_products,
