@@ -81,11 +81,15 @@ pub fn column_groups(cols: u32, node_major: bool) -> u32 {
     }
 }
 
-/// Block (q, g) per chunk q and column group g (groups beyond the y limit loop in the
-/// kernel).
-pub fn per_chunk_and_column(rows: u64, groups: u32) -> LaunchConfig {
+/// Block (q, g) per chunk q and column group g ([`column_groups`]; groups beyond the y
+/// limit loop in the kernel).
+pub fn per_chunk_and_group(rows: u64, cols: u32, node_major: bool) -> LaunchConfig {
     LaunchConfig {
-        grid_dim: (chunks(rows), groups.clamp(1, MAX_GRID_Y), 1),
+        grid_dim: (
+            chunks(rows),
+            column_groups(cols, node_major).clamp(1, MAX_GRID_Y),
+            1,
+        ),
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: 0,
     }
@@ -271,7 +275,7 @@ mod tests {
         assert_eq!(chunks(REDUCE_CHUNK), 1);
         assert_eq!(chunks(REDUCE_CHUNK + 1), 2);
         assert_eq!(
-            per_chunk_and_column(1 << 20, 100_000).grid_dim,
+            per_chunk_and_group(1 << 20, 100_000, false).grid_dim,
             (64, MAX_GRID_Y, 1)
         );
         assert_eq!(per_column(0).grid_dim, (1, 1, 1));

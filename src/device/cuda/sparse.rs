@@ -169,7 +169,7 @@ impl SparseKernels for Cuda {
         ] {
             self.launch(
                 &kernel_name("column_stats", &[precision]),
-                launch::per_chunk_and_column(n as u64, launch::column_groups(k as u32, false)),
+                launch::per_chunk_and_group(n as u64, k as u32, false),
                 &[
                     block,
                     Arg::U64(n as u64),

@@ -41,10 +41,7 @@ impl Cuda {
         let triples = self.stats_triples(stats, cols, chunks)?;
         self.launch(
             &kernel_name("column_stats", &[precision]),
-            launch::per_chunk_and_column(
-                rows as u64,
-                launch::column_groups(k, layout == Layout::NodeMajor),
-            ),
+            launch::per_chunk_and_group(rows as u64, k, layout == Layout::NodeMajor),
             &[
                 x,
                 Arg::U64(rows as u64),
@@ -143,10 +140,7 @@ impl Cuda {
         let part = self.ptr(scratch, from);
         self.launch(
             &kernel_name("column_dots", &[precision]),
-            launch::per_chunk_and_column(
-                rows as u64,
-                launch::column_groups(cols as u32, layout == Layout::NodeMajor),
-            ),
+            launch::per_chunk_and_group(rows as u64, cols as u32, layout == Layout::NodeMajor),
             &[
                 x,
                 y,
@@ -536,9 +530,10 @@ impl VectorKernels for Cuda {
         self.with_params(scale, |params| {
             self.launch(
                 &kernel_name("scale_columns", &[src.precision(), dst.precision()]),
-                launch::per_chunk_and_column(
+                launch::per_chunk_and_group(
                     rows as u64,
-                    launch::column_groups(cols as u32, src.layout() == Layout::NodeMajor),
+                    cols as u32,
+                    src.layout() == Layout::NodeMajor,
                 ),
                 &[
                     self.data_ptr(&src.data, 0),
