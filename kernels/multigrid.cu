@@ -94,6 +94,13 @@ __device__ __forceinline__ void canonical_rows(u32 n, u32 nrhs, double *part, co
 #define OP_CHEBYSHEV 3u
 // The same with x_prev = 0.
 #define OP_CHEBYSHEV_FROM_ZERO 4u
+// ω A x: A a smoother's preconditioner M, x the right-hand side (the first step from zero).
+#define OP_SCALED 5u
+// b + μ (b − b_prev) + ω A x: A a smoother's M, x the residual of the iterate b, b_prev read
+// from `out` before it is written.
+#define OP_CORRECTION 6u
+// The same with b_prev = 0.
+#define OP_CORRECTION_FROM_ZERO 7u
 
 // Where a row's entries are: entry s of row `row` at values[s·n + row], its column read
 // from the ELLPACK's index array ...
@@ -133,8 +140,9 @@ template <int DIM> struct GridRows {
 };
 
 // One pass over A (values in S, computed in S's compute precision C, entries where `rows`
-// says) with the block x: out = A x, b − A x, x + (ω / a_ii)(b − A x), or the Chebyshev
-// step x + μ (x − x_prev) + (ω / a_ii)(b − A x).
+// says) with the block x: out = A x, b − A x, x + (ω / a_ii)(b − A x), the Chebyshev
+// step x + μ (x − x_prev) + (ω / a_ii)(b − A x), or with A a smoother's preconditioner
+// ω A x and b + μ (b − b_prev) + ω A x.
 template <typename S, typename Rows>
 __device__ void sweep(const Rows &rows, u32 n, const S *values, u32 op, double omega,
                       double momentum, const S *x, const S *b, S *out, u32 nrhs, double limit,
@@ -164,6 +172,12 @@ __device__ void sweep(const Rows &rows, u32 n, const S *values, u32 op, double o
       C mine = (C)widen(__ldg(&x[own]));
       C previous = op == OP_CHEBYSHEV ? (C)widen(out[own]) : (C)0;
       o = mine + mu * (mine - previous) + w / diagonal * ((C)widen(__ldg(&b[own])) - ax);
+    } else if (op == OP_SCALED) {
+      o = w * ax;
+    } else if (op == OP_CORRECTION || op == OP_CORRECTION_FROM_ZERO) {
+      C iterate = (C)widen(__ldg(&b[own]));
+      C previous = op == OP_CORRECTION ? (C)widen(out[own]) : (C)0;
+      o = iterate + mu * (iterate - previous) + w * ax;
     }
     record.add((double)o, limit);
     out[own] = store_c(o, (S *)0);

@@ -132,7 +132,8 @@ pub struct SolveBenchArgs {
     /// The multigrid's precision schedule (D_MG, H_MG, DSH_MG, HSD_MG).
     #[arg(long, default_value = "DSH_MG")]
     pub variant: String,
-    /// The multigrid's smoothers, comma-separated (jacobi, richardson, chebyshev): one
+    /// The multigrid's smoothers, comma-separated (jacobi, richardson, chebyshev,
+    /// block-chebyshev): one
     /// multigrid timed per smoother [default: a run's, chebyshev on triangles, jacobi on
     /// Q1].
     #[arg(long, value_delimiter = ',')]
@@ -641,8 +642,9 @@ pub struct MgBenchArgs {
     /// Right-hand sides solved together.
     #[arg(long, default_value_t = 1)]
     pub nrhs: usize,
-    /// jacobi (ω = 2/3, 3+3 steps), richardson (ω = 0.3, 4+4 steps) or chebyshev (degree
-    /// 3+3 on each level's D⁻¹A spectrum).
+    /// jacobi (ω = 2/3, 3+3 steps), richardson (ω = 0.3, 4+4 steps), chebyshev (degree
+    /// 3+3 on each level's D⁻¹A spectrum) or block-chebyshev (the same on B⁻¹A, B the
+    /// block diagonal on strongly coupled unknowns).
     #[arg(long, default_value = "jacobi")]
     pub smoother: String,
     /// The smoother's damping ω instead of its own (0 < ω < 2).

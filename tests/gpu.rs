@@ -730,15 +730,24 @@ fn row_passes<D: MultigridDevice>(
             momentum: 0.4,
             previous_zero,
         };
-        // The Chebyshev steps read the previous op's result as the previous iterate.
+        let correction = |previous_zero| RowOp::Correction {
+            omega: 0.8,
+            momentum: 0.3,
+            previous_zero,
+        };
+        // The Chebyshev steps and corrections read the previous op's result as the
+        // previous iterate.
         for op in [
             RowOp::Apply,
             RowOp::Residual,
             RowOp::Jacobi { omega: 0.8 },
             chebyshev(false),
             chebyshev(true),
+            RowOp::Scaled { omega: 0.8 },
+            correction(false),
+            correction(true),
         ] {
-            let b = (op != RowOp::Apply).then_some(&bb);
+            let b = op.reads_b().then_some(&bb);
             dev.ell_sweep(&matrix, op, &xb, b, &mut result, &mut stats)
                 .unwrap();
             out.add(&format!("{case}{op:?}"), p, result.to_f64(dev).unwrap());

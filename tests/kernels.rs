@@ -1126,7 +1126,8 @@ fn csr_kernels_match_host_products<D: PscDevice>(dev: &D) {
 }
 
 /// ELLPACK sweeps (apply, residual, Jacobi, Chebyshev with the previous iterate read from
-/// the output or zero, Jacobi from zero) and the refinement update on node-major blocks, in
+/// the output or zero, the block smoother's scaled product and correction, Jacobi from
+/// zero) and the refinement update on node-major blocks, in
 /// every precision, against the host CSR products.
 fn ell_kernels_match_host_products<D: MultigridDevice>(dev: &D) {
     let a = assemble_level(2, 64).unwrap(); // 63² unknowns, the Q1 stencil
@@ -1150,7 +1151,7 @@ fn ell_kernels_match_host_products<D: MultigridDevice>(dev: &D) {
         };
         for op in sweep_ops(0.7) {
             // Apply reads no b (and the matrix has more than one chunk of rows).
-            let b = (op != RowOp::Apply).then_some(&bb);
+            let b = op.reads_b().then_some(&bb);
             // The previous iterate a Chebyshev step reads: the last op's output.
             let previous = out.to_f64(dev).unwrap();
             dev.ell_sweep(&matrix, op, &xb, b, &mut out, &mut stats)
@@ -1176,6 +1177,19 @@ fn ell_kernels_match_host_products<D: MultigridDevice>(dev: &D) {
                                 previous[i * k + c]
                             };
                             xc[i] + momentum * (xc[i] - before) + omega / diag[i] * (bc[i] - ax[i])
+                        }
+                        RowOp::Scaled { omega } => omega * ax[i],
+                        RowOp::Correction {
+                            omega,
+                            momentum,
+                            previous_zero,
+                        } => {
+                            let before = if previous_zero {
+                                0.0
+                            } else {
+                                previous[i * k + c]
+                            };
+                            bc[i] + momentum * (bc[i] - before) + omega * ax[i]
                         }
                     };
                     assert!(
@@ -1217,12 +1231,18 @@ fn ell_kernels_match_host_products<D: MultigridDevice>(dev: &D) {
     }
 }
 
-/// Every row operation of an ELL sweep, with damping ω: apply, residual, Jacobi, and the
-/// Chebyshev step with the previous iterate read from the output and zero.
-fn sweep_ops(omega: f64) -> [RowOp; 5] {
+/// Every row operation of an ELL sweep, with damping ω: apply, residual, Jacobi, the
+/// Chebyshev step with the previous iterate read from the output and zero, and the block
+/// smoother's scaled product and correction (previous iterate read and zero).
+fn sweep_ops(omega: f64) -> [RowOp; 8] {
     let chebyshev = |previous_zero| RowOp::Chebyshev {
         omega,
         momentum: 0.4,
+        previous_zero,
+    };
+    let correction = |previous_zero| RowOp::Correction {
+        omega,
+        momentum: 0.3,
         previous_zero,
     };
     [
@@ -1231,6 +1251,9 @@ fn sweep_ops(omega: f64) -> [RowOp; 5] {
         RowOp::Jacobi { omega },
         chebyshev(false),
         chebyshev(true),
+        RowOp::Scaled { omega },
+        correction(false),
+        correction(true),
     ]
 }
 
@@ -1298,7 +1321,7 @@ fn sweeps_at_simd_level(
                     // What a Chebyshev step reads as the previous iterate.
                     let mut out = block(&previous);
                     let mut stats = new_stats(k);
-                    let b = (op != RowOp::Apply).then_some(&bb);
+                    let b = op.reads_b().then_some(&bb);
                     dev.ell_sweep(&matrix, op, &block(&x), b, &mut out, &mut stats)
                         .unwrap();
                     let s = stats.read(&dev).unwrap();
@@ -1459,12 +1482,22 @@ fn columns_alone_and_in_a_block(
         let matrix = EllMatrix::upload(&dev, &ell, p).unwrap();
         let block =
             |v: &[f64], cols, p| Block::from_f64(&dev, v, n, cols, p, Layout::NodeMajor).unwrap();
-        for op in [RowOp::Apply, RowOp::Residual, RowOp::Jacobi { omega: 0.9 }] {
+        for op in [
+            RowOp::Apply,
+            RowOp::Residual,
+            RowOp::Jacobi { omega: 0.9 },
+            RowOp::Scaled { omega: 0.9 },
+            RowOp::Correction {
+                omega: 0.9,
+                momentum: 0.3,
+                previous_zero: false,
+            },
+        ] {
             let sweep = |x: &[f64], b: &[f64], cols: usize| {
                 let mut out = block(&vec![0.0; n * cols], cols, p);
                 let mut stats = Stats::new(&dev, cols).unwrap();
                 let b = block(b, cols, p);
-                let b = (op != RowOp::Apply).then_some(&b);
+                let b = op.reads_b().then_some(&b);
                 dev.ell_sweep(&matrix, op, &block(x, cols, p), b, &mut out, &mut stats)
                     .unwrap();
                 let s = stats.read(&dev).unwrap();
@@ -1572,9 +1605,19 @@ fn ell_columns_in_wide_blocks_equal_columns_alone<D: MultigridDevice>(dev: &D) {
         let matrix = EllMatrix::upload(dev, &ell, p).unwrap();
         let block =
             |v: &[f64], cols| Block::from_f64(dev, v, n, cols, p, Layout::NodeMajor).unwrap();
-        for op in [RowOp::Apply, RowOp::Residual, RowOp::Jacobi { omega: 0.9 }] {
+        for op in [
+            RowOp::Apply,
+            RowOp::Residual,
+            RowOp::Jacobi { omega: 0.9 },
+            RowOp::Scaled { omega: 0.9 },
+            RowOp::Correction {
+                omega: 0.9,
+                momentum: 0.3,
+                previous_zero: false,
+            },
+        ] {
             let b_block = block(&b, k);
-            let b_wide = (op != RowOp::Apply).then_some(&b_block);
+            let b_wide = op.reads_b().then_some(&b_block);
             let mut wide = block(&vec![0.0; n * k], k);
             let mut stats = Stats::new(dev, k).unwrap();
             dev.ell_sweep(&matrix, op, &block(&x, k), b_wide, &mut wide, &mut stats)
@@ -1583,7 +1626,7 @@ fn ell_columns_in_wide_blocks_equal_columns_alone<D: MultigridDevice>(dev: &D) {
             let wide_stats = stats.read(dev).unwrap();
             for c in [0, 31, 32, 33, 69] {
                 let b_column = block(&column(&b, c), 1);
-                let b_alone = (op != RowOp::Apply).then_some(&b_column);
+                let b_alone = op.reads_b().then_some(&b_column);
                 let mut alone = block(&vec![0.0; n], 1);
                 let mut stats = Stats::new(dev, 1).unwrap();
                 dev.ell_sweep(

@@ -173,6 +173,16 @@ fn multigrid_settings() {
         (None, 4, 3)
     );
     assert_eq!(mg.smoother_name, "chebyshev (4 + 3 steps)");
+    let c = parse(
+        "[mesh]\nkind = \"flow-around-square\"\nlevels = 3\n[solver]\nmethod = \"mg\"\nsmoother = \"block-chebyshev\"\n[output]\npath = \"m.h5\"\n",
+        "t",
+    )
+    .unwrap();
+    let mg = c.solver.mg.unwrap();
+    assert_eq!(
+        (mg.smoother, mg.smoother_name.as_str()),
+        (Smoother::BLOCK_CHEBYSHEV, "block-chebyshev")
+    );
     let p = problems(
         "[mesh]\nn = 64\n[solver]\nmethod = \"mg\"\nsmoother = \"chebyshev\"\nomega = 0.9\n[output]\npath = \"m.h5\"\n",
     );

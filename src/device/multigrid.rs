@@ -203,6 +203,29 @@ pub enum RowOp {
     Residual,
     /// out = A x (b unused).
     Apply,
+    /// out = ω A x (b unused): the first step from zero of a smoother whose preconditioner
+    /// M is the matrix A of the pass, x the right-hand side.
+    Scaled { omega: f64 },
+    /// out = b + μ (b − b_prev) + ω A x: a step of a smoother whose preconditioner M is the
+    /// matrix A of the pass, x the residual of the iterate b. b_prev, the iterate before b,
+    /// is what `out` holds on entry, or zero when `previous_zero`.
+    Correction {
+        omega: f64,
+        momentum: f64,
+        previous_zero: bool,
+    },
+}
+
+impl RowOp {
+    /// Whether the op reads b.
+    pub fn reads_b(self) -> bool {
+        !matches!(self, RowOp::Apply | RowOp::Scaled { .. })
+    }
+
+    /// Whether the op divides by the row's diagonal (the point smoothing steps).
+    pub fn by_diagonal(self) -> bool {
+        matches!(self, RowOp::Jacobi { .. } | RowOp::Chebyshev { .. })
+    }
 }
 
 /// A uniform grid of interior points of the unit square (dim 2) or cube (dim 3): `m` per
@@ -362,7 +385,7 @@ pub trait MultigridKernels: Device {
         check_node_major("ell_sweep out", out, a.nrows, nrhs)?;
         match b {
             Some(b) => check_node_major("ell_sweep b", b, a.nrows, nrhs)?,
-            None if op != RowOp::Apply => {
+            None if op.reads_b() => {
                 return Err(Error::Backend("ell_sweep: this operation needs b".into()))
             }
             None => {}

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::blocks::{block_inverse, block_spectrum_bound};
 use super::error::{MgFailure, Remedy};
 use super::multigrid::MgParams;
 use super::schedule::{Smoother, SmootherKind, CHEBYSHEV_RATIO};
@@ -26,9 +27,15 @@ pub(super) struct Level<D: MultigridDevice> {
     pub count: usize,
     pub unknowns: usize,
     pub matrix: Arc<EllMatrix<D>>,
-    /// λ̂ ≥ the largest eigenvalue of D⁻¹A, the top of the interval Chebyshev smoothing
-    /// damps ([`spectrum_bound`]); 0 for the other smoothers.
+    /// λ̂ ≥ the largest eigenvalue of D⁻¹A (B⁻¹A with `blocks`), the top of the interval
+    /// Chebyshev smoothing damps ([`spectrum_bound`], [`block_spectrum_bound`]); 0 for
+    /// the other smoothers.
     pub spectrum_bound: f64,
+    /// B⁻¹ of block Chebyshev smoothing in the level's precision (diagonal first), where
+    /// the level has strongly coupled unknowns.
+    pub blocks: Option<EllMatrix<D>>,
+    /// The residual a block smoothing step multiplies by B⁻¹ (levels with `blocks`).
+    pub residual: Block<D>,
     /// To the next coarser level (none on the coarsest).
     pub transfer: Option<LevelTransfer<D>>,
     pub nrhs: usize,
@@ -382,33 +389,57 @@ impl<D: MultigridDevice> Level<D> {
             _ => None,
         };
         let stored = without_roundoff(ell, precision);
-        let spectrum_bound = match params.smoother.kind {
-            SmootherKind::Chebyshev => spectrum_bound(&stored),
-            SmootherKind::Jacobi { .. } => 0.0,
+        let blocks = match params.smoother.kind {
+            SmootherKind::BlockChebyshev => block_inverse(matrix).map_err(other)?,
+            _ => None,
+        };
+        let spectrum_bound = match (params.smoother.kind, &blocks) {
+            (_, Some(blocks)) => block_spectrum_bound(matrix, blocks),
+            (SmootherKind::Chebyshev | SmootherKind::BlockChebyshev, None) => {
+                spectrum_bound(&stored)
+            }
+            (SmootherKind::Jacobi { .. }, None) => 0.0,
+        };
+        let range_failure = |e, what: &str| match e {
+            Error::PrecisionRange {
+                precision,
+                index: entry,
+                problem,
+                ..
+            } => MgFailure::Range {
+                level: index,
+                levels: count,
+                precision,
+                unknowns,
+                what: format!("{what} entry {entry}: {problem}"),
+                remedy: Remedy::None,
+            },
+            other => MgFailure::Other(other.to_string()),
         };
         let matrix = EllMatrix::upload_stored(dev, &stored, precision, params.storage, grid)
-            .map_err(|e| match e {
-                Error::PrecisionRange {
-                    precision,
-                    index: entry,
-                    problem,
-                    ..
-                } => MgFailure::Range {
-                    level: index,
-                    levels: count,
-                    precision,
-                    unknowns,
-                    what: format!("matrix entry {entry}: {problem}"),
-                    remedy: Remedy::None,
-                },
-                other => MgFailure::Other(other.to_string()),
-            })?;
+            .map_err(|e| range_failure(e, "matrix"))?;
+        let blocks = match blocks {
+            Some(b) => {
+                log::debug!(
+                    "multigrid level {index}: {} blocks of {} of {unknowns} unknowns",
+                    b.blocks,
+                    b.grouped
+                );
+                let ell =
+                    Ell::from_csr_diagonal_first(&b.inverse, dev.ell_layout()).map_err(other)?;
+                let upload = EllMatrix::upload(dev, &without_roundoff(ell, precision), precision);
+                Some(upload.map_err(|e| range_failure(e, "block smoother's B⁻¹"))?)
+            }
+            None => None,
+        };
         Ok(Level {
             index,
             count,
             unknowns,
             matrix: Arc::new(matrix),
             spectrum_bound,
+            blocks,
+            residual: Block::zeros(dev, 0, 0, precision, Layout::NodeMajor).map_err(other)?,
             transfer,
             nrhs: 0,
             tmp: Block::zeros(dev, 0, 0, precision, Layout::NodeMajor).map_err(other)?,
@@ -442,6 +473,9 @@ impl<D: MultigridDevice> Level<D> {
             return Ok(());
         }
         self.tmp = self.block(dev, nrhs)?;
+        if self.blocks.is_some() {
+            self.residual = self.block(dev, nrhs)?;
+        }
         self.stats = Stats::without_norms(dev, nrhs)?;
         self.norm_stats = Stats::new(dev, nrhs)?;
         self.scale = vec![1.0; nrhs];
@@ -532,12 +566,35 @@ impl<D: MultigridDevice> Level<D> {
         let mut chebyshev = ChebyshevSteps::new(self.spectrum_bound);
         let mut cost = Cost::default();
         for step in 0..steps {
+            if self.blocks.is_some() {
+                let (omega, momentum) = match step {
+                    0 => (chebyshev.first(), 0.0),
+                    _ => chebyshev.next(),
+                };
+                let step_cost = self.block_smoothing_step(
+                    dev,
+                    omega,
+                    momentum,
+                    (
+                        zero_initial && step == 0,
+                        step == 0 || (zero_initial && step == 1),
+                    ),
+                    b,
+                    x,
+                    checks,
+                )?;
+                cost = cost + step_cost;
+                checks.check(dev, self, "the smoothed iterate")?;
+                continue;
+            }
             let op = match smoother.kind {
                 SmootherKind::Jacobi { omega } => RowOp::Jacobi { omega },
-                SmootherKind::Chebyshev if step == 0 => RowOp::Jacobi {
-                    omega: chebyshev.first(),
-                },
-                SmootherKind::Chebyshev => {
+                SmootherKind::Chebyshev | SmootherKind::BlockChebyshev if step == 0 => {
+                    RowOp::Jacobi {
+                        omega: chebyshev.first(),
+                    }
+                }
+                SmootherKind::Chebyshev | SmootherKind::BlockChebyshev => {
                     let (omega, momentum) = chebyshev.next();
                     RowOp::Chebyshev {
                         omega,
@@ -586,6 +643,67 @@ impl<D: MultigridDevice> Level<D> {
         Ok(Cost {
             flops: self.matrix_flops() + (4.0 + extra_flops) * points,
             bytes: self.matrix_bytes() + (3.0 + extra_vectors) * self.vector_bytes(),
+        })
+    }
+
+    /// One step of block Chebyshev smoothing: x ← x + μ (x − x_prev) + ω B⁻¹ (b − A x)
+    /// (x_prev in `tmp`, or zero when `previous_zero`); from x = 0 (`from_zero`) only
+    /// x ← ω B⁻¹ b. The residual goes through `residual`, the new iterate through `tmp`.
+    #[allow(clippy::too_many_arguments)]
+    fn block_smoothing_step(
+        &mut self,
+        dev: &D,
+        omega: f64,
+        momentum: f64,
+        (from_zero, previous_zero): (bool, bool),
+        b: &Block<D>,
+        x: &mut Block<D>,
+        checks: &mut RangeChecks<D>,
+    ) -> Result<Cost, MgFailure> {
+        let points = (self.unknowns * self.nrhs) as f64;
+        let (vector_bytes, matrix_flops) = (self.vector_bytes(), self.matrix_flops());
+        let inverse = self.blocks.as_ref().expect("a level with blocks");
+        let inverse_flops = 2.0 * (inverse.values.len() * self.nrhs) as f64;
+        let inverse_bytes = inverse.bytes();
+        if from_zero {
+            let op = RowOp::Scaled { omega };
+            dev.ell_sweep(inverse, op, b, None, x, &mut self.stats)
+                .map_err(other)?;
+            return Ok(Cost {
+                flops: inverse_flops + points,
+                bytes: inverse_bytes + 2.0 * vector_bytes,
+            });
+        }
+        dev.ell_sweep(
+            &self.matrix,
+            RowOp::Residual,
+            x,
+            Some(b),
+            &mut self.residual,
+            &mut self.stats,
+        )
+        .map_err(other)?;
+        checks.check(dev, self, "the smoother's residual")?;
+        let op = RowOp::Correction {
+            omega,
+            momentum,
+            previous_zero,
+        };
+        let inverse = self.blocks.as_ref().expect("a level with blocks");
+        dev.ell_sweep(
+            inverse,
+            op,
+            &self.residual,
+            Some(x),
+            &mut self.tmp,
+            &mut self.stats,
+        )
+        .map_err(other)?;
+        std::mem::swap(x, &mut self.tmp);
+        let previous = if previous_zero { 0.0 } else { 1.0 };
+        Ok(Cost {
+            flops: matrix_flops + inverse_flops + (5.0 + previous) * points,
+            bytes: self.matrix_bytes() + inverse_bytes + (3.0 + 3.0 + previous) * vector_bytes,
         })
     }
 

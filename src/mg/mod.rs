@@ -23,6 +23,7 @@
 //! Precision changes happen inside restriction and prolongation (read in one precision,
 //! written in the other). f16 levels store f16 and compute in f32 on the CPU.
 
+mod blocks;
 mod error;
 pub mod hierarchy;
 mod level;

@@ -86,6 +86,12 @@ pub enum SmootherKind {
     /// steps). It damps the modes Jacobi leaves where a mesh's flat triangles make the
     /// level anisotropic.
     Chebyshev,
+    /// The Chebyshev semi-iteration on B⁻¹A, B the block diagonal of A on aggregates of
+    /// strongly coupled unknowns (mg/blocks.rs): each step a residual pass, then one pass
+    /// over B⁻¹. Where flat triangles couple nodes strongly along one direction it relaxes
+    /// them together; a level without strong couplings (B = D) smooths as
+    /// [`SmootherKind::Chebyshev`].
+    BlockChebyshev,
 }
 
 /// λ̂ / (the lower end of the interval a Chebyshev smoother damps): the modes of D⁻¹A above
@@ -120,7 +126,13 @@ impl Smoother {
         pre: 3,
         post: 3,
     };
-    pub const NAMES: &'static str = "jacobi, richardson, chebyshev";
+    /// Block Chebyshev smoothing of degree 3 on each side.
+    pub const BLOCK_CHEBYSHEV: Smoother = Smoother {
+        kind: SmootherKind::BlockChebyshev,
+        pre: 3,
+        post: 3,
+    };
+    pub const NAMES: &'static str = "jacobi, richardson, chebyshev, block-chebyshev";
 
     /// Most smoothing steps before or after the coarse-grid correction.
     pub const MAX_STEPS: usize = 50;
@@ -129,7 +141,7 @@ impl Smoother {
     pub fn omega(&self) -> Option<f64> {
         match self.kind {
             SmootherKind::Jacobi { omega } => Some(omega),
-            SmootherKind::Chebyshev => None,
+            SmootherKind::Chebyshev | SmootherKind::BlockChebyshev => None,
         }
     }
 
@@ -147,7 +159,7 @@ impl Smoother {
         post: Option<usize>,
     ) -> Result<(Smoother, String), String> {
         let kind = match (self.kind, omega) {
-            (SmootherKind::Chebyshev, Some(_)) => {
+            (SmootherKind::Chebyshev | SmootherKind::BlockChebyshev, Some(_)) => {
                 return Err(format!(
                     "ω applies to the jacobi and richardson smoothers only ({name} takes its interval from each level's matrix)"
                 ))
@@ -178,7 +190,9 @@ impl Smoother {
             SmootherKind::Jacobi { omega } => {
                 format!("{name} (ω = {}, {steps})", (omega * 1e4).round() / 1e4)
             }
-            SmootherKind::Chebyshev => format!("{name} ({steps})"),
+            SmootherKind::Chebyshev | SmootherKind::BlockChebyshev => {
+                format!("{name} ({steps})")
+            }
         };
         Ok((adjusted, described))
     }
@@ -188,6 +202,7 @@ impl Smoother {
             "jacobi" => Ok(Smoother::JACOBI),
             "richardson" => Ok(Smoother::RICHARDSON),
             "chebyshev" => Ok(Smoother::CHEBYSHEV),
+            "block-chebyshev" => Ok(Smoother::BLOCK_CHEBYSHEV),
             other => Err(format!(
                 "unknown smoother '{other}' (allowed: {})",
                 Smoother::NAMES

@@ -195,6 +195,15 @@ impl MultigridKernels for Cuda {
                 },
                 Some(b),
             ) => (if previous_zero { 4 } else { 3 }, omega, momentum, b),
+            (RowOp::Scaled { omega }, _) => (5, omega, 0.0, x),
+            (
+                RowOp::Correction {
+                    omega,
+                    momentum,
+                    previous_zero,
+                },
+                Some(b),
+            ) => (if previous_zero { 7 } else { 6 }, omega, momentum, b),
             (_, None) => unreachable!("checked by MultigridKernels::ell_sweep"),
         };
         let (family, matrix) = self.ell_args("ell_sweep", a)?;

@@ -226,7 +226,10 @@ fn block_rows_of_width<S: Storage + TileIo, const LEVEL: u8, const WIDTH: usize>
         let out = &mut out[i * nrhs..(i + 1) * nrhs];
         let row = RowTiles {
             // Slot 0 holds the diagonal.
-            w: weights.omega / values[sliced_index(width, i, 0)],
+            w: match op.by_diagonal() {
+                true => weights.omega / values[sliced_index(width, i, 0)],
+                false => weights.omega,
+            },
             momentum: weights.momentum,
             op,
             norms,
@@ -361,6 +364,21 @@ impl<S: Storage + TileIo> RowTiles<'_, S> {
                     o[c] = xs[c] + self.momentum * (xs[c] - previous[c]) + self.w * (bs[c] - ax[c]);
                 }
             }
+            RowOp::Scaled { .. } => {
+                for c in 0..TILE {
+                    o[c] = self.w * ax[c];
+                }
+            }
+            RowOp::Correction { previous_zero, .. } => {
+                let iterate = S::load::<LEVEL>(&self.b[own]);
+                let previous = match previous_zero {
+                    true => [Compute::<S>::zero(); TILE],
+                    false => S::load::<LEVEL>(&out[c0..c0 + t]),
+                };
+                for c in 0..TILE {
+                    o[c] = iterate[c] + self.momentum * (iterate[c] - previous[c]) + self.w * ax[c];
+                }
+            }
         }
         record_tile::<S>(self.norms, &o, lane, top);
         S::store::<LEVEL>(&o, &mut out[c0..c0 + t]);
@@ -436,8 +454,11 @@ struct Weights<C> {
 impl<C: Real> Weights<C> {
     fn of(op: RowOp) -> Self {
         let (omega, momentum) = match op {
-            RowOp::Jacobi { omega } => (omega, 0.0),
+            RowOp::Jacobi { omega } | RowOp::Scaled { omega } => (omega, 0.0),
             RowOp::Chebyshev {
+                omega, momentum, ..
+            }
+            | RowOp::Correction {
                 omega, momentum, ..
             } => (omega, momentum),
             RowOp::Residual | RowOp::Apply => (0.0, 0.0),
@@ -614,6 +635,23 @@ fn slice_rows_portable<S: Storage + TileIo, const LEVEL: u8>(
                     o[j] = xs[j]
                         + weights.momentum * (xs[j] - previous[j])
                         + weights.omega / diagonal[j] * (bs[j] - ax[j]);
+                }
+            }
+            RowOp::Scaled { .. } => {
+                for j in 0..TILE {
+                    o[j] = weights.omega * ax[j];
+                }
+            }
+            RowOp::Correction { previous_zero, .. } => {
+                let iterate = S::load::<LEVEL>(&b[first..first + t]);
+                let previous = match previous_zero {
+                    true => [zero; TILE],
+                    false => S::load::<LEVEL>(out),
+                };
+                for j in 0..TILE {
+                    o[j] = iterate[j]
+                        + weights.momentum * (iterate[j] - previous[j])
+                        + weights.omega * ax[j];
                 }
             }
         }
