@@ -2,7 +2,9 @@
 //! refinement (MP-MG, docs/mathematics.md §4), and the f64 baseline.
 //!
 //! - [`schedule`]: precision schedules (D_MG, H_MG, DSH_MG, HSD_MG presets), smoothers
-//!   (damped Jacobi, Chebyshev), level counts
+//!   (damped Jacobi, point and block Chebyshev), level counts
+//! - `blocks`: the aggregates of strongly coupled unknowns and the block-diagonal inverse
+//!   B⁻¹ block Chebyshev smoothing multiplies the residual by
 //! - [`Multigrid`]: set-up (the levels' matrices stored in ELLPACK in their level's
 //!   precision, on any device), the V-cycle ([`VCycle`], a `LinOp`), refinement
 //!   (`linalg`'s, around the cycle, optionally accelerated by flexible CG:
