@@ -1162,6 +1162,8 @@ fn ell_kernels_match_host_products<D: MultigridDevice>(dev: &D) {
                 let mut ax = vec![0.0; n];
                 sparse::spmv(&a, &xc, &mut ax);
                 for i in 0..n {
+                    // The iterate before: the last op's output, or zero.
+                    let before = |zero: bool| if zero { 0.0 } else { previous[i * k + c] };
                     let want = match op {
                         RowOp::Apply => ax[i],
                         RowOp::Residual => bc[i] - ax[i],
@@ -1171,26 +1173,15 @@ fn ell_kernels_match_host_products<D: MultigridDevice>(dev: &D) {
                             momentum,
                             previous_zero,
                         } => {
-                            let before = if previous_zero {
-                                0.0
-                            } else {
-                                previous[i * k + c]
-                            };
-                            xc[i] + momentum * (xc[i] - before) + omega / diag[i] * (bc[i] - ax[i])
+                            let step = omega / diag[i] * (bc[i] - ax[i]);
+                            xc[i] + momentum * (xc[i] - before(previous_zero)) + step
                         }
                         RowOp::Scaled { omega } => omega * ax[i],
                         RowOp::Correction {
                             omega,
                             momentum,
                             previous_zero,
-                        } => {
-                            let before = if previous_zero {
-                                0.0
-                            } else {
-                                previous[i * k + c]
-                            };
-                            bc[i] + momentum * (bc[i] - before) + omega * ax[i]
-                        }
+                        } => bc[i] + momentum * (bc[i] - before(previous_zero)) + omega * ax[i],
                     };
                     assert!(
                         (got[i * k + c] - want).abs() <= tolerance * want.abs().max(1.0),
@@ -1229,6 +1220,22 @@ fn ell_kernels_match_host_products<D: MultigridDevice>(dev: &D) {
             assert!((r[g] - (b[g] - alpha[c] * ac[i])).abs() < 1e-12);
         }
     }
+}
+
+/// The row operations whose columns are compared alone and in blocks: each reads only
+/// its own column of x, b and the output.
+fn column_ops() -> [RowOp; 5] {
+    [
+        RowOp::Apply,
+        RowOp::Residual,
+        RowOp::Jacobi { omega: 0.9 },
+        RowOp::Scaled { omega: 0.9 },
+        RowOp::Correction {
+            omega: 0.9,
+            momentum: 0.3,
+            previous_zero: false,
+        },
+    ]
 }
 
 /// Every row operation of an ELL sweep, with damping ω: apply, residual, Jacobi, the
@@ -1482,17 +1489,7 @@ fn columns_alone_and_in_a_block(
         let matrix = EllMatrix::upload(&dev, &ell, p).unwrap();
         let block =
             |v: &[f64], cols, p| Block::from_f64(&dev, v, n, cols, p, Layout::NodeMajor).unwrap();
-        for op in [
-            RowOp::Apply,
-            RowOp::Residual,
-            RowOp::Jacobi { omega: 0.9 },
-            RowOp::Scaled { omega: 0.9 },
-            RowOp::Correction {
-                omega: 0.9,
-                momentum: 0.3,
-                previous_zero: false,
-            },
-        ] {
+        for op in column_ops() {
             let sweep = |x: &[f64], b: &[f64], cols: usize| {
                 let mut out = block(&vec![0.0; n * cols], cols, p);
                 let mut stats = Stats::new(&dev, cols).unwrap();
@@ -1605,17 +1602,7 @@ fn ell_columns_in_wide_blocks_equal_columns_alone<D: MultigridDevice>(dev: &D) {
         let matrix = EllMatrix::upload(dev, &ell, p).unwrap();
         let block =
             |v: &[f64], cols| Block::from_f64(dev, v, n, cols, p, Layout::NodeMajor).unwrap();
-        for op in [
-            RowOp::Apply,
-            RowOp::Residual,
-            RowOp::Jacobi { omega: 0.9 },
-            RowOp::Scaled { omega: 0.9 },
-            RowOp::Correction {
-                omega: 0.9,
-                momentum: 0.3,
-                previous_zero: false,
-            },
-        ] {
+        for op in column_ops() {
             let b_block = block(&b, k);
             let b_wide = op.reads_b().then_some(&b_block);
             let mut wide = block(&vec![0.0; n * k], k);
