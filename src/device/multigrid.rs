@@ -370,7 +370,7 @@ pub trait MultigridKernels: Device {
     }
 
     /// One pass over A applying `op` to the node-major blocks x (and b), written to `out`
-    /// (read first by [`RowOp::Chebyshev`]); all in A's precision.
+    /// (read first by [`RowOp::Chebyshev`] and [`RowOp::Correction`]); all in A's precision.
     fn ell_sweep(
         &self,
         a: &EllMatrix<Self>,

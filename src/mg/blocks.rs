@@ -209,6 +209,7 @@ pub fn block_spectrum_bound(a: &Csr<f64>, blocks: &BlockInverse) -> f64 {
 fn infinity_norm_of_product(m: &Csr<f64>, a: &Csr<f64>) -> f64 {
     let n = m.nrows();
     let mut row = vec![0.0; a.ncols()];
+    let mut seen = vec![false; a.ncols()];
     let mut touched: Vec<usize> = Vec::new();
     let mut largest: f64 = 0.0;
     for i in 0..n {
@@ -217,7 +218,8 @@ fn infinity_norm_of_product(m: &Csr<f64>, a: &Csr<f64>) -> f64 {
             let (columns, values) = a.row(k as usize);
             for (&j, &v) in columns.iter().zip(values) {
                 let j = j as usize;
-                if row[j] == 0.0 {
+                if !seen[j] {
+                    seen[j] = true;
                     touched.push(j);
                 }
                 row[j] += w * v;
@@ -225,7 +227,9 @@ fn infinity_norm_of_product(m: &Csr<f64>, a: &Csr<f64>) -> f64 {
         }
         let sum: f64 = touched.iter().map(|&j| row[j].abs()).sum();
         largest = largest.max(sum);
-        touched.drain(..).for_each(|j| row[j] = 0.0);
+        touched
+            .drain(..)
+            .for_each(|j| (row[j], seen[j]) = (0.0, false));
     }
     largest
 }

@@ -336,7 +336,7 @@ fn spectrum_bound(matrix: &Ell<f64>) -> f64 {
 /// The steps of a Chebyshev smoothing on [λ̂/[`CHEBYSHEV_RATIO`], λ̂] (Saad, Iterative
 /// Methods, Alg. 12.1, with θ, δ the interval's centre and half-width): x₁ = x₀ + (1/θ)
 /// D⁻¹r₀, then x_{k+1} = x_k + ρ_k ρ_{k−1} (x_k − x_{k−1}) + (2ρ_k/δ) D⁻¹r_k with ρ₀ = δ/θ,
-/// ρ_k = 1/(2θ/δ − ρ_{k−1}).
+/// ρ_k = 1/(2θ/δ − ρ_{k−1}). Block smoothing takes the same steps with B⁻¹ for D⁻¹.
 struct ChebyshevSteps {
     theta: f64,
     delta: f64,
@@ -566,7 +566,7 @@ impl<D: MultigridDevice> Level<D> {
         let mut chebyshev = ChebyshevSteps::new(self.spectrum_bound);
         let mut cost = Cost::default();
         for step in 0..steps {
-            if self.blocks.is_some() {
+            if smoother.kind == SmootherKind::BlockChebyshev && self.blocks.is_some() {
                 let (omega, momentum) = match step {
                     0 => (chebyshev.first(), 0.0),
                     _ => chebyshev.next(),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::error::{MgError, MgFailure, MgInfo, Remedy};
 use super::level::{other, Level, RangeChecks};
-use super::schedule::{check_levels, schedule_name, Smoother};
+use super::schedule::{check_levels, schedule_name, Smoother, SmootherKind};
 use crate::device::{
     Block, EllMatrix, GridShape, Layout, LevelTransfer, MatrixStorage, MultigridDevice, StageMarks,
     StageTime,
@@ -385,10 +385,14 @@ impl<D: MultigridDevice> VCycle<D> {
             .map(|l| l.block(&dev, nrhs))
             .collect::<Result<_>>()?;
         self.active = vec![false; nrhs];
-        // Values collected per cycle and level above the coarsest: each smoothing step, the
-        // residual, the restricted residual (its range, and its flushed column with its
-        // magnitude), the coarse-grid correction.
-        let per_level = self.smoother.pre + self.smoother.post + 5;
+        // Values collected per cycle and level above the coarsest: each smoothing step (and
+        // a block step's residual), the residual, the restricted residual (its range, and its
+        // flushed column with its magnitude), the coarse-grid correction.
+        let checks_per_step = match self.smoother.kind {
+            SmootherKind::BlockChebyshev => 2,
+            _ => 1,
+        };
+        let per_level = checks_per_step * (self.smoother.pre + self.smoother.post) + 5;
         self.checks
             .reserve(&dev, per_level * (self.levels.len() - 1))?;
         self.nrhs = nrhs;
@@ -726,19 +730,21 @@ impl<D: MultigridDevice> Multigrid<D> {
         self.vcycle().size()
     }
 
-    /// Bytes the stored matrices of all levels occupy (plus the f64 refinement operator).
+    /// Bytes the stored matrices of all levels occupy (with block smoothing's B⁻¹; plus the
+    /// f64 refinement operator).
     pub fn operator_bytes(&self) -> f64 {
         let levels = &self.vcycle().levels;
         let shared = levels
             .last()
             .is_some_and(|l| Arc::ptr_eq(&l.matrix, &self.outer));
         let outer = if shared { 0.0 } else { self.outer.bytes() };
-        levels.iter().map(|l| l.matrix.bytes()).sum::<f64>() + outer
+        let stored = |l: &Level<D>| l.matrix.bytes() + l.blocks.as_ref().map_or(0.0, |b| b.bytes());
+        levels.iter().map(stored).sum::<f64>() + outer
     }
 
     /// Bytes of device memory one right-hand side occupies during a solve: per level its
-    /// work block and (below the finest) its right-hand side and iterate, the base solve's
-    /// CG vectors and, on a singular hierarchy, the constants; at the finest the refinement's
+    /// work block and (below the finest) its right-hand side and iterate, block smoothing's
+    /// residual, the base solve's CG vectors and, on a singular hierarchy, the constants; at the finest the refinement's
     /// residual and correction in the finest precision and its f64 blocks (right-hand side,
     /// solution, residual, the host layout's; flexible CG's four more).
     pub fn bytes_per_column(&self) -> usize {
@@ -753,7 +759,9 @@ impl<D: MultigridDevice> Multigrid<D> {
                 } else {
                     0
                 };
-                let blocks = 3 + base;
+                // Block smoothing's residual.
+                let smoothing = usize::from(l.blocks.is_some());
+                let blocks = 3 + base + smoothing;
                 blocks * l.unknowns * l.precision().bytes()
             })
             .sum();

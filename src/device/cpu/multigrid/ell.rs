@@ -297,8 +297,8 @@ impl<'a, S> SlotRows<'a, S> {
     }
 }
 
-/// One row of [`block_rows`]: the op with ω / a_ii, x and b whole, and where the row starts
-/// in them.
+/// One row of [`block_rows`]: the op with its weight (ω / a_ii for the point smoothing
+/// steps, ω for the block smoother's), x and b whole, and where the row starts in them.
 struct RowTiles<'a, S: Stored> {
     op: RowOp,
     w: Compute<S>,
@@ -443,8 +443,9 @@ fn tile_row_sum<T: Real>(row_values: &[T], tiles: &impl SlotTiles<T>) -> [T; TIL
     std::array::from_fn(|c| even[c] + odd[c])
 }
 
-/// The coefficients of a sweep's op in the compute precision: ω (of D⁻¹ (b − A x)) and the
-/// Chebyshev step's momentum μ (of x − x_prev); zero where the op has none.
+/// The coefficients of a sweep's op in the compute precision: ω (of D⁻¹ (b − A x), or of
+/// A x where A is a block smoother's B⁻¹) and the Chebyshev step's or correction's momentum
+/// μ (of the iterate minus the one before); zero where the op has none.
 #[derive(Clone, Copy)]
 struct Weights<C> {
     omega: C,
@@ -560,7 +561,7 @@ fn sweep<S: Storage + TileIo>(
 
 /// The arguments of [`slice_rows`]: the sub-block's stored values and column indices (whole
 /// slices), the width, the op with ω in the compute precision, x and b whole (b empty for
-/// Apply), the sub-block's first row, its output rows, and its chunk's statistics partials.
+/// Apply and Scaled), the sub-block's first row, its output rows, and its chunk's statistics partials.
 type SliceRowsArgs<'a, S> = (
     &'a [S],
     Columns<'a>,
