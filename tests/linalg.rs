@@ -314,6 +314,22 @@ fn refinement_reaches_f64_accuracy_and_refuses_bad_input<D: StokesDevice>(dev: &
     }
     assert!(info.steps() > 5, "f32 steps alone cannot reach 1e-13");
 
+    // From zero, whatever x holds (NaN here): the same steps, residuals and solution bit for
+    // bit, the first residual copied from b instead of computed.
+    let nan = vec![f64::NAN; n * nrhs];
+    let mut x = Block::from_f64(dev, &nan, n, nrhs, Precision::F64, Layout::ColMajor).unwrap();
+    let from_zero = refinement
+        .solve_from_zero(&a, &b, &mut x, params)
+        .unwrap()
+        .clone();
+    assert_eq!(from_zero.history, info.history);
+    assert_eq!(from_zero.iterations, info.iterations);
+    let same = x.to_f64(dev).unwrap();
+    assert!(same
+        .iter()
+        .zip(&got)
+        .all(|(s, g)| s.to_bits() == g.to_bits()));
+
     // Too few steps: NotConverged, naming the column, with the history so far.
     let few = RefineParams {
         max_iterations: 3,

@@ -422,8 +422,7 @@ fn run<D: PscDevice>(
                 let cleared = ir.operator_mut().take_stage_seconds();
                 let solved = cleared.and_then(|_| {
                     dev.run(|| {
-                        dev.fill(x.data.view_mut(), 0.0)?;
-                        let info = ir.solve_blocks(&b, &mut x, params)?.clone();
+                        let info = ir.solve_blocks_from_zero(&b, &mut x, params)?.clone();
                         dev.synchronize()?;
                         Ok::<_, Error>(info)
                     })
@@ -443,9 +442,9 @@ fn run<D: PscDevice>(
                 }
             });
             // Each step: one apply (as counted) and one f64 product with A (2 nnz per
-            // column), and the initial residual.
+            // column); from zero, the initial residual is b.
             let applies = last.applies as f64;
-            let residuals = 2.0 * setup.stiffness.nnz() as f64 * nrhs as f64 * (steps + 1) as f64;
+            let residuals = 2.0 * setup.stiffness.nnz() as f64 * nrhs as f64 * steps as f64;
             let times = std::mem::take(&mut stages);
             let rows = StageRow::of(times, ir.operator_mut(), nrhs, applies, last.cg_iterations);
             (

@@ -297,6 +297,15 @@ impl<D: SparseKernels + MultigridKernels + VectorKernels> Residual<D> for EllMat
     }
 }
 
+/// Where a refinement starts.
+#[derive(Clone, Copy)]
+enum Start {
+    /// From the x given.
+    Given,
+    /// From x = 0.
+    Zero,
+}
+
 /// Iterative refinement around the inner operator `M`, with every buffer for blocks of
 /// `nrhs` columns.
 pub struct Refinement<D: SparseKernels + VectorKernels, M: LinOp<D>> {
@@ -426,6 +435,29 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
         x: &mut Block<D>,
         params: RefineParams,
     ) -> std::result::Result<&RefineInfo, RefineError> {
+        self.run(a, b, x, params, Start::Given)
+    }
+
+    /// [`Refinement::solve`] from x = 0, whatever x holds on entry: the first residual is
+    /// b itself, copied instead of computed (a product with A fewer, the same values).
+    pub fn solve_from_zero(
+        &mut self,
+        a: &impl Residual<D>,
+        b: &Block<D>,
+        x: &mut Block<D>,
+        params: RefineParams,
+    ) -> std::result::Result<&RefineInfo, RefineError> {
+        self.run(a, b, x, params, Start::Zero)
+    }
+
+    fn run(
+        &mut self,
+        a: &impl Residual<D>,
+        b: &Block<D>,
+        x: &mut Block<D>,
+        params: RefineParams,
+        start: Start,
+    ) -> std::result::Result<&RefineInfo, RefineError> {
         let wrap = |e: Error| RefineFailure::Inner(Box::new(e));
         if let Err(e) = self.check(a, b, x, params) {
             return Err(self.fail(wrap(e)));
@@ -447,7 +479,14 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
             Ok(s) => self.info.b_norms.extend((0..nrhs).map(|c| s.norm(c))),
             Err(e) => return Err(self.fail(wrap(e))),
         }
-        if let Err(e) = a.residual(&dev, b, x, &mut self.r, &mut self.stats) {
+        // The statistics hold b's: from zero they are the first residual's too.
+        let first_residual = match start {
+            Start::Given => a.residual(&dev, b, x, &mut self.r, &mut self.stats),
+            Start::Zero => dev
+                .fill(x.data.view_mut(), 0.0)
+                .and_then(|()| dev.copy(b.data.view(), self.r.data.view_mut())),
+        };
+        if let Err(e) = first_residual {
             return Err(self.fail(wrap(e)));
         }
         if let Err(e) = self.record() {

@@ -82,6 +82,27 @@ impl<D: PscDevice> PscIr<D> {
         x: &mut Block<D>,
         params: PscIrParams,
     ) -> std::result::Result<&RefineInfo, PscError> {
+        self.solve_blocks_from(b, x, params, false)
+    }
+
+    /// [`PscIr::solve_blocks`] from X = 0, whatever X holds on entry: the first residual is
+    /// B itself ([`Refinement::solve_from_zero`]).
+    pub fn solve_blocks_from_zero(
+        &mut self,
+        b: &Block<D>,
+        x: &mut Block<D>,
+        params: PscIrParams,
+    ) -> std::result::Result<&RefineInfo, PscError> {
+        self.solve_blocks_from(b, x, params, true)
+    }
+
+    fn solve_blocks_from(
+        &mut self,
+        b: &Block<D>,
+        x: &mut Block<D>,
+        params: PscIrParams,
+        from_zero: bool,
+    ) -> std::result::Result<&RefineInfo, PscError> {
         let precision = self.operator().precision();
         let refine = Refine {
             rtol: params.rtol,
@@ -89,31 +110,35 @@ impl<D: PscDevice> PscIr<D> {
             max_iterations: params.max_iterations,
             residual_scaling: true,
         };
-        self.refinement
-            .solve(&self.stiffness, b, x, refine)
-            .map_err(|e| {
-                let message = e.to_string();
-                let failure = match e.failure {
-                    RefineFailure::Inner(inner) => match inner.solver_error::<PscError>() {
-                        Some(psc) => psc.failure.clone(),
-                        None => PscFailure::Other(inner.to_string()),
-                    },
-                    RefineFailure::NotFinite => PscFailure::Diverged {
-                        residual: worst(&e.info),
-                        iterations: e.info.steps(),
-                    },
-                    RefineFailure::NotConverged { .. } => PscFailure::NotConverged {
-                        rtol: params.rtol,
-                        atol: params.atol,
-                        max_iterations: params.max_iterations,
-                    },
-                    _ => PscFailure::Other(format!("PSC-IR in {precision}: {message}")),
-                };
-                PscError {
-                    failure,
-                    info: e.info,
-                }
-            })
+        let solved = if from_zero {
+            self.refinement
+                .solve_from_zero(&self.stiffness, b, x, refine)
+        } else {
+            self.refinement.solve(&self.stiffness, b, x, refine)
+        };
+        solved.map_err(|e| {
+            let message = e.to_string();
+            let failure = match e.failure {
+                RefineFailure::Inner(inner) => match inner.solver_error::<PscError>() {
+                    Some(psc) => psc.failure.clone(),
+                    None => PscFailure::Other(inner.to_string()),
+                },
+                RefineFailure::NotFinite => PscFailure::Diverged {
+                    residual: worst(&e.info),
+                    iterations: e.info.steps(),
+                },
+                RefineFailure::NotConverged { .. } => PscFailure::NotConverged {
+                    rtol: params.rtol,
+                    atol: params.atol,
+                    max_iterations: params.max_iterations,
+                },
+                _ => PscFailure::Other(format!("PSC-IR in {precision}: {message}")),
+            };
+            PscError {
+                failure,
+                info: e.info,
+            }
+        })
     }
 
     /// Solves A X = B for column-major host blocks (N × nrhs); X holds the initial guess.
@@ -129,8 +154,9 @@ impl<D: PscDevice> PscIr<D> {
     }
 
     /// Solves A X = B for a column-major host block B (N × nrhs) from X = 0, and returns
-    /// X. The zeros are written on the device: fresh zeroed host memory read before it is
-    /// written costs two page faults per page (a zero-page mapping, then a copy on write).
+    /// X. The zeros are written on the device by the refinement: fresh zeroed host memory
+    /// read before it is written costs two page faults per page (a zero-page mapping, then
+    /// a copy on write).
     pub fn solve_from_zero(
         &mut self,
         b: &[f64],
@@ -164,10 +190,13 @@ impl<D: PscDevice> PscIr<D> {
             .write_f64(&self.dev, b)
             .and_then(|()| match x0 {
                 Some(x) => xb.data.write_f64(&self.dev, x),
-                None => self.dev.fill(xb.data.view_mut(), 0.0),
+                None => Ok(()),
             })
             .map_err(PscError::from)
-            .and_then(|()| self.solve_blocks(&bb, &mut xb, params).cloned())
+            .and_then(|()| match x0 {
+                Some(_) => self.solve_blocks(&bb, &mut xb, params).cloned(),
+                None => self.solve_blocks_from_zero(&bb, &mut xb, params).cloned(),
+            })
             .and_then(|info| Ok((info, xb.to_f64(&self.dev)?)));
         self.host = Some((bb, xb));
         solved
