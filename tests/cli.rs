@@ -1079,8 +1079,8 @@ fn bench_mg_prints_its_json_keys_and_refuses_bad_arguments() {
     assert!(lines
         .iter()
         .all(|l| l["speedup_vs_d_mg"].as_f64().is_some()));
-    // The stages of the cycles, in the order they first run, and what lies between the
-    // cycles: together the time to solution.
+    // The stages of the cycles, in the order they first run, the refinement's own stages,
+    // and what else lies between the cycles: together the time to solution.
     let staged = run(
         &[
             "bench",
@@ -1109,6 +1109,9 @@ fn bench_mg_prints_its_json_keys_and_refuses_bad_arguments() {
             "restriction",
             "base solve",
             "prolongation",
+            "first residual",
+            "scaled cast r/α",
+            "update x, r",
             "between cycles"
         ]
     );
@@ -1739,8 +1742,8 @@ fn bench_solve_times_multigrid_in_chunks_of_columns() {
 
 /// `bench solve --stages`: PSC's apply stages with their model (M1's C/E system counts
 /// 4|C||E| + 2|E|² flops per column and apply, |C| and |E| as the set-up reports them),
-/// multigrid's cycle stages without one, none for the sparse Cholesky; the stages of a
-/// round never take longer than its solve.
+/// multigrid's cycle stages without one, the refinement's stages with one, none for the
+/// sparse Cholesky; the stages of a round never take longer than its solve.
 #[test]
 fn bench_solve_times_the_stages() {
     let dir = tempfile::tempdir().unwrap();
@@ -1797,8 +1800,37 @@ fn bench_solve_times_the_stages() {
         (applies - applies.round()).abs() < 1e-9 && (1.0..=steps + 1.0).contains(&applies),
         "{applies} applies for {steps} steps: {schur}"
     );
-    assert!(!stages(mg).is_empty(), "{mg}");
-    assert!(stages(mg).iter().all(|s| s["bytes"].is_null()), "{mg}");
+    // PSC-IR's own stages between the applies, each modelled: from zero the first
+    // residual is b copied (32 bytes per entry, no product), each update one product with
+    // A and four flops per entry.
+    let (n, nnz, k) = (
+        psc["unknowns"].as_f64().unwrap(),
+        psc["nonzeros"].as_f64().unwrap(),
+        3.0,
+    );
+    let stage = |r: &serde_json::Value, name: &str| {
+        stages(r)
+            .into_iter()
+            .find(|s| s["stage"] == name)
+            .unwrap_or_else(|| panic!("no stage {name}: {r}"))
+    };
+    assert_eq!(stage(psc, "first residual")["bytes"], 32.0 * n * k);
+    let update = stage(psc, "update x, r")["flops"].as_f64().unwrap();
+    assert_eq!(update, steps * (2.0 * nnz * k + 4.0 * n * k), "{psc}");
+    // Multigrid: the cycle's stages without a model, then the refinement's with one.
+    let (cycle, refinement): (Vec<_>, Vec<_>) =
+        stages(mg).into_iter().partition(|s| s["bytes"].is_null());
+    let names = |v: &[serde_json::Value]| -> Vec<String> {
+        v.iter()
+            .map(|s| s["stage"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(names(&cycle).contains(&"smoothing".to_string()), "{mg}");
+    assert_eq!(
+        names(&refinement),
+        ["first residual", "scaled cast r/α", "FCG step"],
+        "{mg}"
+    );
     assert!(stages(cholesky).is_empty(), "{cholesky}");
 }
 

@@ -317,7 +317,12 @@ fn run<Dev: MultigridDevice, const D: usize>(
             dev.synchronize()?;
             let seconds = t.elapsed().as_secs_f64();
             mg.unload(&mut u)?;
-            let stages = mg.take_stage_seconds()?;
+            // The cycles' stages, then the refinement's own between them.
+            let mut stages = mg.take_stage_seconds()?;
+            stages.extend(mg.take_refinement_stages()?.into_iter().map(|t| StageTime {
+                stage: t.stage,
+                seconds: t.seconds,
+            }));
             if best.as_ref().is_none_or(|(s, ..)| seconds < *s) {
                 best = Some((seconds, info, u, stages));
             }

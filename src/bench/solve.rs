@@ -750,7 +750,7 @@ fn print_stages(r: &SolveBenchResult) {
     }
     let outside = r.solve_seconds - stages.iter().map(|s| s.seconds).sum::<f64>();
     println!(
-        "  {:<24} {:>9.4} {:>6.1}%  (refinement's f64 residuals and updates, the verification, transfers)",
+        "  {:<24} {:>9.4} {:>6.1}%  (the verification of every column, magnitude checks, transfers)",
         "outside the stages",
         outside,
         100.0 * outside / r.solve_seconds

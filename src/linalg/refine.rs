@@ -24,8 +24,10 @@ use std::fmt;
 use std::time::Instant;
 
 use super::linop::{block_of, Cost, LinOp};
+use super::TimedStage;
 use crate::device::{
-    Block, CsrMatrix, EllMatrix, Layout, MultigridKernels, SparseKernels, Stats, VectorKernels,
+    Block, CsrMatrix, EllMatrix, Layout, MultigridKernels, SparseKernels, StageMarks, Stats,
+    VectorKernels,
 };
 use crate::error::{Error, Result};
 use crate::precision::Precision;
@@ -211,6 +213,9 @@ pub trait Residual<D: SparseKernels + VectorKernels> {
     ) -> Result<()>;
     /// The cost of one update on `nrhs` columns.
     fn update_cost(&self, nrhs: usize, correction: Precision) -> Cost;
+    /// A X on `nrhs` columns, compulsory: the matrix read once, 2 flops per entry and
+    /// column (the blocks' bytes are the caller's).
+    fn product_cost(&self, nrhs: usize) -> Cost;
 }
 
 impl<D: SparseKernels + VectorKernels> Residual<D> for CsrMatrix<D> {
@@ -251,6 +256,13 @@ impl<D: SparseKernels + VectorKernels> Residual<D> for CsrMatrix<D> {
         Cost {
             flops: k * (2.0 * self.nnz() as f64 + 4.0 * n),
             bytes: k * (self.bytes() as f64 + n * (correction.bytes() as f64 + 32.0)),
+        }
+    }
+
+    fn product_cost(&self, nrhs: usize) -> Cost {
+        Cost {
+            flops: 2.0 * self.nnz() as f64 * nrhs as f64,
+            bytes: self.bytes() as f64,
         }
     }
 }
@@ -295,6 +307,54 @@ impl<D: SparseKernels + MultigridKernels + VectorKernels> Residual<D> for EllMat
             bytes: self.bytes() + k * n * (correction.bytes() as f64 + 32.0),
         }
     }
+
+    fn product_cost(&self, nrhs: usize) -> Cost {
+        Cost {
+            flops: 2.0 * self.values.len() as f64 * nrhs as f64,
+            bytes: self.bytes(),
+        }
+    }
+}
+
+/// The compulsory bytes and flops of the refinement's own stages on a block (each block
+/// read or written once at its stored precision, the matrix once per product).
+#[derive(Clone, Copy)]
+struct StageCosts {
+    /// ‖b‖ and r = b − A x.
+    residual: Cost,
+    /// ‖b‖, x = 0 and r = b.
+    from_zero: Cost,
+    /// r / α cast to the inner precision, with its statistics.
+    cast: Cost,
+    /// x += α c, r −= α A c, with Σ r².
+    update: Cost,
+    /// z = α c, A z, the new direction p and A p, x and r along it, the dots and Σ r².
+    krylov_step: Cost,
+}
+
+impl StageCosts {
+    fn new<D: SparseKernels + VectorKernels>(
+        a: &impl Residual<D>,
+        nrhs: usize,
+        rows: usize,
+        low: &Block<D>,
+        correction: &Block<D>,
+    ) -> Self {
+        let entries = (rows * nrhs) as f64;
+        let product = a.product_cost(nrhs);
+        let vectors = |bytes: f64, flops: f64| Cost {
+            flops: flops * entries,
+            bytes: bytes * entries,
+        };
+        let corr = correction.precision().bytes() as f64;
+        StageCosts {
+            residual: product + vectors(32.0, 3.0),
+            from_zero: vectors(32.0, 2.0),
+            cast: vectors(8.0 + low.precision().bytes() as f64, 3.0),
+            update: product + vectors(corr + 32.0, 4.0),
+            krylov_step: product + vectors(corr + 80.0, 16.0),
+        }
+    }
 }
 
 /// Where a refinement starts.
@@ -324,6 +384,10 @@ pub struct Refinement<D: SparseKernels + VectorKernels, M: LinOp<D>> {
     krylov: Option<Krylov<D>>,
     /// When the current solve began (`RefineInfo::elapsed`).
     start: Instant,
+    /// Marks around the refinement's own stages, when timed ([`Refinement::time_stages`]).
+    clock: Option<StageMarks<D>>,
+    /// The modelled cost of each timed stage, summed since the clock was last taken.
+    stage_costs: Vec<(&'static str, Cost)>,
 }
 
 /// The f64 blocks and per-column scalars of flexible CG around the inner solve.
@@ -363,6 +427,8 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
             max_iterations,
             krylov: None,
             start: Instant::now(),
+            clock: None,
+            stage_costs: Vec::new(),
         })
     }
 
@@ -419,6 +485,53 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
         &self.info
     }
 
+    /// Times the refinement's own stages in every later solve (its first residual, the
+    /// scaled casts, the updates or flexible CG steps; the inner solves are the inner
+    /// operator's to time) by marks in the device's queue, or stops timing.
+    pub fn time_stages(&mut self, on: bool) {
+        self.clock = on.then(StageMarks::default);
+        self.stage_costs.clear();
+    }
+
+    /// The refinement's stages since the last call, with their compulsory bytes and flops
+    /// (each block read or written once at its stored precision): empty when not timing.
+    pub fn take_stages(&mut self) -> Result<Vec<TimedStage>> {
+        let Some(marks) = self.clock.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let costs = std::mem::take(&mut self.stage_costs);
+        Ok(marks
+            .take(&self.dev)?
+            .into_iter()
+            .map(|t| TimedStage {
+                stage: t.stage,
+                seconds: t.seconds,
+                cost: costs.iter().find(|(s, _)| *s == t.stage).map(|&(_, c)| c),
+            })
+            .collect())
+    }
+
+    /// Starts a span of the refinement's own work when timing.
+    fn begin_stage(&mut self) -> Result<()> {
+        match self.clock.as_mut() {
+            Some(marks) => marks.begin(&self.dev),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends `stage` here when timing, adding `cost` to its model.
+    fn end_stage(&mut self, stage: &'static str, cost: Cost) -> Result<()> {
+        let Some(marks) = self.clock.as_mut() else {
+            return Ok(());
+        };
+        marks.end(&self.dev, stage)?;
+        match self.stage_costs.iter_mut().find(|(s, _)| *s == stage) {
+            Some((_, sum)) => *sum = *sum + cost,
+            None => self.stage_costs.push((stage, cost)),
+        }
+        Ok(())
+    }
+
     fn fail(&mut self, failure: RefineFailure) -> RefineError {
         RefineError {
             failure,
@@ -471,7 +584,11 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
         self.info.cost = Cost::default();
         let dev = self.dev.clone();
         let update_cost = a.update_cost(nrhs, self.c.precision());
-        if let Err(e) = dev.column_stats(b, &mut self.stats) {
+        let costs = StageCosts::new(a, nrhs, self.r.rows(), &self.r_low, &self.c);
+        if let Err(e) = self
+            .begin_stage()
+            .and_then(|()| dev.column_stats(b, &mut self.stats))
+        {
             return Err(self.fail(wrap(e)));
         }
         self.info.b_norms.clear();
@@ -486,7 +603,11 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
                 .fill(x.data.view_mut(), 0.0)
                 .and_then(|()| dev.copy(b.data.view(), self.r.data.view_mut())),
         };
-        if let Err(e) = first_residual {
+        let first_cost = match start {
+            Start::Given => costs.residual,
+            Start::Zero => costs.from_zero,
+        };
+        if let Err(e) = first_residual.and_then(|()| self.end_stage("first residual", first_cost)) {
             return Err(self.fail(wrap(e)));
         }
         if let Err(e) = self.record() {
@@ -512,8 +633,12 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
             }
             // r_low = r / α in the inner precision, checked.
             let low = self.r_low.precision();
-            if let Err(e) =
-                dev.scale_columns(&self.r, &self.scale, &mut self.r_low, &mut self.stats)
+            if let Err(e) = self
+                .begin_stage()
+                .and_then(|()| {
+                    dev.scale_columns(&self.r, &self.scale, &mut self.r_low, &mut self.stats)
+                })
+                .and_then(|()| self.end_stage("scaled cast r/α", costs.cast))
             {
                 return Err(self.fail(wrap(e)));
             }
@@ -540,6 +665,9 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
                 return Err(self.fail(wrap(e)));
             }
             let first = step == 0;
+            if let Err(e) = self.begin_stage() {
+                return Err(self.fail(wrap(e)));
+            }
             let updated = match self.krylov.as_mut() {
                 Some(k) => k.step(
                     &dev,
@@ -551,6 +679,10 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
                 ),
                 None => a.update(&dev, &self.c, &self.scale, x, &mut self.r, &mut self.stats),
             };
+            let updated = updated.and_then(|()| match self.krylov {
+                Some(_) => self.end_stage("FCG step", costs.krylov_step),
+                None => self.end_stage("update x, r", costs.update),
+            });
             if let Err(e) = updated {
                 return Err(self.fail(wrap(e)));
             }

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::fem::assemble_stiffness;
 use crate::linalg::{
     v_cycle, BlockKind, Cost, CycleLevels, LinOp, RefineFailure, RefineInfo, RefineParams,
-    Refinement,
+    Refinement, TimedStage,
 };
 use crate::mesh::{unit_cube, unit_square, Element};
 use crate::precision::Precision;
@@ -777,7 +777,9 @@ impl<D: MultigridDevice> Multigrid<D> {
         });
         if !fits {
             let cycle = self.take_cycle();
-            let refinement = Refinement::new(&self.dev, cycle, nrhs, max_iterations)?;
+            let timed = cycle.stages.is_some();
+            let mut refinement = Refinement::new(&self.dev, cycle, nrhs, max_iterations)?;
+            refinement.time_stages(timed);
             self.refinement = Some(match self.krylov {
                 true => refinement.with_krylov()?,
                 false => refinement,
@@ -811,16 +813,30 @@ impl<D: MultigridDevice> Multigrid<D> {
     /// Times the stages of every cycle from now on (smoothing, residual, restriction, base
     /// solve, prolongation) by marks in the device's queue, which no stage waits for, or
     /// stops timing.
+    /// The refinement's own stages between the cycles are timed with them
+    /// ([`Refinement::time_stages`]).
     pub fn time_stages(&mut self, on: bool) {
         self.cycle_mut().stages = on.then(StageMarks::default);
+        if let Some(refinement) = self.refinement.as_mut() {
+            refinement.time_stages(on);
+        }
     }
 
     /// Seconds per stage of the cycles since the last call (empty when not timing): the
-    /// refinement's own work between cycles (its f64 residual and update) is in no stage.
+    /// refinement's own work between cycles is in [`Multigrid::take_refinement_stages`].
     pub fn take_stage_seconds(&mut self) -> Result<Vec<StageTime>> {
         let dev = self.dev.clone();
         match self.cycle_mut().stages.as_mut() {
             Some(marks) => marks.take(&dev),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The refinement's stages since the last call, with their compulsory bytes and flops
+    /// ([`Refinement::take_stages`]): empty when not timing or before the first solve.
+    pub fn take_refinement_stages(&mut self) -> Result<Vec<TimedStage>> {
+        match self.refinement.as_mut() {
+            Some(refinement) => refinement.take_stages(),
             None => Ok(Vec::new()),
         }
     }

@@ -218,16 +218,15 @@ impl<D: MultigridDevice> BlockSolver for MultigridSolver<D> {
         })
     }
 
-    /// The cycles' stages ([`Multigrid::time_stages`]); the refinement's f64 residuals and
-    /// updates between the cycles are in none.
+    /// The cycles' stages and the refinement's between them ([`Multigrid::time_stages`]).
     fn time_stages(&mut self, on: bool) {
         self.mg.time_stages(on);
     }
 
-    /// The seconds of each stage (no model: multigrid's kernels are modelled by `bench mg
-    /// --kernels`).
+    /// The seconds of each cycle stage (no model: multigrid's kernels are modelled by
+    /// `bench mg --kernels`), then the refinement's stages with their models.
     fn take_stages(&mut self) -> Result<Vec<TimedStage>> {
-        Ok(self
+        let mut stages: Vec<TimedStage> = self
             .mg
             .take_stage_seconds()?
             .into_iter()
@@ -236,7 +235,9 @@ impl<D: MultigridDevice> BlockSolver for MultigridSolver<D> {
                 seconds: t.seconds,
                 cost: None,
             })
-            .collect())
+            .collect();
+        stages.extend(self.mg.take_refinement_stages()?);
+        Ok(stages)
     }
 }
 

@@ -9,7 +9,7 @@ use super::error::{PscError, PscFailure};
 use super::PscOperator;
 use crate::device::{Block, CsrMatrix, Layout, PscDevice};
 use crate::error::Result;
-use crate::linalg::{RefineFailure, RefineInfo, RefineParams as Refine, Refinement};
+use crate::linalg::{RefineFailure, RefineInfo, RefineParams as Refine, Refinement, TimedStage};
 use crate::precision::Precision;
 use crate::sparse::Csr;
 
@@ -72,6 +72,16 @@ impl<D: PscDevice> PscIr<D> {
 
     pub fn nrhs(&self) -> usize {
         self.refinement.nrhs()
+    }
+
+    /// Times the refinement's own stages between the applies ([`Refinement::time_stages`]).
+    pub fn time_stages(&mut self, on: bool) {
+        self.refinement.time_stages(on);
+    }
+
+    /// The refinement's stages since the last call ([`Refinement::take_stages`]).
+    pub fn take_stages(&mut self) -> Result<Vec<TimedStage>> {
+        self.refinement.take_stages()
     }
 
     /// Solves A X = B for column-major f64 blocks on the device; X holds the initial guess

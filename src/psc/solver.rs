@@ -148,7 +148,9 @@ impl<D: PscDevice> PscSolver<D> {
                         (None, Some(ir)) => ir.into_operator(),
                         (None, None) => unreachable!("the operator is held by one of the two"),
                     };
-                    self.ir = Some(PscIr::new(&self.dev, op, a, nrhs, params.max_iterations)?);
+                    let mut ir = PscIr::new(&self.dev, op, a, nrhs, params.max_iterations)?;
+                    ir.time_stages(self.stage_costs.is_some());
+                    self.ir = Some(ir);
                 }
                 let ir = self.ir.as_mut().expect("just set");
                 let (info, x) = match self.dev.run(|| ir.solve_from_zero(b, params)) {
@@ -245,19 +247,22 @@ impl<D: PscDevice> BlockSolver for PscSolver<D> {
         })
     }
 
-    /// The apply's stages ([`PscOperator::time_stages`]); PSC-IR's f64 residuals and
-    /// updates between the applies are in none.
+    /// The apply's stages ([`PscOperator::time_stages`]) and PSC-IR's own between the
+    /// applies ([`PscIr::time_stages`]).
     fn time_stages(&mut self, on: bool) {
         self.operator_mut().time_stages(on);
+        if let Some(ir) = self.ir.as_mut() {
+            ir.time_stages(on);
+        }
         self.stage_costs = on.then(Vec::new);
     }
 
     /// Each stage with its compulsory bytes and counted flops
-    /// ([`PscOperator::stage_costs`]) summed over the applies.
+    /// ([`PscOperator::stage_costs`]) summed over the applies, then PSC-IR's stages.
     fn take_stages(&mut self) -> Result<Vec<TimedStage>> {
         let times = self.operator_mut().take_stage_seconds()?;
         let costs = self.stage_costs.as_mut().map(std::mem::take);
-        Ok(times
+        let mut stages: Vec<TimedStage> = times
             .into_iter()
             .map(|t| TimedStage {
                 stage: t.stage,
@@ -268,7 +273,11 @@ impl<D: PscDevice> BlockSolver for PscSolver<D> {
                     .find(|(stage, _)| *stage == t.stage)
                     .map(|&(_, cost)| cost),
             })
-            .collect())
+            .collect();
+        if let Some(ir) = self.ir.as_mut() {
+            stages.extend(ir.take_stages()?);
+        }
+        Ok(stages)
     }
 }
 
