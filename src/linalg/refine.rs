@@ -316,8 +316,9 @@ impl<D: SparseKernels + MultigridKernels + VectorKernels> Residual<D> for EllMat
     }
 }
 
-/// The compulsory bytes and flops of the refinement's own stages on a block (each block
-/// read or written once at its stored precision, the matrix once per product).
+/// The modelled bytes and flops of the refinement's own stages on a block: each block
+/// read or written once per pass at its stored precision (b twice in the first residual:
+/// its norm, then r), the matrix once per product.
 #[derive(Clone, Copy)]
 struct StageCosts {
     /// ‖b‖ and r = b − A x.
@@ -493,8 +494,8 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
         self.stage_costs.clear();
     }
 
-    /// The refinement's stages since the last call, with their compulsory bytes and flops
-    /// (each block read or written once at its stored precision): empty when not timing.
+    /// The refinement's stages since the last call, with their modelled bytes and flops
+    /// (`StageCosts`): empty when not timing.
     pub fn take_stages(&mut self) -> Result<Vec<TimedStage>> {
         let Some(marks) = self.clock.as_mut() else {
             return Ok(Vec::new());
