@@ -156,24 +156,17 @@ pub struct StageRow {
 }
 
 impl StageRow {
-    /// The measured stages beside their costs (summed over `applies` applies with
-    /// `cg_iterations` CG iterations in all); the model's seconds are left to
-    /// [`PscBenchResult::against`].
-    fn of<D: PscDevice>(
-        times: Vec<StageTime>,
-        op: &PscOperator<D>,
-        nrhs: usize,
-        applies: f64,
-        cg_iterations: usize,
-    ) -> Vec<StageRow> {
-        let costs = op.stage_costs(nrhs, cg_iterations as f64 / applies);
+    /// The measured stages beside their costs summed over the applies (`counts.stages`);
+    /// the model's seconds are left to [`PscBenchResult::against`].
+    fn of(times: Vec<StageTime>, counts: &crate::psc::ApplyCounts) -> Vec<StageRow> {
+        let costs = &counts.stages;
         times
             .into_iter()
             .map(|t| {
                 let cost = costs
                     .iter()
                     .find(|(stage, _)| *stage == t.stage)
-                    .map(|&(_, c)| c * applies)
+                    .map(|&(_, c)| c)
                     .unwrap_or_default();
                 StageRow {
                     stage: t.stage,
@@ -395,13 +388,7 @@ fn run<D: PscDevice>(
                     Err(e) => failure = Some(e),
                 }
             });
-            let rows = StageRow::of(
-                std::mem::take(&mut stages),
-                &op,
-                nrhs,
-                1.0,
-                last.cg_iterations,
-            );
+            let rows = StageRow::of(std::mem::take(&mut stages), &last);
             (best, median, x.to_f64(&dev)?, 1.0, 0.0, None, rows)
         }
         Some(rtol) => {
@@ -446,7 +433,7 @@ fn run<D: PscDevice>(
             let applies = last.applies as f64;
             let residuals = 2.0 * setup.stiffness.nnz() as f64 * nrhs as f64 * steps as f64;
             let times = std::mem::take(&mut stages);
-            let rows = StageRow::of(times, ir.operator_mut(), nrhs, applies, last.cg_iterations);
+            let rows = StageRow::of(times, &last);
             (
                 best,
                 median,

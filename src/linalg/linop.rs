@@ -57,6 +57,15 @@ pub trait LinOp<D: Device> {
     /// with the same width do nothing).
     fn prepare(&mut self, nrhs: usize) -> Result<()>;
 
+    /// Also allocates what `apply` needs for blocks of `width` columns, narrower than the
+    /// prepared width, kept beside it: true where the operator keeps such a second
+    /// workspace (a refinement then applies it to its unconverged columns alone), false
+    /// where it does not.
+    fn prepare_narrow(&mut self, width: usize) -> Result<bool> {
+        let _ = width;
+        Ok(false)
+    }
+
     /// y = A x (or y ≈ A⁻¹ x); allocates nothing after [`LinOp::prepare`].
     fn apply(&mut self, x: &Block<D>, y: &mut Block<D>) -> Result<()>;
 
@@ -96,6 +105,10 @@ impl<D: Device> LinOp<D> for Staged<'_, D> {
 
     fn prepare(&mut self, nrhs: usize) -> Result<()> {
         self.inner.prepare(nrhs)
+    }
+
+    fn prepare_narrow(&mut self, width: usize) -> Result<bool> {
+        self.inner.prepare_narrow(width)
     }
 
     fn apply(&mut self, x: &Block<D>, y: &mut Block<D>) -> Result<()> {

@@ -58,4 +58,6 @@ impl Tolerance {
     }
 }
 
-pub use refine::{RefineError, RefineFailure, RefineInfo, RefineParams, Refinement, Residual};
+pub use refine::{
+    RefineError, RefineFailure, RefineInfo, RefineParams, Refinement, Residual, NARROW_SHARE,
+};

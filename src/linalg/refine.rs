@@ -17,8 +17,15 @@
 //! pays off where the inner solve alone contracts slowly (multigrid on meshes with poorly
 //! shaped elements).
 //!
-//! Every buffer is allocated when the refinement is built; the history is preallocated to
-//! its longest length. A failure returns what was done so far with the error.
+//! Once few columns are left above their threshold (at most 1/[`NARROW_SHARE`] of the
+//! block: the columns of a block converge within a step of each other, and the last step
+//! often has a handful left), the inner solve runs on those columns alone, gathered into
+//! narrow blocks, where the inner operator keeps a workspace for them
+//! ([`LinOp::prepare_narrow`]); the others' corrections are zero, as before.
+//!
+//! Every buffer is allocated when the refinement is built, the narrow blocks when first
+//! needed; the history is preallocated to its longest length. A failure returns what was
+//! done so far with the error.
 
 use std::fmt;
 use std::time::Instant;
@@ -26,8 +33,8 @@ use std::time::Instant;
 use super::linop::{block_of, Cost, LinOp};
 use super::TimedStage;
 use crate::device::{
-    Block, CsrMatrix, EllMatrix, Layout, MultigridKernels, SparseKernels, StageMarks, Stats,
-    VectorKernels,
+    Block, CsrMatrix, Device, EllMatrix, Layout, MultigridKernels, SparseKernels, StageMarks,
+    Stats, VectorKernels,
 };
 use crate::error::{Error, Result};
 use crate::precision::Precision;
@@ -389,6 +396,38 @@ pub struct Refinement<D: SparseKernels + VectorKernels, M: LinOp<D>> {
     clock: Option<StageMarks<D>>,
     /// The modelled cost of each timed stage, summed since the clock was last taken.
     stage_costs: Vec<(&'static str, Cost)>,
+    /// Σ r² per column as last recorded.
+    sumsq: Vec<f64>,
+    /// The active columns of the current step, in order, when solved alone.
+    columns: Vec<usize>,
+    /// The blocks of the active columns alone, when few (`narrow_width`).
+    narrow: Option<Narrow<D>>,
+}
+
+/// The inner solve's input and output for the active columns alone, and their x, r,
+/// scales and statistics for the update.
+struct Narrow<D: Device> {
+    r_low: Block<D>,
+    c: Block<D>,
+    x: Block<D>,
+    r: Block<D>,
+    scale: Vec<f64>,
+    stats: Stats<D>,
+}
+
+/// The inner solve runs on the active columns alone once they are at most 1/`NARROW_SHARE`
+/// of the block (the inner operator's second workspace is then at most that share of its
+/// first).
+pub const NARROW_SHARE: usize = 4;
+
+/// Narrow blocks are a multiple of this many columns wide, so that their width, and the
+/// inner operator's workspace for it, stays from step to step and solve to solve.
+const NARROW_ALIGN: usize = 4;
+
+/// The width of the narrow blocks for `active` of `nrhs` columns, when they are few enough.
+fn narrow_width(active: usize, nrhs: usize) -> Option<usize> {
+    let width = active.next_multiple_of(NARROW_ALIGN);
+    (active > 0 && width <= nrhs / NARROW_SHARE).then_some(width)
 }
 
 /// The f64 blocks and per-column scalars of flexible CG around the inner solve.
@@ -430,6 +469,9 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
             start: Instant::now(),
             clock: None,
             stage_costs: Vec::new(),
+            sumsq: vec![0.0; nrhs],
+            columns: Vec::with_capacity(nrhs),
+            narrow: None,
         })
     }
 
@@ -533,6 +575,130 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
         Ok(())
     }
 
+    /// Where few columns are active and the inner operator can take them alone
+    /// (`narrow_width`), copies them from r_low into the narrow r_low (its spare columns
+    /// zero) and lists them in `columns`; else leaves `columns` empty. Returns the cost
+    /// of the copies.
+    fn gather_active(&mut self) -> Result<Cost> {
+        self.columns.clear();
+        let active = self.active.iter().filter(|&&a| a).count();
+        let Some(width) = narrow_width(active, self.nrhs) else {
+            return Ok(Cost::default());
+        };
+        if self.r_low.layout() != Layout::ColMajor || !self.inner.prepare_narrow(width)? {
+            return Ok(Cost::default());
+        }
+        let rows = self.r.rows();
+        if self.narrow.as_ref().is_none_or(|n| n.c.cols() != width) {
+            let f64_block =
+                || Block::zeros(&self.dev, rows, width, Precision::F64, Layout::ColMajor);
+            self.narrow = Some(Narrow {
+                r_low: block_of(&self.dev, self.inner.input(), rows, width)?,
+                c: block_of(&self.dev, self.inner.output(), rows, width)?,
+                x: f64_block()?,
+                r: f64_block()?,
+                scale: vec![0.0; width],
+                stats: Stats::new(&self.dev, width)?,
+            });
+        }
+        let r_low = &mut self.narrow.as_mut().expect("just set").r_low;
+        self.columns
+            .extend((0..self.nrhs).filter(|&c| self.active[c]));
+        for (slot, &c) in self.columns.iter().enumerate() {
+            self.dev.copy(self.r_low.col(c), r_low.col_mut(slot))?;
+        }
+        self.dev
+            .fill(r_low.data.slice_mut(active * rows..width * rows), 0.0)?;
+        let bytes = r_low.precision().bytes() as f64;
+        Ok(Cost {
+            flops: 0.0,
+            bytes: rows as f64 * (2.0 * active as f64 + (width - active) as f64) * bytes,
+        })
+    }
+
+    /// After an inner solve on the narrow blocks: the active columns' corrections copied
+    /// into c, the others zero (they are multiplied by a zero scale, and 0·NaN is not 0).
+    /// Returns the cost of the copies.
+    fn scatter_active(&mut self) -> Result<Cost> {
+        let Some(narrow_c) = self
+            .narrow
+            .as_ref()
+            .filter(|_| !self.columns.is_empty())
+            .map(|n| &n.c)
+        else {
+            return Ok(Cost::default());
+        };
+        let rows = self.r.rows();
+        let mut next = 0;
+        for (slot, &column) in self.columns.iter().enumerate() {
+            if next < column {
+                self.dev
+                    .fill(self.c.data.slice_mut(next * rows..column * rows), 0.0)?;
+            }
+            self.dev.copy(narrow_c.col(slot), self.c.col_mut(column))?;
+            next = column + 1;
+        }
+        if next < self.nrhs {
+            self.dev
+                .fill(self.c.data.slice_mut(next * rows..self.nrhs * rows), 0.0)?;
+        }
+        let bytes = self.c.precision().bytes() as f64;
+        Ok(Cost {
+            flops: 0.0,
+            bytes: rows as f64 * (self.nrhs + self.columns.len()) as f64 * bytes,
+        })
+    }
+
+    /// x_c += α_c c_c, r_c −= α_c (A c)_c on the active columns alone, after an inner
+    /// solve on the narrow blocks: their x and r copied there, updated beside their
+    /// corrections, and copied back. The statistics of the whole block are then set on the
+    /// host: the active columns' from the update, the others' Σ r² as last recorded and
+    /// no correction. Returns the stage's cost.
+    fn update_active(&mut self, a: &impl Residual<D>, x: &mut Block<D>) -> Result<Cost> {
+        let (dev, nrhs, rows) = (&self.dev, self.nrhs, self.r.rows());
+        let narrow = self
+            .narrow
+            .as_mut()
+            .expect("the active columns were gathered");
+        let width = narrow.c.cols();
+        narrow.scale.fill(0.0);
+        for (slot, &c) in self.columns.iter().enumerate() {
+            dev.copy(x.col(c), narrow.x.col_mut(slot))?;
+            dev.copy(self.r.col(c), narrow.r.col_mut(slot))?;
+            narrow.scale[slot] = self.scale[c];
+        }
+        a.update(
+            dev,
+            &narrow.c,
+            &narrow.scale,
+            &mut narrow.x,
+            &mut narrow.r,
+            &mut narrow.stats,
+        )?;
+        for (slot, &c) in self.columns.iter().enumerate() {
+            dev.copy(narrow.x.col(slot), x.col_mut(c))?;
+            dev.copy(narrow.r.col(slot), self.r.col_mut(c))?;
+        }
+        narrow.stats.read(dev)?;
+        let updated = &narrow.stats.host;
+        let host = &mut self.stats.host;
+        host[..nrhs].copy_from_slice(&self.sumsq);
+        host[nrhs..2 * nrhs].fill(0.0);
+        for (slot, &c) in self.columns.iter().enumerate() {
+            host[c] = updated[slot];
+            host[nrhs + c] = updated[width + slot];
+        }
+        host[2 * nrhs] = updated[2 * width];
+        self.stats.on_device = false;
+        let update = StageCosts::new(a, width, rows, &narrow.r_low, &narrow.c).update;
+        // x and r of each active column read and written twice, in f64.
+        let moved = Cost {
+            flops: 0.0,
+            bytes: 64.0 * (rows * self.columns.len()) as f64,
+        };
+        Ok(update + moved)
+    }
+
     fn fail(&mut self, failure: RefineFailure) -> RefineError {
         RefineError {
             failure,
@@ -584,7 +750,6 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
         self.info.elapsed.clear();
         self.info.cost = Cost::default();
         let dev = self.dev.clone();
-        let update_cost = a.update_cost(nrhs, self.c.precision());
         let costs = StageCosts::new(a, nrhs, self.r.rows(), &self.r_low, &self.c);
         if let Err(e) = self
             .begin_stage()
@@ -632,14 +797,22 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
             if !any {
                 return Ok(&self.info);
             }
-            // r_low = r / α in the inner precision, checked.
+            log::debug!(
+                "refinement step {}: {} of {nrhs} column(s) above their threshold",
+                step + 1,
+                self.active.iter().filter(|&&a| a).count()
+            );
+            // r_low = r / α in the inner precision, checked (and the active columns
+            // gathered into the narrow blocks, when few).
             let low = self.r_low.precision();
-            if let Err(e) = self
+            let cast = self
                 .begin_stage()
                 .and_then(|()| {
                     dev.scale_columns(&self.r, &self.scale, &mut self.r_low, &mut self.stats)
                 })
-                .and_then(|()| self.end_stage("scaled cast r/α", costs.cast))
+                .and_then(|()| self.gather_active());
+            if let Err(e) =
+                cast.and_then(|moved| self.end_stage("scaled cast r/α", costs.cast + moved))
             {
                 return Err(self.fail(wrap(e)));
             }
@@ -662,29 +835,45 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
                     precision: low,
                 }));
             }
-            if let Err(e) = self.inner.apply(&self.r_low, &mut self.c) {
-                return Err(self.fail(wrap(e)));
-            }
-            let first = step == 0;
-            if let Err(e) = self.begin_stage() {
-                return Err(self.fail(wrap(e)));
-            }
-            let updated = match self.krylov.as_mut() {
-                Some(k) => k.step(
-                    &dev,
-                    a,
-                    (&self.c, &self.scale, &self.active),
-                    first,
-                    (x, &mut self.r),
-                    &mut self.stats,
-                ),
-                None => a.update(&dev, &self.c, &self.scale, x, &mut self.r, &mut self.stats),
+            let applied = match self.narrow.as_mut().filter(|_| !self.columns.is_empty()) {
+                Some(n) => self.inner.apply(&n.r_low, &mut n.c).map(|()| n.c.cols()),
+                None => self.inner.apply(&self.r_low, &mut self.c).map(|()| nrhs),
             };
-            let updated = updated.and_then(|()| match self.krylov {
-                Some(_) => self.end_stage("FCG step", costs.krylov_step),
-                None => self.end_stage("update x, r", costs.update),
+            let applied = match applied {
+                Ok(width) => width,
+                Err(e) => return Err(self.fail(wrap(e))),
+            };
+            let first = step == 0;
+            // The update on the narrow blocks where the inner solve ran there (flexible
+            // CG's directions span the whole block: its corrections are copied back).
+            let narrow_update = self.krylov.is_none() && !self.columns.is_empty();
+            let update_width = if narrow_update { applied } else { nrhs };
+            let updated = self.begin_stage().and_then(|()| {
+                if narrow_update {
+                    return self.update_active(a, x);
+                }
+                let moved = self.scatter_active()?;
+                match self.krylov.as_mut() {
+                    Some(k) => k
+                        .step(
+                            &dev,
+                            a,
+                            (&self.c, &self.scale, &self.active),
+                            first,
+                            (x, &mut self.r),
+                            &mut self.stats,
+                        )
+                        .map(|()| costs.krylov_step + moved),
+                    None => a
+                        .update(&dev, &self.c, &self.scale, x, &mut self.r, &mut self.stats)
+                        .map(|()| costs.update + moved),
+                }
             });
-            if let Err(e) = updated {
+            let stage = match self.krylov {
+                Some(_) => "FCG step",
+                None => "update x, r",
+            };
+            if let Err(e) = updated.and_then(|cost| self.end_stage(stage, cost)) {
                 return Err(self.fail(wrap(e)));
             }
             let flushed = match self.stats.read(&dev) {
@@ -707,7 +896,8 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
                 },
                 None => Cost::default(),
             };
-            self.info.cost = self.info.cost + self.inner.cost(nrhs) + update_cost + krylov_cost;
+            let update_cost = a.update_cost(update_width, self.c.precision());
+            self.info.cost = self.info.cost + self.inner.cost(applied) + update_cost + krylov_cost;
             if let Err(e) = self.record() {
                 return Err(self.fail(wrap(e)));
             }
@@ -733,6 +923,8 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
         self.info
             .history
             .extend((0..self.nrhs).map(|c| stats.norm(c)));
+        self.sumsq
+            .copy_from_slice(stats.sumsq.expect("refinement statistics have norms"));
         self.info.elapsed.push(self.start.elapsed().as_secs_f64());
         Ok(())
     }

@@ -477,13 +477,16 @@ impl Default for InnerCg {
 }
 
 /// What the applies since the last [`PscOperator::take_counts`] did.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ApplyCounts {
     pub applies: usize,
     /// M3's CG iterations, summed over the applies (one block iteration counts once).
     pub cg_iterations: usize,
     /// Counted operations (GEMMs 2mnk, sparse products 2 nnz).
     pub flops: f64,
+    /// Each stage's modelled cost ([`PscOperator::stage_costs`]) summed over the applies,
+    /// each at its own width.
+    pub stages: Vec<(&'static str, Cost)>,
 }
 
 /// The stages of an apply, in the order they run, as [`PscOperator::time_stages`] and
@@ -525,6 +528,8 @@ pub struct PscOperator<D: PscDevice> {
     last_iterations: usize,
     counts: ApplyCounts,
     ws: Option<Workspace<D>>,
+    /// A second workspace for blocks narrower than `ws`'s ([`LinOp::prepare_narrow`]).
+    narrow_ws: Option<Workspace<D>>,
     /// The stage marks of [`PscOperator::time_stages`] (None when not timing).
     clock: std::cell::RefCell<Option<StageMarks<D>>>,
 }
@@ -678,6 +683,7 @@ impl<D: PscDevice> PscOperator<D> {
             clock: std::cell::RefCell::new(None),
             dev: dev.clone(),
             ws: None,
+            narrow_ws: None,
         })
     }
 
@@ -1144,6 +1150,15 @@ impl<D: PscDevice> PscOperator<D> {
         )
     }
 
+    /// The narrow workspace or the prepared width's.
+    fn workspace_slot(&mut self, narrow: bool) -> &mut Option<Workspace<D>> {
+        if narrow {
+            &mut self.narrow_ws
+        } else {
+            &mut self.ws
+        }
+    }
+
     fn workspace(&self, nrhs: usize) -> Result<Workspace<D>> {
         let (nc, ne, ni) = self.classes.sizes;
         let compute = self.precision.compute();
@@ -1223,12 +1238,23 @@ impl<D: PscDevice> LinOp<D> for PscOperator<D> {
         Ok(())
     }
 
+    fn prepare_narrow(&mut self, width: usize) -> Result<bool> {
+        if self.narrow_ws.as_ref().is_none_or(|w| w.nrhs != width) {
+            self.narrow_ws = Some(self.workspace(width)?);
+        }
+        Ok(true)
+    }
+
     /// X = A⁻¹ B for a column-major block of right-hand sides. A non-finite result (an
     /// overflow in a low precision) is an error, never returned.
     fn apply(&mut self, b: &Block<D>, x: &mut Block<D>) -> Result<()> {
         let k = b.cols();
-        self.prepare(k)?;
-        let mut ws = self.ws.take().expect("prepared");
+        let narrow = self.ws.as_ref().is_none_or(|w| w.nrhs != k)
+            && self.narrow_ws.as_ref().is_some_and(|w| w.nrhs == k);
+        if !narrow {
+            self.prepare(k)?;
+        }
+        let mut ws = self.workspace_slot(narrow).take().expect("prepared");
         let result = self.solve(b, x, &mut ws).and_then(|()| {
             self.dev.column_stats(x, &mut ws.stats)?;
             let s = ws.stats.read(&self.dev)?;
@@ -1243,10 +1269,16 @@ impl<D: PscDevice> LinOp<D> for PscOperator<D> {
                 None => Ok(()),
             }
         });
-        self.ws = Some(ws);
+        *self.workspace_slot(narrow) = Some(ws);
         self.counts.applies += 1;
         self.counts.cg_iterations += self.last_iterations;
         self.counts.flops += self.flops_per_rhs() * k as f64;
+        for (stage, cost) in self.stage_costs(k, self.last_iterations as f64) {
+            match self.counts.stages.iter_mut().find(|(s, _)| *s == stage) {
+                Some((_, sum)) => *sum = *sum + cost,
+                None => self.counts.stages.push((stage, cost)),
+            }
+        }
         result
     }
 

@@ -15,7 +15,7 @@ use crate::device::{Block, Layout, PscDevice, Storage};
 use crate::error::{Error, Result};
 use crate::linalg::{
     solve_in_chunks, BlockOutcome, BlockSolver, ColumnPlan, Cost, Footprint, LinOp, Scope,
-    TimedStage,
+    TimedStage, NARROW_SHARE,
 };
 use crate::mesh::{Mesh2d, MeshSpec};
 use crate::precision::Precision;
@@ -116,7 +116,8 @@ impl<D: PscDevice> PscSolver<D> {
     /// Bytes of device memory one right-hand side occupies during a solve: the method's
     /// workspace (about seven vectors in the compute precision, one in the storage
     /// precision; M3 one more I vector and its CG's E vectors), its input and output, and
-    /// PSC-IR's f64 b, x and r.
+    /// PSC-IR's f64 b, x and r with, for its last steps' few columns, a second workspace,
+    /// input, output, x and r up to 1/[`NARROW_SHARE`] as wide.
     fn bytes_per_column(&self) -> usize {
         let op = self.operator();
         let (storage, compute) = (op.precision().bytes(), op.precision().compute().bytes());
@@ -124,8 +125,12 @@ impl<D: PscDevice> PscSolver<D> {
             PscMethod::M1 | PscMethod::M2 => 9,
             PscMethod::M3 => 11,
         };
-        op.num_unknowns()
-            * (vectors * compute + storage + if self.refine.is_some() { 24 } else { 0 })
+        let method = vectors * compute + storage;
+        let refinement = match self.refine {
+            Some(_) => 24 + (method + 16).div_ceil(NARROW_SHARE),
+            None => 0,
+        };
+        op.num_unknowns() * (method + refinement)
     }
 
     /// Solves one block with the method alone or inside PSC-IR (`factor`: what the
@@ -173,16 +178,11 @@ impl<D: PscDevice> PscSolver<D> {
             }
         };
         let counts = self.operator_mut().take_counts();
-        let applies = counts.applies as f64;
-        let per_apply = (self.stage_costs.is_some() && applies > 0.0).then(|| {
-            self.operator()
-                .stage_costs(nrhs, counts.cg_iterations as f64 / applies)
-        });
-        if let (Some(per_apply), Some(sums)) = (per_apply, self.stage_costs.as_mut()) {
-            for (stage, cost) in per_apply {
+        if let Some(sums) = self.stage_costs.as_mut() {
+            for &(stage, cost) in &counts.stages {
                 match sums.iter_mut().find(|(s, _)| *s == stage) {
-                    Some((_, sum)) => *sum = *sum + cost * applies,
-                    None => sums.push((stage, cost * applies)),
+                    Some((_, sum)) => *sum = *sum + cost,
+                    None => sums.push((stage, cost)),
                 }
             }
         }
