@@ -1832,6 +1832,37 @@ fn bench_solve_times_the_stages() {
         "{mg}"
     );
     assert!(stages(cholesky).is_empty(), "{cholesky}");
+    // A solve in chunks of different widths (2 columns, then 1) reports both chunks'
+    // refinement stages: the first residual's flops are those of the 3 columns at once.
+    let chunked = run(
+        &[
+            "bench",
+            "solve",
+            "--levels",
+            "3",
+            "--coarse-levels",
+            "1",
+            "--method",
+            "mg",
+            "--cycle-columns",
+            "3,2",
+            "--nrhs",
+            "3",
+            "--runs",
+            "1",
+            "--stages",
+            "--json",
+        ],
+        dir.path(),
+    );
+    assert!(chunked.status.success(), "{}", text(&chunked.stderr));
+    let rows = json_lines(&chunked);
+    let first_flops: Vec<f64> = rows
+        .iter()
+        .map(|r| stage(r, "first residual")["flops"].as_f64().unwrap())
+        .collect();
+    assert_eq!(first_flops.len(), 2, "{rows:?}");
+    assert_eq!(first_flops[0], first_flops[1], "{rows:?}");
 }
 
 /// `bench solve`: every method on the same random block of a refined mesh, each column

@@ -379,6 +379,12 @@ fn refinement_reaches_f64_accuracy_and_refuses_bad_input<D: StokesDevice>(dev: &
     let mut x = Block::zeros(dev, n, nrhs, Precision::F64, Layout::ColMajor).unwrap();
     let err = refinement.solve(&a, &bad, &mut x, params).unwrap_err();
     assert!(matches!(err.failure, RefineFailure::NotFinite), "{err}");
+    // From zero, b is the first residual: refused the same way.
+    let err = refinement
+        .solve_from_zero(&a, &bad, &mut x, params)
+        .unwrap_err();
+    assert!(matches!(err.failure, RefineFailure::NotFinite), "{err}");
+    assert_eq!(err.info.recorded(), 1, "no step taken");
 
     // An f16 inner step without residual scaling: a column of size 1e-9 flushes to zero.
     let tiny: Vec<f64> = b_host.iter().map(|v| v * 1e-9 / 1e3).collect();

@@ -59,5 +59,6 @@ impl Tolerance {
 }
 
 pub use refine::{
-    RefineError, RefineFailure, RefineInfo, RefineParams, Refinement, Residual, NARROW_SHARE,
+    RefineError, RefineFailure, RefineInfo, RefineParams, Refinement, RefinementClock, Residual,
+    NARROW_SHARE,
 };

@@ -404,6 +404,12 @@ pub struct Refinement<D: SparseKernels + VectorKernels, M: LinOp<D>> {
     narrow: Option<Narrow<D>>,
 }
 
+/// A refinement's stage marks and their models, between two refinements of one solver.
+pub struct RefinementClock<D: Device> {
+    marks: Option<StageMarks<D>>,
+    costs: Vec<(&'static str, Cost)>,
+}
+
 /// The inner solve's input and output for the active columns alone, and their x, r,
 /// scales and statistics for the update.
 struct Narrow<D: Device> {
@@ -534,6 +540,22 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
     pub fn time_stages(&mut self, on: bool) {
         self.clock = on.then(StageMarks::default);
         self.stage_costs.clear();
+    }
+
+    /// The stage clock with the marks and models not yet taken, handed over to a
+    /// refinement rebuilt for another width ([`Refinement::resume_clock`]), so that every
+    /// chunk of a solve in chunks is reported; this one stops timing.
+    pub fn take_clock(&mut self) -> RefinementClock<D> {
+        RefinementClock {
+            marks: self.clock.take(),
+            costs: std::mem::take(&mut self.stage_costs),
+        }
+    }
+
+    /// Times on with a clock another refinement handed over ([`Refinement::take_clock`]).
+    pub fn resume_clock(&mut self, clock: RefinementClock<D>) {
+        self.clock = clock.marks;
+        self.stage_costs = clock.costs;
     }
 
     /// The refinement's stages since the last call, with their modelled bytes and flops

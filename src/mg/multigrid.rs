@@ -776,10 +776,15 @@ impl<D: MultigridDevice> Multigrid<D> {
             r.nrhs() == nrhs && r.max_iterations() >= max_iterations && r.is_krylov() == self.krylov
         });
         if !fits {
+            // The last width's stage clock carries on (a solve in chunks).
+            let clock = self.refinement.as_mut().map(Refinement::take_clock);
             let cycle = self.take_cycle();
             let timed = cycle.stages.is_some();
             let mut refinement = Refinement::new(&self.dev, cycle, nrhs, max_iterations)?;
-            refinement.time_stages(timed);
+            match clock {
+                Some(clock) => refinement.resume_clock(clock),
+                None => refinement.time_stages(timed),
+            }
             self.refinement = Some(match self.krylov {
                 true => refinement.with_krylov()?,
                 false => refinement,

@@ -9,7 +9,9 @@ use super::error::{PscError, PscFailure};
 use super::PscOperator;
 use crate::device::{Block, CsrMatrix, Layout, PscDevice};
 use crate::error::Result;
-use crate::linalg::{RefineFailure, RefineInfo, RefineParams as Refine, Refinement, TimedStage};
+use crate::linalg::{
+    RefineFailure, RefineInfo, RefineParams as Refine, Refinement, RefinementClock, TimedStage,
+};
 use crate::precision::Precision;
 use crate::sparse::Csr;
 
@@ -77,6 +79,16 @@ impl<D: PscDevice> PscIr<D> {
     /// Times the refinement's own stages between the applies ([`Refinement::time_stages`]).
     pub fn time_stages(&mut self, on: bool) {
         self.refinement.time_stages(on);
+    }
+
+    /// The stage clock, to hand over to a PSC-IR of another width ([`Refinement::take_clock`]).
+    pub fn take_clock(&mut self) -> RefinementClock<D> {
+        self.refinement.take_clock()
+    }
+
+    /// Times on with a handed-over clock ([`Refinement::resume_clock`]).
+    pub fn resume_clock(&mut self, clock: RefinementClock<D>) {
+        self.refinement.resume_clock(clock);
     }
 
     /// The refinement's stages since the last call ([`Refinement::take_stages`]).

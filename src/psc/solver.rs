@@ -148,13 +148,20 @@ impl<D: PscDevice> PscSolver<D> {
             Some(mut params) => {
                 params.atol *= factor;
                 if self.ir.as_ref().is_none_or(|ir| ir.nrhs() != nrhs) {
-                    let op = match (self.alone.take(), self.ir.take()) {
-                        (Some(m), _) => m,
-                        (None, Some(ir)) => ir.into_operator(),
+                    // The last width's stage clock carries on (a solve in chunks).
+                    let (op, clock) = match (self.alone.take(), self.ir.take()) {
+                        (Some(m), _) => (m, None),
+                        (None, Some(mut ir)) => {
+                            let clock = ir.take_clock();
+                            (ir.into_operator(), Some(clock))
+                        }
                         (None, None) => unreachable!("the operator is held by one of the two"),
                     };
                     let mut ir = PscIr::new(&self.dev, op, a, nrhs, params.max_iterations)?;
-                    ir.time_stages(self.stage_costs.is_some());
+                    match clock {
+                        Some(clock) => ir.resume_clock(clock),
+                        None => ir.time_stages(self.stage_costs.is_some()),
+                    }
                     self.ir = Some(ir);
                 }
                 let ir = self.ir.as_mut().expect("just set");
