@@ -17,11 +17,12 @@
 //! pays off where the inner solve alone contracts slowly (multigrid on meshes with poorly
 //! shaped elements).
 //!
-//! Once few columns are left above their threshold (at most 1/[`NARROW_SHARE`] of the
-//! block: the columns of a block converge within a step of each other, and the last step
-//! often has a handful left), the inner solve runs on those columns alone, gathered into
-//! narrow blocks, where the inner operator keeps a workspace for them
-//! ([`LinOp::prepare_narrow`]); the others' corrections are zero, as before.
+//! Once few columns are left above their threshold (their count rounded up to a multiple of
+//! 4 at most 1/[`NARROW_SHARE`] of the block: the columns of a block converge within a step
+//! of each other, and the last step often has a handful left), the inner solve runs on
+//! those columns alone, gathered into narrow blocks, where the inner operator keeps a
+//! workspace for them ([`LinOp::prepare_narrow`]); the others' corrections are zero, as
+//! before. Narrow blocks once allocated serve every narrower step after.
 //!
 //! Every buffer is allocated when the refinement is built, the narrow blocks when first
 //! needed; the history is preallocated to its longest length. A failure returns what was
@@ -66,6 +67,9 @@ pub struct RefineInfo {
     pub elapsed: Vec<f64>,
     /// Flops and bytes of everything the refinement ran.
     pub cost: Cost,
+    /// Columns the f64 updates ran on, summed over the steps (the whole block, or the
+    /// narrow block of the few columns left).
+    pub update_columns: usize,
 }
 
 impl RefineInfo {
@@ -76,6 +80,7 @@ impl RefineInfo {
             history: Vec::with_capacity((max_iterations + 1) * nrhs),
             elapsed: Vec::with_capacity(max_iterations + 1),
             cost: Cost::default(),
+            update_columns: 0,
         }
     }
 
@@ -410,8 +415,8 @@ pub struct RefinementClock<D: Device> {
     costs: Vec<(&'static str, Cost)>,
 }
 
-/// The inner solve's input and output for the active columns alone, and their x, r,
-/// scales and statistics for the update.
+/// The inner solve's input and output for the active columns alone, and for the update
+/// their x, r, α (zero in the spare columns) and statistics.
 struct Narrow<D: Device> {
     r_low: Block<D>,
     c: Block<D>,
@@ -604,10 +609,17 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
     fn gather_active(&mut self) -> Result<Cost> {
         self.columns.clear();
         let active = self.active.iter().filter(|&&a| a).count();
-        let Some(width) = narrow_width(active, self.nrhs) else {
+        let Some(needed) = narrow_width(active, self.nrhs) else {
             return Ok(Cost::default());
         };
-        if self.r_low.layout() != Layout::ColMajor || !self.inner.prepare_narrow(width)? {
+        // The narrow blocks already held serve any width up to theirs.
+        let width = self
+            .narrow
+            .as_ref()
+            .map_or(needed, |n| n.c.cols().max(needed));
+        let col_major =
+            self.r_low.layout() == Layout::ColMajor && self.c.layout() == Layout::ColMajor;
+        if !col_major || !self.inner.prepare_narrow(width)? {
             return Ok(Cost::default());
         }
         let rows = self.r.rows();
@@ -684,10 +696,15 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
             .expect("the active columns were gathered");
         let width = narrow.c.cols();
         narrow.scale.fill(0.0);
+        let active = self.columns.len();
         for (slot, &c) in self.columns.iter().enumerate() {
             dev.copy(x.col(c), narrow.x.col_mut(slot))?;
             dev.copy(self.r.col(c), narrow.r.col_mut(slot))?;
             narrow.scale[slot] = self.scale[c];
+        }
+        // The spare columns zero, so that their statistics are those of nothing.
+        for block in [&mut narrow.x, &mut narrow.r] {
+            dev.fill(block.data.slice_mut(active * rows..width * rows), 0.0)?;
         }
         a.update(
             dev,
@@ -713,10 +730,11 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
         host[2 * nrhs] = updated[2 * width];
         self.stats.on_device = false;
         let update = StageCosts::new(a, width, rows, &narrow.r_low, &narrow.c).update;
-        // x and r of each active column read and written twice, in f64.
+        // x and r of each active column read and written twice, the spare ones zeroed, in
+        // f64.
         let moved = Cost {
             flops: 0.0,
-            bytes: 64.0 * (rows * self.columns.len()) as f64,
+            bytes: (64 * active + 16 * (width - active)) as f64 * rows as f64,
         };
         Ok(update + moved)
     }
@@ -771,6 +789,7 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
         self.info.history.clear();
         self.info.elapsed.clear();
         self.info.cost = Cost::default();
+        self.info.update_columns = 0;
         let dev = self.dev.clone();
         let costs = StageCosts::new(a, nrhs, self.r.rows(), &self.r_low, &self.c);
         if let Err(e) = self
@@ -920,6 +939,7 @@ impl<D: SparseKernels + VectorKernels, M: LinOp<D>> Refinement<D, M> {
             };
             let update_cost = a.update_cost(update_width, self.c.precision());
             self.info.cost = self.info.cost + self.inner.cost(applied) + update_cost + krylov_cost;
+            self.info.update_columns += update_width;
             if let Err(e) = self.record() {
                 return Err(self.fail(wrap(e)));
             }

@@ -484,6 +484,8 @@ pub struct ApplyCounts {
     pub cg_iterations: usize,
     /// Counted operations (GEMMs 2mnk, sparse products 2 nnz).
     pub flops: f64,
+    /// Columns the applies solved, summed.
+    pub columns: usize,
     /// Each stage's modelled cost ([`PscOperator::stage_costs`]) summed over the applies,
     /// each at its own width.
     pub stages: Vec<(&'static str, Cost)>,
@@ -1233,6 +1235,8 @@ impl<D: PscDevice> LinOp<D> for PscOperator<D> {
 
     fn prepare(&mut self, nrhs: usize) -> Result<()> {
         if self.ws.as_ref().is_none_or(|w| w.nrhs != nrhs) {
+            // A narrow workspace belongs to the width it was narrower than.
+            self.narrow_ws = None;
             self.ws = Some(self.workspace(nrhs)?);
         }
         Ok(())
@@ -1273,6 +1277,7 @@ impl<D: PscDevice> LinOp<D> for PscOperator<D> {
         self.counts.applies += 1;
         self.counts.cg_iterations += self.last_iterations;
         self.counts.flops += self.flops_per_rhs() * k as f64;
+        self.counts.columns += k;
         for (stage, cost) in self.stage_costs(k, self.last_iterations as f64) {
             match self.counts.stages.iter_mut().find(|(s, _)| *s == stage) {
                 Some((_, sum)) => *sum = *sum + cost,

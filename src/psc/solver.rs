@@ -169,9 +169,9 @@ impl<D: PscDevice> PscSolver<D> {
                     Ok(solved) => solved,
                     Err(e) => return Err(self.failure_with_cache_checked(e.into())),
                 };
-                // Each step's f64 residual update: 2 nnz per column (from zero, the first
-                // residual is b).
-                let residuals = 2.0 * a.nnz() as f64 * nrhs as f64 * info.steps() as f64;
+                // Each step's f64 residual update: 2 nnz per column it ran on (from zero,
+                // the first residual is b).
+                let residuals = 2.0 * a.nnz() as f64 * info.update_columns as f64;
                 (x, Some(info.steps()), residuals)
             }
             None => {
