@@ -351,10 +351,64 @@ impl<'a, T: Real + crate::device::Storage> ColumnTransform<'a, T> {
         }
     }
 
+    /// Every column of `block` (columns of `n` values), one task's: a grid's column by
+    /// column; the levels' for up to [`GROUP_COLUMNS`] columns at once, each row's indices
+    /// and weights read once for all of them (each column sums in the order it does alone).
+    #[inline(always)]
+    fn run_group(&self, block: &mut [T], n: usize, transpose: bool) {
+        match self {
+            Self::Grid(_) => block
+                .chunks_mut(n)
+                .for_each(|column| self.run(column, transpose, false)),
+            Self::Levels(updates) => match block.len() / n {
+                4 => levels_group::<T, 4>(updates, block, n),
+                3 => levels_group::<T, 3>(updates, block, n),
+                2 => levels_group::<T, 2>(updates, block, n),
+                _ => block
+                    .chunks_mut(n)
+                    .for_each(|column| self.run(column, transpose, false)),
+            },
+        }
+    }
+
+    /// Columns one task of the fused passes carries: the levels' [`GROUP_COLUMNS`], a
+    /// grid's one (its passes are computed, not read, and a column stays in L2).
+    fn group_columns(&self) -> usize {
+        match self {
+            Self::Grid(_) => 1,
+            Self::Levels(_) => GROUP_COLUMNS,
+        }
+    }
+
     /// Columns split their rows among threads (a grid's passes) when there are fewer
     /// columns than threads; else a column per task.
     fn split(&self, columns: usize) -> bool {
         matches!(self, Self::Grid(_)) && columns < rayon::current_num_threads()
+    }
+}
+
+/// Columns one task of the fused transform and gather (or scatter and transform) carries:
+/// four f32 columns of the flow around a square at L = 6 (0.9 MB) stay in a core's L2.
+const GROUP_COLUMNS: usize = 4;
+
+/// The level updates on the G columns of `block` (each `n` long) side by side.
+#[inline(always)]
+fn levels_group<T: Real, const G: usize>(updates: &[Rows<'_, T>], block: &mut [T], n: usize) {
+    for &(rows, row_ptr, cols, weights) in updates {
+        for (r, &row) in rows.iter().enumerate() {
+            let (start, end) = (row_ptr[r] as usize, row_ptr[r + 1] as usize);
+            let mut v = [T::zero(); G];
+            for p in start..end {
+                let (w, c) = (weights[p], cols[p] as usize);
+                for (g, vg) in v.iter_mut().enumerate() {
+                    *vg = *vg + w * block[g * n + c];
+                }
+            }
+            for (g, vg) in v.into_iter().enumerate() {
+                let i = g * n + row as usize;
+                block[i] = block[i] + vg;
+            }
+        }
     }
 }
 
@@ -635,60 +689,79 @@ fn scatter<T: Real + crate::device::Storage>(
 trait PscValue: Real + crate::device::Storage {}
 impl<T: Real + crate::device::Storage> PscValue for T {}
 
-/// One column's way in: the transform, b, the task's scratch column, the C/E/I parts and
-/// the column's scale.
+/// A group of columns' way in: the transform, b, the task's scratch columns, the C/E/I
+/// parts and the columns' scales.
 type ColumnIn<'a, T> = (
     &'a ColumnTransform<'a, T>,
     &'a Typed<'a, T>,
     &'a [T],
     &'a mut [T],
     (&'a mut [T], &'a mut [T], &'a mut [T]),
-    &'a mut T,
+    &'a mut [T],
 );
 
 per_simd_level! {
-    /// b copied into the scratch column, Sᵀ there, then gathered (compiled per SIMD level:
-    /// the L_C⁻¹ AXPYs and the scaling passes vectorise).
+    /// b copied into the scratch columns, Sᵀ there, then each gathered (compiled per SIMD
+    /// level: the L_C⁻¹ AXPYs and the scaling passes vectorise).
     fn column_in<T: PscValue>(ColumnIn<'_, T>) => column_in_portable
 }
 
 #[inline(always)]
 fn column_in_portable<T: PscValue, const LEVEL: u8>(
-    (run, k, b, column, parts, scale): ColumnIn<'_, T>,
+    (run, k, b, block, (bc, be, bi), scales): ColumnIn<'_, T>,
 ) {
-    column.copy_from_slice(b);
-    run.run(column, true, false);
-    *scale = gather_column(k, column, parts, false);
+    let n = b.len() / scales.len();
+    let (nc, ne, ni) = (k.c.len(), k.e.len(), k.i.len());
+    block.copy_from_slice(b);
+    run.run_group(block, n, true);
+    for (j, scale) in scales.iter_mut().enumerate() {
+        let parts = (
+            &mut bc[j * nc..(j + 1) * nc],
+            &mut be[j * ne..(j + 1) * ne],
+            &mut bi[j * ni..(j + 1) * ni],
+        );
+        *scale = gather_column(k, &block[j * n..(j + 1) * n], parts, false);
+    }
 }
 
-/// One column's way out: the transform, the C/E/I parts, the column's scale, the task's
-/// scratch column and the column of the result.
+/// A group of columns' way out: the transform, the C/E/I parts, the columns' scales, the
+/// task's scratch columns and the columns of the result.
 type ColumnOut<'a, T> = (
     &'a ColumnTransform<'a, T>,
     &'a Typed<'a, T>,
     (&'a [T], &'a [T], &'a [T]),
-    T,
+    &'a [T],
     &'a mut [T],
     &'a mut [T],
 );
 
 per_simd_level! {
-    /// Scattered into the scratch column, S there, then copied out (compiled per SIMD level).
+    /// Scattered into the scratch columns, S there, then copied out (compiled per SIMD level).
     fn column_out<T: PscValue>(ColumnOut<'_, T>) => column_out_portable
 }
 
 #[inline(always)]
 fn column_out_portable<T: PscValue, const LEVEL: u8>(
-    (run, k, parts, scale, column, out): ColumnOut<'_, T>,
+    (run, k, (xc, xe, xi), scales, block, out): ColumnOut<'_, T>,
 ) {
-    scatter_column(k, parts, scale, column, false);
-    run.run(column, false, false);
-    out.copy_from_slice(column);
+    let n = out.len() / scales.len();
+    let (nc, ne, ni) = (k.c.len(), k.e.len(), k.i.len());
+    for (j, &scale) in scales.iter().enumerate() {
+        let parts = (
+            &xc[j * nc..(j + 1) * nc],
+            &xe[j * ne..(j + 1) * ne],
+            &xi[j * ni..(j + 1) * ni],
+        );
+        scatter_column(k, parts, scale, &mut block[j * n..(j + 1) * n], false);
+    }
+    run.run_group(block, n, false);
+    out.copy_from_slice(block);
 }
 
-/// Sᵀ b, then the gather, a column per task: the column is copied into the task's arena,
-/// transformed there and gathered while it sits in the cache (`nodal` is not written). With
-/// fewer columns than threads, the passes one after the other, each split among threads.
+/// Sᵀ b, then the gather, a group of columns per task ([`ColumnTransform::group_columns`]): they are copied into the
+/// task's arena, transformed there and gathered while they sit in the cache (`nodal` is not
+/// written). With fewer columns than threads, the passes one after the other, each split
+/// among threads.
 #[allow(clippy::too_many_arguments)]
 fn transform_gather<T: Real + crate::device::Storage>(
     t: &HierarchicalTransform<Cpu>,
@@ -709,25 +782,26 @@ fn transform_gather<T: Real + crate::device::Storage>(
         return Ok(());
     }
     let (nc, ne, ni) = (k.c.len(), k.e.len(), k.i.len());
-    b.par_chunks(n)
-        .zip(bc.par_chunks_mut(nc.max(1)))
-        .zip(be.par_chunks_mut(ne.max(1)))
-        .zip(bi.par_chunks_mut(ni.max(1)))
-        .zip(column_scale.par_iter_mut())
-        .for_each(|((((b, bc), be), bi), column_scale)| {
+    let g = run.group_columns();
+    b.par_chunks(g * n)
+        .zip(bc.par_chunks_mut(g * nc.max(1)))
+        .zip(be.par_chunks_mut(g * ne.max(1)))
+        .zip(bi.par_chunks_mut(g * ni.max(1)))
+        .zip(column_scale.par_chunks_mut(g))
+        .for_each(|((((b, bc), be), bi), scales)| {
             super::arena::with(|a| {
-                let column = a.one::<T>(0, n);
-                column_in::<T>((&run, k, b, column, (bc, be, bi), column_scale));
+                let block = a.one::<T>(0, b.len());
+                column_in::<T>((&run, k, b, block, (bc, be, bi), scales));
             })
         });
     super::arena::sync();
     Ok(())
 }
 
-/// The scatter, then S, a column per task: scattered into the task's arena and transformed
-/// there while it sits in the cache, then written to `nodal` in one stream (scattered
-/// writes straight into `nodal` each load a line from memory). With fewer columns than
-/// threads, one after the other, each split among threads.
+/// The scatter, then S, a group of columns per task ([`ColumnTransform::group_columns`]): scattered into the task's
+/// arena and transformed there while they sit in the cache, then written to `nodal` in one
+/// stream (scattered writes straight into `nodal` each load a line from memory). With fewer
+/// columns than threads, one after the other, each split among threads.
 #[allow(clippy::too_many_arguments)]
 fn scatter_transform<T: Real + crate::device::Storage>(
     t: &HierarchicalTransform<Cpu>,
@@ -746,16 +820,17 @@ fn scatter_transform<T: Real + crate::device::Storage>(
         return Ok(());
     }
     let (nc, ne, ni) = (k.c.len(), k.e.len(), k.i.len());
+    let g = run.group_columns();
     nodal
-        .par_chunks_mut(n)
-        .zip(xc.par_chunks(nc.max(1)))
-        .zip(xe.par_chunks(ne.max(1)))
-        .zip(xi.par_chunks(ni.max(1)))
-        .zip(column_scale.par_iter())
-        .for_each(|((((out, xc), xe), xi), &scale)| {
+        .par_chunks_mut(g * n)
+        .zip(xc.par_chunks(g * nc.max(1)))
+        .zip(xe.par_chunks(g * ne.max(1)))
+        .zip(xi.par_chunks(g * ni.max(1)))
+        .zip(column_scale.par_chunks(g))
+        .for_each(|((((out, xc), xe), xi), scales)| {
             super::arena::with(|a| {
-                let column = a.one::<T>(0, n);
-                column_out::<T>((&run, k, (xc, xe, xi), scale, column, out));
+                let block = a.one::<T>(0, out.len());
+                column_out::<T>((&run, k, (xc, xe, xi), scales, block, out));
             })
         });
     super::arena::sync();
