@@ -1747,27 +1747,31 @@ fn bench_solve_times_multigrid_in_chunks_of_columns() {
 #[test]
 fn bench_solve_times_the_stages() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run(
-        &[
+    // `bench solve --stages --json` at L = 3, L0 = 1 with `args` besides: its rows.
+    let staged = |args: &[&str]| {
+        let mut all = vec![
             "bench",
             "solve",
             "--levels",
             "3",
             "--coarse-levels",
             "1",
-            "--method",
-            "psc-m1,mg,cholesky",
-            "--nrhs",
-            "3",
-            "--runs",
-            "2",
             "--stages",
             "--json",
-        ],
-        dir.path(),
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let rows = json_lines(&out);
+        ];
+        all.extend_from_slice(args);
+        let out = run(&all, dir.path());
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        json_lines(&out)
+    };
+    let rows = staged(&[
+        "--method",
+        "psc-m1,mg,cholesky",
+        "--nrhs",
+        "3",
+        "--runs",
+        "2",
+    ]);
     let stages = |r: &serde_json::Value| r["stages"].as_array().unwrap().clone();
     for r in &rows {
         assert!(r["gemm_peak_gflops"].as_f64().unwrap() > 0.0, "{r}");
@@ -1834,29 +1838,16 @@ fn bench_solve_times_the_stages() {
     assert!(stages(cholesky).is_empty(), "{cholesky}");
     // A solve in chunks of different widths (2 columns, then 1) reports both chunks'
     // refinement stages: the first residual's flops are those of the 3 columns at once.
-    let chunked = run(
-        &[
-            "bench",
-            "solve",
-            "--levels",
-            "3",
-            "--coarse-levels",
-            "1",
-            "--method",
-            "mg",
-            "--cycle-columns",
-            "3,2",
-            "--nrhs",
-            "3",
-            "--runs",
-            "1",
-            "--stages",
-            "--json",
-        ],
-        dir.path(),
-    );
-    assert!(chunked.status.success(), "{}", text(&chunked.stderr));
-    let rows = json_lines(&chunked);
+    let rows = staged(&[
+        "--method",
+        "mg",
+        "--cycle-columns",
+        "3,2",
+        "--nrhs",
+        "3",
+        "--runs",
+        "1",
+    ]);
     let first_flops: Vec<f64> = rows
         .iter()
         .map(|r| stage(r, "first residual")["flops"].as_f64().unwrap())
