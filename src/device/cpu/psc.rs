@@ -758,10 +758,10 @@ fn column_out_portable<T: PscValue, const LEVEL: u8>(
     out.copy_from_slice(block);
 }
 
-/// Sᵀ b, then the gather, a group of columns per task ([`ColumnTransform::group_columns`]): they are copied into the
-/// task's arena, transformed there and gathered while they sit in the cache (`nodal` is not
-/// written). With fewer columns than threads, the passes one after the other, each split
-/// among threads.
+/// Sᵀ b, then the gather, a group of columns per task ([`ColumnTransform::group_columns`]):
+/// they are copied into the task's arena, transformed there and gathered while they sit in
+/// the cache (`nodal` is not written). With fewer columns than threads, the passes one
+/// after the other, each split among threads.
 #[allow(clippy::too_many_arguments)]
 fn transform_gather<T: Real + crate::device::Storage>(
     t: &HierarchicalTransform<Cpu>,
@@ -798,10 +798,11 @@ fn transform_gather<T: Real + crate::device::Storage>(
     Ok(())
 }
 
-/// The scatter, then S, a group of columns per task ([`ColumnTransform::group_columns`]): scattered into the task's
-/// arena and transformed there while they sit in the cache, then written to `nodal` in one
-/// stream (scattered writes straight into `nodal` each load a line from memory). With fewer
-/// columns than threads, one after the other, each split among threads.
+/// The scatter, then S, a group of columns per task ([`ColumnTransform::group_columns`]):
+/// scattered into the task's arena and transformed there while they sit in the cache, then
+/// written to `nodal` in one stream (scattered writes straight into `nodal` each load a
+/// line from memory). With fewer columns than threads, one after the other, each split
+/// among threads.
 #[allow(clippy::too_many_arguments)]
 fn scatter_transform<T: Real + crate::device::Storage>(
     t: &HierarchicalTransform<Cpu>,
