@@ -923,6 +923,92 @@ fn orthogonalize_matches_naive_loops<D: PscDevice>(dev: &D) {
     assert!((after - norm(&want)).abs() < 1e-9 * after);
 }
 
+/// A batched GEMM large enough for several tasks (the CPU gives each task its block of
+/// every product of the batch) equals the products one by one bit for bit, in every
+/// storage precision and TF32 math, with a shared A and with one A per product, on any
+/// number of threads; a batch whose C blocks overlap runs one product after the other.
+#[test]
+fn cpu_batched_gemm_in_tasks_equals_separate_products() {
+    use tensorfem::device::DenseKernels;
+    let dev = tensorfem::device::Cpu::new();
+    let (m, k, n, count) = (203, 150, 40, 3);
+    let value =
+        |i: usize, salt: usize| ((i * 7919 + salt * 104_729) % 65_521) as f64 / 65_521.0 - 0.5;
+    let a: Vec<f64> = (0..m * k * count).map(|i| value(i, 1)).collect();
+    let b: Vec<f64> = (0..k * n * count).map(|i| value(i, 2)).collect();
+    let maths = [
+        (Precision::F16, GemmMath::Full),
+        (Precision::F32, GemmMath::Full),
+        (Precision::F32, GemmMath::Tf32),
+        (Precision::F64, GemmMath::Full),
+    ];
+    let two = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    for (p, math) in maths {
+        let (ad, bd) = (
+            Data::from_f64(&dev, &a, p).unwrap(),
+            Data::from_f64(&dev, &b, p).unwrap(),
+        );
+        for stride_a in [0, m * k] {
+            let separate = {
+                let mut c = Data::zeros(&dev, m * n * count, p.compute()).unwrap();
+                for q in 0..count {
+                    dev.gemm(
+                        MatRef::col_major(&ad, q * stride_a, m, k, m),
+                        MatRef::col_major(&bd, q * k * n, k, n, k),
+                        MatMut::col_major(&mut c, q * m * n, m, n, m),
+                        math,
+                    )
+                    .unwrap();
+                }
+                c.to_f64(&dev).unwrap()
+            };
+            let batched = |stride_c: usize| {
+                let mut c = Data::zeros(&dev, m * n * count, p.compute()).unwrap();
+                dev.gemm_batched(
+                    MatRef::col_major(&ad, 0, m, k, m),
+                    MatRef::col_major(&bd, 0, k, n, k),
+                    MatMut::col_major(&mut c, 0, m, n, m),
+                    GemmBatch {
+                        count,
+                        stride_a,
+                        stride_b: k * n,
+                        stride_c,
+                    },
+                    math,
+                )
+                .unwrap();
+                c.to_f64(&dev).unwrap()
+            };
+            for pool in [&two, &one] {
+                assert_eq!(pool.install(|| batched(m * n)), separate, "{p} {math:?}");
+            }
+            // C blocks one column apart overlap: each product overwrites the last one's
+            // columns but its first, as one after the other would.
+            let overlapping = batched(m);
+            let last = m * (count - 1);
+            assert_eq!(
+                overlapping[last..last + m * n],
+                separate[m * n * (count - 1)..],
+                "{p} {math:?}"
+            );
+            for q in 0..count - 1 {
+                assert_eq!(
+                    overlapping[q * m..(q + 1) * m],
+                    separate[q * m * n..q * m * n + m],
+                    "{p} {math:?}: product {q}'s first column"
+                );
+            }
+        }
+    }
+}
+
 /// Gram-Schmidt twice if needed (FGMRES's) equals one step, the DGKS test, and a second
 /// step, bit for bit, whether the second runs (w nearly in the span) or not. The CPU fuses
 /// the two steps (other devices run them in turn): at every SIMD level and on one thread.
