@@ -7,7 +7,8 @@
 //! (B, C_g⁻¹, Dᵀ and its own) in the working precision of the run that wrote it, under
 //! `working/<precision>` with their own checksum: a run in that precision reads only those
 //! (an f16 run reads a quarter of the bytes of the f64 Π⁻¹). A run in another precision
-//! converts from f64 and rewrites the file with its own copies.
+//! converts from f64 and rewrites the file with its own copies beside the ones it had (each
+//! verified before it is kept), so runs alternating between precisions load both.
 //!
 //! A working copy has two checksums: one over its dense inverses (M1's Π⁻¹, M2's Λ⁻¹ and
 //! Θ⁻¹: nearly all its bytes) and one over the rest. The rest is verified on every load.
@@ -352,7 +353,7 @@ impl OperatorCache {
             return Ok((setup, CacheOutcome::Loaded(path)));
         }
         let setup = PscSetup::on_mesh_inverting_on(mesh.clone(), method, self.dense.as_ref())?;
-        save::<f64>(&path, key, &setup, None)?;
+        save::<f64>(&path, key, &setup, None, &KeptCopies::default())?;
         log::info!("PSC set-up saved to the cache {}", path.display());
         Ok((setup, Self::outcome(path, false, reason)))
     }
@@ -360,7 +361,7 @@ impl OperatorCache {
     /// The method's operators in precision S: straight from the cache's copies in S when
     /// it has them (with their dense inverses still to check where `check` says so); else
     /// from its f64 set-up, or computed; in both cases the file is (re)written with copies
-    /// in S.
+    /// in S (and, beside an f64 set-up it loaded, the copies in other precisions it had).
     pub fn load_or_build_host<S: Storage + H5Type>(
         &self,
         key: &SetupKey,
@@ -395,12 +396,17 @@ impl OperatorCache {
         }
         let (loaded, reason) = Self::try_load(&path, key, mesh);
         let was_loaded = loaded.is_some();
+        // The other precisions' copies are kept only beside the f64 set-up they came from.
+        let kept = match was_loaded {
+            true => KeptCopies::read(&path, key, mesh, S::PRECISION),
+            false => KeptCopies::default(),
+        };
         let setup = match loaded {
             Some(setup) => setup,
             None => PscSetup::on_mesh_inverting_on(mesh.clone(), method, self.dense.as_ref())?,
         };
         let host = PscHost::<S>::new(&setup)?;
-        save(&path, key, &setup, Some(&host))?;
+        save(&path, key, &setup, Some(&host), &kept)?;
         log::info!(
             "PSC set-up and its {} operators saved to the cache {}",
             S::PRECISION,
@@ -539,13 +545,15 @@ fn read_csr<S: H5Type + Stored>(
     )
 }
 
-/// Writes a set-up, and its method's operators in their precision when given (atomically:
-/// a crash leaves no half-written cache file).
+/// Writes a set-up, and its method's operators in their precision when given, and the
+/// working copies in other precisions `kept` from the file it replaces (atomically: a crash
+/// leaves no half-written cache file).
 pub fn save<S: Storage + H5Type>(
     path: &Path,
     key: &SetupKey,
     s: &PscSetup,
     working: Option<&PscHost<S>>,
+    kept: &KeptCopies,
 ) -> Result<()> {
     let (nc, ne) = (s.c_dofs.len() as f64, s.e_dofs.len() as f64);
     let dense = match s.method() {
@@ -553,8 +561,8 @@ pub fn save<S: Storage + H5Type>(
         PscMethod::M2 => ne * ne + nc * nc,
         PscMethod::M3 => 0.0,
     } + nc * ne;
-    let working_bytes = working.map_or(0.0, |_| std::mem::size_of::<S>() as f64);
-    let bytes = dense * (8.0 + working_bytes);
+    let working_bytes = working.map_or(0, |_| std::mem::size_of::<S>()) + kept.value_bytes();
+    let bytes = dense * (8 + working_bytes) as f64;
     let progress = if bytes > PROGRESS_MIN_BYTES {
         crate::progress::Progress::new(
             &format!("operator cache write ({:.1} GiB)", bytes / 2f64.powi(30)),
@@ -602,49 +610,138 @@ pub fn save<S: Storage + H5Type>(
         write_mat(&gg, "block", &g.block, &progress)?;
         write_mat(&gg, "inverse", &g.inverse, &progress)?;
     }
-    if let Some(PscHost {
+    if let Some(host) = working {
+        write_working(root, path, s, host, &progress)?;
+    }
+    kept.write(root, path, s, &progress)?;
+    progress.stage("syncing the file to disk");
+    w.commit()?;
+    Ok(())
+}
+
+/// Writes the working copy `host` of the set-up `s` under `working/<precision>` of `root`,
+/// with its checksums.
+fn write_working<S: Storage + H5Type>(
+    root: &hdf5::Group,
+    path: &Path,
+    s: &PscSetup,
+    host: &PscHost<S>,
+    progress: &crate::progress::Progress,
+) -> Result<()> {
+    let PscHost {
         schur,
         b,
         c_inv,
         dt,
         ..
-    }) = working
-    {
-        let wg = root
-            .create_group(&format!("working/{}", S::PRECISION))
-            .map_err(h5::error_in(path, "creating group working"))?;
-        let checksum = parts_checksum(s, schur, b, c_inv, dt.values());
-        h5::write_str_attr(&wg, "checksum", &format!("{checksum:016x}"))?;
-        if let Some(checksum) = inverses_checksum(&dense_inverses(schur)) {
-            h5::write_str_attr(&wg, "inverses_checksum", &format!("{checksum:016x}"))?;
-        }
-        let (nc, ne) = (s.c_dofs.len(), s.e_dofs.len());
-        let report = |bytes: usize| progress.advance(bytes as f64);
-        let write = |name: &str, rows: usize, cols: usize, data: &[S]| {
-            progress.stage(&format!("{name} in {}", S::PRECISION));
-            h5::write_dense_reporting(&wg, name, rows, cols, data, &report).map(drop)
-        };
-        match schur {
-            SchurHost::M1 { pi_inv } => write("pi_inv", ne, ne, pi_inv)?,
-            SchurHost::M2 {
-                lambda_inv,
-                theta_inv,
-            } => {
-                write("lambda_inv", ne, ne, lambda_inv)?;
-                write("theta_inv", nc, nc, theta_inv)?;
-            }
-            SchurHost::M3 { e } => write_csr(&wg, "e", e)?,
-        }
-        write("b", nc, ne, b)?;
-        for (k, c) in c_inv.iter().enumerate() {
-            let size = s.groups[k].block_size();
-            h5::write_dense(&wg, &format!("c_inv_{k}"), size, size, c)?;
-        }
-        h5::write_vector(&wg, "dt_values", dt.values())?;
+    } = host;
+    let wg = root
+        .create_group(&format!("working/{}", S::PRECISION))
+        .map_err(h5::error_in(path, "creating group working"))?;
+    let checksum = parts_checksum(s, schur, b, c_inv, dt.values());
+    h5::write_str_attr(&wg, "checksum", &format!("{checksum:016x}"))?;
+    if let Some(checksum) = inverses_checksum(&dense_inverses(schur)) {
+        h5::write_str_attr(&wg, "inverses_checksum", &format!("{checksum:016x}"))?;
     }
-    progress.stage("syncing the file to disk");
-    w.commit()?;
+    let (nc, ne) = (s.c_dofs.len(), s.e_dofs.len());
+    let report = |bytes: usize| progress.advance(bytes as f64);
+    let write = |name: &str, rows: usize, cols: usize, data: &[S]| {
+        progress.stage(&format!("{name} in {}", S::PRECISION));
+        h5::write_dense_reporting(&wg, name, rows, cols, data, &report).map(drop)
+    };
+    match schur {
+        SchurHost::M1 { pi_inv } => write("pi_inv", ne, ne, pi_inv)?,
+        SchurHost::M2 {
+            lambda_inv,
+            theta_inv,
+        } => {
+            write("lambda_inv", ne, ne, lambda_inv)?;
+            write("theta_inv", nc, nc, theta_inv)?;
+        }
+        SchurHost::M3 { e } => write_csr(&wg, "e", e)?,
+    }
+    write("b", nc, ne, b)?;
+    for (k, c) in c_inv.iter().enumerate() {
+        let size = s.groups[k].block_size();
+        h5::write_dense(&wg, &format!("c_inv_{k}"), size, size, c)?;
+    }
+    h5::write_vector(&wg, "dt_values", dt.values())?;
     Ok(())
+}
+
+/// The working copies of a cache file in precisions other than the one being written,
+/// kept when the file is rewritten.
+#[derive(Default)]
+pub struct KeptCopies {
+    f16: Option<PscHost<f16>>,
+    f32: Option<PscHost<f32>>,
+    f64: Option<PscHost<f64>>,
+}
+
+impl KeptCopies {
+    /// The working copies of the file at `path` in every precision but `except`, each
+    /// verified in full (its dense inverses too: a rewrite must not carry a corrupted copy
+    /// under a fresh checksum); one that fails is left out.
+    fn read(path: &Path, key: &SetupKey, mesh: &Mesh2d, except: Precision) -> Self {
+        fn one<T: Storage + H5Type>(
+            path: &Path,
+            key: &SetupKey,
+            mesh: &Mesh2d,
+            except: Precision,
+        ) -> Option<PscHost<T>> {
+            if T::PRECISION == except {
+                return None;
+            }
+            match load_host::<T>(path, key, mesh, InverseCheck::OnLoad) {
+                Ok(copy) => copy.map(|(host, _)| host),
+                Err(e) => {
+                    log::warn!(
+                        "the {} operators in the cache {} are unusable ({e}): not kept",
+                        T::PRECISION,
+                        path.display()
+                    );
+                    None
+                }
+            }
+        }
+        KeptCopies {
+            f16: one(path, key, mesh, except),
+            f32: one(path, key, mesh, except),
+            f64: one(path, key, mesh, except),
+        }
+    }
+
+    /// Bytes per value of the kept copies together (2 for f16, 4 for f32, 8 for f64).
+    fn value_bytes(&self) -> usize {
+        [
+            (self.f16.is_some(), 2),
+            (self.f32.is_some(), 4),
+            (self.f64.is_some(), 8),
+        ]
+        .iter()
+        .filter(|(kept, _)| *kept)
+        .map(|(_, bytes)| bytes)
+        .sum()
+    }
+
+    fn write(
+        &self,
+        root: &hdf5::Group,
+        path: &Path,
+        s: &PscSetup,
+        progress: &crate::progress::Progress,
+    ) -> Result<()> {
+        if let Some(host) = &self.f16 {
+            write_working(root, path, s, host, progress)?;
+        }
+        if let Some(host) = &self.f32 {
+            write_working(root, path, s, host, progress)?;
+        }
+        if let Some(host) = &self.f64 {
+            write_working(root, path, s, host, progress)?;
+        }
+        Ok(())
+    }
 }
 
 /// Bytes above which the cache write shows its progress.
@@ -967,12 +1064,33 @@ mod tests {
             .unwrap();
         assert!(matches!(outcome, CacheOutcome::Loaded(_)));
 
-        // An f32 run converts from f64 and rewrites the file with its own copies.
+        // An f32 run converts from f64 and rewrites the file with its own copies beside
+        // the f16 ones.
         let (_, outcome, _) = cache
             .load_or_build_host::<f32>(&key, &mesh, PscMethod::M1, InverseCheck::OnLoad)
             .unwrap();
         assert!(matches!(outcome, CacheOutcome::Loaded(_)));
         assert!(on_load(&path).unwrap().is_some());
+        let f16_copy = |path: &Path| load_host::<f16>(path, &key, &mesh, InverseCheck::OnLoad);
+        let (kept, _) = f16_copy(&path).unwrap().expect("f16 copies kept");
+        assert_eq!(kept.schur, built.schur);
+        assert_eq!(kept.dt, built.dt);
+
+        // A rewrite keeps only verified copies: a changed f16 copy is left out when an f64
+        // run adds its own, and the f32 copy stays.
+        corrupt(&path, "working/f16/pi_inv", 5, f16::from_f32(0.5));
+        let (_, outcome, _) = cache
+            .load_or_build_host::<f64>(&key, &mesh, PscMethod::M1, InverseCheck::OnLoad)
+            .unwrap();
+        assert!(matches!(outcome, CacheOutcome::Loaded(_)));
+        assert!(
+            f16_copy(&path).unwrap().is_none(),
+            "the changed copy was dropped"
+        );
+        assert!(on_load(&path).unwrap().is_some());
+        assert!(load_host::<f64>(&path, &key, &mesh, InverseCheck::OnLoad)
+            .unwrap()
+            .is_some());
 
         // A changed working copy fails its checksum, and the run rebuilds from f64.
         corrupt(&path, "working/f32/pi_inv", 3, 0.5f32);
