@@ -126,9 +126,10 @@ pub struct SolveBenchArgs {
     /// The methods, comma-separated: psc-m1, psc-m2, psc-m3, mg, cholesky.
     #[arg(long, value_delimiter = ',', default_value = "psc-m1,mg")]
     pub method: Vec<String>,
-    /// Working precision of the PSC methods (f16, tf32, f32: inside f64 refinement; f64).
-    #[arg(long, default_value = "f32")]
-    pub precision: String,
+    /// Working precisions of the PSC methods, comma-separated (f16, tf32, f32: inside f64
+    /// refinement; f64: alone): one PSC method timed per precision.
+    #[arg(long, value_delimiter = ',', default_value = "f32")]
+    pub precision: Vec<String>,
     /// The multigrid's precision schedule (D_MG, H_MG, DSH_MG, HSD_MG).
     #[arg(long, default_value = "DSH_MG")]
     pub variant: String,

@@ -1872,6 +1872,8 @@ fn bench_solve_compares_methods_on_any_mesh() {
             "1",
             "--method",
             "psc-m1,mg",
+            "--precision",
+            "f32,f64",
             "--reference",
             "--nrhs",
             "1,3",
@@ -1885,11 +1887,18 @@ fn bench_solve_compares_methods_on_any_mesh() {
     let methods: Vec<&str> = rows.iter().map(|r| r["method"].as_str().unwrap()).collect();
     assert_eq!(
         methods,
-        ["psc-m1", "mg", "cholesky", "psc-m1", "mg", "cholesky"]
+        ["psc-m1", "psc-m1", "mg", "cholesky", "psc-m1", "psc-m1", "mg", "cholesky"]
     );
+    // One PSC method per precision listed: f32 inside refinement, f64 alone.
+    for k in [0, 4] {
+        assert_eq!(rows[k]["setting"], "f32 (PSC-IR below f64)", "{}", rows[k]);
+        assert!(rows[k]["iterations"].as_u64().unwrap() >= 2, "{}", rows[k]);
+        assert_eq!(rows[k + 1]["setting"], "f64 (alone)", "{}", rows[k + 1]);
+        assert!(rows[k + 1]["iterations"].is_null(), "{}", rows[k + 1]);
+    }
     let unknowns = rows[0]["unknowns"].as_u64().unwrap();
     for (i, r) in rows.iter().enumerate() {
-        assert_eq!(r["nrhs"], if i < 3 { 1 } else { 3 }, "{r}");
+        assert_eq!(r["nrhs"], if i < 4 { 1 } else { 3 }, "{r}");
         assert_eq!(r["unknowns"].as_u64(), Some(unknowns), "{r}");
         assert_eq!(r["rounds"], 2, "{r}");
         let residual = r["max_relative_residual"].as_f64().unwrap();
@@ -1899,12 +1908,13 @@ fn bench_solve_compares_methods_on_any_mesh() {
             r["solve_seconds_median"].as_f64().unwrap(),
         );
         assert!(best > 0.0 && best <= median, "{r}");
-        let reference = rows[(i / 3) * 3 + 2]["solve_seconds"].as_f64().unwrap();
+        assert!(r["first_solve_seconds"].as_f64().unwrap() > 0.0, "{r}");
+        let reference = rows[(i / 4) * 4 + 3]["solve_seconds"].as_f64().unwrap();
         let speedup = r["speedup_over_reference"].as_f64().unwrap();
         assert!((speedup - reference / best).abs() <= 1e-12 * speedup, "{r}");
     }
-    assert!(rows[1]["iterations"].as_u64().unwrap() >= 2);
-    assert!(rows[2]["iterations"].is_null());
+    assert!(rows[2]["iterations"].as_u64().unwrap() >= 2);
+    assert!(rows[3]["iterations"].is_null());
     assert!(rows[0]["mesh"].as_str().unwrap().contains("L = 3, L0 = 1"));
 
     // The export: the first method's matrix (both triangles) and the block of the largest
@@ -2109,6 +2119,8 @@ fn bench_solve_compares_methods_on_any_mesh() {
     for bad in [
         vec!["--levels", "3", "--method", "psc-m4"],
         vec!["--levels", "3", "--method", "mg,mg"],
+        vec!["--levels", "3", "--precision", "f32,f32"],
+        vec!["--levels", "3", "--precision", "f8"],
         vec!["--levels", "3", "--runs", "0"],
         vec!["--levels", "3", "--nrhs", "0"],
         vec!["--levels", "3", "--rtol", "2"],

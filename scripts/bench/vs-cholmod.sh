@@ -19,6 +19,9 @@
 #         takes psc-info's choice for its own K columns, which may differ between the Ks)
 #   SMOOTHER  the multigrid's smoothers, comma-separated, one row each (default
 #         "jacobi,chebyshev")
+#   PRECISION  PSC-M1's working precisions, comma-separated, one row each (default
+#         "f32,f64": f32 inside f64 refinement, the fastest with many columns; f64 alone,
+#         which reads the same bytes once instead of twice for one column)
 # Needs: the release binary (make build); CHOLMOD in .deps/cholmod-venv, which
 # scripts/install-cholmod.sh installs first (a no-op when present; about half a minute from
 # nothing on Debian bookworm).
@@ -36,6 +39,7 @@ levels=("$@")
 ((${#levels[@]})) || levels=(6 7)
 runs=${RUNS:-3}
 smoother=${SMOOTHER:-jacobi,chebyshev}
+precision=${PRECISION:-f32,f64}
 read -r -a nrhs <<< "${NRHS:-1 64}"
 bin=target/release/tensorfem
 py=.deps/cholmod-venv/bin/python
@@ -69,7 +73,7 @@ for line in sys.stdin:
 }
 tensorfem() { # L K round
   "$bin" bench solve --mesh flow-around-square --levels "$1" --bc pressure --nrhs "$2" \
-    --method psc-m1,mg --smoother "$smoother" --reference --runs 1 --json "${coarse[@]}" \
+    --method psc-m1,mg --precision "$precision" --smoother "$smoother" --reference --runs 1 --json "${coarse[@]}" \
     --cache-dir "$cache" \
     | tag "$1" "$3"
 }
