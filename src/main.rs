@@ -25,10 +25,10 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// purges what has lain free for a second, and a solve that comes later (after a time
 /// step's other work, or another method's solve in `bench solve`) then faults in every page
 /// of its blocks afresh, each zeroed by the kernel. Measured on a 2-core VM (the flow around
-/// a square at L = 7, three methods set up from the operator cache, 64 columns): set-ups
-/// 0.13–0.17 s instead of 0.29–0.60 s, the f64 PSC solve 0.53 s instead of 1.05 s when
-/// other solves run in between, the peak resident memory 2 % higher. The process's memory
-/// is what it was at its peak until it ends. `MIMALLOC_PURGE_DELAY` in the environment
+/// a square at L = 7, three methods, 64 columns): the f64 PSC solve 0.54–0.57 s instead of
+/// 1.07–1.39 s when a multigrid solve runs in between, the peak resident memory 2 % higher;
+/// a process's first solve took longer (1.1–2.3 s against 0.6 s). The process's memory is
+/// what it was at its peak until it ends. `MIMALLOC_PURGE_DELAY` in the environment
 /// (milliseconds) takes precedence.
 fn keep_freed_memory() {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
