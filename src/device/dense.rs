@@ -136,27 +136,7 @@ pub trait DenseKernels: Device {
         batch: GemmBatch,
         math: GemmMath,
     ) -> Result<()> {
-        for i in 0..batch.count {
-            self.gemm_unchecked(
-                MatRef {
-                    offset: a.offset + i * batch.stride_a,
-                    ..a
-                },
-                MatRef {
-                    offset: b.offset + i * batch.stride_b,
-                    ..b
-                },
-                MatMut {
-                    data: &mut *c.data,
-                    offset: c.offset + i * batch.stride_c,
-                    rows: c.rows,
-                    cols: c.cols,
-                    ld: c.ld,
-                },
-                math,
-            )?;
-        }
-        Ok(())
+        products_in_turn(self, a, b, c, batch, math)
     }
     /// [`DenseKernels::gemv`] on checked arguments.
     fn gemv_unchecked(
@@ -239,6 +219,39 @@ pub trait DenseInverse {
 pub struct OnHost;
 
 impl DenseInverse for OnHost {}
+
+/// C_i = A_i·B_i for the products of `batch`, one GEMM after the other (what
+/// [`DenseKernels::gemm_batched_unchecked`] does unless a device does better).
+pub(crate) fn products_in_turn<D: DenseKernels>(
+    dev: &D,
+    a: MatRef<'_, D>,
+    b: MatRef<'_, D>,
+    c: MatMut<'_, D>,
+    batch: GemmBatch,
+    math: GemmMath,
+) -> Result<()> {
+    for i in 0..batch.count {
+        dev.gemm_unchecked(
+            MatRef {
+                offset: a.offset + i * batch.stride_a,
+                ..a
+            },
+            MatRef {
+                offset: b.offset + i * batch.stride_b,
+                ..b
+            },
+            MatMut {
+                data: &mut *c.data,
+                offset: c.offset + i * batch.stride_c,
+                rows: c.rows,
+                cols: c.cols,
+                ld: c.ld,
+            },
+            math,
+        )?;
+    }
+    Ok(())
+}
 
 /// How many products a batched GEMM computes and how far apart their operands lie (in
 /// elements).

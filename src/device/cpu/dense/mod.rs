@@ -14,6 +14,7 @@ use rayon::prelude::*;
 
 use super::simd::per_simd_level;
 use super::{arena, buffer, buffer_mut, by_precision, slice, slice_mut, Compute, Cpu};
+use crate::device::dense::products_in_turn;
 use crate::device::{
     needs_second_step, Block, DenseInverse, DenseKernels, GemmBatch, MatMut, MatRef, Scratch,
     Storage, View, ViewMut,
@@ -724,23 +725,7 @@ impl DenseKernels for Cpu {
     ) -> Result<()> {
         let extent = (c.cols.max(1) - 1) * c.ld + c.rows;
         if batch.count > 1 && batch.stride_c < extent {
-            for i in 0..batch.count {
-                let a = MatRef {
-                    offset: a.offset + i * batch.stride_a,
-                    ..a
-                };
-                let b = MatRef {
-                    offset: b.offset + i * batch.stride_b,
-                    ..b
-                };
-                let c = MatMut {
-                    data: &mut *c.data,
-                    offset: c.offset + i * batch.stride_c,
-                    ..c
-                };
-                product(a, b, c, math, false, SINGLE)?;
-            }
-            return Ok(());
+            return products_in_turn(self, a, b, c, batch, math);
         }
         product(a, b, c, math, false, batch)
     }
