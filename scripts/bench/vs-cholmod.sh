@@ -20,8 +20,8 @@
 #   SMOOTHER  the multigrid's smoothers, comma-separated, one row each (default
 #         "jacobi,chebyshev")
 #   PRECISION  PSC-M1's working precisions, comma-separated, one row each (default
-#         "f32,f64": f32 inside f64 refinement, the fastest with many columns; f64 alone,
-#         which reads the same bytes once instead of twice for one column)
+#         "f32,f64": f32 inside f64 refinement, and f64 alone, the faster on a CPU: its
+#         GEMMs run at half f32's rate where PSC-IR needs two or three applies)
 # Needs: the release binary (make build); CHOLMOD in .deps/cholmod-venv, which
 # scripts/install-cholmod.sh installs first (a no-op when present; about half a minute from
 # nothing on Debian bookworm).
@@ -73,8 +73,8 @@ for line in sys.stdin:
 }
 tensorfem() { # L K round
   "$bin" bench solve --mesh flow-around-square --levels "$1" --bc pressure --nrhs "$2" \
-    --method psc-m1,mg --precision "$precision" --smoother "$smoother" --reference --runs 1 --json "${coarse[@]}" \
-    --cache-dir "$cache" \
+    --method psc-m1,mg --precision "$precision" --smoother "$smoother" --reference --runs 1 \
+    --json "${coarse[@]}" --cache-dir "$cache" \
     | tag "$1" "$3"
 }
 cholmod() { # L K round
