@@ -147,7 +147,8 @@ pub struct SolveBenchArgs {
     /// The multigrid's Krylov method around the cycle: cg (flexible CG) or none.
     #[arg(long, default_value = "cg")]
     pub krylov: String,
-    /// Also time the sparse Cholesky (faer, f64) and give every method's speed-up over it.
+    /// Also time the sparse Cholesky (`cholesky`, f64) and give every method's speed-up over
+    /// it.
     #[arg(long)]
     pub reference: bool,
     /// Right-hand sides per block, comma-separated (each block size timed in turn).
@@ -608,7 +609,7 @@ pub struct PscBenchArgs {
     /// m = n = k of the GEMM peak the rows are measured against, as for `bench machine`.
     #[arg(long, value_parser = parse_gemm_size)]
     pub gemm_size: Option<usize>,
-    /// Also factor the matrix with the sparse Cholesky reference (f64) and time its solve
+    /// Also factor the matrix with the sparse Cholesky (`cholesky`, f64) and time its solve
     /// of the same block side by side (the factorisation reported apart, excluded).
     #[arg(long)]
     pub reference: bool,

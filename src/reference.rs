@@ -1,5 +1,6 @@
-//! The independent reference solver: faer's supernodal sparse Cholesky (f64). Every other
-//! solver of this crate is tested against it; `method = "cholesky"` runs it directly.
+//! The independent reference solver: faer's supernodal sparse Cholesky (f64) with faer's
+//! own solve. Every other solver of this crate is tested against it, the `cholesky`
+//! method's blocked solve (`linalg::SparseCholesky`) included.
 
 use faer::linalg::solvers::Solve;
 use faer::sparse::linalg::solvers::Llt;
@@ -16,19 +17,6 @@ pub struct CholeskySolver {
 }
 
 impl CholeskySolver {
-    /// A generous estimate of the factor's bytes for `unknowns` unknowns in `dim`
-    /// dimensions: nested-dissection fill of about 10 N log2 N entries in 2D and 10 N^{4/3}
-    /// in 3D, 16 bytes each (value and index).
-    pub fn estimated_bytes(unknowns: usize, dim: usize) -> f64 {
-        let n = unknowns as f64;
-        let entries = if dim == 2 {
-            10.0 * n * n.log2().max(1.0)
-        } else {
-            10.0 * n.powf(4.0 / 3.0)
-        };
-        entries * 16.0
-    }
-
     /// Factorises A = LLᵀ (fill-reducing ordering by faer). A must be symmetric; a matrix
     /// that is not positive definite is reported as an error.
     pub fn factor(a: &Csr<f64>) -> Result<Self> {

@@ -17,14 +17,13 @@ use crate::device::{
 };
 use crate::error::{Error, Result};
 use crate::fem::{assemble_loads, l2_error, relative_residual, Dofs, Manufactured};
-use crate::linalg::LinOp;
+use crate::linalg::{LinOp, SparseCholesky};
 use crate::mesh::{unit_square_refined, Element};
 use crate::precision::Precision;
 use crate::psc::{
     class_counts, estimated_bytes, refinement_levels, Coupling, InnerCg, OperatorCache, PscIr,
     PscIrParams, PscMethod, PscOperator, PscSetup, SetupKey, HOST_SOLVE_VECTORS,
 };
-use crate::reference::CholeskySolver;
 use crate::sparse::Csr;
 
 #[derive(Clone, Debug)]
@@ -126,10 +125,9 @@ pub struct PscBenchResult {
     /// Worst column: f64 ‖b − Ax‖₂/‖b‖₂ of the solution and its relative L2 error.
     pub relative_residual: f64,
     pub l2_error: f64,
-    /// --reference: the sparse Cholesky reference (faer, f64) on the same matrix and block:
-    /// factorisation seconds, best and median seconds of its solve of the whole block (the
-    /// factorisation excluded; like the method's, each solve starts by copying the block
-    /// in), the worst column's f64 relative residual, and the worst column's difference
+    /// --reference: the `cholesky` method ([`SparseCholesky`], f64) on the same matrix and
+    /// block: factorisation seconds, best and median seconds of its solve of the whole block
+    /// (the factorisation excluded; like the method's, each solve copies the block in), the worst column's f64 relative residual, and the worst column's difference
     /// from the method's solution, ‖x − x_ref‖₂/‖x_ref‖₂ (how close PSC-IR comes to the
     /// f64 direct solve).
     pub reference_factor_seconds: Option<f64>,
@@ -201,31 +199,21 @@ fn time_reference(
 ) -> Result<ReferenceTimes> {
     let n = crate::sparse::SparseRows::nrows(stiffness);
     let t = Instant::now();
-    let cholesky = CholeskySolver::factor(stiffness)?;
+    let cholesky = SparseCholesky::factor(stiffness)?;
     let factor = t.elapsed().as_secs_f64();
-    let mut x = faer::Mat::<f64>::zeros(n, rhs.len() / n);
-    let (best, median) = time_runs(runs, 2.0, || {
-        x.as_mut()
-            .col_iter_mut()
-            .zip(rhs.chunks(n))
-            .for_each(|(column, b)| column.iter_mut().zip(b).for_each(|(xi, bi)| *xi = *bi));
-        cholesky.solve_in_place(x.as_mut());
-    });
+    let mut x = Vec::new();
+    let (best, median) = time_runs(runs, 2.0, || x = cholesky.solve(rhs, rhs.len() / n));
     let mut residual = vec![0.0; n];
     let relative_residual = rhs
         .chunks(n)
-        .enumerate()
-        .map(|(c, b)| {
-            let column = x.col(c).try_as_col_major().expect("a column of a Mat");
-            relative_residual(stiffness, b, column.as_slice(), &mut residual)
-        })
+        .zip(x.chunks(n))
+        .map(|(b, x)| relative_residual(stiffness, b, x, &mut residual))
         .fold(0.0, f64::max);
     let difference = solution
         .chunks(n)
-        .enumerate()
-        .map(|(c, method)| {
-            let column = x.col(c).try_as_col_major().expect("a column of a Mat");
-            let pairs = method.iter().zip(column.as_slice());
+        .zip(x.chunks(n))
+        .map(|(method, reference)| {
+            let pairs = method.iter().zip(reference);
             let (diff, norm) = pairs.fold((0.0, 0.0), |(d, r), (&xi, &ri)| {
                 (d + (xi - ri) * (xi - ri), r + ri * ri)
             });

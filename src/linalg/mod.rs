@@ -2,10 +2,12 @@
 //! interface the driver uses ([`BlockSolver`]: set up once, solve blocks of right-hand
 //! sides many times, in chunks where the device is too small), one iterative refinement
 //! shared by PSC-IR and mixed-precision multigrid, the V-cycle every multigrid runs, block
-//! CG, FGMRES; and, on the host, Lanczos for the set-up's condition numbers and the
-//! in-place dense SPD inverse.
+//! CG, FGMRES; and, on the host, the `cholesky` method's sparse Cholesky
+//! ([`SparseCholesky`]), Lanczos for the set-up's condition numbers and the in-place dense
+//! SPD inverse.
 
 mod cg;
+mod cholesky;
 mod cycle;
 mod dense;
 mod fgmres;
@@ -16,6 +18,7 @@ mod refine;
 mod solver;
 
 pub use cg::{BlockCg, CgInfo, CgParams};
+pub use cholesky::SparseCholesky;
 pub use cycle::{v_cycle, CycleLevels};
 pub use dense::{
     mirror_lower, spd_inverse_in_place, spd_inverse_in_place_reporting, NotPositiveDefinite,

@@ -1,12 +1,11 @@
 //! What every Poisson solver offers the driver: set up once (each solver's own `set_up`:
-//! `psc::PscSolver`, `mg::MultigridSolver`, and the sparse Cholesky reference), then solve
+//! `psc::PscSolver`, `mg::MultigridSolver`, [`super::SparseCholesky`]), then solve
 //! blocks of right-hand sides any number of times ([`BlockSolver`]), in chunks of columns
 //! where the device cannot hold a block whole ([`ColumnPlan`]).
 
 use super::Cost;
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::reference::CholeskySolver;
 use crate::sparse::Csr;
 
 /// A set-up solver on the device it was built for: it solves column-major blocks of
@@ -15,8 +14,8 @@ pub trait BlockSolver: Send {
     fn solve(&mut self, a: &Csr<f64>, b: &[f64], scope: &Scope) -> Result<BlockOutcome>;
 
     /// Times the stages of every later solve (`true`) by marks in the device's queue, or
-    /// stops timing. A method without stage marks (the sparse Cholesky, one library call)
-    /// has nothing to time.
+    /// stops timing. A method without stage marks (the sparse Cholesky) has nothing to
+    /// time.
     fn time_stages(&mut self, on: bool) {
         let _ = on;
     }
@@ -111,22 +110,6 @@ impl BlockOutcome {
             (x, y) => x.or(y),
         };
         self.flops = self.flops.zip(part.flops).map(|(x, y)| x + y);
-    }
-}
-
-impl BlockSolver for CholeskySolver {
-    fn solve(&mut self, _a: &Csr<f64>, b: &[f64], scope: &Scope) -> Result<BlockOutcome> {
-        let (n, nrhs) = (self.dim(), scope.columns.len());
-        let mut x = faer::Mat::from_fn(n, nrhs, |i, j| b[i + j * n]);
-        self.solve_in_place(x.as_mut());
-        Ok(BlockOutcome {
-            u: (0..nrhs)
-                .flat_map(|j| x.col(j).iter().copied().collect::<Vec<_>>())
-                .collect(),
-            iterations: None,
-            inner_iterations: None,
-            flops: None,
-        })
     }
 }
 

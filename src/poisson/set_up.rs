@@ -6,11 +6,10 @@ use crate::config::{Method, SolverSpec};
 use crate::device::cuda::Cuda;
 use crate::device::{Backend, Cpu, MultigridDevice, PscDevice};
 use crate::error::{Error, Result};
-use crate::linalg::BlockSolver;
+use crate::linalg::{BlockSolver, SparseCholesky};
 use crate::mesh::{Mesh, MeshSpec};
 use crate::mg::{MgParams, MgSolveSettings, MultigridSolver, StopParams};
 use crate::psc::PscSolver;
-use crate::reference::CholeskySolver;
 use crate::sparse::Csr;
 
 /// A generous estimate of the bytes a run needs: assembly, the block of right-hand sides
@@ -24,7 +23,7 @@ fn estimated_bytes(m: &MeshSpec, solver: &SolverSpec, nrhs: usize, backend: &Bac
     let solver = match solver.method {
         // A Stokes run sizes itself (stokes::check_memory); it has no Poisson operator.
         Method::Stokes => 0.0,
-        Method::Cholesky => CholeskySolver::estimated_bytes(m.unknowns(), m.dim()),
+        Method::Cholesky => SparseCholesky::estimated_bytes(m.unknowns(), m.dim()),
         Method::Mg => crate::mg::estimated_bytes(m.unknowns(), m.dim(), nrhs),
         method @ (Method::PscM1 | Method::PscM2 | Method::PscM3) => {
             let solve_on_host = matches!(backend, Backend::Cpu { .. });
@@ -115,7 +114,7 @@ pub(super) fn set_up_solver<const DIM: usize>(
     solver_spec: &SolverSpec,
 ) -> Result<(Box<dyn BlockSolver>, Option<String>)> {
     match (solver_spec.method, backend) {
-        (Method::Cholesky, _) => Ok((Box::new(CholeskySolver::factor(matrix)?), None)),
+        (Method::Cholesky, _) => Ok((Box::new(SparseCholesky::factor(matrix)?), None)),
         (Method::Mg, _) => {
             fn boxed<D: MultigridDevice>(
                 (solver, note): (MultigridSolver<D>, String),
