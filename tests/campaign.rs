@@ -16,7 +16,7 @@ fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
     path
 }
 
-/// A study over two operators (PSC-M1 in f32 with refinement, and the Cholesky reference),
+/// A study over two operators (PSC-M1 in f32 with refinement, and the sparse Cholesky),
 /// five wave numbers in batches of two: six batches.
 fn study(dir: &Path) -> String {
     format!(

@@ -1328,7 +1328,7 @@ fn mesh_export_writes_a_readable_refined_mesh() {
 
 /// Runs on the refined domains with the pressure's conditions (Neumann except at the
 /// outflow): psc-m1 in f32 with refinement and multigrid with f16 coarse levels agree with
-/// the Cholesky reference on the flow around a square, and a Gmsh mesh is read relative to
+/// the sparse Cholesky on the flow around a square, and a Gmsh mesh is read relative to
 /// the config's folder, whatever the working directory.
 #[test]
 fn runs_on_refined_domains_with_boundary_conditions() {

@@ -15,7 +15,7 @@ const RTOL: f64 = 1e-10;
 
 /// Every method and precision that can reach rtol = 1e-10: PSC with refinement in each
 /// precision (M1; M2 and M3 in f32), PSC f64 alone, multigrid presets with plain and
-/// flexible-CG refinement and the stand-alone f64 cycle, the Cholesky reference.
+/// flexible-CG refinement and the stand-alone f64 cycle, the sparse Cholesky.
 fn solvers() -> Vec<(&'static str, String)> {
     let psc = |method: &str, precision: &str, refine: bool| {
         format!(

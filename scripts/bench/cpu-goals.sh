@@ -18,8 +18,8 @@
 #     first and tensorfem right after it, per cycle): H_MG ≥ 1.5× the peer's MDof/s in
 #     V(2,2) ω = 0.9 and V(3,3) ω = 2/3, and its time per column with 64 columns at most
 #     half of its time with one;
-#   - PSC-IR (M1 in f32) at h = 1/512 with 64 right-hand sides to 1e-10 beside the sparse
-#     Cholesky reference's solve of the same block (reported; no threshold), with its times
+#   - PSC-IR (M1 in f32) at h = 1/512 with 64 right-hand sides to 1e-10 beside the
+#     `cholesky` method's solve of the same block (reported; no threshold), with its times
 #     to 1e-6 and 1e-10.
 #
 # Usage:

@@ -5,7 +5,7 @@
 # machine (their dense |E|×|E| operators: 61,504² f64 = 30 GB each). Each method runs in
 # f64 on its own (M3: CG to 1e-10) and in f32 inside PSC-IR; one process per case, so its
 # peak memory is the case's. Then M1 and M3 in f32 PSC-IR at h = 1/512 once more, each
-# beside the sparse Cholesky reference's solve of the same block (factorisation excluded).
+# beside the sparse Cholesky's solve of the same block (factorisation excluded).
 #
 # Usage:
 #   scripts/bench/psc-methods.sh [OUTPUT.jsonl]
@@ -34,7 +34,7 @@ for method in m1 m2 m3; do
 done
 # One timed solve after the warm-up: each takes about a minute on 2 cores.
 case_ 1024 32 m3 1
-# PSC-IR beside the sparse Cholesky reference's solve of the same 64 columns (its own
+# PSC-IR beside the sparse Cholesky's solve of the same 64 columns (its own
 # process: the factor would add to the rows' peak memory above).
 for method in m1 m3; do
   $bin bench psc --n 512 --n0 16 --nrhs 64 --method "$method" --runs 3 \

@@ -47,8 +47,8 @@ pub struct PscBenchParams {
     pub rtol: f64,
     /// Timed solves (after one warm-up).
     pub runs: usize,
-    /// Also factor A with the sparse Cholesky reference (f64) and time its solve of the same
-    /// block, side by side.
+    /// Also factor A with the sparse Cholesky (`cholesky`, f64) and time its solve of the
+    /// same block, side by side.
     pub reference: bool,
     /// Time each stage of the apply (marks in the device's queue).
     pub stages: bool,
@@ -127,9 +127,10 @@ pub struct PscBenchResult {
     pub l2_error: f64,
     /// --reference: the `cholesky` method ([`SparseCholesky`], f64) on the same matrix and
     /// block: factorisation seconds, best and median seconds of its solve of the whole block
-    /// (the factorisation excluded; like the method's, each solve copies the block in), the worst column's f64 relative residual, and the worst column's difference
-    /// from the method's solution, ‖x − x_ref‖₂/‖x_ref‖₂ (how close PSC-IR comes to the
-    /// f64 direct solve).
+    /// (the factorisation excluded; like the method's, each solve copies the block in), the
+    /// worst column's f64 relative residual, and the worst column's difference from the
+    /// method's solution, ‖x − x_ref‖₂/‖x_ref‖₂ (how close PSC-IR comes to the f64 direct
+    /// solve).
     pub reference_factor_seconds: Option<f64>,
     pub reference_solve_seconds: Option<f64>,
     pub reference_solve_seconds_median: Option<f64>,
@@ -178,7 +179,7 @@ impl StageRow {
     }
 }
 
-/// The sparse Cholesky reference on the bench's matrix and block.
+/// The sparse Cholesky (`cholesky`) on the bench's matrix and block.
 struct ReferenceTimes {
     factor: f64,
     best: f64,

@@ -354,7 +354,7 @@ fn base_operator(base: &RawConfig, source: &str, problems: &mut Problems) -> Opt
 
 /// Every combination of the study's lists, validated as if written out by hand. Lists left
 /// out take the base sections' value; h0 and precision apply to the psc methods only
-/// (cholesky is the f64 reference, multigrid takes its schedule from [solver]), so
+/// (cholesky runs in f64 only, multigrid takes its schedule from [solver]), so
 /// combinations differing only there are one operator.
 fn expand_study(
     base: &RawConfig,

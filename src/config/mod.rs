@@ -15,7 +15,7 @@
 //! [problem]
 //! k = [1, 2, 4]               # manufactured solutions sin(kπx)sin(kπy)(sin(kπz)), one per column
 //! [solver]
-//! method = "psc-m1"           # cholesky (the f64 reference) | psc-m1 | psc-m2 | psc-m3 | mg
+//! method = "psc-m1"           # cholesky (f64 sparse Cholesky) | psc-m1 | psc-m2 | psc-m3 | mg
 //! precision = "f32"           # f16 | tf32 (psc methods) | f32 | f64
 //! refine = true               # psc-m*: f64 iterative refinement (PSC-IR)
 //! nrhs = 3                    # columns; column c uses k[c mod len(k)]

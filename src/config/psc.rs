@@ -1,5 +1,5 @@
 //! The `[solver]` settings of the direct methods: PSC-M1/M2/M3 (mesh.h0, the operator cache,
-//! M3's CG tolerance) and the f64 Cholesky reference (which takes none of the iterative
+//! M3's CG tolerance) and the f64 sparse Cholesky (which takes none of the iterative
 //! keys).
 
 use std::path::{Path, PathBuf};
@@ -69,7 +69,7 @@ pub(super) fn validate_cholesky(
     if precision.is_some_and(|p| p != Precision::F64) {
         problems.push(problem(
             "solver.precision",
-            "method cholesky is the f64 reference (allowed: f64)",
+            "method cholesky runs in f64 only (allowed: f64)",
         ));
     }
     let s = &raw.solver;

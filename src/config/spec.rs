@@ -13,7 +13,7 @@ use crate::stokes::StokesSpec;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
-    /// faer's sparse Cholesky in f64: the reference solver.
+    /// The sparse Cholesky in f64 (`linalg::SparseCholesky`).
     Cholesky,
     /// The PSC methods of docs/mathematics.md §3 (M1 and M2 direct, M3 CG on the C/E system; `psc`
     /// names them), optionally inside f64 refinement (PSC-IR).
@@ -42,8 +42,8 @@ impl Method {
         }
     }
 
-    /// Whether the method runs on the CUDA backend (all but the sparse Cholesky reference,
-    /// which runs on the host).
+    /// Whether the method runs on the CUDA backend (all but the sparse Cholesky, which
+    /// runs on the host).
     pub fn has_cuda(self) -> bool {
         match self {
             Method::PscM1 | Method::PscM2 | Method::PscM3 | Method::Mg | Method::Stokes => true,

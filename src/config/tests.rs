@@ -440,7 +440,7 @@ fn rtol_and_atol_mean_the_same_for_every_method() {
         }
     );
     // A direct solve is checked against rtol when given, else against its precision's
-    // accuracy; the Cholesky reference against f64's.
+    // accuracy; the sparse Cholesky against f64's.
     let alone = |precision: &str, extra: &str| {
         parse_ok(&format!(
             "[mesh]\nn = 64\nh0 = 0.25\n[solver]\nmethod = \"psc-m1\"\nprecision = \"{precision}\"\nrefine = false\n{extra}[output]\npath = \"x.h5\"\n"

@@ -17,12 +17,12 @@ use faer::linalg::triangular_solve::{
 };
 use faer::sparse::linalg::cholesky::supernodal::SupernodalLltRef;
 use faer::sparse::linalg::cholesky::{
-    factorize_symbolic_cholesky, CholeskySymbolicParams, SymbolicCholesky, SymbolicCholeskyRaw,
-    SymmetricOrdering,
+    factorize_symbolic_cholesky, CholeskySymbolicParams, LltRef, SymbolicCholesky,
+    SymbolicCholeskyRaw, SymmetricOrdering,
 };
 use faer::sparse::linalg::SupernodalThreshold;
 use faer::sparse::{SparseColMatRef, SymbolicSparseColMatRef};
-use faer::{Accum, MatMut, MatRef, Par, Side};
+use faer::{Accum, Conj, MatMut, MatRef, Par, Side};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
@@ -59,8 +59,8 @@ impl SparseCholesky {
         entries * 16.0
     }
 
-    /// Factorises A = LLᵀ, always supernodal. A must be symmetric; a matrix that is not
-    /// positive definite is an error.
+    /// Factorises A = LLᵀ, supernodal wherever faer can (every matrix with off-diagonal
+    /// entries). A must be symmetric; a matrix that is not positive definite is an error.
     pub fn factor(a: &Csr<f64>) -> Result<Self> {
         let n = a.row_ptr().len() - 1;
         let failed = |what: String| {
@@ -105,11 +105,12 @@ impl SparseCholesky {
             inverse,
             max_pattern: 0,
         };
-        let factor = solver.factor_ref();
-        solver.max_pattern = (0..factor.symbolic().n_supernodes())
-            .map(|s| factor.supernode(s).pattern().len())
-            .max()
-            .unwrap_or(0);
+        if let Some(factor) = solver.supernodal() {
+            solver.max_pattern = (0..factor.symbolic().n_supernodes())
+                .map(|s| factor.supernode(s).pattern().len())
+                .max()
+                .unwrap_or(0);
+        }
         Ok(solver)
     }
 
@@ -117,19 +118,14 @@ impl SparseCholesky {
         self.inverse.len()
     }
 
-    /// Entries of L (what each column's two sweeps read).
-    pub fn factor_entries(&self) -> usize {
-        self.values.len()
-    }
-
-    fn factor_ref(&self) -> SupernodalLltRef<'_, usize, f64> {
+    /// The supernodal factor; None where faer factored simplicially: a matrix without
+    /// off-diagonal entries (one unknown, a diagonal), which no threshold makes supernodal.
+    fn supernodal(&self) -> Option<SupernodalLltRef<'_, usize, f64>> {
         match self.symbolic.raw() {
             SymbolicCholeskyRaw::Supernodal(symbolic) => {
-                SupernodalLltRef::new(symbolic, &self.values)
+                Some(SupernodalLltRef::new(symbolic, &self.values))
             }
-            SymbolicCholeskyRaw::Simplicial(_) => {
-                unreachable!("the factorisation is forced supernodal")
-            }
+            SymbolicCholeskyRaw::Simplicial(_) => None,
         }
     }
 
@@ -147,6 +143,18 @@ impl SparseCholesky {
         if n == 0 || nrhs == 0 {
             return u;
         }
+        let Some(factor) = self.supernodal() else {
+            u.copy_from_slice(b);
+            let mut scratch =
+                MemBuffer::new(self.symbolic.solve_in_place_scratch::<f64>(nrhs, Par::Seq));
+            LltRef::new(&self.symbolic, &self.values).solve_in_place_with_conj(
+                Conj::No,
+                MatMut::from_column_major_slice_mut(&mut u, n, nrhs),
+                Par::Seq,
+                MemStack::new(&mut scratch),
+            );
+            return u;
+        };
         let width = nrhs.div_ceil(rayon::current_num_threads()).max(1);
         u.par_chunks_mut(n * width)
             .enumerate()
@@ -156,7 +164,7 @@ impl SparseCholesky {
                 let columns = first * n..(first + w) * n;
                 let mut x = vec![0.0; n * w];
                 self.to_factor_order(&b[columns], &mut x, w);
-                self.sweep(&mut x, w);
+                sweep(factor, self.max_pattern, &mut x, w);
                 self.to_caller_order(&x, out, w);
             });
         u
@@ -191,73 +199,73 @@ impl SparseCholesky {
             }
         }
     }
+}
 
-    /// Solves LLᵀ x = y in place for the node-major block `x` (n rows of `w` values).
-    fn sweep(&self, x: &mut [f64], w: usize) {
-        let factor = self.factor_ref();
-        let supernodes = factor.symbolic().n_supernodes();
-        let mut below = vec![0.0; self.max_pattern * w];
-        // L y = b: each supernode's rows solved with its diagonal block, then its
-        // product subtracted from the rows of its pattern (all later, ancestors' rows).
-        for s in 0..supernodes {
-            let node = factor.supernode(s);
-            let l = node.val();
-            let size = l.ncols();
-            let (diagonal, off) = l.split_at_row(size);
-            let rows = node.start() * w..(node.start() + size) * w;
-            solve_lower_triangular_in_place(
-                diagonal,
-                MatMut::from_row_major_slice_mut(&mut x[rows.clone()], size, w),
-                Par::Seq,
-            );
-            let pattern = node.pattern();
-            if pattern.is_empty() {
-                continue;
+/// Solves LLᵀ x = y in place for the node-major block `x` (n rows of `w` values) with the
+/// supernodal `factor` (`max_pattern`: its longest pattern).
+fn sweep(factor: SupernodalLltRef<'_, usize, f64>, max_pattern: usize, x: &mut [f64], w: usize) {
+    let supernodes = factor.symbolic().n_supernodes();
+    let mut below = vec![0.0; max_pattern * w];
+    // L y = b: each supernode's rows solved with its diagonal block, then its
+    // product subtracted from the rows of its pattern (all later, ancestors' rows).
+    for s in 0..supernodes {
+        let node = factor.supernode(s);
+        let l = node.val();
+        let size = l.ncols();
+        let (diagonal, off) = l.split_at_row(size);
+        let rows = node.start() * w..(node.start() + size) * w;
+        solve_lower_triangular_in_place(
+            diagonal,
+            MatMut::from_row_major_slice_mut(&mut x[rows.clone()], size, w),
+            Par::Seq,
+        );
+        let pattern = node.pattern();
+        if pattern.is_empty() {
+            continue;
+        }
+        let product = &mut below[..pattern.len() * w];
+        matmul(
+            MatMut::from_row_major_slice_mut(product, pattern.len(), w),
+            Accum::Replace,
+            off,
+            MatRef::from_row_major_slice(&x[rows], size, w),
+            1.0,
+            Par::Seq,
+        );
+        for (&r, p) in pattern.iter().zip(product.chunks_exact(w)) {
+            x[r * w..(r + 1) * w]
+                .iter_mut()
+                .zip(p)
+                .for_each(|(x, p)| *x -= p);
+        }
+    }
+    // Lᵀ x = y: the supernodes in reverse, each gathering its pattern's rows.
+    for s in (0..supernodes).rev() {
+        let node = factor.supernode(s);
+        let l = node.val();
+        let size = l.ncols();
+        let (diagonal, off) = l.split_at_row(size);
+        let rows = node.start() * w..(node.start() + size) * w;
+        let pattern = node.pattern();
+        if !pattern.is_empty() {
+            let gathered = &mut below[..pattern.len() * w];
+            for (&r, g) in pattern.iter().zip(gathered.chunks_exact_mut(w)) {
+                g.copy_from_slice(&x[r * w..(r + 1) * w]);
             }
-            let product = &mut below[..pattern.len() * w];
             matmul(
-                MatMut::from_row_major_slice_mut(product, pattern.len(), w),
-                Accum::Replace,
-                off,
-                MatRef::from_row_major_slice(&x[rows], size, w),
-                1.0,
-                Par::Seq,
-            );
-            for (&r, p) in pattern.iter().zip(product.chunks_exact(w)) {
-                x[r * w..(r + 1) * w]
-                    .iter_mut()
-                    .zip(p)
-                    .for_each(|(x, p)| *x -= p);
-            }
-        }
-        // Lᵀ x = y: the supernodes in reverse, each gathering its pattern's rows.
-        for s in (0..supernodes).rev() {
-            let node = factor.supernode(s);
-            let l = node.val();
-            let size = l.ncols();
-            let (diagonal, off) = l.split_at_row(size);
-            let rows = node.start() * w..(node.start() + size) * w;
-            let pattern = node.pattern();
-            if !pattern.is_empty() {
-                let gathered = &mut below[..pattern.len() * w];
-                for (&r, g) in pattern.iter().zip(gathered.chunks_exact_mut(w)) {
-                    g.copy_from_slice(&x[r * w..(r + 1) * w]);
-                }
-                matmul(
-                    MatMut::from_row_major_slice_mut(&mut x[rows.clone()], size, w),
-                    Accum::Add,
-                    off.transpose(),
-                    MatRef::from_row_major_slice(gathered, pattern.len(), w),
-                    -1.0,
-                    Par::Seq,
-                );
-            }
-            solve_upper_triangular_in_place(
-                diagonal.transpose(),
-                MatMut::from_row_major_slice_mut(&mut x[rows], size, w),
+                MatMut::from_row_major_slice_mut(&mut x[rows.clone()], size, w),
+                Accum::Add,
+                off.transpose(),
+                MatRef::from_row_major_slice(gathered, pattern.len(), w),
+                -1.0,
                 Par::Seq,
             );
         }
+        solve_upper_triangular_in_place(
+            diagonal.transpose(),
+            MatMut::from_row_major_slice_mut(&mut x[rows], size, w),
+            Par::Seq,
+        );
     }
 }
 
@@ -325,6 +333,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Matrices without off-diagonal entries, which faer factors simplicially: one
+    /// unknown (the unit square with n = 2) and a diagonal.
+    #[test]
+    fn diagonal_matrices_are_solved() {
+        let sys = assemble_poisson(&unit_square(2, Element::Q1).unwrap(), |_| 1.0).unwrap();
+        let ours = SparseCholesky::factor(&sys.matrix).unwrap();
+        assert!(ours.supernodal().is_none());
+        let close = |u: &[f64], x: &[f64]| {
+            u.iter()
+                .zip(x)
+                .all(|(u, x)| (u - x).abs() <= 4.0 * f64::EPSILON * x.abs())
+        };
+        let d = sys.matrix.values()[0];
+        assert!(close(&ours.solve(&[2.0, -4.0], 2), &[2.0 / d, -4.0 / d]));
+        let a = Csr::new(3, 3, vec![0, 1, 2, 3], vec![0, 1, 2], vec![4.0, 2.0, 8.0]).unwrap();
+        let u = SparseCholesky::factor(&a)
+            .unwrap()
+            .solve(&[4.0, 1.0, -2.0], 1);
+        assert!(close(&u, &[1.0, 0.5, -0.25]), "{u:?}");
     }
 
     #[test]
