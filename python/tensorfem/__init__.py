@@ -227,8 +227,8 @@ class Solver:
     """A Poisson solver set up once on `mesh` and applied to blocks of right-hand sides.
 
     method: "psc-m1" | "psc-m2" | "psc-m3" (the Prehandling-Schur-Complement direct
-        methods on GEMMs), "mg" (geometric multigrid), "cholesky" (the f64 sparse Cholesky: precision,
-        refine and rtol do not apply to it).
+        methods on GEMMs), "mg" (geometric multigrid), "cholesky" (the f64 sparse
+        Cholesky: precision, refine and rtol do not apply to it).
     precision: "f16", "tf32", "f32" or "f64": the precision of PSC's dense products.
         Multigrid takes a precision per level instead (`variant="H_MG"`, or
         `schedule=["f32", "f16", ...]`; without them all f64).

@@ -5,7 +5,8 @@
 //! is held node-major (a row's columns adjacent), so a supernode's rows are one contiguous
 //! panel for its triangular solve and its product, and each row it updates is one
 //! contiguous run of values. The columns are split between the threads, each sweeping the
-//! factor for its own part (no synchronisation inside a sweep).
+//! factor for its own part (no synchronisation inside a sweep). A matrix without
+//! off-diagonal entries, which faer factors simplicially, is solved by faer's own solve.
 //!
 //! The reference solver (`crate::reference`) keeps faer's own solve: the tests check this
 //! one against it.
@@ -131,7 +132,8 @@ impl SparseCholesky {
 
     /// The solutions of the column-major block `b` (n × `nrhs`), column-major: the columns
     /// in one part per thread, each part permuted into the factor's ordering node-major,
-    /// swept forward through L and back through Lᵀ, and permuted back.
+    /// swept forward through L and back through Lᵀ, and permuted back (a simplicial factor:
+    /// faer's own solve).
     pub fn solve(&self, b: &[f64], nrhs: usize) -> Vec<f64> {
         let n = self.dim();
         assert_eq!(
